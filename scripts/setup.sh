@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Installs whatever this machine lacks to build, run and test Countersign. Idempotent: every step
+# checks first and skips what is already there (the cargo-leptos install alone takes ~17 minutes).
+#
+# Needs: the Rust toolchain (rustup), Node.js + npm, python3, and apt-get (as root) for Chromium.
+# Nothing here downloads a binary from outside the package registries: cargo-leptos finds
+# wasm-bindgen and wasm-opt on PATH and so never tries to fetch them.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+export PATH="$HOME/.cargo/bin:$root/end2end/node_modules/.bin:$PATH"
+
+step() { printf '\n==> %s\n' "$*"; }
+have() { command -v "$1" >/dev/null 2>&1; }
+
+for tool in cargo rustup node npm python3; do
+  if ! have "$tool"; then
+    echo "setup: '$tool' is required but not installed" >&2
+    exit 1
+  fi
+done
+
+step "Rust target wasm32-unknown-unknown"
+if rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  echo "present"
+else
+  rustup target add wasm32-unknown-unknown
+fi
+
+step "Chromium (Debian's; Playwright drives it, it never downloads its own)"
+if have chromium || [ -x /usr/bin/chromium ]; then
+  echo "present: $(/usr/bin/chromium --version 2>/dev/null | head -n1 || echo chromium)"
+else
+  sudo_cmd=()
+  if [ "$(id -u)" != 0 ]; then sudo_cmd=(sudo); fi
+  "${sudo_cmd[@]}" apt-get update
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y chromium
+fi
+
+step "cargo-leptos 0.3.10 (0.3.11 needs rustc 1.96)"
+if [ "$(cargo leptos --version 2>/dev/null || true)" = "cargo-leptos 0.3.10" ]; then
+  echo "present"
+else
+  cargo install cargo-leptos --locked --version 0.3.10
+fi
+
+step "wasm-bindgen CLI (must equal the wasm-bindgen version in Cargo.lock)"
+wb_version="$(awk '$0 == "name = \"wasm-bindgen\"" { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)"
+if [ -z "$wb_version" ]; then
+  echo "setup: no wasm-bindgen in Cargo.lock" >&2
+  exit 1
+fi
+if [ "$(wasm-bindgen --version 2>/dev/null || true)" = "wasm-bindgen $wb_version" ]; then
+  echo "present: $wb_version"
+else
+  # No --locked: wasm-bindgen-cli's own lockfile names a webpki-roots the registry lacks.
+  cargo install wasm-bindgen-cli --version "$wb_version" --force
+fi
+
+step "npm packages in end2end/ (Playwright, and binaryen's wasm-opt 132 for release builds)"
+if [ -x end2end/node_modules/.bin/playwright ] && [ -x end2end/node_modules/.bin/wasm-opt ] \
+  && [ end2end/node_modules/.package-lock.json -nt end2end/package-lock.json ]; then
+  echo "present"
+else
+  (cd end2end && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
+fi
+echo
+echo "setup: done"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Sets up this machine if needed and runs every test: formatting, clippy (-D warnings) for both
+# feature sets, the Rust tests of both feature sets (`cargo leptos test`), and the Playwright
+# suite against a freshly built release server that it starts on a free port and stops again.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+export PATH="$HOME/.cargo/bin:$root/end2end/node_modules/.bin:$PATH"
+
+step() { printf '\n==> %s\n' "$*"; }
+started=$SECONDS
+
+scripts/setup.sh
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "clippy, server build (ssr)"
+cargo clippy --all-targets --no-default-features --features ssr -- -D warnings
+
+step "clippy, browser build (hydrate, wasm32)"
+cargo clippy --lib --no-default-features --features hydrate --target wasm32-unknown-unknown -- -D warnings
+
+step "Rust tests, both feature sets (cargo leptos test)"
+scripts/leptos test
+
+step "release build of the site"
+scripts/leptos build --release
+
+step "Playwright (Debian Chromium) against the release server"
+(cd end2end && npx playwright test)
+
+echo
+echo "all tests passed in $((SECONDS - started)) s"

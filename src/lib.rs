@@ -1,0 +1,33 @@
+//! Countersign: an agent chat in which no sensitive tool runs until a person countersigns it.
+//!
+//! One crate, two builds (see `Cargo.toml` features):
+//! * `ssr` — the axum server: configuration, the agent runtime and the HTTP/WebSocket transports;
+//! * `hydrate` — the wasm client that hydrates the server-rendered page.
+//!
+//! The modules read in the order a turn travels (docs/adr and ../design.md):
+//! `protocol` (the wire, shared by both builds) → `agent` (the runtime, server only) →
+//! `transport` (SSE and WebSocket endpoints, server only) → `ui` (isomorphic components) →
+//! `browser` (web-sys transports and browser tools, client only).
+
+/// The AI SDK v6 UI-message-stream wire: chunks, messages, the reducer, SSE framing, envelopes.
+/// Shared by the server and the browser; depends on nothing else of ours.
+//TMP pub mod protocol;
+
+/// Isomorphic Leptos components: rendered on the server, hydrated in the browser.
+pub mod ui;
+
+/// Start-up configuration: Leptos.toml, environment overrides.
+#[cfg(feature = "ssr")]
+pub mod config;
+
+/// The axum application: state, router, graceful serving.
+#[cfg(feature = "ssr")]
+pub mod server;
+
+/// Entry point of the wasm client: hydrates the page the server rendered.
+#[cfg(feature = "hydrate")]
+#[wasm_bindgen::prelude::wasm_bindgen]
+pub fn hydrate() {
+    console_error_panic_hook::set_once();
+    leptos::mount::hydrate_body(ui::App);
+}

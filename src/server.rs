@@ -1,0 +1,203 @@
+//! The axum application: shared state, the router, and serving with graceful shutdown.
+//!
+//! `router` is separate from `serve` so tests drive the whole app with `tower::ServiceExt::oneshot`
+//! without opening a socket, and `serve` takes the listener and the shutdown future so scenario
+//! tests can run it on port 0 and stop it deterministically.
+
+use std::{future::Future, sync::Arc};
+
+use axum::{Json, Router, extract::FromRef, extract::State, routing::get};
+use leptos::config::LeptosOptions;
+use leptos_axum::{LeptosRoutes, generate_route_list};
+use serde::Serialize;
+
+use crate::{config::Config, ui};
+
+/// State shared by every handler.
+#[derive(Clone)]
+pub struct AppState {
+    pub leptos_options: LeptosOptions,
+    /// Where the site settings came from (shown in the banner).
+    pub config_source: Arc<str>,
+    /// The model that answers, as a person should read it.
+    pub model_label: Arc<str>,
+}
+
+impl AppState {
+    pub fn new(config: Config) -> Self {
+        AppState {
+            leptos_options: config.site,
+            config_source: config.source.into(),
+            model_label: "none (the agent runtime is not connected yet)".into(),
+        }
+    }
+}
+
+impl FromRef<AppState> for LeptosOptions {
+    fn from_ref(state: &AppState) -> Self {
+        state.leptos_options.clone()
+    }
+}
+
+/// Builds the whole application: the Leptos pages, `/healthz`, and the static site files.
+pub fn router(state: AppState) -> Router {
+    let routes = generate_route_list(ui::App);
+    Router::new()
+        .route("/healthz", get(healthz))
+        .leptos_routes(&state, routes, {
+            let options = state.leptos_options.clone();
+            move || ui::shell(options.clone())
+        })
+        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(ui::shell))
+        .with_state(state)
+}
+
+/// The body of `GET /healthz`.
+#[derive(Debug, Serialize)]
+pub struct Health {
+    pub status: &'static str,
+    pub version: &'static str,
+    pub model: String,
+}
+
+async fn healthz(State(state): State<AppState>) -> Json<Health> {
+    Json(Health {
+        status: "ok",
+        version: env!("CARGO_PKG_VERSION"),
+        model: state.model_label.to_string(),
+    })
+}
+
+/// Serves `state` on `listener` until `shutdown` completes, then lets in-flight requests finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let addr = listener.local_addr()?;
+    println!("{}", banner(&state, addr));
+    tracing::info!(%addr, "listening");
+    axum::serve(listener, router(state).into_make_service())
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// The one-screen start-up banner: where to open, which model answers, which transports exist.
+pub fn banner(state: &AppState, addr: std::net::SocketAddr) -> String {
+    format!(
+        "\n  Countersign {version}\n\n  open       http://{addr}/\n  model      {model}\n  \
+         transports SSE  POST /api/chat  (not connected yet)\n             \
+         BIDI GET  /api/live  (not connected yet)\n  health     http://{addr}/healthz\n  \
+         settings   {source}\n\n  Ctrl-C stops the server.\n",
+        version = env!("CARGO_PKG_VERSION"),
+        model = state.model_label,
+        source = state.config_source,
+    )
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!("cannot listen for Ctrl-C: {e}");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(e) => {
+                tracing::error!("cannot listen for SIGTERM: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => tracing::info!("Ctrl-C received, shutting down"),
+        () = terminate => tracing::info!("SIGTERM received, shutting down"),
+    }
+}
+
+/// Logs to stderr; `RUST_LOG` filters (default: info for Countersign, warn elsewhere).
+pub fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("warn,countersign=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, EMBEDDED_LEPTOS_TOML};
+    use axum::{body::Body, http::Request, http::StatusCode};
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    fn state() -> AppState {
+        AppState::new(Config::resolve(EMBEDDED_LEPTOS_TOML, None, |_| None).unwrap())
+    }
+
+    async fn get(path: &str) -> (StatusCode, String, String) {
+        let response = router(state())
+            .oneshot(Request::get(path).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, content_type, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn healthz_reports_ok_and_the_model() {
+        let (status, content_type, body) = get("/healthz").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(content_type.starts_with("application/json"));
+        let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(json["status"], "ok");
+        assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
+        assert!(json["model"].as_str().unwrap().contains("not connected"));
+    }
+
+    #[tokio::test]
+    async fn the_chat_page_is_server_rendered_with_its_hydration_scripts() {
+        let (status, content_type, body) = get("/").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(content_type.starts_with("text/html"));
+        assert!(body.contains("<title>Countersign</title>"), "{body}");
+        assert!(body.contains("data-testid=\"composer-input\""), "{body}");
+        assert!(body.contains("/pkg/countersign.js"), "{body}");
+        assert!(body.contains("/pkg/countersign.css"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn unknown_pages_are_404() {
+        let (status, _, _) = get("/no-such-page").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+    }
+
+    #[test]
+    fn banner_names_url_model_and_transports() {
+        let text = banner(&state(), "127.0.0.1:3000".parse().unwrap());
+        assert!(text.contains("http://127.0.0.1:3000/"));
+        assert!(text.contains("model"));
+        assert!(text.contains("/api/chat"));
+        assert!(text.contains("/api/live"));
+    }
+}

@@ -1,0 +1,84 @@
+//! Isomorphic Leptos components: the server renders them to HTML, the wasm client hydrates the
+//! same tree. Everything a person sees lives here.
+
+mod chat;
+mod composer;
+
+use leptos::prelude::*;
+use leptos_meta::{Link, Meta, MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_router::{
+    StaticSegment,
+    components::{Route, Router, Routes},
+};
+
+pub use chat::ChatPage;
+pub use composer::Composer;
+
+/// The HTML document around the app (server only renders it; the client hydrates `<body>`).
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8"/>
+                <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <AutoReload options=options.clone()/>
+                <HydrationScripts options/>
+                <MetaTags/>
+            </head>
+            <body>
+                <App/>
+            </body>
+        </html>
+    }
+}
+
+/// The application: header, routes, and the page a route selects.
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    view! {
+        <Stylesheet id="leptos" href="/pkg/countersign.css"/>
+        <Title text="Countersign"/>
+        <Meta name="description" content="An agent chat where no sensitive tool runs until you countersign it."/>
+        <Meta name="color-scheme" content="light dark"/>
+        <Link rel="icon" href="/favicon.svg" type_="image/svg+xml"/>
+        <Router>
+            <div class="app">
+                <Header/>
+                <Routes fallback=NotFound>
+                    <Route path=StaticSegment("") view=ChatPage/>
+                </Routes>
+            </div>
+        </Router>
+    }
+}
+
+#[component]
+fn Header() -> impl IntoView {
+    view! {
+        <header class="app-header">
+            <a class="brand" href="/">
+                <span class="brand-mark" aria-hidden="true">"✍"</span>
+                <span class="brand-name">"Countersign"</span>
+            </a>
+            <p class="tagline">"Nothing sensitive runs until you countersign it."</p>
+        </header>
+    }
+}
+
+#[component]
+fn NotFound() -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    {
+        if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+            response.set_status(axum::http::StatusCode::NOT_FOUND);
+        }
+    }
+    view! {
+        <main class="not-found">
+            <h1>"Page not found"</h1>
+            <p><a href="/">"Back to the chat"</a></p>
+        </main>
+    }
+}
