@@ -152,7 +152,11 @@ impl Config {
         };
 
         // Release builds serve without cargo-leptos's live-reload script unless asked.
-        let default_env = if cfg!(debug_assertions) { "dev" } else { "prod" };
+        let default_env = if cfg!(debug_assertions) {
+            "dev"
+        } else {
+            "prod"
+        };
         let env_name = env("LEPTOS_ENV").unwrap_or_else(|| default_env.to_string());
         let leptos_env = match env_name.to_ascii_lowercase().as_str() {
             "dev" | "development" => Env::DEV,

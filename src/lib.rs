@@ -11,7 +11,11 @@
 
 /// The AI SDK v6 UI-message-stream wire: chunks, messages, the reducer, SSE framing, envelopes.
 /// Shared by the server and the browser; depends on nothing else of ours.
-//TMP pub mod protocol;
+pub mod protocol;
+
+/// The agent runtime: models, tools, the approval gate, sessions and the turn loop.
+#[cfg(feature = "ssr")]
+pub mod agent;
 
 /// Isomorphic Leptos components: rendered on the server, hydrated in the browser.
 pub mod ui;

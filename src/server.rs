@@ -48,7 +48,9 @@ pub fn router(state: AppState) -> Router {
             let options = state.leptos_options.clone();
             move || ui::shell(options.clone())
         })
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(ui::shell))
+        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(
+            ui::shell,
+        ))
         .with_state(state)
 }
 
@@ -161,7 +163,11 @@ mod tests {
             .unwrap_or_default()
             .to_string();
         let body = response.into_body().collect().await.unwrap().to_bytes();
-        (status, content_type, String::from_utf8_lossy(&body).into_owned())
+        (
+            status,
+            content_type,
+            String::from_utf8_lossy(&body).into_owned(),
+        )
     }
 
     #[tokio::test]

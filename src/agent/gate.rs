@@ -1,0 +1,420 @@
+//! The approval gate: the reason Countersign exists.
+//!
+//! A tool call that needs the person's countersignature waits in the server's session as a
+//! [`StepCall`] in phase [`CallPhase::AwaitingApproval`], keyed by a server-issued approval id and
+//! holding the exact call (id, name, validated arguments). The client can only answer "approval
+//! X: approve | approve with these arguments | deny (reason)". An answer is accepted once, for a
+//! pending approval of that session only, before its deadline; anything else is an
+//! [`InputError`] and changes nothing. Edited arguments are validated against the tool's schema
+//! again. Browser tools wait in [`CallPhase::AwaitingBrowser`] for the result of *their*
+//! toolCallId (never matched by tool name).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{
+    clock::Millis,
+    history::{Outcome, ToolCall},
+    schema::{SchemaError, validate},
+    tools::{ToolLocation, ToolRegistry},
+};
+
+/// The person's answer to an approval request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    Approve,
+    /// Approve, running the call with these arguments instead (a full replacement).
+    ApproveWithEdits {
+        args: Value,
+    },
+    Deny {
+        reason: Option<String>,
+    },
+}
+
+/// How an approval ended (kept after the call is done, to answer late or repeated answers).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ApprovalResolution {
+    Approved {
+        at_ms: Millis,
+        edited: bool,
+    },
+    Denied {
+        at_ms: Millis,
+        reason: Option<String>,
+    },
+    Expired {
+        at_ms: Millis,
+    },
+}
+
+/// Where one tool call of the current step stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
+pub enum CallPhase {
+    /// Waiting for the person's countersignature.
+    AwaitingApproval {
+        approval_id: String,
+        requested_at_ms: Millis,
+        deadline_ms: Millis,
+    },
+    /// Cleared to run on the server (approved, or no approval needed).
+    Ready { args: Value, edited: bool },
+    /// Running on the server.
+    Running { args: Value, edited: bool },
+    /// Dispatched to the browser; waiting for its result.
+    AwaitingBrowser {
+        args: Value,
+        edited: bool,
+        deadline_ms: Millis,
+    },
+    /// Finished, one way or another.
+    Done {
+        outcome: Outcome,
+        edited_args: Option<Value>,
+    },
+}
+
+/// One tool call of the current step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepCall {
+    pub call: ToolCall,
+    pub location: ToolLocation,
+    pub phase: CallPhase,
+    /// Whether the chunk that reports the call's end has been emitted.
+    pub announced: bool,
+}
+
+impl StepCall {
+    pub fn is_done(&self) -> bool {
+        matches!(self.phase, CallPhase::Done { .. })
+    }
+
+    /// Whether the call waits for the person or the browser.
+    pub fn is_waiting(&self) -> bool {
+        matches!(
+            self.phase,
+            CallPhase::AwaitingApproval { .. } | CallPhase::AwaitingBrowser { .. }
+        )
+    }
+
+    pub fn approval_id(&self) -> Option<&str> {
+        match &self.phase {
+            CallPhase::AwaitingApproval { approval_id, .. } => Some(approval_id),
+            _ => None,
+        }
+    }
+
+    /// Applies the person's decision to a call awaiting approval.
+    pub fn decide(
+        &mut self,
+        decision: &ApprovalDecision,
+        tools: &ToolRegistry,
+        now_ms: Millis,
+    ) -> Result<ApprovalResolution, SchemaError> {
+        let tool = tools.get(&self.call.name);
+        let (args, edited) = match decision {
+            ApprovalDecision::Deny { reason } => {
+                let reason = reason
+                    .as_ref()
+                    .map(|r| r.trim().to_string())
+                    .filter(|r| !r.is_empty());
+                self.phase = CallPhase::Done {
+                    outcome: Outcome::Denied {
+                        reason: reason.clone(),
+                    },
+                    edited_args: None,
+                };
+                self.announced = false;
+                return Ok(ApprovalResolution::Denied {
+                    at_ms: now_ms,
+                    reason,
+                });
+            }
+            ApprovalDecision::Approve => (self.call.args.clone(), false),
+            ApprovalDecision::ApproveWithEdits { args } => {
+                if let Some(tool) = tool {
+                    validate(&tool.spec.parameters, args)?;
+                }
+                (args.clone(), args != &self.call.args)
+            }
+        };
+        self.phase = match self.location {
+            ToolLocation::Server => CallPhase::Ready { args, edited },
+            ToolLocation::Browser => CallPhase::AwaitingBrowser {
+                args,
+                edited,
+                deadline_ms: now_ms
+                    + tool
+                        .map(|t| t.spec.result_timeout.as_millis() as Millis)
+                        .unwrap_or(30_000),
+            },
+        };
+        Ok(ApprovalResolution::Approved {
+            at_ms: now_ms,
+            edited,
+        })
+    }
+}
+
+/// What the browser reports for a delegated tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum BrowserResult {
+    Output { output: Value },
+    Error { message: String },
+}
+
+impl BrowserResult {
+    pub fn into_outcome(self) -> Outcome {
+        match self {
+            BrowserResult::Output { output } => Outcome::Output { output },
+            BrowserResult::Error { message } => Outcome::Error {
+                message: if message.trim().is_empty() {
+                    "The browser reported an error without a message.".into()
+                } else {
+                    message
+                },
+            },
+        }
+    }
+}
+
+/// Input only the person (or their browser) can give.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PersonInput {
+    Approval {
+        approval_id: String,
+        decision: ApprovalDecision,
+    },
+    BrowserResult {
+        tool_call_id: String,
+        result: BrowserResult,
+    },
+}
+
+/// Why person input was rejected. Nothing changed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InputError {
+    #[error("this chat has no turn waiting for an answer")]
+    NoActiveTurn,
+    #[error("approval {approval_id} is not known in this chat")]
+    UnknownApproval { approval_id: String },
+    #[error("approval {approval_id} belongs to another chat")]
+    ApprovalOfOtherChat { approval_id: String },
+    #[error("approval {approval_id} was already answered")]
+    ApprovalAlreadyAnswered { approval_id: String },
+    #[error("approval {approval_id} expired before it was answered")]
+    ApprovalExpired { approval_id: String },
+    #[error("the edited arguments for approval {approval_id} are invalid: {error}")]
+    InvalidEdit {
+        approval_id: String,
+        error: SchemaError,
+    },
+    #[error("tool call {tool_call_id} is not known in this chat")]
+    UnknownToolCall { tool_call_id: String },
+    #[error("tool call {tool_call_id} ({tool}) runs on the server; the browser cannot answer it")]
+    NotABrowserTool { tool_call_id: String, tool: String },
+    #[error("tool call {tool_call_id} has not been approved yet")]
+    NotApprovedYet { tool_call_id: String },
+    #[error("tool call {tool_call_id} was denied; it takes no result")]
+    CallWasDenied { tool_call_id: String },
+    #[error("tool call {tool_call_id} already has its result")]
+    ResultAlreadyReceived { tool_call_id: String },
+}
+
+impl InputError {
+    /// A stable machine-readable code for HTTP error bodies and error chunks.
+    pub fn code(&self) -> &'static str {
+        match self {
+            InputError::NoActiveTurn => "no_active_turn",
+            InputError::UnknownApproval { .. } => "unknown_approval",
+            InputError::ApprovalOfOtherChat { .. } => "approval_of_other_chat",
+            InputError::ApprovalAlreadyAnswered { .. } => "approval_already_answered",
+            InputError::ApprovalExpired { .. } => "approval_expired",
+            InputError::InvalidEdit { .. } => "invalid_edit",
+            InputError::UnknownToolCall { .. } => "unknown_tool_call",
+            InputError::NotABrowserTool { .. } => "not_a_browser_tool",
+            InputError::NotApprovedYet { .. } => "not_approved_yet",
+            InputError::CallWasDenied { .. } => "call_was_denied",
+            InputError::ResultAlreadyReceived { .. } => "result_already_received",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::tools::ToolSettings;
+    use serde_json::json;
+
+    fn pending(name: &str, location: ToolLocation, args: Value) -> StepCall {
+        StepCall {
+            call: ToolCall {
+                id: "call-1".into(),
+                name: name.into(),
+                args,
+                provider_data: None,
+            },
+            location,
+            phase: CallPhase::AwaitingApproval {
+                approval_id: "apv-1".into(),
+                requested_at_ms: 0,
+                deadline_ms: 1_000,
+            },
+            announced: false,
+        }
+    }
+
+    #[test]
+    fn approving_a_server_call_makes_it_ready_with_the_original_args() {
+        let tools = ToolRegistry::standard(&ToolSettings::default());
+        let args = json!({"amount": 50, "recipient": "Hanako"});
+        let mut call = pending("process_payment", ToolLocation::Server, args.clone());
+        let r = call.decide(&ApprovalDecision::Approve, &tools, 10).unwrap();
+        assert_eq!(
+            r,
+            ApprovalResolution::Approved {
+                at_ms: 10,
+                edited: false
+            }
+        );
+        assert_eq!(
+            call.phase,
+            CallPhase::Ready {
+                args,
+                edited: false
+            }
+        );
+    }
+
+    #[test]
+    fn edits_are_validated_and_marked() {
+        let tools = ToolRegistry::standard(&ToolSettings::default());
+        let mut call = pending(
+            "process_payment",
+            ToolLocation::Server,
+            json!({"amount": 50, "recipient": "Hanako"}),
+        );
+        let bad = ApprovalDecision::ApproveWithEdits {
+            args: json!({"amount": -1, "recipient": "Hanako"}),
+        };
+        let err = call.decide(&bad, &tools, 10).unwrap_err();
+        assert_eq!(err.path, "$.amount");
+        assert!(
+            matches!(call.phase, CallPhase::AwaitingApproval { .. }),
+            "unchanged"
+        );
+
+        let edited = json!({"amount": 20, "recipient": "Hanako"});
+        let good = ApprovalDecision::ApproveWithEdits {
+            args: edited.clone(),
+        };
+        assert_eq!(
+            call.decide(&good, &tools, 10).unwrap(),
+            ApprovalResolution::Approved {
+                at_ms: 10,
+                edited: true
+            }
+        );
+        assert_eq!(
+            call.phase,
+            CallPhase::Ready {
+                args: edited,
+                edited: true
+            }
+        );
+    }
+
+    #[test]
+    fn denial_ends_the_call_with_the_reason() {
+        let tools = ToolRegistry::standard(&ToolSettings::default());
+        let mut call = pending("process_payment", ToolLocation::Server, json!({}));
+        let r = call
+            .decide(
+                &ApprovalDecision::Deny {
+                    reason: Some("  too much ".into()),
+                },
+                &tools,
+                5,
+            )
+            .unwrap();
+        assert_eq!(
+            r,
+            ApprovalResolution::Denied {
+                at_ms: 5,
+                reason: Some("too much".into())
+            }
+        );
+        assert!(matches!(
+            call.phase,
+            CallPhase::Done { outcome: Outcome::Denied { reason: Some(ref r) }, .. } if r == "too much"
+        ));
+    }
+
+    #[test]
+    fn an_approved_browser_call_waits_for_the_browser_with_a_deadline() {
+        let settings = ToolSettings::default();
+        let tools = ToolRegistry::standard(&settings);
+        let mut call = pending("get_location", ToolLocation::Browser, json!({}));
+        call.decide(&ApprovalDecision::Approve, &tools, 100)
+            .unwrap();
+        assert_eq!(
+            call.phase,
+            CallPhase::AwaitingBrowser {
+                args: json!({}),
+                edited: false,
+                deadline_ms: 100 + settings.browser_timeout.as_millis() as Millis
+            }
+        );
+    }
+
+    #[test]
+    fn every_input_error_has_a_distinct_code() {
+        let errors = [
+            InputError::NoActiveTurn,
+            InputError::UnknownApproval {
+                approval_id: "a".into(),
+            },
+            InputError::ApprovalOfOtherChat {
+                approval_id: "a".into(),
+            },
+            InputError::ApprovalAlreadyAnswered {
+                approval_id: "a".into(),
+            },
+            InputError::ApprovalExpired {
+                approval_id: "a".into(),
+            },
+            InputError::InvalidEdit {
+                approval_id: "a".into(),
+                error: SchemaError {
+                    path: "$".into(),
+                    message: "x".into(),
+                },
+            },
+            InputError::UnknownToolCall {
+                tool_call_id: "c".into(),
+            },
+            InputError::NotABrowserTool {
+                tool_call_id: "c".into(),
+                tool: "t".into(),
+            },
+            InputError::NotApprovedYet {
+                tool_call_id: "c".into(),
+            },
+            InputError::CallWasDenied {
+                tool_call_id: "c".into(),
+            },
+            InputError::ResultAlreadyReceived {
+                tool_call_id: "c".into(),
+            },
+        ];
+        let mut codes: Vec<_> = errors.iter().map(InputError::code).collect();
+        codes.sort();
+        codes.dedup();
+        assert_eq!(codes.len(), errors.len());
+    }
+}

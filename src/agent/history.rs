@@ -1,0 +1,266 @@
+//! The conversation as a model sees it, independent of any provider's wire format.
+//!
+//! Every provider adapter (demo, Gemini, OpenAI-compatible) turns these items into its own
+//! request. The invariant the runner keeps: every [`ToolCall`] in an assistant item is answered by
+//! exactly one [`ToolResult`] in the next `ToolResults` item, whatever happened (approved, denied,
+//! expired, interrupted), so the next provider request is always well-formed.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// A tool call the model made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Our id for the call (the UI's `toolCallId`).
+    pub id: String,
+    pub name: String,
+    /// The arguments exactly as the model produced them.
+    pub args: Value,
+    /// Opaque per-call provider data that must round-trip through history untouched, e.g. a
+    /// Gemini thought signature or the provider's own call id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_data: Option<Value>,
+}
+
+/// How a tool call ended, as the model and the session record see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Outcome {
+    /// The tool ran and returned this output.
+    Output { output: Value },
+    /// The tool (or its arguments, or the browser) failed.
+    Error { message: String },
+    /// The person denied the call.
+    Denied { reason: Option<String> },
+    /// Nobody answered the approval request before its deadline.
+    Expired,
+    /// The turn was interrupted (Stop, or a new message) before the call finished.
+    Interrupted,
+}
+
+impl Outcome {
+    /// The JSON the model receives as the function response.
+    pub fn model_view(&self) -> Value {
+        match self {
+            Outcome::Output { output } => output.clone(),
+            Outcome::Error { message } => json!({ "error": message }),
+            Outcome::Denied { reason } => json!({
+                "error": "The person denied this tool call. Do not retry it unless they ask.",
+                "denied": true,
+                "reason": reason,
+            }),
+            Outcome::Expired => json!({
+                "error": "The approval request expired before the person answered. Nothing was done.",
+                "expired": true,
+            }),
+            Outcome::Interrupted => json!({
+                "error": "The person interrupted the turn before this call finished. Nothing was done.",
+                "interrupted": true,
+            }),
+        }
+    }
+
+    pub fn is_success(&self) -> bool {
+        matches!(self, Outcome::Output { .. })
+    }
+}
+
+/// The result of one tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub call_id: String,
+    pub name: String,
+    pub outcome: Outcome,
+    /// The arguments the call actually ran with, when the person edited them before approving.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited_args: Option<Value>,
+}
+
+impl ToolResult {
+    /// The function response the model sees: the outcome, plus a note when the person edited
+    /// the arguments (the model must know the call ran with other arguments than it asked for).
+    pub fn model_view(&self) -> Value {
+        let mut view = self.outcome.model_view();
+        if let Some(edited) = &self.edited_args {
+            match &mut view {
+                Value::Object(map) => {
+                    map.insert("edited_by_person".into(), Value::Bool(true));
+                    map.insert("executed_args".into(), edited.clone());
+                }
+                other => {
+                    *other = json!({
+                        "result": other.clone(),
+                        "edited_by_person": true,
+                        "executed_args": edited,
+                    });
+                }
+            }
+        }
+        view
+    }
+}
+
+/// A file the person attached (data: URL or https URL).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attachment {
+    pub media_type: String,
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+}
+
+/// One part of what the model said in a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum AssistantPart {
+    Text {
+        text: String,
+    },
+    Reasoning {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_data: Option<Value>,
+    },
+    ToolCall {
+        call: ToolCall,
+    },
+}
+
+/// One entry of the conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum HistoryItem {
+    User {
+        text: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<Attachment>,
+    },
+    /// One model step.
+    Assistant { parts: Vec<AssistantPart> },
+    /// The results of the previous step's tool calls, in call order.
+    ToolResults { results: Vec<ToolResult> },
+}
+
+impl HistoryItem {
+    pub fn user(text: impl Into<String>) -> Self {
+        HistoryItem::User {
+            text: text.into(),
+            attachments: Vec::new(),
+        }
+    }
+}
+
+/// Whether every tool call in `history` has exactly one result in the item that follows it:
+/// the invariant providers rely on.
+pub fn is_well_formed(history: &[HistoryItem]) -> bool {
+    let mut i = 0;
+    while i < history.len() {
+        if let HistoryItem::Assistant { parts } = &history[i] {
+            let calls: Vec<&str> = parts
+                .iter()
+                .filter_map(|p| match p {
+                    AssistantPart::ToolCall { call } => Some(call.id.as_str()),
+                    _ => None,
+                })
+                .collect();
+            if !calls.is_empty() {
+                let Some(HistoryItem::ToolResults { results }) = history.get(i + 1) else {
+                    return false;
+                };
+                let answered: Vec<&str> = results.iter().map(|r| r.call_id.as_str()).collect();
+                if answered != calls {
+                    return false;
+                }
+            }
+        }
+        i += 1;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "get_weather".into(),
+            args: json!({"location": "Tokyo"}),
+            provider_data: None,
+        }
+    }
+
+    #[test]
+    fn every_outcome_tells_the_model_what_happened() {
+        assert_eq!(
+            Outcome::Output {
+                output: json!({"t": 1})
+            }
+            .model_view(),
+            json!({"t": 1})
+        );
+        assert_eq!(
+            Outcome::Error {
+                message: "boom".into()
+            }
+            .model_view()["error"],
+            "boom"
+        );
+        let denied = Outcome::Denied {
+            reason: Some("too much".into()),
+        }
+        .model_view();
+        assert_eq!(denied["denied"], true);
+        assert_eq!(denied["reason"], "too much");
+        assert_eq!(Outcome::Expired.model_view()["expired"], true);
+        assert_eq!(Outcome::Interrupted.model_view()["interrupted"], true);
+    }
+
+    #[test]
+    fn an_edited_call_says_so_to_the_model() {
+        let result = ToolResult {
+            call_id: "c".into(),
+            name: "process_payment".into(),
+            outcome: Outcome::Output {
+                output: json!({"amount": 20}),
+            },
+            edited_args: Some(json!({"amount": 20})),
+        };
+        let view = result.model_view();
+        assert_eq!(view["edited_by_person"], true);
+        assert_eq!(view["executed_args"]["amount"], 20);
+    }
+
+    #[test]
+    fn well_formedness_requires_one_result_per_call_in_order() {
+        let good = vec![
+            HistoryItem::user("hi"),
+            HistoryItem::Assistant {
+                parts: vec![AssistantPart::ToolCall { call: call("a") }],
+            },
+            HistoryItem::ToolResults {
+                results: vec![ToolResult {
+                    call_id: "a".into(),
+                    name: "get_weather".into(),
+                    outcome: Outcome::Expired,
+                    edited_args: None,
+                }],
+            },
+        ];
+        assert!(is_well_formed(&good));
+        assert!(!is_well_formed(&good[..2]));
+    }
+
+    #[test]
+    fn history_round_trips_through_json() {
+        let item = HistoryItem::Assistant {
+            parts: vec![
+                AssistantPart::Text { text: "x".into() },
+                AssistantPart::ToolCall { call: call("a") },
+            ],
+        };
+        let text = serde_json::to_string(&item).unwrap();
+        assert_eq!(serde_json::from_str::<HistoryItem>(&text).unwrap(), item);
+    }
+}

@@ -1,0 +1,20 @@
+//! The agent runtime (server only): models, tools, the approval gate, sessions and the turn
+//! loop. Transport-agnostic: it consumes person input and produces `protocol` chunks.
+//!
+//! Read in this order: [`model`] (what a model is) → [`history`] (what it sees) → [`tools`] (what
+//! it can call) → [`gate`] (who must countersign) → [`session`] (where state lives) → [`runner`]
+//! (the turn loop) → [`demo`] (the offline model).
+
+pub mod clock;
+pub mod demo;
+pub mod gate;
+pub mod history;
+pub mod model;
+pub mod runner;
+pub mod schema;
+pub mod session;
+pub mod tools;
+
+pub use gate::{ApprovalDecision, BrowserResult, InputError, PersonInput};
+pub use runner::{Runtime, RuntimeSettings, TextTiming, TurnError, TurnStarted, UserTurn};
+pub use session::{Session, SessionRecord, SessionStore, TurnEntry, TurnLog, TurnStatus};

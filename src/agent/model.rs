@@ -1,0 +1,140 @@
+//! The model interface: a system instruction, the conversation and the tool declarations go in;
+//! a stream of text, reasoning and tool-call events comes out.
+//!
+//! Cancellation is by dropping the stream: the runner selects on its cancel token and drops the
+//! stream, so providers must release their connection on drop (an HTTP body or a WebSocket
+//! does).
+
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::history::{HistoryItem, ToolCall};
+use crate::protocol::FinishReason;
+
+/// A tool as the model is told about it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolDeclaration {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: Value,
+}
+
+/// Everything a model step needs.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    pub system: String,
+    pub history: Vec<HistoryItem>,
+    pub tools: Vec<ToolDeclaration>,
+}
+
+/// Token counts of one step (or summed over a turn).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub total_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// Adds `other` to `self`, keeping `None` only where both are unknown.
+    pub fn add(&mut self, other: Usage) {
+        fn sum(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+            match (a, b) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+            }
+        }
+        self.input_tokens = sum(self.input_tokens, other.input_tokens);
+        self.output_tokens = sum(self.output_tokens, other.output_tokens);
+        self.total_tokens = sum(self.total_tokens, other.total_tokens);
+    }
+}
+
+/// One event of a model step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    TextDelta(String),
+    ReasoningDelta {
+        text: String,
+        provider_data: Option<Value>,
+    },
+    /// A complete tool call. Several in one step are parallel calls. `id` may be empty: the
+    /// runner assigns its own ids and keeps the provider's in `provider_data`.
+    ToolCall(ToolCall),
+    /// The step ended.
+    Finish {
+        reason: FinishReason,
+        usage: Usage,
+    },
+}
+
+/// Why a model step failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    #[error("the model provider is rate limiting requests{}", retry_hint(.retry_after))]
+    RateLimited {
+        retry_after: Option<Duration>,
+        message: String,
+    },
+    #[error("the model provider answered {status}: {message}")]
+    Provider { status: u16, message: String },
+    #[error("cannot reach the model provider: {0}")]
+    Transport(String),
+    #[error("the model provider sent something unexpected: {0}")]
+    Protocol(String),
+}
+
+fn retry_hint(retry_after: &Option<Duration>) -> String {
+    match retry_after {
+        Some(d) => format!("; retry after {} s", d.as_secs().max(1)),
+        None => String::new(),
+    }
+}
+
+/// The stream a model step produces.
+pub type ModelStream = BoxStream<'static, Result<ModelEvent, ModelError>>;
+
+/// A language model (or a stand-in for one).
+pub trait Model: Send + Sync + 'static {
+    /// How the model is named to the person (banner, UI, `finish` metadata).
+    fn label(&self) -> String;
+    /// Starts one model step.
+    fn stream(&self, request: ModelRequest) -> ModelStream;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_adds_known_counts() {
+        let mut u = Usage::default();
+        u.add(Usage {
+            input_tokens: Some(3),
+            output_tokens: None,
+            total_tokens: Some(3),
+        });
+        u.add(Usage {
+            input_tokens: Some(2),
+            output_tokens: Some(5),
+            total_tokens: Some(7),
+        });
+        assert_eq!(u.input_tokens, Some(5));
+        assert_eq!(u.output_tokens, Some(5));
+        assert_eq!(u.total_tokens, Some(10));
+    }
+
+    #[test]
+    fn rate_limit_errors_say_when_to_retry() {
+        let e = ModelError::RateLimited {
+            retry_after: Some(Duration::from_secs(12)),
+            message: "quota".into(),
+        };
+        assert!(e.to_string().contains("retry after 12 s"), "{e}");
+    }
+}

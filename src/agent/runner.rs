@@ -1,0 +1,1116 @@
+//! The runner: the turn loop, and the registry of live sessions it runs turns in.
+//!
+//! A turn drives model step → tool calls → approval gate → execution → results back to the model
+//! → … until the model answers without calling a tool. It runs as a task per turn that writes
+//! protocol [`Chunk`]s into the turn's numbered [`TurnLog`]; transports read the log from a
+//! position and frame the chunks for their wire. When nothing can happen until the person
+//! answers, the task writes [`TurnEntry::Pause`] (an SSE response ends there) and sleeps until
+//! person input, a deadline, or an interrupt wakes it. The same loop therefore serves one
+//! WebSocket carrying the whole turn and a chain of HTTP requests each carrying one piece.
+//!
+//! The canonical chunk order of a turn (the AI SDK's, protocols.md §A.4):
+//! `start` → per model step `start-step` … `tool-input-*` … `tool-approval-request`* →
+//! `finish-step`, then outside any step the results of calls that waited
+//! (`tool-output-available` / `-error` / `-denied`), then the next step … → `finish`.
+//! An approval request is always the last thing before its step's `finish-step`, which is exactly
+//! what the seed system's BIDI frontend needs to hand control back to the person (ADR 0011).
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use futures::{FutureExt, StreamExt, future::BoxFuture, stream::FuturesUnordered};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    clock::{Clock, IdGen, IdKind, Millis, until},
+    gate::{ApprovalResolution, CallPhase, InputError, PersonInput, StepCall},
+    history::{AssistantPart, Attachment, HistoryItem, Outcome, ToolCall, ToolResult},
+    model::{Model, ModelEvent, ModelRequest, Usage},
+    schema::validate,
+    session::{
+        HeldText, LiveTurn, Receipt, Session, SessionRecord, SessionStore, StoreError, TurnEntry,
+        TurnLog, TurnRecord, TurnStatus, lock,
+    },
+    tools::{Executor, ToolContext, ToolLocation, ToolRegistry},
+};
+use crate::protocol::{
+    Chunk, FinishReason, MessageReducer, UiMessage, UiPart,
+    chunk::{Abort, Finish},
+    message::FilePart,
+};
+
+/// When text reaches the client (ADR 0004).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TextTiming {
+    /// Text is delivered only in the final response of a turn: a response that ends waiting for
+    /// the person carries no text (clients that treat text as "the answer is complete").
+    #[default]
+    Hold,
+    /// Text streams as it is generated.
+    Progressive,
+}
+
+/// Runtime-wide settings.
+#[derive(Debug, Clone)]
+pub struct RuntimeSettings {
+    pub system_prompt: String,
+    pub text_timing: TextTiming,
+    /// A turn stops after this many model steps (a model that keeps calling tools).
+    pub max_steps: u32,
+}
+
+impl Default for RuntimeSettings {
+    fn default() -> Self {
+        RuntimeSettings {
+            system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
+            text_timing: TextTiming::Hold,
+            max_steps: 16,
+        }
+    }
+}
+
+/// The instruction every model gets.
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are Countersign's assistant. You can check the \
+weather (get_weather), send payments from the person's wallet (process_payment), find where \
+the person is (get_location) and switch the background music (change_bgm). Use the tools to do \
+what is asked instead of describing what you would do. Payments and location need the \
+person's approval: if they deny a call, do not retry it unless they ask; if an approval \
+expires, say nothing was done. Answer in the language the person writes in, briefly.";
+
+/// Why a turn could not start.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TurnError {
+    #[error("a turn is already running in this chat; stop it or wait for it to finish")]
+    Busy,
+    #[error("the message is empty")]
+    EmptyMessage,
+    #[error(transparent)]
+    Store(#[from] StoreErrorText),
+}
+
+/// A store error as text (so `TurnError` stays `Clone + PartialEq`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct StoreErrorText(pub String);
+
+impl From<StoreError> for TurnError {
+    fn from(e: StoreError) -> Self {
+        TurnError::Store(StoreErrorText(e.to_string()))
+    }
+}
+
+/// What the person said to start a turn.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UserTurn {
+    /// The client's id for the user message, if it has one.
+    pub message_id: Option<String>,
+    pub text: String,
+    pub attachments: Vec<Attachment>,
+}
+
+/// A started turn: read `log` from position 0.
+#[derive(Debug, Clone)]
+pub struct TurnStarted {
+    pub turn_id: String,
+    pub message_id: String,
+    pub log: Arc<TurnLog>,
+}
+
+/// The agent runtime: model, tools, clock, ids, store and the live sessions.
+pub struct Runtime {
+    pub model: Arc<dyn Model>,
+    pub tools: ToolRegistry,
+    pub clock: Arc<dyn Clock>,
+    pub ids: Arc<dyn IdGen>,
+    pub store: Arc<dyn SessionStore>,
+    pub settings: RuntimeSettings,
+    live: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+impl Runtime {
+    pub fn new(
+        model: Arc<dyn Model>,
+        tools: ToolRegistry,
+        clock: Arc<dyn Clock>,
+        ids: Arc<dyn IdGen>,
+        store: Arc<dyn SessionStore>,
+        settings: RuntimeSettings,
+    ) -> Arc<Self> {
+        Arc::new(Runtime {
+            model,
+            tools,
+            clock,
+            ids,
+            store,
+            settings,
+            live: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The live session of `chat_id`, loaded from the store or created.
+    pub async fn session(&self, chat_id: &str) -> Result<Arc<Session>, StoreError> {
+        if let Some(session) = lock(&self.live).get(chat_id) {
+            return Ok(session.clone());
+        }
+        let record = match self.store.load(chat_id).await? {
+            Some(record) => record,
+            None => SessionRecord::new(chat_id, self.clock.now_ms()),
+        };
+        let mut live = lock(&self.live);
+        // Another request may have made it live meanwhile: keep that one.
+        Ok(live
+            .entry(chat_id.to_string())
+            .or_insert_with(|| Arc::new(Session::new(record)))
+            .clone())
+    }
+
+    /// The live session of `chat_id` if it exists (never creates one).
+    pub async fn existing_session(
+        &self,
+        chat_id: &str,
+    ) -> Result<Option<Arc<Session>>, StoreError> {
+        if let Some(session) = lock(&self.live).get(chat_id) {
+            return Ok(Some(session.clone()));
+        }
+        if self.store.load(chat_id).await?.is_none() {
+            return Ok(None);
+        }
+        self.session(chat_id).await.map(Some)
+    }
+
+    /// Starts a turn for a new user message. A turn that is waiting for the person is
+    /// superseded (its open calls end as interrupted, so the history stays valid); a turn that is
+    /// generating makes this fail with [`TurnError::Busy`].
+    pub async fn start_turn(
+        self: &Arc<Self>,
+        chat_id: &str,
+        user: UserTurn,
+        timing: Option<TextTiming>,
+    ) -> Result<TurnStarted, TurnError> {
+        if user.text.trim().is_empty() && user.attachments.is_empty() {
+            return Err(TurnError::EmptyMessage);
+        }
+        let session = self.session(chat_id).await?;
+        loop {
+            let superseded = {
+                let mut live = lock(&session.live);
+                match live.as_mut() {
+                    Some(turn) if !turn.log.is_ended() => {
+                        let status = session.turn_status();
+                        if status != Some(TurnStatus::AwaitingPerson) {
+                            return Err(TurnError::Busy);
+                        }
+                        *lock(&turn.interrupt_reason) = Some("superseded by a new message".into());
+                        turn.cancel.cancel();
+                        turn.task.take()
+                    }
+                    _ => {
+                        let started = self.begin_turn(&session, &mut live, user, timing);
+                        return Ok(started);
+                    }
+                }
+            };
+            if let Some(task) = superseded {
+                let _ = task.await;
+            } else {
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+
+    /// Creates the turn record and spawns its task (the caller holds the `live` lock).
+    fn begin_turn(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        live: &mut Option<LiveTurn>,
+        user: UserTurn,
+        timing: Option<TextTiming>,
+    ) -> TurnStarted {
+        let now = self.clock.now_ms();
+        let turn_id = self.ids.next_id(IdKind::Turn);
+        let message_id = self.ids.next_id(IdKind::Message);
+        {
+            let mut record = lock(&session.record);
+            let user_id = user
+                .message_id
+                .clone()
+                .unwrap_or_else(|| self.ids.next_id(IdKind::Message));
+            let mut message = UiMessage::user_text(user_id, user.text.clone());
+            for a in &user.attachments {
+                message.parts.push(UiPart::File(FilePart {
+                    media_type: a.media_type.clone(),
+                    url: a.url.clone(),
+                    filename: a.filename.clone(),
+                    provider_metadata: None,
+                }));
+            }
+            record.messages.push(message);
+            record.history.push(HistoryItem::User {
+                text: user.text,
+                attachments: user.attachments,
+            });
+            record.turn = Some(TurnRecord {
+                id: turn_id.clone(),
+                message_id: message_id.clone(),
+                status: TurnStatus::Running,
+                steps: 0,
+                calls: Vec::new(),
+                held_text: Vec::new(),
+                usage: Usage::default(),
+                inputs: 0,
+            });
+            record.updated_at_ms = now;
+        }
+        let log = Arc::new(TurnLog::default());
+        let cancel = CancellationToken::new();
+        let interrupt_reason = Arc::new(Mutex::new(None));
+        let driver = TurnDriver {
+            rt: self.clone(),
+            session: session.clone(),
+            log: log.clone(),
+            cancel: cancel.clone(),
+            interrupt_reason: interrupt_reason.clone(),
+            timing: timing.unwrap_or(self.settings.text_timing),
+            reducer: MessageReducer::new(message_id.clone()),
+            message_id: message_id.clone(),
+        };
+        let task = tokio::spawn(driver.run());
+        *live = Some(LiveTurn {
+            log: log.clone(),
+            cancel,
+            interrupt_reason,
+            task: Some(task),
+        });
+        TurnStarted {
+            turn_id,
+            message_id,
+            log,
+        }
+    }
+
+    /// Applies the person's answers to `chat_id`'s waiting turn. An approval id that belongs to
+    /// another chat is reported as such.
+    pub async fn submit(
+        &self,
+        chat_id: &str,
+        inputs: &[PersonInput],
+    ) -> Result<Receipt, InputError> {
+        let session = match self.existing_session(chat_id).await {
+            Ok(Some(session)) => session,
+            Ok(None) | Err(_) => {
+                return Err(self.explain_foreign(chat_id, inputs, InputError::NoActiveTurn));
+            }
+        };
+        session
+            .submit(inputs, &self.tools, self.clock.now_ms())
+            .map_err(|e| self.explain_foreign(chat_id, inputs, e))
+    }
+
+    /// Turns "unknown approval" into "approval of another chat" when another live chat has it.
+    fn explain_foreign(
+        &self,
+        chat_id: &str,
+        inputs: &[PersonInput],
+        error: InputError,
+    ) -> InputError {
+        let approval_id = match &error {
+            InputError::UnknownApproval { approval_id } => approval_id.clone(),
+            InputError::NoActiveTurn => match inputs.iter().find_map(|i| match i {
+                PersonInput::Approval { approval_id, .. } => Some(approval_id.clone()),
+                _ => None,
+            }) {
+                Some(id) => id,
+                None => return error,
+            },
+            _ => return error,
+        };
+        let live = lock(&self.live);
+        let foreign = live
+            .iter()
+            .any(|(id, s)| id != chat_id && s.has_pending_approval(&approval_id));
+        if foreign {
+            InputError::ApprovalOfOtherChat { approval_id }
+        } else {
+            error
+        }
+    }
+
+    /// Interrupts `chat_id`'s turn. False when nothing was running.
+    pub fn interrupt(&self, chat_id: &str, reason: &str) -> bool {
+        lock(&self.live)
+            .get(chat_id)
+            .is_some_and(|s| s.interrupt(reason))
+    }
+
+    /// Ids of the stored chats, most recent first.
+    pub async fn list_sessions(&self) -> Result<Vec<String>, StoreError> {
+        self.store.list().await
+    }
+
+    fn model_request(&self, history: Vec<HistoryItem>) -> ModelRequest {
+        ModelRequest {
+            system: self.settings.system_prompt.clone(),
+            history,
+            tools: self.tools.declarations(),
+        }
+    }
+}
+
+/// How a phase of the loop ended.
+enum Flow {
+    Continue,
+    Interrupted,
+}
+
+/// The running turn: owns the reducer that mirrors what the client sees.
+struct TurnDriver {
+    rt: Arc<Runtime>,
+    session: Arc<Session>,
+    log: Arc<TurnLog>,
+    cancel: CancellationToken,
+    interrupt_reason: Arc<Mutex<Option<String>>>,
+    timing: TextTiming,
+    reducer: MessageReducer,
+    message_id: String,
+}
+
+/// The open text or reasoning block of a model step.
+struct Block {
+    id: String,
+    text: String,
+    /// Provider data attached to the block (e.g. a signed thought); kept in the history.
+    provider_data: Option<Value>,
+}
+
+/// What a model step produced.
+#[derive(Default)]
+struct StepOutput {
+    parts: Vec<AssistantPart>,
+    calls: Vec<StepCall>,
+    /// Text chunks not yet emitted (hold mode).
+    text: Option<Block>,
+    reasoning: Option<Block>,
+    finish: Option<FinishReason>,
+}
+
+impl TurnDriver {
+    async fn run(mut self) {
+        self.emit(Chunk::start(self.message_id.clone()));
+        loop {
+            // Phase A: the calls of the previous step, until every one has its result.
+            if let Flow::Interrupted = self.resolve_calls().await {
+                self.finish_interrupted(None).await;
+                return;
+            }
+            self.commit_results();
+
+            let steps = self.with_turn(|t| t.steps).unwrap_or(0);
+            if steps >= self.rt.settings.max_steps {
+                let limit = self.rt.settings.max_steps;
+                self.fail(format!(
+                    "The model kept calling tools; the turn stopped after {limit} steps."
+                ))
+                .await;
+                return;
+            }
+
+            // Phase B: one model step.
+            self.set_status(TurnStatus::Running);
+            self.emit(Chunk::start_step());
+            let history = lock(&self.session.record).history.clone();
+            let mut stream = self.rt.model.stream(self.rt.model_request(history));
+            let mut step = StepOutput::default();
+            let mut failure = None;
+            loop {
+                let event = tokio::select! {
+                    biased;
+                    () = self.cancel.cancelled() => None,
+                    event = stream.next() => Some(event),
+                };
+                match event {
+                    None => {
+                        drop(stream);
+                        self.finish_interrupted(Some(step)).await;
+                        return;
+                    }
+                    Some(None) => break,
+                    Some(Some(Ok(event))) => {
+                        if self.on_model_event(&mut step, event) {
+                            break;
+                        }
+                    }
+                    Some(Some(Err(e))) => {
+                        failure = Some(e.to_string());
+                        break;
+                    }
+                }
+            }
+            drop(stream);
+            self.close_blocks(&mut step);
+            self.with_turn(|t| t.steps += 1);
+
+            if let Some(message) = failure {
+                self.record_step(&mut step);
+                self.fail_calls(&mut step, &message);
+                self.flush_held_text();
+                self.emit(Chunk::finish_step());
+                self.fail(message).await;
+                return;
+            }
+
+            if step.calls.is_empty() {
+                self.record_step(&mut step);
+                self.flush_held_text();
+                self.emit(Chunk::finish_step());
+                let reason = step.finish.unwrap_or(FinishReason::Stop);
+                self.finish(reason, TurnStatus::Finished).await;
+                return;
+            }
+
+            // The step called tools. In hold mode its text stays in `held_text` until the final
+            // response (end_text put it there); in progressive mode it was already streamed.
+            self.record_step(&mut step);
+            self.gate_calls(&mut step);
+            self.emit(Chunk::finish_step());
+            let calls = std::mem::take(&mut step.calls);
+            self.with_turn(|t| t.calls = calls);
+            self.sync_messages();
+        }
+    }
+
+    /// Handles one model event. Returns true when the step is over.
+    fn on_model_event(&mut self, step: &mut StepOutput, event: ModelEvent) -> bool {
+        match event {
+            ModelEvent::TextDelta(delta) => {
+                if delta.is_empty() {
+                    return false;
+                }
+                if let Some(block) = step.reasoning.take() {
+                    self.end_reasoning(step, block);
+                }
+                let progressive = self.timing == TextTiming::Progressive;
+                let block = step.text.get_or_insert_with(|| {
+                    let id = self.rt.ids.next_id(IdKind::Text);
+                    Block {
+                        id,
+                        text: String::new(),
+                        provider_data: None,
+                    }
+                });
+                if progressive && block.text.is_empty() {
+                    let id = block.id.clone();
+                    self.emit(Chunk::text_start(id));
+                }
+                block.text.push_str(&delta);
+                if progressive {
+                    let id = step.text.as_ref().map(|b| b.id.clone()).unwrap_or_default();
+                    self.emit(Chunk::text_delta(id, delta));
+                }
+            }
+            ModelEvent::ReasoningDelta {
+                text,
+                provider_data,
+            } => {
+                if text.is_empty() {
+                    return false;
+                }
+                if let Some(block) = step.text.take() {
+                    self.end_text(step, block);
+                }
+                if step.reasoning.is_none() {
+                    let id = self.rt.ids.next_id(IdKind::Reasoning);
+                    self.emit(Chunk::reasoning_start(id.clone()));
+                    step.reasoning = Some(Block {
+                        id,
+                        text: String::new(),
+                        provider_data: None,
+                    });
+                }
+                if let Some(block) = step.reasoning.as_mut() {
+                    block.text.push_str(&text);
+                    if provider_data.is_some() {
+                        block.provider_data = provider_data;
+                    }
+                    let id = block.id.clone();
+                    self.emit(Chunk::reasoning_delta(id, text));
+                }
+            }
+            ModelEvent::ToolCall(call) => {
+                self.close_blocks(step);
+                self.accept_call(step, call);
+            }
+            ModelEvent::Finish { reason, usage } => {
+                self.with_turn(|t| t.usage.add(usage));
+                step.finish = Some(reason);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Validates a call, gives it our id and emits its input chunks.
+    fn accept_call(&mut self, step: &mut StepOutput, mut call: ToolCall) {
+        call.id = self.rt.ids.next_id(IdKind::ToolCall);
+        let rt = self.rt.clone();
+        let tool = rt.tools.get(&call.name);
+        let problem = match tool {
+            None => Some(format!(
+                "Unknown tool {:?}. Available tools: {}.",
+                call.name,
+                self.rt.tools.names().join(", ")
+            )),
+            Some(tool) => validate(&tool.spec.parameters, &call.args)
+                .err()
+                .map(|e| format!("Invalid arguments for {}: {e}", call.name)),
+        };
+        self.emit(Chunk::tool_input_start(call.id.clone(), call.name.clone()));
+        let location = tool
+            .map(|t| t.spec.location)
+            .unwrap_or(ToolLocation::Server);
+        let phase = match problem {
+            Some(message) => {
+                self.emit(Chunk::tool_input_error(
+                    call.id.clone(),
+                    call.name.clone(),
+                    call.args.clone(),
+                    message.clone(),
+                ));
+                CallPhase::Done {
+                    outcome: Outcome::Error { message },
+                    edited_args: None,
+                }
+            }
+            None => {
+                self.emit(Chunk::tool_input_available(
+                    call.id.clone(),
+                    call.name.clone(),
+                    call.args.clone(),
+                ));
+                // Decided at the end of the step (gate_calls).
+                CallPhase::Ready {
+                    args: call.args.clone(),
+                    edited: false,
+                }
+            }
+        };
+        let announced = matches!(phase, CallPhase::Done { .. });
+        step.parts
+            .push(AssistantPart::ToolCall { call: call.clone() });
+        step.calls.push(StepCall {
+            call,
+            location,
+            phase,
+            announced,
+        });
+    }
+
+    /// At the end of a step: each valid call either waits for approval, waits for the browser,
+    /// or is ready to run on the server.
+    fn gate_calls(&mut self, step: &mut StepOutput) {
+        let now = self.rt.clock.now_ms();
+        let mut requests = Vec::new();
+        for call in &mut step.calls {
+            let CallPhase::Ready { args, .. } = &call.phase else {
+                continue;
+            };
+            let Some(tool) = self.rt.tools.get(&call.call.name) else {
+                continue;
+            };
+            if tool.spec.approval.requires_approval(args) {
+                let approval_id = self.rt.ids.next_id(IdKind::Approval);
+                call.phase = CallPhase::AwaitingApproval {
+                    approval_id: approval_id.clone(),
+                    requested_at_ms: now,
+                    deadline_ms: now + tool.spec.approval_timeout.as_millis() as Millis,
+                };
+                requests.push(Chunk::tool_approval_request(
+                    approval_id,
+                    call.call.id.clone(),
+                ));
+            } else if tool.spec.location == ToolLocation::Browser {
+                call.phase = CallPhase::AwaitingBrowser {
+                    args: args.clone(),
+                    edited: false,
+                    deadline_ms: now + tool.spec.result_timeout.as_millis() as Millis,
+                };
+            }
+        }
+        for chunk in requests {
+            self.emit(chunk);
+        }
+    }
+
+    /// Phase A: waits until every call of the step has its result, running server tools,
+    /// expiring deadlines and pausing for the person.
+    async fn resolve_calls(&mut self) -> Flow {
+        let mut running: FuturesUnordered<BoxFuture<'static, (String, Outcome)>> =
+            FuturesUnordered::new();
+        let mut last_pause_inputs: Option<u64> = None;
+        let mut emitted_since_pause = false;
+        loop {
+            let now = self.rt.clock.now_ms();
+            let mut to_emit = Vec::new();
+            let mut to_run = Vec::new();
+            let mut expired = Vec::new();
+            let (waiting, next_deadline, all_done, inputs) = {
+                let mut record = lock(&self.session.record);
+                let Some(turn) = record.turn.as_mut() else {
+                    return Flow::Continue;
+                };
+                for call in &mut turn.calls {
+                    match &call.phase {
+                        CallPhase::AwaitingApproval {
+                            approval_id,
+                            deadline_ms,
+                            ..
+                        } if now >= *deadline_ms => {
+                            expired.push(approval_id.clone());
+                            call.phase = CallPhase::Done {
+                                outcome: Outcome::Expired,
+                                edited_args: None,
+                            };
+                            call.announced = false;
+                        }
+                        CallPhase::AwaitingBrowser {
+                            deadline_ms,
+                            args,
+                            edited,
+                        } if now >= *deadline_ms => {
+                            let waited = self
+                                .rt
+                                .tools
+                                .get(&call.call.name)
+                                .map(|t| t.spec.result_timeout.as_secs())
+                                .unwrap_or(0);
+                            call.phase = CallPhase::Done {
+                                outcome: Outcome::Error {
+                                    message: format!(
+                                        "The browser did not return a result within {waited} s."
+                                    ),
+                                },
+                                edited_args: edited.then(|| args.clone()),
+                            };
+                            call.announced = false;
+                        }
+                        CallPhase::Ready { args, edited } => {
+                            to_run.push((call.call.clone(), args.clone(), *edited));
+                            call.phase = CallPhase::Running {
+                                args: args.clone(),
+                                edited: *edited,
+                            };
+                        }
+                        _ => {}
+                    }
+                    if let CallPhase::Done { outcome, .. } = &call.phase
+                        && !call.announced
+                    {
+                        call.announced = true;
+                        to_emit.push(result_chunk(
+                            &call.call.id,
+                            outcome,
+                            &self.rt.tools,
+                            &call.call.name,
+                        ));
+                    }
+                }
+                let waiting = turn.calls.iter().any(StepCall::is_waiting);
+                let next_deadline = turn
+                    .calls
+                    .iter()
+                    .filter_map(|c| match &c.phase {
+                        CallPhase::AwaitingApproval { deadline_ms, .. }
+                        | CallPhase::AwaitingBrowser { deadline_ms, .. } => Some(*deadline_ms),
+                        _ => None,
+                    })
+                    .min();
+                let all_done = turn.calls.iter().all(StepCall::is_done);
+                let inputs = turn.inputs;
+                turn.status = if waiting && running.is_empty() && to_run.is_empty() {
+                    TurnStatus::AwaitingPerson
+                } else {
+                    TurnStatus::Running
+                };
+                for id in expired {
+                    record
+                        .resolved_approvals
+                        .insert(id, ApprovalResolution::Expired { at_ms: now });
+                }
+                (waiting, next_deadline, all_done, inputs)
+            };
+            if !to_emit.is_empty() {
+                emitted_since_pause = true;
+            }
+            for chunk in to_emit {
+                self.emit(chunk);
+            }
+            for (call, args, edited) in to_run {
+                running.push(self.run_server_tool(call, args, edited));
+            }
+            if all_done && running.is_empty() {
+                return Flow::Continue;
+            }
+            if running.is_empty()
+                && waiting
+                && (emitted_since_pause || last_pause_inputs != Some(inputs))
+            {
+                self.pause().await;
+                last_pause_inputs = Some(inputs);
+                emitted_since_pause = false;
+            }
+            let sleep = next_deadline.map(|d| until(self.rt.clock.now_ms(), d));
+            tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return Flow::Interrupted,
+                Some((call_id, outcome)) = running.next(), if !running.is_empty() => {
+                    let mut record = lock(&self.session.record);
+                    if let Some(call) = record
+                        .turn
+                        .as_mut()
+                        .and_then(|t| t.calls.iter_mut().find(|c| c.call.id == call_id))
+                        && let CallPhase::Running { args, edited } = &call.phase
+                    {
+                        let edited_args = edited.then(|| args.clone());
+                        call.phase = CallPhase::Done { outcome, edited_args };
+                        call.announced = false;
+                    }
+                }
+                () = self.session.wake.notified() => {}
+                () = tokio::time::sleep(sleep.unwrap_or(Duration::ZERO)), if sleep.is_some() => {}
+            }
+        }
+    }
+
+    /// Runs a server tool; the future resolves to (call id, outcome).
+    fn run_server_tool(
+        &self,
+        call: ToolCall,
+        args: Value,
+        _edited: bool,
+    ) -> BoxFuture<'static, (String, Outcome)> {
+        let executor = self.rt.tools.get(&call.name).map(|t| t.executor.clone());
+        let ctx = ToolContext {
+            session: self.session.clone(),
+            tool_call_id: call.id.clone(),
+            clock: self.rt.clock.clone(),
+            ids: self.rt.ids.clone(),
+        };
+        async move {
+            let outcome = match executor {
+                Some(Executor::Server(tool)) => match tool.call(args, ctx).await {
+                    Ok(output) => Outcome::Output { output },
+                    Err(e) => Outcome::Error { message: e.0 },
+                },
+                Some(Executor::Browser) | None => Outcome::Error {
+                    message: format!("{} cannot run on the server", call.name),
+                },
+            };
+            (call.id, outcome)
+        }
+        .boxed()
+    }
+
+    /// Moves the results of a finished step into the history (one result per call, in order).
+    fn commit_results(&mut self) {
+        let mut record = lock(&self.session.record);
+        let Some(turn) = record.turn.as_mut() else {
+            return;
+        };
+        if turn.calls.is_empty() || !turn.calls.iter().all(StepCall::is_done) {
+            return;
+        }
+        let results: Vec<ToolResult> = std::mem::take(&mut turn.calls)
+            .into_iter()
+            .map(|c| match c.phase {
+                CallPhase::Done {
+                    outcome,
+                    edited_args,
+                } => ToolResult {
+                    call_id: c.call.id,
+                    name: c.call.name,
+                    outcome,
+                    edited_args,
+                },
+                _ => ToolResult {
+                    call_id: c.call.id,
+                    name: c.call.name,
+                    outcome: Outcome::Interrupted,
+                    edited_args: None,
+                },
+            })
+            .collect();
+        record.history.push(HistoryItem::ToolResults { results });
+    }
+
+    /// Adds the step's assistant item to the history.
+    fn record_step(&mut self, step: &mut StepOutput) {
+        let parts: Vec<AssistantPart> = std::mem::take(&mut step.parts)
+            .into_iter()
+            .filter(|p| !matches!(p, AssistantPart::Text { text } if text.is_empty()))
+            .collect();
+        if !parts.is_empty() {
+            lock(&self.session.record)
+                .history
+                .push(HistoryItem::Assistant { parts });
+        }
+    }
+
+    fn close_blocks(&mut self, step: &mut StepOutput) {
+        if let Some(block) = step.reasoning.take() {
+            self.end_reasoning(step, block);
+        }
+        if let Some(block) = step.text.take() {
+            self.end_text(step, block);
+        }
+    }
+
+    fn end_reasoning(&mut self, step: &mut StepOutput, block: Block) {
+        self.emit(Chunk::reasoning_end(block.id));
+        step.parts.push(AssistantPart::Reasoning {
+            text: block.text,
+            provider_data: block.provider_data,
+        });
+    }
+
+    /// Ends a text block: emitted now in progressive mode, kept for the step's end in hold mode.
+    fn end_text(&mut self, step: &mut StepOutput, block: Block) {
+        if self.timing == TextTiming::Progressive {
+            self.emit(Chunk::text_end(block.id));
+        } else {
+            self.with_turn(|t| {
+                t.held_text.push(HeldText {
+                    id: block.id.clone(),
+                    text: block.text.clone(),
+                })
+            });
+        }
+        step.parts.push(AssistantPart::Text { text: block.text });
+    }
+
+    /// Emits all held text (hold mode) as complete text blocks, in generation order.
+    fn flush_held_text(&mut self) {
+        let held = self
+            .with_turn(|t| std::mem::take(&mut t.held_text))
+            .unwrap_or_default();
+        for block in held {
+            self.emit(Chunk::text_start(block.id.clone()));
+            self.emit(Chunk::text_delta(block.id.clone(), block.text));
+            self.emit(Chunk::text_end(block.id));
+        }
+    }
+
+    /// Ends every call of a failed step with the failure.
+    fn fail_calls(&mut self, step: &mut StepOutput, message: &str) {
+        if step.calls.is_empty() {
+            return;
+        }
+        let mut results = Vec::new();
+        for call in step.calls.drain(..) {
+            let outcome = match call.phase {
+                CallPhase::Done { outcome, .. } => outcome,
+                _ => {
+                    let text = format!("Not run: {message}");
+                    self.emit(Chunk::tool_output_error(call.call.id.clone(), text.clone()));
+                    Outcome::Error { message: text }
+                }
+            };
+            results.push(ToolResult {
+                call_id: call.call.id,
+                name: call.call.name,
+                outcome,
+                edited_args: None,
+            });
+        }
+        lock(&self.session.record)
+            .history
+            .push(HistoryItem::ToolResults { results });
+    }
+
+    /// Ends the turn after an interrupt: open calls end as interrupted, held text is delivered,
+    /// and the stream closes with `abort` + `finish`.
+    async fn finish_interrupted(&mut self, step: Option<StepOutput>) {
+        let reason = lock(&self.interrupt_reason)
+            .clone()
+            .unwrap_or_else(|| "interrupted".to_string());
+        if let Some(mut step) = step {
+            self.close_blocks(&mut step);
+            self.record_step(&mut step);
+            let calls = std::mem::take(&mut step.calls);
+            self.with_turn(|t| t.calls = calls);
+        }
+        let open: Vec<(String, String)> = {
+            let mut record = lock(&self.session.record);
+            let mut open = Vec::new();
+            if let Some(turn) = record.turn.as_mut() {
+                for call in &mut turn.calls {
+                    if !call.is_done() {
+                        call.phase = CallPhase::Done {
+                            outcome: Outcome::Interrupted,
+                            edited_args: None,
+                        };
+                    }
+                    if !call.announced {
+                        call.announced = true;
+                        let text = match &call.phase {
+                            CallPhase::Done {
+                                outcome: Outcome::Interrupted,
+                                ..
+                            } => {
+                                format!("Interrupted ({reason}) before it ran.")
+                            }
+                            _ => String::new(),
+                        };
+                        open.push((call.call.id.clone(), text));
+                    }
+                }
+            }
+            open
+        };
+        for (id, text) in open {
+            if !text.is_empty() {
+                self.emit(Chunk::tool_output_error(id, text));
+            }
+        }
+        self.commit_results();
+        self.flush_held_text();
+        if self.reducer_in_step() {
+            self.emit(Chunk::finish_step());
+        }
+        self.emit(Chunk::Abort(Abort {
+            reason: Some(reason),
+        }));
+        self.finish(FinishReason::Other, TurnStatus::Interrupted)
+            .await;
+    }
+
+    /// Ends the turn with an `error` chunk.
+    async fn fail(&mut self, message: String) {
+        tracing::warn!(session = %self.session.id, %message, "turn failed");
+        self.emit(Chunk::error(message));
+        self.set_status(TurnStatus::Failed);
+        self.sync_messages();
+        self.log.push(TurnEntry::End);
+        self.save().await;
+    }
+
+    async fn finish(&mut self, reason: FinishReason, status: TurnStatus) {
+        let usage = self.with_turn(|t| t.usage).unwrap_or_default();
+        let metadata = json!({
+            "model": self.rt.model.label(),
+            "usage": usage,
+        });
+        self.emit(Chunk::Finish(Finish {
+            finish_reason: Some(reason),
+            message_metadata: Some(metadata),
+        }));
+        self.set_status(status);
+        self.sync_messages();
+        self.log.push(TurnEntry::End);
+        self.save().await;
+    }
+
+    async fn pause(&mut self) {
+        self.sync_messages();
+        self.save().await;
+        self.log.push(TurnEntry::Pause);
+    }
+
+    /// Whether a step is open in what was emitted (start-step without its finish-step).
+    fn reducer_in_step(&self) -> bool {
+        let entries = self.log.entries_from(0);
+        let mut open = false;
+        for entry in entries {
+            match entry {
+                TurnEntry::Chunk(Chunk::StartStep) => open = true,
+                TurnEntry::Chunk(Chunk::FinishStep) => open = false,
+                _ => {}
+            }
+        }
+        open
+    }
+
+    fn emit(&mut self, chunk: Chunk) {
+        self.apply(&chunk);
+        self.log.push(TurnEntry::Chunk(chunk));
+    }
+
+    /// Folds a chunk into the server's copy of the assistant message.
+    fn apply(&mut self, chunk: &Chunk) {
+        if let Err(e) = self.reducer.apply(chunk) {
+            tracing::error!(session = %self.session.id, error = %e, ?chunk, "the runner emitted a chunk its own reducer rejects");
+        }
+    }
+
+    /// Writes the assistant message as the client now sees it into the session record.
+    fn sync_messages(&mut self) {
+        let message = self.reducer.message().clone();
+        let mut record = lock(&self.session.record);
+        match record.messages.last_mut() {
+            Some(last) if last.id == message.id => *last = message,
+            _ => record.messages.push(message),
+        }
+        record.updated_at_ms = self.rt.clock.now_ms();
+    }
+
+    async fn save(&self) {
+        let snapshot = self.session.snapshot();
+        if let Err(e) = self.rt.store.save(&snapshot).await {
+            tracing::error!(session = %self.session.id, error = %e, "cannot save the session");
+        }
+    }
+
+    fn set_status(&self, status: TurnStatus) {
+        self.with_turn(|t| t.status = status);
+    }
+
+    fn with_turn<R>(&self, f: impl FnOnce(&mut TurnRecord) -> R) -> Option<R> {
+        lock(&self.session.record).turn.as_mut().map(f)
+    }
+}
+
+/// The chunk that reports how a call ended.
+fn result_chunk(call_id: &str, outcome: &Outcome, tools: &ToolRegistry, name: &str) -> Chunk {
+    match outcome {
+        Outcome::Output { output } => Chunk::tool_output_available(call_id, output.clone()),
+        Outcome::Error { message } => Chunk::tool_output_error(call_id, message.clone()),
+        Outcome::Denied { .. } => Chunk::tool_output_denied(call_id),
+        Outcome::Expired => {
+            let timeout = tools
+                .get(name)
+                .map(|t| humanize(t.spec.approval_timeout))
+                .unwrap_or_else(|| "its deadline".into());
+            Chunk::tool_output_error(
+                call_id,
+                format!("Approval expired: nobody answered within {timeout}. Nothing was done."),
+            )
+        }
+        Outcome::Interrupted => Chunk::tool_output_error(call_id, "Interrupted before it ran."),
+    }
+}
+
+/// "5 minutes", "30 seconds".
+fn humanize(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs >= 60 && secs.is_multiple_of(60) {
+        let m = secs / 60;
+        format!("{m} minute{}", if m == 1 { "" } else { "s" })
+    } else {
+        format!("{secs} second{}", if secs == 1 { "" } else { "s" })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(humanize(Duration::from_secs(300)), "5 minutes");
+        assert_eq!(humanize(Duration::from_secs(60)), "1 minute");
+        assert_eq!(humanize(Duration::from_secs(30)), "30 seconds");
+        assert_eq!(humanize(Duration::from_secs(1)), "1 second");
+    }
+}

@@ -1,0 +1,567 @@
+//! Sessions: one per chat id, owning the conversation, the wallet, the current turn with its
+//! pending approvals and browser calls, and the log of the chunks that turn emitted.
+//!
+//! The serialisable part is [`SessionRecord`] (what a [`SessionStore`] keeps); the live part is
+//! [`Session`] (the record behind a mutex, the running turn's task, its chunk log and a wake-up
+//! signal). Person input — approval answers and browser-tool results — is validated and applied
+//! under the session lock, all or nothing, before the turn task is woken: a caller learns at once
+//! whether its answer was accepted, and a rejected answer changes nothing.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{Arc, Mutex, MutexGuard},
+};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    clock::Millis,
+    gate::{ApprovalDecision, ApprovalResolution, CallPhase, InputError, PersonInput, StepCall},
+    history::HistoryItem,
+    model::Usage,
+    tools::{ToolLocation, ToolRegistry, Wallet},
+};
+use crate::protocol::{Chunk, UiMessage};
+
+/// Where a turn stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    /// The model is generating or tools are running.
+    Running,
+    /// Nothing can happen until the person answers an approval or the browser sends a result.
+    AwaitingPerson,
+    Finished,
+    Interrupted,
+    Failed,
+}
+
+impl TurnStatus {
+    pub fn is_over(self) -> bool {
+        matches!(
+            self,
+            TurnStatus::Finished | TurnStatus::Interrupted | TurnStatus::Failed
+        )
+    }
+}
+
+/// Text generated in a step that was not the last one, held back until the final response
+/// (ADR 0004: a response that ends waiting for the person carries no text).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldText {
+    pub id: String,
+    pub text: String,
+}
+
+/// The current (or last) turn of a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnRecord {
+    pub id: String,
+    /// The assistant UI message this turn writes (reused by every continuation).
+    pub message_id: String,
+    pub status: TurnStatus,
+    /// Model steps completed so far.
+    pub steps: u32,
+    /// The tool calls of the latest step, until their results are in the history.
+    pub calls: Vec<StepCall>,
+    /// Text held back in hold mode (ADR 0004).
+    pub held_text: Vec<HeldText>,
+    pub usage: Usage,
+    /// Bumped by every accepted person input, so the turn knows a waiting response must end.
+    pub inputs: u64,
+}
+
+impl TurnRecord {
+    pub fn call(&self, tool_call_id: &str) -> Option<&StepCall> {
+        self.calls.iter().find(|c| c.call.id == tool_call_id)
+    }
+
+    /// The approval ids still waiting for an answer.
+    pub fn pending_approvals(&self) -> Vec<&str> {
+        self.calls
+            .iter()
+            .filter_map(|c| match &c.phase {
+                CallPhase::AwaitingApproval { approval_id, .. } => Some(approval_id.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Everything a session is, in a form a store can keep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub id: String,
+    pub created_at_ms: Millis,
+    pub updated_at_ms: Millis,
+    /// The conversation as the model sees it.
+    pub history: Vec<HistoryItem>,
+    /// The conversation as the person sees it (the server's own reduction of what it sent).
+    pub messages: Vec<UiMessage>,
+    pub wallet: Wallet,
+    pub turn: Option<TurnRecord>,
+    /// Approvals already answered (or expired), so a late or repeated answer gets a precise error.
+    pub resolved_approvals: BTreeMap<String, ApprovalResolution>,
+}
+
+impl SessionRecord {
+    pub fn new(id: impl Into<String>, now_ms: Millis) -> Self {
+        SessionRecord {
+            id: id.into(),
+            created_at_ms: now_ms,
+            updated_at_ms: now_ms,
+            history: Vec::new(),
+            messages: Vec::new(),
+            wallet: Wallet::default(),
+            turn: None,
+            resolved_approvals: BTreeMap::new(),
+        }
+    }
+}
+
+/// A failure of the session store.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("session store: {0}")]
+pub struct StoreError(pub String);
+
+/// Where session records live between requests (and, for a durable store, restarts).
+#[async_trait]
+pub trait SessionStore: Send + Sync + 'static {
+    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError>;
+    async fn save(&self, record: &SessionRecord) -> Result<(), StoreError>;
+    /// Ids of the stored sessions, most recently updated first.
+    async fn list(&self) -> Result<Vec<String>, StoreError>;
+}
+
+/// The default store: records in memory, lost on restart.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    records: Mutex<HashMap<String, SessionRecord>>,
+}
+
+#[async_trait]
+impl SessionStore for MemoryStore {
+    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        Ok(lock(&self.records).get(id).cloned())
+    }
+
+    async fn save(&self, record: &SessionRecord) -> Result<(), StoreError> {
+        lock(&self.records).insert(record.id.clone(), record.clone());
+        Ok(())
+    }
+
+    async fn list(&self) -> Result<Vec<String>, StoreError> {
+        let records = lock(&self.records);
+        let mut all: Vec<(&String, Millis)> = records
+            .iter()
+            .map(|(id, r)| (id, r.updated_at_ms))
+            .collect();
+        all.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        Ok(all.into_iter().map(|(id, _)| id.clone()).collect())
+    }
+}
+
+/// Locks a std mutex, recovering the data if a panicking thread poisoned it: the session data
+/// stays consistent because every mutation under the lock is a plain assignment.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// One entry of a turn's log.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnEntry {
+    Chunk(Chunk),
+    /// The turn now waits for the person: an SSE response ends here.
+    Pause,
+    /// The turn is over: `[DONE]`.
+    End,
+}
+
+/// The numbered, append-only log of one turn's output. Every transport reads it from a position,
+/// so a reconnecting client gets exactly the entries it missed.
+#[derive(Debug)]
+pub struct TurnLog {
+    entries: Mutex<Vec<TurnEntry>>,
+    len: watch::Sender<usize>,
+}
+
+impl Default for TurnLog {
+    fn default() -> Self {
+        TurnLog {
+            entries: Mutex::new(Vec::new()),
+            len: watch::Sender::new(0),
+        }
+    }
+}
+
+impl TurnLog {
+    pub fn push(&self, entry: TurnEntry) {
+        let mut entries = lock(&self.entries);
+        entries.push(entry);
+        let len = entries.len();
+        drop(entries);
+        self.len.send_replace(len);
+    }
+
+    pub fn len(&self) -> usize {
+        lock(&self.entries).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn entries_from(&self, from: usize) -> Vec<TurnEntry> {
+        lock(&self.entries)
+            .get(from..)
+            .map(<[_]>::to_vec)
+            .unwrap_or_default()
+    }
+
+    pub fn is_ended(&self) -> bool {
+        matches!(lock(&self.entries).last(), Some(TurnEntry::End))
+    }
+
+    /// A reader that starts at entry `from`.
+    pub fn subscribe(self: &Arc<Self>, from: usize) -> LogReader {
+        LogReader {
+            log: self.clone(),
+            next: from,
+            len: self.len.subscribe(),
+        }
+    }
+}
+
+/// Reads a [`TurnLog`] in order, waiting for new entries.
+#[derive(Debug)]
+pub struct LogReader {
+    log: Arc<TurnLog>,
+    next: usize,
+    len: watch::Receiver<usize>,
+}
+
+impl LogReader {
+    /// The next entry, waiting for it if needed. `None` once the log has ended and every entry
+    /// was read.
+    pub async fn next(&mut self) -> Option<TurnEntry> {
+        loop {
+            if let Some(entry) = lock(&self.log.entries).get(self.next).cloned() {
+                self.next += 1;
+                return Some(entry);
+            }
+            if self.log.is_ended() {
+                return None;
+            }
+            if self.len.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    /// How many entries were read (the position of the next one).
+    pub fn position(&self) -> usize {
+        self.next
+    }
+}
+
+/// The running turn of a live session.
+pub(crate) struct LiveTurn {
+    pub log: Arc<TurnLog>,
+    pub cancel: CancellationToken,
+    pub interrupt_reason: Arc<Mutex<Option<String>>>,
+    pub task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// A live session.
+pub struct Session {
+    pub id: String,
+    pub(crate) record: Mutex<SessionRecord>,
+    pub(crate) live: Mutex<Option<LiveTurn>>,
+    /// Wakes the turn task: person input arrived.
+    pub(crate) wake: Notify,
+}
+
+/// Where a caller should read the turn's output after submitting input.
+#[derive(Debug, Clone)]
+pub struct Receipt {
+    pub log: Arc<TurnLog>,
+    /// The log position at the moment the input was applied: everything the input causes comes
+    /// after it.
+    pub from: usize,
+    pub message_id: String,
+}
+
+impl Session {
+    pub fn new(record: SessionRecord) -> Self {
+        Session {
+            id: record.id.clone(),
+            record: Mutex::new(record),
+            live: Mutex::new(None),
+            wake: Notify::new(),
+        }
+    }
+
+    /// A copy of the record, for the store and for `load_session`.
+    pub fn snapshot(&self) -> SessionRecord {
+        lock(&self.record).clone()
+    }
+
+    /// Runs `f` on the wallet under the session lock.
+    pub fn with_wallet<R>(&self, f: impl FnOnce(&mut Wallet) -> R) -> R {
+        f(&mut lock(&self.record).wallet)
+    }
+
+    /// The log of the current turn, if one was started since this session went live.
+    pub fn current_log(&self) -> Option<Arc<TurnLog>> {
+        lock(&self.live).as_ref().map(|t| t.log.clone())
+    }
+
+    /// Whether a turn is generating right now (not waiting for the person, not over).
+    pub fn turn_status(&self) -> Option<TurnStatus> {
+        lock(&self.record).turn.as_ref().map(|t| t.status)
+    }
+
+    /// Applies approval answers and browser results, all or nothing, and wakes the turn.
+    pub fn submit(
+        &self,
+        inputs: &[PersonInput],
+        tools: &ToolRegistry,
+        now_ms: Millis,
+    ) -> Result<Receipt, InputError> {
+        let mut record = lock(&self.record);
+        let live = lock(&self.live);
+        let Some(log) = live.as_ref().map(|t| t.log.clone()) else {
+            return Err(InputError::NoActiveTurn);
+        };
+        let SessionRecord {
+            turn,
+            resolved_approvals,
+            ..
+        } = &mut *record;
+        let Some(turn) = turn.as_mut().filter(|t| !t.status.is_over()) else {
+            return Err(InputError::NoActiveTurn);
+        };
+
+        // Validate against a copy; commit only if every input is acceptable.
+        let mut calls = turn.calls.clone();
+        let mut resolutions = Vec::new();
+        for input in inputs {
+            apply_input(
+                &mut calls,
+                resolved_approvals,
+                input,
+                tools,
+                now_ms,
+                &mut resolutions,
+            )?;
+        }
+        turn.calls = calls;
+        turn.inputs += 1;
+        let message_id = turn.message_id.clone();
+        for (id, resolution) in resolutions {
+            resolved_approvals.insert(id, resolution);
+        }
+        record.updated_at_ms = now_ms;
+        let from = log.len();
+        drop(live);
+        drop(record);
+        self.wake.notify_one();
+        Ok(Receipt {
+            log,
+            from,
+            message_id,
+        })
+    }
+
+    /// Whether this session has a pending approval with this id (used to tell a forged id from
+    /// another chat's).
+    pub fn has_pending_approval(&self, approval_id: &str) -> bool {
+        lock(&self.record)
+            .turn
+            .as_ref()
+            .is_some_and(|t| t.pending_approvals().contains(&approval_id))
+    }
+
+    /// Cancels the running turn (Stop / Esc / interrupt frame). Returns false when no turn was
+    /// running or waiting.
+    pub fn interrupt(&self, reason: impl Into<String>) -> bool {
+        let live = lock(&self.live);
+        match live.as_ref() {
+            Some(turn) if !turn.cancel.is_cancelled() && !turn.log.is_ended() => {
+                *lock(&turn.interrupt_reason) = Some(reason.into());
+                turn.cancel.cancel();
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Applies one input to the step's calls (a working copy).
+fn apply_input(
+    calls: &mut [StepCall],
+    resolved: &BTreeMap<String, ApprovalResolution>,
+    input: &PersonInput,
+    tools: &ToolRegistry,
+    now_ms: Millis,
+    resolutions: &mut Vec<(String, ApprovalResolution)>,
+) -> Result<(), InputError> {
+    match input {
+        PersonInput::Approval {
+            approval_id,
+            decision,
+        } => {
+            let Some(call) = calls.iter_mut().find(|c| {
+                matches!(&c.phase, CallPhase::AwaitingApproval { approval_id: id, .. } if id == approval_id)
+            }) else {
+                if resolutions.iter().any(|(id, _)| id == approval_id) {
+                    return Err(InputError::ApprovalAlreadyAnswered {
+                        approval_id: approval_id.clone(),
+                    });
+                }
+                return Err(match resolved.get(approval_id) {
+                    Some(ApprovalResolution::Expired { .. }) => InputError::ApprovalExpired {
+                        approval_id: approval_id.clone(),
+                    },
+                    Some(_) => InputError::ApprovalAlreadyAnswered {
+                        approval_id: approval_id.clone(),
+                    },
+                    None => InputError::UnknownApproval {
+                        approval_id: approval_id.clone(),
+                    },
+                });
+            };
+            let CallPhase::AwaitingApproval { deadline_ms, .. } = call.phase else {
+                return Err(InputError::UnknownApproval {
+                    approval_id: approval_id.clone(),
+                });
+            };
+            if now_ms >= deadline_ms {
+                return Err(InputError::ApprovalExpired {
+                    approval_id: approval_id.clone(),
+                });
+            }
+            let resolution =
+                call.decide(decision, tools, now_ms)
+                    .map_err(|error| InputError::InvalidEdit {
+                        approval_id: approval_id.clone(),
+                        error,
+                    })?;
+            resolutions.push((approval_id.clone(), resolution));
+            Ok(())
+        }
+        PersonInput::BrowserResult {
+            tool_call_id,
+            result,
+        } => {
+            let Some(call) = calls.iter_mut().find(|c| &c.call.id == tool_call_id) else {
+                return Err(InputError::UnknownToolCall {
+                    tool_call_id: tool_call_id.clone(),
+                });
+            };
+            if call.location != ToolLocation::Browser {
+                return Err(InputError::NotABrowserTool {
+                    tool_call_id: tool_call_id.clone(),
+                    tool: call.call.name.clone(),
+                });
+            }
+            match &call.phase {
+                CallPhase::AwaitingBrowser { args, edited, .. } => {
+                    let edited_args = edited.then(|| args.clone());
+                    call.phase = CallPhase::Done {
+                        outcome: result.clone().into_outcome(),
+                        edited_args,
+                    };
+                    call.announced = false;
+                    Ok(())
+                }
+                CallPhase::AwaitingApproval { .. } => Err(InputError::NotApprovedYet {
+                    tool_call_id: tool_call_id.clone(),
+                }),
+                CallPhase::Done {
+                    outcome: super::history::Outcome::Denied { .. },
+                    ..
+                } => Err(InputError::CallWasDenied {
+                    tool_call_id: tool_call_id.clone(),
+                }),
+                _ => Err(InputError::ResultAlreadyReceived {
+                    tool_call_id: tool_call_id.clone(),
+                }),
+            }
+        }
+    }
+}
+
+/// Turns an approval decision into the answer the AI SDK wire carries (for tests and logs).
+pub fn decision_summary(decision: &ApprovalDecision) -> (bool, Option<&Value>) {
+    match decision {
+        ApprovalDecision::Approve => (true, None),
+        ApprovalDecision::ApproveWithEdits { args } => (true, Some(args)),
+        ApprovalDecision::Deny { .. } => (false, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn memory_store_keeps_and_lists_records() {
+        let store = MemoryStore::default();
+        let mut a = SessionRecord::new("a", 10);
+        store.save(&a).await.unwrap();
+        store.save(&SessionRecord::new("b", 20)).await.unwrap();
+        assert_eq!(store.list().await.unwrap(), ["b", "a"]);
+        a.updated_at_ms = 30;
+        store.save(&a).await.unwrap();
+        assert_eq!(store.list().await.unwrap(), ["a", "b"]);
+        assert_eq!(store.load("a").await.unwrap().unwrap().updated_at_ms, 30);
+        assert!(store.load("zzz").await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_log_reader_sees_every_entry_once_then_ends() {
+        let log = Arc::new(TurnLog::default());
+        log.push(TurnEntry::Chunk(Chunk::start("m")));
+        let mut reader = log.subscribe(0);
+        assert_eq!(
+            reader.next().await,
+            Some(TurnEntry::Chunk(Chunk::start("m")))
+        );
+        let writer = log.clone();
+        let task = tokio::spawn(async move {
+            writer.push(TurnEntry::Pause);
+            writer.push(TurnEntry::End);
+        });
+        assert_eq!(reader.next().await, Some(TurnEntry::Pause));
+        assert_eq!(reader.next().await, Some(TurnEntry::End));
+        assert_eq!(reader.next().await, None);
+        task.await.unwrap();
+        // A late reader from position 1 gets exactly the missed entries.
+        let mut late = log.subscribe(1);
+        assert_eq!(late.next().await, Some(TurnEntry::Pause));
+        assert_eq!(late.position(), 2);
+    }
+
+    #[test]
+    fn submitting_without_a_turn_is_rejected() {
+        let session = Session::new(SessionRecord::new("s", 0));
+        let err = session
+            .submit(
+                &[PersonInput::Approval {
+                    approval_id: "x".into(),
+                    decision: ApprovalDecision::Approve,
+                }],
+                &ToolRegistry::default(),
+                0,
+            )
+            .unwrap_err();
+        assert_eq!(err, InputError::NoActiveTurn);
+    }
+}

@@ -1,0 +1,1429 @@
+//! UI message stream chunks: the unit of the server → browser stream.
+//!
+//! One [`Chunk`] is one SSE event (`data: {json}\n\n`, see [`super::sse`]) or
+//! one WebSocket text frame. The set of types and their fields is the AI SDK v6
+//! `uiMessageChunkSchema` (protocols.md §A.2; source
+//! `packages/ai/src/ui-message-stream/ui-message-chunks.ts`).
+//!
+//! # Decoding is lenient, encoding is careful
+//!
+//! * A chunk whose `type` we do not know (a v7 `reasoning-file`, a vendor
+//!   extension) decodes to [`Chunk::Unknown`] holding the whole object, so a
+//!   newer server never crashes an older client; the reducer ignores it.
+//! * A chunk of a known type with missing or mistyped required fields is a
+//!   [`ChunkDecodeError::InvalidFields`]: the producer is broken, and the AI SDK
+//!   client would fail the stream on it too.
+//! * Unknown *keys* on a known type are ignored, like `ai@6.0.231`+ does
+//!   (`z.looseObject`). They are not kept, so they do not survive a re-encode.
+//!
+//! Encoding goes through a [`Dialect`]. `ai@6.0.0` … `ai@6.0.230` validate every
+//! chunk with `z.strictObject`: one key they do not know rejects the chunk and
+//! puts the chat in status `error` (§A.0). [`Dialect::V6Strict`] (the default)
+//! therefore emits only the keys `ai@6.0.0` accepts; [`Dialect::Full`] emits
+//! everything this type knows, for clients whose version is known.
+//!
+//! ## What `ai@6.0.0` accepts, verified against the source
+//!
+//! Read from `packages/ai/src/ui-message-stream/ui-message-chunks.ts` at the
+//! git tags `ai@6.0.0` … `ai@6.0.264` of vercel/ai. Keys that arrived after
+//! 6.0.0, with the first tag whose schema has them:
+//!
+//! | key | first tag |
+//! |---|---|
+//! | `abort.reason` | 6.0.15 |
+//! | `providerMetadata` on `tool-input-start` | 6.0.39 |
+//! | `providerMetadata` on `tool-output-available` / `tool-output-error` | 6.0.120 |
+//! | `toolMetadata` on `tool-input-start`/`-available`/`-error`, `tool-output-available`/`-error` | 6.0.176 |
+//! | `signature` on `tool-approval-request` | 6.0.202 |
+//! | schema becomes `z.looseObject` (unknown keys ignored) | 6.0.231 |
+//!
+//! The set of chunk *types* is identical from 6.0.0 to 6.0.264. `finishReason`
+//! is a closed `z.enum` in every v6 tag, so [`FinishReason::Unknown`] is sent
+//! as `"other"` in strict mode. Types only `main` (v7) has
+//! (`tool-approval-response`, `reasoning-file`, `custom`, `reset-step`) are
+//! never sent in strict mode; here they can only exist as [`Chunk::Unknown`].
+
+use std::borrow::Cow;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use super::json_util::{TagError, Tagged, keep_null, split_tagged};
+
+/// `providerMetadata`: `Record<string, Record<string, JSONValue>>`, keyed by
+/// provider (`{"google": {"thoughtSignature": "..."}}`). Kept as a JSON object
+/// so nothing a provider puts there is lost; Gemini 3 needs it back verbatim
+/// on the next turn (protocols.md §A.3, §B.4).
+pub type ProviderMetadata = Map<String, Value>;
+
+/// `toolMetadata` (`JSONObject`, `ai@6.0.176`+): free-form data the server
+/// attaches to a tool call for the UI.
+pub type ToolMetadata = Map<String, Value>;
+
+/// Which keys [`Chunk::to_json`] may put on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Dialect {
+    /// Only the keys `ai@6.0.0` accepts (see the module docs). The safe
+    /// default while the client's version is unknown (design.md: "a chunk
+    /// field ai@6.0.0 does not know is never sent unless the client asked").
+    #[default]
+    V6Strict,
+    /// Every key this module models, for clients known to be `ai@6.0.231`+
+    /// (loose schema) or our own wasm client.
+    Full,
+}
+
+/// Why the model stopped (`finish.finishReason`).
+///
+/// The v6 schema allows exactly the six named values. [`FinishReason::Unknown`]
+/// keeps anything else a producer sends so decoding never fails on it; it is
+/// encoded as `"other"` in [`Dialect::V6Strict`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FinishReason {
+    /// `"stop"`: the model ended its turn.
+    Stop,
+    /// `"length"`: the token limit was hit.
+    Length,
+    /// `"content-filter"`: a safety filter stopped the output.
+    ContentFilter,
+    /// `"tool-calls"`: the step ended with tool calls to run.
+    ToolCalls,
+    /// `"error"`: the producer failed.
+    Error,
+    /// `"other"`: any other documented reason.
+    Other,
+    /// A value outside the v6 enum, kept verbatim.
+    Unknown(String),
+}
+
+impl FinishReason {
+    /// Maps a wire string to a reason; never fails.
+    pub fn from_wire(value: &str) -> Self {
+        match value {
+            "stop" => Self::Stop,
+            "length" => Self::Length,
+            "content-filter" => Self::ContentFilter,
+            "tool-calls" => Self::ToolCalls,
+            "error" => Self::Error,
+            "other" => Self::Other,
+            other => Self::Unknown(other.to_owned()),
+        }
+    }
+
+    /// The wire string.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Stop => "stop",
+            Self::Length => "length",
+            Self::ContentFilter => "content-filter",
+            Self::ToolCalls => "tool-calls",
+            Self::Error => "error",
+            Self::Other => "other",
+            Self::Unknown(other) => other,
+        }
+    }
+}
+
+impl Serialize for FinishReason {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for FinishReason {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Cow::<'de, str>::deserialize(deserializer)?;
+        Ok(Self::from_wire(&value))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Payloads. Field names are the Rust spelling of the wire keys (camelCase on
+// the wire); optional keys are omitted when `None`. Each derives `Default` so
+// server code can write `ToolInputStart { tool_call_id, tool_name,
+// ..Default::default() }`.
+// ---------------------------------------------------------------------------
+
+/// `start`: opens an assistant message. On a continuation the id must equal
+/// the assistant message being continued, or the client duplicates it (§A.2
+/// "How the message is seeded").
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Start {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "keep_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub message_metadata: Option<Value>,
+}
+
+/// `finish`: the message is complete.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Finish {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<FinishReason>,
+    #[serde(
+        default,
+        deserialize_with = "keep_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub message_metadata: Option<Value>,
+}
+
+/// `abort`: the producer stopped early. `reason` is `ai@6.0.15`+.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Abort {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `error`: the client's `onError` throws on it, so the chat goes to status
+/// `error`. Never put internals in `error_text`: it is shown to the user.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorChunk {
+    pub error_text: String,
+}
+
+/// `message-metadata`: deep-merged into `message.metadata`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageMetadata {
+    /// `z.unknown()` in the schema, which also accepts a missing key; that
+    /// decodes as `null` here.
+    #[serde(default)]
+    pub message_metadata: Value,
+}
+
+/// `text-start`, `text-end`, `reasoning-start`, `reasoning-end`: open or close
+/// the text/reasoning part with this `id`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Boundary {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_metadata: Option<ProviderMetadata>,
+}
+
+/// `text-delta`, `reasoning-delta`: append `delta` to the open part `id`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delta {
+    pub id: String,
+    pub delta: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_metadata: Option<ProviderMetadata>,
+}
+
+/// `tool-input-start`: a tool call begins; its input streams next.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolInputStart {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_executed: Option<bool>,
+    /// `true` makes the part a `dynamic-tool` (a tool the UI has no static
+    /// type for) instead of `tool-<name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// `ai@6.0.39`+; dropped in [`Dialect::V6Strict`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_metadata: Option<ProviderMetadata>,
+    /// `ai@6.0.176`+; dropped in [`Dialect::V6Strict`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_metadata: Option<ToolMetadata>,
+}
+
+/// `tool-input-delta`: raw JSON text of the input, re-parsed as partial JSON.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolInputDelta {
+    pub tool_call_id: String,
+    pub input_text_delta: String,
+}
+
+/// `tool-input-available`: the complete input. Needs no `tool-input-start`.
+/// `provider_metadata` becomes the part's `callProviderMetadata`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolInputAvailable {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    /// `z.unknown()`: a missing key decodes as `null`.
+    #[serde(default)]
+    pub input: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_executed: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_metadata: Option<ProviderMetadata>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// `ai@6.0.176`+; dropped in [`Dialect::V6Strict`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_metadata: Option<ToolMetadata>,
+}
+
+/// `tool-input-error`: the model produced input that failed validation; the
+/// part goes to `output-error` with the bad input kept as `rawInput`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolInputError {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    #[serde(default)]
+    pub input: Value,
+    pub error_text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_executed: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_metadata: Option<ProviderMetadata>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// `ai@6.0.176`+; dropped in [`Dialect::V6Strict`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_metadata: Option<ToolMetadata>,
+}
+
+/// `tool-approval-request`: the call waits for a human (§A.7). The part must
+/// already exist on the client.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolApprovalRequest {
+    pub approval_id: String,
+    pub tool_call_id: String,
+    /// HMAC over the call (`ai@6.0.202`+); dropped in [`Dialect::V6Strict`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+}
+
+/// `tool-output-available`: the tool's result. `preliminary: true` marks a
+/// partial result that a later output replaces.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolOutputAvailable {
+    pub tool_call_id: String,
+    /// `z.unknown()`: a missing key decodes as `null`.
+    #[serde(default)]
+    pub output: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_executed: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preliminary: Option<bool>,
+    /// `ai@6.0.120`+; dropped in [`Dialect::V6Strict`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_metadata: Option<ProviderMetadata>,
+    /// `ai@6.0.176`+; dropped in [`Dialect::V6Strict`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_metadata: Option<ToolMetadata>,
+}
+
+/// `tool-output-error`: the tool ran and failed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolOutputError {
+    pub tool_call_id: String,
+    pub error_text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_executed: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic: Option<bool>,
+    /// `ai@6.0.120`+; dropped in [`Dialect::V6Strict`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_metadata: Option<ProviderMetadata>,
+    /// `ai@6.0.176`+; dropped in [`Dialect::V6Strict`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_metadata: Option<ToolMetadata>,
+}
+
+/// `tool-output-denied`: the user said no; the call never ran.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolOutputDenied {
+    pub tool_call_id: String,
+}
+
+/// `source-url`: a cited web source.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceUrl {
+    pub source_id: String,
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_metadata: Option<ProviderMetadata>,
+}
+
+/// `source-document`: a cited document. `title` is required by the schema.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceDocument {
+    pub source_id: String,
+    pub media_type: String,
+    pub title: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_metadata: Option<ProviderMetadata>,
+}
+
+/// `file`: a generated file; `url` may be a `data:` URL.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct File {
+    pub url: String,
+    pub media_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_metadata: Option<ProviderMetadata>,
+}
+
+/// `data-<name>`: application data. With `transient: true` it only reaches
+/// `onData` and is never stored; otherwise a part with the same name and `id`
+/// is replaced in place, or a new part is pushed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DataChunk {
+    /// The part of the wire `type` after `data-`. Carried by the tag, so it is
+    /// not a key of its own.
+    #[serde(skip)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `z.unknown()`: a missing key decodes as `null`.
+    #[serde(default)]
+    pub data: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transient: Option<bool>,
+}
+
+/// One UI message stream chunk (protocols.md §A.2).
+///
+/// Serialize/Deserialize produce and accept the full wire form
+/// ([`Dialect::Full`]); use [`Chunk::to_json`] to choose the dialect.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Chunk {
+    Start(Start),
+    StartStep,
+    FinishStep,
+    Finish(Finish),
+    Abort(Abort),
+    Error(ErrorChunk),
+    MessageMetadata(MessageMetadata),
+    TextStart(Boundary),
+    TextDelta(Delta),
+    TextEnd(Boundary),
+    ReasoningStart(Boundary),
+    ReasoningDelta(Delta),
+    ReasoningEnd(Boundary),
+    ToolInputStart(ToolInputStart),
+    ToolInputDelta(ToolInputDelta),
+    ToolInputAvailable(ToolInputAvailable),
+    ToolInputError(ToolInputError),
+    ToolApprovalRequest(ToolApprovalRequest),
+    ToolOutputAvailable(ToolOutputAvailable),
+    ToolOutputError(ToolOutputError),
+    ToolOutputDenied(ToolOutputDenied),
+    SourceUrl(SourceUrl),
+    SourceDocument(SourceDocument),
+    File(File),
+    /// `data-<name>`.
+    Data(DataChunk),
+    /// A chunk whose `type` this version does not know, kept verbatim (the
+    /// whole object, `type` included).
+    Unknown(Value),
+}
+
+/// Why a chunk could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum ChunkDecodeError {
+    /// The text is not JSON at all.
+    #[error("chunk is not valid JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    /// Valid JSON, but not an object.
+    #[error("chunk is not a JSON object")]
+    NotAnObject,
+    /// An object without a string `type`.
+    #[error("chunk has no string `type`")]
+    MissingType,
+    /// A known `type` whose fields do not match the schema.
+    #[error("invalid `{chunk_type}` chunk: {source}")]
+    InvalidFields {
+        chunk_type: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl From<TagError> for ChunkDecodeError {
+    fn from(error: TagError) -> Self {
+        match error {
+            TagError::NotAnObject => Self::NotAnObject,
+            TagError::MissingType => Self::MissingType,
+        }
+    }
+}
+
+/// Deserializes a payload struct, attributing failures to the chunk type.
+fn payload<T: DeserializeOwned>(chunk_type: &str, object: Value) -> Result<T, ChunkDecodeError> {
+    serde_json::from_value(object).map_err(|source| ChunkDecodeError::InvalidFields {
+        chunk_type: chunk_type.to_owned(),
+        source,
+    })
+}
+
+/// Serializes one of our own wire values. This cannot fail: every map has
+/// string keys, `serde_json::Value` cannot hold a non-finite float, and no
+/// `Serialize` impl in this module returns an error.
+pub(crate) fn to_json_infallible<T: Serialize + ?Sized>(value: &T) -> String {
+    serde_json::to_string(value).expect("protocol wire types always serialize")
+}
+
+/// See [`to_json_infallible`].
+pub(crate) fn to_value_infallible<T: Serialize + ?Sized>(value: &T) -> Value {
+    serde_json::to_value(value).expect("protocol wire types always serialize")
+}
+
+impl Chunk {
+    /// Decodes one chunk from JSON text (the payload of one SSE `data:` event).
+    pub fn from_json(text: &str) -> Result<Self, ChunkDecodeError> {
+        let value: Value = serde_json::from_str(text).map_err(ChunkDecodeError::Json)?;
+        Self::from_value(value)
+    }
+
+    /// Decodes one chunk from a JSON value. Unknown types become
+    /// [`Chunk::Unknown`]; known types with bad fields are errors.
+    pub fn from_value(value: Value) -> Result<Self, ChunkDecodeError> {
+        let (kind, map) = split_tagged(value)?;
+        let object = Value::Object(map);
+        let chunk = match kind.as_str() {
+            "start" => Self::Start(payload(&kind, object)?),
+            "start-step" => Self::StartStep,
+            "finish-step" => Self::FinishStep,
+            "finish" => Self::Finish(payload(&kind, object)?),
+            "abort" => Self::Abort(payload(&kind, object)?),
+            "error" => Self::Error(payload(&kind, object)?),
+            "message-metadata" => Self::MessageMetadata(payload(&kind, object)?),
+            "text-start" => Self::TextStart(payload(&kind, object)?),
+            "text-delta" => Self::TextDelta(payload(&kind, object)?),
+            "text-end" => Self::TextEnd(payload(&kind, object)?),
+            "reasoning-start" => Self::ReasoningStart(payload(&kind, object)?),
+            "reasoning-delta" => Self::ReasoningDelta(payload(&kind, object)?),
+            "reasoning-end" => Self::ReasoningEnd(payload(&kind, object)?),
+            "tool-input-start" => Self::ToolInputStart(payload(&kind, object)?),
+            "tool-input-delta" => Self::ToolInputDelta(payload(&kind, object)?),
+            "tool-input-available" => Self::ToolInputAvailable(payload(&kind, object)?),
+            "tool-input-error" => Self::ToolInputError(payload(&kind, object)?),
+            "tool-approval-request" => Self::ToolApprovalRequest(payload(&kind, object)?),
+            "tool-output-available" => Self::ToolOutputAvailable(payload(&kind, object)?),
+            "tool-output-error" => Self::ToolOutputError(payload(&kind, object)?),
+            "tool-output-denied" => Self::ToolOutputDenied(payload(&kind, object)?),
+            "source-url" => Self::SourceUrl(payload(&kind, object)?),
+            "source-document" => Self::SourceDocument(payload(&kind, object)?),
+            "file" => Self::File(payload(&kind, object)?),
+            other => match other.strip_prefix("data-") {
+                Some(name) => {
+                    let mut data: DataChunk = payload(&kind, object)?;
+                    data.name = name.to_owned();
+                    Self::Data(data)
+                }
+                None => Self::Unknown(object),
+            },
+        };
+        Ok(chunk)
+    }
+
+    /// The wire `type` (`"text-delta"`, `"data-weather"`, or an unknown
+    /// chunk's own type). Handy for logs and error messages.
+    pub fn wire_type(&self) -> Cow<'_, str> {
+        Cow::Borrowed(match self {
+            Self::Start(_) => "start",
+            Self::StartStep => "start-step",
+            Self::FinishStep => "finish-step",
+            Self::Finish(_) => "finish",
+            Self::Abort(_) => "abort",
+            Self::Error(_) => "error",
+            Self::MessageMetadata(_) => "message-metadata",
+            Self::TextStart(_) => "text-start",
+            Self::TextDelta(_) => "text-delta",
+            Self::TextEnd(_) => "text-end",
+            Self::ReasoningStart(_) => "reasoning-start",
+            Self::ReasoningDelta(_) => "reasoning-delta",
+            Self::ReasoningEnd(_) => "reasoning-end",
+            Self::ToolInputStart(_) => "tool-input-start",
+            Self::ToolInputDelta(_) => "tool-input-delta",
+            Self::ToolInputAvailable(_) => "tool-input-available",
+            Self::ToolInputError(_) => "tool-input-error",
+            Self::ToolApprovalRequest(_) => "tool-approval-request",
+            Self::ToolOutputAvailable(_) => "tool-output-available",
+            Self::ToolOutputError(_) => "tool-output-error",
+            Self::ToolOutputDenied(_) => "tool-output-denied",
+            Self::SourceUrl(_) => "source-url",
+            Self::SourceDocument(_) => "source-document",
+            Self::File(_) => "file",
+            Self::Data(data) => return Cow::Owned(format!("data-{}", data.name)),
+            Self::Unknown(value) => match value.get("type").and_then(Value::as_str) {
+                Some(kind) => kind,
+                None => "unknown",
+            },
+        })
+    }
+
+    /// The chunk as `dialect` allows it on the wire, or `None` when it must
+    /// not be sent at all (an [`Chunk::Unknown`] in [`Dialect::V6Strict`]: an
+    /// `ai@6.0.0` client would reject its type). Borrows when nothing changes.
+    pub fn for_dialect(&self, dialect: Dialect) -> Option<Cow<'_, Chunk>> {
+        match dialect {
+            Dialect::Full => Some(Cow::Borrowed(self)),
+            Dialect::V6Strict => self.v6_strict(),
+        }
+    }
+
+    /// The `ai@6.0.0` form: drops every key added later (module docs) and
+    /// maps an unknown finish reason to `"other"`.
+    fn v6_strict(&self) -> Option<Cow<'_, Chunk>> {
+        let needs_change = match self {
+            Self::Unknown(_) => return None,
+            Self::Abort(abort) => abort.reason.is_some(),
+            Self::Finish(finish) => matches!(finish.finish_reason, Some(FinishReason::Unknown(_))),
+            Self::ToolInputStart(start) => {
+                start.provider_metadata.is_some() || start.tool_metadata.is_some()
+            }
+            Self::ToolInputAvailable(available) => available.tool_metadata.is_some(),
+            Self::ToolInputError(error) => error.tool_metadata.is_some(),
+            Self::ToolApprovalRequest(request) => request.signature.is_some(),
+            Self::ToolOutputAvailable(output) => {
+                output.provider_metadata.is_some() || output.tool_metadata.is_some()
+            }
+            Self::ToolOutputError(error) => {
+                error.provider_metadata.is_some() || error.tool_metadata.is_some()
+            }
+            _ => false,
+        };
+        if !needs_change {
+            return Some(Cow::Borrowed(self));
+        }
+        let mut chunk = self.clone();
+        match &mut chunk {
+            Self::Abort(abort) => abort.reason = None,
+            Self::Finish(finish) => finish.finish_reason = Some(FinishReason::Other),
+            Self::ToolInputStart(start) => {
+                start.provider_metadata = None;
+                start.tool_metadata = None;
+            }
+            Self::ToolInputAvailable(available) => available.tool_metadata = None,
+            Self::ToolInputError(error) => error.tool_metadata = None,
+            Self::ToolApprovalRequest(request) => request.signature = None,
+            Self::ToolOutputAvailable(output) => {
+                output.provider_metadata = None;
+                output.tool_metadata = None;
+            }
+            Self::ToolOutputError(error) => {
+                error.provider_metadata = None;
+                error.tool_metadata = None;
+            }
+            _ => {}
+        }
+        Some(Cow::Owned(chunk))
+    }
+
+    /// JSON text in `dialect`, or `None` if the chunk must not be sent in it.
+    pub fn to_json(&self, dialect: Dialect) -> Option<String> {
+        self.for_dialect(dialect)
+            .map(|chunk| to_json_infallible(chunk.as_ref()))
+    }
+
+    /// JSON value in `dialect`, or `None` if the chunk must not be sent in it.
+    pub fn to_value(&self, dialect: Dialect) -> Option<Value> {
+        self.for_dialect(dialect)
+            .map(|chunk| to_value_infallible(chunk.as_ref()))
+    }
+
+    // -- Constructors for the common shapes; optional keys stay unset. --
+
+    /// `start` with the assistant message id (always set it: §A.9).
+    pub fn start(message_id: impl Into<String>) -> Self {
+        Self::Start(Start {
+            message_id: Some(message_id.into()),
+            message_metadata: None,
+        })
+    }
+
+    /// `start-step`.
+    pub fn start_step() -> Self {
+        Self::StartStep
+    }
+
+    /// `finish-step`.
+    pub fn finish_step() -> Self {
+        Self::FinishStep
+    }
+
+    /// `finish` with a reason.
+    pub fn finish(reason: FinishReason) -> Self {
+        Self::Finish(Finish {
+            finish_reason: Some(reason),
+            message_metadata: None,
+        })
+    }
+
+    /// `abort` without a reason (the form every v6 client accepts).
+    pub fn abort() -> Self {
+        Self::Abort(Abort { reason: None })
+    }
+
+    /// `error` with user-facing text.
+    pub fn error(error_text: impl Into<String>) -> Self {
+        Self::Error(ErrorChunk {
+            error_text: error_text.into(),
+        })
+    }
+
+    /// `message-metadata`.
+    pub fn message_metadata(metadata: Value) -> Self {
+        Self::MessageMetadata(MessageMetadata {
+            message_metadata: metadata,
+        })
+    }
+
+    /// `text-start`.
+    pub fn text_start(id: impl Into<String>) -> Self {
+        Self::TextStart(Boundary::new(id))
+    }
+
+    /// `text-delta`.
+    pub fn text_delta(id: impl Into<String>, delta: impl Into<String>) -> Self {
+        Self::TextDelta(Delta::new(id, delta))
+    }
+
+    /// `text-end`.
+    pub fn text_end(id: impl Into<String>) -> Self {
+        Self::TextEnd(Boundary::new(id))
+    }
+
+    /// `reasoning-start`.
+    pub fn reasoning_start(id: impl Into<String>) -> Self {
+        Self::ReasoningStart(Boundary::new(id))
+    }
+
+    /// `reasoning-delta`.
+    pub fn reasoning_delta(id: impl Into<String>, delta: impl Into<String>) -> Self {
+        Self::ReasoningDelta(Delta::new(id, delta))
+    }
+
+    /// `reasoning-end`.
+    pub fn reasoning_end(id: impl Into<String>) -> Self {
+        Self::ReasoningEnd(Boundary::new(id))
+    }
+
+    /// `tool-input-start` for a static tool.
+    pub fn tool_input_start(tool_call_id: impl Into<String>, tool_name: impl Into<String>) -> Self {
+        Self::ToolInputStart(ToolInputStart {
+            tool_call_id: tool_call_id.into(),
+            tool_name: tool_name.into(),
+            ..Default::default()
+        })
+    }
+
+    /// `tool-input-delta`.
+    pub fn tool_input_delta(
+        tool_call_id: impl Into<String>,
+        input_text_delta: impl Into<String>,
+    ) -> Self {
+        Self::ToolInputDelta(ToolInputDelta {
+            tool_call_id: tool_call_id.into(),
+            input_text_delta: input_text_delta.into(),
+        })
+    }
+
+    /// `tool-input-available` for a static tool.
+    pub fn tool_input_available(
+        tool_call_id: impl Into<String>,
+        tool_name: impl Into<String>,
+        input: Value,
+    ) -> Self {
+        Self::ToolInputAvailable(ToolInputAvailable {
+            tool_call_id: tool_call_id.into(),
+            tool_name: tool_name.into(),
+            input,
+            ..Default::default()
+        })
+    }
+
+    /// `tool-input-error` for a static tool.
+    pub fn tool_input_error(
+        tool_call_id: impl Into<String>,
+        tool_name: impl Into<String>,
+        input: Value,
+        error_text: impl Into<String>,
+    ) -> Self {
+        Self::ToolInputError(ToolInputError {
+            tool_call_id: tool_call_id.into(),
+            tool_name: tool_name.into(),
+            input,
+            error_text: error_text.into(),
+            ..Default::default()
+        })
+    }
+
+    /// `tool-approval-request` without a signature.
+    pub fn tool_approval_request(
+        approval_id: impl Into<String>,
+        tool_call_id: impl Into<String>,
+    ) -> Self {
+        Self::ToolApprovalRequest(ToolApprovalRequest {
+            approval_id: approval_id.into(),
+            tool_call_id: tool_call_id.into(),
+            signature: None,
+        })
+    }
+
+    /// `tool-output-available`.
+    pub fn tool_output_available(tool_call_id: impl Into<String>, output: Value) -> Self {
+        Self::ToolOutputAvailable(ToolOutputAvailable {
+            tool_call_id: tool_call_id.into(),
+            output,
+            ..Default::default()
+        })
+    }
+
+    /// `tool-output-error`.
+    pub fn tool_output_error(
+        tool_call_id: impl Into<String>,
+        error_text: impl Into<String>,
+    ) -> Self {
+        Self::ToolOutputError(ToolOutputError {
+            tool_call_id: tool_call_id.into(),
+            error_text: error_text.into(),
+            ..Default::default()
+        })
+    }
+
+    /// `tool-output-denied`.
+    pub fn tool_output_denied(tool_call_id: impl Into<String>) -> Self {
+        Self::ToolOutputDenied(ToolOutputDenied {
+            tool_call_id: tool_call_id.into(),
+        })
+    }
+
+    /// `source-url` without a title.
+    pub fn source_url(source_id: impl Into<String>, url: impl Into<String>) -> Self {
+        Self::SourceUrl(SourceUrl {
+            source_id: source_id.into(),
+            url: url.into(),
+            ..Default::default()
+        })
+    }
+
+    /// `file`.
+    pub fn file(url: impl Into<String>, media_type: impl Into<String>) -> Self {
+        Self::File(File {
+            url: url.into(),
+            media_type: media_type.into(),
+            provider_metadata: None,
+        })
+    }
+
+    /// A persistent `data-<name>` chunk without an id (always appended).
+    pub fn data(name: impl Into<String>, data: Value) -> Self {
+        Self::Data(DataChunk {
+            name: name.into(),
+            id: None,
+            data,
+            transient: None,
+        })
+    }
+
+    /// A `data-<name>` chunk with an id: a later one with the same name and id
+    /// replaces the stored part's data (progress indicators, live status).
+    pub fn data_with_id(name: impl Into<String>, id: impl Into<String>, data: Value) -> Self {
+        Self::Data(DataChunk {
+            name: name.into(),
+            id: Some(id.into()),
+            data,
+            transient: None,
+        })
+    }
+
+    /// A transient `data-<name>` chunk: delivered to the client's `onData`,
+    /// never stored in the message.
+    pub fn transient_data(name: impl Into<String>, data: Value) -> Self {
+        Self::Data(DataChunk {
+            name: name.into(),
+            id: None,
+            data,
+            transient: Some(true),
+        })
+    }
+}
+
+impl Boundary {
+    /// A boundary without provider metadata.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            provider_metadata: None,
+        }
+    }
+}
+
+impl Delta {
+    /// A delta without provider metadata.
+    pub fn new(id: impl Into<String>, delta: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            delta: delta.into(),
+            provider_metadata: None,
+        }
+    }
+}
+
+/// `From<Payload> for Chunk` for every payload type that belongs to exactly
+/// one variant ([`Boundary`] and [`Delta`] are shared, so they have none).
+macro_rules! chunk_from_payload {
+    ($($payload:ident => $variant:ident),* $(,)?) => {
+        $(impl From<$payload> for Chunk {
+            fn from(payload: $payload) -> Self {
+                Self::$variant(payload)
+            }
+        })*
+    };
+}
+
+chunk_from_payload! {
+    Start => Start,
+    Finish => Finish,
+    Abort => Abort,
+    ErrorChunk => Error,
+    MessageMetadata => MessageMetadata,
+    ToolInputStart => ToolInputStart,
+    ToolInputDelta => ToolInputDelta,
+    ToolInputAvailable => ToolInputAvailable,
+    ToolInputError => ToolInputError,
+    ToolApprovalRequest => ToolApprovalRequest,
+    ToolOutputAvailable => ToolOutputAvailable,
+    ToolOutputError => ToolOutputError,
+    ToolOutputDenied => ToolOutputDenied,
+    SourceUrl => SourceUrl,
+    SourceDocument => SourceDocument,
+    File => File,
+    DataChunk => Data,
+}
+
+/// An empty payload, so unit variants serialize as `{"type": "..."}`.
+#[derive(Serialize)]
+struct NoFields {}
+
+impl Serialize for Chunk {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        fn tagged<S: Serializer, T: Serialize>(
+            serializer: S,
+            kind: &str,
+            body: &T,
+        ) -> Result<S::Ok, S::Error> {
+            Tagged { kind, body }.serialize(serializer)
+        }
+        let kind = self.wire_type();
+        match self {
+            Self::Start(p) => tagged(serializer, &kind, p),
+            Self::StartStep | Self::FinishStep => tagged(serializer, &kind, &NoFields {}),
+            Self::Finish(p) => tagged(serializer, &kind, p),
+            Self::Abort(p) => tagged(serializer, &kind, p),
+            Self::Error(p) => tagged(serializer, &kind, p),
+            Self::MessageMetadata(p) => tagged(serializer, &kind, p),
+            Self::TextStart(p)
+            | Self::TextEnd(p)
+            | Self::ReasoningStart(p)
+            | Self::ReasoningEnd(p) => tagged(serializer, &kind, p),
+            Self::TextDelta(p) | Self::ReasoningDelta(p) => tagged(serializer, &kind, p),
+            Self::ToolInputStart(p) => tagged(serializer, &kind, p),
+            Self::ToolInputDelta(p) => tagged(serializer, &kind, p),
+            Self::ToolInputAvailable(p) => tagged(serializer, &kind, p),
+            Self::ToolInputError(p) => tagged(serializer, &kind, p),
+            Self::ToolApprovalRequest(p) => tagged(serializer, &kind, p),
+            Self::ToolOutputAvailable(p) => tagged(serializer, &kind, p),
+            Self::ToolOutputError(p) => tagged(serializer, &kind, p),
+            Self::ToolOutputDenied(p) => tagged(serializer, &kind, p),
+            Self::SourceUrl(p) => tagged(serializer, &kind, p),
+            Self::SourceDocument(p) => tagged(serializer, &kind, p),
+            Self::File(p) => tagged(serializer, &kind, p),
+            Self::Data(p) => tagged(serializer, &kind, p),
+            Self::Unknown(value) => value.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Chunk {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Self::from_value(value).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn metadata(value: Value) -> ProviderMetadata {
+        match value {
+            Value::Object(map) => map,
+            other => panic!("test metadata must be an object, got {other}"),
+        }
+    }
+
+    /// Every chunk type: hand-written wire JSON and the value it must decode to.
+    /// Each case is checked both ways (decode == expected, encode == JSON).
+    fn wire_cases() -> Vec<(&'static str, Chunk)> {
+        let google = || Some(metadata(json!({"google": {"thoughtSignature": "c2ln"}})));
+        vec![
+            (r#"{"type":"start"}"#, Chunk::Start(Start::default())),
+            (
+                r#"{"type":"start","messageId":"asst-1","messageMetadata":{"model":"demo"}}"#,
+                Chunk::Start(Start {
+                    message_id: Some("asst-1".into()),
+                    message_metadata: Some(json!({"model": "demo"})),
+                }),
+            ),
+            (r#"{"type":"start-step"}"#, Chunk::StartStep),
+            (r#"{"type":"finish-step"}"#, Chunk::FinishStep),
+            (r#"{"type":"finish"}"#, Chunk::Finish(Finish::default())),
+            (
+                r#"{"type":"finish","finishReason":"tool-calls","messageMetadata":{"usage":{"totalTokens":12}}}"#,
+                Chunk::Finish(Finish {
+                    finish_reason: Some(FinishReason::ToolCalls),
+                    message_metadata: Some(json!({"usage": {"totalTokens": 12}})),
+                }),
+            ),
+            (
+                r#"{"type":"finish","finishReason":"max-tokens-ish"}"#,
+                Chunk::Finish(Finish {
+                    finish_reason: Some(FinishReason::Unknown("max-tokens-ish".into())),
+                    message_metadata: None,
+                }),
+            ),
+            (r#"{"type":"abort"}"#, Chunk::abort()),
+            (
+                r#"{"type":"abort","reason":"user stopped"}"#,
+                Chunk::Abort(Abort {
+                    reason: Some("user stopped".into()),
+                }),
+            ),
+            (
+                r#"{"type":"error","errorText":"The model is unavailable."}"#,
+                Chunk::error("The model is unavailable."),
+            ),
+            (
+                r#"{"type":"message-metadata","messageMetadata":{"cost":3}}"#,
+                Chunk::message_metadata(json!({"cost": 3})),
+            ),
+            (
+                r#"{"type":"text-start","id":"t1"}"#,
+                Chunk::text_start("t1"),
+            ),
+            (
+                r#"{"type":"text-start","id":"t1","providerMetadata":{"google":{"thoughtSignature":"c2ln"}}}"#,
+                Chunk::TextStart(Boundary {
+                    id: "t1".into(),
+                    provider_metadata: google(),
+                }),
+            ),
+            (
+                r#"{"type":"text-delta","id":"t1","delta":"Hel"}"#,
+                Chunk::text_delta("t1", "Hel"),
+            ),
+            (r#"{"type":"text-end","id":"t1"}"#, Chunk::text_end("t1")),
+            (
+                r#"{"type":"reasoning-start","id":"r1"}"#,
+                Chunk::reasoning_start("r1"),
+            ),
+            (
+                r#"{"type":"reasoning-delta","id":"r1","delta":"thinking","providerMetadata":{"google":{"thoughtSignature":"c2ln"}}}"#,
+                Chunk::ReasoningDelta(Delta {
+                    id: "r1".into(),
+                    delta: "thinking".into(),
+                    provider_metadata: google(),
+                }),
+            ),
+            (
+                r#"{"type":"reasoning-end","id":"r1"}"#,
+                Chunk::reasoning_end("r1"),
+            ),
+            (
+                r#"{"type":"tool-input-start","toolCallId":"call-1","toolName":"transfer_funds"}"#,
+                Chunk::tool_input_start("call-1", "transfer_funds"),
+            ),
+            (
+                r#"{"type":"tool-input-start","toolCallId":"call-1","toolName":"lookup","providerExecuted":true,"dynamic":true,"title":"Lookup","providerMetadata":{"google":{"thoughtSignature":"c2ln"}},"toolMetadata":{"icon":"search"}}"#,
+                Chunk::ToolInputStart(ToolInputStart {
+                    tool_call_id: "call-1".into(),
+                    tool_name: "lookup".into(),
+                    provider_executed: Some(true),
+                    dynamic: Some(true),
+                    title: Some("Lookup".into()),
+                    provider_metadata: google(),
+                    tool_metadata: Some(metadata(json!({"icon": "search"}))),
+                }),
+            ),
+            (
+                r#"{"type":"tool-input-delta","toolCallId":"call-1","inputTextDelta":"{\"amo"}"#,
+                Chunk::tool_input_delta("call-1", "{\"amo"),
+            ),
+            (
+                r#"{"type":"tool-input-available","toolCallId":"call-1","toolName":"transfer_funds","input":{"amount":25}}"#,
+                Chunk::tool_input_available("call-1", "transfer_funds", json!({"amount": 25})),
+            ),
+            (
+                r#"{"type":"tool-input-available","toolCallId":"call-1","toolName":"transfer_funds","input":{},"providerExecuted":false,"providerMetadata":{"google":{"thoughtSignature":"c2ln"}},"dynamic":false,"title":"Pay","toolMetadata":{"risk":"high"}}"#,
+                Chunk::ToolInputAvailable(ToolInputAvailable {
+                    tool_call_id: "call-1".into(),
+                    tool_name: "transfer_funds".into(),
+                    input: json!({}),
+                    provider_executed: Some(false),
+                    provider_metadata: google(),
+                    dynamic: Some(false),
+                    title: Some("Pay".into()),
+                    tool_metadata: Some(metadata(json!({"risk": "high"}))),
+                }),
+            ),
+            (
+                r#"{"type":"tool-input-error","toolCallId":"call-2","toolName":"transfer_funds","input":"{amount:","errorText":"Invalid JSON input"}"#,
+                Chunk::tool_input_error(
+                    "call-2",
+                    "transfer_funds",
+                    json!("{amount:"),
+                    "Invalid JSON input",
+                ),
+            ),
+            (
+                r#"{"type":"tool-approval-request","approvalId":"appr-1","toolCallId":"call-1"}"#,
+                Chunk::tool_approval_request("appr-1", "call-1"),
+            ),
+            (
+                r#"{"type":"tool-approval-request","approvalId":"appr-1","toolCallId":"call-1","signature":"hmac"}"#,
+                Chunk::ToolApprovalRequest(ToolApprovalRequest {
+                    approval_id: "appr-1".into(),
+                    tool_call_id: "call-1".into(),
+                    signature: Some("hmac".into()),
+                }),
+            ),
+            (
+                r#"{"type":"tool-output-available","toolCallId":"call-1","output":{"ok":true}}"#,
+                Chunk::tool_output_available("call-1", json!({"ok": true})),
+            ),
+            (
+                r#"{"type":"tool-output-available","toolCallId":"call-1","output":null,"providerExecuted":true,"dynamic":true,"preliminary":true,"providerMetadata":{"google":{"thoughtSignature":"c2ln"}},"toolMetadata":{"x":1}}"#,
+                Chunk::ToolOutputAvailable(ToolOutputAvailable {
+                    tool_call_id: "call-1".into(),
+                    output: Value::Null,
+                    provider_executed: Some(true),
+                    dynamic: Some(true),
+                    preliminary: Some(true),
+                    provider_metadata: google(),
+                    tool_metadata: Some(metadata(json!({"x": 1}))),
+                }),
+            ),
+            (
+                r#"{"type":"tool-output-error","toolCallId":"call-1","errorText":"Insufficient funds"}"#,
+                Chunk::tool_output_error("call-1", "Insufficient funds"),
+            ),
+            (
+                r#"{"type":"tool-output-error","toolCallId":"call-1","errorText":"x","providerExecuted":false,"dynamic":false,"providerMetadata":{"p":{}},"toolMetadata":{}}"#,
+                Chunk::ToolOutputError(ToolOutputError {
+                    tool_call_id: "call-1".into(),
+                    error_text: "x".into(),
+                    provider_executed: Some(false),
+                    dynamic: Some(false),
+                    provider_metadata: Some(metadata(json!({"p": {}}))),
+                    tool_metadata: Some(Map::new()),
+                }),
+            ),
+            (
+                r#"{"type":"tool-output-denied","toolCallId":"call-1"}"#,
+                Chunk::tool_output_denied("call-1"),
+            ),
+            (
+                r#"{"type":"source-url","sourceId":"src-1","url":"https://example.test/a"}"#,
+                Chunk::source_url("src-1", "https://example.test/a"),
+            ),
+            (
+                r#"{"type":"source-url","sourceId":"src-1","url":"https://example.test/a","title":"A","providerMetadata":{"p":{"k":1}}}"#,
+                Chunk::SourceUrl(SourceUrl {
+                    source_id: "src-1".into(),
+                    url: "https://example.test/a".into(),
+                    title: Some("A".into()),
+                    provider_metadata: Some(metadata(json!({"p": {"k": 1}}))),
+                }),
+            ),
+            (
+                r#"{"type":"source-document","sourceId":"doc-1","mediaType":"application/pdf","title":"Terms","filename":"terms.pdf"}"#,
+                Chunk::SourceDocument(SourceDocument {
+                    source_id: "doc-1".into(),
+                    media_type: "application/pdf".into(),
+                    title: "Terms".into(),
+                    filename: Some("terms.pdf".into()),
+                    provider_metadata: None,
+                }),
+            ),
+            (
+                r#"{"type":"file","url":"data:image/png;base64,AAAA","mediaType":"image/png"}"#,
+                Chunk::file("data:image/png;base64,AAAA", "image/png"),
+            ),
+            (
+                r#"{"type":"data-weather","data":{"celsius":9.5}}"#,
+                Chunk::data("weather", json!({"celsius": 9.5})),
+            ),
+            (
+                r#"{"type":"data-progress","id":"p1","data":{"pct":40},"transient":false}"#,
+                Chunk::Data(DataChunk {
+                    name: "progress".into(),
+                    id: Some("p1".into()),
+                    data: json!({"pct": 40}),
+                    transient: Some(false),
+                }),
+            ),
+            (
+                r#"{"type":"data-pcm","data":{"content":"AAAA","sampleRate":24000},"transient":true}"#,
+                Chunk::transient_data("pcm", json!({"content": "AAAA", "sampleRate": 24000})),
+            ),
+            (
+                r#"{"type":"reasoning-file","url":"data:,x","mediaType":"text/plain","extra":[1,2]}"#,
+                Chunk::Unknown(
+                    json!({"type": "reasoning-file", "url": "data:,x", "mediaType": "text/plain", "extra": [1, 2]}),
+                ),
+            ),
+        ]
+    }
+
+    #[test]
+    fn every_chunk_type_round_trips_through_the_wire_json() {
+        for (text, expected) in wire_cases() {
+            let decoded = Chunk::from_json(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(decoded, expected, "decode {text}");
+            let wire: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(
+                expected.to_value(Dialect::Full),
+                Some(wire.clone()),
+                "encode {text}"
+            );
+            // serde impls agree with the inherent methods.
+            assert_eq!(serde_json::to_value(&expected).unwrap(), wire);
+            assert_eq!(serde_json::from_str::<Chunk>(text).unwrap(), expected);
+        }
+    }
+
+    #[test]
+    fn the_type_tag_is_serialized_first() {
+        let text = Chunk::text_delta("t", "x").to_json(Dialect::Full).unwrap();
+        assert_eq!(text, r#"{"type":"text-delta","id":"t","delta":"x"}"#);
+    }
+
+    #[test]
+    fn wire_type_names_data_and_unknown_chunks() {
+        assert_eq!(Chunk::data("weather", json!(1)).wire_type(), "data-weather");
+        assert_eq!(
+            Chunk::Unknown(json!({"type": "custom"})).wire_type(),
+            "custom"
+        );
+        assert_eq!(
+            Chunk::tool_output_denied("c").wire_type(),
+            "tool-output-denied"
+        );
+    }
+
+    #[test]
+    fn known_type_with_a_missing_required_field_is_an_error() {
+        for text in [
+            r#"{"type":"text-delta","id":"t1"}"#,
+            r#"{"type":"text-start"}"#,
+            r#"{"type":"error"}"#,
+            r#"{"type":"tool-input-start","toolCallId":"c"}"#,
+            r#"{"type":"tool-approval-request","toolCallId":"c"}"#,
+            r#"{"type":"source-document","sourceId":"d","mediaType":"x"}"#,
+            r#"{"type":"file","url":"u"}"#,
+        ] {
+            match Chunk::from_json(text) {
+                Err(ChunkDecodeError::InvalidFields { chunk_type, .. }) => {
+                    assert_eq!(
+                        Some(chunk_type.as_str()),
+                        serde_json::from_str::<Value>(text).unwrap()["type"].as_str()
+                    );
+                }
+                other => panic!("{text}: expected InvalidFields, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn known_type_with_a_mistyped_field_is_an_error() {
+        let error = Chunk::from_json(r#"{"type":"text-delta","id":"t1","delta":5}"#).unwrap_err();
+        assert!(
+            matches!(error, ChunkDecodeError::InvalidFields { ref chunk_type, .. } if chunk_type == "text-delta")
+        );
+        assert!(error.to_string().contains("text-delta"), "{error}");
+        // providerMetadata must be an object (Record<string, Record<...>>).
+        assert!(
+            Chunk::from_json(r#"{"type":"text-end","id":"t","providerMetadata":"x"}"#).is_err()
+        );
+        // finishReason must be a string even though any string is accepted.
+        assert!(Chunk::from_json(r#"{"type":"finish","finishReason":3}"#).is_err());
+    }
+
+    #[test]
+    fn not_a_chunk_at_all_is_a_typed_error() {
+        assert!(matches!(
+            Chunk::from_json("{"),
+            Err(ChunkDecodeError::Json(_))
+        ));
+        assert!(matches!(
+            Chunk::from_json("[]"),
+            Err(ChunkDecodeError::NotAnObject)
+        ));
+        assert!(matches!(
+            Chunk::from_json(r#"{"delta":"x"}"#),
+            Err(ChunkDecodeError::MissingType)
+        ));
+        assert!(matches!(
+            Chunk::from_json(r#"{"type":null}"#),
+            Err(ChunkDecodeError::MissingType)
+        ));
+    }
+
+    #[test]
+    fn unknown_keys_on_known_types_are_ignored_like_a_loose_schema() {
+        let chunk =
+            Chunk::from_json(r#"{"type":"text-delta","id":"t","delta":"x","isAutomatic":true}"#)
+                .unwrap();
+        assert_eq!(chunk, Chunk::text_delta("t", "x"));
+    }
+
+    #[test]
+    fn explicit_null_metadata_is_kept_apart_from_absent() {
+        let chunk = Chunk::from_json(r#"{"type":"start","messageMetadata":null}"#).unwrap();
+        assert_eq!(
+            chunk,
+            Chunk::Start(Start {
+                message_id: None,
+                message_metadata: Some(Value::Null)
+            })
+        );
+        assert_eq!(
+            chunk.to_json(Dialect::Full).unwrap(),
+            r#"{"type":"start","messageMetadata":null}"#
+        );
+    }
+
+    #[test]
+    fn unknown_finish_reason_never_fails_and_is_sent_as_other_in_strict_mode() {
+        let chunk = Chunk::from_json(r#"{"type":"finish","finishReason":"safety"}"#).unwrap();
+        assert_eq!(
+            chunk.to_value(Dialect::V6Strict),
+            Some(json!({"type": "finish", "finishReason": "other"}))
+        );
+        assert_eq!(
+            chunk.to_value(Dialect::Full),
+            Some(json!({"type": "finish", "finishReason": "safety"}))
+        );
+    }
+
+    /// Each post-6.0.0 key, set on its chunk: strict mode must drop exactly
+    /// that key and keep everything else.
+    #[test]
+    fn strict_dialect_drops_exactly_the_keys_added_after_6_0_0() {
+        let cases: Vec<(Value, &str)> = vec![
+            (json!({"type": "abort", "reason": "r"}), "reason"),
+            (
+                json!({"type": "tool-input-start", "toolCallId": "c", "toolName": "t", "providerMetadata": {"p": {}}}),
+                "providerMetadata",
+            ),
+            (
+                json!({"type": "tool-input-start", "toolCallId": "c", "toolName": "t", "toolMetadata": {"a": 1}}),
+                "toolMetadata",
+            ),
+            (
+                json!({"type": "tool-input-available", "toolCallId": "c", "toolName": "t", "input": {}, "toolMetadata": {"a": 1}}),
+                "toolMetadata",
+            ),
+            (
+                json!({"type": "tool-input-error", "toolCallId": "c", "toolName": "t", "input": {}, "errorText": "e", "toolMetadata": {"a": 1}}),
+                "toolMetadata",
+            ),
+            (
+                json!({"type": "tool-approval-request", "approvalId": "a", "toolCallId": "c", "signature": "s"}),
+                "signature",
+            ),
+            (
+                json!({"type": "tool-output-available", "toolCallId": "c", "output": 1, "providerMetadata": {"p": {}}}),
+                "providerMetadata",
+            ),
+            (
+                json!({"type": "tool-output-available", "toolCallId": "c", "output": 1, "toolMetadata": {"a": 1}}),
+                "toolMetadata",
+            ),
+            (
+                json!({"type": "tool-output-error", "toolCallId": "c", "errorText": "e", "providerMetadata": {"p": {}}}),
+                "providerMetadata",
+            ),
+            (
+                json!({"type": "tool-output-error", "toolCallId": "c", "errorText": "e", "toolMetadata": {"a": 1}}),
+                "toolMetadata",
+            ),
+        ];
+        for (wire, dropped) in cases {
+            let chunk = Chunk::from_value(wire.clone()).unwrap();
+            assert_eq!(chunk.to_value(Dialect::Full), Some(wire.clone()));
+            let mut expected = wire.clone();
+            expected.as_object_mut().unwrap().remove(dropped);
+            assert_eq!(chunk.to_value(Dialect::V6Strict), Some(expected), "{wire}");
+        }
+    }
+
+    #[test]
+    fn strict_dialect_keeps_keys_that_6_0_0_already_had() {
+        // providerMetadata on tool-input-available/-error and on text/reasoning
+        // chunks, and title/dynamic/providerExecuted, are all in 6.0.0.
+        for wire in [
+            json!({"type": "tool-input-available", "toolCallId": "c", "toolName": "t", "input": {}, "providerMetadata": {"p": {}}, "title": "T", "dynamic": true, "providerExecuted": true}),
+            json!({"type": "tool-input-error", "toolCallId": "c", "toolName": "t", "input": {}, "errorText": "e", "providerMetadata": {"p": {}}}),
+            json!({"type": "tool-output-available", "toolCallId": "c", "output": 1, "preliminary": true, "dynamic": true}),
+            json!({"type": "text-delta", "id": "t", "delta": "d", "providerMetadata": {"p": {}}}),
+            json!({"type": "data-x", "id": "i", "data": 1, "transient": true}),
+            json!({"type": "start", "messageId": "m", "messageMetadata": {"a": 1}}),
+        ] {
+            let chunk = Chunk::from_value(wire.clone()).unwrap();
+            assert!(matches!(
+                chunk.for_dialect(Dialect::V6Strict),
+                Some(Cow::Borrowed(_))
+            ));
+            assert_eq!(chunk.to_value(Dialect::V6Strict), Some(wire));
+        }
+    }
+
+    #[test]
+    fn unknown_chunks_are_not_sent_in_strict_mode_but_are_verbatim_in_full() {
+        let wire = json!({"type": "tool-approval-response", "approvalId": "a", "approved": true});
+        let chunk = Chunk::from_value(wire.clone()).unwrap();
+        assert!(matches!(chunk, Chunk::Unknown(_)));
+        assert_eq!(chunk.to_json(Dialect::V6Strict), None);
+        assert_eq!(chunk.to_value(Dialect::Full), Some(wire));
+    }
+
+    #[test]
+    fn default_dialect_is_strict() {
+        assert_eq!(Dialect::default(), Dialect::V6Strict);
+    }
+}

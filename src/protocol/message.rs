@@ -1,0 +1,913 @@
+//! `UIMessage`: the chat history as `useChat` stores it and sends it back.
+//!
+//! The browser keeps the conversation as a list of [`UiMessage`]s and posts the
+//! *whole* list with every request (protocols.md §A.5), so this shape is both
+//! the persistence format and the request format. It mirrors
+//! `packages/ai/src/ui/ui-messages.ts` (`ai@6.0.264`): parts are discriminated
+//! by `type`, tool parts by the open-ended `tool-<toolName>` prefix.
+//!
+//! Decoding rules match [`super::chunk`]: a part whose `type` is unknown is kept
+//! verbatim as [`UiPart::Unknown`]; a known part with broken fields is an error,
+//! because it would otherwise silently drop something the user saw (an
+//! approval, a tool result).
+
+use std::borrow::Cow;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use super::chunk::{ProviderMetadata, ToolMetadata};
+use super::json_util::{TagError, Tagged, keep_null, split_tagged};
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+    System,
+}
+
+/// One chat message (`UIMessage`): `{id, role, metadata?, parts}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UiMessage {
+    pub id: String,
+    pub role: Role,
+    /// Free-form; the stream's `messageMetadata` is deep-merged into it.
+    #[serde(
+        default,
+        deserialize_with = "keep_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub metadata: Option<Value>,
+    pub parts: Vec<UiPart>,
+}
+
+/// Lifecycle of a text or reasoning part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TextState {
+    /// Deltas may still arrive.
+    Streaming,
+    /// The `-end` chunk arrived.
+    Done,
+}
+
+/// `{"type":"text", text, state?, providerMetadata?}`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TextPart {
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<TextState>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_metadata: Option<ProviderMetadata>,
+}
+
+/// `{"type":"reasoning", id?, text, state?, providerMetadata?}`. The reducer
+/// of `ai@6.0.264` records the stream's reasoning id on the part.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReasoningPart {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<TextState>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_metadata: Option<ProviderMetadata>,
+}
+
+/// `{"type":"source-url", sourceId, url, title?, providerMetadata?}`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceUrlPart {
+    pub source_id: String,
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_metadata: Option<ProviderMetadata>,
+}
+
+/// `{"type":"source-document", sourceId, mediaType, title, filename?, providerMetadata?}`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceDocumentPart {
+    pub source_id: String,
+    pub media_type: String,
+    pub title: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_metadata: Option<ProviderMetadata>,
+}
+
+/// `{"type":"file", mediaType, url, filename?, providerMetadata?}`: an upload
+/// from the user or a generated file; `url` is often a `data:` URL.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FilePart {
+    pub media_type: String,
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_metadata: Option<ProviderMetadata>,
+}
+
+/// `{"type":"data-<name>", id?, data}`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DataPart {
+    /// The part of the `type` after `data-`; carried by the tag.
+    #[serde(skip)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub data: Value,
+}
+
+/// Where a tool call is in its life (§A.3). Wire values are kebab-case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ToolState {
+    /// Input is streaming; `input` is partial or absent.
+    InputStreaming,
+    /// Input complete; the tool may run (or wait for a browser executor).
+    InputAvailable,
+    /// Waiting for the user; `approval` is `{id}`.
+    ApprovalRequested,
+    /// The user answered; `approval` is `{id, approved, reason?}`. The answer
+    /// reaches the server inside the next request's `messages`.
+    ApprovalResponded,
+    /// The tool ran; `output` is set (`preliminary` for partial results).
+    OutputAvailable,
+    /// The tool failed, or its input was invalid; `errorText` is set.
+    OutputError,
+    /// The user denied the call; it never ran.
+    OutputDenied,
+}
+
+impl ToolState {
+    /// The wire string (`"approval-requested"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InputStreaming => "input-streaming",
+            Self::InputAvailable => "input-available",
+            Self::ApprovalRequested => "approval-requested",
+            Self::ApprovalResponded => "approval-responded",
+            Self::OutputAvailable => "output-available",
+            Self::OutputError => "output-error",
+            Self::OutputDenied => "output-denied",
+        }
+    }
+}
+
+/// The approval object of a tool part (§A.3, §A.7).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Approval {
+    /// The `approvalId` of the `tool-approval-request`.
+    pub id: String,
+    /// `None` while requested; the user's answer afterwards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// HMAC from `tool-approval-request.signature` (`ai@6.0.202`+).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+}
+
+/// A tool invocation, shared by `tool-<name>` and `dynamic-tool` parts.
+///
+/// `input`, `output` and `raw_input` are `Option<Value>` where `Some(Null)`
+/// means the key was present with `null` (a tool may legitimately return
+/// `null`) and `None` means it was absent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolPart {
+    /// For `tool-<name>` the suffix of the `type`; for `dynamic-tool` the
+    /// `toolName` key. Serialized by [`UiPart`], not here.
+    #[serde(skip)]
+    pub tool_name: String,
+    pub tool_call_id: String,
+    pub state: ToolState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "keep_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub input: Option<Value>,
+    #[serde(
+        default,
+        deserialize_with = "keep_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub output: Option<Value>,
+    /// The unparseable input of a `tool-input-error` (static tools only).
+    #[serde(
+        default,
+        deserialize_with = "keep_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub raw_input: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_executed: Option<bool>,
+    /// Provider data of the *call*; carries Gemini's `thoughtSignature`, which
+    /// must go back to Gemini on the next turn (§A.3, §B.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_provider_metadata: Option<ProviderMetadata>,
+    /// Provider data of the *result* (output states only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_provider_metadata: Option<ProviderMetadata>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preliminary: Option<bool>,
+    /// `ai@6.0.176`+.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_metadata: Option<ToolMetadata>,
+}
+
+impl ToolPart {
+    /// A part with only the identifying fields set.
+    pub fn new(
+        tool_name: impl Into<String>,
+        tool_call_id: impl Into<String>,
+        state: ToolState,
+    ) -> Self {
+        Self {
+            tool_name: tool_name.into(),
+            tool_call_id: tool_call_id.into(),
+            state,
+            title: None,
+            input: None,
+            output: None,
+            raw_input: None,
+            error_text: None,
+            approval: None,
+            provider_executed: None,
+            call_provider_metadata: None,
+            result_provider_metadata: None,
+            preliminary: None,
+            tool_metadata: None,
+        }
+    }
+
+    /// `true` for `provider_executed: Some(true)`.
+    pub fn is_provider_executed(&self) -> bool {
+        self.provider_executed == Some(true)
+    }
+}
+
+/// One part of a [`UiMessage`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum UiPart {
+    Text(TextPart),
+    Reasoning(ReasoningPart),
+    SourceUrl(SourceUrlPart),
+    SourceDocument(SourceDocumentPart),
+    File(FilePart),
+    /// `{"type":"step-start"}`: a model step begins; tool lookups and the
+    /// auto-send predicates look only at the parts after the last one.
+    StepStart,
+    /// `data-<name>`.
+    Data(DataPart),
+    /// `tool-<name>`: a tool the UI knows statically.
+    Tool(ToolPart),
+    /// `dynamic-tool`: a tool only known at run time (`toolName` key).
+    DynamicTool(ToolPart),
+    /// A part type this version does not know, kept verbatim.
+    Unknown(Value),
+}
+
+/// Why a part could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum PartDecodeError {
+    #[error("message part is not a JSON object")]
+    NotAnObject,
+    #[error("message part has no string `type`")]
+    MissingType,
+    #[error("invalid `{part_type}` part: {source}")]
+    InvalidFields {
+        part_type: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl From<TagError> for PartDecodeError {
+    fn from(error: TagError) -> Self {
+        match error {
+            TagError::NotAnObject => Self::NotAnObject,
+            TagError::MissingType => Self::MissingType,
+        }
+    }
+}
+
+fn part_payload<T: DeserializeOwned>(part_type: &str, object: Value) -> Result<T, PartDecodeError> {
+    serde_json::from_value(object).map_err(|source| PartDecodeError::InvalidFields {
+        part_type: part_type.to_owned(),
+        source,
+    })
+}
+
+/// The `toolName` key of a `dynamic-tool` part.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DynamicToolName {
+    tool_name: String,
+}
+
+/// Serialization shape of a `dynamic-tool` part: `toolName` is a real key.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DynamicToolBody<'a> {
+    tool_name: &'a str,
+    #[serde(flatten)]
+    part: &'a ToolPart,
+}
+
+impl UiPart {
+    /// Decodes one part. Unknown types become [`UiPart::Unknown`].
+    pub fn from_value(value: Value) -> Result<Self, PartDecodeError> {
+        let (kind, map) = split_tagged(value)?;
+        let object = Value::Object(map);
+        let part = match kind.as_str() {
+            "text" => Self::Text(part_payload(&kind, object)?),
+            "reasoning" => Self::Reasoning(part_payload(&kind, object)?),
+            "source-url" => Self::SourceUrl(part_payload(&kind, object)?),
+            "source-document" => Self::SourceDocument(part_payload(&kind, object)?),
+            "file" => Self::File(part_payload(&kind, object)?),
+            "step-start" => Self::StepStart,
+            "dynamic-tool" => {
+                let DynamicToolName { tool_name } = part_payload(&kind, object.clone())?;
+                let mut tool: ToolPart = part_payload(&kind, object)?;
+                tool.tool_name = tool_name;
+                Self::DynamicTool(tool)
+            }
+            other => {
+                if let Some(name) = other.strip_prefix("tool-") {
+                    let mut tool: ToolPart = part_payload(&kind, object)?;
+                    tool.tool_name = name.to_owned();
+                    Self::Tool(tool)
+                } else if let Some(name) = other.strip_prefix("data-") {
+                    let mut data: DataPart = part_payload(&kind, object)?;
+                    data.name = name.to_owned();
+                    Self::Data(data)
+                } else {
+                    Self::Unknown(object)
+                }
+            }
+        };
+        Ok(part)
+    }
+
+    /// The tool invocation of a `tool-*` or `dynamic-tool` part.
+    pub fn as_tool(&self) -> Option<&ToolPart> {
+        match self {
+            Self::Tool(tool) | Self::DynamicTool(tool) => Some(tool),
+            _ => None,
+        }
+    }
+
+    /// Mutable [`UiPart::as_tool`].
+    pub fn as_tool_mut(&mut self) -> Option<&mut ToolPart> {
+        match self {
+            Self::Tool(tool) | Self::DynamicTool(tool) => Some(tool),
+            _ => None,
+        }
+    }
+
+    /// The wire `type` of this part.
+    pub fn wire_type(&self) -> Cow<'_, str> {
+        Cow::Borrowed(match self {
+            Self::Text(_) => "text",
+            Self::Reasoning(_) => "reasoning",
+            Self::SourceUrl(_) => "source-url",
+            Self::SourceDocument(_) => "source-document",
+            Self::File(_) => "file",
+            Self::StepStart => "step-start",
+            Self::Data(data) => return Cow::Owned(format!("data-{}", data.name)),
+            Self::Tool(tool) => return Cow::Owned(format!("tool-{}", tool.tool_name)),
+            Self::DynamicTool(_) => "dynamic-tool",
+            Self::Unknown(value) => value
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown"),
+        })
+    }
+}
+
+/// An empty payload, so `step-start` serializes as `{"type":"step-start"}`.
+#[derive(Serialize)]
+struct NoFields {}
+
+impl Serialize for UiPart {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let kind = self.wire_type();
+        let kind = kind.as_ref();
+        match self {
+            Self::Text(body) => Tagged { kind, body }.serialize(serializer),
+            Self::Reasoning(body) => Tagged { kind, body }.serialize(serializer),
+            Self::SourceUrl(body) => Tagged { kind, body }.serialize(serializer),
+            Self::SourceDocument(body) => Tagged { kind, body }.serialize(serializer),
+            Self::File(body) => Tagged { kind, body }.serialize(serializer),
+            Self::StepStart => Tagged {
+                kind,
+                body: &NoFields {},
+            }
+            .serialize(serializer),
+            Self::Data(body) => Tagged { kind, body }.serialize(serializer),
+            Self::Tool(body) => Tagged { kind, body }.serialize(serializer),
+            Self::DynamicTool(part) => Tagged {
+                kind,
+                body: &DynamicToolBody {
+                    tool_name: &part.tool_name,
+                    part,
+                },
+            }
+            .serialize(serializer),
+            Self::Unknown(value) => value.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for UiPart {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Self::from_value(value).map_err(serde::de::Error::custom)
+    }
+}
+
+impl UiMessage {
+    /// An empty message.
+    pub fn new(id: impl Into<String>, role: Role) -> Self {
+        Self {
+            id: id.into(),
+            role,
+            metadata: None,
+            parts: Vec::new(),
+        }
+    }
+
+    /// A user message with one text part, as `sendMessage({text})` builds it.
+    pub fn user_text(id: impl Into<String>, text: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            role: Role::User,
+            metadata: None,
+            parts: vec![UiPart::Text(TextPart {
+                text: text.into(),
+                state: None,
+                provider_metadata: None,
+            })],
+        }
+    }
+
+    /// An empty assistant message (the reducer's starting point).
+    pub fn assistant(id: impl Into<String>) -> Self {
+        Self::new(id, Role::Assistant)
+    }
+
+    /// All text parts concatenated, in order (reasoning excluded).
+    pub fn text(&self) -> String {
+        self.parts
+            .iter()
+            .filter_map(|part| match part {
+                UiPart::Text(text) => Some(text.text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Every tool invocation (`tool-*` and `dynamic-tool`), in order.
+    pub fn tool_parts(&self) -> impl Iterator<Item = &ToolPart> + '_ {
+        self.parts.iter().filter_map(UiPart::as_tool)
+    }
+
+    /// The tool part with this call id, searched from the end.
+    pub fn find_tool_part(&self, tool_call_id: &str) -> Option<&ToolPart> {
+        self.parts
+            .iter()
+            .rev()
+            .filter_map(UiPart::as_tool)
+            .find(|tool| tool.tool_call_id == tool_call_id)
+    }
+
+    /// The parts after the last `step-start` (all parts if there is none):
+    /// the "last step" of the AI SDK's predicates and tool lookups.
+    pub fn last_step_parts(&self) -> &[UiPart] {
+        let start = last_step_start(&self.parts);
+        &self.parts[start..]
+    }
+}
+
+/// Index of the first part of the current step: one past the last
+/// `step-start`, or 0.
+pub(crate) fn last_step_start(parts: &[UiPart]) -> usize {
+    parts
+        .iter()
+        .rposition(|part| matches!(part, UiPart::StepStart))
+        .map_or(0, |index| index + 1)
+}
+
+/// The tool parts of the last step of `messages`' last message, if that
+/// message is an assistant message. Shared by both predicates.
+fn last_assistant_step_tools(messages: &[UiMessage]) -> Option<Vec<&ToolPart>> {
+    let message = messages.last()?;
+    if message.role != Role::Assistant {
+        return None;
+    }
+    Some(
+        message
+            .last_step_parts()
+            .iter()
+            .filter_map(UiPart::as_tool)
+            .collect(),
+    )
+}
+
+/// `lastAssistantMessageIsCompleteWithApprovalResponses` (§A.7): a
+/// `sendAutomaticallyWhen` condition. True when the last message is an
+/// assistant message whose last step has at least one `approval-responded`
+/// tool part and every tool part is `output-available`, `output-error` or
+/// `approval-responded`.
+///
+/// Semantics of `ai@6.0.123` … `ai@6.0.264` (backport of vercel/ai#14327):
+/// provider-executed tool parts are *not* filtered out (6.0.0 … 6.0.122 did
+/// filter them). `output-denied` is deliberately not in the list, exactly as
+/// upstream: a step that mixes a denial with other answers does not auto-send
+/// (protocols.md §E3).
+pub fn last_assistant_message_is_complete_with_approval_responses(messages: &[UiMessage]) -> bool {
+    let Some(tools) = last_assistant_step_tools(messages) else {
+        return false;
+    };
+    tools
+        .iter()
+        .any(|tool| tool.state == ToolState::ApprovalResponded)
+        && tools.iter().all(|tool| {
+            matches!(
+                tool.state,
+                ToolState::OutputAvailable | ToolState::OutputError | ToolState::ApprovalResponded
+            )
+        })
+}
+
+/// `lastAssistantMessageIsCompleteWithToolCalls` (§A.7): true when the last
+/// message is an assistant message whose last step has at least one tool part
+/// that is not provider-executed, and all of those are `output-available` or
+/// `output-error` (same in every v6 tag).
+pub fn last_assistant_message_is_complete_with_tool_calls(messages: &[UiMessage]) -> bool {
+    let Some(tools) = last_assistant_step_tools(messages) else {
+        return false;
+    };
+    let client_tools: Vec<&&ToolPart> = tools
+        .iter()
+        .filter(|tool| !tool.is_provider_executed())
+        .collect();
+    !client_tools.is_empty()
+        && client_tools.iter().all(|tool| {
+            matches!(
+                tool.state,
+                ToolState::OutputAvailable | ToolState::OutputError
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn round_trip(wire: Value) -> UiPart {
+        let part = UiPart::from_value(wire.clone()).unwrap_or_else(|e| panic!("{wire}: {e}"));
+        assert_eq!(serde_json::to_value(&part).unwrap(), wire, "re-encode");
+        let via_serde: UiPart = serde_json::from_value(wire).unwrap();
+        assert_eq!(via_serde, part);
+        part
+    }
+
+    #[test]
+    fn every_non_tool_part_round_trips() {
+        let text = round_trip(json!({"type": "text", "text": "Hi", "state": "done"}));
+        assert_eq!(
+            text,
+            UiPart::Text(TextPart {
+                text: "Hi".into(),
+                state: Some(TextState::Done),
+                provider_metadata: None
+            })
+        );
+        round_trip(
+            json!({"type": "text", "text": "", "state": "streaming", "providerMetadata": {"p": {"k": 1}}}),
+        );
+        let reasoning =
+            round_trip(json!({"type": "reasoning", "id": "r0", "text": "hm", "state": "done"}));
+        assert!(matches!(
+            reasoning,
+            UiPart::Reasoning(ReasoningPart { id: Some(_), .. })
+        ));
+        round_trip(json!({"type": "reasoning", "text": "no id"}));
+        round_trip(
+            json!({"type": "source-url", "sourceId": "s", "url": "https://example.test", "title": "T"}),
+        );
+        round_trip(
+            json!({"type": "source-document", "sourceId": "d", "mediaType": "application/pdf", "title": "Doc", "filename": "d.pdf"}),
+        );
+        let file = round_trip(
+            json!({"type": "file", "mediaType": "image/png", "url": "data:image/png;base64,AA", "filename": "a.png"}),
+        );
+        assert!(matches!(
+            file,
+            UiPart::File(FilePart {
+                filename: Some(_),
+                ..
+            })
+        ));
+        assert_eq!(round_trip(json!({"type": "step-start"})), UiPart::StepStart);
+        let data = round_trip(json!({"type": "data-weather", "id": "w1", "data": {"c": 9}}));
+        assert_eq!(
+            data,
+            UiPart::Data(DataPart {
+                name: "weather".into(),
+                id: Some("w1".into()),
+                data: json!({"c": 9})
+            })
+        );
+        round_trip(json!({"type": "data-note", "data": "plain"}));
+        let unknown = round_trip(json!({"type": "custom-widget", "anything": [1, {"x": null}]}));
+        assert!(matches!(unknown, UiPart::Unknown(_)));
+    }
+
+    #[test]
+    fn tool_parts_round_trip_in_every_state() {
+        let cases = [
+            json!({"type": "tool-transfer_funds", "toolCallId": "c1", "state": "input-streaming"}),
+            json!({"type": "tool-transfer_funds", "toolCallId": "c1", "state": "input-streaming", "input": {"amount": 2}}),
+            json!({"type": "tool-transfer_funds", "toolCallId": "c1", "state": "input-available", "input": {"amount": 25}, "callProviderMetadata": {"google": {"thoughtSignature": "c2ln"}}}),
+            json!({"type": "tool-transfer_funds", "toolCallId": "c1", "state": "approval-requested", "input": {"amount": 25}, "approval": {"id": "a1"}}),
+            json!({"type": "tool-transfer_funds", "toolCallId": "c1", "state": "approval-requested", "input": {"amount": 25}, "approval": {"id": "a1", "signature": "sig"}}),
+            json!({"type": "tool-transfer_funds", "toolCallId": "c1", "state": "approval-responded", "input": {"amount": 25}, "approval": {"id": "a1", "approved": true}}),
+            json!({"type": "tool-transfer_funds", "toolCallId": "c1", "state": "output-available", "input": {"amount": 25}, "output": {"ok": true}, "approval": {"id": "a1", "approved": true, "reason": "fine"}, "resultProviderMetadata": {"p": {}}}),
+            json!({"type": "tool-transfer_funds", "toolCallId": "c1", "state": "output-available", "input": {}, "output": null, "preliminary": true}),
+            json!({"type": "tool-transfer_funds", "toolCallId": "c1", "state": "output-error", "rawInput": "{bad", "errorText": "Invalid input"}),
+            json!({"type": "tool-transfer_funds", "toolCallId": "c1", "state": "output-denied", "input": {"amount": 25}, "approval": {"id": "a1", "approved": false, "reason": "too much"}}),
+            json!({"type": "tool-search", "toolCallId": "c2", "state": "output-available", "input": {"q": "x"}, "output": [1], "providerExecuted": true, "title": "Search", "toolMetadata": {"icon": "s"}}),
+        ];
+        for wire in cases {
+            let part = round_trip(wire.clone());
+            let UiPart::Tool(tool) = &part else {
+                panic!("{wire} is not a static tool part");
+            };
+            assert_eq!(tool.tool_call_id, wire["toolCallId"].as_str().unwrap());
+            assert_eq!(tool.state.as_str(), wire["state"].as_str().unwrap());
+            assert_eq!(
+                format!("tool-{}", tool.tool_name),
+                wire["type"].as_str().unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn approval_object_decodes_to_typed_fields() {
+        let part = UiPart::from_value(json!({
+            "type": "tool-transfer_funds", "toolCallId": "c1", "state": "output-denied",
+            "input": {"amount": 25}, "approval": {"id": "a1", "approved": false, "reason": "no"}
+        }))
+        .unwrap();
+        let tool = part.as_tool().unwrap();
+        assert_eq!(
+            tool.approval,
+            Some(Approval {
+                id: "a1".into(),
+                approved: Some(false),
+                reason: Some("no".into()),
+                signature: None
+            })
+        );
+        assert_eq!(tool.state, ToolState::OutputDenied);
+    }
+
+    #[test]
+    fn tool_names_with_dashes_keep_everything_after_the_first_prefix() {
+        let part = round_trip(
+            json!({"type": "tool-get-weather-v2", "toolCallId": "c", "state": "input-available", "input": {}}),
+        );
+        assert_eq!(part.as_tool().unwrap().tool_name, "get-weather-v2");
+    }
+
+    #[test]
+    fn dynamic_tool_carries_its_name_as_a_key() {
+        let wire = json!({"type": "dynamic-tool", "toolName": "mcp_lookup", "toolCallId": "c3", "state": "output-error", "input": {"q": 1}, "errorText": "boom"});
+        let part = round_trip(wire);
+        let UiPart::DynamicTool(tool) = &part else {
+            panic!("not dynamic");
+        };
+        assert_eq!(tool.tool_name, "mcp_lookup");
+        assert!(
+            UiPart::from_value(
+                json!({"type": "dynamic-tool", "toolCallId": "c", "state": "input-available"})
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn a_static_tool_part_ignores_a_redundant_tool_name_key() {
+        let part = UiPart::from_value(json!({"type": "tool-x", "toolName": "y", "toolCallId": "c", "state": "input-available", "input": {}})).unwrap();
+        assert_eq!(part.as_tool().unwrap().tool_name, "x");
+        assert!(
+            serde_json::to_value(&part)
+                .unwrap()
+                .get("toolName")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn broken_known_parts_are_errors_and_name_the_type() {
+        for (wire, part_type) in [
+            (
+                json!({"type": "tool-x", "toolCallId": "c", "state": "call"}),
+                "tool-x",
+            ),
+            (
+                json!({"type": "tool-x", "state": "input-available"}),
+                "tool-x",
+            ),
+            (json!({"type": "text"}), "text"),
+            (json!({"type": "file", "url": "u"}), "file"),
+        ] {
+            match UiPart::from_value(wire.clone()) {
+                Err(PartDecodeError::InvalidFields { part_type: got, .. }) => {
+                    assert_eq!(got, part_type)
+                }
+                other => panic!("{wire}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            UiPart::from_value(json!("text")),
+            Err(PartDecodeError::NotAnObject)
+        ));
+        assert!(matches!(
+            UiPart::from_value(json!({"text": "x"})),
+            Err(PartDecodeError::MissingType)
+        ));
+    }
+
+    #[test]
+    fn ui_message_round_trips_with_and_without_metadata() {
+        for wire in [
+            json!({"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Pay Rin 25 EUR"}]}),
+            json!({"id": "a1", "role": "assistant", "metadata": {"model": "demo"}, "parts": [{"type": "step-start"}, {"type": "text", "text": "ok", "state": "done"}]}),
+            json!({"id": "s1", "role": "system", "metadata": null, "parts": []}),
+        ] {
+            let message: UiMessage = serde_json::from_value(wire.clone()).unwrap();
+            assert_eq!(serde_json::to_value(&message).unwrap(), wire);
+        }
+        assert!(
+            serde_json::from_value::<UiMessage>(json!({"id": "x", "role": "tool", "parts": []}))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn helpers_read_the_message_like_the_sdk() {
+        let message: UiMessage = serde_json::from_value(json!({
+            "id": "a1", "role": "assistant", "parts": [
+                {"type": "step-start"},
+                {"type": "text", "text": "Checking. "},
+                {"type": "tool-transfer_funds", "toolCallId": "c1", "state": "output-available", "input": {}, "output": 1},
+                {"type": "step-start"},
+                {"type": "reasoning", "text": "hidden"},
+                {"type": "text", "text": "Done."},
+                {"type": "dynamic-tool", "toolName": "d", "toolCallId": "c2", "state": "input-available", "input": {}}
+            ]
+        }))
+        .unwrap();
+        assert_eq!(message.text(), "Checking. Done.");
+        assert_eq!(
+            message
+                .tool_parts()
+                .map(|t| t.tool_call_id.as_str())
+                .collect::<Vec<_>>(),
+            ["c1", "c2"]
+        );
+        assert_eq!(message.last_step_parts().len(), 3);
+        assert_eq!(
+            message.find_tool_part("c1").unwrap().state,
+            ToolState::OutputAvailable
+        );
+        assert!(message.find_tool_part("nope").is_none());
+        assert_eq!(UiMessage::user_text("u", "hi").last_step_parts().len(), 1);
+        assert_eq!(
+            serde_json::to_value(UiMessage::user_text("u", "hi")).unwrap(),
+            json!({"id": "u", "role": "user", "parts": [{"type": "text", "text": "hi"}]})
+        );
+    }
+
+    fn assistant(parts: Value) -> UiMessage {
+        serde_json::from_value(json!({"id": "a", "role": "assistant", "parts": parts})).unwrap()
+    }
+
+    fn tool(state: &str) -> Value {
+        json!({"type": "tool-t", "toolCallId": format!("c-{state}"), "state": state, "input": {}})
+    }
+
+    #[test]
+    fn approval_predicate_matches_the_sdk() {
+        let user = UiMessage::user_text("u", "hi");
+        let check = |messages: &[UiMessage]| {
+            last_assistant_message_is_complete_with_approval_responses(messages)
+        };
+
+        assert!(!check(&[]));
+        assert!(!check(std::slice::from_ref(&user)));
+        // One responded approval: send.
+        assert!(check(&[
+            user.clone(),
+            assistant(json!([tool("approval-responded")]))
+        ]));
+        // Parallel approvals, one still open: wait.
+        assert!(!check(&[assistant(json!([
+            tool("approval-responded"),
+            tool("approval-requested")
+        ]))]));
+        // Responded plus finished tools: send.
+        assert!(check(&[assistant(json!([
+            tool("output-available"),
+            tool("output-error"),
+            tool("approval-responded")
+        ]))]));
+        // No approval response at all: do not send.
+        assert!(!check(&[assistant(json!([tool("output-available")]))]));
+        // output-denied is not terminal for this predicate (upstream behaviour).
+        assert!(!check(&[assistant(json!([
+            tool("approval-responded"),
+            tool("output-denied")
+        ]))]));
+        // Only the last step counts.
+        assert!(check(&[assistant(
+            json!([tool("approval-requested"), {"type": "step-start"}, tool("approval-responded")])
+        )]));
+        assert!(!check(&[assistant(
+            json!([tool("approval-responded"), {"type": "step-start"}, {"type": "text", "text": "x"}])
+        )]));
+        // Provider-executed parts count (6.0.123+): an open one blocks.
+        let mut open = tool("input-available");
+        open["providerExecuted"] = json!(true);
+        assert!(!check(&[assistant(json!([
+            tool("approval-responded"),
+            open
+        ]))]));
+        // Last message must be the assistant's.
+        assert!(!check(&[
+            assistant(json!([tool("approval-responded")])),
+            user
+        ]));
+    }
+
+    #[test]
+    fn tool_call_predicate_matches_the_sdk() {
+        let check =
+            |messages: &[UiMessage]| last_assistant_message_is_complete_with_tool_calls(messages);
+        assert!(!check(&[]));
+        assert!(!check(&[assistant(json!([{"type": "text", "text": "x"}]))]));
+        assert!(check(&[assistant(json!([tool("output-available")]))]));
+        assert!(check(&[assistant(json!([
+            tool("output-available"),
+            tool("output-error")
+        ]))]));
+        assert!(!check(&[assistant(json!([
+            tool("output-available"),
+            tool("input-available")
+        ]))]));
+        assert!(!check(&[assistant(json!([tool("approval-responded")]))]));
+        assert!(!check(&[assistant(json!([tool("output-denied")]))]));
+        // Provider-executed parts are ignored, both ways.
+        let mut provider = tool("input-available");
+        provider["providerExecuted"] = json!(true);
+        assert!(check(&[assistant(json!([
+            tool("output-available"),
+            provider.clone()
+        ]))]));
+        assert!(!check(&[assistant(json!([provider]))]));
+        // Last step only.
+        assert!(check(&[assistant(
+            json!([tool("input-available"), {"type": "step-start"}, tool("output-available")])
+        )]));
+        assert!(!check(&[
+            assistant(json!([tool("output-available")])),
+            UiMessage::user_text("u", "x")
+        ]));
+    }
+}

@@ -1,0 +1,57 @@
+//! The wire, shared by the server and the browser.
+//!
+//! Countersign speaks the Vercel AI SDK v6 *UI message stream* protocol
+//! (team reference `protocols.md` §A; the § numbers in this module cite it).
+//! This module is the single source of truth for that wire: the server builds
+//! [`Chunk`]s and frames them, the wasm client decodes the same type and folds
+//! it into a [`UiMessage`] with the same [`MessageReducer`] the server uses to
+//! persist the turn. It depends on nothing of ours and on nothing but `serde`,
+//! `serde_json` and `thiserror`, so it compiles unchanged for `ssr` and
+//! `hydrate`.
+//!
+//! Read it in this order:
+//!
+//! - [`chunk`]: every v6 chunk (`{"type": "text-delta", ...}`), unknown types
+//!   kept verbatim, and the [`Dialect`] switch that keeps the keys an
+//!   `ai@6.0.0` client rejects off the wire (§A.0, §A.2).
+//! - [`message`]: `UIMessage` and its parts exactly as `useChat` sends and
+//!   stores them, plus the two `sendAutomaticallyWhen` predicates (§A.3, §A.7).
+//! - [`partial_json`]: best-effort parsing of a JSON prefix, for
+//!   `tool-input-delta`.
+//! - [`reducer`]: chunk → message, the AI SDK's `processUIMessageStream` rules,
+//!   and [`Conversation`], the `useChat` message list with its write-back rule.
+//! - [`sse`]: `data: {json}\n\n` framing and an incremental, size-capped
+//!   decoder (§A.1).
+//! - [`envelope`]: the request bodies: the SSE `POST` body and the WebSocket
+//!   client frames (seed-system.md §2.1, §2.2).
+//!
+//! Conventions: wire structs mirror the spec with serde renames; anything that
+//! came from outside is decoded into typed errors, never `unwrap`ped; a chunk
+//! or part of a type we do not know is kept as `Unknown`, a known type with
+//! broken fields is an error.
+
+pub mod chunk;
+pub mod envelope;
+pub mod message;
+pub mod partial_json;
+pub mod reducer;
+pub mod sse;
+
+mod json_util;
+
+pub use chunk::{Chunk, ChunkDecodeError, Dialect, FinishReason, ProviderMetadata, ToolMetadata};
+pub use envelope::{ChatRequest, ClientFrame, EnvelopeError, ServerControl, Trigger};
+pub use message::{
+    Approval, PartDecodeError, Role, ToolPart, ToolState, UiMessage, UiPart,
+    last_assistant_message_is_complete_with_approval_responses,
+    last_assistant_message_is_complete_with_tool_calls,
+};
+pub use partial_json::{PartialJson, parse_partial_json};
+pub use reducer::{Applied, Conversation, MessageReducer, ReduceError};
+pub use sse::{
+    ChunkStreamDecoder, DONE_FRAME, DecodeError, Frame, SseDecoder, SseError, SseEvent,
+    encode_chunk,
+};
+
+#[cfg(test)]
+mod tests;
