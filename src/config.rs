@@ -7,10 +7,14 @@
 //!    `LEPTOS_SITE_ROOT`, `LEPTOS_SITE_PKG_DIR`, `LEPTOS_OUTPUT_NAME`, `LEPTOS_RELOAD_PORT`,
 //!    `LEPTOS_ENV`).
 //!
+//! The agent and the HTTP edge are configured by `COUNTERSIGN_*` variables (see [`AgentSettings`]
+//! and [`HttpSettings`]); a `.env` file in the working directory is read first (variables already
+//! set win).
+//!
 //! Resolution is a pure function of (embedded text, optional file, environment lookup) so that
 //! every rule is unit-tested without touching the process environment.
 
-use std::{net::SocketAddr, path::PathBuf};
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use leptos::config::{Env, LeptosOptions};
 use serde::Deserialize;
@@ -74,6 +78,90 @@ impl LeptosToml {
     }
 }
 
+/// When the model's text reaches an SSE/WS client (ADR 0004).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextTimingSetting {
+    /// Default: a response that ends waiting for the person carries no text.
+    Hold,
+    /// Text streams as it is generated.
+    Progressive,
+}
+
+/// Where `get_weather` looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeatherSetting {
+    /// Open-Meteo, falling back to the offline table.
+    Live,
+    /// The offline table only.
+    Offline,
+}
+
+/// Settings of the agent runtime (`COUNTERSIGN_*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentSettings {
+    /// `COUNTERSIGN_DEMO_DELAY_MS`: pause between the demo model's words (default 30).
+    pub demo_delay: Duration,
+    /// `COUNTERSIGN_APPROVAL_TIMEOUT_SECS`: how long an approval waits (default 300).
+    pub approval_timeout: Duration,
+    /// `COUNTERSIGN_BROWSER_TIMEOUT_SECS`: how long a browser tool waits (default 30).
+    pub browser_timeout: Duration,
+    /// `COUNTERSIGN_TEXT_TIMING`: `hold` (default) or `progressive`.
+    pub text_timing: TextTimingSetting,
+    /// `COUNTERSIGN_WEATHER`: `live` (default) or `offline`.
+    pub weather: WeatherSetting,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        AgentSettings {
+            demo_delay: Duration::from_millis(30),
+            approval_timeout: Duration::from_secs(300),
+            browser_timeout: Duration::from_secs(30),
+            text_timing: TextTimingSetting::Hold,
+            weather: WeatherSetting::Live,
+        }
+    }
+}
+
+/// Settings of the HTTP and WebSocket edge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpSettings {
+    /// `COUNTERSIGN_MAX_BODY_BYTES`: largest accepted request body (default 20 MiB, room for
+    /// images).
+    pub max_body_bytes: usize,
+    /// `COUNTERSIGN_API_KEY`: when set, the seed system's `/stream` alias requires it in
+    /// `X-API-Key`.
+    pub api_key: Option<String>,
+    /// Comment frames keep idle SSE responses alive through proxies (default 15 s).
+    pub keep_alive: Duration,
+    /// `COUNTERSIGN_WS_MAX_FRAME_BYTES`: largest WebSocket message accepted (default 1 MiB);
+    /// a larger one closes the socket with 1009.
+    pub ws_max_frame_bytes: usize,
+    /// `COUNTERSIGN_ALLOWED_ORIGINS`: comma-separated origins (`https://app.example`) allowed to
+    /// open the WebSocket besides the server's own; a browser from anywhere else gets 403.
+    pub allowed_origins: Vec<String>,
+    /// `COUNTERSIGN_WS_IDLE_SECS`: a socket silent this long (no frame, no pong) is closed
+    /// (default 90 s; the server pings every third of it).
+    pub ws_idle: Duration,
+    /// `COUNTERSIGN_WS_RATE`: client frames per second allowed per connection, with bursts of
+    /// twice that (default 20).
+    pub ws_rate: u32,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            max_body_bytes: 20 * 1024 * 1024,
+            api_key: None,
+            keep_alive: Duration::from_secs(15),
+            ws_max_frame_bytes: 1024 * 1024,
+            allowed_origins: Vec::new(),
+            ws_idle: Duration::from_secs(90),
+            ws_rate: 20,
+        }
+    }
+}
+
 /// Everything the server needs to start.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -81,12 +169,25 @@ pub struct Config {
     pub site: LeptosOptions,
     /// Where the site settings came from, for the banner and logs.
     pub source: String,
+    pub agent: AgentSettings,
+    pub http: HttpSettings,
 }
 
 impl Config {
     /// Loads the configuration from the embedded defaults, the Leptos.toml file and the process
     /// environment.
     pub fn load() -> Result<Self, ConfigError> {
+        let dotenv = std::fs::read_to_string(".env")
+            .map(|text| parse_dotenv(&text))
+            .unwrap_or_default();
+        let env = |key: &str| {
+            std::env::var(key).ok().or_else(|| {
+                dotenv
+                    .iter()
+                    .find(|(k, _)| k == key)
+                    .map(|(_, v)| v.clone())
+            })
+        };
         let file = match std::env::var_os("COUNTERSIGN_LEPTOS_TOML") {
             Some(path) => {
                 let path = PathBuf::from(path);
@@ -104,7 +205,7 @@ impl Config {
         let file = file
             .as_ref()
             .map(|(path, text)| (path.display().to_string(), text.as_str()));
-        Self::resolve(EMBEDDED_LEPTOS_TOML, file, |key| std::env::var(key).ok())
+        Self::resolve(EMBEDDED_LEPTOS_TOML, file, env)
     }
 
     /// Resolves the three layers. `env` looks a variable up (None when unset).
@@ -179,8 +280,160 @@ impl Config {
             .reload_port(reload_port)
             .env(leptos_env)
             .build();
-        Ok(Config { site, source })
+        let agent = agent_settings(&env)?;
+        let http = http_settings(&env)?;
+        Ok(Config {
+            site,
+            source,
+            agent,
+            http,
+        })
     }
+}
+
+fn invalid(var: &'static str, value: &str, reason: &str) -> ConfigError {
+    ConfigError::Invalid {
+        origin: var.to_string(),
+        key: var,
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+fn number<T: std::str::FromStr>(
+    env: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+    default: T,
+) -> Result<T, ConfigError> {
+    match env(var) {
+        None => Ok(default),
+        Some(value) => value
+            .trim()
+            .parse()
+            .map_err(|_| invalid(var, &value, "expected a whole number")),
+    }
+}
+
+fn agent_settings(env: &impl Fn(&str) -> Option<String>) -> Result<AgentSettings, ConfigError> {
+    let defaults = AgentSettings::default();
+    let approval_secs = number(env, "COUNTERSIGN_APPROVAL_TIMEOUT_SECS", 300u64)?;
+    if approval_secs == 0 {
+        return Err(invalid(
+            "COUNTERSIGN_APPROVAL_TIMEOUT_SECS",
+            "0",
+            "must be at least 1",
+        ));
+    }
+    let browser_secs = number(env, "COUNTERSIGN_BROWSER_TIMEOUT_SECS", 30u64)?;
+    if browser_secs == 0 {
+        return Err(invalid(
+            "COUNTERSIGN_BROWSER_TIMEOUT_SECS",
+            "0",
+            "must be at least 1",
+        ));
+    }
+    let text_timing = match env("COUNTERSIGN_TEXT_TIMING").as_deref().map(str::trim) {
+        None | Some("hold") => TextTimingSetting::Hold,
+        Some("progressive") => TextTimingSetting::Progressive,
+        Some(other) => {
+            return Err(invalid(
+                "COUNTERSIGN_TEXT_TIMING",
+                other,
+                "use hold or progressive",
+            ));
+        }
+    };
+    let weather = match env("COUNTERSIGN_WEATHER").as_deref().map(str::trim) {
+        None | Some("live") => WeatherSetting::Live,
+        Some("offline") => WeatherSetting::Offline,
+        Some(other) => return Err(invalid("COUNTERSIGN_WEATHER", other, "use live or offline")),
+    };
+    Ok(AgentSettings {
+        demo_delay: Duration::from_millis(number(
+            env,
+            "COUNTERSIGN_DEMO_DELAY_MS",
+            defaults.demo_delay.as_millis() as u64,
+        )?),
+        approval_timeout: Duration::from_secs(approval_secs),
+        browser_timeout: Duration::from_secs(browser_secs),
+        text_timing,
+        weather,
+    })
+}
+
+fn http_settings(env: &impl Fn(&str) -> Option<String>) -> Result<HttpSettings, ConfigError> {
+    let defaults = HttpSettings::default();
+    let max_body_bytes = number(env, "COUNTERSIGN_MAX_BODY_BYTES", defaults.max_body_bytes)?;
+    if max_body_bytes < 1024 {
+        return Err(invalid(
+            "COUNTERSIGN_MAX_BODY_BYTES",
+            &max_body_bytes.to_string(),
+            "must be at least 1024",
+        ));
+    }
+    let api_key = env("COUNTERSIGN_API_KEY").filter(|k| !k.trim().is_empty());
+    let ws_max_frame_bytes = number(
+        env,
+        "COUNTERSIGN_WS_MAX_FRAME_BYTES",
+        defaults.ws_max_frame_bytes,
+    )?;
+    if ws_max_frame_bytes < 1024 {
+        return Err(invalid(
+            "COUNTERSIGN_WS_MAX_FRAME_BYTES",
+            &ws_max_frame_bytes.to_string(),
+            "must be at least 1024",
+        ));
+    }
+    let allowed_origins = env("COUNTERSIGN_ALLOWED_ORIGINS")
+        .map(|list| {
+            list.split(',')
+                .map(|o| o.trim().trim_end_matches('/').to_string())
+                .filter(|o| !o.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    let idle_secs = number(env, "COUNTERSIGN_WS_IDLE_SECS", defaults.ws_idle.as_secs())?;
+    if idle_secs < 3 {
+        return Err(invalid(
+            "COUNTERSIGN_WS_IDLE_SECS",
+            &idle_secs.to_string(),
+            "must be at least 3",
+        ));
+    }
+    let ws_rate = number(env, "COUNTERSIGN_WS_RATE", defaults.ws_rate)?;
+    if ws_rate == 0 {
+        return Err(invalid("COUNTERSIGN_WS_RATE", "0", "must be at least 1"));
+    }
+    Ok(HttpSettings {
+        max_body_bytes,
+        api_key,
+        keep_alive: defaults.keep_alive,
+        ws_max_frame_bytes,
+        allowed_origins,
+        ws_idle: Duration::from_secs(idle_secs),
+        ws_rate,
+    })
+}
+
+/// `KEY=value` lines of a `.env` file (`#` comments, optional `export `, optional quotes).
+fn parse_dotenv(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                return None;
+            }
+            let line = line.strip_prefix("export ").unwrap_or(line);
+            let (key, value) = line.split_once('=')?;
+            let value = value.trim();
+            let value = value
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+                .unwrap_or(value);
+            Some((key.trim().to_string(), value.to_string()))
+        })
+        .collect()
 }
 
 fn require(origin: &str, key: &'static str, value: Option<String>) -> Result<String, ConfigError> {
@@ -291,6 +544,64 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("output-name"));
+    }
+
+    #[test]
+    fn agent_and_http_settings_come_from_countersign_variables() {
+        let config = Config::resolve(EMBEDDED_LEPTOS_TOML, None, env_of(&[])).unwrap();
+        assert_eq!(config.agent, AgentSettings::default());
+        assert_eq!(config.http, HttpSettings::default());
+
+        let config = Config::resolve(
+            EMBEDDED_LEPTOS_TOML,
+            None,
+            env_of(&[
+                ("COUNTERSIGN_DEMO_DELAY_MS", "0"),
+                ("COUNTERSIGN_APPROVAL_TIMEOUT_SECS", "5"),
+                ("COUNTERSIGN_BROWSER_TIMEOUT_SECS", "7"),
+                ("COUNTERSIGN_TEXT_TIMING", "progressive"),
+                ("COUNTERSIGN_WEATHER", "offline"),
+                ("COUNTERSIGN_MAX_BODY_BYTES", "4096"),
+                ("COUNTERSIGN_API_KEY", "k"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(config.agent.demo_delay, Duration::ZERO);
+        assert_eq!(config.agent.approval_timeout, Duration::from_secs(5));
+        assert_eq!(config.agent.browser_timeout, Duration::from_secs(7));
+        assert_eq!(config.agent.text_timing, TextTimingSetting::Progressive);
+        assert_eq!(config.agent.weather, WeatherSetting::Offline);
+        assert_eq!(config.http.max_body_bytes, 4096);
+        assert_eq!(config.http.api_key.as_deref(), Some("k"));
+    }
+
+    #[test]
+    fn bad_countersign_variables_name_themselves() {
+        for (var, value) in [
+            ("COUNTERSIGN_DEMO_DELAY_MS", "fast"),
+            ("COUNTERSIGN_APPROVAL_TIMEOUT_SECS", "0"),
+            ("COUNTERSIGN_BROWSER_TIMEOUT_SECS", "-1"),
+            ("COUNTERSIGN_TEXT_TIMING", "sometimes"),
+            ("COUNTERSIGN_WEATHER", "cloudy"),
+            ("COUNTERSIGN_MAX_BODY_BYTES", "12"),
+        ] {
+            let err =
+                Config::resolve(EMBEDDED_LEPTOS_TOML, None, env_of(&[(var, value)])).unwrap_err();
+            assert!(err.to_string().contains(var), "{var}: {err}");
+        }
+    }
+
+    #[test]
+    fn dotenv_lines_are_parsed() {
+        let parsed = parse_dotenv("# c\nA=1\nexport B=\"two words\"\nC='x'\n\nbad line\n");
+        assert_eq!(
+            parsed,
+            vec![
+                ("A".to_string(), "1".to_string()),
+                ("B".to_string(), "two words".to_string()),
+                ("C".to_string(), "x".to_string()),
+            ]
+        );
     }
 
     #[test]

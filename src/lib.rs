@@ -17,6 +17,10 @@ pub mod protocol;
 #[cfg(feature = "ssr")]
 pub mod agent;
 
+/// The HTTP and WebSocket transports: thin layers between the wire and the runtime.
+#[cfg(feature = "ssr")]
+pub mod transport;
+
 /// Isomorphic Leptos components: rendered on the server, hydrated in the browser.
 pub mod ui;
 

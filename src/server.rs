@@ -6,12 +6,26 @@
 
 use std::{future::Future, sync::Arc};
 
-use axum::{Json, Router, extract::FromRef, extract::State, routing::get};
+use axum::{
+    Json, Router,
+    extract::{DefaultBodyLimit, FromRef, State},
+    routing::get,
+};
 use leptos::config::LeptosOptions;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use serde::Serialize;
 
-use crate::{config::Config, ui};
+use crate::{
+    agent::{
+        Runtime, RuntimeSettings, TextTiming,
+        clock::{RandomIds, SystemClock},
+        demo::DemoModel,
+        session::MemoryStore,
+        tools::{ToolRegistry, ToolSettings, WeatherSource},
+    },
+    config::{AgentSettings, Config, HttpSettings, TextTimingSetting, WeatherSetting},
+    transport, ui,
+};
 
 /// State shared by every handler.
 #[derive(Clone)]
@@ -19,17 +33,65 @@ pub struct AppState {
     pub leptos_options: LeptosOptions,
     /// Where the site settings came from (shown in the banner).
     pub config_source: Arc<str>,
-    /// The model that answers, as a person should read it.
-    pub model_label: Arc<str>,
+    /// The agent runtime: model, tools, sessions.
+    pub runtime: Arc<Runtime>,
+    pub http: HttpSettings,
+    /// The chats with a live WebSocket (one socket per chat).
+    pub live_sockets: Arc<transport::ws::LiveSockets>,
 }
 
 impl AppState {
+    /// The production state: the configured model, the real clock, unguessable ids.
     pub fn new(config: Config) -> Self {
+        let runtime = build_runtime(&config.agent);
+        Self::with_runtime(config, runtime)
+    }
+
+    /// A state around a given runtime (tests inject deterministic clocks and ids).
+    pub fn with_runtime(config: Config, runtime: Arc<Runtime>) -> Self {
         AppState {
             leptos_options: config.site,
             config_source: config.source.into(),
-            model_label: "none (the agent runtime is not connected yet)".into(),
+            runtime,
+            http: config.http,
+            live_sockets: Arc::default(),
         }
+    }
+}
+
+/// Builds the runtime the settings describe.
+pub fn build_runtime(agent: &AgentSettings) -> Arc<Runtime> {
+    let tools = ToolRegistry::standard(&tool_settings(agent));
+    Runtime::new(
+        Arc::new(DemoModel::new(agent.demo_delay)),
+        tools,
+        Arc::new(SystemClock),
+        Arc::new(RandomIds),
+        Arc::new(MemoryStore::default()),
+        runtime_settings(agent),
+    )
+}
+
+/// The tool settings the agent settings describe.
+pub fn tool_settings(agent: &AgentSettings) -> ToolSettings {
+    ToolSettings {
+        approval_timeout: agent.approval_timeout,
+        browser_timeout: agent.browser_timeout,
+        weather: match agent.weather {
+            WeatherSetting::Live => WeatherSource::open_meteo(),
+            WeatherSetting::Offline => WeatherSource::Offline,
+        },
+    }
+}
+
+/// The runtime settings the agent settings describe.
+pub fn runtime_settings(agent: &AgentSettings) -> RuntimeSettings {
+    RuntimeSettings {
+        text_timing: match agent.text_timing {
+            TextTimingSetting::Hold => TextTiming::Hold,
+            TextTimingSetting::Progressive => TextTiming::Progressive,
+        },
+        ..RuntimeSettings::default()
     }
 }
 
@@ -42,8 +104,11 @@ impl FromRef<AppState> for LeptosOptions {
 /// Builds the whole application: the Leptos pages, `/healthz`, and the static site files.
 pub fn router(state: AppState) -> Router {
     let routes = generate_route_list(ui::App);
+    let api = transport::sse::routes().layer(DefaultBodyLimit::max(state.http.max_body_bytes));
     Router::new()
         .route("/healthz", get(healthz))
+        .merge(api)
+        .merge(transport::ws::routes())
         .leptos_routes(&state, routes, {
             let options = state.leptos_options.clone();
             move || ui::shell(options.clone())
@@ -66,7 +131,7 @@ async fn healthz(State(state): State<AppState>) -> Json<Health> {
     Json(Health {
         status: "ok",
         version: env!("CARGO_PKG_VERSION"),
-        model: state.model_label.to_string(),
+        model: state.runtime.model.label(),
     })
 }
 
@@ -90,11 +155,11 @@ pub async fn serve(
 pub fn banner(state: &AppState, addr: std::net::SocketAddr) -> String {
     format!(
         "\n  Countersign {version}\n\n  open       http://{addr}/\n  model      {model}\n  \
-         transports SSE  POST /api/chat  (not connected yet)\n             \
-         BIDI GET  /api/live  (not connected yet)\n  health     http://{addr}/healthz\n  \
+         transports SSE  POST /api/chat   (AI SDK v6 UI message stream)\n             \
+         BIDI GET  /api/live   (WebSocket, many turns)\n  health     http://{addr}/healthz\n  \
          settings   {source}\n\n  Ctrl-C stops the server.\n",
         version = env!("CARGO_PKG_VERSION"),
-        model = state.model_label,
+        model = state.runtime.model.label(),
         source = state.config_source,
     )
 }
@@ -178,7 +243,7 @@ mod tests {
         let json: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(json["status"], "ok");
         assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
-        assert!(json["model"].as_str().unwrap().contains("not connected"));
+        assert!(json["model"].as_str().unwrap().contains("demo model"));
     }
 
     #[tokio::test]

@@ -180,6 +180,12 @@ pub struct Approval {
     /// HMAC from `tool-approval-request.signature` (`ai@6.0.202`+).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
+    /// Countersign extension: the arguments the person edited before approving (a full
+    /// replacement of the tool input). The AI SDK has no approve-with-edits (vercel/ai#11294),
+    /// so only Countersign's own client sends it; the server validates it against the tool's
+    /// schema again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited_input: Option<Value>,
 }
 
 /// A tool invocation, shared by `tool-<name>` and `dynamic-tool` parts.
@@ -691,7 +697,8 @@ mod tests {
                 id: "a1".into(),
                 approved: Some(false),
                 reason: Some("no".into()),
-                signature: None
+                signature: None,
+                edited_input: None,
             })
         );
         assert_eq!(tool.state, ToolState::OutputDenied);

@@ -509,6 +509,7 @@ impl MessageReducer {
                     approved: None,
                     reason: None,
                     signature: request.signature.clone(),
+                    edited_input: None,
                 });
                 Ok(Applied::Updated)
             }
@@ -1203,7 +1204,8 @@ mod tests {
                 id: "ap1".into(),
                 approved: Some(true),
                 reason: None,
-                signature: Some("sig".into())
+                signature: Some("sig".into()),
+                edited_input: None,
             })
         );
     }
@@ -1222,6 +1224,7 @@ mod tests {
                 approved: Some(false),
                 reason: Some("no".into()),
                 signature: None,
+                edited_input: None,
             });
         }
         reducer = MessageReducer::continuing(message);

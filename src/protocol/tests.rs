@@ -118,6 +118,7 @@ fn approval(id: &str, approved: Option<bool>, reason: Option<&str>) -> Option<Ap
         approved,
         reason: reason.map(str::to_owned),
         signature: None,
+        edited_input: None,
     })
 }
 

@@ -1,0 +1,461 @@
+//! The real language models: thin HTTP clients that implement [`Model`] (decision record:
+//! docs/adr/0002-model-providers.md).
+//!
+//! Read in this order:
+//!
+//! - this file: which provider the environment asks for ([`select`]) and how it is built
+//!   ([`ProviderConfig::build`], [`model_from_env`]);
+//! - [`http`]: what both share: timeouts, retry with backoff before the first event, reading an
+//!   SSE body with our own [`crate::protocol::SseDecoder`], cancellation by drop;
+//! - [`gemini`]: Gemini REST `streamGenerateContent?alt=sse` (protocols.md §B.1–B.5), including
+//!   the thought signatures Gemini 3 requires back on every replayed function call;
+//! - [`openai`]: OpenAI-compatible Chat Completions streaming (§B.6): OpenAI, Ollama, vLLM,
+//!   llama.cpp, DeepSeek, Gemini's own compatibility endpoint.
+//!
+//! # What a provider keeps in history
+//!
+//! The runner replaces [`ToolCall::id`](crate::agent::history::ToolCall) with its own id, so
+//! whatever a provider needs on the next request lives in `provider_data`, namespaced by
+//! provider so a session that switches provider never sends one provider's data to another:
+//!
+//! | provider | on a tool call | on a reasoning part |
+//! |---|---|---|
+//! | Gemini | `{"google": {"thoughtSignature"?, "id"?}}` | `{"google": {"thoughtSignature"}}` |
+//! | OpenAI-compatible | `{"openai": {"id"?, "extra_content"?}}` | — |
+//!
+//! History is serialisable, so this survives an approval wait and a server restart.
+//!
+//! # Environment
+//!
+//! | variables | result |
+//! |---|---|
+//! | none of the below | `None`: use the demo model |
+//! | `GEMINI_API_KEY` (or `GOOGLE_API_KEY`) | Gemini REST, `COUNTERSIGN_MODEL` or [`DEFAULT_GEMINI_MODEL`], base `GEMINI_BASE_URL` or [`DEFAULT_GEMINI_BASE_URL`] |
+//! | `OPENAI_BASE_URL` and/or `OPENAI_API_KEY` | OpenAI-compatible, `COUNTERSIGN_MODEL` or [`DEFAULT_OPENAI_MODEL`], base [`DEFAULT_OPENAI_BASE_URL`] when unset; the key is optional (Ollama, llama.cpp) |
+//! | both | Gemini, unless `COUNTERSIGN_MODEL` has the `openai:` prefix |
+//! | `COUNTERSIGN_MODEL=gemini:NAME` / `google:NAME` / `openai:NAME` | that provider; an error when its variables are missing |
+//! | `COUNTERSIGN_INCLUDE_THOUGHTS=0` | Gemini does not ask for thought summaries (default: it does) |
+//!
+//! Empty values count as unset. Only the prefixes above are provider prefixes, so an Ollama
+//! model name such as `llama3.2:3b` is a model name, and `openai:llama3.2:3b` works too.
+
+pub mod gemini;
+pub mod http;
+pub mod openai;
+
+#[cfg(test)]
+mod testing;
+
+use std::sync::Arc;
+
+pub use gemini::{GeminiConfig, GeminiModel};
+pub use http::{HttpSettings, RetryPolicy};
+pub use openai::{OpenAiConfig, OpenAiModel};
+
+use super::model::Model;
+
+/// Gemini's REST base URL (the `v1beta` surface has thinking config and `parametersJsonSchema`).
+pub const DEFAULT_GEMINI_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
+/// The Gemini model used when `COUNTERSIGN_MODEL` does not name one.
+pub const DEFAULT_GEMINI_MODEL: &str = "gemini-2.5-flash";
+/// OpenAI's base URL, for `OPENAI_API_KEY` without `OPENAI_BASE_URL`.
+pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+/// The OpenAI-compatible model used when `COUNTERSIGN_MODEL` does not name one.
+pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4o-mini";
+
+/// An API key. Its `Debug` never prints it, so a config can be logged.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: impl Into<String>) -> Self {
+        Self(key.into())
+    }
+
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+/// Which provider, with what settings.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProviderConfig {
+    Gemini(GeminiConfig),
+    OpenAi(OpenAiConfig),
+}
+
+impl ProviderConfig {
+    /// Builds the model (its HTTP client is created once, here).
+    pub fn build(self) -> Result<Arc<dyn Model>, ConfigError> {
+        Ok(match self {
+            ProviderConfig::Gemini(config) => Arc::new(GeminiModel::new(config)?),
+            ProviderConfig::OpenAi(config) => Arc::new(OpenAiModel::new(config)?),
+        })
+    }
+}
+
+/// Why the environment does not describe a usable model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("COUNTERSIGN_MODEL={model:?} asks for {provider}, but neither {needed} is set")]
+    MissingCredentials {
+        provider: &'static str,
+        model: String,
+        needed: &'static str,
+    },
+    #[error("COUNTERSIGN_MODEL={value:?} names no model after its provider prefix")]
+    EmptyModel { value: String },
+    #[error("{var}={value:?} is not an http:// or https:// URL")]
+    InvalidBaseUrl { var: &'static str, value: String },
+    #[error("{var}={value:?} is not a yes/no value (use 1/0, true/false, yes/no or on/off)")]
+    InvalidFlag { var: &'static str, value: String },
+    #[error("cannot create the HTTP client for the model provider: {0}")]
+    Client(String),
+}
+
+/// A provider prefix on `COUNTERSIGN_MODEL`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Prefix {
+    Gemini,
+    OpenAi,
+}
+
+/// Splits `gemini:NAME` / `google:NAME` / `openai:NAME`; any other colon is part of the name.
+fn split_prefix(value: &str) -> (Option<Prefix>, &str) {
+    for (prefix, provider) in [
+        ("gemini:", Prefix::Gemini),
+        ("google:", Prefix::Gemini),
+        ("openai:", Prefix::OpenAi),
+    ] {
+        if let Some(rest) = value.strip_prefix(prefix) {
+            return (Some(provider), rest.trim());
+        }
+    }
+    (None, value)
+}
+
+/// Decides the model from the environment (see the module docs for the table). `env` is a
+/// lookup such as `|k| std::env::var(k).ok()`, injected so the decision is testable.
+pub fn select(env: impl Fn(&str) -> Option<String>) -> Result<Option<ProviderConfig>, ConfigError> {
+    let var = |name: &str| {
+        env(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    let model_var = var("COUNTERSIGN_MODEL");
+    let (prefix, model) = match model_var.as_deref() {
+        Some(value) => {
+            let (prefix, name) = split_prefix(value);
+            if name.is_empty() {
+                return Err(ConfigError::EmptyModel {
+                    value: value.to_owned(),
+                });
+            }
+            (prefix, Some(name.to_owned()))
+        }
+        None => (None, None),
+    };
+    let gemini_key = var("GEMINI_API_KEY").or_else(|| var("GOOGLE_API_KEY"));
+    let openai_base = var("OPENAI_BASE_URL");
+    let openai_key = var("OPENAI_API_KEY");
+    let openai_configured = openai_base.is_some() || openai_key.is_some();
+
+    let provider = match prefix {
+        Some(Prefix::Gemini) if gemini_key.is_none() => {
+            return Err(ConfigError::MissingCredentials {
+                provider: "Gemini",
+                model: model_var.unwrap_or_default(),
+                needed: "GEMINI_API_KEY or GOOGLE_API_KEY",
+            });
+        }
+        Some(Prefix::OpenAi) if !openai_configured => {
+            return Err(ConfigError::MissingCredentials {
+                provider: "an OpenAI-compatible endpoint",
+                model: model_var.unwrap_or_default(),
+                needed: "OPENAI_BASE_URL or OPENAI_API_KEY",
+            });
+        }
+        Some(prefix) => prefix,
+        None if gemini_key.is_some() => {
+            if openai_configured {
+                tracing::info!(
+                    "both Gemini and OpenAI-compatible settings are present; using Gemini \
+                     (set COUNTERSIGN_MODEL=openai:NAME to use the other)"
+                );
+            }
+            Prefix::Gemini
+        }
+        None if openai_configured => Prefix::OpenAi,
+        None => return Ok(None),
+    };
+
+    Ok(Some(match provider {
+        Prefix::Gemini => {
+            let base_url = match var("GEMINI_BASE_URL") {
+                Some(url) => checked_url("GEMINI_BASE_URL", url)?,
+                None => DEFAULT_GEMINI_BASE_URL.to_owned(),
+            };
+            let include_thoughts = match var("COUNTERSIGN_INCLUDE_THOUGHTS") {
+                Some(value) => flag("COUNTERSIGN_INCLUDE_THOUGHTS", &value)?,
+                None => true,
+            };
+            ProviderConfig::Gemini(GeminiConfig {
+                api_key: ApiKey::new(gemini_key.unwrap_or_default()),
+                base_url,
+                model: model.unwrap_or_else(|| DEFAULT_GEMINI_MODEL.to_owned()),
+                include_thoughts,
+                http: HttpSettings::default(),
+            })
+        }
+        Prefix::OpenAi => {
+            let base_url = match openai_base {
+                Some(url) => checked_url("OPENAI_BASE_URL", url)?,
+                None => DEFAULT_OPENAI_BASE_URL.to_owned(),
+            };
+            ProviderConfig::OpenAi(OpenAiConfig {
+                api_key: openai_key.map(ApiKey::new),
+                base_url,
+                model: model.unwrap_or_else(|| DEFAULT_OPENAI_MODEL.to_owned()),
+                http: HttpSettings::default(),
+            })
+        }
+    }))
+}
+
+/// [`select`] then [`ProviderConfig::build`]: `Ok(None)` means "use the demo model".
+pub fn model_from_env(
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Option<Arc<dyn Model>>, ConfigError> {
+    select(env)?.map(ProviderConfig::build).transpose()
+}
+
+fn checked_url(var: &'static str, value: String) -> Result<String, ConfigError> {
+    let lower = value.to_ascii_lowercase();
+    let rest = lower
+        .strip_prefix("https://")
+        .or_else(|| lower.strip_prefix("http://"));
+    match rest {
+        Some(host) if !host.is_empty() && !host.starts_with('/') => {
+            Ok(value.trim_end_matches('/').to_owned())
+        }
+        _ => Err(ConfigError::InvalidBaseUrl { var, value }),
+    }
+}
+
+fn flag(var: &'static str, value: &str) -> Result<bool, ConfigError> {
+    match value.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(ConfigError::InvalidFlag {
+            var,
+            value: value.to_owned(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |key| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    /// What a selection came to, in a form one table row can state.
+    fn outcome(pairs: &[(&str, &str)]) -> Result<Option<(String, String, String)>, ConfigError> {
+        Ok(select(env(pairs))?.map(|config| match config {
+            ProviderConfig::Gemini(c) => ("gemini".into(), c.model, c.base_url),
+            ProviderConfig::OpenAi(c) => ("openai".into(), c.model, c.base_url),
+        }))
+    }
+
+    fn some(provider: &str, model: &str, base: &str) -> Option<(String, String, String)> {
+        Some((provider.into(), model.into(), base.into()))
+    }
+
+    #[test]
+    fn each_environment_selects_a_provider_or_a_typed_error() {
+        let gemini = DEFAULT_GEMINI_BASE_URL;
+        let openai = DEFAULT_OPENAI_BASE_URL;
+        let table: Vec<(&[(&str, &str)], Result<_, ConfigError>)> = vec![
+            (&[], Ok(None)),
+            (&[("GEMINI_API_KEY", "  ")], Ok(None)),
+            (&[("COUNTERSIGN_MODEL", "gemini-2.5-pro")], Ok(None)),
+            (
+                &[("GEMINI_API_KEY", "k")],
+                Ok(some("gemini", DEFAULT_GEMINI_MODEL, gemini)),
+            ),
+            (
+                &[
+                    ("GOOGLE_API_KEY", "k"),
+                    ("COUNTERSIGN_MODEL", "gemini-2.5-pro"),
+                ],
+                Ok(some("gemini", "gemini-2.5-pro", gemini)),
+            ),
+            (
+                &[
+                    ("GEMINI_API_KEY", "k"),
+                    ("GEMINI_BASE_URL", "http://127.0.0.1:9/v1beta/"),
+                    ("COUNTERSIGN_MODEL", "gemini:gemini-3-flash-preview"),
+                ],
+                Ok(some(
+                    "gemini",
+                    "gemini-3-flash-preview",
+                    "http://127.0.0.1:9/v1beta",
+                )),
+            ),
+            (
+                &[("OPENAI_API_KEY", "k")],
+                Ok(some("openai", DEFAULT_OPENAI_MODEL, openai)),
+            ),
+            (
+                &[
+                    ("OPENAI_BASE_URL", "http://localhost:11434/v1"),
+                    ("COUNTERSIGN_MODEL", "llama3.2:3b"),
+                ],
+                Ok(some("openai", "llama3.2:3b", "http://localhost:11434/v1")),
+            ),
+            (
+                &[
+                    ("OPENAI_BASE_URL", "http://localhost:11434/v1"),
+                    ("COUNTERSIGN_MODEL", "openai:llama3.2:3b"),
+                ],
+                Ok(some("openai", "llama3.2:3b", "http://localhost:11434/v1")),
+            ),
+            // Both configured: Gemini by default, the prefix picks the other.
+            (
+                &[("GEMINI_API_KEY", "k"), ("OPENAI_API_KEY", "k")],
+                Ok(some("gemini", DEFAULT_GEMINI_MODEL, gemini)),
+            ),
+            (
+                &[
+                    ("GEMINI_API_KEY", "k"),
+                    ("OPENAI_API_KEY", "k"),
+                    ("COUNTERSIGN_MODEL", "openai:gpt-4o-mini"),
+                ],
+                Ok(some("openai", "gpt-4o-mini", openai)),
+            ),
+            (
+                &[
+                    ("GEMINI_API_KEY", "k"),
+                    ("OPENAI_API_KEY", "k"),
+                    ("COUNTERSIGN_MODEL", "google:gemini-3-pro-preview"),
+                ],
+                Ok(some("gemini", "gemini-3-pro-preview", gemini)),
+            ),
+            // Contradictions and bad values.
+            (
+                &[("GEMINI_API_KEY", "k"), ("COUNTERSIGN_MODEL", "openai:x")],
+                Err(ConfigError::MissingCredentials {
+                    provider: "an OpenAI-compatible endpoint",
+                    model: "openai:x".into(),
+                    needed: "OPENAI_BASE_URL or OPENAI_API_KEY",
+                }),
+            ),
+            (
+                &[
+                    ("OPENAI_API_KEY", "k"),
+                    ("COUNTERSIGN_MODEL", "gemini:gemini-3-flash-preview"),
+                ],
+                Err(ConfigError::MissingCredentials {
+                    provider: "Gemini",
+                    model: "gemini:gemini-3-flash-preview".into(),
+                    needed: "GEMINI_API_KEY or GOOGLE_API_KEY",
+                }),
+            ),
+            (
+                &[("OPENAI_API_KEY", "k"), ("COUNTERSIGN_MODEL", "openai:")],
+                Err(ConfigError::EmptyModel {
+                    value: "openai:".into(),
+                }),
+            ),
+            (
+                &[("OPENAI_BASE_URL", "localhost:11434/v1")],
+                Err(ConfigError::InvalidBaseUrl {
+                    var: "OPENAI_BASE_URL",
+                    value: "localhost:11434/v1".into(),
+                }),
+            ),
+            (
+                &[("GEMINI_API_KEY", "k"), ("GEMINI_BASE_URL", "https://")],
+                Err(ConfigError::InvalidBaseUrl {
+                    var: "GEMINI_BASE_URL",
+                    value: "https://".into(),
+                }),
+            ),
+            (
+                &[
+                    ("GEMINI_API_KEY", "k"),
+                    ("COUNTERSIGN_INCLUDE_THOUGHTS", "maybe"),
+                ],
+                Err(ConfigError::InvalidFlag {
+                    var: "COUNTERSIGN_INCLUDE_THOUGHTS",
+                    value: "maybe".into(),
+                }),
+            ),
+        ];
+        for (pairs, expected) in table {
+            assert_eq!(outcome(pairs), expected, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn options_and_keys_reach_the_config() {
+        let Ok(Some(ProviderConfig::Gemini(config))) = select(env(&[
+            ("GEMINI_API_KEY", "gem"),
+            ("GOOGLE_API_KEY", "goo"),
+            ("COUNTERSIGN_INCLUDE_THOUGHTS", "off"),
+        ])) else {
+            panic!("expected Gemini");
+        };
+        assert_eq!(config.api_key.expose(), "gem", "GEMINI_API_KEY wins");
+        assert!(!config.include_thoughts);
+        assert!(!format!("{config:?}").contains("gem\""), "{config:?}");
+
+        let Ok(Some(ProviderConfig::OpenAi(config))) =
+            select(env(&[("OPENAI_BASE_URL", "http://localhost:8080/v1")]))
+        else {
+            panic!("expected OpenAI");
+        };
+        assert_eq!(config.api_key, None, "a local server needs no key");
+    }
+
+    #[test]
+    fn errors_say_what_to_set() {
+        let error = select(env(&[("COUNTERSIGN_MODEL", "openai:x")])).unwrap_err();
+        let text = error.to_string();
+        assert!(text.contains("OPENAI_BASE_URL or OPENAI_API_KEY"), "{text}");
+    }
+
+    #[test]
+    fn labels_name_provider_and_model() {
+        let gemini = select(env(&[("GEMINI_API_KEY", "k")]))
+            .unwrap()
+            .unwrap()
+            .build()
+            .unwrap();
+        assert_eq!(gemini.label(), "Gemini gemini-2.5-flash (REST)");
+        let openai = model_from_env(env(&[
+            ("OPENAI_BASE_URL", "http://localhost:11434/v1"),
+            ("COUNTERSIGN_MODEL", "qwen3:8b"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            openai.label(),
+            "OpenAI-compatible qwen3:8b (localhost:11434)"
+        );
+        assert!(model_from_env(env(&[])).unwrap().is_none());
+    }
+}

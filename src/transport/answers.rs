@@ -1,0 +1,494 @@
+//! Reading the person's answers out of the client's copy of the conversation.
+//!
+//! AI SDK clients send the whole history with every request; the server trusts none of it except
+//! the answers only the person can give, found in the last assistant message:
+//! * a tool part in state `approval-responded` with `approval {id, approved, reason}` (plus our
+//!   `editedInput` extension);
+//! * the seed system's ADK form: a `tool-adk_request_confirmation` part whose toolCallId is the
+//!   approval id, answered by `approval.approved` or `output.confirmed`;
+//! * a browser tool's `output-available` / `output-error` part (the AI SDK's `addToolOutput`).
+//!
+//! Everything the server already knows is an echo and is skipped: approvals it has resolved the
+//! same way, outputs it produced itself. An answer that contradicts what the server holds, or
+//! that names a tool call the turn never made, is an error; ids the session has never issued are
+//! passed on so the gate can say precisely why they are refused (unknown, or another chat's).
+
+use serde_json::Value;
+
+use super::error::ApiError;
+use crate::{
+    agent::{
+        ApprovalDecision, BrowserResult, PersonInput, SessionRecord,
+        gate::{ApprovalResolution, CallPhase},
+    },
+    protocol::{ToolPart, ToolState, UiMessage, UiPart},
+};
+
+/// The tool name of the seed system's confirmation parts.
+const ADK_CONFIRMATION: &str = "adk_request_confirmation";
+
+/// The person's new answers in `message`, approvals first (an approval and its browser output
+/// may come together: seed "Pattern A").
+pub fn extract(message: &UiMessage, record: &SessionRecord) -> Result<Vec<PersonInput>, ApiError> {
+    let turn = record.turn.as_ref();
+    if let Some(turn) = turn
+        && message.id != turn.message_id
+        && !message.id.is_empty()
+        && !is_known_message(record, &message.id)
+    {
+        return Err(ApiError::conflict(
+            "stale_message",
+            format!(
+                "message {} is not this chat's current assistant message ({})",
+                message.id, turn.message_id
+            ),
+        ));
+    }
+    let pending_approval =
+        |id: &str| turn.is_some_and(|t| t.calls.iter().any(|c| c.approval_id() == Some(id)));
+
+    let mut approvals = Vec::new();
+    let mut outputs = Vec::new();
+    for part in &message.parts {
+        let tool = match part {
+            UiPart::Tool(tool) | UiPart::DynamicTool(tool) => tool,
+            _ => continue,
+        };
+        if tool.tool_name == ADK_CONFIRMATION {
+            if let Some(input) = adk_confirmation(tool, record, &pending_approval)? {
+                approvals.push(input);
+            }
+            continue;
+        }
+        if let Some(approval) = &tool.approval
+            && let Some(approved) = approval.approved
+        {
+            let decision = if approved {
+                match &approval.edited_input {
+                    Some(args) => ApprovalDecision::ApproveWithEdits { args: args.clone() },
+                    None => ApprovalDecision::Approve,
+                }
+            } else {
+                ApprovalDecision::Deny {
+                    reason: approval.reason.clone(),
+                }
+            };
+            if let Some(input) = approval_input(&approval.id, decision, record, &pending_approval)?
+            {
+                approvals.push(input);
+            }
+        }
+        if let Some(input) = browser_output(tool, record)? {
+            outputs.push(input);
+        }
+    }
+    approvals.extend(outputs);
+    Ok(approvals)
+}
+
+/// Whether `id` is the id of an assistant message the server itself produced in this chat.
+fn is_known_message(record: &SessionRecord, id: &str) -> bool {
+    record.messages.iter().any(|m| m.id == id)
+}
+
+/// An approval answer, unless it merely repeats one the server already applied.
+fn approval_input(
+    approval_id: &str,
+    decision: ApprovalDecision,
+    record: &SessionRecord,
+    pending: &impl Fn(&str) -> bool,
+) -> Result<Option<PersonInput>, ApiError> {
+    if !pending(approval_id)
+        && let Some(resolution) = record.resolved_approvals.get(approval_id)
+    {
+        let approved = !matches!(decision, ApprovalDecision::Deny { .. });
+        return match resolution {
+            ApprovalResolution::Approved { .. } if approved => Ok(None),
+            ApprovalResolution::Denied { .. } if !approved => Ok(None),
+            ApprovalResolution::Expired { .. } => Err(ApiError::conflict(
+                "approval_expired",
+                format!("approval {approval_id} expired before it was answered"),
+            )),
+            _ => Err(ApiError::conflict(
+                "approval_already_answered",
+                format!("approval {approval_id} was already answered differently"),
+            )),
+        };
+    }
+    Ok(Some(PersonInput::Approval {
+        approval_id: approval_id.to_string(),
+        decision,
+    }))
+}
+
+/// The seed system's confirmation part: `tool-adk_request_confirmation` answered in
+/// `approval.approved` (AI SDK style) or `output.confirmed` (ADK function response style).
+fn adk_confirmation(
+    tool: &ToolPart,
+    record: &SessionRecord,
+    pending: &impl Fn(&str) -> bool,
+) -> Result<Option<PersonInput>, ApiError> {
+    let approval_id = tool
+        .approval
+        .as_ref()
+        .map(|a| a.id.clone())
+        .unwrap_or_else(|| tool.tool_call_id.clone());
+    let confirmed = tool.approval.as_ref().and_then(|a| a.approved).or_else(|| {
+        tool.output
+            .as_ref()
+            .and_then(|o| o.get("confirmed"))
+            .and_then(Value::as_bool)
+    });
+    let Some(confirmed) = confirmed else {
+        return Ok(None);
+    };
+    let decision = if confirmed {
+        ApprovalDecision::Approve
+    } else {
+        ApprovalDecision::Deny {
+            reason: tool.approval.as_ref().and_then(|a| a.reason.clone()),
+        }
+    };
+    approval_input(&approval_id, decision, record, pending)
+}
+
+/// A browser tool's output, unless the server produced or already received it.
+fn browser_output(
+    tool: &ToolPart,
+    record: &SessionRecord,
+) -> Result<Option<PersonInput>, ApiError> {
+    let result = match tool.state {
+        ToolState::OutputAvailable => BrowserResult::Output {
+            output: tool.output.clone().unwrap_or(Value::Null),
+        },
+        ToolState::OutputError => BrowserResult::Error {
+            message: tool.error_text.clone().unwrap_or_default(),
+        },
+        _ => return Ok(None),
+    };
+    let current = record
+        .turn
+        .as_ref()
+        .and_then(|t| t.calls.iter().find(|c| c.call.id == tool.tool_call_id));
+    match current {
+        Some(call) => match &call.phase {
+            // Waiting for exactly this: the browser's answer (its approval, if any, comes first).
+            CallPhase::AwaitingBrowser { .. } | CallPhase::AwaitingApproval { .. } => {
+                Ok(Some(PersonInput::BrowserResult {
+                    tool_call_id: tool.tool_call_id.clone(),
+                    result,
+                }))
+            }
+            // Already has its result: an echo of what the server sent or received.
+            _ => Ok(None),
+        },
+        None => {
+            // A call of an earlier step: its output is something the server already sent.
+            let known = record
+                .messages
+                .iter()
+                .rev()
+                .any(|m| m.find_tool_part(&tool.tool_call_id).is_some());
+            if known {
+                Ok(None)
+            } else {
+                Err(ApiError::new(
+                    axum::http::StatusCode::NOT_FOUND,
+                    "unknown_tool_call",
+                    format!("tool call {} is not known in this chat", tool.tool_call_id),
+                ))
+            }
+        }
+    }
+}
+
+/// The text and attachments of a user message.
+pub fn user_content(message: &UiMessage) -> (String, Vec<crate::agent::history::Attachment>) {
+    let mut text = String::new();
+    let mut attachments = Vec::new();
+    for part in &message.parts {
+        match part {
+            UiPart::Text(t) => {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(&t.text);
+            }
+            UiPart::File(f) => attachments.push(crate::agent::history::Attachment {
+                media_type: f.media_type.clone(),
+                url: f.url.clone(),
+                filename: f.filename.clone(),
+            }),
+            _ => {}
+        }
+    }
+    (text, attachments)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        agent::{
+            gate::StepCall,
+            history::{Outcome, ToolCall},
+            session::{TurnRecord, TurnStatus},
+            tools::ToolLocation,
+        },
+        protocol::Approval,
+    };
+    use serde_json::json;
+
+    fn record_with(calls: Vec<StepCall>) -> SessionRecord {
+        let mut record = SessionRecord::new("chat", 0);
+        record.turn = Some(TurnRecord {
+            id: "turn-1".into(),
+            message_id: "msg-1".into(),
+            status: TurnStatus::AwaitingPerson,
+            steps: 1,
+            calls,
+            held_text: vec![],
+            usage: Default::default(),
+            inputs: 0,
+        });
+        record
+    }
+
+    fn call(id: &str, name: &str, location: ToolLocation, phase: CallPhase) -> StepCall {
+        StepCall {
+            call: ToolCall {
+                id: id.into(),
+                name: name.into(),
+                args: json!({}),
+                provider_data: None,
+            },
+            location,
+            phase,
+            announced: false,
+        }
+    }
+
+    fn awaiting(approval: &str) -> CallPhase {
+        CallPhase::AwaitingApproval {
+            approval_id: approval.into(),
+            requested_at_ms: 0,
+            deadline_ms: 1,
+        }
+    }
+
+    fn part(
+        name: &str,
+        id: &str,
+        state: ToolState,
+        approval: Option<(&str, bool, Option<&str>)>,
+    ) -> UiPart {
+        let mut tool = ToolPart::new(name, id, state);
+        tool.approval = approval.map(|(id, approved, reason)| Approval {
+            id: id.into(),
+            approved: Some(approved),
+            reason: reason.map(str::to_string),
+            ..Approval::default()
+        });
+        UiPart::Tool(tool)
+    }
+
+    fn message(parts: Vec<UiPart>) -> UiMessage {
+        let mut m = UiMessage::assistant("msg-1");
+        m.parts = parts;
+        m
+    }
+
+    #[test]
+    fn approval_responses_become_decisions() {
+        let record = record_with(vec![
+            call(
+                "c1",
+                "process_payment",
+                ToolLocation::Server,
+                awaiting("a1"),
+            ),
+            call(
+                "c2",
+                "process_payment",
+                ToolLocation::Server,
+                awaiting("a2"),
+            ),
+        ]);
+        let inputs = extract(
+            &message(vec![
+                part(
+                    "process_payment",
+                    "c1",
+                    ToolState::ApprovalResponded,
+                    Some(("a1", true, None)),
+                ),
+                part(
+                    "process_payment",
+                    "c2",
+                    ToolState::ApprovalResponded,
+                    Some(("a2", false, Some("no"))),
+                ),
+            ]),
+            &record,
+        )
+        .unwrap();
+        assert_eq!(
+            inputs,
+            vec![
+                PersonInput::Approval {
+                    approval_id: "a1".into(),
+                    decision: ApprovalDecision::Approve
+                },
+                PersonInput::Approval {
+                    approval_id: "a2".into(),
+                    decision: ApprovalDecision::Deny {
+                        reason: Some("no".into())
+                    }
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn edited_input_approves_with_edits() {
+        let record = record_with(vec![call(
+            "c1",
+            "process_payment",
+            ToolLocation::Server,
+            awaiting("a1"),
+        )]);
+        let mut tool = ToolPart::new("process_payment", "c1", ToolState::ApprovalResponded);
+        tool.approval = Some(Approval {
+            id: "a1".into(),
+            approved: Some(true),
+            edited_input: Some(json!({"amount": 5, "recipient": "B"})),
+            ..Approval::default()
+        });
+        let inputs = extract(&message(vec![UiPart::Tool(tool)]), &record).unwrap();
+        assert_eq!(
+            inputs,
+            vec![PersonInput::Approval {
+                approval_id: "a1".into(),
+                decision: ApprovalDecision::ApproveWithEdits {
+                    args: json!({"amount": 5, "recipient": "B"})
+                }
+            }]
+        );
+    }
+
+    #[test]
+    fn approval_and_browser_output_in_one_message_keep_that_order() {
+        let record = record_with(vec![call(
+            "c1",
+            "get_location",
+            ToolLocation::Browser,
+            awaiting("a1"),
+        )]);
+        let mut tool = ToolPart::new("get_location", "c1", ToolState::OutputAvailable);
+        tool.output = Some(json!({"latitude": 1}));
+        tool.approval = Some(Approval {
+            id: "a1".into(),
+            approved: Some(true),
+            ..Approval::default()
+        });
+        let inputs = extract(&message(vec![UiPart::Tool(tool)]), &record).unwrap();
+        assert!(matches!(inputs[0], PersonInput::Approval { .. }));
+        assert!(matches!(inputs[1], PersonInput::BrowserResult { .. }));
+    }
+
+    #[test]
+    fn echoes_of_known_answers_are_skipped_and_contradictions_refused() {
+        let mut record = record_with(vec![call(
+            "c1",
+            "process_payment",
+            ToolLocation::Server,
+            CallPhase::Done {
+                outcome: Outcome::Output { output: json!({}) },
+                edited_args: None,
+            },
+        )]);
+        record.resolved_approvals.insert(
+            "a1".into(),
+            ApprovalResolution::Approved {
+                at_ms: 0,
+                edited: false,
+            },
+        );
+        let echo = message(vec![part(
+            "process_payment",
+            "c1",
+            ToolState::OutputAvailable,
+            Some(("a1", true, None)),
+        )]);
+        assert_eq!(extract(&echo, &record).unwrap(), vec![]);
+        let flip = message(vec![part(
+            "process_payment",
+            "c1",
+            ToolState::ApprovalResponded,
+            Some(("a1", false, None)),
+        )]);
+        assert_eq!(
+            extract(&flip, &record).unwrap_err().code,
+            "approval_already_answered"
+        );
+    }
+
+    #[test]
+    fn the_seed_confirmation_part_is_understood() {
+        let record = record_with(vec![call(
+            "c1",
+            "process_payment",
+            ToolLocation::Server,
+            awaiting("confirm-1"),
+        )]);
+        let mut tool = ToolPart::new(ADK_CONFIRMATION, "confirm-1", ToolState::OutputAvailable);
+        tool.output = Some(json!({"confirmed": false}));
+        let inputs = extract(&message(vec![UiPart::Tool(tool)]), &record).unwrap();
+        assert_eq!(
+            inputs,
+            vec![PersonInput::Approval {
+                approval_id: "confirm-1".into(),
+                decision: ApprovalDecision::Deny { reason: None }
+            }]
+        );
+    }
+
+    #[test]
+    fn outputs_for_calls_the_chat_never_made_are_refused() {
+        let record = record_with(vec![]);
+        let forged = message(vec![part(
+            "get_location",
+            "c-forged",
+            ToolState::OutputAvailable,
+            None,
+        )]);
+        assert_eq!(
+            extract(&forged, &record).unwrap_err().code,
+            "unknown_tool_call"
+        );
+    }
+
+    #[test]
+    fn a_message_of_another_turn_is_stale() {
+        let record = record_with(vec![]);
+        let mut other = message(vec![]);
+        other.id = "msg-somewhere-else".into();
+        assert_eq!(extract(&other, &record).unwrap_err().code, "stale_message");
+    }
+
+    #[test]
+    fn user_content_joins_text_and_collects_files() {
+        let mut m = UiMessage::user_text("u", "hello");
+        m.parts
+            .push(UiPart::File(crate::protocol::message::FilePart {
+                media_type: "image/png".into(),
+                url: "data:image/png;base64,AAAA".into(),
+                filename: Some("a.png".into()),
+                provider_metadata: None,
+            }));
+        let (text, files) = user_content(&m);
+        assert_eq!(text, "hello");
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].media_type, "image/png");
+    }
+}

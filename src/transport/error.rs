@@ -1,0 +1,142 @@
+//! The HTTP error of every API route: a status and `{"error": {"code", "message"}}`.
+//!
+//! The message is written for the person or the client developer; internals are logged, never
+//! sent.
+
+use axum::{
+    Json,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use serde_json::json;
+
+use crate::agent::{InputError, TurnError};
+
+/// An API error: status, stable code, human message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, code, message)
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}: {}",
+            self.status.as_u16(),
+            self.code,
+            self.message
+        )
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::error!(status = self.status.as_u16(), code = self.code, message = %self.message, "request failed");
+        } else {
+            tracing::warn!(status = self.status.as_u16(), code = self.code, message = %self.message, "request rejected");
+        }
+        (
+            self.status,
+            Json(json!({"error": {"code": self.code, "message": self.message}})),
+        )
+            .into_response()
+    }
+}
+
+impl From<InputError> for ApiError {
+    fn from(e: InputError) -> Self {
+        let status = match &e {
+            InputError::UnknownApproval { .. } | InputError::UnknownToolCall { .. } => {
+                StatusCode::NOT_FOUND
+            }
+            InputError::ApprovalOfOtherChat { .. } => StatusCode::FORBIDDEN,
+            InputError::InvalidEdit { .. } | InputError::NotABrowserTool { .. } => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            InputError::NoActiveTurn
+            | InputError::ApprovalAlreadyAnswered { .. }
+            | InputError::ApprovalExpired { .. }
+            | InputError::NotApprovedYet { .. }
+            | InputError::CallWasDenied { .. }
+            | InputError::ResultAlreadyReceived { .. } => StatusCode::CONFLICT,
+        };
+        ApiError::new(status, e.code(), e.to_string())
+    }
+}
+
+impl From<TurnError> for ApiError {
+    fn from(e: TurnError) -> Self {
+        match e {
+            TurnError::Busy => ApiError::conflict("turn_in_progress", e.to_string()),
+            TurnError::EmptyMessage => ApiError::bad_request("empty_message", e.to_string()),
+            TurnError::Store(inner) => {
+                tracing::error!(error = %inner, "session store failed");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "store_unavailable",
+                    "The conversation could not be loaded or saved. Try again.",
+                )
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    #[tokio::test]
+    async fn errors_render_as_json_with_code_and_message() {
+        let response = ApiError::from(InputError::UnknownApproval {
+            approval_id: "apv-x".into(),
+        })
+        .into_response();
+        assert_eq!(response.status(), StatusCode::NOT_FOUND);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(json["error"]["code"], "unknown_approval");
+        assert!(json["error"]["message"].as_str().unwrap().contains("apv-x"));
+    }
+
+    #[test]
+    fn input_errors_map_to_fitting_statuses() {
+        let forbidden = ApiError::from(InputError::ApprovalOfOtherChat {
+            approval_id: "a".into(),
+        });
+        assert_eq!(forbidden.status, StatusCode::FORBIDDEN);
+        let conflict = ApiError::from(InputError::ApprovalAlreadyAnswered {
+            approval_id: "a".into(),
+        });
+        assert_eq!(conflict.status, StatusCode::CONFLICT);
+        let busy = ApiError::from(TurnError::Busy);
+        assert_eq!(
+            (busy.status, busy.code),
+            (StatusCode::CONFLICT, "turn_in_progress")
+        );
+    }
+}

@@ -1,0 +1,17 @@
+//! The transports (server only): thin layers that decode requests into `protocol` and `agent`
+//! types, drive the runtime, and frame its chunks for their wire.
+//!
+//! * [`sse`]: `POST /api/chat` — one HTTP request per turn segment, AI SDK compatible — with
+//!   resume (`GET /api/chat/{id}/stream`), stop (`POST /api/chat/{id}/stop`) and the seed
+//!   system's `POST /stream` alias.
+//! * [`ws`]: `GET /api/live` — one WebSocket per chat for many turns (and `/live`, the seed
+//!   system's alias).
+//! * [`answers`]: reads the person's answers out of the client's copy of the conversation.
+//! * [`error`]: the one error type every route returns, as `{error: {code, message}}`.
+
+pub mod answers;
+pub mod error;
+pub mod sse;
+pub mod ws;
+
+pub use error::ApiError;

@@ -1,0 +1,489 @@
+//! SSE mode: `POST /api/chat`, one HTTP request per segment of a turn, exactly as the AI SDK's
+//! `useChat` + `DefaultChatTransport` talk (protocols.md §A.5–A.8, seed ADR 0003).
+//!
+//! A request either starts a turn (its last message is a new user message) or continues the
+//! chat's waiting turn with the person's answers (its last message is the assistant message with
+//! approval responses or browser outputs). The response streams the turn's log from that point:
+//! a continuation opens with `start` carrying the *same* assistant message id, so AI SDK clients
+//! extend the message instead of adding one; a turn that stops to wait for the person ends the
+//! response with `finish` (reason `tool-calls`) and `[DONE]`. A client that disconnects does not
+//! cancel the turn (it finishes on the server and can be resumed); only `POST
+//! /api/chat/{id}/stop` does.
+
+use std::{convert::Infallible, sync::Arc, time::Duration};
+
+use axum::{
+    Json, Router,
+    body::{Body, Bytes},
+    extract::{Path, State, rejection::BytesRejection},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use futures::stream;
+use serde_json::{Value, json};
+
+use super::{
+    answers::{extract, user_content},
+    error::ApiError,
+};
+use crate::{
+    agent::{
+        SessionRecord, TextTiming, TurnEntry, TurnLog, TurnStatus, UserTurn, session::LogReader,
+    },
+    protocol::{
+        ChatRequest, Chunk, Dialect, FinishReason, Role, UiMessage, UiPart,
+        sse::{DONE_FRAME, KEEP_ALIVE_FRAME, UI_MESSAGE_STREAM_HEADERS, encode_chunk},
+    },
+    server::AppState,
+};
+
+/// Header with which a client asks for chunk keys newer than `ai@6.0.0` (value `full`).
+pub const DIALECT_HEADER: &str = "x-countersign-dialect";
+/// Header with which a client asks for progressive text (value `progressive`) or held text
+/// (`hold`), overriding the server's default for this turn (ADR 0004).
+pub const TEXT_TIMING_HEADER: &str = "x-countersign-text";
+
+/// The SSE routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/chat", post(chat))
+        .route("/api/chat/{id}/stream", get(resume))
+        .route("/api/chat/{id}/stop", post(stop))
+        .route("/stream", post(seed_stream))
+}
+
+async fn chat(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(body_error)?;
+    let request: ChatRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_request",
+            format!("the body is not a chat request {{id, messages, trigger, messageId}}: {e}"),
+        )
+    })?;
+    run(&state, request, dialect(&headers), timing(&headers)).await
+}
+
+/// Starts or continues the turn of `request.id` and streams the response.
+async fn run(
+    state: &AppState,
+    request: ChatRequest,
+    dialect: Dialect,
+    timing: Option<TextTiming>,
+) -> Result<Response, ApiError> {
+    let chat_id = request.id.trim();
+    if chat_id.is_empty() {
+        return Err(ApiError::bad_request(
+            "missing_chat_id",
+            "the request has no chat `id`",
+        ));
+    }
+    if chat_id.len() > 200 {
+        return Err(ApiError::bad_request(
+            "invalid_chat_id",
+            "the chat id is longer than 200 characters",
+        ));
+    }
+    let Some(last) = request.messages.last() else {
+        return Err(ApiError::bad_request(
+            "empty_messages",
+            "the request has no messages",
+        ));
+    };
+    let keep_alive = state.http.keep_alive;
+    let runtime = &state.runtime;
+
+    if last.role == Role::Assistant || carries_answers(last) {
+        let session = runtime
+            .existing_session(chat_id)
+            .await
+            .map_err(store_error)?;
+        let record = session
+            .as_ref()
+            .map(|s| s.snapshot())
+            .unwrap_or_else(|| SessionRecord::new(chat_id, 0));
+        let inputs = extract(last, &record)?;
+        if inputs.is_empty() {
+            return Err(nothing_to_continue(&record));
+        }
+        let receipt = runtime.submit(chat_id, &inputs).await?;
+        tracing::info!(chat = chat_id, answers = inputs.len(), "continuing turn");
+        return Ok(stream_response(
+            receipt.log,
+            receipt.from,
+            Some(receipt.message_id),
+            dialect,
+            keep_alive,
+            false,
+        ));
+    }
+
+    if last.role != Role::User {
+        return Err(ApiError::bad_request(
+            "invalid_last_message",
+            "the last message must be the person's new message or the assistant message with their answers",
+        ));
+    }
+    if request.trigger == Some(crate::protocol::Trigger::RegenerateMessage) {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "regenerate_unsupported",
+            "regenerating an answer is not supported; send the message again instead",
+        ));
+    }
+    let (text, attachments) = user_content(last);
+    let user = UserTurn {
+        message_id: (!last.id.is_empty()).then(|| last.id.clone()),
+        text,
+        attachments,
+    };
+    let started = runtime.start_turn(chat_id, user, timing).await?;
+    tracing::info!(chat = chat_id, turn = %started.turn_id, "turn started");
+    Ok(stream_response(
+        started.log,
+        0,
+        None,
+        dialect,
+        keep_alive,
+        false,
+    ))
+}
+
+/// Whether a non-assistant message carries answers (the seed system sends approvals in a user
+/// message).
+fn carries_answers(message: &UiMessage) -> bool {
+    message.parts.iter().any(|p| match p {
+        UiPart::Tool(t) | UiPart::DynamicTool(t) => {
+            t.approval.as_ref().is_some_and(|a| a.approved.is_some())
+                || t.output.is_some()
+                || t.error_text.is_some()
+        }
+        _ => false,
+    })
+}
+
+fn nothing_to_continue(record: &SessionRecord) -> ApiError {
+    match record.turn.as_ref().map(|t| t.status) {
+        Some(TurnStatus::Running) => ApiError::conflict(
+            "turn_in_progress",
+            "the turn is still running; follow it with GET /api/chat/{id}/stream",
+        ),
+        Some(TurnStatus::AwaitingPerson) => ApiError::conflict(
+            "nothing_to_continue",
+            "the request answers none of the pending approvals or browser calls",
+        ),
+        _ => ApiError::conflict(
+            "no_active_turn",
+            "this chat has no turn waiting for an answer",
+        ),
+    }
+}
+
+/// `GET /api/chat/{id}/stream`: re-attaches to a turn that is still streaming. The replay starts
+/// at the turn's `start` and covers the whole assistant message (a resuming AI SDK client starts
+/// from an empty message, §A.8), then follows the live stream. 204 when nothing is streaming.
+async fn resume(
+    State(state): State<AppState>,
+    Path(chat_id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let Some(session) = state
+        .runtime
+        .existing_session(&chat_id)
+        .await
+        .map_err(store_error)?
+    else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    let Some(log) = session.current_log() else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    let entries = log.entries_from(0);
+    match entries.last() {
+        None | Some(TurnEntry::End) | Some(TurnEntry::Pause) => {
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        Some(_) => Ok(stream_response(
+            log,
+            0,
+            None,
+            dialect(&headers),
+            state.http.keep_alive,
+            true,
+        )),
+    }
+}
+
+/// `POST /api/chat/{id}/stop`: cancels the chat's running or waiting turn.
+async fn stop(State(state): State<AppState>, Path(chat_id): Path<String>) -> Json<Value> {
+    let stopped = state.runtime.interrupt(&chat_id, "stopped by the person");
+    tracing::info!(chat = %chat_id, stopped, "stop requested");
+    Json(json!({ "stopped": stopped }))
+}
+
+/// The seed system's `POST /stream`: its request shape (`content` strings, ADK confirmation
+/// parts, `tool-result` parts), guarded by `X-API-Key` when a key is configured.
+async fn seed_stream(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    if let Some(expected) = &state.http.api_key {
+        let given = headers.get("x-api-key").and_then(|v| v.to_str().ok());
+        if given != Some(expected.as_str()) {
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "a valid X-API-Key header is required",
+            ));
+        }
+    }
+    let body = body.map_err(body_error)?;
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request("invalid_json", format!("the body is not JSON: {e}")))?;
+    let request = seed_request(&value)?;
+    run(&state, request, Dialect::V6Strict, timing(&headers)).await
+}
+
+/// Converts the seed system's request into a [`ChatRequest`]: only the last message matters.
+fn seed_request(value: &Value) -> Result<ChatRequest, ApiError> {
+    let messages = value
+        .get("messages")
+        .and_then(Value::as_array)
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| ApiError::bad_request("empty_messages", "the request has no messages"))?;
+    let chat_id = value
+        .get("id")
+        .or_else(|| value.get("chatId"))
+        .and_then(Value::as_str)
+        .unwrap_or("seed-default")
+        .to_string();
+    let last = messages.last().cloned().unwrap_or(Value::Null);
+    let message = seed_message(&last)?;
+    Ok(ChatRequest {
+        id: chat_id,
+        messages: vec![message],
+        trigger: None,
+        message_id: None,
+    })
+}
+
+/// Normalises one seed message into a [`UiMessage`].
+pub(crate) fn seed_message(value: &Value) -> Result<UiMessage, ApiError> {
+    let role = match value.get("role").and_then(Value::as_str) {
+        Some("assistant") => "assistant",
+        Some("system") => "system",
+        _ => "user",
+    };
+    let mut parts = Vec::new();
+    if let Some(text) = value.get("content").and_then(Value::as_str) {
+        parts.push(json!({"type": "text", "text": text}));
+    }
+    for part in value
+        .get("parts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let kind = part.get("type").and_then(Value::as_str).unwrap_or_default();
+        match kind {
+            "text" => parts.push(part.clone()),
+            "tool-result" => parts.push(json!({
+                "type": "tool-browser_result",
+                "toolCallId": part.get("toolCallId").cloned().unwrap_or(Value::Null),
+                "state": "output-available",
+                "output": part.get("result").cloned().unwrap_or(Value::Null),
+            })),
+            "image" => {
+                let media = part
+                    .get("media_type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("image/png");
+                let data = part.get("data").and_then(Value::as_str).unwrap_or_default();
+                parts.push(json!({"type": "file", "mediaType": media, "url": format!("data:{media};base64,{data}")}));
+            }
+            k if k.starts_with("tool-") && part.get("toolCallId").is_some() => {
+                let mut part = part.clone();
+                if part.get("state").and_then(Value::as_str) == Some("call") {
+                    continue;
+                }
+                if let Some(obj) = part.as_object_mut() {
+                    obj.entry("state").or_insert(json!("approval-responded"));
+                }
+                parts.push(part);
+            }
+            // Step markers and anything else: ignored, as the seed backend does.
+            _ => {}
+        }
+    }
+    let message = json!({"id": "", "role": role, "parts": parts});
+    serde_json::from_value(message).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_message",
+            format!("the last message cannot be read: {e}"),
+        )
+    })
+}
+
+fn dialect(headers: &HeaderMap) -> Dialect {
+    match headers.get(DIALECT_HEADER).and_then(|v| v.to_str().ok()) {
+        Some(v) if v.eq_ignore_ascii_case("full") => Dialect::Full,
+        _ => Dialect::V6Strict,
+    }
+}
+
+fn timing(headers: &HeaderMap) -> Option<TextTiming> {
+    match headers
+        .get(TEXT_TIMING_HEADER)
+        .and_then(|v| v.to_str().ok())
+    {
+        Some(v) if v.eq_ignore_ascii_case("progressive") => Some(TextTiming::Progressive),
+        Some(v) if v.eq_ignore_ascii_case("hold") => Some(TextTiming::Hold),
+        _ => None,
+    }
+}
+
+fn body_error(rejection: BytesRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            "the request body is larger than this server accepts (COUNTERSIGN_MAX_BODY_BYTES)",
+        )
+    } else {
+        ApiError::bad_request("unreadable_body", rejection.body_text())
+    }
+}
+
+fn store_error(e: crate::agent::session::StoreError) -> ApiError {
+    tracing::error!(error = %e, "session store failed");
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "store_unavailable",
+        "The conversation could not be loaded. Try again.",
+    )
+}
+
+/// Where the response stream is.
+enum Phase {
+    Prefix(Option<String>, LogReader),
+    Reading(LogReader),
+    Done,
+}
+
+/// Streams `log` from `from` as SSE until the turn pauses or ends.
+///
+/// `continuation`: the assistant message id to open with (`start`), when the log segment does
+/// not begin with the turn's own `start`. `replay`: skip earlier pauses (a resume replays the
+/// whole message).
+pub fn stream_response(
+    log: Arc<TurnLog>,
+    from: usize,
+    continuation: Option<String>,
+    dialect: Dialect,
+    keep_alive: Duration,
+    replay: bool,
+) -> Response {
+    let replay_until = if replay { log.len() } else { 0 };
+    let reader = log.subscribe(from);
+    let phase = Phase::Prefix(continuation, reader);
+    let body = stream::unfold(phase, move |phase| async move {
+        let mut reader = match phase {
+            Phase::Done => return None,
+            Phase::Prefix(Some(message_id), reader) => {
+                let frame = encode_chunk(&Chunk::start(message_id), dialect).unwrap_or_default();
+                return Some((
+                    Ok::<_, Infallible>(Bytes::from(frame)),
+                    Phase::Reading(reader),
+                ));
+            }
+            Phase::Prefix(None, reader) | Phase::Reading(reader) => reader,
+        };
+        loop {
+            let next = match tokio::time::timeout(keep_alive, reader.next()).await {
+                Err(_) => {
+                    return Some((
+                        Ok(Bytes::from_static(KEEP_ALIVE_FRAME.as_bytes())),
+                        Phase::Reading(reader),
+                    ));
+                }
+                Ok(next) => next,
+            };
+            match next {
+                None | Some(TurnEntry::End) => {
+                    return Some((Ok(Bytes::from_static(DONE_FRAME.as_bytes())), Phase::Done));
+                }
+                Some(TurnEntry::Pause) if reader.position() <= replay_until => continue,
+                Some(TurnEntry::Pause) => {
+                    let finish = encode_chunk(&Chunk::finish(FinishReason::ToolCalls), dialect)
+                        .unwrap_or_default();
+                    return Some((Ok(Bytes::from(finish + DONE_FRAME)), Phase::Done));
+                }
+                Some(TurnEntry::Chunk(chunk)) => {
+                    if let Some(frame) = encode_chunk(&chunk, dialect) {
+                        return Some((Ok(Bytes::from(frame)), Phase::Reading(reader)));
+                    }
+                }
+            }
+        }
+    });
+    let mut response = Response::new(Body::from_stream(body));
+    for (name, value) in UI_MESSAGE_STREAM_HEADERS {
+        if let Ok(value) = HeaderValue::from_str(value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_messages_are_normalised() {
+        let text = seed_message(&json!({"role": "user", "content": "東京の天気を教えて"})).unwrap();
+        assert_eq!(text.text(), "東京の天気を教えて");
+
+        let answers = seed_message(&json!({"role": "user", "parts": [
+            {"type": "tool-adk_request_confirmation", "toolCallId": "apv-1", "toolName": "adk_request_confirmation",
+             "state": "approval-responded", "approval": {"id": "apv-1", "approved": true}},
+            {"type": "tool-result", "toolCallId": "call-1", "result": {"latitude": 1}},
+            {"type": "step-start"}
+        ]}))
+        .unwrap();
+        assert_eq!(answers.parts.len(), 2);
+        assert!(carries_answers(&answers));
+    }
+
+    #[test]
+    fn seed_requests_need_messages() {
+        assert_eq!(seed_request(&json!({})).unwrap_err().code, "empty_messages");
+        assert_eq!(
+            seed_request(&json!({"messages": []})).unwrap_err().code,
+            "empty_messages"
+        );
+        let request =
+            seed_request(&json!({"messages": [{"role": "user", "content": "hi"}]})).unwrap();
+        assert_eq!(request.id, "seed-default");
+    }
+
+    #[test]
+    fn headers_choose_dialect_and_text_timing() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(dialect(&headers), Dialect::V6Strict);
+        assert_eq!(timing(&headers), None);
+        headers.insert(DIALECT_HEADER, HeaderValue::from_static("full"));
+        headers.insert(TEXT_TIMING_HEADER, HeaderValue::from_static("progressive"));
+        assert_eq!(dialect(&headers), Dialect::Full);
+        assert_eq!(timing(&headers), Some(TextTiming::Progressive));
+    }
+}
