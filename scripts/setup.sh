@@ -64,5 +64,12 @@ if [ -x end2end/node_modules/.bin/playwright ] && [ -x end2end/node_modules/.bin
 else
   (cd end2end && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
 fi
+step "npm packages in conformance/ (the real AI SDK, ai@6.0.0 and ai@7)"
+if [ -d conformance/node_modules/ai6 ] && [ -d conformance/node_modules/ai7 ] \
+  && [ conformance/node_modules/.package-lock.json -nt conformance/package-lock.json ]; then
+  echo "present"
+else
+  (cd conformance && npm ci --no-audit --no-fund)
+fi
 echo
 echo "setup: done"

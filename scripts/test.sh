@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up this machine if needed and runs every test: formatting, clippy (-D warnings) for both
-# feature sets, the Rust tests of both feature sets (`cargo leptos test`), and the Playwright
-# suite against a freshly built release server that it starts on a free port and stops again.
+# feature sets, the Rust tests of both feature sets (`cargo leptos test`), the AI SDK
+# conformance suite (the real npm `ai` package, 6.0.0 and 7, driving /api/chat) and the
+# Playwright suite, each against a freshly built release server started on a free port and
+# stopped again.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -26,6 +28,9 @@ scripts/leptos test
 
 step "release build of the site"
 scripts/leptos build --release
+
+step "AI SDK conformance: ai@6.0.0 and ai@7 drive /api/chat (conformance/)"
+conformance/run.sh
 
 step "Playwright (Debian Chromium) against the release server"
 (cd end2end && npx playwright test)

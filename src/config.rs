@@ -109,6 +109,9 @@ pub struct AgentSettings {
     pub text_timing: TextTimingSetting,
     /// `COUNTERSIGN_WEATHER`: `live` (default) or `offline`.
     pub weather: WeatherSetting,
+    /// The real model provider (Gemini, OpenAI-compatible) chosen from `GEMINI_API_KEY`,
+    /// `OPENAI_BASE_URL`, `COUNTERSIGN_MODEL` …; `None` means the offline demo model.
+    pub provider: Option<crate::agent::providers::ProviderConfig>,
 }
 
 impl Default for AgentSettings {
@@ -119,6 +122,7 @@ impl Default for AgentSettings {
             browser_timeout: Duration::from_secs(30),
             text_timing: TextTimingSetting::Hold,
             weather: WeatherSetting::Live,
+            provider: None,
         }
     }
 }
@@ -348,7 +352,15 @@ fn agent_settings(env: &impl Fn(&str) -> Option<String>) -> Result<AgentSettings
         Some("offline") => WeatherSetting::Offline,
         Some(other) => return Err(invalid("COUNTERSIGN_WEATHER", other, "use live or offline")),
     };
+    let provider =
+        crate::agent::providers::select(|k| env(k)).map_err(|e| ConfigError::Invalid {
+            origin: "the model settings".to_string(),
+            key: "COUNTERSIGN_MODEL",
+            value: env("COUNTERSIGN_MODEL").unwrap_or_default(),
+            reason: e.to_string(),
+        })?;
     Ok(AgentSettings {
+        provider,
         demo_delay: Duration::from_millis(number(
             env,
             "COUNTERSIGN_DEMO_DELAY_MS",

@@ -1,3 +1,4 @@
+#![recursion_limit = "256"]
 //! Countersign: an agent chat in which no sensitive tool runs until a person countersigns it.
 //!
 //! One crate, two builds (see `Cargo.toml` features):
@@ -31,6 +32,10 @@ pub mod config;
 /// The axum application: state, router, graceful serving.
 #[cfg(feature = "ssr")]
 pub mod server;
+
+/// The browser side: web-sys transports and the tools the browser runs.
+#[cfg(feature = "hydrate")]
+pub mod browser;
 
 /// Entry point of the wasm client: hydrates the page the server rendered.
 #[cfg(feature = "hydrate")]

@@ -21,7 +21,13 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(1);
         }
     };
-    let state = server::AppState::new(config);
+    let state = match server::AppState::new(config) {
+        Ok(state) => state,
+        Err(e) => {
+            eprintln!("countersign: model configuration error: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
     match server::serve(listener, state, server::shutdown_signal()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

@@ -42,9 +42,9 @@ pub struct AppState {
 
 impl AppState {
     /// The production state: the configured model, the real clock, unguessable ids.
-    pub fn new(config: Config) -> Self {
-        let runtime = build_runtime(&config.agent);
-        Self::with_runtime(config, runtime)
+    pub fn new(config: Config) -> Result<Self, crate::agent::providers::ConfigError> {
+        let runtime = build_runtime(&config.agent)?;
+        Ok(Self::with_runtime(config, runtime))
     }
 
     /// A state around a given runtime (tests inject deterministic clocks and ids).
@@ -59,17 +59,23 @@ impl AppState {
     }
 }
 
-/// Builds the runtime the settings describe.
-pub fn build_runtime(agent: &AgentSettings) -> Arc<Runtime> {
+/// Builds the runtime the settings describe: the configured provider, or the demo model.
+pub fn build_runtime(
+    agent: &AgentSettings,
+) -> Result<Arc<Runtime>, crate::agent::providers::ConfigError> {
     let tools = ToolRegistry::standard(&tool_settings(agent));
-    Runtime::new(
-        Arc::new(DemoModel::new(agent.demo_delay)),
+    let model: Arc<dyn crate::agent::model::Model> = match &agent.provider {
+        Some(provider) => provider.clone().build()?,
+        None => Arc::new(DemoModel::new(agent.demo_delay)),
+    };
+    Ok(Runtime::new(
+        model,
         tools,
         Arc::new(SystemClock),
         Arc::new(RandomIds),
         Arc::new(MemoryStore::default()),
         runtime_settings(agent),
-    )
+    ))
 }
 
 /// The tool settings the agent settings describe.
@@ -212,7 +218,7 @@ mod tests {
     use tower::ServiceExt;
 
     fn state() -> AppState {
-        AppState::new(Config::resolve(EMBEDDED_LEPTOS_TOML, None, |_| None).unwrap())
+        AppState::new(Config::resolve(EMBEDDED_LEPTOS_TOML, None, |_| None).unwrap()).unwrap()
     }
 
     async fn get(path: &str) -> (StatusCode, String, String) {

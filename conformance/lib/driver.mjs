@@ -400,7 +400,7 @@ export class Harness {
       out.push(`#${i + 1} ${e.method} ${e.url} -> ${e.status ?? e.fetchError ?? '?'}${e.aborted ? ' (aborted)' : ''}`);
       if (e.body) out.push(`  request: ${summarizeBody(e.body)}`);
       const sse = e.sse.length > maxSse ? `${e.sse.slice(0, maxSse / 2)}\n…[${e.sse.length - maxSse} chars cut]…\n${e.sse.slice(-maxSse / 2)}` : e.sse;
-      if (sse) out.push(sse.replace(/\n\n/g, "\n").replace(/^/gm, "  | "));
+      if (sse) out.push(sse.trimEnd().replace(/\n\n/g, "\n").replace(/^/gm, "  | "));
     });
     out.push(`  final messages: ${JSON.stringify(this.messages, null, 0).slice(0, 4000)}`);
     return out.join('\n');

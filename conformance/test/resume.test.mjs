@@ -93,7 +93,7 @@ async function assertNothingToResume(h) {
 }
 
 for (const version of VERSIONS) {
-  describe(`${version} (ai@${SDKS[version].version})`, () => {
+  describe(`${version} (ai@${SDKS[version].version})`, { concurrency: true }, () => {
     for (const [timing, headers] of Object.entries(TIMINGS)) {
       it(`resume (${timing} text), same chat: stop() mid-stream, then resumeStream()`, { timeout: 90000 }, async () => {
         const h = new Harness({ version, scenario: `resume-same-${timing}`, baseUrl: SLOW_BASE_URL, headers });

@@ -10,8 +10,10 @@ pub mod demo;
 pub mod gate;
 pub mod history;
 pub mod model;
+pub mod providers;
 pub mod runner;
-pub mod schema;
+/// Tool-argument validation lives in `protocol` (the browser checks edits with it too).
+pub use crate::protocol::schema;
 pub mod session;
 pub mod tools;
 

@@ -1084,7 +1084,10 @@ fn result_chunk(call_id: &str, outcome: &Outcome, tools: &ToolRegistry, name: &s
                 .unwrap_or_else(|| "its deadline".into());
             Chunk::tool_output_error(
                 call_id,
-                format!("Approval expired: nobody answered within {timeout}. Nothing was done."),
+                format!(
+                    "{}: nobody answered within {timeout}. Nothing was done.",
+                    crate::protocol::chunk::APPROVAL_EXPIRED_PREFIX
+                ),
             )
         }
         Outcome::Interrupted => Chunk::tool_output_error(call_id, "Interrupted before it ran."),

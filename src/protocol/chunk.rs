@@ -411,6 +411,10 @@ pub struct DataChunk {
     pub transient: Option<bool>,
 }
 
+/// How the `errorText` of a call whose approval expired begins (Countersign's convention):
+/// the UI shows such a call as *Expired*, distinct from a failure or a denial.
+pub const APPROVAL_EXPIRED_PREFIX: &str = "Approval expired";
+
 /// One UI message stream chunk (protocols.md §A.2).
 ///
 /// Serialize/Deserialize produce and accept the full wire form

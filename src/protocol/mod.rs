@@ -22,6 +22,8 @@
 //!   and [`Conversation`], the `useChat` message list with its write-back rule.
 //! - [`sse`]: `data: {json}\n\n` framing and an incremental, size-capped
 //!   decoder (§A.1).
+//! - [`schema`]: the JSON Schema subset tool arguments are checked against, on the server
+//!   before a call runs or an edit is accepted, and in the browser before an edit is sent.
 //! - [`envelope`]: the request bodies: the SSE `POST` body and the WebSocket
 //!   client frames (seed-system.md §2.1, §2.2).
 //!
@@ -35,6 +37,7 @@ pub mod envelope;
 pub mod message;
 pub mod partial_json;
 pub mod reducer;
+pub mod schema;
 pub mod sse;
 
 mod json_util;

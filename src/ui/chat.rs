@@ -1,59 +1,142 @@
-//! The chat page: the conversation and the composer.
+//! The chat page: toolbar, conversation, composer, banners, chunk log, conversations.
 
-use leptos::prelude::*;
+use leptos::{ev, prelude::*};
 
-use super::Composer;
+use super::{
+    Composer,
+    controller::{CONVERSATION_ID, ChatCtl, Mode},
+    message::MessageView,
+};
 
-/// One message the person sent in this page.
-#[derive(Clone, Debug, PartialEq)]
-struct SentMessage {
-    id: usize,
-    text: String,
-}
+/// Example prompts of the empty state: one per tool, in English and Japanese.
+const EXAMPLES: &[&str] = &[
+    "What's the weather in Tokyo?",
+    "Send $50 to Hanako",
+    "Where am I?",
+    "Switch the music to track 2",
+    "東京の天気は?",
+    "花子さんに50ドル送金してください",
+    "Pay Alice 30 dollars and Bob 40 dollars",
+    "check the weather in Paris, then send Bob $5",
+];
 
-/// The chat page. Until the agent runtime is connected, a sent message is kept on the page and
-/// a notice says plainly that nothing will answer yet: no fake replies.
+/// The chat page.
 #[component]
 pub fn ChatPage() -> impl IntoView {
-    let messages = RwSignal::new(Vec::<SentMessage>::new());
-    let on_send = move |text: String| {
-        messages.update(|list| {
-            let id = list.len();
-            list.push(SentMessage { id, text });
-        });
+    let ctl = ChatCtl::new();
+    provide_context(ctl);
+    // Effects run only in the browser, after hydration.
+    Effect::new(move |_| ctl.start());
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| expose_test_hooks(ctl));
+
+    let show_log = RwSignal::new(false);
+    let show_chats = RwSignal::new(false);
+    let streaming = Signal::derive(move || ctl.busy());
+    let ids = Memo::new(move |_| {
+        ctl.messages
+            .with(|ms| ms.iter().map(|m| m.id.clone()).collect::<Vec<_>>())
+    });
+
+    let on_keydown = move |ev: ev::KeyboardEvent| {
+        if ev.key() == "Escape" && streaming.get_untracked() {
+            ev.prevent_default();
+            ctl.stop();
+        }
     };
 
     view! {
-        <main class="chat">
-            <section class="conversation" aria-label="Conversation" aria-live="polite">
-                <Show
-                    when=move || !messages.with(Vec::is_empty)
-                    fallback=|| view! { <EmptyState/> }
-                >
-                    <ol class="messages">
-                        <For
-                            each=move || messages.get()
-                            key=|m| m.id
-                            children=|m| view! {
-                                <li class="message user" data-testid="user-message">
-                                    <p class="message-text">{m.text}</p>
+        <main class="chat" on:keydown=on_keydown>
+            <div class="toolbar" role="toolbar" aria-label="Chat controls">
+                <div class="mode-switch" role="group" aria-label="Transport">
+                    <button type="button" data-testid="mode-sse" aria-pressed=move || (ctl.mode.get() == Mode::Sse).to_string()
+                        on:click=move |_| ctl.set_mode(Mode::Sse) title="One HTTP request per turn (AI SDK compatible)">"SSE"</button>
+                    <button type="button" data-testid="mode-bidi" aria-pressed=move || (ctl.mode.get() == Mode::Bidi).to_string()
+                        on:click=move |_| ctl.set_mode(Mode::Bidi) title="One WebSocket for the whole chat">"BIDI"</button>
+                </div>
+                <Show when=move || ctl.mode.get() == Mode::Bidi>
+                    <span class=move || format!("connection {}", ctl.link.get().label().to_lowercase()) data-testid="connection-status" role="status">
+                        {move || ctl.link.get().label()}
+                    </span>
+                </Show>
+                <span class="model" title="The model answering">{move || ctl.model.get()}</span>
+                <span class="spacer"></span>
+                <button type="button" class="bgm" data-testid="bgm-control"
+                    data-playing=move || ctl.bgm.get().is_some().to_string()
+                    aria-pressed=move || ctl.bgm.get().is_some().to_string()
+                    on:click=move |_| ctl.toggle_bgm()>
+                    {move || if ctl.bgm.get().is_some() { "♪ Pause" } else { "♪ Play" }}
+                </button>
+                <span class="bgm-track" data-testid="bgm-track">
+                    {move || ctl.bgm.get().map(|t| format!("Track {t}")).unwrap_or_else(|| "Off".into())}
+                </span>
+                <button type="button" data-testid="chunk-log-toggle" aria-expanded=move || show_log.get().to_string()
+                    on:click=move |_| show_log.update(|v| *v = !*v)>"Chunk log"</button>
+                <button type="button" data-testid="chat-list-toggle" aria-expanded=move || show_chats.get().to_string()
+                    on:click=move |_| show_chats.update(|v| *v = !*v)>"Chats"</button>
+                <button type="button" class="primary" data-testid="new-chat" on:click=move |_| ctl.new_chat()>"New chat"</button>
+            </div>
+
+            <Show when=move || show_chats.get()>
+                <nav class="chat-list" data-testid="chat-list" aria-label="Your chats">
+                    <ul>
+                        <For each=move || ctl.chats.get() key=|c| c.id.clone() children=move |c| {
+                            let id = c.id.clone();
+                            let current = {
+                                let id = id.clone();
+                                move || ctl.chat_id.get() == id
+                            };
+                            view! {
+                                <li>
+                                    <button type="button" data-testid="chat-item" aria-current=move || current().then_some("true")
+                                        on:click=move |_| ctl.open_chat(id.clone())>{c.title.clone()}</button>
                                 </li>
                             }
-                        />
+                        }/>
+                    </ul>
+                    <Show when=move || ctl.chats.with(Vec::is_empty)>
+                        <p class="muted">"No chats yet."</p>
+                    </Show>
+                </nav>
+            </Show>
+
+            {move || ctl.banner.get().map(|banner| view! {
+                <div class="error-banner" data-testid="error-banner" role="alert">
+                    <span>{banner.message}</span>
+                    {banner.retry.then(|| view! {
+                        <button type="button" data-testid="error-retry" on:click=move |_| ctl.retry()>"Try again"</button>
+                    })}
+                    <button type="button" class="link-button" aria-label="Dismiss" on:click=move |_| ctl.banner.set(None)>"×"</button>
+                </div>
+            })}
+
+            <section class="conversation" id=CONVERSATION_ID aria-label="Conversation">
+                <Show
+                    when=move || !ids.with(Vec::is_empty)
+                    fallback=move || view! { <EmptyState/> }
+                >
+                    <ol class="messages" aria-live="polite">
+                        <For each=move || ids.get() key=|id| id.clone() children=|id| view! { <MessageView id=id/> }/>
                     </ol>
-                    <p class="notice" role="status" data-testid="agent-not-connected">
-                        "The agent is not connected yet, so nothing will answer. "
-                        "Your message stays here."
-                    </p>
                 </Show>
             </section>
-            <Composer on_send=on_send/>
+
+            <Show when=move || show_log.get()>
+                <ChunkLog/>
+            </Show>
+
+            <Composer
+                on_send=Callback::new(move |text: String| ctl.send_text(text))
+                busy=streaming
+                on_stop=Callback::new(move |_| ctl.stop())
+            />
         </main>
     }
 }
 
 #[component]
 fn EmptyState() -> impl IntoView {
+    let ctl = expect_context::<ChatCtl>();
     view! {
         <div class="empty-state" data-testid="empty-state">
             <h1>"Ask the agent for something"</h1>
@@ -61,6 +144,65 @@ fn EmptyState() -> impl IntoView {
                 "It can look up the weather, send a payment, find where you are and change the "
                 "music. Anything sensitive waits for your countersignature: approve, deny or edit."
             </p>
+            <ul class="examples">
+                {EXAMPLES.iter().map(|prompt| {
+                    let text = prompt.to_string();
+                    view! {
+                        <li>
+                            <button type="button" class="example" data-testid="example-prompt"
+                                disabled=move || !ctl.hydrated.get()
+                                on:click=move |_| ctl.send_text(text.clone())>{*prompt}</button>
+                        </li>
+                    }
+                }).collect_view()}
+            </ul>
         </div>
     }
+}
+
+/// The raw chunks of this page, newest last, with a JSONL download.
+#[component]
+fn ChunkLog() -> impl IntoView {
+    let ctl = expect_context::<ChatCtl>();
+    view! {
+        <aside class="chunk-log" data-testid="chunk-log" aria-label="Chunk log">
+            <header>
+                <strong>"Chunk log"</strong>
+                <span class="muted">{move || format!("{} entries", ctl.log.with(Vec::len))}</span>
+                <button type="button" data-testid="chunk-log-download" on:click=move |_| ctl.download_log()>"Download JSONL"</button>
+            </header>
+            <ol>
+                <For each=move || ctl.log.get() key=|e| e.sequence_number children=|e| {
+                    let text = e.chunk.to_string();
+                    let short: String = text.chars().take(300).collect();
+                    view! {
+                        <li data-testid="chunk-log-row" class=format!("dir-{}", e.direction)>
+                            <span class="seq">{e.sequence_number}</span>
+                            <span class="dir">{if e.direction == "in" { "↓" } else { "↑" }}</span>
+                            <span class="mode">{e.mode}</span>
+                            <code>{short}</code>
+                        </li>
+                    }
+                }/>
+            </ol>
+        </aside>
+    }
+}
+
+/// `window.__countersign` hooks for browser tests (drop the socket as a network failure would).
+#[cfg(feature = "hydrate")]
+fn expose_test_hooks(ctl: ChatCtl) {
+    use wasm_bindgen::{JsCast, JsValue, closure::Closure};
+    let Some(window) = web_sys::window() else {
+        return;
+    };
+    let hooks = js_sys::Object::new();
+    let drop_socket = Closure::<dyn Fn()>::new(move || ctl.drop_socket());
+    let _ = js_sys::Reflect::set(
+        &hooks,
+        &JsValue::from_str("dropSocket"),
+        drop_socket.as_ref().unchecked_ref(),
+    );
+    drop_socket.forget();
+    let _ = js_sys::Reflect::set(&window, &JsValue::from_str("__countersign"), &hooks);
 }

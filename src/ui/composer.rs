@@ -1,8 +1,8 @@
-//! The message composer: a text box and a Send button.
+//! The message composer: a text box, Send, and Stop while a turn streams.
 //!
 //! Enter sends, Shift+Enter inserts a newline, and Send is disabled while the box holds only
-//! white space. The disabled state is reactive, so a Send button that enables while typing is
-//! also the visible proof that the page has hydrated.
+//! white space or a turn is streaming. The disabled state is reactive, so a Send button that
+//! enables while typing is also the visible proof that the page has hydrated.
 
 use leptos::{ev, prelude::*};
 
@@ -12,6 +12,12 @@ pub fn Composer(
     /// Receives the text to send (never empty).
     #[prop(into)]
     on_send: Callback<String>,
+    /// A turn is streaming: Send is disabled and Stop is shown.
+    #[prop(into, default = Signal::derive(|| false))]
+    busy: Signal<bool>,
+    /// Stop the streaming turn.
+    #[prop(into, optional)]
+    on_stop: Option<Callback<()>>,
     /// Placeholder shown in the empty box.
     #[prop(into, default = "Message the agent… (Enter sends, Shift+Enter for a new line)".into())]
     placeholder: String,
@@ -20,6 +26,9 @@ pub fn Composer(
     let is_empty = move || text.with(|t| t.trim().is_empty());
 
     let send = move || {
+        if busy.get_untracked() {
+            return;
+        }
         let value = text.get_untracked();
         let trimmed = value.trim();
         if trimmed.is_empty() {
@@ -55,11 +64,20 @@ pub fn Composer(
                 on:input=move |ev| text.set(event_target_value(&ev))
                 on:keydown=on_keydown
             ></textarea>
+            {move || match (busy.get(), on_stop) {
+                (true, Some(stop)) => view! {
+                    <button type="button" class="stop" data-testid="stop" on:click=move |_| stop.run(())>
+                        "Stop"
+                    </button>
+                }
+                .into_any(),
+                _ => ().into_any(),
+            }}
             <button
                 type="submit"
                 class="send"
                 data-testid="send"
-                disabled=is_empty
+                disabled=move || is_empty() || busy.get()
             >
                 "Send"
             </button>

@@ -1,8 +1,13 @@
 //! Isomorphic Leptos components: the server renders them to HTML, the wasm client hydrates the
 //! same tree. Everything a person sees lives here.
 
+pub mod api;
 mod chat;
 mod composer;
+pub mod controller;
+pub mod markdown;
+mod message;
+pub mod platform;
 
 use leptos::prelude::*;
 use leptos_meta::{Link, Meta, MetaTags, Stylesheet, Title, provide_meta_context};

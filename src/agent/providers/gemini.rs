@@ -709,8 +709,11 @@ impl GeminiDecoder {
         }
         let text = part.text.unwrap_or_default();
         if part.thought == Some(true) {
-            if text.is_empty() && signature.is_some() {
-                tracing::debug!("dropping the signature of an empty Gemini thought part");
+            if text.is_empty() {
+                if signature.is_some() {
+                    tracing::debug!("dropping the signature of an empty Gemini thought part");
+                }
+                return;
             }
             events.push(ModelEvent::ReasoningDelta {
                 text,

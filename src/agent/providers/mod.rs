@@ -103,7 +103,7 @@ impl ProviderConfig {
 /// Why the environment does not describe a usable model.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("COUNTERSIGN_MODEL={model:?} asks for {provider}, but neither {needed} is set")]
+    #[error("COUNTERSIGN_MODEL={model:?} asks for {provider}; set {needed}")]
     MissingCredentials {
         provider: &'static str,
         model: String,
@@ -272,15 +272,17 @@ mod tests {
         }
     }
 
-    /// What a selection came to, in a form one table row can state.
-    fn outcome(pairs: &[(&str, &str)]) -> Result<Option<(String, String, String)>, ConfigError> {
+    /// What a selection came to, in a form one table row can state: (provider, model, base URL).
+    type Selected = Option<(String, String, String)>;
+
+    fn outcome(pairs: &[(&str, &str)]) -> Result<Selected, ConfigError> {
         Ok(select(env(pairs))?.map(|config| match config {
             ProviderConfig::Gemini(c) => ("gemini".into(), c.model, c.base_url),
             ProviderConfig::OpenAi(c) => ("openai".into(), c.model, c.base_url),
         }))
     }
 
-    fn some(provider: &str, model: &str, base: &str) -> Option<(String, String, String)> {
+    fn some(provider: &str, model: &str, base: &str) -> Selected {
         Some((provider.into(), model.into(), base.into()))
     }
 
@@ -288,7 +290,8 @@ mod tests {
     fn each_environment_selects_a_provider_or_a_typed_error() {
         let gemini = DEFAULT_GEMINI_BASE_URL;
         let openai = DEFAULT_OPENAI_BASE_URL;
-        let table: Vec<(&[(&str, &str)], Result<_, ConfigError>)> = vec![
+        type Row<'a> = (&'a [(&'a str, &'a str)], Result<Selected, ConfigError>);
+        let table: Vec<Row> = vec![
             (&[], Ok(None)),
             (&[("GEMINI_API_KEY", "  ")], Ok(None)),
             (&[("COUNTERSIGN_MODEL", "gemini-2.5-pro")], Ok(None)),

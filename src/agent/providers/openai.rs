@@ -521,8 +521,12 @@ impl WireDecoder for OpenAiDecoder {
     fn stray_json(&mut self, value: Value) -> Result<Vec<ModelEvent>, ModelError> {
         match value.get("error") {
             Some(error) => Err(error_from_value(error, None, None)),
+            None if value.get("choices").is_some() => Err(ModelError::Protocol(
+                "the server sent a complete chat completion instead of an event stream \
+                 (it ignored \"stream\": true)"
+                    .into(),
+            )),
             None => {
-                // A complete, non-streamed answer: the server ignored `"stream": true`.
                 tracing::debug!("ignoring JSON outside the event stream");
                 Ok(Vec::new())
             }

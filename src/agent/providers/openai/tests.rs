@@ -337,9 +337,9 @@ async fn invalid_arguments_reach_the_runner_as_text_and_go_back_verbatim() {
         panic!("expected a call, got {events:?}");
     };
     assert_eq!(call.args, Value::String("{\"location\": \"Tok".into()));
-    // A string never satisfies an object schema, so the runner's argument check turns this into
-    // an invalid-arguments tool error for the model instead of the turn failing.
-    assert_eq!(weather_tool().parameters["type"], "object");
+    // The runner's argument check rejects a string for an object schema: the model gets an
+    // invalid-arguments tool error instead of the turn failing.
+    assert!(crate::protocol::schema::validate(&weather_tool().parameters, &call.args).is_err());
     assert_eq!(wire_call(call).function.arguments, "{\"location\": \"Tok");
     assert_eq!(
         events.last(),
@@ -586,4 +586,23 @@ fn finish_reasons_map_like_the_ai_sdk() {
     ] {
         assert_eq!(map_finish_reason(wire, calls), expected, "{wire}");
     }
+}
+
+#[tokio::test]
+async fn a_server_that_ignores_streaming_gets_a_clear_error() {
+    let server = FakeServer::start(vec![Reply::status(
+        200,
+        json!({"id": "chatcmpl-1", "object": "chat.completion",
+               "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"},
+                            "finish_reason": "stop"}]})
+        .to_string(),
+    )])
+    .await;
+    let (events, error) =
+        collect(model_at(&server, None).stream(request(vec![HistoryItem::user("Hi")]))).await;
+    assert!(events.is_empty());
+    assert!(
+        matches!(&error, Some(ModelError::Protocol(m)) if m.contains("ignored \"stream\": true")),
+        "{error:?}"
+    );
 }

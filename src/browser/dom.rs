@@ -1,0 +1,126 @@
+//! Small browser services: local storage, downloads, clipboard, focus, time.
+
+use wasm_bindgen::{JsCast, JsValue};
+
+fn window() -> Option<web_sys::Window> {
+    web_sys::window()
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    js_sys::Date::now() as i64
+}
+
+pub fn storage_get(key: &str) -> Option<String> {
+    window()?.local_storage().ok()??.get_item(key).ok()?
+}
+
+pub fn storage_set(key: &str, value: &str) {
+    if let Some(storage) = window().and_then(|w| w.local_storage().ok().flatten()) {
+        let _ = storage.set_item(key, value);
+    }
+}
+
+/// Offers `text` as a file download.
+pub fn download(filename: &str, text: &str, media_type: &str) -> Result<(), String> {
+    let parts = js_sys::Array::of1(&JsValue::from_str(text));
+    let options = web_sys::BlobPropertyBag::new();
+    options.set_type(media_type);
+    let blob = web_sys::Blob::new_with_str_sequence_and_options(&parts, &options)
+        .map_err(|_| "cannot create the file".to_string())?;
+    let url = web_sys::Url::create_object_url_with_blob(&blob)
+        .map_err(|_| "cannot create a download link".to_string())?;
+    let document = window().and_then(|w| w.document()).ok_or("no document")?;
+    let anchor: web_sys::HtmlAnchorElement = document
+        .create_element("a")
+        .map_err(|_| "cannot create a link")?
+        .dyn_into()
+        .map_err(|_| "not a link")?;
+    anchor.set_href(&url);
+    anchor.set_download(filename);
+    anchor.click();
+    let _ = web_sys::Url::revoke_object_url(&url);
+    Ok(())
+}
+
+/// Copies `text` to the clipboard.
+pub fn copy(text: &str) {
+    if let Some(w) = window() {
+        let _ = w.navigator().clipboard().write_text(text);
+    }
+}
+
+/// The page's origin as a WebSocket base (`ws://host` or `wss://host`).
+pub fn ws_base() -> String {
+    let location = window().map(|w| w.location());
+    let protocol = location
+        .as_ref()
+        .and_then(|l| l.protocol().ok())
+        .unwrap_or_else(|| "http:".into());
+    let host = location
+        .as_ref()
+        .and_then(|l| l.host().ok())
+        .unwrap_or_else(|| "127.0.0.1:3000".into());
+    let scheme = if protocol == "https:" { "wss" } else { "ws" };
+    format!("{scheme}://{host}")
+}
+
+/// Calls `f` every `ms` milliseconds for the life of the page.
+pub fn every(ms: i32, f: impl Fn() + 'static) {
+    let closure = wasm_bindgen::closure::Closure::<dyn Fn()>::new(f);
+    if let Some(w) = window() {
+        let _ = w.set_interval_with_callback_and_timeout_and_arguments_0(
+            closure.as_ref().unchecked_ref(),
+            ms,
+        );
+    }
+    closure.forget();
+}
+
+/// Sleeps `ms` milliseconds.
+pub async fn sleep(ms: i32) {
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        if let Some(w) = window() {
+            let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
+        }
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+}
+
+/// A random id for client-side message ids.
+pub fn random_id(prefix: &str) -> String {
+    let a = (js_sys::Math::random() * 1e16) as u64;
+    let b = (js_sys::Math::random() * 1e16) as u64;
+    format!("{prefix}-{a:x}{b:x}")
+}
+
+/// Focuses the element with this id, if present.
+pub fn focus(element_id: &str) {
+    if let Some(element) = window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.get_element_by_id(element_id))
+        .and_then(|e| e.dyn_into::<web_sys::HtmlElement>().ok())
+    {
+        let _ = element.focus();
+    }
+}
+
+/// Scrolls the element with this id into view (end of the conversation).
+pub fn scroll_to_bottom(element_id: &str) {
+    if let Some(element) = window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.get_element_by_id(element_id))
+    {
+        let top = element.scroll_height();
+        element.set_scroll_top(top);
+    }
+}
+
+/// Whether the element is scrolled to (near) its bottom.
+pub fn is_near_bottom(element_id: &str) -> bool {
+    window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.get_element_by_id(element_id))
+        .map(|e| e.scroll_height() - e.scroll_top() - e.client_height() < 80)
+        .unwrap_or(true)
+}

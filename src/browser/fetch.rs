@@ -1,0 +1,138 @@
+//! SSE mode in the browser: `fetch` a `POST`, read the body as a stream, decode chunks.
+
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+
+use crate::protocol::{ChunkStreamDecoder, Frame};
+
+/// How a request ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FetchError {
+    /// The server answered with an error status; `code`/`message` from its JSON body.
+    Http {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    /// The network failed (server down, connection dropped).
+    Network(String),
+    /// The stream carried something that is not the protocol.
+    Protocol(String),
+}
+
+impl std::fmt::Display for FetchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FetchError::Http { message, .. } => f.write_str(message),
+            FetchError::Network(m) => write!(f, "The connection failed: {m}"),
+            FetchError::Protocol(m) => write!(f, "The server sent something unexpected: {m}"),
+        }
+    }
+}
+
+fn js_error(value: JsValue) -> String {
+    value
+        .dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| value.as_string())
+        .unwrap_or_else(|| "unknown error".into())
+}
+
+/// Sends `method url` with an optional JSON body and feeds every decoded frame to `on_frame`.
+/// Resolves when the body ends. A 204 answer feeds nothing and resolves `Ok(false)`.
+pub async fn stream(
+    method: &str,
+    url: &str,
+    body: Option<String>,
+    headers: &[(&str, &str)],
+    mut on_frame: impl FnMut(Frame),
+) -> Result<bool, FetchError> {
+    let window = web_sys::window().ok_or_else(|| FetchError::Network("no window".into()))?;
+    let init = web_sys::RequestInit::new();
+    init.set_method(method);
+    let request_headers = web_sys::Headers::new().map_err(|e| FetchError::Network(js_error(e)))?;
+    for (name, value) in headers {
+        let _ = request_headers.set(name, value);
+    }
+    if let Some(body) = &body {
+        let _ = request_headers.set("content-type", "application/json");
+        init.set_body(&JsValue::from_str(body));
+    }
+    init.set_headers(&request_headers);
+    let request = web_sys::Request::new_with_str_and_init(url, &init)
+        .map_err(|e| FetchError::Network(js_error(e)))?;
+    let response: web_sys::Response = JsFuture::from(window.fetch_with_request(&request))
+        .await
+        .map_err(|e| FetchError::Network(js_error(e)))?
+        .dyn_into()
+        .map_err(|_| FetchError::Network("not a response".into()))?;
+    let status = response.status();
+    if status == 204 {
+        return Ok(false);
+    }
+    if !response.ok() {
+        let text = match response.text() {
+            Ok(promise) => JsFuture::from(promise)
+                .await
+                .ok()
+                .and_then(|v| v.as_string())
+                .unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        let code = json["error"]["code"]
+            .as_str()
+            .unwrap_or("http_error")
+            .to_string();
+        let message = json["error"]["message"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("The server answered {status}."));
+        return Err(FetchError::Http {
+            status,
+            code,
+            message,
+        });
+    }
+    let body = response
+        .body()
+        .ok_or_else(|| FetchError::Protocol("the response has no body".into()))?;
+    let reader: web_sys::ReadableStreamDefaultReader = body
+        .get_reader()
+        .dyn_into()
+        .map_err(|_| FetchError::Protocol("cannot read the body".into()))?;
+    let mut decoder = ChunkStreamDecoder::new();
+    loop {
+        let result = JsFuture::from(reader.read())
+            .await
+            .map_err(|e| FetchError::Network(js_error(e)))?;
+        let done = js_sys::Reflect::get(&result, &JsValue::from_str("done"))
+            .ok()
+            .and_then(|v| v.as_bool())
+            .unwrap_or(true);
+        if done {
+            break;
+        }
+        let value = js_sys::Reflect::get(&result, &JsValue::from_str("value"))
+            .map_err(|e| FetchError::Protocol(js_error(e)))?;
+        let bytes = js_sys::Uint8Array::new(&value).to_vec();
+        for frame in decoder.push(&bytes) {
+            match frame {
+                Ok(frame) => on_frame(frame),
+                Err(e) => return Err(FetchError::Protocol(e.to_string())),
+            }
+        }
+    }
+    for frame in decoder.finish() {
+        match frame {
+            Ok(frame) => on_frame(frame),
+            Err(e) => return Err(FetchError::Protocol(e.to_string())),
+        }
+    }
+    Ok(true)
+}
+
+/// A plain JSON `POST` (stop).
+pub async fn post_json(url: &str) -> Result<(), FetchError> {
+    stream("POST", url, None, &[], |_| {}).await.map(|_| ())
+}

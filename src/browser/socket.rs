@@ -1,0 +1,131 @@
+//! BIDI mode in the browser: one WebSocket, frames in SSE form, events to the controller.
+//!
+//! This type only connects, sends and reports; reconnecting and resuming (with the count of
+//! frames received) is the controller's decision, because only it knows which turn it follows.
+
+use std::{cell::RefCell, rc::Rc};
+
+use serde_json::Value;
+use wasm_bindgen::{JsCast, closure::Closure};
+
+use crate::protocol::{Chunk, Frame};
+
+/// What the socket reports.
+#[derive(Debug, Clone)]
+pub enum SocketEvent {
+    Open,
+    /// A UI chunk or `[DONE]`.
+    Frame(Frame),
+    /// A control frame (`pong`).
+    Control(Value),
+    /// The socket closed. `by_us`: the controller closed it on purpose.
+    Closed {
+        code: u16,
+        reason: String,
+        by_us: bool,
+    },
+}
+
+struct Inner {
+    ws: web_sys::WebSocket,
+    by_us: bool,
+    _on_open: Closure<dyn FnMut()>,
+    _on_message: Closure<dyn FnMut(web_sys::MessageEvent)>,
+    _on_close: Closure<dyn FnMut(web_sys::CloseEvent)>,
+}
+
+/// A WebSocket to `/api/live`.
+#[derive(Clone)]
+pub struct LiveSocket {
+    inner: Rc<RefCell<Option<Inner>>>,
+}
+
+/// Decodes one server text frame.
+fn decode(text: &str) -> Option<SocketEvent> {
+    if let Some(data) = text.strip_prefix("data: ") {
+        let data = data.trim_end();
+        if data == "[DONE]" {
+            return Some(SocketEvent::Frame(Frame::Done));
+        }
+        return Chunk::from_json(data)
+            .ok()
+            .map(|c| SocketEvent::Frame(Frame::Chunk(c)));
+    }
+    serde_json::from_str(text).ok().map(SocketEvent::Control)
+}
+
+impl LiveSocket {
+    /// Opens `url`; every event goes to `on_event`.
+    pub fn connect(url: &str, on_event: Rc<dyn Fn(SocketEvent)>) -> Result<Self, String> {
+        let ws = web_sys::WebSocket::new(url).map_err(|_| format!("cannot open {url}"))?;
+        let inner: Rc<RefCell<Option<Inner>>> = Rc::new(RefCell::new(None));
+
+        let events = on_event.clone();
+        let on_open = Closure::<dyn FnMut()>::new(move || events(SocketEvent::Open));
+        let events = on_event.clone();
+        let on_message =
+            Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |e: web_sys::MessageEvent| {
+                if let Some(text) = e.data().as_string()
+                    && let Some(event) = decode(&text)
+                {
+                    events(event);
+                }
+            });
+        let events = on_event;
+        let state = inner.clone();
+        let on_close =
+            Closure::<dyn FnMut(web_sys::CloseEvent)>::new(move |e: web_sys::CloseEvent| {
+                let by_us = state.borrow().as_ref().is_some_and(|i| i.by_us);
+                events(SocketEvent::Closed {
+                    code: e.code(),
+                    reason: e.reason(),
+                    by_us,
+                });
+            });
+        ws.set_onopen(Some(on_open.as_ref().unchecked_ref()));
+        ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        ws.set_onclose(Some(on_close.as_ref().unchecked_ref()));
+        *inner.borrow_mut() = Some(Inner {
+            ws,
+            by_us: false,
+            _on_open: on_open,
+            _on_message: on_message,
+            _on_close: on_close,
+        });
+        Ok(LiveSocket { inner })
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.inner
+            .borrow()
+            .as_ref()
+            .is_some_and(|i| i.ws.ready_state() == web_sys::WebSocket::OPEN)
+    }
+
+    pub fn send(&self, text: &str) -> Result<(), String> {
+        match self.inner.borrow().as_ref() {
+            Some(inner) if inner.ws.ready_state() == web_sys::WebSocket::OPEN => inner
+                .ws
+                .send_with_str(text)
+                .map_err(|_| "the connection is not open".to_string()),
+            _ => Err("the connection is not open".into()),
+        }
+    }
+
+    /// Closes on purpose (mode switch, new chat).
+    pub fn close(&self) {
+        if let Some(inner) = self.inner.borrow_mut().as_mut() {
+            inner.by_us = true;
+            let _ = inner.ws.close();
+        }
+    }
+
+    /// Closes as if the network dropped (for tests: the controller must reconnect).
+    pub fn drop_abnormally(&self) {
+        if let Some(inner) = self.inner.borrow().as_ref() {
+            let _ = inner
+                .ws
+                .close_with_code_and_reason(4999, "dropped for a test");
+        }
+    }
+}

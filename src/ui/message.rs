@@ -1,0 +1,581 @@
+//! Messages, tool cards and approval cards — all rendered from the `protocol` message parts.
+
+use leptos::{ev, prelude::*};
+use serde_json::{Map, Value};
+
+use super::{
+    controller::{Answer, ChatCtl},
+    markdown::Markdown,
+    platform,
+};
+use crate::protocol::{
+    Role, ToolPart, ToolState, UiMessage, UiPart, chunk::APPROVAL_EXPIRED_PREFIX, schema,
+};
+
+/// Which part of a message a keyed child renders: tool parts by their call id (their cards keep
+/// local state while the message grows), other parts by position.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum PartKey {
+    Tool(String),
+    Other(usize),
+}
+
+fn part_keys(message: &UiMessage) -> Vec<PartKey> {
+    message
+        .parts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| match p {
+            UiPart::Tool(t) | UiPart::DynamicTool(t) => Some(PartKey::Tool(t.tool_call_id.clone())),
+            UiPart::StepStart | UiPart::Data(_) | UiPart::Unknown(_) => None,
+            _ => Some(PartKey::Other(i)),
+        })
+        .collect()
+}
+
+/// One message of the conversation.
+#[component]
+pub fn MessageView(id: String) -> impl IntoView {
+    let ctl = expect_context::<ChatCtl>();
+    let lookup = id.clone();
+    let message = Memo::new(move |_| {
+        ctl.messages
+            .with(|ms| ms.iter().find(|m| m.id == lookup).cloned())
+    });
+    let role = move || match message.with(|m| m.as_ref().map(|m| m.role)) {
+        Some(Role::User) => "user",
+        Some(Role::System) => "system",
+        _ => "assistant",
+    };
+    let keys = Memo::new(move |_| message.with(|m| m.as_ref().map(part_keys).unwrap_or_default()));
+    let is_last = {
+        let id = id.clone();
+        move || {
+            ctl.messages
+                .with(|ms| ms.last().is_some_and(|m| m.id == id))
+        }
+    };
+    let streaming = move || {
+        is_last()
+            && role() == "assistant"
+            && matches!(ctl.status.get(), super::controller::Status::Streaming)
+    };
+    let usage = move || {
+        message.with(|m| {
+            let meta = m.as_ref()?.metadata.as_ref()?;
+            let usage = meta.get("usage")?;
+            let total = usage.get("totalTokens").and_then(Value::as_u64)?;
+            let model = meta
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            Some((total, model))
+        })
+    };
+    let message_id = id;
+    view! {
+        <li class=move || format!("message {}", role()) data-testid="message" data-role=role>
+            <For
+                each=move || keys.get()
+                key=|k| k.clone()
+                children=move |key| {
+                    let message_id = message_id.clone();
+                    match key {
+                        PartKey::Tool(call_id) => view! { <ToolCard message=message call_id=call_id/> }.into_any(),
+                        PartKey::Other(index) => view! { <PartView message=message index=index message_id=message_id/> }.into_any(),
+                    }
+                }
+            />
+            <Show when=streaming>
+                <span class="cursor" aria-hidden="true"></span>
+            </Show>
+            {move || usage().map(|(total, model)| view! {
+                <footer class="usage" data-testid="usage">
+                    {format!("{total} tokens")}
+                    {(!model.is_empty()).then(|| format!(" · {model}"))}
+                </footer>
+            })}
+        </li>
+    }
+}
+
+/// A non-tool part: text (Markdown), reasoning, a file.
+#[component]
+fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) -> impl IntoView {
+    let _ = message_id;
+    let part =
+        Memo::new(move |_| message.with(|m| m.as_ref().and_then(|m| m.parts.get(index).cloned())));
+    move || {
+        match part.get() {
+        Some(UiPart::Text(text)) => {
+            let is_user = message.with(|m| m.as_ref().is_some_and(|m| m.role == Role::User));
+            if is_user {
+                view! { <p class="message-text" data-testid="user-text">{text.text}</p> }.into_any()
+            } else {
+                let content = Signal::derive(move || match part.get() {
+                    Some(UiPart::Text(t)) => t.text,
+                    _ => String::new(),
+                });
+                view! { <div class="assistant-text markdown" data-testid="assistant-text"><Markdown text=content/></div> }.into_any()
+            }
+        }
+        Some(UiPart::Reasoning(reasoning)) => view! {
+            <details class="reasoning" data-testid="reasoning">
+                <summary>"Reasoning"</summary>
+                <p>{reasoning.text}</p>
+            </details>
+        }
+        .into_any(),
+        Some(UiPart::File(file)) if file.media_type.starts_with("image/") && (file.url.starts_with("data:image/") || file.url.starts_with("https://")) => view! {
+            <img class="attachment" src=file.url alt=file.filename.unwrap_or_else(|| "attached image".into())/>
+        }
+        .into_any(),
+        Some(UiPart::File(file)) => view! {
+            <p class="attachment-name">{format!("📎 {}", file.filename.unwrap_or(file.media_type))}</p>
+        }
+        .into_any(),
+        Some(UiPart::SourceUrl(source)) => {
+            let href = super::markdown::safe_href(&source.url);
+            let title = source.title.clone().unwrap_or_else(|| source.url.clone());
+            view! { <p class="source">{match href {
+                Some(href) => view! { <a href=href target="_blank" rel="noopener noreferrer nofollow">{title}</a> }.into_any(),
+                None => title.into_any(),
+            }}</p> }
+            .into_any()
+        }
+        _ => ().into_any(),
+    }
+    }
+}
+
+/// The state of a tool part in words a person understands, and the `data-state` it shows.
+fn describe_state(tool: &ToolPart, runs_in_browser: bool) -> (&'static str, &'static str) {
+    match tool.state {
+        ToolState::InputStreaming => ("Preparing", "input-streaming"),
+        ToolState::InputAvailable if runs_in_browser => {
+            ("Waiting for your browser", "input-available")
+        }
+        ToolState::InputAvailable => ("Running", "input-available"),
+        ToolState::ApprovalRequested => ("Waiting for your approval", "approval-requested"),
+        ToolState::ApprovalResponded => {
+            if tool.approval.as_ref().and_then(|a| a.approved) == Some(false) {
+                ("Denied", "approval-responded")
+            } else if runs_in_browser {
+                ("Waiting for your browser", "approval-responded")
+            } else {
+                ("Running", "approval-responded")
+            }
+        }
+        ToolState::OutputAvailable => ("Completed", "output-available"),
+        ToolState::OutputError
+            if tool
+                .error_text
+                .as_deref()
+                .is_some_and(|e| e.starts_with(APPROVAL_EXPIRED_PREFIX)) =>
+        {
+            ("Expired", "expired")
+        }
+        ToolState::OutputError => ("Failed", "output-error"),
+        ToolState::OutputDenied => ("Denied", "output-denied"),
+    }
+}
+
+fn title_of(name: &str) -> &str {
+    match name {
+        "get_weather" => "Weather",
+        "process_payment" => "Payment",
+        "get_location" => "Location",
+        "change_bgm" => "Music",
+        other => other,
+    }
+}
+
+/// A short human rendering of a JSON value.
+fn show(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => "—".into(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => if *b { "yes" } else { "no" }.into(),
+        other => other.to_string(),
+    }
+}
+
+/// The readable fields of a value, leaving out empty ones and those that repeat `except`
+/// (a result that echoes its arguments shows only what is new).
+fn fields(value: &Value, except: Option<&Value>) -> Vec<(String, String)> {
+    match value {
+        Value::Object(map) => map
+            .iter()
+            .filter(|(_, v)| !(v.is_null() || v.as_str() == Some("")))
+            .filter(|(k, v)| except.and_then(|e| e.get(k.as_str())) != Some(*v))
+            .map(|(k, v)| (k.replace('_', " "), show(v)))
+            .collect(),
+        Value::Null => Vec::new(),
+        other => vec![("result".into(), show(other))],
+    }
+}
+
+/// One tool call: what it is, where it stands, its arguments and result.
+#[component]
+fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView {
+    let ctl = expect_context::<ChatCtl>();
+    let lookup = call_id.clone();
+    let tool = Memo::new(move |_| {
+        message.with(|m| m.as_ref().and_then(|m| m.find_tool_part(&lookup).cloned()))
+    });
+    let show_raw = RwSignal::new(false);
+    let name = move || tool.with(|t| t.as_ref().map(|t| t.tool_name.clone()).unwrap_or_default());
+    let runs_in_browser = move || {
+        let name = name();
+        ctl.tools
+            .with(|tools| tools.iter().any(|t| t.name == name && t.runs_in_browser))
+    };
+    let state = move || {
+        tool.with(|t| t.as_ref().map(|t| describe_state(t, runs_in_browser())))
+            .unwrap_or(("Preparing", "input-streaming"))
+    };
+    let args = move || {
+        tool.with(|t| {
+            t.as_ref()
+                .and_then(|t| t.input.as_ref())
+                .map(|i| fields(i, None))
+                .unwrap_or_default()
+        })
+    };
+    let output = move || {
+        tool.with(|t| {
+            t.as_ref()
+                .and_then(|t| t.output.as_ref().map(|o| fields(o, t.input.as_ref())))
+                .unwrap_or_default()
+        })
+    };
+    let error = move || tool.with(|t| t.as_ref().and_then(|t| t.error_text.clone()));
+    let raw = move || {
+        tool.with(|t| {
+            t.as_ref()
+                .map(|t| serde_json::to_string_pretty(t).unwrap_or_default())
+                .unwrap_or_default()
+        })
+    };
+    let approval_id = move || {
+        tool.with(|t| {
+            t.as_ref()
+                .filter(|t| t.state == ToolState::ApprovalRequested)
+                .and_then(|t| t.approval.as_ref().map(|a| a.id.clone()))
+        })
+    };
+    view! {
+        <section
+            class=move || format!("tool-card state-{}", state().1)
+            data-testid="tool-card"
+            data-tool=name
+            data-state=move || state().1
+            aria-label=move || format!("{} tool: {}", title_of(&name()), state().0)
+        >
+            <header class="tool-head">
+                <span class="tool-title">{move || title_of(&name()).to_string()}</span>
+                <span class="tool-status" data-testid="tool-status" role="status">{move || state().0}</span>
+            </header>
+            {move || {
+                let args = args();
+                (!args.is_empty()).then(|| view! {
+                    <dl class="tool-args">
+                        {args.into_iter().map(|(k, v)| view! { <dt>{k}</dt><dd>{v}</dd> }).collect_view()}
+                    </dl>
+                })
+            }}
+            {move || approval_id().map(|id| {
+                view! { <ApprovalCard approval_id=id tool=tool/> }
+            })}
+            {move || {
+                let out = output();
+                (!out.is_empty()).then(|| view! {
+                    <dl class="tool-output">
+                        {out.into_iter().map(|(k, v)| view! { <dt>{k}</dt><dd>{v}</dd> }).collect_view()}
+                    </dl>
+                })
+            }}
+            {move || error().map(|e| view! { <p class="tool-error">{e}</p> })}
+            <button
+                type="button"
+                class="link-button"
+                data-testid="tool-raw-toggle"
+                aria-expanded=move || show_raw.get().to_string()
+                on:click=move |_| show_raw.update(|v| *v = !*v)
+            >
+                {move || if show_raw.get() { "Hide raw JSON" } else { "Show raw JSON" }}
+            </button>
+            <Show when=move || show_raw.get()>
+                <pre class="tool-raw" data-testid="tool-raw">{raw}</pre>
+            </Show>
+        </section>
+    }
+}
+
+/// "Pay 50.00 USD to Hanako": the sentence the person countersigns.
+pub fn approval_sentence(name: &str, input: &Value) -> String {
+    match name {
+        "process_payment" => {
+            let amount = input["amount"].as_f64().unwrap_or(0.0);
+            let currency = input["currency"].as_str().unwrap_or("USD");
+            let recipient = input["recipient"].as_str().unwrap_or("?");
+            let description = input["description"].as_str().unwrap_or_default();
+            if description.is_empty() {
+                format!("Pay {amount:.2} {currency} to {recipient}")
+            } else {
+                format!("Pay {amount:.2} {currency} to {recipient} for {description}")
+            }
+        }
+        "get_location" => "Share your location".into(),
+        "change_bgm" => format!("Switch the music to track {}", show(&input["track"])),
+        "get_weather" => format!("Look up the weather in {}", show(&input["location"])),
+        other => format!("Run {other}"),
+    }
+}
+
+fn countdown(remaining_ms: i64) -> String {
+    if remaining_ms <= 0 {
+        return "Expiring…".into();
+    }
+    let secs = remaining_ms / 1000;
+    format!("Expires in {}:{:02}", secs / 60, secs % 60)
+}
+
+/// Where the approval card is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CardMode {
+    Ask,
+    Deny,
+    Edit,
+}
+
+/// The countersignature: Approve, Deny (with an optional reason) or Edit.
+#[component]
+fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoView {
+    let ctl = expect_context::<ChatCtl>();
+    let mode = RwSignal::new(CardMode::Ask);
+    let reason = RwSignal::new(String::new());
+    let edit_error = RwSignal::new(None::<String>);
+    let name = move || tool.with(|t| t.as_ref().map(|t| t.tool_name.clone()).unwrap_or_default());
+    let input = move || {
+        tool.with(|t| {
+            t.as_ref()
+                .and_then(|t| t.input.clone())
+                .unwrap_or(Value::Null)
+        })
+    };
+    let sentence = move || approval_sentence(&name(), &input());
+    let deadline_id = approval_id.clone();
+    let remaining = move || {
+        ctl.deadlines
+            .with(|d| d.get(&deadline_id).copied())
+            .map(|deadline| countdown(deadline - ctl.now.get()))
+    };
+    let button_id = format!("approve-{approval_id}");
+    // A new card takes the focus, so the keyboard can answer at once.
+    let focus_id = approval_id.clone();
+    let focus_target = button_id.clone();
+    Effect::new(move |_| {
+        if ctl.focus_approval.get().as_deref() == Some(focus_id.as_str()) {
+            platform::focus(&focus_target);
+        }
+    });
+    let schema = move || {
+        let name = name();
+        ctl.tools
+            .with(|tools| {
+                tools
+                    .iter()
+                    .find(|t| t.name == name)
+                    .map(|t| t.parameters.clone())
+            })
+            .unwrap_or(Value::Null)
+    };
+    let id_approve = approval_id.clone();
+    let id_deny = approval_id.clone();
+    let id_edit = approval_id.clone();
+    let form_values: RwSignal<Map<String, Value>> = RwSignal::new(Map::new());
+    let start_edit = move |_| {
+        form_values.set(input().as_object().cloned().unwrap_or_default());
+        edit_error.set(None);
+        mode.set(CardMode::Edit);
+    };
+    let submit_edit = move |ev: ev::SubmitEvent| {
+        ev.prevent_default();
+        let args = Value::Object(form_values.get_untracked());
+        match schema::validate(&schema(), &args) {
+            Ok(()) => ctl.answer(id_edit.clone(), Answer::ApproveWithEdits(args)),
+            Err(e) => edit_error.set(Some(format!(
+                "{}: {}",
+                e.path.trim_start_matches("$."),
+                e.message
+            ))),
+        }
+    };
+    view! {
+        <div class="approval-card" data-testid="approval-card" data-approval-id=approval_id.clone() role="group" aria-label=move || format!("Approval needed: {}", sentence())>
+            <p class="approval-summary" data-testid="approval-summary">{sentence}</p>
+            {move || remaining().map(|r| view! { <p class="approval-countdown" data-testid="approval-countdown">{r}</p> })}
+            <Show when=move || mode.get() == CardMode::Ask>
+                <div class="approval-actions">
+                    <button type="button" class="approve" id=button_id.clone() data-testid="approve"
+                        on:click={
+                            let id = id_approve.clone();
+                            move |_| ctl.answer(id.clone(), Answer::Approve)
+                        }>"Approve"</button>
+                    <button type="button" class="deny" data-testid="deny" on:click=move |_| mode.set(CardMode::Deny)>"Deny"</button>
+                    <button type="button" class="edit" data-testid="edit" on:click=start_edit>"Edit"</button>
+                </div>
+            </Show>
+            <Show when=move || mode.get() == CardMode::Deny>
+                <form class="deny-form" on:submit={
+                    let id = id_deny.clone();
+                    move |ev: ev::SubmitEvent| {
+                        ev.prevent_default();
+                        ctl.answer(id.clone(), Answer::Deny(Some(reason.get_untracked())));
+                    }
+                }>
+                    <label>
+                        "Reason (optional)"
+                        <input type="text" data-testid="deny-reason" prop:value=move || reason.get()
+                            on:input=move |ev| reason.set(event_target_value(&ev)) maxlength="500"/>
+                    </label>
+                    <div class="approval-actions">
+                        <button type="submit" class="deny" data-testid="deny-confirm">"Deny"</button>
+                        <button type="button" class="link-button" on:click=move |_| mode.set(CardMode::Ask)>"Back"</button>
+                    </div>
+                </form>
+            </Show>
+            <Show when=move || mode.get() == CardMode::Edit>
+                <form class="edit-form" on:submit=submit_edit.clone()>
+                    {move || edit_fields(schema(), form_values)}
+                    {move || edit_error.get().map(|e| view! { <p class="edit-error" data-testid="edit-error" role="alert">{e}</p> })}
+                    <div class="approval-actions">
+                        <button type="submit" class="approve" data-testid="edit-approve">"Approve with changes"</button>
+                        <button type="button" class="link-button" data-testid="edit-cancel" on:click=move |_| mode.set(CardMode::Ask)>"Cancel"</button>
+                    </div>
+                </form>
+            </Show>
+        </div>
+    }
+}
+
+/// Inputs generated from the tool's JSON Schema.
+fn edit_fields(schema: Value, values: RwSignal<Map<String, Value>>) -> impl IntoView {
+    let properties: Vec<(String, Value)> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    properties
+        .into_iter()
+        .map(|(name, prop)| {
+            let kind = prop.get("type").and_then(Value::as_str).unwrap_or("string").to_string();
+            let choices: Vec<Value> = prop.get("enum").and_then(Value::as_array).cloned().unwrap_or_default();
+            let label = prop
+                .get("description")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| name.replace('_', " "));
+            let key = name.clone();
+            let current = move || values.with(|v| v.get(&key).map(show_input).unwrap_or_default());
+            let key = name.clone();
+            let numeric = kind == "number" || kind == "integer";
+            let set = move |raw: String| {
+                values.update(|v| {
+                    let value = if numeric {
+                        raw.trim()
+                            .parse::<f64>()
+                            .ok()
+                            .and_then(|n| {
+                                if n.fract() == 0.0 && n.abs() < 1e15 {
+                                    Some(Value::from(n as i64))
+                                } else {
+                                    serde_json::Number::from_f64(n).map(Value::Number)
+                                }
+                            })
+                            .unwrap_or(Value::String(raw))
+                    } else {
+                        Value::String(raw)
+                    };
+                    v.insert(key.clone(), value);
+                })
+            };
+            let testid = format!("edit-field-{name}");
+            let input = if choices.is_empty() {
+                let kind = if numeric { "number" } else { "text" };
+                view! {
+                    <input type=kind step="any" data-testid=testid prop:value=current
+                        on:input=move |ev| set(event_target_value(&ev))/>
+                }
+                .into_any()
+            } else {
+                view! {
+                    <select data-testid=testid prop:value=current on:change=move |ev| set(event_target_value(&ev))>
+                        {choices.into_iter().map(|c| {
+                            let text = show(&c);
+                            view! { <option value=text.clone()>{text.clone()}</option> }
+                        }).collect_view()}
+                    </select>
+                }
+                .into_any()
+            };
+            view! { <label class="edit-field"><span>{label}</span>{input}</label> }
+        })
+        .collect_view()
+}
+
+fn show_input(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn approval_sentences_read_naturally() {
+        assert_eq!(
+            approval_sentence(
+                "process_payment",
+                &json!({"amount": 50, "recipient": "Hanako", "currency": "USD"})
+            ),
+            "Pay 50.00 USD to Hanako"
+        );
+        assert_eq!(
+            approval_sentence(
+                "process_payment",
+                &json!({"amount": 12.5, "recipient": "Bob", "description": "lunch"})
+            ),
+            "Pay 12.50 USD to Bob for lunch"
+        );
+        assert_eq!(
+            approval_sentence("get_location", &json!({})),
+            "Share your location"
+        );
+    }
+
+    #[test]
+    fn tool_states_are_named_for_people() {
+        let mut tool = ToolPart::new("process_payment", "c", ToolState::OutputError);
+        tool.error_text = Some(format!("{APPROVAL_EXPIRED_PREFIX}: nobody answered"));
+        assert_eq!(describe_state(&tool, false), ("Expired", "expired"));
+        tool.error_text = Some("Insufficient funds".into());
+        assert_eq!(describe_state(&tool, false), ("Failed", "output-error"));
+        let waiting = ToolPart::new("change_bgm", "c", ToolState::InputAvailable);
+        assert_eq!(describe_state(&waiting, true).0, "Waiting for your browser");
+    }
+
+    #[test]
+    fn countdowns_show_minutes_and_seconds() {
+        assert_eq!(countdown(299_500), "Expires in 4:59");
+        assert_eq!(countdown(0), "Expiring…");
+    }
+}

@@ -1,0 +1,94 @@
+//! The server build of the platform interface: the server renders HTML only; none of these is
+//! reached there (they are called from event handlers and effects, which run in the browser).
+
+use std::rc::Rc;
+
+use serde_json::Value;
+
+use super::{FetchError, SocketEvent};
+use crate::protocol::Frame;
+
+const NOT_IN_A_BROWSER: &str = "only available in the browser";
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+pub fn storage_get(_key: &str) -> Option<String> {
+    None
+}
+
+pub fn storage_set(_key: &str, _value: &str) {}
+
+pub fn download(_filename: &str, _text: &str, _media_type: &str) -> Result<(), String> {
+    Err(NOT_IN_A_BROWSER.into())
+}
+
+pub fn copy(_text: &str) {}
+
+pub fn ws_base() -> String {
+    String::new()
+}
+
+pub fn every(_ms: i32, _f: impl Fn() + 'static) {}
+
+pub async fn sleep(_ms: i32) {}
+
+pub fn random_id(prefix: &str) -> String {
+    format!("{prefix}-{}", now_ms())
+}
+
+pub fn focus(_element_id: &str) {}
+
+pub fn scroll_to_bottom(_element_id: &str) {}
+
+pub fn is_near_bottom(_element_id: &str) -> bool {
+    true
+}
+
+pub async fn stream(
+    _method: &str,
+    _url: &str,
+    _body: Option<String>,
+    _headers: &[(&str, &str)],
+    _on_frame: impl FnMut(Frame),
+) -> Result<bool, FetchError> {
+    Err(FetchError::Network(NOT_IN_A_BROWSER.into()))
+}
+
+pub async fn locate() -> Result<Value, String> {
+    Err(NOT_IN_A_BROWSER.into())
+}
+
+pub async fn bgm_play(_track: u8) -> Result<(), String> {
+    Err(NOT_IN_A_BROWSER.into())
+}
+
+pub fn bgm_stop() {}
+
+pub fn bgm_unlock() {}
+
+/// The BIDI socket (never opened on the server).
+#[derive(Clone)]
+pub struct Socket;
+
+impl Socket {
+    pub fn connect(_url: &str, _on_event: Rc<dyn Fn(SocketEvent)>) -> Result<Self, String> {
+        Err(NOT_IN_A_BROWSER.into())
+    }
+
+    pub fn send(&self, _text: &str) -> Result<(), String> {
+        Err(NOT_IN_A_BROWSER.into())
+    }
+
+    pub fn is_open(&self) -> bool {
+        false
+    }
+
+    pub fn close(&self) {}
+
+    pub fn drop_abnormally(&self) {}
+}

@@ -1,0 +1,95 @@
+//! The browser implementation: thin adapters over `crate::browser`.
+
+use std::rc::Rc;
+
+use serde_json::Value;
+
+use super::{FetchError, SocketEvent};
+use crate::{browser, protocol::Frame};
+
+pub use browser::dom::{
+    copy, download, every, focus, is_near_bottom, now_ms, random_id, scroll_to_bottom, sleep,
+    storage_get, storage_set, ws_base,
+};
+
+pub async fn stream(
+    method: &str,
+    url: &str,
+    body: Option<String>,
+    headers: &[(&str, &str)],
+    on_frame: impl FnMut(Frame),
+) -> Result<bool, FetchError> {
+    browser::fetch::stream(method, url, body, headers, on_frame)
+        .await
+        .map_err(|e| match e {
+            browser::fetch::FetchError::Http {
+                status,
+                code,
+                message,
+            } => FetchError::Http {
+                status,
+                code,
+                message,
+            },
+            browser::fetch::FetchError::Network(m) => FetchError::Network(m),
+            browser::fetch::FetchError::Protocol(m) => FetchError::Protocol(m),
+        })
+}
+
+pub async fn locate() -> Result<Value, String> {
+    browser::geo::locate().await
+}
+
+pub async fn bgm_play(track: u8) -> Result<(), String> {
+    browser::audio::play(track).await
+}
+
+pub fn bgm_stop() {
+    browser::audio::stop();
+}
+
+pub fn bgm_unlock() {
+    browser::audio::unlock();
+}
+
+/// The BIDI socket.
+#[derive(Clone)]
+pub struct Socket(browser::socket::LiveSocket);
+
+impl Socket {
+    pub fn connect(url: &str, on_event: Rc<dyn Fn(SocketEvent)>) -> Result<Self, String> {
+        let forward: Rc<dyn Fn(browser::socket::SocketEvent)> = Rc::new(move |event| {
+            on_event(match event {
+                browser::socket::SocketEvent::Open => SocketEvent::Open,
+                browser::socket::SocketEvent::Frame(f) => SocketEvent::Frame(f),
+                browser::socket::SocketEvent::Control(v) => SocketEvent::Control(v),
+                browser::socket::SocketEvent::Closed {
+                    code,
+                    reason,
+                    by_us,
+                } => SocketEvent::Closed {
+                    code,
+                    reason,
+                    by_us,
+                },
+            })
+        });
+        browser::socket::LiveSocket::connect(url, forward).map(Socket)
+    }
+
+    pub fn send(&self, text: &str) -> Result<(), String> {
+        self.0.send(text)
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.0.is_open()
+    }
+
+    pub fn close(&self) {
+        self.0.close();
+    }
+
+    pub fn drop_abnormally(&self) {
+        self.0.drop_abnormally();
+    }
+}
