@@ -3,71 +3,36 @@
 //! nothing.
 #![cfg(feature = "ssr")]
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use countersign::{
-    agent::{
-        Runtime, RuntimeSettings, TextTiming,
-        clock::{SequentialIds, SystemClock},
-        demo::DemoModel,
-        session::MemoryStore,
-        tools::{ToolRegistry, ToolSettings, WeatherSource},
-    },
-    config::{Config, EMBEDDED_LEPTOS_TOML},
     protocol::{ChunkStreamDecoder, Frame, UiMessage},
-    server::{self, AppState},
+    server::AppState,
 };
 use serde_json::{Value, json};
+
+mod common;
 
 struct Server {
     base: String,
     state: AppState,
-    _shutdown: tokio::sync::oneshot::Sender<()>,
+    _inner: common::Server,
 }
 
 async fn server_with(delay: Duration, env: &[(&str, &str)]) -> Server {
-    let pairs: Vec<(String, String)> = env
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let config = Config::resolve(EMBEDDED_LEPTOS_TOML, None, move |k| {
-        pairs
+    let inner = common::start(common::Opts {
+        delay,
+        env: env
             .iter()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.clone())
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..common::Opts::default()
     })
-    .unwrap();
-    let runtime = Runtime::new(
-        Arc::new(DemoModel::new(delay)),
-        ToolRegistry::standard(&ToolSettings {
-            approval_timeout: Duration::from_secs(60),
-            browser_timeout: Duration::from_secs(10),
-            weather: WeatherSource::Offline,
-        }),
-        Arc::new(SystemClock),
-        Arc::new(SequentialIds::default()),
-        Arc::new(MemoryStore::default()),
-        RuntimeSettings {
-            text_timing: TextTiming::Hold,
-            ..RuntimeSettings::default()
-        },
-    );
-    let state = AppState::with_runtime(config, runtime);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let served = state.clone();
-    tokio::spawn(async move {
-        server::serve(listener, served, async {
-            let _ = rx.await;
-        })
-        .await
-        .ok();
-    });
+    .await;
     Server {
-        base,
-        state,
-        _shutdown: tx,
+        base: format!("http://{}", inner.addr),
+        state: inner.state.clone(),
+        _inner: inner,
     }
 }
 

@@ -3,19 +3,9 @@
 //! and every bad input answered without harming the session.
 #![cfg(feature = "ssr")]
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
-use countersign::{
-    agent::{
-        Runtime, RuntimeSettings, TextTiming,
-        clock::{SequentialIds, SystemClock},
-        demo::DemoModel,
-        session::MemoryStore,
-        tools::{ToolRegistry, ToolSettings, WeatherSource},
-    },
-    config::{Config, EMBEDDED_LEPTOS_TOML},
-    server::{self, AppState},
-};
+use countersign::server::AppState;
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::{
@@ -25,67 +15,22 @@ use tokio_tungstenite::{
 
 type Socket = WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
 
+mod common;
+
+use common::Opts;
+
 struct Server {
     base: String,
     state: AppState,
-    _shutdown: tokio::sync::oneshot::Sender<()>,
-}
-
-struct Opts {
-    delay: Duration,
-    approval: Duration,
-    browser: Duration,
-    env: Vec<(String, String)>,
-}
-
-impl Default for Opts {
-    fn default() -> Self {
-        Opts {
-            delay: Duration::ZERO,
-            approval: Duration::from_secs(60),
-            browser: Duration::from_secs(10),
-            env: Vec::new(),
-        }
-    }
+    _inner: common::Server,
 }
 
 async fn server_with(opts: Opts) -> Server {
-    let env = opts.env.clone();
-    let config = Config::resolve(EMBEDDED_LEPTOS_TOML, None, move |k| {
-        env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone())
-    })
-    .unwrap();
-    let runtime = Runtime::new(
-        Arc::new(DemoModel::new(opts.delay)),
-        ToolRegistry::standard(&ToolSettings {
-            approval_timeout: opts.approval,
-            browser_timeout: opts.browser,
-            weather: WeatherSource::Offline,
-        }),
-        Arc::new(SystemClock),
-        Arc::new(SequentialIds::default()),
-        Arc::new(MemoryStore::default()),
-        RuntimeSettings {
-            text_timing: TextTiming::Hold,
-            ..RuntimeSettings::default()
-        },
-    );
-    let state = AppState::with_runtime(config, runtime);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("ws://{}", listener.local_addr().unwrap());
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let served = state.clone();
-    tokio::spawn(async move {
-        server::serve(listener, served, async {
-            let _ = rx.await;
-        })
-        .await
-        .ok();
-    });
+    let inner = common::start(opts).await;
     Server {
-        base,
-        state,
-        _shutdown: tx,
+        base: format!("ws://{}", inner.addr),
+        state: inner.state.clone(),
+        _inner: inner,
     }
 }
 

@@ -3,32 +3,10 @@
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
-use crate::protocol::{ChunkStreamDecoder, Frame};
-
-/// How a request ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum FetchError {
-    /// The server answered with an error status; `code`/`message` from its JSON body.
-    Http {
-        status: u16,
-        code: String,
-        message: String,
-    },
-    /// The network failed (server down, connection dropped).
-    Network(String),
-    /// The stream carried something that is not the protocol.
-    Protocol(String),
-}
-
-impl std::fmt::Display for FetchError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FetchError::Http { message, .. } => f.write_str(message),
-            FetchError::Network(m) => write!(f, "The connection failed: {m}"),
-            FetchError::Protocol(m) => write!(f, "The server sent something unexpected: {m}"),
-        }
-    }
-}
+use crate::{
+    protocol::{ChunkStreamDecoder, Frame},
+    ui::platform::FetchError,
+};
 
 fn js_error(value: JsValue) -> String {
     value

@@ -5,26 +5,12 @@
 
 use std::{cell::RefCell, rc::Rc};
 
-use serde_json::Value;
 use wasm_bindgen::{JsCast, closure::Closure};
 
-use crate::protocol::{Chunk, Frame};
-
-/// What the socket reports.
-#[derive(Debug, Clone)]
-pub enum SocketEvent {
-    Open,
-    /// A UI chunk or `[DONE]`.
-    Frame(Frame),
-    /// A control frame (`pong`).
-    Control(Value),
-    /// The socket closed. `by_us`: the controller closed it on purpose.
-    Closed {
-        code: u16,
-        reason: String,
-        by_us: bool,
-    },
-}
+use crate::{
+    protocol::{Chunk, Frame},
+    ui::platform::SocketEvent,
+};
 
 struct Inner {
     ws: web_sys::WebSocket,

@@ -1,0 +1,88 @@
+//! A Countersign server on a free loopback port with a deterministic runtime (demo model,
+//! sequential ids, offline weather), for the scenario tests over real sockets.
+#![allow(dead_code)]
+
+use std::{sync::Arc, time::Duration};
+
+use countersign::{
+    agent::{
+        Runtime, RuntimeSettings, TextTiming,
+        clock::{SequentialIds, SystemClock},
+        demo::DemoModel,
+        session::MemoryStore,
+        tools::{ToolRegistry, ToolSettings, WeatherSource},
+    },
+    config::{Config, EMBEDDED_LEPTOS_TOML},
+    server::{self, AppState},
+};
+
+/// How the test server is set up.
+pub struct Opts {
+    /// Pause between the demo model's words.
+    pub delay: Duration,
+    pub approval: Duration,
+    pub browser: Duration,
+    /// Extra `COUNTERSIGN_*` settings.
+    pub env: Vec<(String, String)>,
+}
+
+impl Default for Opts {
+    fn default() -> Self {
+        Opts {
+            delay: Duration::ZERO,
+            approval: Duration::from_secs(60),
+            browser: Duration::from_secs(10),
+            env: Vec::new(),
+        }
+    }
+}
+
+/// A running server; it stops when dropped.
+pub struct Server {
+    /// `127.0.0.1:<port>`.
+    pub addr: String,
+    pub state: AppState,
+    _shutdown: tokio::sync::oneshot::Sender<()>,
+}
+
+pub async fn start(opts: Opts) -> Server {
+    let env = opts.env.clone();
+    let config = Config::resolve(EMBEDDED_LEPTOS_TOML, None, move |k| {
+        env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone())
+    })
+    .expect("valid test configuration");
+    let runtime = Runtime::new(
+        Arc::new(DemoModel::new(opts.delay)),
+        ToolRegistry::standard(&ToolSettings {
+            approval_timeout: opts.approval,
+            browser_timeout: opts.browser,
+            weather: WeatherSource::Offline,
+        }),
+        Arc::new(SystemClock),
+        Arc::new(SequentialIds::default()),
+        Arc::new(MemoryStore::default()),
+        RuntimeSettings {
+            text_timing: TextTiming::Hold,
+            ..RuntimeSettings::default()
+        },
+    );
+    let state = AppState::with_runtime(config, runtime);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a free port");
+    let addr = listener.local_addr().expect("bound").to_string();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let served = state.clone();
+    tokio::spawn(async move {
+        server::serve(listener, served, async {
+            let _ = rx.await;
+        })
+        .await
+        .ok();
+    });
+    Server {
+        addr,
+        state,
+        _shutdown: tx,
+    }
+}
