@@ -19,21 +19,7 @@ pub async fn stream(
     headers: &[(&str, &str)],
     on_frame: impl FnMut(Frame),
 ) -> Result<bool, FetchError> {
-    browser::fetch::stream(method, url, body, headers, on_frame)
-        .await
-        .map_err(|e| match e {
-            browser::fetch::FetchError::Http {
-                status,
-                code,
-                message,
-            } => FetchError::Http {
-                status,
-                code,
-                message,
-            },
-            browser::fetch::FetchError::Network(m) => FetchError::Network(m),
-            browser::fetch::FetchError::Protocol(m) => FetchError::Protocol(m),
-        })
+    browser::fetch::stream(method, url, body, headers, on_frame).await
 }
 
 pub async fn locate() -> Result<Value, String> {
@@ -58,23 +44,7 @@ pub struct Socket(browser::socket::LiveSocket);
 
 impl Socket {
     pub fn connect(url: &str, on_event: Rc<dyn Fn(SocketEvent)>) -> Result<Self, String> {
-        let forward: Rc<dyn Fn(browser::socket::SocketEvent)> = Rc::new(move |event| {
-            on_event(match event {
-                browser::socket::SocketEvent::Open => SocketEvent::Open,
-                browser::socket::SocketEvent::Frame(f) => SocketEvent::Frame(f),
-                browser::socket::SocketEvent::Control(v) => SocketEvent::Control(v),
-                browser::socket::SocketEvent::Closed {
-                    code,
-                    reason,
-                    by_us,
-                } => SocketEvent::Closed {
-                    code,
-                    reason,
-                    by_us,
-                },
-            })
-        });
-        browser::socket::LiveSocket::connect(url, forward).map(Socket)
+        browser::socket::LiveSocket::connect(url, on_event).map(Socket)
     }
 
     pub fn send(&self, text: &str) -> Result<(), String> {
