@@ -4,9 +4,11 @@ import { execFileSync } from "node:child_process";
 // Debian's Chromium (apt-get install chromium). Playwright never downloads a browser here.
 const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 
-// Either test a server that is already running (BASE_URL=http://host:port), or let Playwright
-// start the release binary on a free port, wait for /healthz, and stop it afterwards (also when a
-// test fails). The port is chosen once, in the main process, and inherited by the workers.
+// Either test a server that is already running (BASE_URL=http://host:port, and optionally
+// COUNTERSIGN_E2E_EXPIRY_URL for a second one with a short approval timeout), or let Playwright
+// start the release binary twice on free ports, wait for /healthz, and stop them afterwards (also
+// when a test fails). The ports are chosen once, in the main process, and inherited by the
+// workers through the environment.
 function freePort(): string {
   const script =
     "const s=require('net').createServer();" +
@@ -14,11 +16,52 @@ function freePort(): string {
   return execFileSync(process.execPath, ["-e", script]).toString().trim();
 }
 const external = process.env.BASE_URL;
-if (!external && !process.env.COUNTERSIGN_E2E_PORT) {
-  process.env.COUNTERSIGN_E2E_PORT = freePort();
+if (!external) {
+  if (!process.env.COUNTERSIGN_E2E_PORT) {
+    process.env.COUNTERSIGN_E2E_PORT = freePort();
+  }
+  if (!process.env.COUNTERSIGN_E2E_EXPIRY_PORT) {
+    let port = freePort();
+    while (port === process.env.COUNTERSIGN_E2E_PORT) port = freePort();
+    process.env.COUNTERSIGN_E2E_EXPIRY_PORT = port;
+  }
+  // Read by tests/chat.ts (the expiry test); set here so that the workers inherit it.
+  process.env.COUNTERSIGN_E2E_EXPIRY_URL = `http://127.0.0.1:${process.env.COUNTERSIGN_E2E_EXPIRY_PORT}`;
 }
 const baseURL = external ?? `http://127.0.0.1:${process.env.COUNTERSIGN_E2E_PORT}`;
 const serverBin = process.env.COUNTERSIGN_BIN ?? "./target/release/countersign";
+
+// The approval timeout of the second server, in seconds; the expiry test reads it too.
+process.env.COUNTERSIGN_E2E_EXPIRY_TIMEOUT_SECS ??= "4";
+
+function server(url: string, extraEnv: Record<string, string>) {
+  return {
+    command: serverBin,
+    cwd: "..",
+    url: `${url}/healthz`,
+    reuseExistingServer: false,
+    timeout: 60_000,
+    stdout: "pipe" as const,
+    stderr: "pipe" as const,
+    gracefulShutdown: { signal: "SIGTERM" as const, timeout: 5_000 },
+    env: {
+      LEPTOS_SITE_ROOT: "target/site",
+      LEPTOS_SITE_ADDR: new URL(url).host,
+      RUST_LOG: process.env.RUST_LOG ?? "warn,countersign=info",
+      // The deterministic offline demo model, fast: the tests use its exact prompts. Empty
+      // values count as unset, and variables already set win over a developer's ./.env, so no
+      // real provider is ever picked up by the browser tests.
+      COUNTERSIGN_MODEL: "",
+      GEMINI_API_KEY: "",
+      GOOGLE_API_KEY: "",
+      OPENAI_API_KEY: "",
+      OPENAI_BASE_URL: "",
+      COUNTERSIGN_DEMO_DELAY_MS: "5",
+      COUNTERSIGN_WEATHER: "offline",
+      ...extraEnv,
+    },
+  };
+}
 
 export default defineConfig({
   testDir: "./tests",
@@ -33,6 +76,9 @@ export default defineConfig({
   use: {
     baseURL,
     headless: true,
+    // The documented screenshots (docs/screenshots) are taken at this size, in the light theme.
+    viewport: { width: 1280, height: 800 },
+    colorScheme: "light",
     trace: "retain-on-failure",
     screenshot: "only-on-failure",
     launchOptions: {
@@ -52,19 +98,10 @@ export default defineConfig({
   projects: [{ name: "chromium", use: { browserName: "chromium" } }],
   webServer: external
     ? undefined
-    : {
-        command: serverBin,
-        cwd: "..",
-        url: `${baseURL}/healthz`,
-        reuseExistingServer: false,
-        timeout: 60_000,
-        stdout: "pipe",
-        stderr: "pipe",
-        gracefulShutdown: { signal: "SIGTERM", timeout: 5_000 },
-        env: {
-          LEPTOS_SITE_ROOT: "target/site",
-          LEPTOS_SITE_ADDR: new URL(baseURL).host,
-          RUST_LOG: process.env.RUST_LOG ?? "warn,countersign=info",
-        },
-      },
+    : [
+        server(baseURL, {}),
+        server(process.env.COUNTERSIGN_E2E_EXPIRY_URL!, {
+          COUNTERSIGN_APPROVAL_TIMEOUT_SECS: process.env.COUNTERSIGN_E2E_EXPIRY_TIMEOUT_SECS!,
+        }),
+      ],
 });

@@ -1,5 +1,15 @@
+import * as path from "node:path";
 import { test as plain } from "@playwright/test";
 import { test, expect, openChat } from "./fixtures";
+import {
+  SCREENSHOTS,
+  expectAnswer,
+  expectTurnFinished,
+  lastAssistant,
+  startChat,
+  toolCards,
+  userMessages,
+} from "./chat";
 
 plain.describe("server rendering (JavaScript disabled)", () => {
   plain.use({ javaScriptEnabled: false });
@@ -15,8 +25,11 @@ plain.describe("server rendering (JavaScript disabled)", () => {
 });
 
 test.describe("hydrated chat page", () => {
-  test("typing enables Send, Enter sends and clears the box", async ({ page }, testInfo) => {
+  test("typing enables Send, Enter sends and clears the box, the agent answers", async ({
+    page,
+  }, testInfo) => {
     await openChat(page);
+    await page.getByTestId("new-chat").click();
     const input = page.getByTestId("composer-input");
     const send = page.getByTestId("send");
 
@@ -28,24 +41,52 @@ test.describe("hydrated chat page", () => {
 
     await input.press("Enter");
     await expect(input).toHaveValue("");
+    await expect(userMessages(page)).toHaveCount(1);
+    await expect(userMessages(page)).toContainText("What's the weather in Tokyo?");
+    // A real answer from the agent (the offline demo model), never a placeholder.
+    await expectAnswer(page, "Tokyo", /18\s?°C/);
+    await expectTurnFinished(page);
     await expect(send).toBeDisabled();
-    await expect(page.getByTestId("user-message")).toHaveText("What's the weather in Tokyo?");
-    // Until the agent runtime lands the page says so plainly; it never fakes an answer.
-    await expect(page.getByTestId("agent-not-connected")).toBeVisible();
 
     await page.screenshot({ path: testInfo.outputPath("chat-light.png"), fullPage: true });
   });
 
   test("Shift+Enter inserts a newline instead of sending", async ({ page }) => {
     await openChat(page);
+    await page.getByTestId("new-chat").click();
     const input = page.getByTestId("composer-input");
     await input.pressSequentially("first line");
     await input.press("Shift+Enter");
     await input.pressSequentially("second line");
     await expect(input).toHaveValue("first line\nsecond line");
-    await expect(page.getByTestId("user-message")).toHaveCount(0);
+    await expect(userMessages(page)).toHaveCount(0);
     await page.getByTestId("send").click();
-    await expect(page.getByTestId("user-message")).toHaveText("first line\nsecond line");
+    await expect(userMessages(page)).toHaveCount(1);
+    await expect(userMessages(page)).toContainText(/first line\s*second line/);
+    // The demo model does not understand it, and says so in words.
+    await expect(lastAssistant(page).getByTestId("assistant-text")).not.toHaveCount(0);
+    await expectTurnFinished(page);
+  });
+
+  test("the empty state offers example prompts, and clicking one sends it", async ({ page }) => {
+    await startChat(page, "sse");
+    const examples = page.getByTestId("example-prompt");
+    await expect(examples.first()).toBeVisible();
+    expect(await examples.count()).toBeGreaterThan(1);
+    await page.screenshot({ path: path.join(SCREENSHOTS, "empty-state.png") });
+
+    const weather = examples.filter({ hasText: "What's the weather in Tokyo?" });
+    const example = (await weather.count()) > 0 ? weather.first() : examples.first();
+    const prompt = (await example.innerText()).trim();
+    await example.click();
+    await expect(page.getByTestId("empty-state")).toBeHidden();
+    await expect(userMessages(page)).toHaveCount(1);
+    await expect(userMessages(page)).toContainText(prompt);
+    await expect(lastAssistant(page)).toBeVisible();
+    if (prompt === "What's the weather in Tokyo?") {
+      await expectAnswer(page, "Tokyo", /18\s?°C/);
+      await expect(toolCards(page, "get_weather")).toHaveCount(1);
+    }
   });
 
   test("dark theme renders", async ({ page }, testInfo) => {

@@ -143,6 +143,8 @@ pub struct ChatCtl {
     executed: StoredValue<HashSet<String>>,
     /// Approval id → the arguments the person edited (sent as `approval.editedInput`).
     edits: StoredValue<HashMap<String, Value>>,
+    /// Overdue approvals already refreshed from the server.
+    refreshed: StoredValue<HashSet<String>>,
     /// BIDI: frames of the current turn received, and whether a turn is open.
     turn_frames: StoredValue<u64>,
     turn_open: StoredValue<bool>,
@@ -176,6 +178,7 @@ impl ChatCtl {
             sent: StoredValue::new(HashSet::new()),
             executed: StoredValue::new(HashSet::new()),
             edits: StoredValue::new(HashMap::new()),
+            refreshed: StoredValue::new(HashSet::new()),
             turn_frames: StoredValue::new(0),
             turn_open: StoredValue::new(false),
             last_request: StoredValue::new(None),
@@ -190,7 +193,10 @@ impl ChatCtl {
     pub fn start(self) {
         self.hydrated.set(true);
         self.now.set(platform::now_ms());
-        platform::every(1000, move || self.now.set(platform::now_ms()));
+        platform::every(1000, move || {
+            self.now.set(platform::now_ms());
+            self.check_deadlines();
+        });
         if platform::storage_get(MODE_KEY).as_deref() == Some("bidi") {
             self.mode.set(Mode::Bidi);
         }
@@ -217,6 +223,9 @@ impl ChatCtl {
         platform::storage_set(CHAT_KEY, &id);
         self.chat_id.set(id.clone());
         self.reset_local();
+        if self.mode.get_untracked() == Mode::Bidi {
+            self.ensure_socket();
+        }
         spawn_local(async move {
             match super::api::load_chat(id.clone()).await {
                 Ok(snapshot) => self.apply_snapshot(snapshot),
@@ -270,12 +279,50 @@ impl ChatCtl {
         self.conversation
             .set_value(Conversation::new(snapshot.messages.clone()));
         self.messages.set(snapshot.messages);
-        if snapshot.streaming {
+        let waiting = self.has_waiting_turn();
+        if snapshot.streaming || (waiting && self.mode.get_untracked() == Mode::Bidi) {
+            // Follow the turn live again: SSE re-attaches to a streaming turn; BIDI replays the
+            // waiting turn from its start, then sees its expiry or continuation as it happens.
             self.resume();
-        } else if self.mode.get_untracked() == Mode::Bidi && self.has_waiting_turn() {
-            // A turn waits for the person: be connected when they answer.
-            self.turn_open.set_value(false);
-            self.ensure_socket();
+        }
+    }
+
+    /// Every second: a pending approval whose deadline passed while nothing is streaming has
+    /// expired on the server; fetch what the server did (SSE holds no connection meanwhile).
+    fn check_deadlines(self) {
+        if self.conversation.with_value(|c| c.active().is_some()) {
+            return;
+        }
+        let now = platform::now_ms();
+        let overdue: Vec<String> = self.messages.with_untracked(|messages| {
+            let deadlines = self.deadlines.get_untracked();
+            messages
+                .last()
+                .map(|m| {
+                    m.tool_parts()
+                        .filter(|t| t.state == ToolState::ApprovalRequested)
+                        .filter_map(|t| t.approval.as_ref().map(|a| a.id.clone()))
+                        .filter(|id| deadlines.get(id).is_some_and(|d| now > d + 1000))
+                        .collect()
+                })
+                .unwrap_or_default()
+        });
+        let fresh: Vec<String> = overdue
+            .into_iter()
+            .filter(|id| {
+                self.refreshed
+                    .try_update_value(|r| r.insert(id.clone()))
+                    .unwrap_or(false)
+            })
+            .collect();
+        if !fresh.is_empty() {
+            let id = self.chat_id.get_untracked();
+            spawn_local(async move {
+                match super::api::load_chat(id).await {
+                    Ok(snapshot) => self.apply_snapshot(snapshot),
+                    Err(e) => self.show_error(format!("Cannot refresh this chat: {e}"), false),
+                }
+            });
         }
     }
 
@@ -393,9 +440,31 @@ impl ChatCtl {
                     .update_value(|c| c.begin_resume(platform::random_id("m")));
                 self.turn_frames.set_value(0);
                 self.turn_open.set_value(true);
-                self.ensure_socket();
+                if self
+                    .socket
+                    .with_value(|s| s.as_ref().is_some_and(Socket::is_open))
+                {
+                    self.send_resume();
+                } else {
+                    self.ensure_socket();
+                }
             }
         }
+    }
+
+    /// BIDI: asks the server for the frames of the current turn after those received.
+    fn send_resume(self) {
+        let frame = json!({
+            "type": "resume",
+            "id": self.chat_id.get_untracked(),
+            "received": self.turn_frames.get_value(),
+        });
+        self.log_out(frame.clone());
+        self.socket.with_value(|s| {
+            if let Some(s) = s {
+                let _ = s.send(&frame.to_string());
+            }
+        });
     }
 
     fn run_sse(self, method: &'static str, url: String, body: Option<String>) {
@@ -762,18 +831,10 @@ impl ChatCtl {
                 self.link.set(Link::Live);
                 let reconnected = self.reconnects.get_value() > 0;
                 self.reconnects.set_value(0);
-                let chat = self.chat_id.get_untracked();
                 if self.turn_open.get_value()
                     && (reconnected || self.outbox.with_value(Vec::is_empty))
                 {
-                    let received = self.turn_frames.get_value();
-                    let frame = json!({"type": "resume", "id": chat, "received": received});
-                    self.log_out(frame.clone());
-                    self.socket.with_value(|s| {
-                        if let Some(s) = s {
-                            let _ = s.send(&frame.to_string());
-                        }
-                    });
+                    self.send_resume();
                 }
                 let queued = self
                     .outbox

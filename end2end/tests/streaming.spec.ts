@@ -1,0 +1,150 @@
+import { test, expect } from "./fixtures";
+import {
+  MODES,
+  assistantMessages,
+  expectAnswer,
+  expectCompleted,
+  expectTurnFinished,
+  lastAssistant,
+  pendingApproval,
+  recordConnectionStatus,
+  send,
+  setMode,
+  startChat,
+  statusHistory,
+  toolCards,
+  waitForReloadedApp,
+} from "./chat";
+
+const wordCount = (text: string) => text.split(/\s+/).filter(Boolean).length;
+
+for (const mode of MODES) {
+  test(`Stop ends a streaming answer and the composer is usable again (${mode})`, async ({
+    page,
+  }) => {
+    await startChat(page, mode);
+    await send(page, "/lorem 2000");
+
+    const stop = page.getByTestId("stop");
+    const text = lastAssistant(page).getByTestId("assistant-text");
+    await expect(stop).toBeVisible();
+    await expect.poll(async () => wordCount((await text.allInnerTexts()).join(" "))).toBeGreaterThan(20);
+    // Send stays disabled while the turn streams, even with text in the box.
+    await page.getByTestId("composer-input").fill("What's the weather in Tokyo?");
+    await expect(page.getByTestId("send")).toBeDisabled();
+
+    await stop.click();
+    await expect(stop).toBeHidden();
+    const atStop = wordCount((await text.allInnerTexts()).join(" "));
+    expect(atStop).toBeLessThan(2000);
+    // Proving that nothing grows needs a span of time: one second is 200 demo words at 5 ms.
+    await page.waitForTimeout(1_000);
+    expect(wordCount((await text.allInnerTexts()).join(" "))).toBe(atStop);
+
+    // The composer works again: the next turn gets a full answer.
+    await expect(page.getByTestId("send")).toBeEnabled();
+    await page.getByTestId("composer-input").press("Enter");
+    await expect(assistantMessages(page)).toHaveCount(2);
+    await expectAnswer(page, "Tokyo", /18\s?°C/);
+    await expectTurnFinished(page);
+  });
+}
+
+test("Esc stops a streaming answer like the Stop button (sse)", async ({ page }) => {
+  await startChat(page, "sse");
+  await send(page, "/lorem 2000");
+  const stop = page.getByTestId("stop");
+  const text = lastAssistant(page).getByTestId("assistant-text");
+  await expect(stop).toBeVisible();
+  await expect.poll(async () => wordCount((await text.allInnerTexts()).join(" "))).toBeGreaterThan(20);
+  await page.keyboard.press("Escape");
+  await expect(stop).toBeHidden();
+  expect(wordCount((await text.allInnerTexts()).join(" "))).toBeLessThan(2000);
+});
+
+test("switching the mode mid-conversation keeps the conversation, and the mode is remembered", async ({
+  page,
+}) => {
+  await startChat(page, "sse");
+  await send(page, "What's the weather in Tokyo?");
+  await expectAnswer(page, "Tokyo", /18\s?°C/);
+  await expectTurnFinished(page);
+
+  await setMode(page, "bidi");
+  await expect(assistantMessages(page)).toHaveCount(1);
+  await send(page, "What's the weather in Paris?");
+  await expect(assistantMessages(page)).toHaveCount(2);
+  await expectAnswer(page, "Paris");
+  await expectTurnFinished(page);
+  await expect(assistantMessages(page).first().getByTestId("assistant-text")).toContainText("Tokyo");
+  await expect(toolCards(page, "get_weather")).toHaveCount(2);
+
+  expect(await page.evaluate(() => localStorage.getItem("countersign.mode"))).toContain("bidi");
+  await page.reload();
+  await waitForReloadedApp(page);
+  await expect(page.getByTestId("mode-bidi")).toHaveAttribute("aria-pressed", "true");
+  // The contract names the four states but not whether an idle BIDI page keeps a socket open;
+  // this page connects when it has something to send (it shows "Offline" until then). What
+  // matters: the conversation came back, and the next message goes over a live socket.
+  const status = page.getByTestId("connection-status");
+  await expect(status).toHaveText(/^(Connecting|Live|Reconnecting|Offline)$/);
+  await expect(assistantMessages(page)).toHaveCount(2);
+  await send(page, "What's the weather in Tokyo?");
+  await expect(status).toHaveText("Live");
+  await expect(assistantMessages(page)).toHaveCount(3);
+  await expectAnswer(page, "Tokyo", /18\s?°C/);
+  await expectTurnFinished(page);
+});
+
+test("BIDI: the socket drops while an approval is pending, reconnects, and the approval still works", async ({
+  page,
+}) => {
+  await startChat(page, "bidi");
+  await send(page, "Send $50 to Hanako");
+  const card = toolCards(page, "process_payment");
+  await pendingApproval(card);
+
+  await recordConnectionStatus(page);
+  await page.evaluate(() => (window as any).__countersign.dropSocket());
+  await expect(page.getByTestId("connection-status")).toHaveText(/Live/);
+  await expect
+    .poll(() => statusHistory(page), { message: "connection-status went Reconnecting, then Live" })
+    .toEqual(expect.arrayContaining([expect.stringMatching(/Reconnecting/)]));
+  const history = await statusHistory(page);
+  const reconnecting = history.findIndex((s) => /Reconnecting/.test(s));
+  expect(history.slice(reconnecting + 1).some((s) => /Live/.test(s)), history.join(" → ")).toBe(true);
+
+  const approval = await pendingApproval(card);
+  await approval.getByTestId("approve").click();
+  await expectCompleted(card);
+  await expectAnswer(page, "950");
+  await expectTurnFinished(page);
+});
+
+for (const mode of MODES) {
+  test(`after a reload the pending approval is shown again and can be answered (${mode})`, async ({
+    page,
+  }) => {
+    await startChat(page, mode);
+    await send(page, "Send $50 to Hanako");
+    const card = toolCards(page, "process_payment");
+    const before = await pendingApproval(card);
+    const approvalId = await before.getAttribute("data-approval-id");
+
+    await page.reload();
+    await waitForReloadedApp(page);
+    await expect(page.getByTestId(`mode-${mode}`)).toHaveAttribute("aria-pressed", "true");
+    if (mode === "bidi") await expect(page.getByTestId("connection-status")).toHaveText(/Live/);
+    await expect(page.locator('[data-testid="message"][data-role="user"]')).toContainText(
+      "Send $50 to Hanako",
+    );
+    const after = await pendingApproval(card);
+    await expect(after).toHaveAttribute("data-approval-id", approvalId!);
+    await expect(after.getByTestId("approval-summary")).toContainText("Pay 50.00 USD to Hanako");
+
+    await after.getByTestId("approve").click();
+    await expectCompleted(card);
+    await expectAnswer(page, "950");
+    await expectTurnFinished(page);
+  });
+}
