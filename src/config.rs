@@ -112,6 +112,10 @@ pub struct AgentSettings {
     /// The real model provider (Gemini, OpenAI-compatible) chosen from `GEMINI_API_KEY`,
     /// `OPENAI_BASE_URL`, `COUNTERSIGN_MODEL` …; `None` means the offline demo model.
     pub provider: Option<crate::agent::providers::ProviderConfig>,
+    /// `COUNTERSIGN_MODEL=replay:<file.jsonl>`: play a chunk log back as the model.
+    pub replay: Option<PathBuf>,
+    /// `COUNTERSIGN_CHUNK_LOG=<dir>`: record every session's chunks as JSONL there.
+    pub chunk_log: Option<PathBuf>,
 }
 
 impl Default for AgentSettings {
@@ -123,6 +127,8 @@ impl Default for AgentSettings {
             text_timing: TextTimingSetting::Hold,
             weather: WeatherSetting::Live,
             provider: None,
+            replay: None,
+            chunk_log: None,
         }
     }
 }
@@ -352,15 +358,36 @@ fn agent_settings(env: &impl Fn(&str) -> Option<String>) -> Result<AgentSettings
         Some("offline") => WeatherSetting::Offline,
         Some(other) => return Err(invalid("COUNTERSIGN_WEATHER", other, "use live or offline")),
     };
-    let provider =
+    let replay = env("COUNTERSIGN_MODEL").and_then(|m| {
+        m.trim()
+            .strip_prefix("replay:")
+            .map(|p| PathBuf::from(p.trim()))
+    });
+    if replay.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+        return Err(invalid(
+            "COUNTERSIGN_MODEL",
+            "replay:",
+            "name the chunk log to replay: replay:<file.jsonl>",
+        ));
+    }
+    let provider = if replay.is_some() {
+        None
+    } else {
         crate::agent::providers::select(|k| env(k)).map_err(|e| ConfigError::Invalid {
             origin: "the model settings".to_string(),
             key: "COUNTERSIGN_MODEL",
             value: env("COUNTERSIGN_MODEL").unwrap_or_default(),
             reason: e.to_string(),
-        })?;
+        })?
+    };
+    let chunk_log = env("COUNTERSIGN_CHUNK_LOG")
+        .map(|d| d.trim().to_string())
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from);
     Ok(AgentSettings {
         provider,
+        replay,
+        chunk_log,
         demo_delay: Duration::from_millis(number(
             env,
             "COUNTERSIGN_DEMO_DELAY_MS",

@@ -24,7 +24,7 @@ async fn main() -> std::process::ExitCode {
     let state = match server::AppState::new(config) {
         Ok(state) => state,
         Err(e) => {
-            eprintln!("countersign: model configuration error: {e}");
+            eprintln!("countersign: cannot start: {e}");
             return std::process::ExitCode::from(2);
         }
     };

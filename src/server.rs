@@ -42,7 +42,7 @@ pub struct AppState {
 
 impl AppState {
     /// The production state: the configured model, the real clock, unguessable ids.
-    pub fn new(config: Config) -> Result<Self, crate::agent::providers::ConfigError> {
+    pub fn new(config: Config) -> Result<Self, StartupError> {
         let runtime = build_runtime(&config.agent)?;
         Ok(Self::with_runtime(config, runtime))
     }
@@ -59,23 +59,39 @@ impl AppState {
     }
 }
 
-/// Builds the runtime the settings describe: the configured provider, or the demo model.
-pub fn build_runtime(
-    agent: &AgentSettings,
-) -> Result<Arc<Runtime>, crate::agent::providers::ConfigError> {
+/// Why the server cannot start with these settings.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("model provider: {0}")]
+    Model(#[from] crate::agent::providers::ConfigError),
+    #[error("replay model: {0}")]
+    Replay(#[from] crate::agent::replay::ReplayError),
+    #[error("chunk log: {0}")]
+    ChunkLog(#[from] crate::agent::chunk_log::ChunkLogError),
+}
+
+/// Builds the runtime the settings describe: a replayed log, the configured provider, or the
+/// demo model; with the chunk log when one is configured.
+pub fn build_runtime(agent: &AgentSettings) -> Result<Arc<Runtime>, StartupError> {
     let tools = ToolRegistry::standard(&tool_settings(agent));
-    let model: Arc<dyn crate::agent::model::Model> = match &agent.provider {
-        Some(provider) => provider.clone().build()?,
-        None => Arc::new(DemoModel::new(agent.demo_delay)),
+    let model: Arc<dyn crate::agent::model::Model> = match (&agent.replay, &agent.provider) {
+        (Some(path), _) => Arc::new(crate::agent::replay::ReplayModel::from_file(path)?),
+        (None, Some(provider)) => provider.clone().build()?,
+        (None, None) => Arc::new(DemoModel::new(agent.demo_delay)),
     };
-    Ok(Runtime::new(
+    let runtime = Runtime::new(
         model,
         tools,
         Arc::new(SystemClock),
         Arc::new(RandomIds),
         Arc::new(MemoryStore::default()),
         runtime_settings(agent),
-    ))
+    );
+    if let Some(dir) = &agent.chunk_log {
+        let log = crate::agent::chunk_log::ChunkLog::new(dir.clone())?;
+        runtime.set_chunk_log(Arc::new(log));
+    }
+    Ok(runtime)
 }
 
 /// The tool settings the agent settings describe.
@@ -150,9 +166,13 @@ pub async fn serve(
     let addr = listener.local_addr()?;
     println!("{}", banner(&state, addr));
     tracing::info!(%addr, "listening");
+    let runtime = state.runtime.clone();
     axum::serve(listener, router(state).into_make_service())
         .with_graceful_shutdown(shutdown)
         .await?;
+    if let Some(log) = runtime.chunk_log() {
+        log.flush_all();
+    }
     tracing::info!("stopped");
     Ok(())
 }

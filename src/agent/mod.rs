@@ -5,12 +5,14 @@
 //! it can call) → [`gate`] (who must countersign) → [`session`] (where state lives) → [`runner`]
 //! (the turn loop) → [`demo`] (the offline model).
 
+pub mod chunk_log;
 pub mod clock;
 pub mod demo;
 pub mod gate;
 pub mod history;
 pub mod model;
 pub mod providers;
+pub mod replay;
 pub mod runner;
 /// Tool-argument validation lives in `protocol` (the browser checks edits with it too).
 pub use crate::protocol::schema;

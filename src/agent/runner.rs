@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{
+    chunk_log::ChunkLog,
     clock::{Clock, IdGen, IdKind, Millis, until},
     gate::{ApprovalResolution, CallPhase, InputError, PersonInput, StepCall},
     history::{AssistantPart, Attachment, HistoryItem, Outcome, ToolCall, ToolResult},
@@ -110,6 +111,8 @@ pub struct UserTurn {
     pub message_id: Option<String>,
     pub text: String,
     pub attachments: Vec<Attachment>,
+    /// The transport the turn came in on (`sse`, `bidi`), for the chunk log.
+    pub transport: &'static str,
 }
 
 /// A started turn: read `log` from position 0.
@@ -128,6 +131,8 @@ pub struct Runtime {
     pub ids: Arc<dyn IdGen>,
     pub store: Arc<dyn SessionStore>,
     pub settings: RuntimeSettings,
+    /// Where every emitted chunk is recorded (`COUNTERSIGN_CHUNK_LOG`), if anywhere.
+    chunk_log: std::sync::OnceLock<Arc<ChunkLog>>,
     live: Mutex<HashMap<String, Arc<Session>>>,
 }
 
@@ -147,8 +152,19 @@ impl Runtime {
             ids,
             store,
             settings,
+            chunk_log: std::sync::OnceLock::new(),
             live: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Records every chunk of every session in `log` from now on (set once, at start-up).
+    pub fn set_chunk_log(&self, log: Arc<ChunkLog>) {
+        let _ = self.chunk_log.set(log);
+    }
+
+    /// The chunk log, if one is configured.
+    pub fn chunk_log(&self) -> Option<&Arc<ChunkLog>> {
+        self.chunk_log.get()
     }
 
     /// The live session of `chat_id`, loaded from the store or created.
@@ -233,6 +249,11 @@ impl Runtime {
         let now = self.clock.now_ms();
         let turn_id = self.ids.next_id(IdKind::Turn);
         let message_id = self.ids.next_id(IdKind::Message);
+        let transport = if user.transport.is_empty() {
+            "api"
+        } else {
+            user.transport
+        };
         {
             let mut record = lock(&session.record);
             let user_id = user
@@ -277,6 +298,7 @@ impl Runtime {
             timing: timing.unwrap_or(self.settings.text_timing),
             reducer: MessageReducer::new(message_id.clone()),
             message_id: message_id.clone(),
+            transport,
         };
         let task = tokio::spawn(driver.run());
         *live = Some(LiveTurn {
@@ -376,6 +398,8 @@ struct TurnDriver {
     timing: TextTiming,
     reducer: MessageReducer,
     message_id: String,
+    /// `sse` / `bidi`: recorded in the chunk log.
+    transport: &'static str,
 }
 
 /// The open text or reasoning block of a model step.
@@ -992,6 +1016,7 @@ impl TurnDriver {
         self.emit(Chunk::error(message));
         self.set_status(TurnStatus::Failed);
         self.sync_messages();
+        self.record_done();
         self.log.push(TurnEntry::End);
         self.save().await;
     }
@@ -1008,12 +1033,16 @@ impl TurnDriver {
         }));
         self.set_status(status);
         self.sync_messages();
+        self.record_done();
         self.log.push(TurnEntry::End);
         self.save().await;
     }
 
     async fn pause(&mut self) {
         self.sync_messages();
+        if let Some(log) = self.rt.chunk_log() {
+            log.flush(&self.session.id);
+        }
         self.save().await;
         self.log.push(TurnEntry::Pause);
     }
@@ -1034,7 +1063,22 @@ impl TurnDriver {
 
     fn emit(&mut self, chunk: Chunk) {
         self.apply(&chunk);
+        if let Some(log) = self.rt.chunk_log() {
+            log.record(
+                &self.session.id,
+                self.transport,
+                &chunk,
+                self.rt.clock.now_ms(),
+            );
+        }
         self.log.push(TurnEntry::Chunk(chunk));
+    }
+
+    /// Marks the end of the turn in the chunk log.
+    fn record_done(&self) {
+        if let Some(log) = self.rt.chunk_log() {
+            log.record_done(&self.session.id, self.transport, self.rt.clock.now_ms());
+        }
     }
 
     /// Folds a chunk into the server's copy of the assistant message.

@@ -140,6 +140,7 @@ async fn run(
         message_id: (!last.id.is_empty()).then(|| last.id.clone()),
         text,
         attachments,
+        transport: "sse",
     };
     let started = runtime.start_turn(chat_id, user, timing).await?;
     tracing::info!(chat = chat_id, turn = %started.turn_id, "turn started");

@@ -513,6 +513,7 @@ impl Connection {
             message_id: (!last.id.is_empty()).then(|| last.id.clone()),
             text,
             attachments,
+            transport: "bidi",
         };
         match runtime.start_turn(&chat_id, user, self.timing).await {
             Ok(started) => {
