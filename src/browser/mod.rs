@@ -5,10 +5,12 @@
 //! * [`socket`]: BIDI mode — the WebSocket, with reconnect and resume.
 //! * [`geo`]: `get_location` through the Geolocation API.
 //! * [`audio`]: `change_bgm` through Web Audio.
+//! * [`files`]: image attachments read as `data:` URLs.
 //! * [`dom`]: storage, downloads, clipboard, timers.
 
 pub mod audio;
 pub mod dom;
 pub mod fetch;
+pub mod files;
 pub mod geo;
 pub mod socket;

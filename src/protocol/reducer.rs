@@ -324,33 +324,14 @@ impl MessageReducer {
                 }));
                 Ok(Applied::Updated)
             }
-            Chunk::TextDelta(delta) => {
-                let part = self
-                    .active_text
-                    .get(&delta.id)
-                    .and_then(|&index| text_part_mut(&mut self.message.parts, index))
-                    .ok_or_else(|| ReduceError::TextDeltaWithoutStart {
-                        id: delta.id.clone(),
-                    })?;
-                part.text.push_str(&delta.delta);
-                if delta.provider_metadata.is_some() {
-                    part.provider_metadata.clone_from(&delta.provider_metadata);
+            Chunk::TextDelta(delta) => self.append_delta(BlockKind::Text, delta).ok_or_else(|| {
+                ReduceError::TextDeltaWithoutStart {
+                    id: delta.id.clone(),
                 }
-                Ok(Applied::Updated)
-            }
-            Chunk::TextEnd(end) => {
-                let part = self
-                    .active_text
-                    .get(&end.id)
-                    .and_then(|&index| text_part_mut(&mut self.message.parts, index))
-                    .ok_or_else(|| ReduceError::TextEndWithoutStart { id: end.id.clone() })?;
-                part.state = Some(TextState::Done);
-                if end.provider_metadata.is_some() {
-                    part.provider_metadata.clone_from(&end.provider_metadata);
-                }
-                self.active_text.remove(&end.id);
-                Ok(Applied::Updated)
-            }
+            }),
+            Chunk::TextEnd(end) => self
+                .end_block(BlockKind::Text, end)
+                .ok_or_else(|| ReduceError::TextEndWithoutStart { id: end.id.clone() }),
             Chunk::ReasoningStart(start) => {
                 self.active_reasoning
                     .insert(start.id.clone(), self.message.parts.len());
@@ -362,33 +343,14 @@ impl MessageReducer {
                 }));
                 Ok(Applied::Updated)
             }
-            Chunk::ReasoningDelta(delta) => {
-                let part = self
-                    .active_reasoning
-                    .get(&delta.id)
-                    .and_then(|&index| reasoning_part_mut(&mut self.message.parts, index))
-                    .ok_or_else(|| ReduceError::ReasoningDeltaWithoutStart {
-                        id: delta.id.clone(),
-                    })?;
-                part.text.push_str(&delta.delta);
-                if delta.provider_metadata.is_some() {
-                    part.provider_metadata.clone_from(&delta.provider_metadata);
-                }
-                Ok(Applied::Updated)
-            }
-            Chunk::ReasoningEnd(end) => {
-                let part = self
-                    .active_reasoning
-                    .get(&end.id)
-                    .and_then(|&index| reasoning_part_mut(&mut self.message.parts, index))
-                    .ok_or_else(|| ReduceError::ReasoningEndWithoutStart { id: end.id.clone() })?;
-                part.state = Some(TextState::Done);
-                if end.provider_metadata.is_some() {
-                    part.provider_metadata.clone_from(&end.provider_metadata);
-                }
-                self.active_reasoning.remove(&end.id);
-                Ok(Applied::Updated)
-            }
+            Chunk::ReasoningDelta(delta) => self
+                .append_delta(BlockKind::Reasoning, delta)
+                .ok_or_else(|| ReduceError::ReasoningDeltaWithoutStart {
+                    id: delta.id.clone(),
+                }),
+            Chunk::ReasoningEnd(end) => self
+                .end_block(BlockKind::Reasoning, end)
+                .ok_or_else(|| ReduceError::ReasoningEndWithoutStart { id: end.id.clone() }),
             Chunk::ToolInputStart(start) => {
                 let kind = ToolKind::from_flag(start.dynamic);
                 self.partial_tool_calls.insert(
@@ -738,17 +700,65 @@ fn apply_tool_update(tool: &mut ToolPart, kind: ToolKind, update: ToolUpdate) {
     }
 }
 
-fn text_part_mut(parts: &mut [UiPart], index: usize) -> Option<&mut TextPart> {
-    match parts.get_mut(index) {
-        Some(UiPart::Text(text)) => Some(text),
+/// Text and reasoning blocks follow the same start/delta/end rules (§A.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BlockKind {
+    Text,
+    Reasoning,
+}
+
+/// The mutable fields of an open text or reasoning part.
+struct BlockMut<'a> {
+    text: &'a mut String,
+    state: &'a mut Option<TextState>,
+    provider_metadata: &'a mut Option<ProviderMetadata>,
+}
+
+fn block_part_mut(parts: &mut [UiPart], index: usize, kind: BlockKind) -> Option<BlockMut<'_>> {
+    match (parts.get_mut(index), kind) {
+        (Some(UiPart::Text(p)), BlockKind::Text) => Some(BlockMut {
+            text: &mut p.text,
+            state: &mut p.state,
+            provider_metadata: &mut p.provider_metadata,
+        }),
+        (Some(UiPart::Reasoning(p)), BlockKind::Reasoning) => Some(BlockMut {
+            text: &mut p.text,
+            state: &mut p.state,
+            provider_metadata: &mut p.provider_metadata,
+        }),
         _ => None,
     }
 }
 
-fn reasoning_part_mut(parts: &mut [UiPart], index: usize) -> Option<&mut ReasoningPart> {
-    match parts.get_mut(index) {
-        Some(UiPart::Reasoning(reasoning)) => Some(reasoning),
-        _ => None,
+impl MessageReducer {
+    fn active_blocks(&mut self, kind: BlockKind) -> &mut HashMap<String, usize> {
+        match kind {
+            BlockKind::Text => &mut self.active_text,
+            BlockKind::Reasoning => &mut self.active_reasoning,
+        }
+    }
+
+    /// Appends a delta to its open block; `None` if no block with that id is open.
+    fn append_delta(&mut self, kind: BlockKind, delta: &chunk::Delta) -> Option<Applied> {
+        let index = *self.active_blocks(kind).get(&delta.id)?;
+        let block = block_part_mut(&mut self.message.parts, index, kind)?;
+        block.text.push_str(&delta.delta);
+        if delta.provider_metadata.is_some() {
+            block.provider_metadata.clone_from(&delta.provider_metadata);
+        }
+        Some(Applied::Updated)
+    }
+
+    /// Closes an open block; `None` if no block with that id is open.
+    fn end_block(&mut self, kind: BlockKind, end: &chunk::Boundary) -> Option<Applied> {
+        let index = *self.active_blocks(kind).get(&end.id)?;
+        let block = block_part_mut(&mut self.message.parts, index, kind)?;
+        *block.state = Some(TextState::Done);
+        if end.provider_metadata.is_some() {
+            block.provider_metadata.clone_from(&end.provider_metadata);
+        }
+        self.active_blocks(kind).remove(&end.id);
+        Some(Applied::Updated)
     }
 }
 

@@ -126,9 +126,11 @@ pub fn ChatPage() -> impl IntoView {
             </Show>
 
             <Composer
-                on_send=Callback::new(move |text: String| ctl.send_text(text))
+                on_send=Callback::new(move |(text, files): (String, Vec<super::platform::PickedFile>)| ctl.send(text, files))
                 busy=streaming
                 on_stop=Callback::new(move |_| ctl.stop())
+                max_attachment_bytes=Signal::derive(move || ctl.max_attachment_bytes())
+                on_error=Callback::new(move |message: String| ctl.report(message))
             />
         </main>
     }

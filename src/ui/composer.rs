@@ -4,14 +4,23 @@
 //! white space or a turn is streaming. The disabled state is reactive, so a Send button that
 //! enables while typing is also the visible proof that the page has hydrated.
 
-use leptos::{ev, prelude::*};
+use leptos::{ev, prelude::*, task::spawn_local};
 
-/// A composer that calls `on_send` with the trimmed text and clears itself.
+use super::platform::{self, PickedFile};
+
+/// A composer that calls `on_send` with the trimmed text and the attached images, and clears
+/// itself.
 #[component]
 pub fn Composer(
-    /// Receives the text to send (never empty).
+    /// Receives the text and attachments to send (never both empty).
     #[prop(into)]
-    on_send: Callback<String>,
+    on_send: Callback<(String, Vec<PickedFile>)>,
+    /// The largest image accepted, in bytes (the live connection takes less than SSE).
+    #[prop(into, default = Signal::derive(|| 10 * 1024 * 1024))]
+    max_attachment_bytes: Signal<u64>,
+    /// Told why a file was not attached.
+    #[prop(into, optional)]
+    on_error: Option<Callback<String>>,
     /// A turn is streaming: Send is disabled and Stop is shown.
     #[prop(into, default = Signal::derive(|| false))]
     busy: Signal<bool>,
@@ -23,19 +32,51 @@ pub fn Composer(
     placeholder: String,
 ) -> impl IntoView {
     let text = RwSignal::new(String::new());
-    let is_empty = move || text.with(|t| t.trim().is_empty());
+    let files = RwSignal::new(Vec::<PickedFile>::new());
+    let is_empty = move || text.with(|t| t.trim().is_empty()) && files.with(Vec::is_empty);
 
     let send = move || {
-        if busy.get_untracked() {
+        if busy.get_untracked() || is_empty() {
             return;
         }
         let value = text.get_untracked();
-        let trimmed = value.trim();
-        if trimmed.is_empty() {
-            return;
-        }
-        on_send.run(trimmed.to_string());
+        on_send.run((value.trim().to_string(), files.get_untracked()));
         text.set(String::new());
+        files.set(Vec::new());
+    };
+
+    let on_pick = move |ev: ev::Event| {
+        let limit = max_attachment_bytes.get_untracked();
+        spawn_local(async move {
+            for picked in platform::read_picked(&ev).await {
+                match picked {
+                    Ok(file) if !file.media_type.starts_with("image/") => {
+                        if let Some(report) = on_error {
+                            report.run(format!(
+                                "{} is not an image; only images can be attached.",
+                                file.name
+                            ));
+                        }
+                    }
+                    Ok(file) if file.size > limit => {
+                        if let Some(report) = on_error {
+                            report.run(format!(
+                                "{} is {} KB; this connection takes images up to {} KB.",
+                                file.name,
+                                file.size / 1024,
+                                limit / 1024
+                            ));
+                        }
+                    }
+                    Ok(file) => files.update(|f| f.push(file)),
+                    Err(message) => {
+                        if let Some(report) = on_error {
+                            report.run(message);
+                        }
+                    }
+                }
+            }
+        });
     };
 
     let on_keydown = move |ev: ev::KeyboardEvent| {
@@ -46,7 +87,26 @@ pub fn Composer(
         }
     };
 
+    let indexed = move || {
+        files
+            .get()
+            .into_iter()
+            .enumerate()
+            .collect::<Vec<(usize, PickedFile)>>()
+    };
     view! {
+        <Show when=move || !files.with(Vec::is_empty)>
+            <ul class="attachments" aria-label="Attached images">
+                <For each=indexed key=|(i, f)| (*i, f.name.clone()) children=move |(index, file)| view! {
+                    <li class="attachment-preview" data-testid="attachment-preview">
+                        <img src=file.url.clone() alt=file.name.clone()/>
+                        <button type="button" class="attachment-remove" data-testid="attachment-remove"
+                            aria-label=format!("Remove {}", file.name)
+                            on:click=move |_| files.update(|f| { if index < f.len() { f.remove(index); } })>"×"</button>
+                    </li>
+                }/>
+            </ul>
+        </Show>
         <form
             class="composer"
             on:submit=move |ev: ev::SubmitEvent| {
@@ -54,6 +114,11 @@ pub fn Composer(
                 send();
             }
         >
+            <label class="attach" title="Attach images">
+                <span class="visually-hidden">"Attach images"</span>
+                <span aria-hidden="true">"＋"</span>
+                <input type="file" accept="image/*" multiple class="visually-hidden" data-testid="attach-input" on:change=on_pick/>
+            </label>
             <label class="visually-hidden" for="composer-input">"Message"</label>
             <textarea
                 id="composer-input"

@@ -346,15 +346,52 @@ impl ChatCtl {
         })
     }
 
-    /// Sends the person's message.
+    /// Sends the person's message (an example prompt).
     pub fn send_text(self, text: String) {
+        self.send(text, Vec::new());
+    }
+
+    /// The largest image the current transport carries: a WebSocket message is capped at 1 MiB
+    /// by default, and a `data:` URL is a third larger than the file.
+    pub fn max_attachment_bytes(self) -> u64 {
+        match self.mode.get() {
+            Mode::Bidi => 700 * 1024,
+            Mode::Sse => 10 * 1024 * 1024,
+        }
+    }
+
+    /// Shows a problem the person can fix (e.g. a file too large).
+    pub fn report(self, message: String) {
+        self.show_error(message, false);
+    }
+
+    /// Sends the person's message with its attached images.
+    pub fn send(self, text: String, files: Vec<platform::PickedFile>) {
         let text = text.trim().to_string();
-        if text.is_empty() || self.busy() {
+        if (text.is_empty() && files.is_empty()) || self.busy() {
             return;
         }
         platform::bgm_unlock();
         self.banner.set(None);
-        let message = UiMessage::user_text(platform::random_id("u"), text.clone());
+        let mut message = UiMessage::user_text(platform::random_id("u"), text.clone());
+        if text.is_empty() {
+            message.parts.clear();
+        }
+        for file in files {
+            message
+                .parts
+                .push(UiPart::File(crate::protocol::message::FilePart {
+                    media_type: file.media_type,
+                    url: file.url,
+                    filename: Some(file.name),
+                    provider_metadata: None,
+                }));
+        }
+        let text = if text.is_empty() {
+            "(image)".to_string()
+        } else {
+            text
+        };
         self.conversation.update_value(|c| c.push(message.clone()));
         self.publish();
         self.remember_chat(&text);

@@ -42,6 +42,15 @@ impl std::fmt::Display for FetchError {
     }
 }
 
+/// A file the person attached, read as a `data:` URL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PickedFile {
+    pub name: String,
+    pub media_type: String,
+    pub size: u64,
+    pub url: String,
+}
+
 /// What the WebSocket reports.
 #[derive(Debug, Clone)]
 pub enum SocketEvent {

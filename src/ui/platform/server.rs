@@ -59,6 +59,10 @@ pub async fn stream(
     Err(FetchError::Network(NOT_IN_A_BROWSER.into()))
 }
 
+pub async fn read_picked(_event: &leptos::ev::Event) -> Vec<Result<super::PickedFile, String>> {
+    Vec::new()
+}
+
 pub async fn locate() -> Result<Value, String> {
     Err(NOT_IN_A_BROWSER.into())
 }

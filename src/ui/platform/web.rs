@@ -22,6 +22,10 @@ pub async fn stream(
     browser::fetch::stream(method, url, body, headers, on_frame).await
 }
 
+pub async fn read_picked(event: &leptos::ev::Event) -> Vec<Result<super::PickedFile, String>> {
+    browser::files::read_picked(event).await
+}
+
 pub async fn locate() -> Result<Value, String> {
     browser::geo::locate().await
 }
