@@ -6,8 +6,14 @@ import { expect, openChat } from "./fixtures";
 export type Mode = "sse" | "bidi";
 export const MODES: Mode[] = ["sse", "bidi"];
 
-/** Where the documented screenshots go (the repository's docs/screenshots). */
-export const SCREENSHOTS = path.resolve(__dirname, "..", "..", "docs", "screenshots");
+/**
+ * Where the documented screenshots go: the repository's docs/screenshots when
+ * COUNTERSIGN_UPDATE_SCREENSHOTS=1 (so the README's pictures are refreshed on purpose), otherwise
+ * test-results/screenshots (so an ordinary test run leaves the work tree clean).
+ */
+export const SCREENSHOTS = process.env.COUNTERSIGN_UPDATE_SCREENSHOTS
+  ? path.resolve(__dirname, "..", "..", "docs", "screenshots")
+  : path.resolve(__dirname, "..", "test-results", "screenshots");
 
 /** The second test server, whose approvals expire after a few seconds (playwright.config.ts). */
 export const EXPIRY_URL = process.env.COUNTERSIGN_E2E_EXPIRY_URL;
