@@ -649,3 +649,41 @@ async fn invalid_utf8_closes_with_1007() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_silent_client_is_closed_after_the_idle_timeout() {
+    let server = server_with(Opts {
+        env: vec![("COUNTERSIGN_WS_IDLE_SECS".into(), "3".into())],
+        ..Opts::default()
+    })
+    .await;
+    let mut socket = connect(&server).await;
+    send(&mut socket, message("idle", "hello")).await;
+    read_until(&mut socket, "[DONE]").await;
+    assert!(server.state.live_sockets.is_live("idle"));
+    // Stop reading, so no pong answers the server's pings, for longer than the idle timeout plus
+    // one ping interval (the server checks at each ping, every third of the timeout).
+    tokio::time::sleep(Duration::from_millis(5500)).await;
+    assert!(
+        !server.state.live_sockets.is_live("idle"),
+        "the server let the silent socket go"
+    );
+    // What the client then sees: the server's close (1001 "idle timeout"), or — when its
+    // automatic pong hits the already closed connection first — a broken pipe.
+    loop {
+        match next(&mut socket).await {
+            Frame::Closed(Some(code), reason) => {
+                assert_eq!((code, reason.as_str()), (1001, "idle timeout"));
+                break;
+            }
+            Frame::Closed(None, error) => {
+                assert!(
+                    error.contains("Broken pipe") || error.contains("reset") || error.is_empty(),
+                    "{error}"
+                );
+                break;
+            }
+            Frame::Control(_) | Frame::Chunk(_) | Frame::Done => continue,
+        }
+    }
+}

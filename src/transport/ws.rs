@@ -100,6 +100,11 @@ impl LiveSockets {
         }
     }
 
+    /// Whether `chat` has a live socket.
+    pub fn is_live(&self, chat: &str) -> bool {
+        crate::agent::session::lock(&self.by_chat).contains_key(chat)
+    }
+
     fn release(&self, chat: &str, conn: u64) {
         let mut map = crate::agent::session::lock(&self.by_chat);
         if map.get(chat).is_some_and(|(id, _)| *id == conn) {
