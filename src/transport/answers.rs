@@ -202,6 +202,21 @@ fn browser_output(
     }
 }
 
+/// Whether the request's last message answers the chat's waiting turn (rather than starting a
+/// new one): an assistant message, or — as the seed system sends them — any message carrying
+/// approval answers or tool outputs.
+pub fn is_answer(message: &UiMessage) -> bool {
+    message.role == crate::protocol::Role::Assistant
+        || message.parts.iter().any(|p| match p {
+            UiPart::Tool(t) | UiPart::DynamicTool(t) => {
+                t.approval.as_ref().is_some_and(|a| a.approved.is_some())
+                    || t.output.is_some()
+                    || t.error_text.is_some()
+            }
+            _ => false,
+        })
+}
+
 /// The text and attachments of a user message.
 pub fn user_content(message: &UiMessage) -> (String, Vec<crate::agent::history::Attachment>) {
     let mut text = String::new();

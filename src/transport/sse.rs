@@ -24,7 +24,7 @@ use futures::stream;
 use serde_json::{Value, json};
 
 use super::{
-    answers::{extract, user_content},
+    answers::{extract, is_answer, user_content},
     error::ApiError,
 };
 use crate::{
@@ -32,7 +32,7 @@ use crate::{
         SessionRecord, TextTiming, TurnEntry, TurnLog, TurnStatus, UserTurn, session::LogReader,
     },
     protocol::{
-        ChatRequest, Chunk, Dialect, FinishReason, Role, UiMessage, UiPart,
+        ChatRequest, Chunk, Dialect, FinishReason, Role, UiMessage,
         sse::{DONE_FRAME, KEEP_ALIVE_FRAME, UI_MESSAGE_STREAM_HEADERS, encode_chunk},
     },
     server::AppState,
@@ -97,7 +97,7 @@ async fn run(
     let keep_alive = state.http.keep_alive;
     let runtime = &state.runtime;
 
-    if last.role == Role::Assistant || carries_answers(last) {
+    if is_answer(last) {
         let session = runtime
             .existing_session(chat_id)
             .await
@@ -152,19 +152,6 @@ async fn run(
         keep_alive,
         false,
     ))
-}
-
-/// Whether a non-assistant message carries answers (the seed system sends approvals in a user
-/// message).
-fn carries_answers(message: &UiMessage) -> bool {
-    message.parts.iter().any(|p| match p {
-        UiPart::Tool(t) | UiPart::DynamicTool(t) => {
-            t.approval.as_ref().is_some_and(|a| a.approved.is_some())
-                || t.output.is_some()
-                || t.error_text.is_some()
-        }
-        _ => false,
-    })
 }
 
 fn nothing_to_continue(record: &SessionRecord) -> ApiError {
@@ -462,7 +449,7 @@ mod tests {
         ]}))
         .unwrap();
         assert_eq!(answers.parts.len(), 2);
-        assert!(carries_answers(&answers));
+        assert!(is_answer(&answers));
     }
 
     #[test]

@@ -38,7 +38,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use super::{
-    answers::{extract, user_content},
+    answers::{extract, is_answer, user_content},
     error::ApiError,
     sse::seed_message,
 };
@@ -48,7 +48,7 @@ use crate::{
         TurnLog, UserTurn, session::LogReader,
     },
     protocol::{
-        ChatRequest, Chunk, ClientFrame, Dialect, EnvelopeError, Role, ServerControl,
+        ChatRequest, Chunk, ClientFrame, Dialect, EnvelopeError, ServerControl,
         sse::{DONE_FRAME, encode_chunk},
     },
     server::AppState,
@@ -492,13 +492,7 @@ impl Connection {
                 .await;
         };
         let runtime = self.state.runtime.clone();
-        let answers = last.role == Role::Assistant
-            || last.parts.iter().any(|p| {
-                p.as_tool().is_some_and(|t| {
-                    t.approval.as_ref().is_some_and(|a| a.approved.is_some()) || t.output.is_some()
-                })
-            });
-        if answers {
+        if is_answer(last) {
             let record = match runtime.existing_session(&chat_id).await {
                 Ok(Some(session)) => session.snapshot(),
                 Ok(None) => SessionRecord::new(&chat_id, 0),

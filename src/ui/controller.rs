@@ -226,8 +226,14 @@ impl ChatCtl {
         if self.mode.get_untracked() == Mode::Bidi {
             self.ensure_socket();
         }
+        self.reload();
+    }
+
+    /// Loads the current chat from the server (its messages, pending approvals, deadlines).
+    fn reload(self) {
+        let id = self.chat_id.get_untracked();
         spawn_local(async move {
-            match super::api::load_chat(id.clone()).await {
+            match super::api::load_chat(id).await {
                 Ok(snapshot) => self.apply_snapshot(snapshot),
                 Err(e) => self.show_error(format!("Cannot load this chat: {e}"), false),
             }
@@ -316,13 +322,7 @@ impl ChatCtl {
             })
             .collect();
         if !fresh.is_empty() {
-            let id = self.chat_id.get_untracked();
-            spawn_local(async move {
-                match super::api::load_chat(id).await {
-                    Ok(snapshot) => self.apply_snapshot(snapshot),
-                    Err(e) => self.show_error(format!("Cannot refresh this chat: {e}"), false),
-                }
-            });
+            self.reload();
         }
     }
 
