@@ -96,6 +96,18 @@ pub enum WeatherSetting {
     Offline,
 }
 
+/// Where sessions and the audit log are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSetting {
+    /// `COUNTERSIGN_DB=:memory:`: nothing survives a restart.
+    Memory,
+    /// `COUNTERSIGN_DB=<file>` (default [`DEFAULT_DB_PATH`]): SQLite.
+    Sqlite(PathBuf),
+}
+
+/// The database file when `COUNTERSIGN_DB` is not set (relative to the working directory).
+pub const DEFAULT_DB_PATH: &str = "data/countersign.db";
+
 /// Settings of the agent runtime (`COUNTERSIGN_*`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentSettings {
@@ -116,6 +128,8 @@ pub struct AgentSettings {
     pub replay: Option<PathBuf>,
     /// `COUNTERSIGN_CHUNK_LOG=<dir>`: record every session's chunks as JSONL there.
     pub chunk_log: Option<PathBuf>,
+    /// `COUNTERSIGN_DB`: the SQLite file (default [`DEFAULT_DB_PATH`]) or `:memory:`.
+    pub store: StoreSetting,
 }
 
 impl Default for AgentSettings {
@@ -129,6 +143,7 @@ impl Default for AgentSettings {
             provider: None,
             replay: None,
             chunk_log: None,
+            store: StoreSetting::Sqlite(PathBuf::from(DEFAULT_DB_PATH)),
         }
     }
 }
@@ -139,8 +154,8 @@ pub struct HttpSettings {
     /// `COUNTERSIGN_MAX_BODY_BYTES`: largest accepted request body (default 20 MiB, room for
     /// images).
     pub max_body_bytes: usize,
-    /// `COUNTERSIGN_API_KEY`: when set, the seed system's `/stream` alias requires it in
-    /// `X-API-Key`.
+    /// `COUNTERSIGN_API_KEY`: when set, every route but `/healthz` and the static files needs
+    /// it (`Authorization: Bearer`, `X-API-Key`, or the cookie of a sign-in at `/signin`).
     pub api_key: Option<String>,
     /// Comment frames keep idle SSE responses alive through proxies (default 15 s).
     pub keep_alive: Duration,
@@ -156,6 +171,12 @@ pub struct HttpSettings {
     /// `COUNTERSIGN_WS_RATE`: client frames per second allowed per connection, with bursts of
     /// twice that (default 20).
     pub ws_rate: u32,
+    /// `COUNTERSIGN_IP_RATE`: POST requests and WebSocket upgrades per client address and
+    /// minute (default 600; 0 = unlimited).
+    pub ip_rate: u32,
+    /// `COUNTERSIGN_CHAT_RATE`: `POST /api/chat` requests per chat and minute (default 120;
+    /// 0 = unlimited).
+    pub chat_rate: u32,
 }
 
 impl Default for HttpSettings {
@@ -168,6 +189,8 @@ impl Default for HttpSettings {
             allowed_origins: Vec::new(),
             ws_idle: Duration::from_secs(90),
             ws_rate: 20,
+            ip_rate: 600,
+            chat_rate: 120,
         }
     }
 }
@@ -384,10 +407,16 @@ fn agent_settings(env: &impl Fn(&str) -> Option<String>) -> Result<AgentSettings
         .map(|d| d.trim().to_string())
         .filter(|d| !d.is_empty())
         .map(PathBuf::from);
+    let store = match env("COUNTERSIGN_DB").map(|d| d.trim().to_string()) {
+        Some(d) if d == ":memory:" => StoreSetting::Memory,
+        Some(d) if !d.is_empty() => StoreSetting::Sqlite(PathBuf::from(d)),
+        _ => defaults.store.clone(),
+    };
     Ok(AgentSettings {
         provider,
         replay,
         chunk_log,
+        store,
         demo_delay: Duration::from_millis(number(
             env,
             "COUNTERSIGN_DEMO_DELAY_MS",
@@ -443,7 +472,11 @@ fn http_settings(env: &impl Fn(&str) -> Option<String>) -> Result<HttpSettings, 
     if ws_rate == 0 {
         return Err(invalid("COUNTERSIGN_WS_RATE", "0", "must be at least 1"));
     }
+    let ip_rate = number(env, "COUNTERSIGN_IP_RATE", defaults.ip_rate)?;
+    let chat_rate = number(env, "COUNTERSIGN_CHAT_RATE", defaults.chat_rate)?;
     Ok(HttpSettings {
+        ip_rate,
+        chat_rate,
         max_body_bytes,
         api_key,
         keep_alive: defaults.keep_alive,

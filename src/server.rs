@@ -20,10 +20,12 @@ use crate::{
         Runtime, RuntimeSettings, TextTiming,
         clock::{RandomIds, SystemClock},
         demo::DemoModel,
-        session::MemoryStore,
+        store::{MemoryStore, SessionStore, sqlite::SqliteStore},
         tools::{ToolRegistry, ToolSettings, WeatherSource},
     },
-    config::{AgentSettings, Config, HttpSettings, TextTimingSetting, WeatherSetting},
+    config::{
+        AgentSettings, Config, HttpSettings, StoreSetting, TextTimingSetting, WeatherSetting,
+    },
     transport, ui,
 };
 
@@ -38,6 +40,8 @@ pub struct AppState {
     pub http: HttpSettings,
     /// The chats with a live WebSocket (one socket per chat).
     pub live_sockets: Arc<transport::ws::LiveSockets>,
+    /// Rate-limit buckets of the edge guard.
+    pub guards: Arc<transport::guard::Guards>,
 }
 
 impl AppState {
@@ -49,12 +53,14 @@ impl AppState {
 
     /// A state around a given runtime (tests inject deterministic clocks and ids).
     pub fn with_runtime(config: Config, runtime: Arc<Runtime>) -> Self {
+        let guards = transport::guard::Guards::new(config.http.ip_rate, config.http.chat_rate);
         AppState {
             leptos_options: config.site,
             config_source: config.source.into(),
             runtime,
             http: config.http,
             live_sockets: Arc::default(),
+            guards,
         }
     }
 }
@@ -68,6 +74,8 @@ pub enum StartupError {
     Replay(#[from] crate::agent::replay::ReplayError),
     #[error("chunk log: {0}")]
     ChunkLog(#[from] crate::agent::chunk_log::ChunkLogError),
+    #[error("COUNTERSIGN_DB: {0}")]
+    Store(#[from] crate::agent::session::StoreError),
 }
 
 /// Builds the runtime the settings describe: a replayed log, the configured provider, or the
@@ -79,12 +87,16 @@ pub fn build_runtime(agent: &AgentSettings) -> Result<Arc<Runtime>, StartupError
         (None, Some(provider)) => provider.clone().build()?,
         (None, None) => Arc::new(DemoModel::new(agent.demo_delay)),
     };
+    let store: Arc<dyn SessionStore> = match &agent.store {
+        StoreSetting::Memory => Arc::new(MemoryStore::default()),
+        StoreSetting::Sqlite(path) => Arc::new(SqliteStore::open(path)?),
+    };
     let runtime = Runtime::new(
         model,
         tools,
         Arc::new(SystemClock),
         Arc::new(RandomIds),
-        Arc::new(MemoryStore::default()),
+        store,
         runtime_settings(agent),
     );
     if let Some(dir) = &agent.chunk_log {
@@ -135,8 +147,17 @@ pub fn router(state: AppState) -> Router {
             let options = state.leptos_options.clone();
             move || ui::shell(options.clone())
         })
+        .route(
+            "/signin",
+            get(transport::guard::signin_page).post(transport::guard::signin_submit),
+        )
+        .merge(transport::audit::routes())
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(
             ui::shell,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            transport::guard::guard,
         ))
         .with_state(state)
 }
@@ -167,9 +188,20 @@ pub async fn serve(
     println!("{}", banner(&state, addr));
     tracing::info!(%addr, "listening");
     let runtime = state.runtime.clone();
-    axum::serve(listener, router(state).into_make_service())
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    match runtime.resume_unfinished().await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(
+            turns = n,
+            "resumed the turns that were open when the server stopped"
+        ),
+        Err(e) => tracing::error!(error = %e, "cannot resume the open turns"),
+    }
+    axum::serve(
+        listener,
+        router(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await?;
     if let Some(log) = runtime.chunk_log() {
         log.flush_all();
     }
@@ -238,7 +270,8 @@ mod tests {
     use tower::ServiceExt;
 
     fn state() -> AppState {
-        AppState::new(Config::resolve(EMBEDDED_LEPTOS_TOML, None, |_| None).unwrap()).unwrap()
+        let env = |k: &str| (k == "COUNTERSIGN_DB").then(|| ":memory:".to_string());
+        AppState::new(Config::resolve(EMBEDDED_LEPTOS_TOML, None, env).unwrap()).unwrap()
     }
 
     async fn get(path: &str) -> (StatusCode, String, String) {

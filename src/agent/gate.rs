@@ -85,6 +85,9 @@ pub struct StepCall {
     pub phase: CallPhase,
     /// Whether the chunk that reports the call's end has been emitted.
     pub announced: bool,
+    /// The approval id this call was gated by, kept after the answer (for the audit log).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gated_by: Option<String>,
 }
 
 impl StepCall {
@@ -224,6 +227,9 @@ pub enum InputError {
     CallWasDenied { tool_call_id: String },
     #[error("tool call {tool_call_id} already has its result")]
     ResultAlreadyReceived { tool_call_id: String },
+    /// The answer was valid but could not be written to the store; it was taken back.
+    #[error("the answer could not be recorded, nothing was done; try again ({message})")]
+    NotRecorded { message: String },
 }
 
 impl InputError {
@@ -241,6 +247,7 @@ impl InputError {
             InputError::NotApprovedYet { .. } => "not_approved_yet",
             InputError::CallWasDenied { .. } => "call_was_denied",
             InputError::ResultAlreadyReceived { .. } => "result_already_received",
+            InputError::NotRecorded { .. } => "not_recorded",
         }
     }
 }
@@ -253,6 +260,7 @@ mod tests {
 
     fn pending(name: &str, location: ToolLocation, args: Value) -> StepCall {
         StepCall {
+            gated_by: None,
             call: ToolCall {
                 id: "call-1".into(),
                 name: name.into(),

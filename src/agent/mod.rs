@@ -2,8 +2,9 @@
 //! loop. Transport-agnostic: it consumes person input and produces `protocol` chunks.
 //!
 //! Read in this order: [`model`] (what a model is) → [`history`] (what it sees) → [`tools`] (what
-//! it can call) → [`gate`] (who must countersign) → [`session`] (where state lives) → [`runner`]
-//! (the turn loop) → [`demo`] (the offline model).
+//! it can call) → [`gate`] (who must countersign) → [`session`] (where state lives) → [`store`]
+//! (where it is kept, with the audit log) → [`runner`] (the turn loop) → [`demo`] (the offline
+//! model).
 
 pub mod chunk_log;
 pub mod clock;
@@ -17,6 +18,7 @@ pub mod runner;
 /// Tool-argument validation lives in `protocol` (the browser checks edits with it too).
 pub use crate::protocol::schema;
 pub mod session;
+pub mod store;
 pub mod tools;
 
 pub use gate::{ApprovalDecision, BrowserResult, InputError, PersonInput};

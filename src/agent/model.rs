@@ -26,6 +26,9 @@ pub struct ToolDeclaration {
 /// Everything a model step needs.
 #[derive(Debug, Clone)]
 pub struct ModelRequest {
+    /// The chat this step belongs to. A model that keeps one connection per conversation
+    /// (Gemini Live) keys it by this; a stateless model ignores it.
+    pub session_id: String,
     pub system: String,
     pub history: Vec<HistoryItem>,
     pub tools: Vec<ToolDeclaration>,

@@ -586,6 +586,7 @@ mod tests {
 
     fn play(model: &ReplayModel, turn: usize, step: usize) -> Vec<ModelEvent> {
         let request = ModelRequest {
+            session_id: "chat-1".into(),
             system: String::new(),
             history: history(turn, step),
             tools: Vec::new(),
@@ -732,6 +733,7 @@ mod tests {
         assert_eq!(play(&model, 0, 2), say(NO_MORE_STEPS));
         assert_eq!(play(&model, 3, 0), say(NO_MORE_TURNS));
         let request = ModelRequest {
+            session_id: "chat-1".into(),
             system: String::new(),
             history: Vec::new(),
             tools: Vec::new(),
@@ -915,6 +917,7 @@ mod tests {
             .unwrap()
             .with_text_delay(Duration::from_millis(50));
         let request = ModelRequest {
+            session_id: "chat-1".into(),
             system: String::new(),
             history: history(0, 1),
             tools: Vec::new(),

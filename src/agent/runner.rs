@@ -36,6 +36,7 @@ use super::{
         HeldText, LiveTurn, Receipt, Session, SessionRecord, SessionStore, StoreError, TurnEntry,
         TurnLog, TurnRecord, TurnStatus, lock,
     },
+    store::{Actor, AuditEvent, AuditKind},
     tools::{Executor, ToolContext, ToolLocation, ToolRegistry},
 };
 use crate::protocol::{
@@ -45,7 +46,8 @@ use crate::protocol::{
 };
 
 /// When text reaches the client (ADR 0004).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum TextTiming {
     /// Text is delivered only in the final response of a turn: a response that ends waiting for
     /// the person carries no text (clients that treat text as "the answer is complete").
@@ -168,7 +170,8 @@ impl Runtime {
     }
 
     /// The live session of `chat_id`, loaded from the store or created.
-    pub async fn session(&self, chat_id: &str) -> Result<Arc<Session>, StoreError> {
+    /// A turn the store kept unfinished (a restart) is resumed here.
+    pub async fn session(self: &Arc<Self>, chat_id: &str) -> Result<Arc<Session>, StoreError> {
         if let Some(session) = lock(&self.live).get(chat_id) {
             return Ok(session.clone());
         }
@@ -176,17 +179,20 @@ impl Runtime {
             Some(record) => record,
             None => SessionRecord::new(chat_id, self.clock.now_ms()),
         };
-        let mut live = lock(&self.live);
-        // Another request may have made it live meanwhile: keep that one.
-        Ok(live
-            .entry(chat_id.to_string())
-            .or_insert_with(|| Arc::new(Session::new(record)))
-            .clone())
+        let session = {
+            let mut live = lock(&self.live);
+            // Another request may have made it live meanwhile: keep that one.
+            live.entry(chat_id.to_string())
+                .or_insert_with(|| Arc::new(Session::new(record)))
+                .clone()
+        };
+        self.revive(&session);
+        Ok(session)
     }
 
     /// The live session of `chat_id` if it exists (never creates one).
     pub async fn existing_session(
-        &self,
+        self: &Arc<Self>,
         chat_id: &str,
     ) -> Result<Option<Arc<Session>>, StoreError> {
         if let Some(session) = lock(&self.live).get(chat_id) {
@@ -283,9 +289,29 @@ impl Runtime {
                 held_text: Vec::new(),
                 usage: Usage::default(),
                 inputs: 0,
+                transport: transport.to_owned(),
+                timing,
             });
             record.updated_at_ms = now;
         }
+        let reducer = MessageReducer::new(message_id.clone());
+        self.spawn_driver(
+            session, live, turn_id, message_id, reducer, timing, transport,
+        )
+    }
+
+    /// Spawns the task that drives a turn (new or resumed) and makes it the session's live turn.
+    #[allow(clippy::too_many_arguments)]
+    fn spawn_driver(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        live: &mut Option<LiveTurn>,
+        turn_id: String,
+        message_id: String,
+        reducer: MessageReducer,
+        timing: Option<TextTiming>,
+        transport: &'static str,
+    ) -> TurnStarted {
         let log = Arc::new(TurnLog::default());
         let cancel = CancellationToken::new();
         let interrupt_reason = Arc::new(Mutex::new(None));
@@ -296,9 +322,11 @@ impl Runtime {
             cancel: cancel.clone(),
             interrupt_reason: interrupt_reason.clone(),
             timing: timing.unwrap_or(self.settings.text_timing),
-            reducer: MessageReducer::new(message_id.clone()),
+            reducer,
             message_id: message_id.clone(),
             transport,
+            turn_id: turn_id.clone(),
+            audit: Vec::new(),
         };
         let task = tokio::spawn(driver.run());
         *live = Some(LiveTurn {
@@ -314,12 +342,70 @@ impl Runtime {
         }
     }
 
+    /// Picks up a turn that was running or waiting for the person when the server stopped: its
+    /// record came back from the store but no task drives it. Calls that were running start
+    /// again (server tools are idempotent by tool call id: a payment is never made twice);
+    /// approvals keep their deadlines (wall-clock), so one that ran out meanwhile expires now.
+    fn revive(self: &Arc<Self>, session: &Arc<Session>) {
+        let mut live = lock(&session.live);
+        if live.is_some() {
+            return;
+        }
+        let (turn_id, message_id, timing, transport, existing) = {
+            let mut record = lock(&session.record);
+            let SessionRecord { turn, messages, .. } = &mut *record;
+            let Some(turn) = turn.as_mut().filter(|t| !t.status.is_over()) else {
+                return;
+            };
+            for call in &mut turn.calls {
+                if let CallPhase::Running { args, edited } = &call.phase {
+                    call.phase = CallPhase::Ready {
+                        args: args.clone(),
+                        edited: *edited,
+                    };
+                }
+            }
+            let existing = messages
+                .iter()
+                .rev()
+                .find(|m| m.id == turn.message_id)
+                .cloned();
+            (
+                turn.id.clone(),
+                turn.message_id.clone(),
+                turn.timing,
+                static_transport(&turn.transport),
+                existing,
+            )
+        };
+        tracing::info!(session = %session.id, turn = %turn_id, "resuming a turn after a restart");
+        let reducer = match existing {
+            Some(message) => MessageReducer::continuing(message),
+            None => MessageReducer::new(message_id.clone()),
+        };
+        self.spawn_driver(
+            session, &mut live, turn_id, message_id, reducer, timing, transport,
+        );
+    }
+
+    /// Resumes every turn the store says was not over (at start-up). Returns how many.
+    pub async fn resume_unfinished(self: &Arc<Self>) -> Result<usize, StoreError> {
+        let ids = self.store.unfinished().await?;
+        for id in &ids {
+            self.session(id).await?;
+        }
+        Ok(ids.len())
+    }
+
     /// Applies the person's answers to `chat_id`'s waiting turn. An approval id that belongs to
-    /// another chat is reported as such.
-    pub async fn submit(
-        &self,
+    /// another chat is reported as such. The answers and their audit entries are committed to the
+    /// store before the turn is woken, so nothing an answer causes reaches any client before it
+    /// is on disk; when the store fails, the answers are undone and the error says so.
+    pub async fn submit_as(
+        self: &Arc<Self>,
         chat_id: &str,
         inputs: &[PersonInput],
+        actor: &Actor,
     ) -> Result<Receipt, InputError> {
         let session = match self.existing_session(chat_id).await {
             Ok(Some(session)) => session,
@@ -327,9 +413,34 @@ impl Runtime {
                 return Err(self.explain_foreign(chat_id, inputs, InputError::NoActiveTurn));
             }
         };
-        session
-            .submit(inputs, &self.tools, self.clock.now_ms())
-            .map_err(|e| self.explain_foreign(chat_id, inputs, e))
+        let now = self.clock.now_ms();
+        let applied = session
+            .apply(inputs, &self.tools, now)
+            .map_err(|e| self.explain_foreign(chat_id, inputs, e))?;
+        let events = answer_events(&session, inputs, &applied.resolutions, actor, now);
+        let snapshot = session.snapshot();
+        if let Err(e) = self.store.commit(&snapshot, &events).await {
+            tracing::error!(session = %chat_id, error = %e, "cannot record the person's answer");
+            session.undo(applied.undo);
+            return Err(InputError::NotRecorded {
+                message: e.to_string(),
+            });
+        }
+        session.wake();
+        Ok(applied.receipt)
+    }
+
+    /// [`Runtime::submit_as`] for a caller the audit log knows only as the API.
+    pub async fn submit(
+        self: &Arc<Self>,
+        chat_id: &str,
+        inputs: &[PersonInput],
+    ) -> Result<Receipt, InputError> {
+        let actor = Actor {
+            transport: "api".into(),
+            ..Actor::default()
+        };
+        self.submit_as(chat_id, inputs, &actor).await
     }
 
     /// Turns "unknown approval" into "approval of another chat" when another live chat has it.
@@ -373,8 +484,9 @@ impl Runtime {
         self.store.list().await
     }
 
-    fn model_request(&self, history: Vec<HistoryItem>) -> ModelRequest {
+    fn model_request(&self, session_id: &str, history: Vec<HistoryItem>) -> ModelRequest {
         ModelRequest {
+            session_id: session_id.to_owned(),
             system: self.settings.system_prompt.clone(),
             history,
             tools: self.tools.declarations(),
@@ -400,6 +512,9 @@ struct TurnDriver {
     message_id: String,
     /// `sse` / `bidi`: recorded in the chunk log.
     transport: &'static str,
+    turn_id: String,
+    /// Audit events not yet committed (they go with the next save).
+    audit: Vec<AuditEvent>,
 }
 
 /// The open text or reasoning block of a model step.
@@ -445,8 +560,14 @@ impl TurnDriver {
             // Phase B: one model step.
             self.set_status(TurnStatus::Running);
             self.emit(Chunk::start_step());
-            let history = lock(&self.session.record).history.clone();
-            let mut stream = self.rt.model.stream(self.rt.model_request(history));
+            let (session_id, history) = {
+                let record = lock(&self.session.record);
+                (record.id.clone(), record.history.clone())
+            };
+            let mut stream = self
+                .rt
+                .model
+                .stream(self.rt.model_request(&session_id, history));
             let mut step = StepOutput::default();
             let mut failure = None;
             loop {
@@ -629,6 +750,7 @@ impl TurnDriver {
             location,
             phase,
             announced,
+            gated_by: None,
         });
     }
 
@@ -646,10 +768,16 @@ impl TurnDriver {
             };
             if tool.spec.approval.requires_approval(args) {
                 let approval_id = self.rt.ids.next_id(IdKind::Approval);
+                let deadline_ms = now + tool.spec.approval_timeout.as_millis() as Millis;
+                let mut event = self.audit_event(AuditKind::Requested, &call.call, now);
+                event.approval_id = Some(approval_id.clone());
+                event.deadline_ms = Some(deadline_ms);
+                self.audit.push(event);
+                call.gated_by = Some(approval_id.clone());
                 call.phase = CallPhase::AwaitingApproval {
                     approval_id: approval_id.clone(),
                     requested_at_ms: now,
-                    deadline_ms: now + tool.spec.approval_timeout.as_millis() as Millis,
+                    deadline_ms,
                 };
                 requests.push(Chunk::tool_approval_request(
                     approval_id,
@@ -693,6 +821,16 @@ impl TurnDriver {
                             ..
                         } if now >= *deadline_ms => {
                             expired.push(approval_id.clone());
+                            let mut event = audit_event(
+                                AuditKind::Expired,
+                                &self.session.id,
+                                &turn.id,
+                                &call.call,
+                                now,
+                            );
+                            event.approval_id = Some(approval_id.clone());
+                            event.deadline_ms = Some(*deadline_ms);
+                            self.audit.push(event);
                             call.phase = CallPhase::Done {
                                 outcome: Outcome::Expired,
                                 edited_args: None,
@@ -790,17 +928,41 @@ impl TurnDriver {
                 biased;
                 () = self.cancel.cancelled() => return Flow::Interrupted,
                 Some((call_id, outcome)) = running.next(), if !running.is_empty() => {
-                    let mut record = lock(&self.session.record);
-                    if let Some(call) = record
-                        .turn
-                        .as_mut()
-                        .and_then(|t| t.calls.iter_mut().find(|c| c.call.id == call_id))
-                        && let CallPhase::Running { args, edited } = &call.phase
-                    {
-                        let edited_args = edited.then(|| args.clone());
-                        call.phase = CallPhase::Done { outcome, edited_args };
-                        call.announced = false;
-                    }
+                    let executed = {
+                        let mut record = lock(&self.session.record);
+                        let now = self.rt.clock.now_ms();
+                        let turn_id = record.turn.as_ref().map(|t| t.id.clone()).unwrap_or_default();
+                        match record
+                            .turn
+                            .as_mut()
+                            .and_then(|t| t.calls.iter_mut().find(|c| c.call.id == call_id))
+                        {
+                            Some(call) => match &call.phase {
+                                CallPhase::Running { args, edited } => {
+                                    let edited_args = edited.then(|| args.clone());
+                                    let event = call.gated_by.as_ref().map(|approval_id| {
+                                        executed_event(
+                                            &self.session.id,
+                                            &turn_id,
+                                            call,
+                                            approval_id,
+                                            &outcome,
+                                            edited_args.clone(),
+                                            now,
+                                        )
+                                    });
+                                    call.phase = CallPhase::Done { outcome, edited_args };
+                                    call.announced = false;
+                                    event
+                                }
+                                _ => None,
+                            },
+                            None => None,
+                        }
+                    };
+                    self.audit.extend(executed);
+                    // A tool's effect (a payment) is on disk before its output is announced.
+                    self.save().await;
                 }
                 () = self.session.wake.notified() => {}
                 () = tokio::time::sleep(sleep.unwrap_or(Duration::ZERO)), if sleep.is_some() => {}
@@ -969,7 +1131,20 @@ impl TurnDriver {
             let mut record = lock(&self.session.record);
             let mut open = Vec::new();
             if let Some(turn) = record.turn.as_mut() {
+                let now = self.rt.clock.now_ms();
                 for call in &mut turn.calls {
+                    if let CallPhase::AwaitingApproval { approval_id, .. } = &call.phase {
+                        let mut event = audit_event(
+                            AuditKind::Interrupted,
+                            &self.session.id,
+                            &turn.id,
+                            &call.call,
+                            now,
+                        );
+                        event.approval_id = Some(approval_id.clone());
+                        event.reason = Some(reason.clone());
+                        self.audit.push(event);
+                    }
                     if !call.is_done() {
                         call.phase = CallPhase::Done {
                             outcome: Outcome::Interrupted,
@@ -1099,11 +1274,19 @@ impl TurnDriver {
         record.updated_at_ms = self.rt.clock.now_ms();
     }
 
-    async fn save(&self) {
+    /// Commits the session record with the audit events gathered since the last commit.
+    async fn save(&mut self) {
         let snapshot = self.session.snapshot();
-        if let Err(e) = self.rt.store.save(&snapshot).await {
+        let audit = std::mem::take(&mut self.audit);
+        if let Err(e) = self.rt.store.commit(&snapshot, &audit).await {
             tracing::error!(session = %self.session.id, error = %e, "cannot save the session");
+            // Keep the events for the next commit rather than lose them.
+            self.audit.splice(0..0, audit);
         }
+    }
+
+    fn audit_event(&self, kind: AuditKind, call: &ToolCall, now: Millis) -> AuditEvent {
+        audit_event(kind, &self.session.id, &self.turn_id, call, now)
     }
 
     fn set_status(&self, status: TurnStatus) {
@@ -1112,6 +1295,125 @@ impl TurnDriver {
 
     fn with_turn<R>(&self, f: impl FnOnce(&mut TurnRecord) -> R) -> Option<R> {
         lock(&self.session.record).turn.as_mut().map(f)
+    }
+}
+
+/// An audit event about `call`.
+fn audit_event(
+    kind: AuditKind,
+    session_id: &str,
+    turn_id: &str,
+    call: &ToolCall,
+    now: Millis,
+) -> AuditEvent {
+    AuditEvent::new(
+        kind, now, session_id, turn_id, &call.id, &call.name, &call.args,
+    )
+}
+
+/// The `executed` event of a gated call that just finished.
+fn executed_event(
+    session_id: &str,
+    turn_id: &str,
+    call: &StepCall,
+    approval_id: &str,
+    outcome: &Outcome,
+    edited_args: Option<Value>,
+    now: Millis,
+) -> AuditEvent {
+    let mut event = audit_event(AuditKind::Executed, session_id, turn_id, &call.call, now);
+    event.approval_id = Some(approval_id.to_owned());
+    event.edited_args = edited_args;
+    event.outcome = Some(match outcome {
+        Outcome::Output { output } => json!({ "ok": output }),
+        Outcome::Error { message } => json!({ "error": message }),
+        other => json!({ "error": other.model_view() }),
+    });
+    event
+}
+
+/// The audit events of accepted person input: each approval answer, and the execution of a
+/// gated browser tool whose result came in.
+fn answer_events(
+    session: &Session,
+    inputs: &[PersonInput],
+    resolutions: &[(String, ApprovalResolution)],
+    actor: &Actor,
+    now: Millis,
+) -> Vec<AuditEvent> {
+    let record = lock(&session.record);
+    let Some(turn) = record.turn.as_ref() else {
+        return Vec::new();
+    };
+    let mut events = Vec::new();
+    for (approval_id, resolution) in resolutions {
+        let Some(call) = turn
+            .calls
+            .iter()
+            .find(|c| c.gated_by.as_deref() == Some(approval_id.as_str()))
+        else {
+            continue;
+        };
+        let kind = match resolution {
+            ApprovalResolution::Approved { edited: true, .. } => AuditKind::Edited,
+            ApprovalResolution::Approved { .. } => AuditKind::Approved,
+            ApprovalResolution::Denied { .. } => AuditKind::Denied,
+            ApprovalResolution::Expired { .. } => AuditKind::Expired,
+        };
+        let mut event = audit_event(kind, &record.id, &turn.id, &call.call, now);
+        event.approval_id = Some(approval_id.clone());
+        event.actor = Some(actor.clone());
+        if let ApprovalResolution::Denied { reason, .. } = resolution {
+            event.reason = reason.clone();
+        }
+        if kind == AuditKind::Edited {
+            event.edited_args = match &call.phase {
+                CallPhase::Ready { args, .. } | CallPhase::AwaitingBrowser { args, .. } => {
+                    Some(args.clone())
+                }
+                _ => None,
+            };
+        }
+        events.push(event);
+    }
+    for input in inputs {
+        let PersonInput::BrowserResult { tool_call_id, .. } = input else {
+            continue;
+        };
+        let Some(call) = turn.calls.iter().find(|c| &c.call.id == tool_call_id) else {
+            continue;
+        };
+        if let (
+            Some(approval_id),
+            CallPhase::Done {
+                outcome,
+                edited_args,
+            },
+        ) = (&call.gated_by, &call.phase)
+        {
+            let mut event = executed_event(
+                &record.id,
+                &turn.id,
+                call,
+                approval_id,
+                outcome,
+                edited_args.clone(),
+                now,
+            );
+            event.actor = Some(actor.clone());
+            events.push(event);
+        }
+    }
+    events
+}
+
+/// The chunk log's label for a stored transport name.
+fn static_transport(name: &str) -> &'static str {
+    match name {
+        "sse" => "sse",
+        "bidi" => "bidi",
+        "seed" => "seed",
+        _ => "api",
     }
 }
 

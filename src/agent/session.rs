@@ -8,21 +8,23 @@
 //! whether its answer was accepted, and a rejected answer changes nothing.
 
 use std::{
-    collections::{BTreeMap, HashMap},
-    sync::{Arc, Mutex, MutexGuard},
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
 };
 
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use super::store::lock;
+pub use super::store::{MemoryStore, SessionStore, StoreError};
 use super::{
     clock::Millis,
     gate::{ApprovalDecision, ApprovalResolution, CallPhase, InputError, PersonInput, StepCall},
     history::HistoryItem,
     model::Usage,
+    runner::TextTiming,
     tools::{ToolLocation, ToolRegistry, Wallet},
 };
 use crate::protocol::{Chunk, UiMessage};
@@ -73,6 +75,13 @@ pub struct TurnRecord {
     pub usage: Usage,
     /// Bumped by every accepted person input, so the turn knows a waiting response must end.
     pub inputs: u64,
+    /// The transport that started the turn (`sse`, `bidi`, `api`): the chunk log's label, kept so
+    /// a turn resumed after a restart is labelled the same.
+    #[serde(default)]
+    pub transport: String,
+    /// The text timing the turn was started with (ADR 0004), kept for a resumed turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<TextTiming>,
 }
 
 impl TurnRecord {
@@ -121,56 +130,6 @@ impl SessionRecord {
             resolved_approvals: BTreeMap::new(),
         }
     }
-}
-
-/// A failure of the session store.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("session store: {0}")]
-pub struct StoreError(pub String);
-
-/// Where session records live between requests (and, for a durable store, restarts).
-#[async_trait]
-pub trait SessionStore: Send + Sync + 'static {
-    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError>;
-    async fn save(&self, record: &SessionRecord) -> Result<(), StoreError>;
-    /// Ids of the stored sessions, most recently updated first.
-    async fn list(&self) -> Result<Vec<String>, StoreError>;
-}
-
-/// The default store: records in memory, lost on restart.
-#[derive(Debug, Default)]
-pub struct MemoryStore {
-    records: Mutex<HashMap<String, SessionRecord>>,
-}
-
-#[async_trait]
-impl SessionStore for MemoryStore {
-    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-        Ok(lock(&self.records).get(id).cloned())
-    }
-
-    async fn save(&self, record: &SessionRecord) -> Result<(), StoreError> {
-        lock(&self.records).insert(record.id.clone(), record.clone());
-        Ok(())
-    }
-
-    async fn list(&self) -> Result<Vec<String>, StoreError> {
-        let records = lock(&self.records);
-        let mut all: Vec<(&String, Millis)> = records
-            .iter()
-            .map(|(id, r)| (id, r.updated_at_ms))
-            .collect();
-        all.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-        Ok(all.into_iter().map(|(id, _)| id.clone()).collect())
-    }
-}
-
-/// Locks a std mutex, recovering the data if a panicking thread poisoned it: the session data
-/// stays consistent because every mutation under the lock is a plain assignment.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// One entry of a turn's log.
@@ -287,6 +246,24 @@ pub struct Session {
     pub(crate) wake: Notify,
 }
 
+/// Person input applied to a session, not yet committed.
+#[derive(Debug)]
+pub struct Applied {
+    pub receipt: Receipt,
+    /// The approvals the input answered, with how.
+    pub resolutions: Vec<(String, ApprovalResolution)>,
+    pub undo: Undo,
+}
+
+/// What [`Session::undo`] needs to take input back.
+#[derive(Debug)]
+pub struct Undo {
+    calls: Vec<StepCall>,
+    applied_calls: Vec<StepCall>,
+    inputs: u64,
+    resolved: Vec<String>,
+}
+
 /// Where a caller should read the turn's output after submitting input.
 #[derive(Debug, Clone)]
 pub struct Receipt {
@@ -327,13 +304,15 @@ impl Session {
         lock(&self.record).turn.as_ref().map(|t| t.status)
     }
 
-    /// Applies approval answers and browser results, all or nothing, and wakes the turn.
-    pub fn submit(
+    /// Applies approval answers and browser results, all or nothing. The caller commits the
+    /// record, then wakes the turn ([`Session::wake`]) — or undoes the input when the commit
+    /// fails ([`Session::undo`]).
+    pub fn apply(
         &self,
         inputs: &[PersonInput],
         tools: &ToolRegistry,
         now_ms: Millis,
-    ) -> Result<Receipt, InputError> {
+    ) -> Result<Applied, InputError> {
         let mut record = lock(&self.record);
         let live = lock(&self.live);
         let Some(log) = live.as_ref().map(|t| t.log.clone()) else {
@@ -361,22 +340,56 @@ impl Session {
                 &mut resolutions,
             )?;
         }
-        turn.calls = calls;
+        let undo = Undo {
+            calls: std::mem::replace(&mut turn.calls, calls.clone()),
+            applied_calls: calls,
+            inputs: turn.inputs,
+            resolved: resolutions.iter().map(|(id, _)| id.clone()).collect(),
+        };
         turn.inputs += 1;
         let message_id = turn.message_id.clone();
-        for (id, resolution) in resolutions {
-            resolved_approvals.insert(id, resolution);
+        for (id, resolution) in &resolutions {
+            resolved_approvals.insert(id.clone(), resolution.clone());
         }
         record.updated_at_ms = now_ms;
         let from = log.len();
-        drop(live);
-        drop(record);
-        self.wake.notify_one();
-        Ok(Receipt {
-            log,
-            from,
-            message_id,
+        Ok(Applied {
+            receipt: Receipt {
+                log,
+                from,
+                message_id,
+            },
+            resolutions,
+            undo,
         })
+    }
+
+    /// Takes back input applied by [`Session::apply`] whose commit failed — unless the turn has
+    /// moved on since (then the input stands: undoing it would lose what the turn did with it).
+    pub fn undo(&self, undo: Undo) {
+        let mut record = lock(&self.record);
+        let SessionRecord {
+            turn,
+            resolved_approvals,
+            ..
+        } = &mut *record;
+        let Some(turn) = turn.as_mut() else {
+            return;
+        };
+        if turn.inputs != undo.inputs + 1 || turn.calls != undo.applied_calls {
+            tracing::warn!(session = %self.id, "the turn moved on; an unrecorded answer stands");
+            return;
+        }
+        turn.calls = undo.calls;
+        turn.inputs = undo.inputs;
+        for id in undo.resolved {
+            resolved_approvals.remove(&id);
+        }
+    }
+
+    /// Wakes the turn task: person input was applied (and committed).
+    pub fn wake(&self) {
+        self.wake.notify_one();
     }
 
     /// Whether this session has a pending approval with this id (used to tell a forged id from
@@ -512,20 +525,6 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn memory_store_keeps_and_lists_records() {
-        let store = MemoryStore::default();
-        let mut a = SessionRecord::new("a", 10);
-        store.save(&a).await.unwrap();
-        store.save(&SessionRecord::new("b", 20)).await.unwrap();
-        assert_eq!(store.list().await.unwrap(), ["b", "a"]);
-        a.updated_at_ms = 30;
-        store.save(&a).await.unwrap();
-        assert_eq!(store.list().await.unwrap(), ["a", "b"]);
-        assert_eq!(store.load("a").await.unwrap().unwrap().updated_at_ms, 30);
-        assert!(store.load("zzz").await.unwrap().is_none());
-    }
-
-    #[tokio::test]
     async fn a_log_reader_sees_every_entry_once_then_ends() {
         let log = Arc::new(TurnLog::default());
         log.push(TurnEntry::Chunk(Chunk::start("m")));
@@ -553,7 +552,7 @@ mod tests {
     fn submitting_without_a_turn_is_rejected() {
         let session = Session::new(SessionRecord::new("s", 0));
         let err = session
-            .submit(
+            .apply(
                 &[PersonInput::Approval {
                     approval_id: "x".into(),
                     decision: ApprovalDecision::Approve,

@@ -265,12 +265,15 @@ mod tests {
             held_text: vec![],
             usage: Default::default(),
             inputs: 0,
+            transport: "sse".into(),
+            timing: None,
         });
         record
     }
 
     fn call(id: &str, name: &str, location: ToolLocation, phase: CallPhase) -> StepCall {
         StepCall {
+            gated_by: None,
             call: ToolCall {
                 id: id.into(),
                 name: name.into(),

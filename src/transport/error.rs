@@ -83,6 +83,7 @@ impl From<InputError> for ApiError {
             | InputError::NotApprovedYet { .. }
             | InputError::CallWasDenied { .. }
             | InputError::ResultAlreadyReceived { .. } => StatusCode::CONFLICT,
+            InputError::NotRecorded { .. } => StatusCode::SERVICE_UNAVAILABLE,
         };
         ApiError::new(status, e.code(), e.to_string())
     }

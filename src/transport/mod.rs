@@ -8,9 +8,13 @@
 //!   system's alias).
 //! * [`answers`]: reads the person's answers out of the client's copy of the conversation.
 //! * [`error`]: the one error type every route returns, as `{error: {code, message}}`.
+//! * [`guard`]: the middleware in front of every route: API key, origin (CSRF), rate limits.
+//! * [`audit`]: the audit log as JSON and as a JSONL export.
 
 pub mod answers;
+pub mod audit;
 pub mod error;
+pub mod guard;
 pub mod sse;
 pub mod ws;
 

@@ -26,10 +26,12 @@ use serde_json::{Value, json};
 use super::{
     answers::{extract, is_answer, user_content},
     error::ApiError,
+    guard::{Client, check_chat_rate},
 };
 use crate::{
     agent::{
         SessionRecord, TextTiming, TurnEntry, TurnLog, TurnStatus, UserTurn, session::LogReader,
+        store::Actor,
     },
     protocol::{
         ChatRequest, Chunk, Dialect, FinishReason, Role, UiMessage,
@@ -55,6 +57,7 @@ pub fn routes() -> Router<AppState> {
 
 async fn chat(
     State(state): State<AppState>,
+    client: Client,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -65,7 +68,14 @@ async fn chat(
             format!("the body is not a chat request {{id, messages, trigger, messageId}}: {e}"),
         )
     })?;
-    run(&state, request, dialect(&headers), timing(&headers)).await
+    run(
+        &state,
+        request,
+        dialect(&headers),
+        timing(&headers),
+        client.actor("sse"),
+    )
+    .await
 }
 
 /// Starts or continues the turn of `request.id` and streams the response.
@@ -74,6 +84,7 @@ async fn run(
     request: ChatRequest,
     dialect: Dialect,
     timing: Option<TextTiming>,
+    actor: Actor,
 ) -> Result<Response, ApiError> {
     let chat_id = request.id.trim();
     if chat_id.is_empty() {
@@ -94,6 +105,9 @@ async fn run(
             "the request has no messages",
         ));
     };
+    if let Err(limited) = check_chat_rate(state, chat_id) {
+        return Ok(limited.into_response());
+    }
     let keep_alive = state.http.keep_alive;
     let runtime = &state.runtime;
 
@@ -110,7 +124,7 @@ async fn run(
         if inputs.is_empty() {
             return Err(nothing_to_continue(&record));
         }
-        let receipt = runtime.submit(chat_id, &inputs).await?;
+        let receipt = runtime.submit_as(chat_id, &inputs, &actor).await?;
         tracing::info!(chat = chat_id, answers = inputs.len(), "continuing turn");
         return Ok(stream_response(
             receipt.log,
@@ -214,27 +228,25 @@ async fn stop(State(state): State<AppState>, Path(chat_id): Path<String>) -> Jso
 }
 
 /// The seed system's `POST /stream`: its request shape (`content` strings, ADK confirmation
-/// parts, `tool-result` parts), guarded by `X-API-Key` when a key is configured.
+/// parts, `tool-result` parts). Its `X-API-Key` header is checked by the edge guard.
 async fn seed_stream(
     State(state): State<AppState>,
+    client: Client,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    if let Some(expected) = &state.http.api_key {
-        let given = headers.get("x-api-key").and_then(|v| v.to_str().ok());
-        if given != Some(expected.as_str()) {
-            return Err(ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "a valid X-API-Key header is required",
-            ));
-        }
-    }
     let body = body.map_err(body_error)?;
     let value: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request("invalid_json", format!("the body is not JSON: {e}")))?;
     let request = seed_request(&value)?;
-    run(&state, request, Dialect::V6Strict, timing(&headers)).await
+    run(
+        &state,
+        request,
+        Dialect::V6Strict,
+        timing(&headers),
+        client.actor("seed"),
+    )
+    .await
 }
 
 /// Converts the seed system's request into a [`ChatRequest`]: only the last message matters.

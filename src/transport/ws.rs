@@ -28,8 +28,7 @@ use axum::{
         Query, State, WebSocketUpgrade,
         ws::{CloseFrame, Message, Utf8Bytes, WebSocket},
     },
-    http::{HeaderMap, StatusCode, header},
-    response::{IntoResponse, Response},
+    response::Response,
     routing::get,
 };
 use futures::{SinkExt, StreamExt, stream::SplitSink};
@@ -40,12 +39,13 @@ use tokio::sync::Notify;
 use super::{
     answers::{extract, is_answer, user_content},
     error::ApiError,
+    guard::Client,
     sse::seed_message,
 };
 use crate::{
     agent::{
         ApprovalDecision, BrowserResult, PersonInput, SessionRecord, TextTiming, TurnEntry,
-        TurnLog, UserTurn, session::LogReader,
+        TurnLog, UserTurn, session::LogReader, store::Actor,
     },
     protocol::{
         ChatRequest, Chunk, ClientFrame, Dialect, EnvelopeError, ServerControl,
@@ -113,15 +113,13 @@ impl LiveSockets {
     }
 }
 
+/// The upgrade. The origin check (CSRF) and the per-address rate limit ran in the edge guard.
 async fn upgrade(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    client: Client,
     Query(query): Query<LiveQuery>,
     ws: WebSocketUpgrade,
 ) -> Response {
-    if let Err(e) = check_origin(&headers, &state.http.allowed_origins) {
-        return e.into_response();
-    }
     let timing = match query.text.as_deref() {
         Some("progressive") => Some(TextTiming::Progressive),
         Some("hold") => Some(TextTiming::Hold),
@@ -135,33 +133,10 @@ async fn upgrade(
     ws.max_message_size(limit)
         .max_frame_size(limit)
         .on_upgrade(move |socket| async move {
-            Connection::new(state, timing, dialect).run(socket).await;
+            Connection::new(state, timing, dialect, client.actor("bidi"))
+                .run(socket)
+                .await;
         })
-}
-
-/// Same-origin or allow-listed browsers only. Non-browser clients send no `Origin` and are let
-/// through (they are not exposed to cross-site request forgery).
-fn check_origin(headers: &HeaderMap, allowed: &[String]) -> Result<(), ApiError> {
-    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
-        return Ok(());
-    };
-    let origin = origin.trim_end_matches('/');
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    let same_origin = origin
-        .split_once("://")
-        .is_some_and(|(_, rest)| rest.eq_ignore_ascii_case(host));
-    if same_origin || allowed.iter().any(|a| a.eq_ignore_ascii_case(origin)) {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "origin_not_allowed",
-            format!("WebSocket connections from {origin} are not allowed"),
-        ))
-    }
 }
 
 type Sink = SplitSink<WebSocket, Message>;
@@ -210,6 +185,8 @@ struct Connection {
     reader: Option<(Arc<TurnLog>, LogReader)>,
     replaced: Arc<Notify>,
     limiter: RateLimiter,
+    /// Who is on the other end (for the audit log).
+    actor: Actor,
 }
 
 /// What the connection loop should do after handling something.
@@ -219,7 +196,7 @@ enum Next {
 }
 
 impl Connection {
-    fn new(state: AppState, timing: Option<TextTiming>, dialect: Dialect) -> Self {
+    fn new(state: AppState, timing: Option<TextTiming>, dialect: Dialect, actor: Actor) -> Self {
         let id = state.live_sockets.connection_id();
         let rate = state.http.ws_rate;
         Connection {
@@ -231,6 +208,7 @@ impl Connection {
             reader: None,
             replaced: Arc::new(Notify::new()),
             limiter: RateLimiter::new(rate),
+            actor,
         }
     }
 
@@ -526,7 +504,12 @@ impl Connection {
     }
 
     async fn submit(&mut self, chat: &str, inputs: Vec<PersonInput>, sink: &mut Sink) -> Next {
-        match self.state.runtime.submit(chat, &inputs).await {
+        match self
+            .state
+            .runtime
+            .submit_as(chat, &inputs, &self.actor)
+            .await
+        {
             Ok(receipt) => {
                 let following = self
                     .reader
@@ -689,43 +672,6 @@ fn close_for(error: &axum::Error) -> (u16, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderValue;
-
-    fn headers(origin: Option<&str>, host: &str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(header::HOST, HeaderValue::from_str(host).unwrap());
-        if let Some(o) = origin {
-            h.insert(header::ORIGIN, HeaderValue::from_str(o).unwrap());
-        }
-        h
-    }
-
-    #[test]
-    fn origins_are_checked() {
-        assert!(check_origin(&headers(None, "127.0.0.1:3000"), &[]).is_ok());
-        assert!(
-            check_origin(
-                &headers(Some("http://127.0.0.1:3000"), "127.0.0.1:3000"),
-                &[]
-            )
-            .is_ok()
-        );
-        assert!(
-            check_origin(
-                &headers(Some("https://evil.example"), "127.0.0.1:3000"),
-                &[]
-            )
-            .is_err()
-        );
-        let allowed = vec!["https://app.example".to_string()];
-        assert!(
-            check_origin(
-                &headers(Some("https://app.example/"), "127.0.0.1:3000"),
-                &allowed
-            )
-            .is_ok()
-        );
-    }
 
     #[test]
     fn the_rate_limiter_allows_bursts_then_refuses() {

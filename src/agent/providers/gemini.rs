@@ -169,61 +169,61 @@ struct GenerateContentRequest {
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Content {
+pub(super) struct Content {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    role: Option<String>,
+    pub(super) role: Option<String>,
     #[serde(default)]
-    parts: Vec<Part>,
+    pub(super) parts: Vec<Part>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Part {
+pub(super) struct Part {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    text: Option<String>,
+    pub(super) text: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    thought: Option<bool>,
+    pub(super) thought: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    thought_signature: Option<String>,
+    pub(super) thought_signature: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    function_call: Option<FunctionCall>,
+    pub(super) function_call: Option<FunctionCall>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    function_response: Option<FunctionResponse>,
+    pub(super) function_response: Option<FunctionResponse>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    inline_data: Option<Blob>,
+    pub(super) inline_data: Option<Blob>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    file_data: Option<FileData>,
+    pub(super) file_data: Option<FileData>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct FunctionCall {
+pub(super) struct FunctionCall {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    id: Option<String>,
-    name: String,
+    pub(super) id: Option<String>,
+    pub(super) name: String,
     #[serde(default)]
-    args: Option<Value>,
+    pub(super) args: Option<Value>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct FunctionResponse {
+pub(super) struct FunctionResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    id: Option<String>,
-    name: String,
-    response: Value,
+    pub(super) id: Option<String>,
+    pub(super) name: String,
+    pub(super) response: Value,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Blob {
+pub(super) struct Blob {
     mime_type: String,
     data: String,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct FileData {
+pub(super) struct FileData {
     mime_type: String,
     file_uri: String,
 }
@@ -236,7 +236,7 @@ struct Tool {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct FunctionDeclaration {
+pub(super) struct FunctionDeclaration {
     name: String,
     description: String,
     parameters_json_schema: Value,
@@ -343,7 +343,7 @@ fn build_request(
     }
 }
 
-fn declaration(tool: &ToolDeclaration) -> FunctionDeclaration {
+pub(super) fn declaration(tool: &ToolDeclaration) -> FunctionDeclaration {
     FunctionDeclaration {
         name: tool.name.clone(),
         description: tool.description.clone(),
@@ -360,7 +360,7 @@ fn is_gemini_3_or_later(model: &str) -> bool {
     major.parse::<u32>().is_ok_and(|major| major >= 3)
 }
 
-fn contents(history: &[HistoryItem], sign_missing: bool) -> Vec<Content> {
+pub(super) fn contents(history: &[HistoryItem], sign_missing: bool) -> Vec<Content> {
     let mut out: Vec<Content> = Vec::new();
     // The calls of the latest assistant item, to find each result's Gemini id.
     let mut last_calls: Vec<&ToolCall> = Vec::new();
@@ -484,7 +484,7 @@ fn sign_first_call(parts: &mut [Part]) -> bool {
 }
 
 /// A JSON object as is; anything else wrapped as `{key: value}` (Gemini wants a `Struct`).
-fn as_object(value: Value, key: &str) -> Value {
+pub(super) fn as_object(value: Value, key: &str) -> Value {
     match value {
         Value::Object(_) => value,
         other => json!({ key: other }),

@@ -39,6 +39,7 @@ fn weather_tool() -> ToolDeclaration {
 
 fn request(history: Vec<HistoryItem>) -> ModelRequest {
     ModelRequest {
+        session_id: "chat-1".into(),
         system: "Be brief.".into(),
         history,
         tools: vec![weather_tool()],

@@ -1,0 +1,238 @@
+//! BIDI scenario: `--n` WebSocket sessions each holding one pending approval; the server's RSS
+//! before and after; then `--approve` of them approved one at a time, timed from sending the
+//! `tool_result` frame to the `tool-output-available` frame.
+
+use std::{
+    net::SocketAddr,
+    time::{Duration, Instant},
+};
+
+use futures_util::{SinkExt, StreamExt, stream};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_tungstenite::{WebSocketStream, client_async, tungstenite::Message};
+
+use crate::{
+    Opts, Result,
+    sse::{Conn, PAYMENT_PROMPT, Watch},
+    stats::{ms, round, summary},
+};
+
+type Ws = WebSocketStream<TcpStream>;
+
+/// A session paused at its approval.
+struct Session {
+    ws: Ws,
+    approval_id: String,
+}
+
+async fn next_text(ws: &mut Ws, timeout: Duration) -> Result<String> {
+    loop {
+        let message = tokio::time::timeout(timeout, ws.next())
+            .await
+            .map_err(|_| format!("no frame within {timeout:?}"))?;
+        match message {
+            None => return Err("the server closed the socket".into()),
+            Some(Err(e)) => return Err(format!("read: {e}")),
+            Some(Ok(Message::Text(text))) => return Ok(text.to_string()),
+            Some(Ok(Message::Close(frame))) => {
+                return Err(format!("the server closed the socket: {frame:?}"));
+            }
+            Some(Ok(_)) => continue,
+        }
+    }
+}
+
+/// The chunk of a `data: {json}` frame; `None` for `[DONE]` and control frames.
+fn chunk_of(text: &str) -> Option<Value> {
+    let data = text.strip_prefix("data: ")?.trim_end();
+    if data == "[DONE]" {
+        return None;
+    }
+    serde_json::from_str(data).ok()
+}
+
+async fn open(addr: SocketAddr, chat: String, timeout: Duration) -> Result<Session> {
+    let tcp = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect {addr}: {e}"))?;
+    tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+    let url = format!("ws://{addr}/api/live?text=progressive");
+    let (mut ws, _) = client_async(url.as_str(), tcp)
+        .await
+        .map_err(|e| format!("upgrade: {e}"))?;
+    let frame = json!({
+        "type": "message", "id": chat, "trigger": "submit-message",
+        "messages": [{"id": format!("{chat}-u"), "role": "user",
+                      "parts": [{"type": "text", "text": PAYMENT_PROMPT}]}],
+    });
+    ws.send(Message::Text(frame.to_string().into()))
+        .await
+        .map_err(|e| format!("send: {e}"))?;
+    let mut approval_id = None;
+    loop {
+        let text = next_text(&mut ws, timeout).await?;
+        let Some(chunk) = chunk_of(&text) else {
+            if text.contains("[DONE]") {
+                return Err("the turn ended without an approval request".into());
+            }
+            continue;
+        };
+        match chunk["type"].as_str() {
+            Some("tool-approval-request") => {
+                approval_id = chunk["approvalId"].as_str().map(str::to_string);
+            }
+            Some("finish-step") if approval_id.is_some() => {
+                return Ok(Session {
+                    ws,
+                    approval_id: approval_id.unwrap_or_default(),
+                });
+            }
+            Some("error") => return Err(format!("error chunk: {chunk}")),
+            _ => {}
+        }
+    }
+}
+
+/// Approves one session: the time from sending the frame to `tool-output-available`, and to
+/// `[DONE]`.
+async fn approve(session: &mut Session, timeout: Duration) -> Result<(Duration, Duration)> {
+    let frame = json!({"type": "tool_result", "toolCallId": session.approval_id,
+                       "result": {"confirmed": true}});
+    let text = frame.to_string();
+    let sent = Instant::now();
+    session
+        .ws
+        .send(Message::Text(text.into()))
+        .await
+        .map_err(|e| format!("send: {e}"))?;
+    let mut output = None;
+    loop {
+        let text = next_text(&mut session.ws, timeout).await?;
+        if output.is_none() && text.contains(r#""type":"tool-output-available""#) {
+            output = Some(sent.elapsed());
+        }
+        if text.starts_with("data: [DONE]") {
+            let output = output.ok_or("the turn ended without tool-output-available")?;
+            return Ok((output, sent.elapsed()));
+        }
+        if let Some(chunk) = chunk_of(&text)
+            && chunk["type"] == "error"
+        {
+            return Err(format!("error chunk: {chunk}"));
+        }
+    }
+}
+
+/// VmRSS of `pid` in KiB.
+pub fn rss_kib(pid: u32) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("/proc/{pid}/status: {e} (is the server running?)"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| format!("/proc/{pid}/status has no VmRSS"))
+}
+
+/// Runs the collector of the Node baseline (`--gc-url`), then waits for things to settle.
+async fn settle(gc: Option<(SocketAddr, String)>, wait: Duration) -> Result<()> {
+    if let Some((addr, path)) = gc {
+        let mut conn = Conn::connect(addr).await?;
+        // The answer is JSON, not SSE: only the request matters.
+        let _ = conn.post(&path, &json!({}), &Watch::default()).await?;
+    }
+    tokio::time::sleep(wait).await;
+    Ok(())
+}
+
+fn gc_target(url: Option<String>) -> Result<Option<(SocketAddr, String)>> {
+    let Some(url) = url else { return Ok(None) };
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("--gc-url {url:?}: expected http://IP:PORT/path"))?;
+    let (hostport, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let addr = hostport
+        .parse()
+        .map_err(|e| format!("--gc-url {url:?}: {e}"))?;
+    Ok(Some((addr, format!("/{path}"))))
+}
+
+pub async fn bidi(opts: &Opts) -> Result<Value> {
+    let addr = opts.addr()?;
+    let pid: u32 = opts
+        .required("pid")?
+        .parse()
+        .map_err(|_| "--pid: expected a process id".to_string())?;
+    let n = opts.num("n", 1000)? as usize;
+    let approvals = opts.num("approve", 300)? as usize;
+    let parallel = opts.num("parallel", 128)?.max(1) as usize;
+    let settle_for = Duration::from_millis(opts.num("settle-ms", 2000)?);
+    let timeout = opts.timeout()?;
+    let gc = gc_target(opts.opt("gc-url"))?;
+    let tag = crate::run_tag();
+
+    // Warm the server up (lazy statics, first allocations) before the baseline is read.
+    let mut warm = open(addr, format!("{tag}-warm"), timeout).await?;
+    approve(&mut warm, timeout).await?;
+    drop(warm);
+    settle(gc.clone(), settle_for).await?;
+    let before = rss_kib(pid)?;
+
+    let started = Instant::now();
+    let opened: Vec<Result<Session>> = stream::iter(0..n)
+        .map(|i| open(addr, format!("{tag}-{i}"), timeout))
+        .buffer_unordered(parallel)
+        .collect()
+        .await;
+    let open_s = started.elapsed().as_secs_f64();
+    let mut sessions = Vec::new();
+    let mut kinds = std::collections::BTreeMap::<String, u64>::new();
+    for s in opened {
+        match s {
+            Ok(s) => sessions.push(s),
+            Err(e) => *kinds.entry(e.chars().take(120).collect()).or_default() += 1,
+        }
+    }
+    let errors: u64 = kinds.values().sum();
+    settle(gc.clone(), settle_for).await?;
+    let after = rss_kib(pid)?;
+    let per_session = if sessions.is_empty() {
+        0.0
+    } else {
+        (after as f64 - before as f64) * 1024.0 / sessions.len() as f64
+    };
+
+    // Approve an evenly spread sample, one at a time, with every other session still open.
+    let mut rtt = Vec::new();
+    let mut done = Vec::new();
+    let mut approve_errors = 0u64;
+    let step = (sessions.len() / approvals.max(1)).max(1);
+    for session in sessions.iter_mut().step_by(step).take(approvals) {
+        match approve(session, timeout).await {
+            Ok((output, end)) => {
+                rtt.push(ms(output));
+                done.push(ms(end));
+            }
+            Err(e) => {
+                approve_errors += 1;
+                *kinds.entry(format!("approve: {}", e.chars().take(100).collect::<String>())).or_default() += 1;
+            }
+        }
+    }
+    let held = sessions.len();
+    drop(sessions);
+    Ok(json!({
+        "n": n,
+        "sessions": held,
+        "errors": errors,
+        "approve_errors": approve_errors,
+        "error_kinds": kinds,
+        "open_s": round(open_s * 1000.0) / 1000.0,
+        "rss_before_kib": before,
+        "rss_after_kib": after,
+        "bytes_per_session": per_session.round(),
+        "round_trip_ms": summary(&rtt),
+        "done_ms": summary(&done),
+    }))
+}

@@ -1,0 +1,205 @@
+//! Where sessions and the audit log live between requests and across restarts.
+//!
+//! [`SessionStore`] is the seam: the runtime only ever loads, commits and lists through it, so a
+//! Postgres implementation for several instances can follow without touching the runner.
+//!
+//! - [`MemoryStore`]: everything in memory, lost on restart (`COUNTERSIGN_DB=:memory:`, tests);
+//! - [`sqlite::SqliteStore`]: the embedded default (`COUNTERSIGN_DB`, default
+//!   `data/countersign.db`), migrations in `migrations/`.
+//!
+//! # What "committed" means
+//!
+//! [`SessionStore::commit`] writes a session record and the audit events that explain the change
+//! in one transaction. The runtime commits *before* it acknowledges anything that matters: an
+//! approval answer is committed before the turn is woken (so before the client sees any of its
+//! consequences), and a server tool's result (a payment) is committed before its output chunk is
+//! emitted. Payments are idempotent by tool call id inside the record's wallet ledger, so a turn
+//! resumed after a crash can never pay twice.
+
+pub mod audit;
+pub mod sqlite;
+
+use std::{
+    collections::HashMap,
+    sync::{Mutex, MutexGuard},
+};
+
+use async_trait::async_trait;
+
+pub use audit::{Actor, AuditEvent, AuditKind, AuditQuery, AuditRecord};
+
+use super::{clock::Millis, session::SessionRecord};
+
+/// A failure of the session store.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("session store: {0}")]
+pub struct StoreError(pub String);
+
+/// Where session records and the audit log live.
+#[async_trait]
+pub trait SessionStore: Send + Sync + 'static {
+    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError>;
+
+    /// Writes `record` and appends `audit`, all or nothing.
+    async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError>;
+
+    /// Writes `record`.
+    async fn save(&self, record: &SessionRecord) -> Result<(), StoreError> {
+        self.commit(record, &[]).await
+    }
+
+    /// Ids of the stored sessions, most recently updated first.
+    async fn list(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Ids of the sessions whose turn is not over (running or waiting for the person): the
+    /// turns a restarted server must pick up again.
+    async fn unfinished(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Audit records matching `query`, newest first.
+    async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError>;
+}
+
+/// Everything in memory, lost on restart.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    records: Mutex<HashMap<String, SessionRecord>>,
+    audit: Mutex<Vec<AuditRecord>>,
+}
+
+#[async_trait]
+impl SessionStore for MemoryStore {
+    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        Ok(lock(&self.records).get(id).cloned())
+    }
+
+    async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError> {
+        lock(&self.records).insert(record.id.clone(), record.clone());
+        let mut log = lock(&self.audit);
+        for event in audit {
+            let seq = log.len() as i64 + 1;
+            log.push(AuditRecord {
+                seq,
+                event: event.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn list(&self) -> Result<Vec<String>, StoreError> {
+        let records = lock(&self.records);
+        let mut all: Vec<(&String, Millis)> = records
+            .iter()
+            .map(|(id, r)| (id, r.updated_at_ms))
+            .collect();
+        all.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        Ok(all.into_iter().map(|(id, _)| id.clone()).collect())
+    }
+
+    async fn unfinished(&self) -> Result<Vec<String>, StoreError> {
+        let mut ids: Vec<String> = lock(&self.records)
+            .values()
+            .filter(|r| r.turn.as_ref().is_some_and(|t| !t.status.is_over()))
+            .map(|r| r.id.clone())
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+
+    async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        Ok(lock(&self.audit)
+            .iter()
+            .rev()
+            .filter(|r| query.matches(r))
+            .take(query.limit())
+            .cloned()
+            .collect())
+    }
+}
+
+/// Locks a std mutex, recovering the data if a panicking thread poisoned it: the data stays
+/// consistent because every mutation under the lock is a plain assignment.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::agent::session::{TurnRecord, TurnStatus};
+
+    pub(crate) fn turn(status: TurnStatus) -> TurnRecord {
+        TurnRecord {
+            id: "t1".into(),
+            message_id: "m1".into(),
+            status,
+            steps: 1,
+            calls: Vec::new(),
+            held_text: Vec::new(),
+            usage: Default::default(),
+            inputs: 0,
+            transport: "sse".into(),
+            timing: None,
+        }
+    }
+
+    /// The contract every store keeps; run against each implementation.
+    pub(crate) async fn store_contract(store: &dyn SessionStore) {
+        let mut a = SessionRecord::new("a", 10);
+        store.save(&a).await.unwrap();
+        store.save(&SessionRecord::new("b", 20)).await.unwrap();
+        assert_eq!(store.list().await.unwrap(), ["b", "a"]);
+        a.updated_at_ms = 30;
+        a.turn = Some(turn(TurnStatus::AwaitingPerson));
+        let event = AuditEvent::sample("a", AuditKind::Requested, json!({"amount": 50}));
+        store
+            .commit(&a, std::slice::from_ref(&event))
+            .await
+            .unwrap();
+        assert_eq!(store.list().await.unwrap(), ["a", "b"]);
+        assert_eq!(store.load("a").await.unwrap().unwrap(), a);
+        assert!(store.load("zzz").await.unwrap().is_none());
+        assert_eq!(store.unfinished().await.unwrap(), ["a"]);
+
+        let mut b = SessionRecord::new("b", 40);
+        b.turn = Some(turn(TurnStatus::Finished));
+        let denied = AuditEvent::sample("b", AuditKind::Denied, json!({"amount": 5}));
+        store
+            .commit(&b, std::slice::from_ref(&denied))
+            .await
+            .unwrap();
+        assert_eq!(store.unfinished().await.unwrap(), ["a"]);
+
+        let all = store.audit(&AuditQuery::default()).await.unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0].event, denied, "newest first");
+        assert_eq!(all[1].event, event);
+        assert!(all[0].seq > all[1].seq);
+        let only_a = AuditQuery {
+            session: Some("a".into()),
+            ..AuditQuery::default()
+        };
+        assert_eq!(store.audit(&only_a).await.unwrap().len(), 1);
+        let denials = AuditQuery {
+            kind: Some(AuditKind::Denied),
+            ..AuditQuery::default()
+        };
+        assert_eq!(
+            store.audit(&denials).await.unwrap()[0].event.session_id,
+            "b"
+        );
+        let before = AuditQuery {
+            before: Some(all[0].seq),
+            ..AuditQuery::default()
+        };
+        assert_eq!(store.audit(&before).await.unwrap()[0].event, event);
+    }
+
+    #[tokio::test]
+    async fn the_memory_store_keeps_the_contract() {
+        store_contract(&MemoryStore::default()).await;
+    }
+}
