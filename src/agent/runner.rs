@@ -219,10 +219,12 @@ impl Runtime {
         let session = self.session(chat_id).await?;
         loop {
             let superseded = {
+                // Lock order everywhere: record, then live.
+                let mut record = lock(&session.record);
                 let mut live = lock(&session.live);
                 match live.as_mut() {
                     Some(turn) if !turn.log.is_ended() => {
-                        let status = session.turn_status();
+                        let status = record.turn.as_ref().map(|t| t.status);
                         if status != Some(TurnStatus::AwaitingPerson) {
                             return Err(TurnError::Busy);
                         }
@@ -231,7 +233,8 @@ impl Runtime {
                         turn.task.take()
                     }
                     _ => {
-                        let started = self.begin_turn(&session, &mut live, user, timing);
+                        let started =
+                            self.begin_turn(&session, &mut record, &mut live, user, timing);
                         return Ok(started);
                     }
                 }
@@ -244,10 +247,11 @@ impl Runtime {
         }
     }
 
-    /// Creates the turn record and spawns its task (the caller holds the `live` lock).
+    /// Creates the turn record and spawns its task (the caller holds both locks).
     fn begin_turn(
         self: &Arc<Self>,
         session: &Arc<Session>,
+        record: &mut SessionRecord,
         live: &mut Option<LiveTurn>,
         user: UserTurn,
         timing: Option<TextTiming>,
@@ -261,7 +265,6 @@ impl Runtime {
             user.transport
         };
         {
-            let mut record = lock(&session.record);
             let user_id = user
                 .message_id
                 .clone()
@@ -347,12 +350,13 @@ impl Runtime {
     /// again (server tools are idempotent by tool call id: a payment is never made twice);
     /// approvals keep their deadlines (wall-clock), so one that ran out meanwhile expires now.
     fn revive(self: &Arc<Self>, session: &Arc<Session>) {
+        // Lock order everywhere: record, then live.
+        let mut record = lock(&session.record);
         let mut live = lock(&session.live);
         if live.is_some() {
             return;
         }
         let (turn_id, message_id, timing, transport, existing) = {
-            let mut record = lock(&session.record);
             let SessionRecord { turn, messages, .. } = &mut *record;
             let Some(turn) = turn.as_mut().filter(|t| !t.status.is_over()) else {
                 return;
@@ -378,6 +382,7 @@ impl Runtime {
                 existing,
             )
         };
+        drop(record);
         tracing::info!(session = %session.id, turn = %turn_id, "resuming a turn after a restart");
         let reducer = match existing {
             Some(message) => MessageReducer::continuing(message),

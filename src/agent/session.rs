@@ -315,16 +315,16 @@ impl Session {
     ) -> Result<Applied, InputError> {
         let mut record = lock(&self.record);
         let live = lock(&self.live);
-        let Some(log) = live.as_ref().map(|t| t.log.clone()) else {
-            return Err(InputError::NoActiveTurn);
-        };
         let SessionRecord {
             turn,
             resolved_approvals,
             ..
         } = &mut *record;
-        let Some(turn) = turn.as_mut().filter(|t| !t.status.is_over()) else {
-            return Err(InputError::NoActiveTurn);
+        let (Some(log), Some(turn)) = (
+            live.as_ref().map(|t| t.log.clone()),
+            turn.as_mut().filter(|t| !t.status.is_over()),
+        ) else {
+            return Err(stale_answer(inputs, resolved_approvals));
         };
 
         // Validate against a copy; commit only if every input is acceptable.
@@ -414,6 +414,32 @@ impl Session {
             _ => false,
         }
     }
+}
+
+/// Why input for a chat with no waiting turn is refused: an answer to an approval that was
+/// already answered (or expired) says so; anything else finds no turn.
+fn stale_answer(
+    inputs: &[PersonInput],
+    resolved: &BTreeMap<String, ApprovalResolution>,
+) -> InputError {
+    for input in inputs {
+        if let PersonInput::Approval { approval_id, .. } = input {
+            match resolved.get(approval_id) {
+                Some(ApprovalResolution::Expired { .. }) => {
+                    return InputError::ApprovalExpired {
+                        approval_id: approval_id.clone(),
+                    };
+                }
+                Some(_) => {
+                    return InputError::ApprovalAlreadyAnswered {
+                        approval_id: approval_id.clone(),
+                    };
+                }
+                None => {}
+            }
+        }
+    }
+    InputError::NoActiveTurn
 }
 
 /// Applies one input to the step's calls (a working copy).

@@ -10,7 +10,10 @@ use std::{
 use futures_util::{SinkExt, StreamExt, stream};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
-use tokio_tungstenite::{WebSocketStream, client_async, tungstenite::Message};
+use tokio_tungstenite::{
+    WebSocketStream, client_async_with_config,
+    tungstenite::{Message, protocol::WebSocketConfig},
+};
 
 use crate::{
     Opts, Result,
@@ -52,15 +55,27 @@ fn chunk_of(text: &str) -> Option<Value> {
     serde_json::from_str(data).ok()
 }
 
-async fn open(addr: SocketAddr, chat: String, timeout: Duration) -> Result<Session> {
+/// Opens a socket; with `chat`, starts a payment there and waits until it pauses for approval.
+async fn open(addr: SocketAddr, chat: Option<String>, timeout: Duration) -> Result<Session> {
     let tcp = TcpStream::connect(addr)
         .await
         .map_err(|e| format!("connect {addr}: {e}"))?;
     tcp.set_nodelay(true).map_err(|e| e.to_string())?;
     let url = format!("ws://{addr}/api/live?text=progressive");
-    let (mut ws, _) = client_async(url.as_str(), tcp)
+    // Small buffers: tungstenite zero-fills its whole read buffer (128 KiB by default) on every
+    // read, which for 10k sockets would be 1.3 GB in this process.
+    let config = WebSocketConfig::default()
+        .read_buffer_size(8 * 1024)
+        .write_buffer_size(0);
+    let (mut ws, _) = client_async_with_config(url.as_str(), tcp, Some(config))
         .await
         .map_err(|e| format!("upgrade: {e}"))?;
+    let Some(chat) = chat else {
+        return Ok(Session {
+            ws,
+            approval_id: String::new(),
+        });
+    };
     let frame = json!({
         "type": "message", "id": chat, "trigger": "submit-message",
         "messages": [{"id": format!("{chat}-u"), "role": "user",
@@ -173,7 +188,8 @@ pub async fn bidi(opts: &Opts) -> Result<Value> {
     let tag = crate::run_tag();
 
     // Warm the server up (lazy statics, first allocations) before the baseline is read.
-    let mut warm = open(addr, format!("{tag}-warm"), timeout).await?;
+    let socket_only = opts.num("socket-only", 0)? == 1;
+    let mut warm = open(addr, Some(format!("{tag}-warm")), timeout).await?;
     approve(&mut warm, timeout).await?;
     drop(warm);
     settle(gc.clone(), settle_for).await?;
@@ -181,7 +197,7 @@ pub async fn bidi(opts: &Opts) -> Result<Value> {
 
     let started = Instant::now();
     let opened: Vec<Result<Session>> = stream::iter(0..n)
-        .map(|i| open(addr, format!("{tag}-{i}"), timeout))
+        .map(|i| open(addr, (!socket_only).then(|| format!("{tag}-{i}")), timeout))
         .buffer_unordered(parallel)
         .collect()
         .await;
@@ -207,6 +223,7 @@ pub async fn bidi(opts: &Opts) -> Result<Value> {
     let mut rtt = Vec::new();
     let mut done = Vec::new();
     let mut approve_errors = 0u64;
+    let approvals = if socket_only { 0 } else { approvals };
     let step = (sessions.len() / approvals.max(1)).max(1);
     for session in sessions.iter_mut().step_by(step).take(approvals) {
         match approve(session, timeout).await {
@@ -224,6 +241,7 @@ pub async fn bidi(opts: &Opts) -> Result<Value> {
     drop(sessions);
     Ok(json!({
         "n": n,
+        "socket_only": socket_only,
         "sessions": held,
         "errors": errors,
         "approve_errors": approve_errors,

@@ -1,0 +1,273 @@
+//! The real server binary, killed with SIGKILL while an approval waits, and started again on the
+//! same database: the approval can still be answered, the turn finishes, the payment happens
+//! once; a deadline keeps counting while the server is down; the audit log kept everything.
+#![cfg(all(feature = "ssr", unix))]
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+
+/// A server process on a free port; killed (SIGKILL) when dropped.
+struct Process {
+    child: Child,
+    base: String,
+}
+
+impl Process {
+    async fn start(db: &Path, approval_secs: u64) -> Process {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+            listener.local_addr().expect("bound").port()
+        };
+        let site = std::env::temp_dir().join("countersign-restart-site");
+        std::fs::create_dir_all(&site).expect("site dir");
+        let child = Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
+            .env("LEPTOS_SITE_ROOT", &site)
+            .env("COUNTERSIGN_DB", db)
+            .env("COUNTERSIGN_DEMO_DELAY_MS", "0")
+            .env("COUNTERSIGN_WEATHER", "offline")
+            .env(
+                "COUNTERSIGN_APPROVAL_TIMEOUT_SECS",
+                approval_secs.to_string(),
+            )
+            .env(
+                "RUST_LOG",
+                std::env::var("RESTART_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the countersign binary starts");
+        let process = Process {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(r) = reqwest::get(format!("{}/healthz", process.base)).await
+                && r.status().is_success()
+            {
+                return process;
+            }
+            assert!(Instant::now() < deadline, "the server did not come up");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGKILL: no shutdown code runs.
+    fn kill9(mut self) {
+        self.child.kill().expect("kill -9");
+        self.child.wait().expect("reaped");
+    }
+
+    async fn chat(&self, body: Value) -> (u16, Vec<Value>, String) {
+        let response = reqwest::Client::new()
+            .post(format!("{}/api/chat", self.base))
+            .json(&body)
+            .send()
+            .await
+            .expect("request sent");
+        let status = response.status().as_u16();
+        let text = tokio::time::timeout(Duration::from_secs(20), response.text())
+            .await
+            .expect("the response ends")
+            .expect("a body");
+        let chunks = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter(|d| *d != "[DONE]")
+            .filter_map(|d| serde_json::from_str(d).ok())
+            .collect();
+        (status, chunks, text)
+    }
+
+    async fn audit(&self, chat: &str) -> Vec<Value> {
+        let text = reqwest::get(format!("{}/api/audit/export?session={chat}", self.base))
+            .await
+            .expect("export")
+            .text()
+            .await
+            .expect("body");
+        text.lines()
+            .map(|l| serde_json::from_str(l).expect("JSONL"))
+            .collect()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn temp_db(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "countersign-restart-{name}-{}.db",
+        std::process::id()
+    ))
+}
+
+fn remove_db(path: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
+fn user(chat: &str, text: &str) -> Value {
+    json!({"id": chat, "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}
+    ]})
+}
+
+/// The approval request of a paused response: (approval id, tool call id, message id, input).
+fn approval_of(chunks: &[Value]) -> (String, String, String, Value) {
+    let request = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-approval-request")
+        .expect("an approval request");
+    let call = request["toolCallId"].as_str().unwrap().to_string();
+    let input = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-input-available" && c["toolCallId"] == call.as_str())
+        .expect("the call's input")["input"]
+        .clone();
+    let message = chunks.iter().find(|c| c["type"] == "start").unwrap()["messageId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (
+        request["approvalId"].as_str().unwrap().to_string(),
+        call,
+        message,
+        input,
+    )
+}
+
+fn answer(chat: &str, text: &str, approval: &(String, String, String, Value), ok: bool) -> Value {
+    let (approval_id, call, message, input) = approval;
+    json!({"id": chat, "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]},
+        {"id": message, "role": "assistant", "parts": [
+            {"type": "tool-process_payment", "toolCallId": call, "state": "approval-responded",
+             "input": input, "approval": {"id": approval_id, "approved": ok}}
+        ]}
+    ]})
+}
+
+#[tokio::test]
+async fn an_approval_survives_kill_9_and_the_payment_happens_once() {
+    let db = temp_db("approve");
+    remove_db(&db);
+    let chat = "restart-chat";
+    let ask = "Send $50 to Hanako";
+
+    let first = Process::start(&db, 300).await;
+    let (status, chunks, text) = first.chat(user(chat, ask)).await;
+    assert_eq!(status, 200, "{text}");
+    let approval = approval_of(&chunks);
+    first.kill9();
+
+    let second = Process::start(&db, 300).await;
+    let (status, chunks, text) = second.chat(answer(chat, ask, &approval, true)).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(chunks[0]["type"], "start");
+    assert_eq!(chunks[0]["messageId"], approval.2.as_str(), "same message");
+    let output = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-output-available")
+        .unwrap_or_else(|| panic!("the payment ran after the restart: {text}"));
+    assert_eq!(output["output"]["wallet_balance"], 950, "{output}");
+    assert!(text.contains("data: [DONE]"));
+
+    // The same request again (a replay, or a client resending its history): the answer it
+    // repeats was already applied, so there is nothing to continue and nothing is paid twice.
+    let (status, _, text) = second.chat(answer(chat, ask, &approval, true)).await;
+    assert_eq!(status, 409, "{text}");
+    assert!(text.contains("no_active_turn"), "{text}");
+    // The opposite answer to the same approval is refused as such.
+    let (status, _, text) = second.chat(answer(chat, ask, &approval, false)).await;
+    assert_eq!(status, 409, "{text}");
+    assert!(text.contains("approval_already_answered"), "{text}");
+    second.kill9();
+
+    let third = Process::start(&db, 300).await;
+    let (status, chunks, text) = third.chat(user(chat, "Send $10 to Bob")).await;
+    assert_eq!(status, 200, "{text}");
+    let approval = approval_of(&chunks);
+    let (_, chunks, text) = third
+        .chat(answer(chat, "Send $10 to Bob", &approval, true))
+        .await;
+    let output = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-output-available")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(
+        output["output"]["wallet_balance"], 940,
+        "one $50 payment, then $10"
+    );
+
+    let kinds: Vec<String> = third
+        .audit(chat)
+        .await
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "requested",
+            "approved",
+            "executed",
+            "requested",
+            "approved",
+            "executed"
+        ]
+    );
+    let events = third.audit(chat).await;
+    assert_eq!(events[1]["actor"]["transport"], "sse");
+    assert!(
+        events[1]["actor"]["address"]
+            .as_str()
+            .unwrap()
+            .starts_with("127.0.0.1:")
+    );
+    assert_eq!(events[2]["outcome"]["ok"]["wallet_balance"], 950);
+    drop(third);
+    remove_db(&db);
+}
+
+#[tokio::test]
+async fn a_deadline_keeps_counting_while_the_server_is_down() {
+    let db = temp_db("expire");
+    remove_db(&db);
+    let chat = "restart-expire";
+    let ask = "Send $50 to Hanako";
+
+    let first = Process::start(&db, 2).await;
+    let (_, chunks, _) = first.chat(user(chat, ask)).await;
+    let approval = approval_of(&chunks);
+    first.kill9();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+
+    let second = Process::start(&db, 2).await;
+    let (status, _, text) = second.chat(answer(chat, ask, &approval, true)).await;
+    assert_eq!(status, 409, "{text}");
+    assert!(text.contains("approval_expired"), "{text}");
+    let kinds: Vec<String> = second
+        .audit(chat)
+        .await
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(kinds, ["requested", "expired"]);
+    drop(second);
+    remove_db(&db);
+}
