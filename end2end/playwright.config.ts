@@ -1,5 +1,8 @@
 import { defineConfig } from "@playwright/test";
 import { execFileSync } from "node:child_process";
+import { rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 // Debian's Chromium (apt-get install chromium). Playwright never downloads a browser here.
 const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -25,14 +28,34 @@ if (!external) {
     while (port === process.env.COUNTERSIGN_E2E_PORT) port = freePort();
     process.env.COUNTERSIGN_E2E_EXPIRY_PORT = port;
   }
+  if (!process.env.COUNTERSIGN_E2E_HOSTILE_PORT) {
+    let port = freePort();
+    while (port === process.env.COUNTERSIGN_E2E_PORT || port === process.env.COUNTERSIGN_E2E_EXPIRY_PORT) {
+      port = freePort();
+    }
+    process.env.COUNTERSIGN_E2E_HOSTILE_PORT = port;
+  }
   // Read by tests/chat.ts (the expiry test); set here so that the workers inherit it.
   process.env.COUNTERSIGN_E2E_EXPIRY_URL = `http://127.0.0.1:${process.env.COUNTERSIGN_E2E_EXPIRY_PORT}`;
+  process.env.COUNTERSIGN_E2E_HOSTILE_URL = `http://127.0.0.1:${process.env.COUNTERSIGN_E2E_HOSTILE_PORT}`;
 }
+
+// The third server (tests/security.spec.ts): its "model" replays an answer full of XSS payloads,
+// it holds secrets that must never reach a browser, and it is guarded by an API key.
+process.env.COUNTERSIGN_E2E_API_KEY ??= "e2e-api-key-7f3a9c";
+process.env.COUNTERSIGN_E2E_GEMINI_KEY ??= "AIzaSy-e2e-provider-secret-4b1d";
 const baseURL = external ?? `http://127.0.0.1:${process.env.COUNTERSIGN_E2E_PORT}`;
 const serverBin = process.env.COUNTERSIGN_BIN ?? "./target/release/countersign";
 
 // The approval timeout of the second server, in seconds; the expiry test reads it too.
 process.env.COUNTERSIGN_E2E_EXPIRY_TIMEOUT_SECS ??= "4";
+
+// Each server gets its own database file, fresh for every run.
+function database(url: string): string {
+  const file = join(tmpdir(), `countersign-e2e-${new URL(url).port}.db`);
+  for (const suffix of ["", "-wal", "-shm"]) rmSync(file + suffix, { force: true });
+  return file;
+}
 
 function server(url: string, extraEnv: Record<string, string>) {
   return {
@@ -58,6 +81,7 @@ function server(url: string, extraEnv: Record<string, string>) {
       OPENAI_BASE_URL: "",
       COUNTERSIGN_DEMO_DELAY_MS: "5",
       COUNTERSIGN_WEATHER: "offline",
+      COUNTERSIGN_DB: database(url),
       ...extraEnv,
     },
   };
@@ -102,6 +126,11 @@ export default defineConfig({
         server(baseURL, {}),
         server(process.env.COUNTERSIGN_E2E_EXPIRY_URL!, {
           COUNTERSIGN_APPROVAL_TIMEOUT_SECS: process.env.COUNTERSIGN_E2E_EXPIRY_TIMEOUT_SECS!,
+        }),
+        server(process.env.COUNTERSIGN_E2E_HOSTILE_URL!, {
+          COUNTERSIGN_MODEL: "replay:end2end/fixtures/hostile-model.jsonl",
+          GEMINI_API_KEY: process.env.COUNTERSIGN_E2E_GEMINI_KEY!,
+          COUNTERSIGN_API_KEY: process.env.COUNTERSIGN_E2E_API_KEY!,
         }),
       ],
 });

@@ -130,6 +130,9 @@ pub struct AgentSettings {
     pub chunk_log: Option<PathBuf>,
     /// `COUNTERSIGN_DB`: the SQLite file (default [`DEFAULT_DB_PATH`]) or `:memory:`.
     pub store: StoreSetting,
+    /// The Gemini Live model BIDI turns use (`GEMINI_API_KEY` + `COUNTERSIGN_LIVE_MODEL` …);
+    /// `None`: BIDI turns use the same model as SSE turns.
+    pub live: Option<crate::agent::providers::GeminiLiveConfig>,
 }
 
 impl Default for AgentSettings {
@@ -144,6 +147,7 @@ impl Default for AgentSettings {
             replay: None,
             chunk_log: None,
             store: StoreSetting::Sqlite(PathBuf::from(DEFAULT_DB_PATH)),
+            live: None,
         }
     }
 }
@@ -412,11 +416,22 @@ fn agent_settings(env: &impl Fn(&str) -> Option<String>) -> Result<AgentSettings
         Some(d) if !d.is_empty() => StoreSetting::Sqlite(PathBuf::from(d)),
         _ => defaults.store.clone(),
     };
+    let live = if replay.is_some() {
+        None
+    } else {
+        crate::agent::providers::select_live(|k| env(k)).map_err(|e| ConfigError::Invalid {
+            origin: "the Gemini Live settings".to_string(),
+            key: "COUNTERSIGN_LIVE_MODEL",
+            value: env("COUNTERSIGN_LIVE_MODEL").unwrap_or_default(),
+            reason: e.to_string(),
+        })?
+    };
     Ok(AgentSettings {
         provider,
         replay,
         chunk_log,
         store,
+        live,
         demo_delay: Duration::from_millis(number(
             env,
             "COUNTERSIGN_DEMO_DELAY_MS",

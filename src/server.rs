@@ -99,6 +99,10 @@ pub fn build_runtime(agent: &AgentSettings) -> Result<Arc<Runtime>, StartupError
         store,
         runtime_settings(agent),
     );
+    if let Some(live) = &agent.live {
+        let model = crate::agent::providers::GeminiLiveModel::new(live.clone())?;
+        runtime.set_live_model(Arc::new(model));
+    }
     if let Some(dir) = &agent.chunk_log {
         let log = crate::agent::chunk_log::ChunkLog::new(dir.clone())?;
         runtime.set_chunk_log(Arc::new(log));
@@ -174,7 +178,7 @@ async fn healthz(State(state): State<AppState>) -> Json<Health> {
     Json(Health {
         status: "ok",
         version: env!("CARGO_PKG_VERSION"),
-        model: state.runtime.model.label(),
+        model: state.runtime.models_label(),
     })
 }
 
@@ -217,7 +221,7 @@ pub fn banner(state: &AppState, addr: std::net::SocketAddr) -> String {
          BIDI GET  /api/live   (WebSocket, many turns)\n  health     http://{addr}/healthz\n  \
          settings   {source}\n\n  Ctrl-C stops the server.\n",
         version = env!("CARGO_PKG_VERSION"),
-        model = state.runtime.model.label(),
+        model = state.runtime.models_label(),
         source = state.config_source,
     )
 }

@@ -135,6 +135,8 @@ pub struct Runtime {
     pub settings: RuntimeSettings,
     /// Where every emitted chunk is recorded (`COUNTERSIGN_CHUNK_LOG`), if anywhere.
     chunk_log: std::sync::OnceLock<Arc<ChunkLog>>,
+    /// The model of BIDI turns when it differs from `model` (Gemini Live).
+    live_model: std::sync::OnceLock<Arc<dyn Model>>,
     live: Mutex<HashMap<String, Arc<Session>>>,
 }
 
@@ -155,6 +157,7 @@ impl Runtime {
             store,
             settings,
             chunk_log: std::sync::OnceLock::new(),
+            live_model: std::sync::OnceLock::new(),
             live: Mutex::new(HashMap::new()),
         })
     }
@@ -162,6 +165,27 @@ impl Runtime {
     /// Records every chunk of every session in `log` from now on (set once, at start-up).
     pub fn set_chunk_log(&self, log: Arc<ChunkLog>) {
         let _ = self.chunk_log.set(log);
+    }
+
+    /// Makes BIDI turns use `model` (set once, at start-up).
+    pub fn set_live_model(&self, model: Arc<dyn Model>) {
+        let _ = self.live_model.set(model);
+    }
+
+    /// The model that answers turns started on `transport` (`bidi` may have its own).
+    pub fn model_for(&self, transport: &str) -> &Arc<dyn Model> {
+        match self.live_model.get() {
+            Some(live) if transport == "bidi" => live,
+            _ => &self.model,
+        }
+    }
+
+    /// The model(s) in use, as the banner and the UI name them.
+    pub fn models_label(&self) -> String {
+        match self.live_model.get() {
+            Some(live) => format!("{} · BIDI: {}", self.model.label(), live.label()),
+            None => self.model.label(),
+        }
     }
 
     /// The chunk log, if one is configured.
@@ -571,7 +595,7 @@ impl TurnDriver {
             };
             let mut stream = self
                 .rt
-                .model
+                .model_for(self.transport)
                 .stream(self.rt.model_request(&session_id, history));
             let mut step = StepOutput::default();
             let mut failure = None;
@@ -1204,7 +1228,7 @@ impl TurnDriver {
     async fn finish(&mut self, reason: FinishReason, status: TurnStatus) {
         let usage = self.with_turn(|t| t.usage).unwrap_or_default();
         let metadata = json!({
-            "model": self.rt.model.label(),
+            "model": self.rt.model_for(self.transport).label(),
             "usage": usage,
         });
         self.emit(Chunk::Finish(Finish {
@@ -1311,7 +1335,7 @@ fn audit_event(
     call: &ToolCall,
     now: Millis,
 ) -> AuditEvent {
-    AuditEvent::new(
+    super::store::audit::event(
         kind, now, session_id, turn_id, &call.id, &call.name, &call.args,
     )
 }

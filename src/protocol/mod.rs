@@ -24,6 +24,7 @@
 //!   decoder (§A.1).
 //! - [`schema`]: the JSON Schema subset tool arguments are checked against, on the server
 //!   before a call runs or an edit is accepted, and in the browser before an edit is sent.
+//! - [`audit`]: the audit log's records (`/api/audit`, the `/audit` page).
 //! - [`envelope`]: the request bodies: the SSE `POST` body and the WebSocket
 //!   client frames (seed-system.md §2.1, §2.2).
 //!
@@ -32,6 +33,7 @@
 //! or part of a type we do not know is kept as `Unknown`, a known type with
 //! broken fields is an error.
 
+pub mod audit;
 pub mod chunk;
 pub mod envelope;
 pub mod message;

@@ -179,6 +179,7 @@ fn is_public(path: &str) -> bool {
     path == "/healthz"
         || path == "/signin"
         || path == "/favicon.ico"
+        || path == "/favicon.svg"
         || path.starts_with("/pkg/")
         || path.starts_with("/bgm/")
 }
@@ -399,6 +400,7 @@ fn signin_html(next: &str, error: Option<&str>) -> Html<String> {
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <title>Sign in · Countersign</title><link rel=\"stylesheet\" href=\"/pkg/countersign.css\">\
+         <link rel=\"icon\" href=\"/favicon.svg\" type=\"image/svg+xml\">\
          </head><body><main class=\"signin\"><h1>Countersign</h1>\
          <p>This server is protected by a key. Ask whoever runs it.</p>{error}\
          <form method=\"post\" action=\"/signin\">\

@@ -350,7 +350,7 @@ impl Connection {
                 Next::Continue
             }
             ClientFrame::AudioChunk { .. } | ClientFrame::AudioControl { .. } => {
-                let label = self.state.runtime.model.label();
+                let label = self.state.runtime.model_for("bidi").label();
                 self.send_error(
                     sink,
                     &format!("Voice input is not supported by this model ({label})."),

@@ -67,7 +67,7 @@ pub async fn get_app_info() -> Result<AppInfo, ServerFnError> {
         })
         .collect();
     Ok(AppInfo {
-        model: runtime.model.label(),
+        model: runtime.models_label(),
         tools,
     })
 }
@@ -123,5 +123,60 @@ pub async fn load_chat(chat_id: String) -> Result<ChatSnapshot, ServerFnError> {
         pending,
         server_now_ms: now,
         streaming,
+    })
+}
+
+/// One page of the audit log, with what the filters can choose from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditPage {
+    pub records: Vec<crate::protocol::audit::AuditRecord>,
+    /// The page size: when `records` is this long there may be older ones.
+    pub limit: usize,
+    /// The names of the tools (for the tool filter).
+    pub tools: Vec<String>,
+}
+
+/// The audit log, newest first, filtered like `GET /api/audit`.
+#[server]
+pub async fn list_audit(
+    session: Option<String>,
+    tool: Option<String>,
+    kind: Option<String>,
+    before: Option<i64>,
+) -> Result<AuditPage, ServerFnError> {
+    use crate::protocol::audit::{AuditKind, AuditQuery};
+    let state = use_context::<crate::server::AppState>()
+        .ok_or_else(|| ServerFnError::new("the server state is missing"))?;
+    let clean = |v: Option<String>| v.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
+    let kind = match clean(kind) {
+        None => None,
+        Some(k) => Some(
+            AuditKind::parse(&k)
+                .ok_or_else(|| ServerFnError::new(format!("unknown event kind {k:?}")))?,
+        ),
+    };
+    let query = AuditQuery {
+        session: clean(session),
+        tool: clean(tool),
+        kind,
+        before: before.filter(|b| *b > 0),
+        limit: Some(100),
+    };
+    let records = state
+        .runtime
+        .store
+        .audit(&query)
+        .await
+        .map_err(|e| ServerFnError::new(format!("the audit log cannot be read: {e}")))?;
+    Ok(AuditPage {
+        records,
+        limit: query.limit(),
+        tools: state
+            .runtime
+            .tools
+            .names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
     })
 }

@@ -2,6 +2,7 @@
 //! same tree. Everything a person sees lives here.
 
 pub mod api;
+mod audit;
 mod chat;
 mod composer;
 pub mod controller;
@@ -53,6 +54,7 @@ pub fn App() -> impl IntoView {
                 <Header/>
                 <Routes fallback=NotFound>
                     <Route path=StaticSegment("") view=ChatPage/>
+                    <Route path=StaticSegment("audit") view=audit::AuditPage/>
                 </Routes>
             </div>
         </Router>
@@ -63,11 +65,18 @@ pub fn App() -> impl IntoView {
 fn Header() -> impl IntoView {
     view! {
         <header class="app-header">
-            <a class="brand" href="/">
+            // Full page loads between the chat and the audit log (rel="external": the router lets
+            // them through): the chat's socket, timers and browser tools belong to its page and
+            // end with it, instead of outliving a client-side route change.
+            <a class="brand" href="/" rel="external">
                 <span class="brand-mark" aria-hidden="true">"✍"</span>
                 <span class="brand-name">"Countersign"</span>
             </a>
             <p class="tagline">"Nothing sensitive runs until you countersign it."</p>
+            <nav class="app-nav" aria-label="Pages">
+                <a href="/" rel="external">"Chat"</a>
+                <a href="/audit" rel="external" data-testid="nav-audit">"Audit log"</a>
+            </nav>
         </header>
     }
 }

@@ -35,11 +35,11 @@ impl Opts {
         let mut it = args.iter();
         while let Some(key) = it.next() {
             let Some(name) = key.strip_prefix("--") else {
-                return Err(format!("unexpected argument {key:?} (options are --name value)"));
+                return Err(format!(
+                    "unexpected argument {key:?} (options are --name value)"
+                ));
             };
-            let value = it
-                .next()
-                .ok_or_else(|| format!("--{name} needs a value"))?;
+            let value = it.next().ok_or_else(|| format!("--{name} needs a value"))?;
             map.insert(name.to_string(), value.clone());
         }
         Ok(Opts(map))
@@ -66,7 +66,8 @@ impl Opts {
     }
 
     pub fn required(&self, name: &str) -> Result<String> {
-        self.opt(name).ok_or_else(|| format!("--{name} is required"))
+        self.opt(name)
+            .ok_or_else(|| format!("--{name} is required"))
     }
 
     /// `--base http://host:port` as a socket address.
@@ -98,7 +99,9 @@ pub fn run_tag() -> String {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(command) = args.first().cloned() else {
-        eprintln!("usage: loadgen <stream|ttfc|concurrency|sse-approval|bidi> --base http://IP:PORT [options]");
+        eprintln!(
+            "usage: loadgen <stream|ttfc|concurrency|sse-approval|bidi> --base http://IP:PORT [options]"
+        );
         return ExitCode::from(2);
     };
     let opts = match Opts::parse(&args[1..]) {

@@ -138,7 +138,8 @@ impl Outcome {
             self.marker = Some(now);
         }
         if watch.collect {
-            self.collected.push(String::from_utf8_lossy(payload).into_owned());
+            self.collected
+                .push(String::from_utf8_lossy(payload).into_owned());
         }
     }
 
@@ -235,9 +236,10 @@ pub async fn stream(opts: &Opts) -> Result<Value> {
     let mut runs = Vec::new();
     for i in 0..warmup + repeat {
         let body = turn_body(&format!("{tag}-{i}"), &prompt);
-        let outcome = tokio::time::timeout(timeout, conn.post("/api/chat", &body, &Watch::default()))
-            .await
-            .map_err(|_| format!("no [DONE] within {timeout:?}"))??;
+        let outcome =
+            tokio::time::timeout(timeout, conn.post("/api/chat", &body, &Watch::default()))
+                .await
+                .map_err(|_| format!("no [DONE] within {timeout:?}"))??;
         outcome.check()?;
         if i >= warmup {
             runs.push(stream_report(&outcome));
@@ -308,10 +310,11 @@ pub async fn concurrency(opts: &Opts) -> Result<Value> {
         let body = turn_body(&format!("{tag}-{i}"), &prompt);
         tasks.spawn(async move {
             barrier.wait().await;
-            let result = tokio::time::timeout(timeout, conn.post("/api/chat", &body, &Watch::default()))
-                .await
-                .map_err(|_| format!("no [DONE] within {timeout:?}"))
-                .and_then(|r| r);
+            let result =
+                tokio::time::timeout(timeout, conn.post("/api/chat", &body, &Watch::default()))
+                    .await
+                    .map_err(|_| format!("no [DONE] within {timeout:?}"))
+                    .and_then(|r| r);
             drop(conn);
             result.and_then(|o| o.check().map(|()| o))
         });
@@ -458,9 +461,13 @@ mod tests {
     fn events_split_across_reads_are_joined() {
         let mut parser = Parser::default();
         let mut seen = Vec::new();
-        parser.push(b"data: {\"a\":1}\n\ndata: {\"b\"", |p| seen.push(p.to_vec()));
+        parser.push(b"data: {\"a\":1}\n\ndata: {\"b\"", |p| {
+            seen.push(p.to_vec())
+        });
         parser.push(b":2}\n", |p| seen.push(p.to_vec()));
-        parser.push(b"\n: keep-alive\n\ndata: [DONE]\n\n", |p| seen.push(p.to_vec()));
+        parser.push(b"\n: keep-alive\n\ndata: [DONE]\n\n", |p| {
+            seen.push(p.to_vec())
+        });
         assert_eq!(
             seen,
             vec![

@@ -233,7 +233,12 @@ pub async fn bidi(opts: &Opts) -> Result<Value> {
             }
             Err(e) => {
                 approve_errors += 1;
-                *kinds.entry(format!("approve: {}", e.chars().take(100).collect::<String>())).or_default() += 1;
+                *kinds
+                    .entry(format!(
+                        "approve: {}",
+                        e.chars().take(100).collect::<String>()
+                    ))
+                    .or_default() += 1;
             }
         }
     }

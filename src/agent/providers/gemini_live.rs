@@ -12,9 +12,11 @@
 //!   channel and returns the receiving end of the job's event channel. Dropping the returned
 //!   stream (the runner's cancellation) closes that channel, which the actor notices.
 //! * The actor keeps **what the server session has seen**, as a prefix of the runner's history
-//!   ("synced"). At each step it checks that the request's history still starts with that prefix
+//!   ("synced"; the model's own step counts once the next request shows how the runner recorded
+//!   it). At each step it checks that the request's history still starts with that prefix
 //!   (otherwise the history *diverged*, e.g. after a server restart: the socket is dropped and a
 //!   fresh one is seeded) and sends only the tail the server lacks.
+//! * Steps of one session run one after another; different sessions run in parallel.
 //! * Between steps it keeps reading the socket (handles, `goAway`, late cancellations, the tail
 //!   of a generation no step owns). After [`LiveTimeouts::idle_close`] without a step it closes
 //!   the socket but keeps the resumption handle; after [`LiveTimeouts::resume_ttl`] it forgets the
@@ -60,7 +62,7 @@
 //! descriptions and thought summaries are left out. Function calling in a bidi session happens
 //! over `toolCall`/`toolResponse` with ids only that socket knows, and a `functionCall` part in
 //! `clientContent` risks a 1007 that would kill the whole session; text is always accepted.
-//! History conversion reuses the REST provider's ([`gemini::contents`]), so attachments map the
+//! History conversion reuses the REST provider's (`gemini::contents`), so attachments map the
 //! same way.
 //!
 //! # What a step reads (§C.3)
@@ -84,8 +86,9 @@
 //!   `usageMetadata` (`promptTokenCount`, `responseTokenCount` + `thoughtsTokenCount`,
 //!   `totalTokenCount`) → the finish's [`Usage`]; `generationComplete` is ignored.
 //! * `sessionResumptionUpdate{newHandle, resumable: true}` → the latest handle, remembered with
-//!   how much of the history it covers. `goAway` → the socket is replaced: right away when idle
-//!   (lazily, at the next step), after the current step otherwise. If the socket closes mid-step
+//!   how much of the history it covers (`resumable: false` updates are ignored). `goAway` → the
+//!   socket is kept for reading until it closes, and the next step opens a new one with the
+//!   handle (a step under way finishes on the old socket first). If the socket closes mid-step
 //!   (close 1000/1001, a reset, or after `goAway`), the actor reconnects with the handle and sends
 //!   whatever part of the step's input the handle does not cover, then keeps reading the step (at
 //!   most [`MAX_RECONNECTS_PER_STEP`] times).
@@ -147,6 +150,10 @@ pub const DEFAULT_LIVE_URL: &str = "wss://generativelanguage.googleapis.com/ws/g
 pub const DEFAULT_LIVE_MODEL: &str = "gemini-3.8-live";
 /// How often one step may reconnect (after `goAway` or a dropped socket) before it fails.
 pub const MAX_RECONNECTS_PER_STEP: u32 = 2;
+
+/// The response to a call no step can take (see "Generations that belong to no step").
+const STRAY_CALL_ERROR: &str = "This call was not run: the conversation had moved on. Call it \
+                                again if it is still needed.";
 
 /// The `provider_data` namespace (shared with the REST provider: both call it `google`).
 const NAMESPACE: &str = "google";
@@ -304,6 +311,8 @@ type EventSender = mpsc::UnboundedSender<Result<ModelEvent, ModelError>>;
 type Registry = Mutex<HashMap<String, (u64, mpsc::UnboundedSender<StepJob>)>>;
 
 /// A Gemini model behind the Live API: one WebSocket session per conversation.
+///
+/// Dropping the model ends every session actor and closes their sockets.
 pub struct GeminiLiveModel {
     shared: Arc<Shared>,
     sessions: Arc<Registry>,
@@ -324,8 +333,7 @@ struct Shared {
 
 impl GeminiLiveModel {
     pub fn new(config: GeminiLiveConfig) -> Result<Self, ConfigError> {
-        let url = live_url(&config.live_url).ok_or_else(|| ConfigError::InvalidBaseUrl {
-            var: "GEMINI_LIVE_URL",
+        let url = live_url(&config.live_url).ok_or_else(|| ConfigError::InvalidLiveUrl {
             value: config.live_url.clone(),
         })?;
         let mut key = HeaderValue::from_str(config.api_key.expose()).map_err(|_| {
@@ -602,14 +610,20 @@ impl SessionActor {
     }
 
     async fn run(mut self, mut jobs: mpsc::UnboundedReceiver<StepJob>) {
-        tracing::debug!(session = %self.session_id, actor = self.actor_id, "Gemini Live session started");
+        tracing::debug!(
+            session = %self.session_id, actor = self.actor_id,
+            "Gemini Live session started"
+        );
         loop {
             let idle_at = self.last_used + self.timeouts().idle_close;
             let forget_at = self.last_used + self.timeouts().resume_ttl;
             let connected = self.conn.is_some();
+            // Server messages first: a step starts from the latest handle, `goAway` and
+            // cancellations.
             let wake = tokio::select! {
-                job = jobs.recv() => Wake::Job(job),
+                biased;
                 frame = next_frame(&mut self.conn) => Wake::Frame(frame),
+                job = jobs.recv() => Wake::Job(job),
                 () = sleep_until(idle_at), if connected => Wake::IdleClose,
                 () = sleep_until(forget_at), if !connected => Wake::Forget,
             };
@@ -621,7 +635,10 @@ impl SessionActor {
                 Wake::Job(None) => break,
                 Wake::Frame(frame) => self.on_idle_frame(frame).await,
                 Wake::IdleClose => {
-                    tracing::debug!(session = %self.session_id, "closing the idle Gemini Live socket");
+                    tracing::debug!(
+                        session = %self.session_id,
+                        "closing the idle Gemini Live socket"
+                    );
                     self.close_connection();
                 }
                 Wake::Forget => {
@@ -632,7 +649,10 @@ impl SessionActor {
             }
         }
         self.close_connection();
-        tracing::debug!(session = %self.session_id, actor = self.actor_id, "Gemini Live session ended");
+        tracing::debug!(
+            session = %self.session_id, actor = self.actor_id,
+            "Gemini Live session ended"
+        );
     }
 
     /// Leaves the registry unless a job is queued (checked under the registry lock, which every
@@ -656,6 +676,10 @@ impl SessionActor {
 
     fn close_connection(&mut self) {
         if let Some(mut conn) = self.conn.take() {
+            tracing::debug!(
+                session = %self.session_id, socket = conn.serial,
+                "closing a Gemini Live socket"
+            );
             tokio::spawn(async move {
                 let _ = timeout(Duration::from_secs(2), conn.ws.close(None)).await;
             });
@@ -677,7 +701,10 @@ impl SessionActor {
         match classify(frame) {
             Incoming::Ignore => {}
             Incoming::Broken(error) => {
-                tracing::warn!(session = %self.session_id, %error, "dropping the Gemini Live socket");
+                tracing::warn!(
+                    session = %self.session_id, %error,
+                    "dropping the Gemini Live socket"
+                );
                 self.close_connection();
             }
             Incoming::Closed { code, reason } => {
@@ -687,14 +714,20 @@ impl SessionActor {
                         "Gemini Live closed the idle socket with an error"
                     ),
                     _ => {
-                        tracing::debug!(session = %self.session_id, ?code, %reason, "Gemini Live closed the idle socket")
+                        tracing::debug!(
+                            session = %self.session_id, ?code, %reason,
+                            "Gemini Live closed the idle socket"
+                        )
                     }
                 }
                 self.conn = None;
             }
             Incoming::Message(message) => {
                 if let Err(reason) = self.on_idle_message(*message).await {
-                    tracing::debug!(session = %self.session_id, %reason, "the idle Gemini Live socket broke");
+                    tracing::debug!(
+                        session = %self.session_id, %reason,
+                        "the idle Gemini Live socket broke"
+                    );
                     self.conn = None;
                 }
             }
@@ -711,32 +744,24 @@ impl SessionActor {
             self.answer_stray_calls(calls.function_calls, "arrived after the step ended")
                 .await?;
         }
-        if let Some(content) = message.server_content {
-            let Some(conn) = self.conn.as_mut() else {
-                return Ok(());
-            };
-            let has_content = content.has_content();
-            if conn.stray_turn_complete {
-                if has_content {
-                    conn.stray_turn_complete = false;
-                } else if content.turn_complete {
-                    conn.stray_turn_complete = false;
-                    return Ok(());
-                }
-            }
-            if has_content && conn.discard == 0 {
-                tracing::info!(
-                    session = %self.session_id,
-                    "dropping Gemini Live output that arrived between steps"
-                );
-                conn.discard = 1;
-            }
+        if let Some(content) = message.server_content
+            && let Some(conn) = self.conn.as_mut()
+            && triage(conn, &content)
+            && content.has_content()
+        {
+            // A generation no step asked for (or the talk after a non-blocking call that
+            // outlasted the grace period): discard it to its end.
+            tracing::info!(
+                session = %self.session_id,
+                "dropping Gemini Live output that arrived between steps"
+            );
+            conn.discard = 1;
             end_of_generation(conn, &content);
         }
         Ok(())
     }
 
-    /// Messages handled the same in and out of a step: handles, `goAway`, cancellations.
+    /// Messages handled the same in and out of a step: resumption handles and `goAway`.
     fn common(&mut self, message: &ServerMessage) {
         if let Some(update) = &message.session_resumption_update {
             match (&update.new_handle, update.resumable) {
@@ -797,9 +822,7 @@ impl SessionActor {
                 Some(LiveFunctionResponse {
                     id: call.id?,
                     name: call.name,
-                    response: json!({
-                        "error": "This call was not run: the conversation had moved on. Call it again if it is still needed."
-                    }),
+                    response: json!({ "error": STRAY_CALL_ERROR }),
                     scheduling: (behavior == ToolBehavior::NonBlocking).then_some("SILENT"),
                 })
             })
@@ -877,7 +900,10 @@ impl SessionActor {
                             "the Gemini Live connection keeps dropping: {reason}"
                         )));
                     }
-                    tracing::info!(session = %self.session_id, %reason, "Gemini Live socket lost mid-step; reconnecting");
+                    tracing::info!(
+                        session = %self.session_id, %reason,
+                        "Gemini Live socket lost mid-step; reconnecting"
+                    );
                 }
             }
         }
@@ -909,6 +935,9 @@ impl SessionActor {
                 // The runner recorded nothing for that step (it said nothing).
                 _ => {
                     self.synced.pop();
+                    if let Some(point) = &mut self.resume {
+                        point.synced_len = point.synced_len.min(self.synced.len());
+                    }
                 }
             }
         }
@@ -930,10 +959,16 @@ impl SessionActor {
     ) -> Result<(), ModelError> {
         if let Some(conn) = &self.conn {
             if conn.going_away {
-                tracing::debug!(session = %self.session_id, "replacing the Gemini Live socket after goAway");
+                tracing::debug!(
+                    session = %self.session_id,
+                    "replacing the Gemini Live socket after goAway"
+                );
                 self.close_connection();
             } else if conn.fingerprint != setup.fingerprint {
-                tracing::info!(session = %self.session_id, "system prompt or tools changed; replacing the Gemini Live socket");
+                tracing::info!(
+                    session = %self.session_id,
+                    "system prompt or tools changed; replacing the Gemini Live socket"
+                );
                 self.close_connection();
             }
         }
@@ -952,7 +987,10 @@ impl SessionActor {
                     return Ok(());
                 }
                 Err(ConnectError::Rejected(error)) => {
-                    tracing::warn!(session = %self.session_id, %error, "Gemini Live refused the resumption handle; seeding a fresh session");
+                    tracing::warn!(
+                        session = %self.session_id, %error,
+                        "Gemini Live refused the resumption handle; seeding a fresh session"
+                    );
                 }
                 Err(ConnectError::Failed(error)) => return Err(error),
             }
@@ -1056,7 +1094,10 @@ impl SessionActor {
             match classify(frame) {
                 Incoming::Message(message) if message.setup_complete.is_some() => break,
                 Incoming::Message(_) | Incoming::Ignore => {
-                    tracing::debug!(session = %self.session_id, "ignoring a Gemini Live message before setupComplete");
+                    tracing::debug!(
+                        session = %self.session_id,
+                        "ignoring a Gemini Live message before setupComplete"
+                    );
                 }
                 Incoming::Broken(error) => return Err(ConnectError::Failed(error)),
                 Incoming::Closed {
@@ -1295,7 +1336,10 @@ impl SessionActor {
                 step.calls
                     .retain(|(live, _)| live.as_deref() != Some(id.as_str()));
                 if step.calls.len() < before {
-                    tracing::info!(session = %self.session_id, call = %id, "Gemini Live cancelled a tool call before the step ended; dropped");
+                    tracing::info!(
+                        session = %self.session_id, call = %id,
+                        "Gemini Live cancelled a tool call before the step ended; dropped"
+                    );
                     if let Some(conn) = self.conn.as_mut() {
                         conn.issued.remove(&id);
                     }
@@ -1356,18 +1400,7 @@ impl SessionActor {
         let Some(conn) = self.conn.as_mut() else {
             return Err("no socket".into());
         };
-        let has_content = content.has_content();
-        if conn.stray_turn_complete {
-            if has_content {
-                conn.stray_turn_complete = false;
-            } else if content.turn_complete {
-                conn.stray_turn_complete = false;
-                tracing::debug!(session = %self.session_id, "swallowed the turnComplete of a closed generation");
-                return Ok(false);
-            }
-        }
-        if conn.discard > 0 {
-            end_of_generation(conn, &content);
+        if !triage(conn, &content) {
             return Ok(false);
         }
         if let Some(turn) = content.model_turn {
@@ -1383,15 +1416,18 @@ impl SessionActor {
                 } else if !text.is_empty() {
                     step.model_text.push_str(&text);
                 } else if part.function_call.is_some() {
-                    tracing::debug!(session = %self.session_id, "ignoring a functionCall part in modelTurn (Live sends calls as toolCall)");
+                    tracing::debug!(
+                        session = %self.session_id,
+                        "ignoring a functionCall part in modelTurn (Live sends calls as toolCall)"
+                    );
                 }
             }
         }
-        if let Some(text) = content.output_transcription.and_then(|t| t.text) {
-            if !text.is_empty() {
-                step.saw_transcript = true;
-                step.emit(ModelEvent::TextDelta(text));
-            }
+        if let Some(text) = content.output_transcription.and_then(|t| t.text)
+            && !text.is_empty()
+        {
+            step.saw_transcript = true;
+            step.emit(ModelEvent::TextDelta(text));
         }
         if content.interrupted {
             conn.stray_turn_complete = !content.turn_complete;
@@ -1435,7 +1471,10 @@ impl SessionActor {
 
     /// The runner dropped the stream mid-step.
     async fn on_dropped(&mut self, step: &mut Step) {
-        tracing::debug!(session = %self.session_id, "Gemini Live step cancelled; discarding the rest of its generation");
+        tracing::debug!(
+            session = %self.session_id,
+            "Gemini Live step cancelled; discarding the rest of its generation"
+        );
         let calls: Vec<gemini::FunctionCall> = std::mem::take(&mut step.calls)
             .into_iter()
             .map(|(id, call)| gemini::FunctionCall {
@@ -1461,6 +1500,25 @@ impl SessionActor {
             self.synced.push(Synced::Own { calls: Vec::new() });
         }
     }
+}
+
+/// Whether a `serverContent` belongs to the generation being read. It does not when it is the
+/// bare end marker of a generation already closed (swallowed once), or part of a discarded
+/// generation (counted down at its end).
+fn triage(conn: &mut Connection, content: &ServerContent) -> bool {
+    if conn.stray_turn_complete {
+        if content.has_content() {
+            conn.stray_turn_complete = false;
+        } else if content.turn_complete {
+            conn.stray_turn_complete = false;
+            return false;
+        }
+    }
+    if conn.discard > 0 {
+        end_of_generation(conn, content);
+        return false;
+    }
+    true
 }
 
 /// Counts down the discarded generations.
@@ -1570,7 +1628,8 @@ fn text_part(text: String) -> Part {
     }
 }
 
-/// Results that cannot go as a `toolResponse`, as a user turn that says so.
+/// Results that cannot go as a `toolResponse` (their socket was replaced, or the server
+/// cancelled the calls), as a user turn that says what they are.
 fn described_results(results: &[ToolResult]) -> Vec<Content> {
     let mut contents = live_contents(&[HistoryItem::ToolResults {
         results: results.to_vec(),
@@ -1580,7 +1639,7 @@ fn described_results(results: &[ToolResult]) -> Vec<Content> {
             0,
             text_part(
                 "[The tool calls you made earlier have finished. Their results, delivered as \
-                 text because the connection that made the calls was replaced:]"
+                 text:]"
                     .into(),
             ),
         );

@@ -21,6 +21,7 @@
 //! | provider | on a tool call | on a reasoning part |
 //! |---|---|---|
 //! | Gemini | `{"google": {"thoughtSignature"?, "id"?}}` | `{"google": {"thoughtSignature"}}` |
+//! | Gemini Live | `{"google": {"id"}}` (the Live call id) | — |
 //! | OpenAI-compatible | `{"openai": {"id"?, "extra_content"?}}` | — |
 //!
 //! History is serialisable, so this survives an approval wait and a server restart.
@@ -36,10 +37,19 @@
 //! | `COUNTERSIGN_MODEL=gemini:NAME` / `google:NAME` / `openai:NAME` | that provider; an error when its variables are missing |
 //! | `COUNTERSIGN_INCLUDE_THOUGHTS=0` | Gemini does not ask for thought summaries (default: it does) |
 //!
+//! BIDI mode (`/api/live`) talks to **Gemini Live** whenever a Gemini key is set ([`select_live`]):
+//!
+//! | variables | result |
+//! |---|---|
+//! | `COUNTERSIGN_LIVE_MODEL` | the Live model (default [`DEFAULT_LIVE_MODEL`]); `off` makes BIDI turns use the SSE model too; setting it with only an OpenAI-compatible provider is an error |
+//! | `GEMINI_LIVE_URL` | the `BidiGenerateContent` WebSocket (default [`DEFAULT_LIVE_URL`]; `ws://` for a local fake) |
+//! | `COUNTERSIGN_LIVE_TOOL_BEHAVIOR` | `auto` (the model table in [`gemini_live`]), `blocking` or `non_blocking` |
+//!
 //! Empty values count as unset. Only the prefixes above are provider prefixes, so an Ollama
 //! model name such as `llama3.2:3b` is a model name, and `openai:llama3.2:3b` works too.
 
 pub mod gemini;
+pub mod gemini_live;
 pub mod http;
 pub mod openai;
 
@@ -49,6 +59,10 @@ mod testing;
 use std::sync::Arc;
 
 pub use gemini::{GeminiConfig, GeminiModel};
+pub use gemini_live::{
+    DEFAULT_LIVE_MODEL, DEFAULT_LIVE_URL, GeminiLiveConfig, GeminiLiveModel, LiveTimeouts,
+    ToolBehavior, ToolBehaviorPolicy,
+};
 pub use http::{HttpSettings, RetryPolicy};
 pub use openai::{OpenAiConfig, OpenAiModel};
 
@@ -115,6 +129,14 @@ pub enum ConfigError {
     InvalidBaseUrl { var: &'static str, value: String },
     #[error("{var}={value:?} is not a yes/no value (use 1/0, true/false, yes/no or on/off)")]
     InvalidFlag { var: &'static str, value: String },
+    #[error("{var}={value:?}: use {choices}")]
+    InvalidChoice {
+        var: &'static str,
+        value: String,
+        choices: &'static str,
+    },
+    #[error("GEMINI_LIVE_URL={value:?} is not a wss://, ws://, https:// or http:// URL")]
+    InvalidLiveUrl { value: String },
     #[error("cannot create the HTTP client for the model provider: {0}")]
     Client(String),
 }
@@ -228,6 +250,65 @@ pub fn select(env: impl Fn(&str) -> Option<String>) -> Result<Option<ProviderCon
     }))
 }
 
+/// The Gemini Live model for BIDI turns, if the environment asks for one (module docs).
+pub fn select_live(
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Option<GeminiLiveConfig>, ConfigError> {
+    let var = |name: &str| {
+        env(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    let live_model = var("COUNTERSIGN_LIVE_MODEL");
+    if live_model
+        .as_deref()
+        .is_some_and(|m| m.eq_ignore_ascii_case("off"))
+    {
+        return Ok(None);
+    }
+    let Some(key) = var("GEMINI_API_KEY").or_else(|| var("GOOGLE_API_KEY")) else {
+        return match live_model {
+            Some(model) => Err(ConfigError::MissingCredentials {
+                provider: "Gemini Live",
+                model,
+                needed: "GEMINI_API_KEY or GOOGLE_API_KEY",
+            }),
+            None => Ok(None),
+        };
+    };
+    // An OpenAI-compatible main model keeps BIDI on it too, unless Live is asked for.
+    let main_is_openai = var("COUNTERSIGN_MODEL").is_some_and(|m| m.starts_with("openai:"));
+    if main_is_openai && live_model.is_none() {
+        return Ok(None);
+    }
+    let mut config = GeminiLiveConfig::new(ApiKey::new(key));
+    if let Some(model) = live_model {
+        config.model = model
+            .strip_prefix("gemini-live:")
+            .unwrap_or(&model)
+            .to_owned();
+    }
+    if let Some(url) = var("GEMINI_LIVE_URL") {
+        // Checked when the model is built (GeminiLiveModel::new), at start-up.
+        config.live_url = url;
+    }
+    config.tool_behavior = match var("COUNTERSIGN_LIVE_TOOL_BEHAVIOR").as_deref() {
+        None | Some("auto") => ToolBehaviorPolicy::Auto,
+        Some("blocking") => ToolBehaviorPolicy::Fixed(ToolBehavior::Blocking),
+        Some("non_blocking") | Some("non-blocking") => {
+            ToolBehaviorPolicy::Fixed(ToolBehavior::NonBlocking)
+        }
+        Some(other) => {
+            return Err(ConfigError::InvalidChoice {
+                var: "COUNTERSIGN_LIVE_TOOL_BEHAVIOR",
+                value: other.to_owned(),
+                choices: "auto, blocking or non_blocking",
+            });
+        }
+    };
+    Ok(Some(config))
+}
+
 /// [`select`] then [`ProviderConfig::build`]: `Ok(None)` means "use the demo model".
 pub fn model_from_env(
     env: impl Fn(&str) -> Option<String>,
@@ -284,6 +365,63 @@ mod tests {
 
     fn some(provider: &str, model: &str, base: &str) -> Selected {
         Some((provider.into(), model.into(), base.into()))
+    }
+
+    #[test]
+    fn bidi_turns_use_gemini_live_whenever_a_gemini_key_is_set() {
+        let live = |pairs: &[(&str, &str)]| {
+            select_live(env(pairs)).map(|c| c.map(|c| (c.model, c.live_url, c.tool_behavior)))
+        };
+        assert_eq!(live(&[]).unwrap(), None, "the demo model: no Live");
+        assert_eq!(
+            live(&[("GEMINI_API_KEY", "k")]).unwrap(),
+            Some((
+                DEFAULT_LIVE_MODEL.to_owned(),
+                DEFAULT_LIVE_URL.to_owned(),
+                ToolBehaviorPolicy::Auto
+            ))
+        );
+        assert_eq!(
+            live(&[
+                ("GOOGLE_API_KEY", "k"),
+                (
+                    "COUNTERSIGN_LIVE_MODEL",
+                    "gemini-live:gemini-3.1-flash-live-preview"
+                ),
+                ("GEMINI_LIVE_URL", "ws://127.0.0.1:9/live"),
+                ("COUNTERSIGN_LIVE_TOOL_BEHAVIOR", "blocking"),
+            ])
+            .unwrap(),
+            Some((
+                "gemini-3.1-flash-live-preview".to_owned(),
+                "ws://127.0.0.1:9/live".to_owned(),
+                ToolBehaviorPolicy::Fixed(ToolBehavior::Blocking)
+            ))
+        );
+        assert_eq!(
+            live(&[("GEMINI_API_KEY", "k"), ("COUNTERSIGN_LIVE_MODEL", "off")]).unwrap(),
+            None
+        );
+        assert_eq!(
+            live(&[
+                ("GEMINI_API_KEY", "k"),
+                ("COUNTERSIGN_MODEL", "openai:gpt-4o")
+            ])
+            .unwrap(),
+            None,
+            "an OpenAI main model keeps BIDI on it unless Live is asked for"
+        );
+        assert!(matches!(
+            live(&[("COUNTERSIGN_LIVE_MODEL", "gemini-3.8-live")]),
+            Err(ConfigError::MissingCredentials { .. })
+        ));
+        assert!(matches!(
+            live(&[
+                ("GEMINI_API_KEY", "k"),
+                ("COUNTERSIGN_LIVE_TOOL_BEHAVIOR", "sometimes")
+            ]),
+            Err(ConfigError::InvalidChoice { .. })
+        ));
     }
 
     #[test]

@@ -154,7 +154,7 @@ mod tests {
         assert_eq!(store.list().await.unwrap(), ["b", "a"]);
         a.updated_at_ms = 30;
         a.turn = Some(turn(TurnStatus::AwaitingPerson));
-        let event = AuditEvent::sample("a", AuditKind::Requested, json!({"amount": 50}));
+        let event = audit::sample("a", AuditKind::Requested, json!({"amount": 50}));
         store
             .commit(&a, std::slice::from_ref(&event))
             .await
@@ -166,7 +166,7 @@ mod tests {
 
         let mut b = SessionRecord::new("b", 40);
         b.turn = Some(turn(TurnStatus::Finished));
-        let denied = AuditEvent::sample("b", AuditKind::Denied, json!({"amount": 5}));
+        let denied = audit::sample("b", AuditKind::Denied, json!({"amount": 5}));
         store
             .commit(&b, std::slice::from_ref(&denied))
             .await

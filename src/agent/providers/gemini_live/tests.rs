@@ -63,6 +63,8 @@ impl FakeLive {
             while let Ok((tcp, _)) = listener.accept().await {
                 let seen: Arc<Mutex<Option<(String, HeaderMap)>>> = Arc::default();
                 let record = seen.clone();
+                // The signature is tungstenite's `Callback`.
+                #[allow(clippy::result_large_err)]
                 let callback = move |request: &Request, response: Response| {
                     *record.lock().unwrap() =
                         Some((request.uri().to_string(), request.headers().clone()));
@@ -1171,7 +1173,7 @@ async fn results_for_calls_of_an_earlier_socket_go_as_text() {
     assert_eq!(trigger["clientContent"]["turnComplete"], true);
     let text = trigger["clientContent"]["turns"][0]["parts"].to_string();
     assert!(
-        text.contains("connection that made the calls was replaced"),
+        text.contains("The tool calls you made earlier have finished"),
         "{text}"
     );
     assert!(
@@ -1243,6 +1245,85 @@ async fn a_new_message_while_calls_are_open() {
     }
 }
 
+/// A different tool list (or system prompt) needs a new setup: the socket is replaced, resuming
+/// with the handle.
+#[tokio::test]
+async fn changed_tools_replace_the_socket() {
+    let mut server = FakeLive::start().await;
+    let model = live(&server, NON_BLOCKING_MODEL);
+    let mut chat = Chat::new();
+    chat.user("one");
+    let mut stream = model.stream(chat.request());
+    let mut old = server.next_conn().await;
+    old.setup().await;
+    old.recv().await;
+    old.say("First.").await;
+    old.turn_complete().await;
+    old.send(json!({"sessionResumptionUpdate": {"newHandle": "h-4", "resumable": true}}))
+        .await;
+    let events = until_finish(&mut stream).await;
+    chat.record(&events);
+    chat.user("two");
+    let mut request = chat.request();
+    request.tools.pop();
+    let mut stream = model.stream(request);
+    old.expect_closed().await;
+    let mut conn = server.next_conn().await;
+    let setup = conn.setup().await;
+    assert_eq!(setup["sessionResumption"], json!({"handle": "h-4"}));
+    assert_eq!(
+        setup["tools"][0]["functionDeclarations"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(conn.recv().await, user_turn("two"));
+    conn.say("Second.").await;
+    conn.turn_complete().await;
+    assert_eq!(text_of(&until_finish(&mut stream).await), "Second.");
+}
+
+/// A call that arrives when no step is running is answered with an error at once (a blocking
+/// model would wait forever), and what the model says after it does not leak into the next step.
+#[tokio::test]
+async fn a_call_between_steps_is_answered_with_an_error() {
+    let mut server = FakeLive::start().await;
+    let model = live(&server, BLOCKING_MODEL);
+    let mut chat = Chat::new();
+    chat.user("one");
+    let mut stream = model.stream(chat.request());
+    let mut conn = server.next_conn().await;
+    conn.setup().await;
+    conn.recv().await;
+    conn.say("First.").await;
+    conn.turn_complete().await;
+    let events = until_finish(&mut stream).await;
+    chat.record(&events);
+    conn.send(json!({"toolCall": {"functionCalls": [
+        {"id": "fc-late", "name": "get_weather", "args": {"location": "Rome"}}
+    ]}}))
+    .await;
+    let answer = conn.recv().await;
+    let response = &answer["toolResponse"]["functionResponses"][0];
+    assert_eq!(response["id"], "fc-late");
+    assert_eq!(response["name"], "get_weather");
+    assert!(response["response"]["error"].is_string(), "{answer}");
+    assert!(
+        response.get("scheduling").is_none(),
+        "blocking: no scheduling"
+    );
+
+    chat.user("two");
+    let mut stream = model.stream(chat.request());
+    assert_eq!(conn.recv().await, user_turn("two"));
+    conn.say("Sorry, I could not check Rome.").await;
+    conn.turn_complete().await;
+    conn.say("Second.").await;
+    conn.turn_complete().await;
+    assert_eq!(text_of(&until_finish(&mut stream).await), "Second.");
+}
+
 #[tokio::test]
 async fn a_handshake_refused_with_429_is_rate_limiting() {
     let server = FakeLive::start_with(Handshake::Refuse(429)).await;
@@ -1258,6 +1339,31 @@ async fn a_handshake_refused_with_429_is_rate_limiting() {
             message: "Quota exceeded for live sessions".into(),
         }
     );
+}
+
+/// `wss://` works with the TLS feature the crate enables (`rustls-tls-webpki-roots`): the client
+/// gets as far as the TLS handshake (here with a plain TCP peer that hangs up) and reports a
+/// transport error, instead of "TLS support not compiled in" or a crypto-provider panic.
+#[tokio::test]
+async fn wss_reaches_the_tls_handshake() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            drop(tcp);
+        }
+    });
+    let mut config = GeminiLiveConfig::new(ApiKey::new("k"));
+    config.live_url = format!("wss://{addr}/ws");
+    let model = GeminiLiveModel::new(config).unwrap();
+    let mut chat = Chat::new();
+    chat.user("hi");
+    let error = until_error(&mut model.stream(chat.request())).await;
+    let ModelError::Transport(message) = &error else {
+        panic!("{error:?}");
+    };
+    assert!(!message.contains("TLS support"), "{message}");
+    assert!(message.to_ascii_lowercase().contains("tls"), "{message}");
 }
 
 #[tokio::test]
@@ -1349,10 +1455,7 @@ fn live_urls_are_checked() {
     config.live_url = "example.com".into();
     assert!(matches!(
         GeminiLiveModel::new(config),
-        Err(ConfigError::InvalidBaseUrl {
-            var: "GEMINI_LIVE_URL",
-            ..
-        })
+        Err(ConfigError::InvalidLiveUrl { .. })
     ));
 }
 
@@ -1400,4 +1503,119 @@ fn turn_complete_reasons_map_to_finish_reasons() {
 fn the_api_key_is_not_printed() {
     let config = GeminiLiveConfig::new(ApiKey::new("secret-key"));
     assert!(!format!("{config:?}").contains("secret-key"));
+}
+
+/// The whole path a BIDI turn takes with Gemini Live: the runtime (demo model for SSE, Live for
+/// BIDI) sends the person's message, the model asks for a payment, the approval gate holds it
+/// until the person approves, the payment runs, its result goes back as a `toolResponse` with
+/// the Live call id, and the transcript of the answer streams out as text.
+#[tokio::test]
+async fn a_bidi_turn_through_the_runtime_waits_for_approval_then_answers() {
+    use crate::agent::{
+        ApprovalDecision, PersonInput, Runtime, RuntimeSettings, TextTiming, TurnEntry, UserTurn,
+        clock::{SequentialIds, SystemClock},
+        demo::DemoModel,
+        session::MemoryStore,
+        tools::{ToolRegistry, ToolSettings, WeatherSource},
+    };
+    use crate::protocol::Chunk;
+
+    let mut server = FakeLive::start().await;
+    let runtime = Runtime::new(
+        Arc::new(DemoModel::new(Duration::ZERO)),
+        ToolRegistry::standard(&ToolSettings {
+            approval_timeout: Duration::from_secs(60),
+            browser_timeout: Duration::from_secs(10),
+            weather: WeatherSource::Offline,
+        }),
+        Arc::new(SystemClock),
+        Arc::new(SequentialIds::default()),
+        Arc::new(MemoryStore::default()),
+        RuntimeSettings {
+            text_timing: TextTiming::Progressive,
+            ..RuntimeSettings::default()
+        },
+    );
+    runtime.set_live_model(Arc::new(live(&server, BLOCKING_MODEL)));
+    assert!(runtime.models_label().contains("BIDI: gemini-live"));
+
+    let started = within(
+        "start",
+        runtime.start_turn(
+            "live-chat",
+            UserTurn {
+                message_id: None,
+                text: "Pay Hanako 50 dollars".into(),
+                attachments: Vec::new(),
+                transport: "bidi",
+            },
+            None,
+        ),
+    )
+    .await
+    .expect("turn started");
+    let mut conn = server.next_conn().await;
+    conn.setup().await;
+    assert_eq!(conn.recv().await, user_turn("Pay Hanako 50 dollars"));
+    conn.send(
+        json!({"toolCall": {"functionCalls": [{"id": "fc-pay", "name": "process_payment",
+        "args": {"amount": 50, "recipient": "Hanako", "currency": "USD"}}]}}),
+    )
+    .await;
+
+    let mut reader = started.log.subscribe(0);
+    let approval_id = loop {
+        match within("approval request", reader.next()).await {
+            Some(TurnEntry::Chunk(Chunk::ToolApprovalRequest(r))) => break r.approval_id,
+            Some(_) => {}
+            None => panic!("the turn ended without asking for approval"),
+        }
+    };
+    assert_eq!(
+        within("finish-step", reader.next()).await,
+        Some(TurnEntry::Chunk(Chunk::FinishStep))
+    );
+    assert_eq!(within("pause", reader.next()).await, Some(TurnEntry::Pause));
+    conn.silent_for(200).await;
+
+    within(
+        "submit",
+        runtime.submit(
+            "live-chat",
+            &[PersonInput::Approval {
+                approval_id,
+                decision: ApprovalDecision::Approve,
+            }],
+        ),
+    )
+    .await
+    .expect("approval accepted");
+    let response = conn.recv().await;
+    let answer = &response["toolResponse"]["functionResponses"][0];
+    assert_eq!(answer["id"], "fc-pay", "{response}");
+    assert_eq!(answer["name"], "process_payment");
+    assert_eq!(answer["response"]["wallet_balance"], 950, "{response}");
+    conn.turn_complete().await;
+    conn.say("Paid 50 dollars to Hanako.").await;
+    conn.turn_complete().await;
+
+    let mut text = String::new();
+    let mut model = None;
+    loop {
+        match within("the answer", reader.next()).await {
+            Some(TurnEntry::Chunk(Chunk::TextDelta(d))) => text.push_str(&d.delta),
+            Some(TurnEntry::Chunk(Chunk::Finish(f))) => {
+                model = f.message_metadata.map(|m| m["model"].clone());
+            }
+            Some(TurnEntry::End) | None => break,
+            Some(_) => {}
+        }
+    }
+    assert_eq!(text, "Paid 50 dollars to Hanako.");
+    assert!(
+        model
+            .and_then(|m| m.as_str().map(str::to_owned))
+            .is_some_and(|m| m.contains("gemini-live")),
+        "the finish names the Live model"
+    );
 }

@@ -1,0 +1,153 @@
+//! The audit log's records, as `/api/audit` sends them and the `/audit` page shows them.
+//!
+//! One [`AuditEvent`] per thing that happened to a gated tool call: it was requested, the person
+//! approved (possibly with edits) or denied it, it expired or was interrupted, and it was
+//! executed (with the outcome). Events of one call share `tool_call_id` and `approval_id`, so a
+//! reader can put the story of a call back together; `args_digest` (SHA-256 of the arguments in
+//! canonical JSON — object keys sorted) lets an auditor prove which arguments a decision was
+//! about without trusting the stored copy. Times are Unix epoch milliseconds.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditKind {
+    /// The model asked for a gated call; the person was asked to countersign it.
+    Requested,
+    Approved,
+    /// Approved with arguments the person edited.
+    Edited,
+    Denied,
+    /// Nobody answered before the deadline.
+    Expired,
+    /// The turn was stopped or superseded while the call waited.
+    Interrupted,
+    /// The approved call ran; `outcome` says how it went.
+    Executed,
+}
+
+impl AuditKind {
+    pub const ALL: [AuditKind; 7] = [
+        AuditKind::Requested,
+        AuditKind::Approved,
+        AuditKind::Edited,
+        AuditKind::Denied,
+        AuditKind::Expired,
+        AuditKind::Interrupted,
+        AuditKind::Executed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditKind::Requested => "requested",
+            AuditKind::Approved => "approved",
+            AuditKind::Edited => "edited",
+            AuditKind::Denied => "denied",
+            AuditKind::Expired => "expired",
+            AuditKind::Interrupted => "interrupted",
+            AuditKind::Executed => "executed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<AuditKind> {
+        AuditKind::ALL.into_iter().find(|k| k.as_str() == text)
+    }
+}
+
+/// Who answered: the transport and the client's address as the server saw it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    /// `sse`, `bidi`, `seed` or `api`.
+    pub transport: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_agent: Option<String>,
+}
+
+/// One entry of the audit log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEvent {
+    pub at_ms: i64,
+    pub kind: AuditKind,
+    pub session_id: String,
+    pub turn_id: String,
+    pub tool_call_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
+    pub tool: String,
+    /// The arguments the model asked for.
+    pub args: Value,
+    /// SHA-256 (hex) of `args` in canonical JSON.
+    pub args_digest: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<i64>,
+    /// The arguments the person approved instead (`edited`, and `executed` after an edit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited_args: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<Actor>,
+    /// How the execution went (`executed`): `{"ok": output}` or `{"error": message}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Value>,
+}
+
+/// An event as stored: numbered in append order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    pub seq: i64,
+    #[serde(flatten)]
+    pub event: AuditEvent,
+}
+
+/// Which events to list. Empty fields match everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditQuery {
+    pub session: Option<String>,
+    pub tool: Option<String>,
+    pub kind: Option<AuditKind>,
+    /// Only events with a smaller `seq` (paging backwards).
+    pub before: Option<i64>,
+    /// At most this many (default [`AuditQuery::DEFAULT_LIMIT`], at most [`AuditQuery::MAX_LIMIT`]).
+    pub limit: Option<usize>,
+}
+
+impl AuditQuery {
+    pub const DEFAULT_LIMIT: usize = 200;
+    pub const MAX_LIMIT: usize = 10_000;
+
+    pub fn limit(&self) -> usize {
+        self.limit
+            .unwrap_or(Self::DEFAULT_LIMIT)
+            .clamp(1, Self::MAX_LIMIT)
+    }
+
+    pub fn matches(&self, record: &AuditRecord) -> bool {
+        let e = &record.event;
+        self.session.as_ref().is_none_or(|s| *s == e.session_id)
+            && self.tool.as_ref().is_none_or(|t| *t == e.tool)
+            && self.kind.is_none_or(|k| k == e.kind)
+            && self.before.is_none_or(|b| record.seq < b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip_through_their_names() {
+        for kind in AuditKind::ALL {
+            assert_eq!(AuditKind::parse(kind.as_str()), Some(kind));
+            assert_eq!(
+                serde_json::to_value(kind).unwrap(),
+                Value::String(kind.as_str().into())
+            );
+        }
+        assert_eq!(AuditKind::parse("nope"), None);
+    }
+}

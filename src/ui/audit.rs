@@ -1,0 +1,315 @@
+//! `/audit`: the audit log as a person reads it — every approval request, decision and execution,
+//! newest first, with filters. The filter form is a plain GET form, so the page works (and can be
+//! bookmarked) before the wasm has loaded; "Export JSONL" downloads the same selection.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
+use serde_json::Value;
+
+use super::api::{AuditPage as AuditData, list_audit};
+use crate::protocol::audit::{AuditKind, AuditRecord};
+
+/// The audit log page.
+#[component]
+pub fn AuditPage() -> impl IntoView {
+    let query = use_query_map();
+    let param = move |name: &'static str| {
+        query
+            .read()
+            .get(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    let filters = move || {
+        (
+            param("session"),
+            param("tool"),
+            param("kind"),
+            param("before").and_then(|b| b.parse::<i64>().ok()),
+        )
+    };
+    let data = Resource::new(filters, |(session, tool, kind, before)| {
+        list_audit(session, tool, kind, before)
+    });
+    let export_href = move || {
+        let (session, tool, kind, _) = filters();
+        let mut pairs = Vec::new();
+        for (name, value) in [("session", session), ("tool", tool), ("kind", kind)] {
+            if let Some(v) = value {
+                pairs.push(format!("{name}={}", encode(&v)));
+            }
+        }
+        if pairs.is_empty() {
+            "/api/audit/export".to_owned()
+        } else {
+            format!("/api/audit/export?{}", pairs.join("&"))
+        }
+    };
+
+    view! {
+        <main class="audit-page">
+            <h1>"Audit log"</h1>
+            <p class="audit-intro">
+                "Every approval request, every decision and what came of it. Arguments are shown as the model asked for them; "
+                "the digest is SHA-256 of their canonical JSON."
+            </p>
+            <Transition fallback=|| view! { <p class="audit-loading">"Loading the audit log…"</p> }>
+                {move || {
+                    data.get()
+                        .map(|result| match result {
+                            Ok(page) => {
+                                view! { <AuditBody page filters=filters() export=export_href()/> }
+                                    .into_any()
+                            }
+                            Err(e) => {
+                                view! {
+                                    <p class="audit-error" role="alert">
+                                        {format!("The audit log could not be loaded: {e}")}
+                                    </p>
+                                }
+                                    .into_any()
+                            }
+                        })
+                }}
+            </Transition>
+        </main>
+    }
+}
+
+type Filters = (Option<String>, Option<String>, Option<String>, Option<i64>);
+
+#[component]
+fn AuditBody(page: AuditData, filters: Filters, export: String) -> impl IntoView {
+    let (session, tool, kind, _) = filters.clone();
+    let older = (page.records.len() >= page.limit)
+        .then(|| page.records.last().map(|r| r.seq))
+        .flatten()
+        .map(|seq| {
+            let mut pairs = vec![format!("before={seq}")];
+            for (name, value) in [
+                ("session", filters.0.clone()),
+                ("tool", filters.1.clone()),
+                ("kind", filters.2.clone()),
+            ] {
+                if let Some(v) = value {
+                    pairs.push(format!("{name}={}", encode(&v)));
+                }
+            }
+            format!("/audit?{}", pairs.join("&"))
+        });
+    let count = page.records.len();
+    view! {
+        <form class="audit-filters" method="get" action="/audit" data-testid="audit-filters">
+            <label>
+                "Chat"
+                <input name="session" type="search" placeholder="any chat id" value=session.unwrap_or_default()/>
+            </label>
+            <label>
+                "Tool"
+                <select name="tool">
+                    <option value="">"any tool"</option>
+                    {page
+                        .tools
+                        .iter()
+                        .map(|t| {
+                            let selected = tool.as_deref() == Some(t.as_str());
+                            view! { <option value=t.clone() selected=selected>{t.clone()}</option> }
+                        })
+                        .collect_view()}
+                </select>
+            </label>
+            <label>
+                "Event"
+                <select name="kind">
+                    <option value="">"any event"</option>
+                    {AuditKind::ALL
+                        .iter()
+                        .map(|k| {
+                            let selected = kind.as_deref() == Some(k.as_str());
+                            view! { <option value=k.as_str() selected=selected>{kind_label(*k)}</option> }
+                        })
+                        .collect_view()}
+                </select>
+            </label>
+            <button type="submit">"Filter"</button>
+            <a class="audit-clear" href="/audit" rel="external">"Clear"</a>
+            <a class="audit-export" href=export download="countersign-audit.jsonl" data-testid="audit-export">
+                "Export JSONL"
+            </a>
+        </form>
+        {if count == 0 {
+            view! { <p class="audit-empty" data-testid="audit-empty">"No entries match."</p> }.into_any()
+        } else {
+            view! {
+                <table class="audit-table" data-testid="audit-table">
+                    <thead>
+                        <tr>
+                            <th scope="col">"#"</th>
+                            <th scope="col">"When (UTC)"</th>
+                            <th scope="col">"Event"</th>
+                            <th scope="col">"Tool"</th>
+                            <th scope="col">"Arguments"</th>
+                            <th scope="col">"Details"</th>
+                            <th scope="col">"Who"</th>
+                            <th scope="col">"Chat"</th>
+                        </tr>
+                    </thead>
+                    <tbody>{page.records.into_iter().map(|r| view! { <AuditRow record=r/> }).collect_view()}</tbody>
+                </table>
+            }
+                .into_any()
+        }}
+        {older.map(|href| view! { <p class="audit-more"><a href=href>"Older entries →"</a></p> })}
+    }
+}
+
+#[component]
+fn AuditRow(record: AuditRecord) -> impl IntoView {
+    let e = record.event;
+    let kind = e.kind;
+    let details = details(&e);
+    let who = e
+        .actor
+        .as_ref()
+        .map(|a| match &a.address {
+            Some(addr) => format!("{} · {addr}", a.transport),
+            None => a.transport.clone(),
+        })
+        .unwrap_or_else(|| "the server".to_owned());
+    let digest_short: String = e.args_digest.chars().take(12).collect();
+    view! {
+        <tr data-testid="audit-row" data-kind=kind.as_str()>
+            <td class="audit-seq">{record.seq}</td>
+            <td class="audit-time">
+                <time datetime=utc(e.at_ms)>{utc(e.at_ms)}</time>
+            </td>
+            <td>
+                <span class=format!("audit-kind audit-kind-{}", kind.as_str())>{kind_label(kind)}</span>
+            </td>
+            <td class="audit-tool">{e.tool.clone()}</td>
+            <td class="audit-args">
+                <span>{compact(&e.args)}</span>
+                <code class="audit-digest" title=e.args_digest.clone()>{digest_short}"…"</code>
+            </td>
+            <td class="audit-details">{details}</td>
+            <td class="audit-who">{who}</td>
+            <td class="audit-chat">
+                <a href=format!("/audit?session={}", encode(&e.session_id))>{e.session_id.clone()}</a>
+            </td>
+        </tr>
+    }
+}
+
+fn kind_label(kind: AuditKind) -> &'static str {
+    match kind {
+        AuditKind::Requested => "Requested",
+        AuditKind::Approved => "Approved",
+        AuditKind::Edited => "Approved with edits",
+        AuditKind::Denied => "Denied",
+        AuditKind::Expired => "Expired",
+        AuditKind::Interrupted => "Interrupted",
+        AuditKind::Executed => "Executed",
+    }
+}
+
+/// What a reader needs to know beyond the arguments, in words.
+fn details(e: &crate::protocol::audit::AuditEvent) -> String {
+    let mut parts = Vec::new();
+    if let Some(deadline) = e.deadline_ms {
+        parts.push(format!("answer by {}", utc(deadline)));
+    }
+    if let Some(edited) = &e.edited_args {
+        parts.push(format!("ran with {}", compact(edited)));
+    }
+    if let Some(reason) = &e.reason {
+        parts.push(format!("reason: {reason}"));
+    }
+    if let Some(outcome) = &e.outcome {
+        match (outcome.get("ok"), outcome.get("error")) {
+            (Some(ok), _) => parts.push(format!("result: {}", compact(ok))),
+            (_, Some(err)) => parts.push(format!("failed: {}", compact(err))),
+            _ => parts.push(compact(outcome)),
+        }
+    }
+    parts.join(" · ")
+}
+
+/// `key: value, …` for an object; JSON otherwise; long text cut.
+fn compact(value: &Value) -> String {
+    let text = match value {
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => format!("{k}: {s}"),
+                other => format!("{k}: {other}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    if text.chars().count() > 160 {
+        text.chars().take(159).chain(['…']).collect()
+    } else {
+        text
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SS` in UTC from epoch milliseconds (the same on server and browser, so
+/// hydration matches).
+pub fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil-from-days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Percent-encodes a query value.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn times_are_utc_calendar_dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+        assert_eq!(utc(1_795_326_821_838), "2026-11-22 05:53:41");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00");
+    }
+
+    #[test]
+    fn arguments_read_as_key_value_pairs() {
+        assert_eq!(
+            compact(&json!({"amount": 50, "recipient": "Hanako"})),
+            "amount: 50, recipient: Hanako"
+        );
+        assert!(compact(&json!("x".repeat(500))).ends_with('…'));
+        assert_eq!(encode("a b&c"), "a%20b%26c");
+    }
+}
