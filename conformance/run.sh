@@ -21,7 +21,8 @@
 # COUNTERSIGN_DEMO_DELAY_MS=2 (CS_SLOW_BASE_URL, only the resume test, so "/lorem 2000" streams
 # long enough to drop the connection mid-stream), waits for GET /healthz to answer 200, runs
 # `node --test test/`, and always stops both servers (trap). Exit status = the tests' status.
-# COUNTERSIGN_WEATHER=offline keeps get_weather on its built-in table (no outbound traffic).
+# COUNTERSIGN_WEATHER=offline keeps get_weather on its built-in table (no outbound traffic);
+# COUNTERSIGN_DB=:memory: keeps each run (and the two servers) apart.
 # Server logs: conformance/.logs/server-{fast,slow}.log (tail printed when the tests fail).
 set -euo pipefail
 
@@ -89,6 +90,7 @@ launch() { # name delay port
     LEPTOS_SITE_ROOT="$repo/target/site" \
     COUNTERSIGN_DEMO_DELAY_MS="$2" \
     COUNTERSIGN_WEATHER=offline \
+    COUNTERSIGN_DB=:memory: \
     RUST_LOG="${RUST_LOG:-info}" \
       exec "$bin"
   ) >"$logs/server-$1.log" 2>&1 &
