@@ -176,20 +176,26 @@ async fn hostile_requests_are_refused_and_change_nothing() {
     .await;
     let victim = pending_payment(&server, "victim", "Send $50 to Hanako").await;
     let other = pending_payment(&server, "other", "Send $20 to Bob").await;
-    let weather = {
+    // A chat whose turn made a call that needs no approval (and is over).
+    let (weather_call, weather_message) = {
         let (_, chunks) = sse(
             &server,
             json!({"id": "weather", "trigger": "submit-message",
                    "messages": [user("What's the weather in Tokyo?")]}),
         )
         .await;
-        chunks
+        let call = chunks
             .iter()
             .find(|c| c["type"] == "tool-input-available")
             .expect("a weather call")["toolCallId"]
             .as_str()
             .unwrap()
-            .to_string()
+            .to_string();
+        let message = chunks.iter().find(|c| c["type"] == "start").unwrap()["messageId"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        (call, message)
     };
     let v = &victim;
     let deep = "[".repeat(5_000) + &"]".repeat(5_000);
@@ -359,12 +365,14 @@ async fn hostile_requests_are_refused_and_change_nothing() {
             "an approval for a call that needs none",
             answer(
                 "weather",
-                &v.message,
-                vec![json!({"type": "tool-get_weather", "toolCallId": weather,
-                "state": "approval-responded", "input": {"location": "Tokyo"}, "approval": {"id": weather, "approved": true}})],
+                &weather_message,
+                vec![
+                    json!({"type": "tool-get_weather", "toolCallId": weather_call,
+                "state": "approval-responded", "input": {"location": "Tokyo"}, "approval": {"id": weather_call, "approved": true}}),
+                ],
             ),
             409,
-            "stale_message",
+            "no_active_turn",
         ),
         case(
             "regenerate",
@@ -417,6 +425,7 @@ async fn hostile_requests_are_refused_and_change_nothing() {
 
     let before_victim = fingerprint(&server, "victim").await;
     let before_other = fingerprint(&server, "other").await;
+    let before_weather = fingerprint(&server, "weather").await;
     let client = reqwest::Client::new();
     for case in cases {
         let url = format!("{}{}", server.base, case.path);
