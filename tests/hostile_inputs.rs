@@ -465,6 +465,12 @@ async fn hostile_requests_are_refused_and_change_nothing() {
             "{} changed the other chat",
             case.name
         );
+        assert_eq!(
+            fingerprint(&server, "weather").await,
+            before_weather,
+            "{} changed the weather chat",
+            case.name
+        );
     }
 
     // After all that, the real answer still works.

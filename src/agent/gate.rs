@@ -48,6 +48,22 @@ pub enum ApprovalResolution {
     Expired {
         at_ms: Millis,
     },
+    /// The model withdrew the call before the person answered (Gemini Live cancellation).
+    Withdrawn {
+        at_ms: Millis,
+    },
+}
+
+impl ApprovalResolution {
+    /// Why a (further) answer to an approval resolved like this is refused.
+    pub fn refusal(&self, approval_id: &str) -> InputError {
+        let approval_id = approval_id.to_owned();
+        match self {
+            ApprovalResolution::Expired { .. } => InputError::ApprovalExpired { approval_id },
+            ApprovalResolution::Withdrawn { .. } => InputError::ApprovalWithdrawn { approval_id },
+            _ => InputError::ApprovalAlreadyAnswered { approval_id },
+        }
+    }
 }
 
 /// Where one tool call of the current step stands.
@@ -212,6 +228,8 @@ pub enum InputError {
     ApprovalAlreadyAnswered { approval_id: String },
     #[error("approval {approval_id} expired before it was answered")]
     ApprovalExpired { approval_id: String },
+    #[error("approval {approval_id} was withdrawn by the model before it was answered")]
+    ApprovalWithdrawn { approval_id: String },
     #[error("the edited arguments for approval {approval_id} are invalid: {error}")]
     InvalidEdit {
         approval_id: String,
@@ -241,6 +259,7 @@ impl InputError {
             InputError::ApprovalOfOtherChat { .. } => "approval_of_other_chat",
             InputError::ApprovalAlreadyAnswered { .. } => "approval_already_answered",
             InputError::ApprovalExpired { .. } => "approval_expired",
+            InputError::ApprovalWithdrawn { .. } => "approval_withdrawn",
             InputError::InvalidEdit { .. } => "invalid_edit",
             InputError::UnknownToolCall { .. } => "unknown_tool_call",
             InputError::NotABrowserTool { .. } => "not_a_browser_tool",

@@ -99,6 +99,19 @@ fn retry_hint(retry_after: &Option<Duration>) -> String {
     }
 }
 
+/// What a model tells the runner outside a step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallNotice {
+    /// The model withdrew a call it made in an earlier step (Gemini Live's
+    /// `toolCallCancellation`, e.g. after the person spoke over it): its approval, if still
+    /// pending, must not be answerable any more, and its result is not wanted.
+    Withdrawn {
+        session_id: String,
+        /// The provider's id of the call, as kept in the call's `provider_data`.
+        provider_call_id: String,
+    },
+}
+
 /// The stream a model step produces.
 pub type ModelStream = BoxStream<'static, Result<ModelEvent, ModelError>>;
 
@@ -108,6 +121,10 @@ pub trait Model: Send + Sync + 'static {
     fn label(&self) -> String;
     /// Starts one model step.
     fn stream(&self, request: ModelRequest) -> ModelStream;
+    /// Notices about calls of earlier steps, for models that send them (Gemini Live).
+    fn call_notices(&self) -> Option<tokio::sync::broadcast::Receiver<CallNotice>> {
+        None
+    }
 }
 
 #[cfg(test)]

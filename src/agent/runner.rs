@@ -23,6 +23,7 @@ use std::{
 
 use futures::{FutureExt, StreamExt, future::BoxFuture, stream::FuturesUnordered};
 use serde_json::{Value, json};
+use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::{
@@ -30,7 +31,7 @@ use super::{
     clock::{Clock, IdGen, IdKind, Millis, until},
     gate::{ApprovalResolution, CallPhase, InputError, PersonInput, StepCall},
     history::{AssistantPart, Attachment, HistoryItem, Outcome, ToolCall, ToolResult},
-    model::{Model, ModelEvent, ModelRequest, Usage},
+    model::{CallNotice, Model, ModelEvent, ModelRequest, Usage},
     schema::validate,
     session::{
         HeldText, LiveTurn, Receipt, Session, SessionRecord, SessionStore, StoreError, TurnEntry,
@@ -354,6 +355,7 @@ impl Runtime {
             transport,
             turn_id: turn_id.clone(),
             audit: Vec::new(),
+            notices: self.model_for(transport).call_notices(),
         };
         let task = tokio::spawn(driver.run());
         *live = Some(LiveTurn {
@@ -544,6 +546,8 @@ struct TurnDriver {
     turn_id: String,
     /// Audit events not yet committed (they go with the next save).
     audit: Vec<AuditEvent>,
+    /// Notices from the model about calls of earlier steps (Gemini Live withdraws calls).
+    notices: Option<broadcast::Receiver<CallNotice>>,
 }
 
 /// The open text or reasoning block of a model step.
@@ -995,8 +999,68 @@ impl TurnDriver {
                 }
                 () = self.session.wake.notified() => {}
                 () = tokio::time::sleep(sleep.unwrap_or(Duration::ZERO)), if sleep.is_some() => {}
+                Some(notice) = next_notice(&mut self.notices), if self.notices.is_some() => {
+                    self.withdraw(notice);
+                }
             }
         }
+    }
+
+    /// The model withdrew a call: if it still waits for the person or the browser, it ends
+    /// (its approval can no longer be answered) and nothing runs.
+    fn withdraw(&mut self, notice: CallNotice) {
+        let CallNotice::Withdrawn {
+            session_id,
+            provider_call_id,
+        } = notice;
+        if session_id != self.session.id {
+            return;
+        }
+        let now = self.rt.clock.now_ms();
+        let mut events = Vec::new();
+        {
+            let mut record = lock(&self.session.record);
+            let SessionRecord {
+                turn,
+                resolved_approvals,
+                ..
+            } = &mut *record;
+            let Some(turn) = turn.as_mut() else {
+                return;
+            };
+            for call in &mut turn.calls {
+                if !is_provider_call(&call.call, &provider_call_id) || !call.is_waiting() {
+                    continue;
+                }
+                if let CallPhase::AwaitingApproval { approval_id, .. } = &call.phase {
+                    resolved_approvals.insert(
+                        approval_id.clone(),
+                        ApprovalResolution::Withdrawn { at_ms: now },
+                    );
+                    let mut event = audit_event(
+                        AuditKind::Interrupted,
+                        &self.session.id,
+                        &turn.id,
+                        &call.call,
+                        now,
+                    );
+                    event.approval_id = Some(approval_id.clone());
+                    event.reason = Some("withdrawn by the model".into());
+                    events.push(event);
+                }
+                tracing::info!(session = %self.session.id, call = %call.call.id, "the model withdrew a call");
+                call.phase = CallPhase::Done {
+                    outcome: Outcome::Error {
+                        message:
+                            "The model withdrew this call before it was answered. Nothing was done."
+                                .into(),
+                    },
+                    edited_args: None,
+                };
+                call.announced = false;
+            }
+        }
+        self.audit.extend(events);
     }
 
     /// Runs a server tool; the future resolves to (call id, outcome).
@@ -1388,6 +1452,7 @@ fn answer_events(
             ApprovalResolution::Approved { .. } => AuditKind::Approved,
             ApprovalResolution::Denied { .. } => AuditKind::Denied,
             ApprovalResolution::Expired { .. } => AuditKind::Expired,
+            ApprovalResolution::Withdrawn { .. } => AuditKind::Interrupted,
         };
         let mut event = audit_event(kind, &record.id, &turn.id, &call.call, now);
         event.approval_id = Some(approval_id.clone());
@@ -1434,6 +1499,35 @@ fn answer_events(
         }
     }
     events
+}
+
+/// The next notice, skipping any the receiver missed; `None` once the sender is gone.
+async fn next_notice(notices: &mut Option<broadcast::Receiver<CallNotice>>) -> Option<CallNotice> {
+    let receiver = notices.as_mut()?;
+    loop {
+        match receiver.recv().await {
+            Ok(notice) => return Some(notice),
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, "call notices were missed");
+            }
+            Err(broadcast::error::RecvError::Closed) => {
+                *notices = None;
+                return None;
+            }
+        }
+    }
+}
+
+/// Whether `call` is the provider's call `provider_call_id` (any provider namespace's `id`).
+fn is_provider_call(call: &ToolCall, provider_call_id: &str) -> bool {
+    call.provider_data
+        .as_ref()
+        .and_then(Value::as_object)
+        .is_some_and(|namespaces| {
+            namespaces
+                .values()
+                .any(|data| data.get("id").and_then(Value::as_str) == Some(provider_call_id))
+        })
 }
 
 /// The chunk log's label for a stored transport name.

@@ -423,20 +423,10 @@ fn stale_answer(
     resolved: &BTreeMap<String, ApprovalResolution>,
 ) -> InputError {
     for input in inputs {
-        if let PersonInput::Approval { approval_id, .. } = input {
-            match resolved.get(approval_id) {
-                Some(ApprovalResolution::Expired { .. }) => {
-                    return InputError::ApprovalExpired {
-                        approval_id: approval_id.clone(),
-                    };
-                }
-                Some(_) => {
-                    return InputError::ApprovalAlreadyAnswered {
-                        approval_id: approval_id.clone(),
-                    };
-                }
-                None => {}
-            }
+        if let PersonInput::Approval { approval_id, .. } = input
+            && let Some(resolution) = resolved.get(approval_id)
+        {
+            return resolution.refusal(approval_id);
         }
     }
     InputError::NoActiveTurn
@@ -465,12 +455,7 @@ fn apply_input(
                     });
                 }
                 return Err(match resolved.get(approval_id) {
-                    Some(ApprovalResolution::Expired { .. }) => InputError::ApprovalExpired {
-                        approval_id: approval_id.clone(),
-                    },
-                    Some(_) => InputError::ApprovalAlreadyAnswered {
-                        approval_id: approval_id.clone(),
-                    },
+                    Some(resolution) => resolution.refusal(approval_id),
                     None => InputError::UnknownApproval {
                         approval_id: approval_id.clone(),
                     },

@@ -105,14 +105,7 @@ fn approval_input(
         return match resolution {
             ApprovalResolution::Approved { .. } if approved => Ok(None),
             ApprovalResolution::Denied { .. } if !approved => Ok(None),
-            ApprovalResolution::Expired { .. } => Err(ApiError::conflict(
-                "approval_expired",
-                format!("approval {approval_id} expired before it was answered"),
-            )),
-            _ => Err(ApiError::conflict(
-                "approval_already_answered",
-                format!("approval {approval_id} was already answered differently"),
-            )),
+            other => Err(ApiError::from(other.refusal(approval_id))),
         };
     }
     Ok(Some(PersonInput::Approval {

@@ -80,6 +80,7 @@ impl From<InputError> for ApiError {
             InputError::NoActiveTurn
             | InputError::ApprovalAlreadyAnswered { .. }
             | InputError::ApprovalExpired { .. }
+            | InputError::ApprovalWithdrawn { .. }
             | InputError::NotApprovedYet { .. }
             | InputError::CallWasDenied { .. }
             | InputError::ResultAlreadyReceived { .. } => StatusCode::CONFLICT,

@@ -292,14 +292,10 @@ impl GeminiLiveConfig {
     }
 }
 
-/// A call the server cancelled (`toolCallCancellation`) after the step that made it had ended,
-/// published by [`GeminiLiveModel::call_cancellations`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallCancelled {
-    pub session_id: String,
-    /// The Live call id, as in the call's `provider_data.google.id`.
-    pub live_call_id: String,
-}
+/// A call the server cancelled (`toolCallCancellation`) after the step that made it had ended
+/// is published as [`CallNotice::Withdrawn`] (its `provider_call_id` is the Live call id, as in
+/// the call's `provider_data.google.id`).
+pub use crate::agent::model::CallNotice;
 
 // ---------------------------------------------------------------------------------------------
 // The model
@@ -326,7 +322,7 @@ struct Shared {
     url: String,
     key: HeaderValue,
     behavior: ToolBehavior,
-    cancellations: broadcast::Sender<CallCancelled>,
+    cancellations: broadcast::Sender<CallNotice>,
     /// Numbers actors and sockets, for logs.
     serial: AtomicU64,
 }
@@ -375,7 +371,7 @@ impl GeminiLiveModel {
     /// Calls the server cancelled after their step ended, in every session of this model. A
     /// runner that subscribes can expire the matching pending approval (match on
     /// `provider_data.google.id`); its result will not be sent to the model anyway.
-    pub fn call_cancellations(&self) -> broadcast::Receiver<CallCancelled> {
+    pub fn call_cancellations(&self) -> broadcast::Receiver<CallNotice> {
         self.shared.cancellations.subscribe()
     }
 
@@ -412,6 +408,10 @@ impl GeminiLiveModel {
 impl Model for GeminiLiveModel {
     fn label(&self) -> String {
         format!("gemini-live:{}", self.shared.model)
+    }
+
+    fn call_notices(&self) -> Option<broadcast::Receiver<CallNotice>> {
+        Some(self.call_cancellations())
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
@@ -794,9 +794,9 @@ impl SessionActor {
                 session = %self.session_id, call = %id,
                 "Gemini Live cancelled a tool call; its result will not be sent"
             );
-            let _ = self.shared.cancellations.send(CallCancelled {
+            let _ = self.shared.cancellations.send(CallNotice::Withdrawn {
                 session_id: self.session_id.clone(),
-                live_call_id: id.clone(),
+                provider_call_id: id.clone(),
             });
             self.cancelled.insert(id);
         }

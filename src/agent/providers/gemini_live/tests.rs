@@ -805,9 +805,9 @@ async fn a_call_cancelled_after_the_step_is_not_answered() {
         .expect("notice");
     assert_eq!(
         notice,
-        CallCancelled {
+        CallNotice::Withdrawn {
             session_id: "chat-1".into(),
-            live_call_id: "fc-2".into()
+            provider_call_id: "fc-2".into()
         }
     );
     chat.results(vec![
@@ -1617,5 +1617,127 @@ async fn a_bidi_turn_through_the_runtime_waits_for_approval_then_answers() {
             .and_then(|m| m.as_str().map(str::to_owned))
             .is_some_and(|m| m.contains("gemini-live")),
         "the finish names the Live model"
+    );
+}
+
+/// Gemini Live withdraws a call while the person is still deciding (`toolCallCancellation`
+/// after the step): the runtime ends the call, the approval can no longer be answered, the
+/// audit log says why, and the turn goes on.
+#[tokio::test]
+async fn a_call_withdrawn_during_the_approval_wait_cannot_be_approved() {
+    use crate::agent::{
+        ApprovalDecision, InputError, PersonInput, Runtime, RuntimeSettings, TextTiming, TurnEntry,
+        UserTurn,
+        clock::{SequentialIds, SystemClock},
+        demo::DemoModel,
+        session::MemoryStore,
+        store::{AuditKind, AuditQuery},
+        tools::{ToolRegistry, ToolSettings, WeatherSource},
+    };
+    use crate::protocol::Chunk;
+
+    let mut server = FakeLive::start().await;
+    let runtime = Runtime::new(
+        Arc::new(DemoModel::new(Duration::ZERO)),
+        ToolRegistry::standard(&ToolSettings {
+            approval_timeout: Duration::from_secs(60),
+            browser_timeout: Duration::from_secs(10),
+            weather: WeatherSource::Offline,
+        }),
+        Arc::new(SystemClock),
+        Arc::new(SequentialIds::default()),
+        Arc::new(MemoryStore::default()),
+        RuntimeSettings {
+            text_timing: TextTiming::Progressive,
+            ..RuntimeSettings::default()
+        },
+    );
+    runtime.set_live_model(Arc::new(live(&server, BLOCKING_MODEL)));
+    let started = within(
+        "start",
+        runtime.start_turn(
+            "withdrawn",
+            UserTurn {
+                message_id: None,
+                text: "Pay Hanako 50 dollars".into(),
+                attachments: Vec::new(),
+                transport: "bidi",
+            },
+            None,
+        ),
+    )
+    .await
+    .expect("turn started");
+    let mut conn = server.next_conn().await;
+    conn.setup().await;
+    conn.recv().await;
+    conn.send(
+        json!({"toolCall": {"functionCalls": [{"id": "fc-pay", "name": "process_payment",
+        "args": {"amount": 50, "recipient": "Hanako", "currency": "USD"}}]}}),
+    )
+    .await;
+    let mut reader = started.log.subscribe(0);
+    let approval_id = loop {
+        match within("approval request", reader.next()).await {
+            Some(TurnEntry::Chunk(Chunk::ToolApprovalRequest(r))) => break r.approval_id,
+            Some(_) => {}
+            None => panic!("no approval request"),
+        }
+    };
+
+    conn.send(json!({"toolCallCancellation": {"ids": ["fc-pay"]}}))
+        .await;
+    let withdrawn = loop {
+        match within("the withdrawal", reader.next()).await {
+            Some(TurnEntry::Chunk(Chunk::ToolOutputError(e))) => break e.error_text,
+            Some(_) => {}
+            None => panic!("the turn ended without reporting the withdrawal"),
+        }
+    };
+    assert!(withdrawn.contains("withdrew"), "{withdrawn}");
+    let refused = runtime
+        .submit(
+            "withdrawn",
+            &[PersonInput::Approval {
+                approval_id: approval_id.clone(),
+                decision: ApprovalDecision::Approve,
+            }],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(refused, InputError::ApprovalWithdrawn { approval_id });
+
+    // The turn goes on: the model hears what became of its call and answers.
+    let next = conn.recv().await;
+    assert!(
+        next.get("clientContent").is_some() || next.get("toolResponse").is_some(),
+        "{next}"
+    );
+    conn.say("All right, I will not pay.").await;
+    conn.turn_complete().await;
+    let mut text = String::new();
+    loop {
+        match within("the answer", reader.next()).await {
+            Some(TurnEntry::Chunk(Chunk::TextDelta(d))) => text.push_str(&d.delta),
+            Some(TurnEntry::End) | None => break,
+            Some(_) => {}
+        }
+    }
+    assert_eq!(text, "All right, I will not pay.");
+    let audit = runtime.store.audit(&AuditQuery::default()).await.unwrap();
+    assert_eq!(audit[0].event.kind, AuditKind::Interrupted);
+    assert_eq!(
+        audit[0].event.reason.as_deref(),
+        Some("withdrawn by the model")
+    );
+    let session = runtime
+        .existing_session("withdrawn")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        session.snapshot().wallet.balance_cents,
+        100_000,
+        "nothing paid"
     );
 }
