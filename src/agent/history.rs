@@ -115,6 +115,9 @@ pub struct Attachment {
 pub enum AssistantPart {
     Text {
         text: String,
+        /// Opaque provider data of the text (Gemini's thought signature on a text part).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_data: Option<Value>,
     },
     Reasoning {
         text: String,
@@ -256,7 +259,10 @@ mod tests {
     fn history_round_trips_through_json() {
         let item = HistoryItem::Assistant {
             parts: vec![
-                AssistantPart::Text { text: "x".into() },
+                AssistantPart::Text {
+                    text: "x".into(),
+                    provider_data: None,
+                },
                 AssistantPart::ToolCall { call: call("a") },
             ],
         };

@@ -62,6 +62,9 @@ impl Usage {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelEvent {
     TextDelta(String),
+    /// Provider data for the text this step writes (Gemini's thought signature on a text part):
+    /// kept with the text in history and sent back with it.
+    TextData(Value),
     ReasoningDelta {
         text: String,
         provider_data: Option<Value>,

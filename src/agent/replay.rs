@@ -573,7 +573,10 @@ mod tests {
             items.push(call_step());
             items.push(results());
             items.push(HistoryItem::Assistant {
-                parts: vec![AssistantPart::Text { text: "ok".into() }],
+                parts: vec![AssistantPart::Text {
+                    text: "ok".into(),
+                    provider_data: None,
+                }],
             });
         }
         items.push(HistoryItem::user("now"));
@@ -964,6 +967,7 @@ mod tests {
                             record(Chunk::text_delta(&id, delta));
                             record(Chunk::text_end(&id));
                         }
+                        ModelEvent::TextData(_) => {}
                         ModelEvent::ReasoningDelta { text, .. } => {
                             record(Chunk::reasoning_start(&id));
                             record(Chunk::reasoning_delta(&id, text));

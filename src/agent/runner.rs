@@ -689,6 +689,26 @@ impl TurnDriver {
                     self.emit(Chunk::text_delta(id, delta));
                 }
             }
+            ModelEvent::TextData(data) => {
+                // The open text block's, or else the step's last text part's; a signature that
+                // comes before any text (Gemini 3 may sign an empty last part) gets a part of
+                // its own, so it still goes back.
+                if let Some(block) = step.text.as_mut() {
+                    block.provider_data = Some(data);
+                } else if let Some(AssistantPart::Text { provider_data, .. }) = step
+                    .parts
+                    .iter_mut()
+                    .rev()
+                    .find(|p| matches!(p, AssistantPart::Text { .. }))
+                {
+                    *provider_data = Some(data);
+                } else {
+                    step.parts.push(AssistantPart::Text {
+                        text: String::new(),
+                        provider_data: Some(data),
+                    });
+                }
+            }
             ModelEvent::ReasoningDelta {
                 text,
                 provider_data,
@@ -1128,7 +1148,9 @@ impl TurnDriver {
     fn record_step(&mut self, step: &mut StepOutput) {
         let parts: Vec<AssistantPart> = std::mem::take(&mut step.parts)
             .into_iter()
-            .filter(|p| !matches!(p, AssistantPart::Text { text } if text.is_empty()))
+            .filter(|p| {
+                !matches!(p, AssistantPart::Text { text, provider_data: None } if text.is_empty())
+            })
             .collect();
         if !parts.is_empty() {
             lock(&self.session.record)
@@ -1166,7 +1188,10 @@ impl TurnDriver {
                 })
             });
         }
-        step.parts.push(AssistantPart::Text { text: block.text });
+        step.parts.push(AssistantPart::Text {
+            text: block.text,
+            provider_data: block.provider_data,
+        });
     }
 
     /// Emits all held text (hold mode) as complete text blocks, in generation order.
@@ -1577,6 +1602,65 @@ fn humanize(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A model that answers every step with the same events.
+    struct Scripted(Vec<ModelEvent>);
+
+    impl Model for Scripted {
+        fn label(&self) -> String {
+            "scripted".into()
+        }
+
+        fn stream(&self, _: ModelRequest) -> super::super::model::ModelStream {
+            futures::stream::iter(self.0.clone().into_iter().map(Ok)).boxed()
+        }
+    }
+
+    #[tokio::test]
+    async fn text_provider_data_is_kept_with_the_text_in_history() {
+        let signature = json!({"google": {"thoughtSignature": "sig"}});
+        let runtime = Runtime::new(
+            Arc::new(Scripted(vec![
+                ModelEvent::TextDelta("Take ".into()),
+                ModelEvent::TextDelta("the train.".into()),
+                ModelEvent::TextData(signature.clone()),
+                ModelEvent::Finish {
+                    reason: FinishReason::Stop,
+                    usage: Usage::default(),
+                },
+            ])),
+            ToolRegistry::default(),
+            Arc::new(super::super::clock::SystemClock),
+            Arc::new(super::super::clock::SequentialIds::default()),
+            Arc::new(super::super::session::MemoryStore::default()),
+            RuntimeSettings::default(),
+        );
+        let started = runtime
+            .start_turn(
+                "c",
+                UserTurn {
+                    message_id: None,
+                    text: "Train?".into(),
+                    attachments: Vec::new(),
+                    transport: "sse",
+                },
+                None,
+            )
+            .await
+            .unwrap();
+        let mut reader = started.log.subscribe(0);
+        while reader.next().await.is_some() {}
+        let record = runtime.session("c").await.unwrap().snapshot();
+        assert_eq!(
+            record.history[1],
+            HistoryItem::Assistant {
+                parts: vec![AssistantPart::Text {
+                    text: "Take the train.".into(),
+                    provider_data: Some(signature),
+                }]
+            }
+        );
+    }
 
     #[test]
     fn durations_read_naturally() {

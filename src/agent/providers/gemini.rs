@@ -35,11 +35,11 @@
 //! [`ModelEvent::Finish`] carries the last `finishReason` and `usageMetadata` seen. An
 //! `{"error": {...}}` event, or the same object printed raw without `data:`, fails the step.
 //!
-//! What is not kept: a signature on a plain *text* part (Gemini 2.5 signs the first part after
-//! its thoughts; Gemini 3 signs the last part of a step without calls, often an empty text part).
-//! [`AssistantPart::Text`] has no `provider_data`, so these are dropped (debug log). Gemini
-//! validates signatures only on function calls, so this costs some reasoning continuity, never a
-//! failed request.
+//! A signature on a plain *text* part (Gemini 2.5 signs the first part after its thoughts;
+//! Gemini 3 signs the last part of a step without calls, often an empty text part) becomes
+//! [`ModelEvent::TextData`] and is kept on that text in history
+//! ([`AssistantPart::Text`]`.provider_data`), then sent back on the same part — even an empty one
+//! — so the model keeps its reasoning context across steps, approval waits and restarts.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -444,7 +444,17 @@ fn text_part(text: String) -> Part {
 /// One part of a model step as Gemini sent it. Empty text carries nothing and is left out.
 fn model_part(part: &AssistantPart) -> Option<Part> {
     match part {
-        AssistantPart::Text { text } => (!text.is_empty()).then(|| text_part(text.clone())),
+        AssistantPart::Text {
+            text,
+            provider_data,
+        } => {
+            let signature = google_str(provider_data, "thoughtSignature");
+            (!text.is_empty() || signature.is_some()).then(|| Part {
+                text: Some(text.clone()),
+                thought_signature: signature,
+                ..Part::default()
+            })
+        }
         AssistantPart::Reasoning {
             text,
             provider_data,
@@ -721,15 +731,13 @@ impl GeminiDecoder {
             });
             return;
         }
-        if signature.is_some() {
-            tracing::debug!(
-                "dropping the thought signature of a Gemini text part (not replayable)"
-            );
-        }
         if !text.is_empty() {
             events.push(ModelEvent::TextDelta(text));
         } else if part.inline_data.is_some() || part.file_data.is_some() {
             tracing::debug!("ignoring a Gemini media part");
+        }
+        if let Some(data) = google_data(&[("thoughtSignature", signature.as_ref())]) {
+            events.push(ModelEvent::TextData(data));
         }
     }
 }

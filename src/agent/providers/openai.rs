@@ -320,7 +320,7 @@ fn build_request<'a>(request: &ModelRequest, model: &'a str) -> ChatRequest<'a> 
                 let mut tool_calls = Vec::new();
                 for part in parts {
                     match part {
-                        AssistantPart::Text { text: t } => text.push_str(t),
+                        AssistantPart::Text { text: t, .. } => text.push_str(t),
                         AssistantPart::Reasoning { .. } => {}
                         AssistantPart::ToolCall { call } => {
                             last_calls.push(call);

@@ -265,9 +265,19 @@ fn record_step(events: &[ModelEvent]) -> HistoryItem {
                 }),
             },
             ModelEvent::TextDelta(delta) => match parts.last_mut() {
-                Some(AssistantPart::Text { text }) => text.push_str(delta),
+                Some(AssistantPart::Text { text, .. }) => text.push_str(delta),
                 _ => parts.push(AssistantPart::Text {
                     text: delta.clone(),
+                    provider_data: None,
+                }),
+            },
+            ModelEvent::TextData(data) => match parts.last_mut() {
+                Some(AssistantPart::Text { provider_data, .. }) => {
+                    *provider_data = Some(data.clone())
+                }
+                _ => parts.push(AssistantPart::Text {
+                    text: String::new(),
+                    provider_data: Some(data.clone()),
                 }),
             },
             ModelEvent::ToolCall(call) => {
@@ -360,6 +370,44 @@ async fn an_approval_wait_and_a_restart_replay_signatures_and_every_outcome() {
                                       "response": Outcome::Expired.model_view()}}
             ]}
         ])
+    );
+}
+
+/// Gemini 3 signs the last part of a step without calls, often an empty text part: the signature
+/// is kept with the text in history, survives storage, and goes back on the same part.
+#[tokio::test]
+async fn a_signed_text_part_keeps_its_signature_through_history() {
+    let server = FakeServer::start(vec![
+        Reply::events(&[
+            chunk(json!([{"text": "Take the train."}])),
+            last_chunk(
+                json!([{"text": "", "thoughtSignature": "sig-text"}]),
+                "STOP",
+            ),
+        ]),
+        text_reply(),
+    ])
+    .await;
+    let model = model_at(&server, "gemini-3-flash-preview", quick_http());
+    let user = HistoryItem::user("Train?");
+    let (events, error) = collect(model.stream(request(vec![user.clone()]))).await;
+    assert_eq!(error, None);
+    assert_eq!(
+        events,
+        vec![
+            text("Take the train."),
+            ModelEvent::TextData(json!({"google": {"thoughtSignature": "sig-text"}})),
+            finish(FinishReason::Stop),
+        ]
+    );
+    let history = vec![user, record_step(&events), HistoryItem::user("And back?")];
+    let stored = serde_json::to_string(&history).expect("serialise");
+    let restored: Vec<HistoryItem> = serde_json::from_str(&stored).expect("deserialise");
+    let (_, error) = collect(model.stream(request(restored))).await;
+    assert_eq!(error, None);
+    assert_eq!(
+        server.requests()[1].body["contents"][1],
+        json!({"role": "model", "parts": [{"text": "Take the train.", "thoughtSignature": "sig-text"}]})
     );
 }
 

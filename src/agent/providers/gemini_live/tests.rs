@@ -298,7 +298,10 @@ impl Chat {
         let mut calls = Vec::new();
         let text = text_of(events);
         if !text.is_empty() {
-            parts.push(AssistantPart::Text { text });
+            parts.push(AssistantPart::Text {
+                text,
+                provider_data: None,
+            });
         }
         for event in events {
             if let ModelEvent::ToolCall(call) = event {
