@@ -2,7 +2,7 @@
 //! and the `MessageReducer` / `Conversation` that fold chunks into messages.
 //!
 //! The input is read as UTF-8 (lossily). The whole text is decoded as one
-//! chunk; then every line is, and the lines that parse are applied in order
+//! chunk (and checked below); then every line is, and the lines that parse are applied in order
 //! to a `MessageReducer` and to a `Conversation`, like the chunks of one
 //! response. Lines starting with `!` drive the `useChat` side between chunks:
 //! `!approve <approvalId>`, `!deny <approvalId>`, `!output <toolCallId>`,
@@ -135,7 +135,7 @@ fuzz_target!(|input: &[u8]| {
     let mut conversation = Conversation::new(vec![UiMessage::user_text("fuzz-user", "hi")]);
     conversation.begin_stream(Trigger::SubmitMessage, "fuzz-assistant");
     let mut streams = 0;
-    for line in text.split('\n').take(200) {
+    for line in text.split('\n').take(100) {
         if let Some(command) = line.strip_prefix('!') {
             let (verb, arg) = command.split_once(' ').unwrap_or((command, ""));
             match verb {
@@ -162,10 +162,8 @@ fuzz_target!(|input: &[u8]| {
             }
             continue;
         }
-        let Ok(value) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        let Some(chunk) = check_chunk(line, value) else {
+        // (The round-trip checks ran on the whole input; here only the reducer's.)
+        let Ok(chunk) = Chunk::from_json(line) else {
             continue;
         };
 

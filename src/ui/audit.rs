@@ -239,6 +239,7 @@ fn compact(value: &Value) -> String {
     let text = match value {
         Value::Object(map) => map
             .iter()
+            .filter(|(_, v)| !matches!(v, Value::String(s) if s.is_empty()) && !v.is_null())
             .map(|(k, v)| match v {
                 Value::String(s) => format!("{k}: {s}"),
                 other => format!("{k}: {other}"),
@@ -310,6 +311,10 @@ mod tests {
             "amount: 50, recipient: Hanako"
         );
         assert!(compact(&json!("x".repeat(500))).ends_with('…'));
+        assert_eq!(
+            compact(&json!({"amount": 5, "description": "", "note": null})),
+            "amount: 5"
+        );
         assert_eq!(encode("a b&c"), "a%20b%26c");
     }
 }
