@@ -200,6 +200,15 @@ pub async fn serve(
         ),
         Err(e) => tracing::error!(error = %e, "cannot resume the open turns"),
     }
+    // Chunks are small and latency-bound: without TCP_NODELAY, Nagle's algorithm and delayed
+    // ACKs hold a lone chunk back ~40 ms (measured by bench/: first chunk 43.7 ms → see
+    // bench/results.md).
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY: {e}");
+        }
+    });
     axum::serve(
         listener,
         router(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),

@@ -130,14 +130,22 @@ async fn upgrade(
         _ => Dialect::V6Strict,
     };
     let limit = state.http.ws_max_frame_bytes;
+    // Small buffers: an idle socket holding a pending approval should cost kilobytes, not the
+    // 2 × 128 KiB tungstenite reserves by default (bench/: memory per idle BIDI session).
+    // Frames are written at once (every chunk is flushed anyway).
     ws.max_message_size(limit)
         .max_frame_size(limit)
+        .read_buffer_size(WS_READ_BUFFER)
+        .write_buffer_size(0)
         .on_upgrade(move |socket| async move {
             Connection::new(state, timing, dialect, client.actor("bidi"))
                 .run(socket)
                 .await;
         })
 }
+
+/// The read buffer of a socket (grows for a larger frame, up to the frame limit).
+const WS_READ_BUFFER: usize = 4 * 1024;
 
 type Sink = SplitSink<WebSocket, Message>;
 
