@@ -101,8 +101,12 @@ pub enum WeatherSetting {
 pub enum StoreSetting {
     /// `COUNTERSIGN_DB=:memory:`: nothing survives a restart.
     Memory,
-    /// `COUNTERSIGN_DB=<file>` (default [`DEFAULT_DB_PATH`]): SQLite.
-    Sqlite(PathBuf),
+    /// `COUNTERSIGN_DB=<file>` (default [`DEFAULT_DB_PATH`]): SQLite, with
+    /// `COUNTERSIGN_DB_SYNC=full` (default) or `normal`.
+    Sqlite {
+        path: PathBuf,
+        durability: crate::agent::store::sqlite::Durability,
+    },
 }
 
 /// The database file when `COUNTERSIGN_DB` is not set (relative to the working directory).
@@ -146,7 +150,10 @@ impl Default for AgentSettings {
             provider: None,
             replay: None,
             chunk_log: None,
-            store: StoreSetting::Sqlite(PathBuf::from(DEFAULT_DB_PATH)),
+            store: StoreSetting::Sqlite {
+                path: PathBuf::from(DEFAULT_DB_PATH),
+                durability: Default::default(),
+            },
             live: None,
         }
     }
@@ -411,10 +418,22 @@ fn agent_settings(env: &impl Fn(&str) -> Option<String>) -> Result<AgentSettings
         .map(|d| d.trim().to_string())
         .filter(|d| !d.is_empty())
         .map(PathBuf::from);
+    use crate::agent::store::sqlite::Durability;
+    let durability = match env("COUNTERSIGN_DB_SYNC").as_deref().map(str::trim) {
+        None | Some("") | Some("full") => Durability::Full,
+        Some("normal") => Durability::Normal,
+        Some(other) => return Err(invalid("COUNTERSIGN_DB_SYNC", other, "use full or normal")),
+    };
     let store = match env("COUNTERSIGN_DB").map(|d| d.trim().to_string()) {
         Some(d) if d == ":memory:" => StoreSetting::Memory,
-        Some(d) if !d.is_empty() => StoreSetting::Sqlite(PathBuf::from(d)),
-        _ => defaults.store.clone(),
+        Some(d) if !d.is_empty() => StoreSetting::Sqlite {
+            path: PathBuf::from(d),
+            durability,
+        },
+        _ => StoreSetting::Sqlite {
+            path: PathBuf::from(DEFAULT_DB_PATH),
+            durability,
+        },
     };
     let live = if replay.is_some() {
         None

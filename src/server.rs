@@ -89,7 +89,9 @@ pub fn build_runtime(agent: &AgentSettings) -> Result<Arc<Runtime>, StartupError
     };
     let store: Arc<dyn SessionStore> = match &agent.store {
         StoreSetting::Memory => Arc::new(MemoryStore::default()),
-        StoreSetting::Sqlite(path) => Arc::new(SqliteStore::open(path)?),
+        StoreSetting::Sqlite { path, durability } => {
+            Arc::new(SqliteStore::open_with(path, *durability)?)
+        }
     };
     let runtime = Runtime::new(
         model,

@@ -19,6 +19,10 @@ struct Process {
 
 impl Process {
     async fn start(db: &Path, approval_secs: u64) -> Process {
+        Self::start_with(db, approval_secs, "full").await
+    }
+
+    async fn start_with(db: &Path, approval_secs: u64, sync: &str) -> Process {
         let port = {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
             listener.local_addr().expect("bound").port()
@@ -31,6 +35,7 @@ impl Process {
             .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
             .env("LEPTOS_SITE_ROOT", &site)
             .env("COUNTERSIGN_DB", db)
+            .env("COUNTERSIGN_DB_SYNC", sync)
             .env("COUNTERSIGN_DEMO_DELAY_MS", "0")
             .env("COUNTERSIGN_WEATHER", "offline")
             .env(
@@ -268,6 +273,29 @@ async fn a_deadline_keeps_counting_while_the_server_is_down() {
         .map(|e| e["kind"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(kinds, ["requested", "expired"]);
+    drop(second);
+    remove_db(&db);
+}
+
+/// `COUNTERSIGN_DB_SYNC=normal` gives up power-loss safety, not `kill -9` safety.
+#[tokio::test]
+async fn normal_sync_also_survives_kill_9() {
+    let db = temp_db("normal");
+    remove_db(&db);
+    let chat = "restart-normal";
+    let ask = "Send $50 to Hanako";
+    let first = Process::start_with(&db, 300, "normal").await;
+    let (_, chunks, _) = first.chat(user(chat, ask)).await;
+    let approval = approval_of(&chunks);
+    first.kill9();
+    let second = Process::start_with(&db, 300, "normal").await;
+    let (status, chunks, text) = second.chat(answer(chat, ask, &approval, true)).await;
+    assert_eq!(status, 200, "{text}");
+    let output = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-output-available")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(output["output"]["wallet_balance"], 950);
     drop(second);
     remove_db(&db);
 }

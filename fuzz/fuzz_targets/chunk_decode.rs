@@ -2,9 +2,9 @@
 //! and the `MessageReducer` / `Conversation` that fold chunks into messages.
 //!
 //! The input is read as UTF-8 (lossily). The whole text is decoded as one
-//! chunk (and checked below); then every line is, and the lines that parse are applied in order
-//! to a `MessageReducer` and to a `Conversation`, like the chunks of one
-//! response. Lines starting with `!` drive the `useChat` side between chunks:
+//! chunk and checked as below; then every line (up to 100) is decoded, and
+//! the lines that parse are applied in order to a `MessageReducer` and to a
+//! `Conversation`, like the chunks of one response. Lines starting with `!` drive the `useChat` side between chunks:
 //! `!approve <approvalId>`, `!deny <approvalId>`, `!output <toolCallId>`,
 //! `!error <toolCallId>`, `!next` (end the stream, start the next with
 //! `submit-message`), `!regen` (same with `regenerate-message`).
@@ -17,7 +17,7 @@
 //!   stable; `encode_chunk` + `ChunkStreamDecoder` give the chunk back;
 //! * a chunk the reducer rejects changes nothing (reducer and conversation);
 //! * a publishing chunk leaves the conversation's last message equal to the
-//!   reducer's; the messages (and a `ChatRequest` carrying them) round-trip
+//!   reducer's, any other leaves the message list alone; the messages (and a `ChatRequest` carrying them) round-trip
 //!   through JSON.
 //!
 //! JSON numbers that are floats are compared modulo a few ULPs: serde_json
@@ -63,7 +63,10 @@ fn check_chunk(text: &str, value: Value) -> Option<Chunk> {
     assert_same_chunk("Full round trip", &chunk, &again);
     let value = chunk.to_value(Dialect::Full).expect("Full never refuses");
     assert_eq!(
-        serde_json::from_str::<Value>(&json).ok().as_ref().map(|v| json_eq_modulo_float_ulp(v, &value)),
+        serde_json::from_str::<Value>(&json)
+            .ok()
+            .as_ref()
+            .map(|v| json_eq_modulo_float_ulp(v, &value)),
         Some(true),
         "to_json and to_value disagree"
     );
@@ -75,9 +78,14 @@ fn check_chunk(text: &str, value: Value) -> Option<Chunk> {
 
     // Strict dialect: only unknown chunks are refused; the form is stable.
     match chunk.to_json(Dialect::V6Strict) {
-        None => assert!(matches!(chunk, Chunk::Unknown(_)), "only Unknown is refused"),
+        None => assert!(
+            matches!(chunk, Chunk::Unknown(_)),
+            "only Unknown is refused"
+        ),
         Some(strict) => {
-            let expected = chunk.for_dialect(Dialect::V6Strict).expect("same as to_json");
+            let expected = chunk
+                .for_dialect(Dialect::V6Strict)
+                .expect("same as to_json");
             let decoded = Chunk::from_json(&strict)
                 .unwrap_or_else(|e| panic!("re-decode of strict {strict}: {e}"));
             assert_same_chunk("V6Strict round trip", &expected, &decoded);
@@ -174,7 +182,10 @@ fuzz_target!(|input: &[u8]| {
 
         let before = conversation.clone();
         match conversation.apply(&chunk) {
-            Err(_) => assert_eq!(conversation, before, "a rejected chunk changed the conversation"),
+            Err(_) => assert_eq!(
+                conversation, before,
+                "a rejected chunk changed the conversation"
+            ),
             Ok(applied) => {
                 let active = conversation.active().expect("a stream is active").message();
                 if applied.publishes() {

@@ -25,11 +25,7 @@ use libfuzzer_sys::fuzz_target;
 
 type Events = Vec<Result<SseEvent, SseError>>;
 
-fn decode<'a>(
-    cap: usize,
-    pieces: impl IntoIterator<Item = &'a [u8]>,
-    bounded: bool,
-) -> Events {
+fn decode<'a>(cap: usize, pieces: impl IntoIterator<Item = &'a [u8]>, bounded: bool) -> Events {
     let mut decoder = SseDecoder::with_max_event_size(cap);
     let mut out = Vec::new();
     for piece in pieces {
@@ -73,7 +69,11 @@ fuzz_target!(|input: &[u8]| {
     for event in &whole {
         match event {
             Ok(SseEvent::Data(data)) => {
-                assert!(data.len() <= cap, "a {}-byte event passed a {cap}-byte cap", data.len())
+                assert!(
+                    data.len() <= cap,
+                    "a {}-byte event passed a {cap}-byte cap",
+                    data.len()
+                )
             }
             Err(SseError::EventTooLarge { limit }) => {
                 assert_eq!(*limit, cap);
@@ -83,7 +83,11 @@ fuzz_target!(|input: &[u8]| {
         }
     }
     if !capped {
-        assert_eq!(whole, reference_sse(stream), "differs from the reference decoder");
+        assert_eq!(
+            whole,
+            reference_sse(stream),
+            "differs from the reference decoder"
+        );
     }
 
     // The chunk layer is the SSE layer plus `Chunk::from_json`, item by item.
@@ -93,7 +97,11 @@ fuzz_target!(|input: &[u8]| {
         frames.extend(chunks.push(piece));
     }
     frames.extend(chunks.finish());
-    assert_eq!(frames.len(), whole.len(), "frame count differs from event count");
+    assert_eq!(
+        frames.len(),
+        whole.len(),
+        "frame count differs from event count"
+    );
     for (frame, event) in frames.iter().zip(&whole) {
         match (frame, event) {
             (Ok(Frame::Done), Ok(SseEvent::Done)) => {}

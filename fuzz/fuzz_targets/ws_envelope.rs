@@ -45,7 +45,10 @@ fn check_frame(text: &str) {
     let value: Value = match serde_json::from_str(text) {
         Ok(value) => value,
         Err(_) => {
-            assert!(matches!(from_json, Err(EnvelopeError::Json(_))), "{from_json:?}");
+            assert!(
+                matches!(from_json, Err(EnvelopeError::Json(_))),
+                "{from_json:?}"
+            );
             return;
         }
     };
@@ -56,7 +59,11 @@ fn check_frame(text: &str) {
             a
         }
         (Err(a), Err(b)) => {
-            assert_eq!(a.to_string(), b.to_string(), "from_json vs from_value errors");
+            assert_eq!(
+                a.to_string(),
+                b.to_string(),
+                "from_json vs from_value errors"
+            );
             match a {
                 EnvelopeError::Json(_) => panic!("valid JSON reported as invalid: {a}"),
                 EnvelopeError::NotAnObject => assert!(!value.is_object()),
@@ -76,13 +83,16 @@ fn check_frame(text: &str) {
         (a, b) => panic!("from_json {a:?} but from_value {b:?}"),
     };
     assert_eq!(
-        value.get("type").and_then(Value::as_str).map(|t| FRAME_TYPES.contains(&t)),
+        value
+            .get("type")
+            .and_then(Value::as_str)
+            .map(|t| FRAME_TYPES.contains(&t)),
         Some(true)
     );
 
     let encoded = serde_json::to_string(&frame).expect("frames serialize");
-    let again = ClientFrame::from_json(&encoded)
-        .unwrap_or_else(|e| panic!("re-decode of {encoded}: {e}"));
+    let again =
+        ClientFrame::from_json(&encoded).unwrap_or_else(|e| panic!("re-decode of {encoded}: {e}"));
     assert_same("client frame", &frame, &again);
 
     match &frame {
@@ -107,7 +117,11 @@ fn check_frame(text: &str) {
                 Some(sent) => {
                     let echoed = echoed.get("timestamp").expect("timestamp echoed");
                     if sent.is_f64() {
-                        assert_json_round_trip("pong timestamp", &Value::Number(sent.clone()), echoed);
+                        assert_json_round_trip(
+                            "pong timestamp",
+                            &Value::Number(sent.clone()),
+                            echoed,
+                        );
                     } else {
                         assert_eq!(echoed, &Value::Number(sent.clone()), "pong timestamp");
                     }

@@ -156,17 +156,12 @@ pub fn json_eq_modulo_float_ulp(a: &Value, b: &Value) -> bool {
             }
         }
         (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .zip(y)
-                    .all(|(x, y)| json_eq_modulo_float_ulp(x, y))
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| json_eq_modulo_float_ulp(x, y))
         }
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len()
-                && x.iter().all(|(key, x)| {
-                    y.get(key)
-                        .is_some_and(|y| json_eq_modulo_float_ulp(x, y))
-                })
+                && x.iter()
+                    .all(|(key, x)| y.get(key).is_some_and(|y| json_eq_modulo_float_ulp(x, y)))
         }
         _ => a == b,
     }

@@ -49,8 +49,14 @@ fn float_tolerance_is_narrow() {
     let a = serde_json::json!({"x": [1.0, 2], "y": "s"});
     let b = serde_json::json!({"x": [f64::from_bits(1.0f64.to_bits() + 1), 2], "y": "s"});
     assert!(json_eq_modulo_float_ulp(&a, &b));
-    assert!(!json_eq_modulo_float_ulp(&a, &serde_json::json!({"x": [1.1, 2], "y": "s"})));
-    assert!(!json_eq_modulo_float_ulp(&serde_json::json!(1), &serde_json::json!(2)));
+    assert!(!json_eq_modulo_float_ulp(
+        &a,
+        &serde_json::json!({"x": [1.1, 2], "y": "s"})
+    ));
+    assert!(!json_eq_modulo_float_ulp(
+        &serde_json::json!(1),
+        &serde_json::json!(2)
+    ));
 }
 
 /// Why the targets compare floats modulo ULPs: with the main crate's features

@@ -3,8 +3,10 @@
 //! - Migrations live in `migrations/` and are compiled in; the applied version is SQLite's
 //!   `user_version`, so a newer binary upgrades an older file at start-up and an older binary
 //!   refuses a newer file instead of misreading it.
-//! - WAL journal with `synchronous=FULL`: a commit that returned is on disk, so "committed
-//!   before acknowledged" holds across `kill -9` and power loss.
+//! - WAL journal with `synchronous=FULL` by default: a commit that returned is on disk, so
+//!   "committed before acknowledged" holds across `kill -9` and power loss.
+//!   `COUNTERSIGN_DB_SYNC=normal` ([`Durability::Normal`]) trades power-loss safety for
+//!   sub-millisecond commits; it still survives `kill -9`.
 //! - rusqlite is blocking; every call runs on tokio's blocking pool behind one connection (the
 //!   writes are small; SQLite serialises writers anyway).
 
@@ -29,6 +31,18 @@ const MIGRATIONS: &[(i64, &str)] = &[(
     1,
     include_str!("../../../migrations/0001_sessions_and_audit.sql"),
 )];
+
+/// How far a commit goes before it returns (`COUNTERSIGN_DB_SYNC`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `synchronous=FULL`: on disk — survives `kill -9`, an OS crash and power loss. Costs an
+    /// fsync per commit (a few ms on a VM's disk).
+    #[default]
+    Full,
+    /// `synchronous=NORMAL` (WAL): in the OS's hands — survives `kill -9` of the server, may lose
+    /// the last commits on an OS crash or power loss. Sub-millisecond commits.
+    Normal,
+}
 
 /// Sessions and the audit log in one SQLite database.
 #[derive(Clone)]
@@ -56,6 +70,11 @@ fn json_err(context: &str) -> impl Fn(serde_json::Error) -> StoreError + '_ {
 impl SqliteStore {
     /// Opens (creating it and its directory if needed) the database at `path` and migrates it.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(path, Durability::Full)
+    }
+
+    /// [`SqliteStore::open`] with a chosen durability.
+    pub fn open_with(path: impl AsRef<Path>, durability: Durability) -> Result<Self, StoreError> {
         let path = path.as_ref();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| {
@@ -69,18 +88,26 @@ impl SqliteStore {
             .map_err(|e| StoreError(format!("cannot open {}: {e}", path.display())))?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(err("cannot switch to WAL"))?;
-        Self::setup(conn, Some(path.to_path_buf()))
+        Self::setup(conn, Some(path.to_path_buf()), durability)
     }
 
     /// A private in-memory database (tests, `COUNTERSIGN_DB=:memory:` with audit queries).
     pub fn in_memory() -> Result<Self, StoreError> {
         let conn =
             Connection::open_in_memory().map_err(err("cannot open an in-memory database"))?;
-        Self::setup(conn, None)
+        Self::setup(conn, None, Durability::Full)
     }
 
-    fn setup(mut conn: Connection, path: Option<PathBuf>) -> Result<Self, StoreError> {
-        conn.pragma_update(None, "synchronous", "FULL")
+    fn setup(
+        mut conn: Connection,
+        path: Option<PathBuf>,
+        durability: Durability,
+    ) -> Result<Self, StoreError> {
+        let synchronous = match durability {
+            Durability::Full => "FULL",
+            Durability::Normal => "NORMAL",
+        };
+        conn.pragma_update(None, "synchronous", synchronous)
             .map_err(err("cannot set synchronous"))?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(err("cannot enable foreign keys"))?;
