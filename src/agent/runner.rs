@@ -822,8 +822,8 @@ impl TurnDriver {
             if tool.spec.approval.requires_approval(args) {
                 let approval_id = self.rt.ids.next_id(IdKind::Approval);
                 let deadline_ms = now + tool.spec.approval_timeout.as_millis() as Millis;
-                let mut event = self.audit_event(AuditKind::Requested, &call.call, now);
-                event.approval_id = Some(approval_id.clone());
+                let mut event =
+                    self.audit_event(AuditKind::Requested, &call.call, &approval_id, now);
                 event.deadline_ms = Some(deadline_ms);
                 self.audit.push(event);
                 call.gated_by = Some(approval_id.clone());
@@ -879,9 +879,9 @@ impl TurnDriver {
                                 &self.session.id,
                                 &turn.id,
                                 &call.call,
+                                approval_id,
                                 now,
                             );
-                            event.approval_id = Some(approval_id.clone());
                             event.deadline_ms = Some(*deadline_ms);
                             self.audit.push(event);
                             call.phase = CallPhase::Done {
@@ -1062,9 +1062,9 @@ impl TurnDriver {
                         &self.session.id,
                         &turn.id,
                         &call.call,
+                        approval_id,
                         now,
                     );
-                    event.approval_id = Some(approval_id.clone());
                     event.reason = Some("withdrawn by the model".into());
                     events.push(event);
                 }
@@ -1257,9 +1257,9 @@ impl TurnDriver {
                             &self.session.id,
                             &turn.id,
                             &call.call,
+                            approval_id,
                             now,
                         );
-                        event.approval_id = Some(approval_id.clone());
                         event.reason = Some(reason.clone());
                         self.audit.push(event);
                     }
@@ -1403,8 +1403,21 @@ impl TurnDriver {
         }
     }
 
-    fn audit_event(&self, kind: AuditKind, call: &ToolCall, now: Millis) -> AuditEvent {
-        audit_event(kind, &self.session.id, &self.turn_id, call, now)
+    fn audit_event(
+        &self,
+        kind: AuditKind,
+        call: &ToolCall,
+        approval_id: &str,
+        now: Millis,
+    ) -> AuditEvent {
+        audit_event(
+            kind,
+            &self.session.id,
+            &self.turn_id,
+            call,
+            approval_id,
+            now,
+        )
     }
 
     fn set_status(&self, status: TurnStatus) {
@@ -1416,17 +1429,20 @@ impl TurnDriver {
     }
 }
 
-/// An audit event about `call`.
+/// An audit event about `call`, gated by `approval_id`.
 fn audit_event(
     kind: AuditKind,
     session_id: &str,
     turn_id: &str,
     call: &ToolCall,
+    approval_id: &str,
     now: Millis,
 ) -> AuditEvent {
-    super::store::audit::event(
+    let mut event = super::store::audit::event(
         kind, now, session_id, turn_id, &call.id, &call.name, &call.args,
-    )
+    );
+    event.approval_id = Some(approval_id.to_owned());
+    event
 }
 
 /// The `executed` event of a gated call that just finished.
@@ -1439,8 +1455,14 @@ fn executed_event(
     edited_args: Option<Value>,
     now: Millis,
 ) -> AuditEvent {
-    let mut event = audit_event(AuditKind::Executed, session_id, turn_id, &call.call, now);
-    event.approval_id = Some(approval_id.to_owned());
+    let mut event = audit_event(
+        AuditKind::Executed,
+        session_id,
+        turn_id,
+        &call.call,
+        approval_id,
+        now,
+    );
     event.edited_args = edited_args;
     event.outcome = Some(match outcome {
         Outcome::Output { output } => json!({ "ok": output }),
@@ -1479,8 +1501,7 @@ fn answer_events(
             ApprovalResolution::Expired { .. } => AuditKind::Expired,
             ApprovalResolution::Withdrawn { .. } => AuditKind::Interrupted,
         };
-        let mut event = audit_event(kind, &record.id, &turn.id, &call.call, now);
-        event.approval_id = Some(approval_id.clone());
+        let mut event = audit_event(kind, &record.id, &turn.id, &call.call, approval_id, now);
         event.actor = Some(actor.clone());
         if let ApprovalResolution::Denied { reason, .. } = resolution {
             event.reason = reason.clone();

@@ -758,16 +758,31 @@ fn map_finish_reason(reason: &str, made_calls: bool) -> FinishReason {
     }
 }
 
-/// Thought tokens are billed as output, so they count as output here.
 fn usage(meta: UsageMetadata) -> Usage {
-    let output = match (meta.candidates_token_count, meta.thoughts_token_count) {
+    gemini_usage(
+        meta.prompt_token_count,
+        meta.candidates_token_count,
+        meta.thoughts_token_count,
+        meta.total_token_count,
+    )
+}
+
+/// Gemini's token counts as ours (REST and Live). Thought tokens are billed as output, so they
+/// count as output.
+pub(super) fn gemini_usage(
+    prompt: Option<u64>,
+    response: Option<u64>,
+    thoughts: Option<u64>,
+    total: Option<u64>,
+) -> Usage {
+    let output = match (response, thoughts) {
         (None, None) => None,
         (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
     };
     Usage {
-        input_tokens: meta.prompt_token_count,
+        input_tokens: prompt,
         output_tokens: output,
-        total_tokens: meta.total_token_count,
+        total_tokens: total,
     }
 }
 

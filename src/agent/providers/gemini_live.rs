@@ -1930,17 +1930,14 @@ struct LiveUsage {
     total_token_count: Option<u64>,
 }
 
-/// Thought tokens are billed as output, so they count as output (as in the REST provider).
+/// Live says `responseTokenCount` where REST says `candidatesTokenCount`.
 fn usage(meta: LiveUsage) -> Usage {
-    let output = match (meta.response_token_count, meta.thoughts_token_count) {
-        (None, None) => None,
-        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-    };
-    Usage {
-        input_tokens: meta.prompt_token_count,
-        output_tokens: output,
-        total_tokens: meta.total_token_count,
-    }
+    super::gemini::gemini_usage(
+        meta.prompt_token_count,
+        meta.response_token_count,
+        meta.thoughts_token_count,
+        meta.total_token_count,
+    )
 }
 
 fn map_turn_complete_reason(reason: &str) -> FinishReason {

@@ -1508,14 +1508,21 @@ fn the_api_key_is_not_printed() {
     assert!(!format!("{config:?}").contains("secret-key"));
 }
 
-/// The whole path a BIDI turn takes with Gemini Live: the runtime (demo model for SSE, Live for
-/// BIDI) sends the person's message, the model asks for a payment, the approval gate holds it
-/// until the person approves, the payment runs, its result goes back as a `toolResponse` with
-/// the Live call id, and the transcript of the answer streams out as text.
-#[tokio::test]
-async fn a_bidi_turn_through_the_runtime_waits_for_approval_then_answers() {
+/// A runtime whose BIDI turns use Live (the demo model answers SSE turns) with a BIDI turn in
+/// chat `chat` that asked to pay Hanako 50 dollars and now waits for the person's approval:
+/// (the fake server, its connection, the runtime, a reader of the turn's log past the approval
+/// request, the approval id).
+async fn payment_awaiting_approval(
+    chat: &str,
+) -> (
+    FakeLive,
+    FakeConn,
+    Arc<crate::agent::Runtime>,
+    crate::agent::session::LogReader,
+    String,
+) {
     use crate::agent::{
-        ApprovalDecision, PersonInput, Runtime, RuntimeSettings, TextTiming, TurnEntry, UserTurn,
+        Runtime, RuntimeSettings, TextTiming, TurnEntry, UserTurn,
         clock::{SequentialIds, SystemClock},
         demo::DemoModel,
         session::MemoryStore,
@@ -1540,12 +1547,10 @@ async fn a_bidi_turn_through_the_runtime_waits_for_approval_then_answers() {
         },
     );
     runtime.set_live_model(Arc::new(live(&server, BLOCKING_MODEL)));
-    assert!(runtime.models_label().contains("BIDI: gemini-live"));
-
     let started = within(
         "start",
         runtime.start_turn(
-            "live-chat",
+            chat,
             UserTurn {
                 message_id: None,
                 text: "Pay Hanako 50 dollars".into(),
@@ -1565,7 +1570,6 @@ async fn a_bidi_turn_through_the_runtime_waits_for_approval_then_answers() {
         "args": {"amount": 50, "recipient": "Hanako", "currency": "USD"}}]}}),
     )
     .await;
-
     let mut reader = started.log.subscribe(0);
     let approval_id = loop {
         match within("approval request", reader.next()).await {
@@ -1574,6 +1578,21 @@ async fn a_bidi_turn_through_the_runtime_waits_for_approval_then_answers() {
             None => panic!("the turn ended without asking for approval"),
         }
     };
+    (server, conn, runtime, reader, approval_id)
+}
+
+/// The whole path a BIDI turn takes with Gemini Live: the runtime (demo model for SSE, Live for
+/// BIDI) sends the person's message, the model asks for a payment, the approval gate holds it
+/// until the person approves, the payment runs, its result goes back as a `toolResponse` with
+/// the Live call id, and the transcript of the answer streams out as text.
+#[tokio::test]
+async fn a_bidi_turn_through_the_runtime_waits_for_approval_then_answers() {
+    use crate::agent::{ApprovalDecision, PersonInput, TurnEntry};
+    use crate::protocol::Chunk;
+
+    let (_server, mut conn, runtime, mut reader, approval_id) =
+        payment_awaiting_approval("live-chat").await;
+    assert!(runtime.models_label().contains("BIDI: gemini-live"));
     assert_eq!(
         within("finish-step", reader.next()).await,
         Some(TurnEntry::Chunk(Chunk::FinishStep))
@@ -1629,64 +1648,13 @@ async fn a_bidi_turn_through_the_runtime_waits_for_approval_then_answers() {
 #[tokio::test]
 async fn a_call_withdrawn_during_the_approval_wait_cannot_be_approved() {
     use crate::agent::{
-        ApprovalDecision, InputError, PersonInput, Runtime, RuntimeSettings, TextTiming, TurnEntry,
-        UserTurn,
-        clock::{SequentialIds, SystemClock},
-        demo::DemoModel,
-        session::MemoryStore,
+        ApprovalDecision, InputError, PersonInput, TurnEntry,
         store::{AuditKind, AuditQuery},
-        tools::{ToolRegistry, ToolSettings, WeatherSource},
     };
     use crate::protocol::Chunk;
 
-    let mut server = FakeLive::start().await;
-    let runtime = Runtime::new(
-        Arc::new(DemoModel::new(Duration::ZERO)),
-        ToolRegistry::standard(&ToolSettings {
-            approval_timeout: Duration::from_secs(60),
-            browser_timeout: Duration::from_secs(10),
-            weather: WeatherSource::Offline,
-        }),
-        Arc::new(SystemClock),
-        Arc::new(SequentialIds::default()),
-        Arc::new(MemoryStore::default()),
-        RuntimeSettings {
-            text_timing: TextTiming::Progressive,
-            ..RuntimeSettings::default()
-        },
-    );
-    runtime.set_live_model(Arc::new(live(&server, BLOCKING_MODEL)));
-    let started = within(
-        "start",
-        runtime.start_turn(
-            "withdrawn",
-            UserTurn {
-                message_id: None,
-                text: "Pay Hanako 50 dollars".into(),
-                attachments: Vec::new(),
-                transport: "bidi",
-            },
-            None,
-        ),
-    )
-    .await
-    .expect("turn started");
-    let mut conn = server.next_conn().await;
-    conn.setup().await;
-    conn.recv().await;
-    conn.send(
-        json!({"toolCall": {"functionCalls": [{"id": "fc-pay", "name": "process_payment",
-        "args": {"amount": 50, "recipient": "Hanako", "currency": "USD"}}]}}),
-    )
-    .await;
-    let mut reader = started.log.subscribe(0);
-    let approval_id = loop {
-        match within("approval request", reader.next()).await {
-            Some(TurnEntry::Chunk(Chunk::ToolApprovalRequest(r))) => break r.approval_id,
-            Some(_) => {}
-            None => panic!("no approval request"),
-        }
-    };
+    let (_server, mut conn, runtime, mut reader, approval_id) =
+        payment_awaiting_approval("withdrawn").await;
 
     conn.send(json!({"toolCallCancellation": {"ids": ["fc-pay"]}}))
         .await;
