@@ -14,7 +14,8 @@ use countersign::{
         clock::{SequentialIds, TokioClock},
         demo::DemoModel,
         history::{HistoryItem, Outcome, is_well_formed},
-        session::{MemoryStore, TurnLog, TurnStatus},
+        session::{MemoryStore, SessionRecord, SessionStore, StoreError, TurnLog, TurnStatus},
+        store::{AuditEvent, AuditKind, AuditQuery, AuditRecord},
         tools::{ToolRegistry, ToolSettings, WeatherSource},
     },
     protocol::{Chunk, Dialect},
@@ -952,4 +953,122 @@ async fn the_session_record_mirrors_what_the_client_saw() {
     assert_eq!(tool.approval.as_ref().map(|a| a.id.as_str()), Some("apv-1"));
     let listed = rt.list_sessions().await.unwrap();
     assert_eq!(listed, ["c"]);
+}
+
+/// A store that records what each commit carried and can hold commits until released.
+#[derive(Default)]
+struct HoldingStore {
+    inner: MemoryStore,
+    held: std::sync::atomic::AtomicBool,
+    release: tokio::sync::Notify,
+    commits: std::sync::Mutex<Vec<(Vec<AuditKind>, i64)>>,
+}
+
+#[async_trait::async_trait]
+impl SessionStore for HoldingStore {
+    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        self.inner.load(id).await
+    }
+    async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError> {
+        if self.held.load(std::sync::atomic::Ordering::SeqCst) {
+            self.release.notified().await;
+        }
+        self.commits.lock().unwrap().push((
+            audit.iter().map(|e| e.kind).collect(),
+            record.wallet.balance_cents,
+        ));
+        self.inner.commit(record, audit).await
+    }
+    async fn list(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.list().await
+    }
+    async fn unfinished(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.unfinished().await
+    }
+    async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        self.inner.audit(query).await
+    }
+}
+
+fn runtime_on(store: Arc<HoldingStore>) -> Arc<Runtime> {
+    let tools = ToolRegistry::standard(&ToolSettings {
+        approval_timeout: APPROVAL_TIMEOUT,
+        browser_timeout: BROWSER_TIMEOUT,
+        weather: WeatherSource::Offline,
+    });
+    Runtime::new(
+        Arc::new(DemoModel::new(Duration::ZERO)),
+        tools,
+        Arc::new(TokioClock::starting_at(1_800_000_000_000)),
+        Arc::new(SequentialIds::default()),
+        store,
+        RuntimeSettings::default(),
+    )
+}
+
+fn has_output(entries: &[TurnEntry]) -> bool {
+    entries
+        .iter()
+        .any(|e| matches!(e, TurnEntry::Chunk(Chunk::ToolOutputAvailable(_))))
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_approved_payment_is_committed_with_its_result_before_its_output() {
+    let store = Arc::new(HoldingStore::default());
+    let rt = runtime_on(store.clone());
+    start(&rt, "c", "Send $50 to Hanako").await;
+    store.commits.lock().unwrap().clear();
+    store.held.store(true, std::sync::atomic::Ordering::SeqCst);
+
+    // The approval of a payment needs no commit of its own: the call answer returns at once.
+    let receipt = tokio::time::timeout(Duration::from_secs(1), rt.submit("c", &[approve("apv-1")]))
+        .await
+        .expect("an approval of an in-record tool does not wait for the disk")
+        .expect("input accepted");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        !has_output(&receipt.log.entries_from(receipt.from)),
+        "the output waits for the commit"
+    );
+    assert!(store.commits.lock().unwrap().is_empty());
+
+    store.held.store(false, std::sync::atomic::Ordering::SeqCst);
+    store.release.notify_waiters();
+    let rest = read_segment(&receipt.log, receipt.from).await;
+    assert!(has_output(&rest));
+    let commits = store.commits.lock().unwrap().clone();
+    assert_eq!(
+        commits[0],
+        (vec![AuditKind::Approved, AuditKind::Executed], 95_000),
+        "approval, payment and result in one commit: {commits:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_denial_is_committed_before_the_turn_hears_of_it() {
+    let store = Arc::new(HoldingStore::default());
+    let rt = runtime_on(store.clone());
+    start(&rt, "c", "Send $50 to Hanako").await;
+    store.commits.lock().unwrap().clear();
+    store.held.store(true, std::sync::atomic::Ordering::SeqCst);
+
+    let submit = {
+        let rt = rt.clone();
+        tokio::spawn(async move { rt.submit("c", &[deny("apv-1", Some("no"))]).await })
+    };
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!submit.is_finished(), "the denial waits for its commit");
+    let session = rt.session("c").await.unwrap();
+    assert_eq!(session.turn_status(), Some(TurnStatus::AwaitingPerson));
+
+    store.held.store(false, std::sync::atomic::Ordering::SeqCst);
+    store.release.notify_waiters();
+    let receipt = submit.await.unwrap().expect("input accepted");
+    read_segment(&receipt.log, receipt.from).await;
+    let commits = store.commits.lock().unwrap().clone();
+    assert_eq!(
+        commits[0],
+        (vec![AuditKind::Denied], 100_000),
+        "{commits:?}"
+    );
 }

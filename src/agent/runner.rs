@@ -429,9 +429,11 @@ impl Runtime {
     }
 
     /// Applies the person's answers to `chat_id`'s waiting turn. An approval id that belongs to
-    /// another chat is reported as such. The answers and their audit entries are committed to the
-    /// store before the turn is woken, so nothing an answer causes reaches any client before it
-    /// is on disk; when the store fails, the answers are undone and the error says so.
+    /// another chat is reported as such. Nothing an answer causes reaches any client before the
+    /// answer and its audit entries are on disk: they are committed before the turn is woken
+    /// (when the store fails, the answers are undone and the error says so), or, for approvals
+    /// of tools whose effects stay in the record (`ToolEffects::InRecord`, a payment), by the
+    /// turn in the same transaction as the result, before the output is emitted.
     pub async fn submit_as(
         self: &Arc<Self>,
         chat_id: &str,
@@ -449,9 +451,24 @@ impl Runtime {
             .apply(inputs, &self.tools, now)
             .map_err(|e| self.explain_foreign(chat_id, inputs, e))?;
         let events = answer_events(&session, inputs, &applied.resolutions, actor, now);
+        if applied.resolutions.len() == inputs.len()
+            && session.runs_in_record(&applied.resolutions, &self.tools)
+        {
+            // Approvals of calls whose effects are in this record: the turn runs them at once
+            // and commits answer, effect and result together before it emits anything.
+            lock(&session.unsaved_audit).extend(events);
+            session.wake();
+            return Ok(applied.receipt);
+        }
+        // Earlier answers still waiting for their turn's commit go with this one: the record
+        // written here contains them.
+        let earlier = std::mem::take(&mut *lock(&session.unsaved_audit));
+        let count = earlier.len();
+        let events = [earlier, events].concat();
         let snapshot = session.snapshot();
         if let Err(e) = self.store.commit(&snapshot, &events).await {
             tracing::error!(session = %chat_id, error = %e, "cannot record the person's answer");
+            lock(&session.unsaved_audit).splice(0..0, events.into_iter().take(count));
             session.undo(applied.undo);
             return Err(InputError::NotRecorded {
                 message: e.to_string(),
@@ -1394,8 +1411,10 @@ impl TurnDriver {
 
     /// Commits the session record with the audit events gathered since the last commit.
     async fn save(&mut self) {
+        // Answers applied but not committed yet come first: they precede what they caused.
+        let mut audit = std::mem::take(&mut *lock(&self.session.unsaved_audit));
+        audit.append(&mut self.audit);
         let snapshot = self.session.snapshot();
-        let audit = std::mem::take(&mut self.audit);
         if let Err(e) = self.rt.store.commit(&snapshot, &audit).await {
             tracing::error!(session = %self.session.id, error = %e, "cannot save the session");
             // Keep the events for the next commit rather than lose them.

@@ -25,7 +25,8 @@ use super::{
     history::HistoryItem,
     model::Usage,
     runner::TextTiming,
-    tools::{ToolLocation, ToolRegistry, Wallet},
+    store::AuditEvent,
+    tools::{ToolEffects, ToolLocation, ToolRegistry, Wallet},
 };
 use crate::protocol::{Chunk, UiMessage};
 
@@ -244,6 +245,9 @@ pub struct Session {
     pub(crate) live: Mutex<Option<LiveTurn>>,
     /// Wakes the turn task: person input arrived.
     pub(crate) wake: Notify,
+    /// Audit events of answers applied but not committed yet: the turn's next commit (the
+    /// result of the tool they approved, see [`ToolEffects::InRecord`]) carries them.
+    pub(crate) unsaved_audit: Mutex<Vec<AuditEvent>>,
 }
 
 /// Person input applied to a session, not yet committed.
@@ -281,12 +285,39 @@ impl Session {
             record: Mutex::new(record),
             live: Mutex::new(None),
             wake: Notify::new(),
+            unsaved_audit: Mutex::new(Vec::new()),
         }
     }
 
     /// A copy of the record, for the store and for `load_session`.
     pub fn snapshot(&self) -> SessionRecord {
         lock(&self.record).clone()
+    }
+
+    /// Whether every one of `resolutions` approved a server call that is now ready to run and
+    /// whose effects stay in this record ([`ToolEffects::InRecord`]): such answers need no
+    /// commit of their own, the turn commits them with the call's result.
+    pub fn runs_in_record(
+        &self,
+        resolutions: &[(String, ApprovalResolution)],
+        tools: &ToolRegistry,
+    ) -> bool {
+        let record = lock(&self.record);
+        let Some(turn) = record.turn.as_ref() else {
+            return false;
+        };
+        !resolutions.is_empty()
+            && resolutions.iter().all(|(approval_id, resolution)| {
+                matches!(resolution, ApprovalResolution::Approved { .. })
+                    && turn.calls.iter().any(|call| {
+                        call.gated_by.as_deref() == Some(approval_id.as_str())
+                            && call.location == ToolLocation::Server
+                            && matches!(call.phase, CallPhase::Ready { .. })
+                            && tools
+                                .get(&call.call.name)
+                                .is_some_and(|t| t.spec.effects == ToolEffects::InRecord)
+                    })
+            })
     }
 
     /// Runs `f` on the wallet under the session lock.

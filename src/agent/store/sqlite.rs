@@ -7,36 +7,46 @@
 //!   "committed before acknowledged" holds across `kill -9` and power loss.
 //!   `COUNTERSIGN_DB_SYNC=normal` ([`Durability::Normal`]) trades power-loss safety for
 //!   sub-millisecond commits; it still survives `kill -9`.
-//! - rusqlite is blocking; every call runs on tokio's blocking pool behind one connection (the
-//!   writes are small; SQLite serialises writers anyway).
+//! - rusqlite is blocking: one writer thread owns the connection and takes every call from a
+//!   queue, committing the commits that queued up together (group commit: one fsync for many
+//!   sessions). Callers encode records to JSON themselves, so the thread only writes. Views
+//!   that did not change are not rewritten, and only new ledger rows are inserted.
+//! - Checkpoints run on a second thread (PASSIVE, never blocking the writer), not inside
+//!   whichever commit happened to cross SQLite's automatic-checkpoint threshold.
 
 use std::{
+    collections::HashMap,
     path::{Path, PathBuf},
-    sync::{Arc, Mutex},
 };
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params, types::Value as SqlValue};
+use tokio::sync::oneshot;
 
-use super::{
-    AuditEvent, AuditQuery, AuditRecord, SessionStore, StoreError, audit::AuditKind, lock,
-};
+use super::{AuditEvent, AuditQuery, AuditRecord, SessionStore, StoreError, audit::AuditKind};
 use crate::agent::{
     gate::CallPhase,
     session::{SessionRecord, TurnStatus},
+    tools::Transaction,
 };
 
 /// The migrations, in order: `(version, sql)`.
-const MIGRATIONS: &[(i64, &str)] = &[(
-    1,
-    include_str!("../../../migrations/0001_sessions_and_audit.sql"),
-)];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        include_str!("../../../migrations/0001_sessions_and_audit.sql"),
+    ),
+    (
+        2,
+        include_str!("../../../migrations/0002_audit_without_autoincrement.sql"),
+    ),
+];
 
 /// How far a commit goes before it returns (`COUNTERSIGN_DB_SYNC`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
     /// `synchronous=FULL`: on disk — survives `kill -9`, an OS crash and power loss. Costs an
-    /// fsync per commit (a few ms on a VM's disk).
+    /// fsync per commit (shared by the commits that queued up meanwhile).
     #[default]
     Full,
     /// `synchronous=NORMAL` (WAL): in the OS's hands — survives `kill -9` of the server, may lose
@@ -45,9 +55,14 @@ pub enum Durability {
 }
 
 /// Sessions and the audit log in one SQLite database.
+///
+/// One writer thread owns the connection; every call is a job on its queue. Commits that queue
+/// up while a transaction is on disk go out together in the next one (group commit: one fsync
+/// for all of them, each in its own savepoint so one bad record fails alone). A second thread
+/// checkpoints the WAL into the database file in the background, so no commit waits for it.
 #[derive(Clone)]
 pub struct SqliteStore {
-    conn: Arc<Mutex<Connection>>,
+    jobs: std::sync::mpsc::Sender<Job>,
     path: Option<PathBuf>,
 }
 
@@ -59,12 +74,28 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
+/// Where the writer answers a commit.
+type Reply = oneshot::Sender<Result<(), StoreError>>;
+
+/// Work for the writer thread.
+enum Job {
+    Commit(Box<Write>, Reply),
+    Run(Box<dyn FnOnce(&mut Connection) + Send>),
+}
+
+/// Most commits one transaction takes (the rest wait for the next one).
+const MAX_GROUP: usize = 256;
+
 fn err(context: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
     move |e| StoreError(format!("{context}: {e}"))
 }
 
 fn json_err(context: &str) -> impl Fn(serde_json::Error) -> StoreError + '_ {
     move |e| StoreError(format!("{context}: {e}"))
+}
+
+fn gone() -> StoreError {
+    StoreError("the store's writer thread has stopped".into())
 }
 
 impl SqliteStore {
@@ -88,20 +119,28 @@ impl SqliteStore {
             .map_err(|e| StoreError(format!("cannot open {}: {e}", path.display())))?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(err("cannot switch to WAL"))?;
-        Self::setup(conn, Some(path.to_path_buf()), durability)
+        // Checkpoints run on their own thread (see `checkpointer`), never inside a commit.
+        conn.pragma_update(None, "wal_autocheckpoint", 0)
+            .map_err(err("cannot turn off automatic checkpoints"))?;
+        // A WAL file that grew under a burst is cut back to this size once it is reset.
+        conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)
+            .map_err(err("cannot limit the WAL size"))?;
+        let checkpoints = spawn_checkpointer(path, durability)?;
+        Self::setup(conn, Some(path.to_path_buf()), durability, checkpoints)
     }
 
     /// A private in-memory database (tests, `COUNTERSIGN_DB=:memory:` with audit queries).
     pub fn in_memory() -> Result<Self, StoreError> {
         let conn =
             Connection::open_in_memory().map_err(err("cannot open an in-memory database"))?;
-        Self::setup(conn, None, Durability::Full)
+        Self::setup(conn, None, Durability::Full, None)
     }
 
     fn setup(
         mut conn: Connection,
         path: Option<PathBuf>,
         durability: Durability,
+        checkpoints: Option<std::sync::mpsc::SyncSender<()>>,
     ) -> Result<Self, StoreError> {
         let synchronous = match durability {
             Durability::Full => "FULL",
@@ -113,11 +152,14 @@ impl SqliteStore {
             .map_err(err("cannot enable foreign keys"))?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(err("cannot set the busy timeout"))?;
+        conn.set_prepared_statement_cache_capacity(32);
         migrate(&mut conn)?;
-        Ok(SqliteStore {
-            conn: Arc::new(Mutex::new(conn)),
-            path,
-        })
+        let (jobs, queue) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("countersign-store".into())
+            .spawn(move || Writer::new(conn, checkpoints).run(queue))
+            .map_err(|e| StoreError(format!("cannot start the store's writer thread: {e}")))?;
+        Ok(SqliteStore { jobs, path })
     }
 
     /// Where the database file is (`None` in memory).
@@ -125,19 +167,59 @@ impl SqliteStore {
         self.path.as_deref()
     }
 
-    /// Runs `f` with the connection on the blocking pool.
+    /// Runs `f` with the connection on the writer thread, after every job queued before it.
     async fn with<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, StoreError> {
-        let conn = self.conn.clone();
-        tokio::task::spawn_blocking(move || f(&mut lock(&conn)))
-            .await
-            .map_err(|e| StoreError(format!("the store task failed: {e}")))?
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job::Run(Box::new(move |conn| {
+                let _ = reply.send(f(conn));
+            })))
+            .map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
     }
 }
 
-/// Brings the schema up to the newest migration.
+/// Starts the thread that copies the WAL into the database file while commits go on (a
+/// PASSIVE checkpoint never blocks the writer). It wakes when the writer says it committed,
+/// lets commits gather for a moment, and exits with the writer.
+fn spawn_checkpointer(
+    path: &Path,
+    durability: Durability,
+) -> Result<Option<std::sync::mpsc::SyncSender<()>>, StoreError> {
+    let conn = Connection::open(path)
+        .map_err(|e| StoreError(format!("cannot open {}: {e}", path.display())))?;
+    let synchronous = match durability {
+        Durability::Full => "FULL",
+        Durability::Normal => "NORMAL",
+    };
+    conn.pragma_update(None, "synchronous", synchronous)
+        .map_err(err("cannot set synchronous"))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(err("cannot set the busy timeout"))?;
+    let (notify, wakes) = std::sync::mpsc::sync_channel::<()>(1);
+    std::thread::Builder::new()
+        .name("countersign-checkpoint".into())
+        .spawn(move || {
+            while wakes.recv().is_ok() {
+                std::thread::sleep(CHECKPOINT_GATHER);
+                while wakes.try_recv().is_ok() {}
+                if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+                    row.get::<_, i64>(0)
+                }) {
+                    tracing::warn!(error = %e, "WAL checkpoint failed; the next one retries");
+                }
+            }
+        })
+        .map_err(|e| StoreError(format!("cannot start the checkpoint thread: {e}")))?;
+    Ok(Some(notify))
+}
+
+/// How long the checkpointer lets commits gather before it copies them.
+const CHECKPOINT_GATHER: std::time::Duration = std::time::Duration::from_millis(100);
+
 fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     let current: i64 = conn
         .pragma_query_value(None, "user_version", |row| row.get(0))
@@ -170,13 +252,223 @@ fn status_name(status: TurnStatus) -> Result<String, StoreError> {
     }
 }
 
-fn write_record(tx: &rusqlite::Transaction<'_>, record: &SessionRecord) -> Result<(), StoreError> {
-    let status = record
-        .turn
-        .as_ref()
-        .map(|t| status_name(t.status))
-        .transpose()?;
-    tx.execute(
+/// A commit, encoded by the caller (so the writer thread only writes): the record's columns,
+/// its indexed views and the audit rows.
+struct Write {
+    id: String,
+    created_at_ms: i64,
+    updated_at_ms: i64,
+    status: Option<String>,
+    history: String,
+    messages: String,
+    wallet: String,
+    turn: Option<String>,
+    resolved: String,
+    approvals: Vec<PendingApprovalRow>,
+    browser_calls: Vec<PendingBrowserRow>,
+    /// A fingerprint of `approvals` and `browser_calls`: unchanged views are not rewritten.
+    views: u64,
+    ledger: Vec<Transaction>,
+    audit: Vec<(AuditEvent, String)>,
+}
+
+#[derive(Hash)]
+struct PendingApprovalRow {
+    approval_id: String,
+    tool_call_id: String,
+    tool: String,
+    args: String,
+    requested_at_ms: i64,
+    deadline_ms: i64,
+}
+
+#[derive(Hash)]
+struct PendingBrowserRow {
+    tool_call_id: String,
+    tool: String,
+    args: String,
+    deadline_ms: i64,
+}
+
+impl Write {
+    fn new(record: &SessionRecord, audit: &[AuditEvent]) -> Result<Self, StoreError> {
+        let mut approvals = Vec::new();
+        let mut browser_calls = Vec::new();
+        for call in record.turn.iter().flat_map(|t| &t.calls) {
+            match &call.phase {
+                CallPhase::AwaitingApproval {
+                    approval_id,
+                    requested_at_ms,
+                    deadline_ms,
+                } => approvals.push(PendingApprovalRow {
+                    approval_id: approval_id.clone(),
+                    tool_call_id: call.call.id.clone(),
+                    tool: call.call.name.clone(),
+                    args: call.call.args.to_string(),
+                    requested_at_ms: *requested_at_ms,
+                    deadline_ms: *deadline_ms,
+                }),
+                CallPhase::AwaitingBrowser {
+                    args, deadline_ms, ..
+                } => browser_calls.push(PendingBrowserRow {
+                    tool_call_id: call.call.id.clone(),
+                    tool: call.call.name.clone(),
+                    args: args.to_string(),
+                    deadline_ms: *deadline_ms,
+                }),
+                _ => {}
+            }
+        }
+        let views = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            approvals.hash(&mut h);
+            browser_calls.hash(&mut h);
+            h.finish()
+        };
+        Ok(Write {
+            id: record.id.clone(),
+            created_at_ms: record.created_at_ms,
+            updated_at_ms: record.updated_at_ms,
+            status: record
+                .turn
+                .as_ref()
+                .map(|t| status_name(t.status))
+                .transpose()?,
+            history: to_json(&record.history)?,
+            messages: to_json(&record.messages)?,
+            wallet: to_json(&record.wallet)?,
+            turn: record.turn.as_ref().map(to_json).transpose()?,
+            resolved: to_json(&record.resolved_approvals)?,
+            approvals,
+            browser_calls,
+            views,
+            ledger: record.wallet.transactions.clone(),
+            audit: audit
+                .iter()
+                .map(|e| Ok((e.clone(), to_json(e)?)))
+                .collect::<Result<_, StoreError>>()?,
+        })
+    }
+}
+
+/// What the writer knows is on disk for a session, so it can skip unchanged views.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Written {
+    views: u64,
+    ledger: usize,
+}
+
+/// The writer thread's state.
+struct Writer {
+    conn: Connection,
+    written: HashMap<String, Written>,
+    checkpoints: Option<std::sync::mpsc::SyncSender<()>>,
+}
+
+impl Writer {
+    fn new(conn: Connection, checkpoints: Option<std::sync::mpsc::SyncSender<()>>) -> Self {
+        Writer {
+            conn,
+            written: HashMap::new(),
+            checkpoints,
+        }
+    }
+
+    /// Takes jobs until every [`SqliteStore`] handle is gone. Jobs run in the order they were
+    /// queued; commits next to each other in the queue share one transaction.
+    fn run(mut self, queue: std::sync::mpsc::Receiver<Job>) {
+        let mut next = queue.recv().ok();
+        while let Some(job) = next.take() {
+            match job {
+                Job::Run(f) => {
+                    f(&mut self.conn);
+                    next = queue.recv().ok();
+                }
+                Job::Commit(write, reply) => {
+                    let mut group = vec![(write, reply)];
+                    loop {
+                        if group.len() >= MAX_GROUP {
+                            break;
+                        }
+                        match queue.try_recv() {
+                            Ok(Job::Commit(write, reply)) => group.push((write, reply)),
+                            Ok(other) => {
+                                next = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    self.commit_group(group);
+                    if next.is_none() {
+                        next = queue.recv().ok();
+                    }
+                }
+            }
+        }
+    }
+
+    fn commit_group(&mut self, group: Vec<(Box<Write>, Reply)>) {
+        let mut outcomes = Vec::with_capacity(group.len());
+        let result = (|| {
+            let mut tx = self
+                .conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(err("cannot begin a commit"))?;
+            for (write, _) in &group {
+                let sp = tx.savepoint().map_err(err("cannot begin a commit"))?;
+                let outcome = write_one(&sp, write, self.written.get(&write.id).copied());
+                match outcome {
+                    Ok(()) => {
+                        sp.commit().map_err(err("cannot commit"))?;
+                        self.written.insert(
+                            write.id.clone(),
+                            Written {
+                                views: write.views,
+                                ledger: write.ledger.len(),
+                            },
+                        );
+                        outcomes.push(Ok(()));
+                    }
+                    Err(e) => {
+                        // Dropping the savepoint rolls this record back; the others go on.
+                        drop(sp);
+                        self.written.remove(&write.id);
+                        outcomes.push(Err(e));
+                    }
+                }
+            }
+            tx.commit().map_err(err("cannot commit"))
+        })();
+        match result {
+            Ok(()) => {
+                for ((_, reply), outcome) in group.into_iter().zip(outcomes) {
+                    let _ = reply.send(outcome);
+                }
+                if let Some(checkpoints) = &self.checkpoints {
+                    let _ = checkpoints.try_send(());
+                }
+            }
+            Err(e) => {
+                // Nothing of this group is on disk: forget what we thought we knew.
+                for (write, reply) in group {
+                    self.written.remove(&write.id);
+                    let _ = reply.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// Writes one record, its views and its audit rows. `known` is what the last commit of this
+/// session put on disk (`None`: rewrite everything).
+fn write_one(
+    tx: &rusqlite::Connection,
+    w: &Write,
+    known: Option<Written>,
+) -> Result<(), StoreError> {
+    tx.prepare_cached(
         "INSERT INTO sessions (id, created_at_ms, updated_at_ms, turn_status, history, messages,
                                wallet, turn, resolved_approvals)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
@@ -184,81 +476,76 @@ fn write_record(tx: &rusqlite::Transaction<'_>, record: &SessionRecord) -> Resul
              updated_at_ms = excluded.updated_at_ms, turn_status = excluded.turn_status,
              history = excluded.history, messages = excluded.messages, wallet = excluded.wallet,
              turn = excluded.turn, resolved_approvals = excluded.resolved_approvals",
-        params![
-            record.id,
-            record.created_at_ms,
-            record.updated_at_ms,
-            status,
-            to_json(&record.history)?,
-            to_json(&record.messages)?,
-            to_json(&record.wallet)?,
-            record.turn.as_ref().map(to_json).transpose()?,
-            to_json(&record.resolved_approvals)?,
-        ],
     )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            w.id,
+            w.created_at_ms,
+            w.updated_at_ms,
+            w.status,
+            w.history,
+            w.messages,
+            w.wallet,
+            w.turn,
+            w.resolved,
+        ])
+    })
     .map_err(err("cannot write the session"))?;
 
-    // The indexed views of the record.
-    for table in ["pending_approvals", "pending_browser_calls"] {
-        tx.execute(
-            &format!("DELETE FROM {table} WHERE session_id = ?1"),
-            [&record.id],
-        )
-        .map_err(err("cannot clear the pending calls"))?;
-    }
-    for call in record.turn.iter().flat_map(|t| &t.calls) {
-        match &call.phase {
-            CallPhase::AwaitingApproval {
-                approval_id,
-                requested_at_ms,
-                deadline_ms,
-            } => {
-                tx.execute(
-                    "INSERT INTO pending_approvals (approval_id, session_id, tool_call_id, tool,
-                         args, requested_at_ms, deadline_ms)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    params![
-                        approval_id,
-                        record.id,
-                        call.call.id,
-                        call.call.name,
-                        call.call.args.to_string(),
-                        *requested_at_ms,
-                        *deadline_ms,
-                    ],
-                )
-                .map_err(err("cannot write a pending approval"))?;
-            }
-            CallPhase::AwaitingBrowser {
-                args, deadline_ms, ..
-            } => {
-                tx.execute(
-                    "INSERT INTO pending_browser_calls (tool_call_id, session_id, tool, args,
-                         deadline_ms)
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![
-                        call.call.id,
-                        record.id,
-                        call.call.name,
-                        args.to_string(),
-                        *deadline_ms,
-                    ],
-                )
-                .map_err(err("cannot write a pending browser call"))?;
-            }
-            _ => {}
+    // The indexed views of the record, rewritten only when they changed.
+    if known.map(|k| k.views) != Some(w.views) {
+        for sql in [
+            "DELETE FROM pending_approvals WHERE session_id = ?1",
+            "DELETE FROM pending_browser_calls WHERE session_id = ?1",
+        ] {
+            tx.prepare_cached(sql)
+                .and_then(|mut stmt| stmt.execute([&w.id]))
+                .map_err(err("cannot clear the pending calls"))?;
+        }
+        for a in &w.approvals {
+            tx.prepare_cached(
+                "INSERT INTO pending_approvals (approval_id, session_id, tool_call_id, tool,
+                     args, requested_at_ms, deadline_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    a.approval_id,
+                    w.id,
+                    a.tool_call_id,
+                    a.tool,
+                    a.args,
+                    a.requested_at_ms,
+                    a.deadline_ms,
+                ])
+            })
+            .map_err(err("cannot write a pending approval"))?;
+        }
+        for b in &w.browser_calls {
+            tx.prepare_cached(
+                "INSERT INTO pending_browser_calls (tool_call_id, session_id, tool, args,
+                     deadline_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![b.tool_call_id, w.id, b.tool, b.args, b.deadline_ms])
+            })
+            .map_err(err("cannot write a pending browser call"))?;
         }
     }
-    // The ledger only grows: payments are never undone.
-    for t in &record.wallet.transactions {
-        tx.execute(
+    // The ledger only grows (payments are never undone): only the new rows are written.
+    let already = known.map_or(0, |k| k.ledger).min(w.ledger.len());
+    for t in &w.ledger[already..] {
+        tx.prepare_cached(
             "INSERT INTO ledger (transaction_id, session_id, tool_call_id, amount_cents, currency,
                  recipient, description, balance_after_cents, at_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
              ON CONFLICT (transaction_id) DO NOTHING",
-            params![
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
                 t.id,
-                record.id,
+                w.id,
                 t.tool_call_id,
                 t.amount_cents,
                 t.currency,
@@ -266,31 +553,31 @@ fn write_record(tx: &rusqlite::Transaction<'_>, record: &SessionRecord) -> Resul
                 t.description,
                 t.balance_after_cents,
                 t.timestamp_ms,
-            ],
-        )
+            ])
+        })
         .map_err(err("cannot write the ledger"))?;
     }
-    Ok(())
-}
-
-fn append_audit(tx: &rusqlite::Transaction<'_>, event: &AuditEvent) -> Result<(), StoreError> {
-    tx.execute(
-        "INSERT INTO audit (at_ms, kind, session_id, turn_id, tool_call_id, approval_id, tool,
-             args_digest, event)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        params![
-            event.at_ms,
-            event.kind.as_str(),
-            event.session_id,
-            event.turn_id,
-            event.tool_call_id,
-            event.approval_id,
-            event.tool,
-            event.args_digest,
-            serde_json::to_string(event).map_err(json_err("audit event"))?,
-        ],
-    )
-    .map_err(err("cannot append to the audit log"))?;
+    for (event, json) in &w.audit {
+        tx.prepare_cached(
+            "INSERT INTO audit (at_ms, kind, session_id, turn_id, tool_call_id, approval_id,
+                 tool, args_digest, event)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                event.at_ms,
+                event.kind.as_str(),
+                event.session_id,
+                event.turn_id,
+                event.tool_call_id,
+                event.approval_id,
+                event.tool,
+                event.args_digest,
+                json,
+            ])
+        })
+        .map_err(err("cannot append to the audit log"))?;
+    }
     Ok(())
 }
 
@@ -360,17 +647,12 @@ impl SessionStore for SqliteStore {
     }
 
     async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError> {
-        let record = record.clone();
-        let audit = audit.to_vec();
-        self.with(move |conn| {
-            let tx = conn.transaction().map_err(err("cannot begin a commit"))?;
-            write_record(&tx, &record)?;
-            for event in &audit {
-                append_audit(&tx, event)?;
-            }
-            tx.commit().map_err(err("cannot commit"))
-        })
-        .await
+        let write = Box::new(Write::new(record, audit)?);
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job::Commit(write, reply))
+            .map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
     }
 
     async fn list(&self) -> Result<Vec<String>, StoreError> {
@@ -455,6 +737,7 @@ mod tests {
     use crate::agent::{
         gate::StepCall,
         history::ToolCall,
+        store::audit,
         store::tests::{store_contract, turn},
         tools::{ToolLocation, Wallet},
     };
@@ -472,8 +755,18 @@ mod tests {
         ))
     }
 
+    fn remove_db(path: &Path) {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
+
     fn waiting_record() -> SessionRecord {
-        let mut record = SessionRecord::new("chat", 5);
+        waiting_record_named("chat")
+    }
+
+    fn waiting_record_named(id: &str) -> SessionRecord {
+        let mut record = SessionRecord::new(id, 5);
         let mut t = turn(TurnStatus::AwaitingPerson);
         t.calls.push(StepCall {
             call: ToolCall {
@@ -484,17 +777,17 @@ mod tests {
             },
             location: ToolLocation::Server,
             phase: CallPhase::AwaitingApproval {
-                approval_id: "approval-1".into(),
+                approval_id: format!("approval-{id}"),
                 requested_at_ms: 5,
                 deadline_ms: 300_005,
             },
             announced: false,
-            gated_by: Some("approval-1".into()),
+            gated_by: Some(format!("approval-{id}")),
         });
         record.turn = Some(t);
         let mut wallet = Wallet::default();
         wallet
-            .pay("call-0", 10.0, "USD", "Bob", "", 4, || "txn-0".into())
+            .pay("call-0", 10.0, "USD", "Bob", "", 4, || format!("txn-{id}"))
             .unwrap();
         record.wallet = wallet;
         record
@@ -526,9 +819,7 @@ mod tests {
             .unwrap();
         assert_eq!((pending, ledger), (1, 1));
         drop(store);
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-        }
+        remove_db(&path);
     }
 
     #[tokio::test]
@@ -561,6 +852,172 @@ mod tests {
         let e = SqliteStore::open(&path).unwrap_err();
         assert!(e.0.contains("schema version 99"), "{e}");
         let _ = std::fs::remove_file(&path);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn commits_queued_together_share_a_transaction_and_fail_alone() {
+        let path = temp_path("group");
+        let store = SqliteStore::open(&path).unwrap();
+        // One record breaks a constraint (two payments for one tool call under different
+        // transaction ids): it must fail alone while the commits around it land.
+        let mut bad = SessionRecord::new("bad", 1);
+        bad.wallet
+            .pay("call-9", 1.0, "USD", "A", "", 1, || "txn-a".into())
+            .unwrap();
+        let mut twin = bad.wallet.transactions[0].clone();
+        twin.id = "txn-b".into();
+        bad.wallet.transactions.push(twin);
+        let mut tasks = Vec::new();
+        for i in 0..64 {
+            let store = store.clone();
+            let record = if i == 32 {
+                bad.clone()
+            } else {
+                waiting_record_named(&format!("chat-{i}"))
+            };
+            let event = audit::sample(&record.id, AuditKind::Requested, json!({"i": i}));
+            tasks.push(tokio::spawn(async move {
+                store.commit(&record, std::slice::from_ref(&event)).await
+            }));
+        }
+        let mut failed = Vec::new();
+        for (i, task) in tasks.into_iter().enumerate() {
+            if let Err(e) = task.await.unwrap() {
+                failed.push((i, e));
+            }
+        }
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert_eq!(failed[0].0, 32);
+        assert!(failed[0].1.0.contains("ledger"), "{}", failed[0].1);
+        assert!(store.load("bad").await.unwrap().is_none());
+        assert_eq!(store.list().await.unwrap().len(), 63);
+        let audit = store.audit(&AuditQuery::default()).await.unwrap();
+        assert_eq!(
+            audit.len(),
+            63,
+            "the failed commit's audit event is not kept"
+        );
+        assert!(audit.iter().all(|r| r.event.session_id != "bad"));
+        let (pending, ledger): (i64, i64) = store
+            .with(|conn| {
+                let count = |sql: &str| conn.query_row(sql, [], |r| r.get(0));
+                Ok((
+                    count("SELECT count(*) FROM pending_approvals").map_err(err("count"))?,
+                    count("SELECT count(*) FROM ledger").map_err(err("count"))?,
+                ))
+            })
+            .await
+            .unwrap();
+        assert_eq!((pending, ledger), (63, 63));
+        drop(store);
+        remove_db(&path);
+    }
+
+    /// The pending approval ids and the number of ledger rows.
+    async fn views(store: &SqliteStore) -> (Vec<String>, i64) {
+        store
+            .with(|conn| {
+                let mut stmt = conn
+                    .prepare("SELECT approval_id FROM pending_approvals ORDER BY approval_id")
+                    .map_err(err("views"))?;
+                let ids: Vec<String> = stmt
+                    .query_map([], |r| r.get(0))
+                    .and_then(|rows| rows.collect())
+                    .map_err(err("views"))?;
+                let ledger: i64 = conn
+                    .query_row("SELECT count(*) FROM ledger", [], |r| r.get(0))
+                    .map_err(err("views"))?;
+                Ok((ids, ledger))
+            })
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn unchanged_views_are_kept_and_changed_ones_rewritten() {
+        let store = SqliteStore::in_memory().unwrap();
+        let mut record = waiting_record();
+        store.save(&record).await.unwrap();
+        record.updated_at_ms += 1;
+        store.save(&record).await.unwrap();
+        assert_eq!(views(&store).await, (vec!["approval-chat".into()], 1));
+        // A second pending approval and a second payment appear.
+        let mut second = record.turn.as_ref().unwrap().calls[0].clone();
+        second.call.id = "call-2".into();
+        second.phase = CallPhase::AwaitingApproval {
+            approval_id: "approval-2".into(),
+            requested_at_ms: 6,
+            deadline_ms: 300_006,
+        };
+        record.turn.as_mut().unwrap().calls.push(second);
+        record
+            .wallet
+            .pay("call-3", 5.0, "USD", "Ken", "", 6, || "txn-3".into())
+            .unwrap();
+        store.save(&record).await.unwrap();
+        assert_eq!(
+            views(&store).await,
+            (vec!["approval-2".into(), "approval-chat".into()], 2)
+        );
+        // The first one is answered.
+        record.turn.as_mut().unwrap().calls.remove(0);
+        store.save(&record).await.unwrap();
+        assert_eq!(views(&store).await, (vec!["approval-2".into()], 2));
+    }
+
+    #[tokio::test]
+    async fn the_audit_migration_keeps_every_sequence_number() {
+        let path = temp_path("migrate-audit");
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            let tx = conn.transaction().unwrap();
+            tx.execute_batch(MIGRATIONS[0].1).unwrap();
+            tx.pragma_update(None, "user_version", 1).unwrap();
+            for seq in [3, 7] {
+                tx.execute(
+                    "INSERT INTO audit (seq, at_ms, kind, session_id, turn_id, tool_call_id,
+                         approval_id, tool, args_digest, event)
+                     VALUES (?1, 1, 'requested', 's', 't', 'c', NULL, 'process_payment', 'd', ?2)",
+                    params![
+                        seq,
+                        to_json(&audit::sample(
+                            "s",
+                            AuditKind::Requested,
+                            json!({"seq": seq})
+                        ))
+                        .unwrap()
+                    ],
+                )
+                .unwrap();
+            }
+            tx.commit().unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let mut record = SessionRecord::new("s", 1);
+        record.updated_at_ms = 2;
+        let event = audit::sample("s", AuditKind::Approved, json!({"seq": 8}));
+        store
+            .commit(&record, std::slice::from_ref(&event))
+            .await
+            .unwrap();
+        let seqs: Vec<i64> = store
+            .audit(&AuditQuery::default())
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.seq)
+            .collect();
+        assert_eq!(seqs, [8, 7, 3]);
+        let version: i64 = store
+            .with(|conn| {
+                conn.pragma_query_value(None, "user_version", |r| r.get(0))
+                    .map_err(err("version"))
+            })
+            .await
+            .unwrap();
+        assert_eq!(version, 2);
+        drop(store);
+        remove_db(&path);
     }
 
     #[tokio::test]

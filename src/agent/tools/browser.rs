@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::{ApprovalPolicy, ToolLocation, ToolSettings, ToolSpec};
+use super::{ApprovalPolicy, ToolEffects, ToolLocation, ToolSettings, ToolSpec};
 
 /// `get_location()`: the browser's Geolocation API, after the person approves.
 pub fn get_location_spec(settings: &ToolSettings) -> ToolSpec {
@@ -20,6 +20,7 @@ pub fn get_location_spec(settings: &ToolSettings) -> ToolSpec {
         approval: ApprovalPolicy::Always,
         approval_timeout: settings.approval_timeout,
         result_timeout: settings.browser_timeout,
+        effects: ToolEffects::External,
     }
 }
 
@@ -40,5 +41,6 @@ pub fn change_bgm_spec(settings: &ToolSettings) -> ToolSpec {
         approval: ApprovalPolicy::Never,
         approval_timeout: settings.approval_timeout,
         result_timeout: settings.browser_timeout,
+        effects: ToolEffects::External,
     }
 }

@@ -75,6 +75,22 @@ pub struct ToolSpec {
     pub approval_timeout: Duration,
     /// How long a browser tool waits for the browser's result.
     pub result_timeout: Duration,
+    /// Where a server tool's effects land; decides when an approval of it must be on disk.
+    pub effects: ToolEffects,
+}
+
+/// Where a tool's effects land. The person's approval is always on disk before anything it
+/// causes is acknowledged; this decides whether it needs a commit of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolEffects {
+    /// Outside the session record (a remote service, the browser), or slow: the approval is
+    /// committed before the tool runs.
+    External,
+    /// Only in the session record (the wallet's ledger), done at once and committed in the same
+    /// transaction as the result: the approval is committed with that result, all or nothing,
+    /// before the output is emitted. One disk flush instead of two, and a crash in between
+    /// leaves the approval waiting (nothing was acknowledged) rather than approved-but-unrun.
+    InRecord,
 }
 
 impl ToolSpec {

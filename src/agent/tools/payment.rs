@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{
-    ApprovalPolicy, ServerTool, ToolContext, ToolError, ToolLocation, ToolSettings, ToolSpec,
+    ApprovalPolicy, ServerTool, ToolContext, ToolEffects, ToolError, ToolLocation, ToolSettings,
+    ToolSpec,
 };
 use crate::agent::clock::{IdKind, Millis, rfc3339};
 
@@ -180,6 +181,8 @@ impl PaymentTool {
             approval: ApprovalPolicy::Always,
             approval_timeout: settings.approval_timeout,
             result_timeout: settings.browser_timeout,
+            // The payment is a ledger row in the session record, committed with the result.
+            effects: ToolEffects::InRecord,
         }
     }
 }

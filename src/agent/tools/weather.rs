@@ -8,7 +8,8 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::{
-    ApprovalPolicy, ServerTool, ToolContext, ToolError, ToolLocation, ToolSettings, ToolSpec,
+    ApprovalPolicy, ServerTool, ToolContext, ToolEffects, ToolError, ToolLocation, ToolSettings,
+    ToolSpec,
 };
 
 /// Where weather comes from.
@@ -72,6 +73,7 @@ impl WeatherTool {
             approval: ApprovalPolicy::Never,
             approval_timeout: Duration::from_secs(300),
             result_timeout: Duration::from_secs(30),
+            effects: ToolEffects::External,
         }
     }
 
