@@ -184,6 +184,10 @@ async fn healthz(State(state): State<AppState>) -> Json<Health> {
     })
 }
 
+/// How often idle sessions are let go from memory (a session stays at least this long after its
+/// turn ends, so a reconnecting client can still replay it).
+const SESSION_SWEEP: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Serves `state` on `listener` until `shutdown` completes, then lets in-flight requests finish.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -202,6 +206,7 @@ pub async fn serve(
         ),
         Err(e) => tracing::error!(error = %e, "cannot resume the open turns"),
     }
+    runtime.spawn_sweeper(SESSION_SWEEP);
     // Chunks are small and latency-bound: without TCP_NODELAY, Nagle's algorithm and delayed
     // ACKs hold a lone chunk back ~40 ms (measured by bench/: first chunk 43.7 ms → see
     // bench/results.md).

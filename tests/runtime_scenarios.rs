@@ -1072,3 +1072,59 @@ async fn a_denial_is_committed_before_the_turn_hears_of_it() {
         "{commits:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn idle_sessions_leave_memory_after_two_sweeps_and_come_back_from_the_store() {
+    let rt = runtime();
+    start(&rt, "done", "What's the weather in Tokyo?").await;
+    start(&rt, "waiting", "Send $50 to Hanako").await;
+    // Let the finished turn's task end.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let held = rt.session("held").await.unwrap();
+    assert_eq!(rt.live_sessions(), 3);
+
+    let mut marked = std::collections::HashMap::new();
+    assert_eq!(rt.evict_idle(&mut marked), 0, "the first sweep only marks");
+    assert_eq!(rt.evict_idle(&mut marked), 1, "the finished chat leaves");
+    assert_eq!(
+        rt.live_sessions(),
+        2,
+        "a waiting turn and a held session stay"
+    );
+    drop(held);
+    assert_eq!(
+        rt.evict_idle(&mut marked),
+        0,
+        "released just now: marked first"
+    );
+    assert_eq!(rt.evict_idle(&mut marked), 1);
+    assert_eq!(rt.live_sessions(), 1);
+
+    // The evicted chat comes back whole from the store and takes a new turn.
+    let before = history(&rt, "done").await;
+    assert!(before.len() >= 3, "{before:?}");
+    assert!(is_well_formed(&before));
+    let (_, next) = start(&rt, "done", "What's the weather in Paris?").await;
+    assert!(matches!(next.last(), Some(TurnEntry::End)));
+    assert!(history(&rt, "done").await.len() > before.len());
+
+    // The waiting turn is untouched and can still be answered.
+    for _ in 0..3 {
+        rt.evict_idle(&mut marked);
+    }
+    let answered = answer(&rt, "waiting", &[approve("apv-1")]).await;
+    assert!(has_output(&answered));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_session_that_ran_a_turn_since_it_was_marked_stays_another_sweep() {
+    let rt = runtime();
+    start(&rt, "c", "What's the weather in Tokyo?").await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let mut marked = std::collections::HashMap::new();
+    rt.evict_idle(&mut marked);
+    start(&rt, "c", "What's the weather in Paris?").await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(rt.evict_idle(&mut marked), 0, "a new turn since the mark");
+    assert_eq!(rt.evict_idle(&mut marked), 1);
+}

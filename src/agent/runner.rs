@@ -520,6 +520,60 @@ impl Runtime {
         }
     }
 
+    /// Lets idle sessions leave memory (the store has them; the next request loads them
+    /// again). A session goes when it was idle — no turn running or waiting, nobody holding
+    /// it, nothing uncommitted — at this sweep and at the previous one, with the same last
+    /// turn: so a finished turn stays replayable (SSE resume, a BIDI reconnect) for at least
+    /// one sweep interval. `marked` carries the candidates from one sweep to the next.
+    /// Returns how many sessions left.
+    pub fn evict_idle(&self, marked: &mut HashMap<String, usize>) -> usize {
+        let mut live = lock(&self.live);
+        let mut next = HashMap::new();
+        let before = live.len();
+        live.retain(|id, session| {
+            // Every holder clones under this lock, so a count of one cannot grow meanwhile.
+            if Arc::strong_count(session) != 1 {
+                return true;
+            }
+            let Some(turn) = session.idle_turn() else {
+                return true;
+            };
+            if marked.get(id) == Some(&turn) {
+                return false;
+            }
+            next.insert(id.clone(), turn);
+            true
+        });
+        *marked = next;
+        before - live.len()
+    }
+
+    /// Runs [`Runtime::evict_idle`] every `every` for as long as the runtime exists.
+    pub fn spawn_sweeper(self: &Arc<Self>, every: Duration) {
+        let runtime = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut marked = HashMap::new();
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let Some(runtime) = runtime.upgrade() else {
+                    return;
+                };
+                let evicted = runtime.evict_idle(&mut marked);
+                if evicted > 0 {
+                    tracing::debug!(evicted, "idle sessions left memory");
+                }
+            }
+        });
+    }
+
+    /// How many sessions are in memory.
+    pub fn live_sessions(&self) -> usize {
+        lock(&self.live).len()
+    }
+
     /// Interrupts `chat_id`'s turn. False when nothing was running.
     pub fn interrupt(&self, chat_id: &str, reason: &str) -> bool {
         lock(&self.live)
@@ -1415,7 +1469,11 @@ impl TurnDriver {
         let mut audit = std::mem::take(&mut *lock(&self.session.unsaved_audit));
         audit.append(&mut self.audit);
         let snapshot = self.session.snapshot();
-        if let Err(e) = self.rt.store.commit(&snapshot, &audit).await {
+        let result = self.rt.store.commit(&snapshot, &audit).await;
+        self.session
+            .dirty
+            .store(result.is_err(), std::sync::atomic::Ordering::SeqCst);
+        if let Err(e) = result {
             tracing::error!(session = %self.session.id, error = %e, "cannot save the session");
             // Keep the events for the next commit rather than lose them.
             self.audit.splice(0..0, audit);

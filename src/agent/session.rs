@@ -248,6 +248,9 @@ pub struct Session {
     /// Audit events of answers applied but not committed yet: the turn's next commit (the
     /// result of the tool they approved, see [`ToolEffects::InRecord`]) carries them.
     pub(crate) unsaved_audit: Mutex<Vec<AuditEvent>>,
+    /// The last commit of this session failed: memory is ahead of the store, so the session
+    /// must stay in memory.
+    pub(crate) dirty: std::sync::atomic::AtomicBool,
 }
 
 /// Person input applied to a session, not yet committed.
@@ -286,6 +289,34 @@ impl Session {
             live: Mutex::new(None),
             wake: Notify::new(),
             unsaved_audit: Mutex::new(Vec::new()),
+            dirty: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Whether nothing happens in this session and memory holds nothing the store lacks: no
+    /// turn running or waiting, no turn task alive, no answer waiting for its commit, and the
+    /// last commit succeeded. Returns the identity of the last turn's log (`0`: none), so a
+    /// caller can tell a session that stayed idle from one that ran a turn meanwhile.
+    pub(crate) fn idle_turn(&self) -> Option<usize> {
+        if self.dirty.load(std::sync::atomic::Ordering::SeqCst)
+            || !lock(&self.unsaved_audit).is_empty()
+        {
+            return None;
+        }
+        let record = lock(&self.record);
+        if record.turn.as_ref().is_some_and(|t| !t.status.is_over()) {
+            return None;
+        }
+        let live = lock(&self.live);
+        match live.as_ref() {
+            None => Some(0),
+            Some(turn)
+                if turn.log.is_ended()
+                    && turn.task.as_ref().is_none_or(|task| task.is_finished()) =>
+            {
+                Some(Arc::as_ptr(&turn.log) as usize)
+            }
+            Some(_) => None,
         }
     }
 

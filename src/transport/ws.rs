@@ -144,8 +144,9 @@ async fn upgrade(
         })
 }
 
-/// The read buffer of a socket (grows for a larger frame, up to the frame limit).
-const WS_READ_BUFFER: usize = 4 * 1024;
+/// The read buffer of a socket (grows for a larger frame, up to the frame limit). Client frames
+/// are a few hundred bytes (bench/: a 4 KiB buffer was 4 KiB of every idle session).
+const WS_READ_BUFFER: usize = 1024;
 
 type Sink = SplitSink<WebSocket, Message>;
 
@@ -234,7 +235,9 @@ impl Connection {
                     Some(Err(e)) => break Some(close_for(&e)),
                     Some(Ok(message)) => {
                         last_heard = Instant::now();
-                        self.on_message(message, &mut sink).await
+                        // Boxed: the handler's state (a turn start, an answer) is large and
+                        // only exists while a frame is handled, not in every idle socket.
+                        Box::pin(self.on_message(message, &mut sink)).await
                     }
                 },
                 entry = next_entry(&mut self.reader) => self.forward(entry, &mut sink).await,
