@@ -1,4 +1,4 @@
-#![recursion_limit = "256"]
+#![recursion_limit = "512"]
 //! Countersign: an agent chat in which no sensitive tool runs until a person countersigns it.
 //!
 //! One crate, two builds (see `Cargo.toml` features):

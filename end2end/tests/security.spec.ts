@@ -51,6 +51,21 @@ for (const mode of MODES) {
     await expect(answer).toContainText("End of the hostile answer.");
     await expect(page.getByTestId("stop")).toBeHidden();
 
+    // Ordinary Markdown after them still becomes the elements it means (after hydration and
+    // while streaming, every element kind the renderer has).
+    await expect(answer.locator("h4")).toHaveText("Ordinary Markdown");
+    await expect(answer.locator("strong")).toHaveText("bold");
+    await expect(answer.locator("em")).toHaveText("italic");
+    await expect(answer.locator("del")).toHaveText("gone");
+    await expect(answer.locator("p > code")).toHaveText("inline code");
+    await expect(answer.locator("ul > li")).toHaveText(["first item", "second item"]);
+    await expect(answer.locator("ol[start='3'] > li")).toHaveText(["third", "fourth"]);
+    await expect(answer.locator("blockquote")).toContainText("quoted");
+    await expect(answer.locator("table th")).toHaveText(["city", "temp"]);
+    await expect(answer.locator("table td")).toHaveText(["Tokyo", "18"]);
+    await expect(answer.locator(".code-block pre code")).toHaveText("fn main() {}");
+    await expect(answer.locator(".code-lang")).toHaveText("rust");
+
     // The payloads are shown as the text they are …
     await expect(answer).toContainText("<script>window.__xss = 'script'</script>");
     await expect(answer).toContainText("an HTML block");

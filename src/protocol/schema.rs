@@ -76,7 +76,11 @@ fn check(schema: &Value, value: &Value, path: &str) -> Result<(), SchemaError> {
             if !ok {
                 return fail(
                     path,
-                    format!("expected one of {types:?}, got {}", type_name(value)),
+                    format!(
+                        "expected one of {}, got {}",
+                        Value::Array(types.clone()),
+                        type_name(value)
+                    ),
                 );
             }
         }

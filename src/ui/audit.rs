@@ -2,7 +2,7 @@
 //! newest first, with filters. The filter form is a plain GET form, so the page works (and can be
 //! bookmarked) before the wasm has loaded; "Export JSONL" downloads the same selection.
 
-use leptos::prelude::*;
+use leptos::{either::Either, prelude::*};
 use leptos_router::hooks::use_query_map;
 use serde_json::Value;
 
@@ -57,18 +57,14 @@ pub fn AuditPage() -> impl IntoView {
                 {move || {
                     data.get()
                         .map(|result| match result {
-                            Ok(page) => {
-                                view! { <AuditBody page filters=filters() export=export_href()/> }
-                                    .into_any()
-                            }
-                            Err(e) => {
-                                view! {
-                                    <p class="audit-error" role="alert">
-                                        {format!("The audit log could not be loaded: {e}")}
-                                    </p>
-                                }
-                                    .into_any()
-                            }
+                            Ok(page) => Either::Left(
+                                view! { <AuditBody page filters=filters() export=export_href()/> },
+                            ),
+                            Err(e) => Either::Right(view! {
+                                <p class="audit-error" role="alert">
+                                    {format!("The audit log could not be loaded: {e}")}
+                                </p>
+                            }),
                         })
                 }}
             </Transition>
@@ -138,9 +134,9 @@ fn AuditBody(page: AuditData, filters: Filters, export: String) -> impl IntoView
             </a>
         </form>
         {if count == 0 {
-            view! { <p class="audit-empty" data-testid="audit-empty">"No entries match."</p> }.into_any()
+            Either::Left(view! { <p class="audit-empty" data-testid="audit-empty">"No entries match."</p> })
         } else {
-            view! {
+            Either::Right(view! {
                 <table class="audit-table" data-testid="audit-table">
                     <thead>
                         <tr>
@@ -156,8 +152,7 @@ fn AuditBody(page: AuditData, filters: Filters, export: String) -> impl IntoView
                     </thead>
                     <tbody>{page.records.into_iter().map(|r| view! { <AuditRow record=r/> }).collect_view()}</tbody>
                 </table>
-            }
-                .into_any()
+            })
         }}
         {older.map(|href| view! { <p class="audit-more"><a href=href>"Older entries →"</a></p> })}
     }

@@ -55,7 +55,7 @@ pub fn ChatPage() -> impl IntoView {
                         on:click=move |_| ctl.set_mode(Mode::Bidi) title="One WebSocket for the whole chat">"BIDI"</button>
                 </div>
                 <Show when=move || ctl.mode.get() == Mode::Bidi>
-                    <span class=move || format!("connection {}", ctl.link.get().label().to_lowercase()) data-testid="connection-status" role="status">
+                    <span class=move || format!("connection {}", ctl.link.get().label().to_ascii_lowercase()) data-testid="connection-status" role="status">
                         {move || ctl.link.get().label()}
                     </span>
                 </Show>

@@ -130,13 +130,12 @@ pub fn Composer(
                 on:keydown=on_keydown
             ></textarea>
             {move || match (busy.get(), on_stop) {
-                (true, Some(stop)) => view! {
+                (true, Some(stop)) => Some(view! {
                     <button type="button" class="stop" data-testid="stop" on:click=move |_| stop.run(())>
                         "Stop"
                     </button>
-                }
-                .into_any(),
-                _ => ().into_any(),
+                }),
+                _ => None,
             }}
             <button
                 type="submit"

@@ -1,6 +1,10 @@
 //! Messages, tool cards and approval cards — all rendered from the `protocol` message parts.
 
-use leptos::{ev, prelude::*};
+use leptos::{
+    either::{Either, EitherOf7},
+    ev,
+    prelude::*,
+};
 use serde_json::{Map, Value};
 
 use super::{
@@ -82,8 +86,8 @@ pub fn MessageView(id: String) -> impl IntoView {
                 children=move |key| {
                     let message_id = message_id.clone();
                     match key {
-                        PartKey::Tool(call_id) => view! { <ToolCard message=message call_id=call_id/> }.into_any(),
-                        PartKey::Other(index) => view! { <PartView message=message index=index message_id=message_id/> }.into_any(),
+                        PartKey::Tool(call_id) => Either::Left(view! { <ToolCard message=message call_id=call_id/> }),
+                        PartKey::Other(index) => Either::Right(view! { <PartView message=message index=index message_id=message_id/> }),
                     }
                 }
             />
@@ -106,46 +110,49 @@ fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) 
     let _ = message_id;
     let part =
         Memo::new(move |_| message.with(|m| m.as_ref().and_then(|m| m.parts.get(index).cloned())));
-    move || {
-        match part.get() {
+    move || match part.get() {
         Some(UiPart::Text(text)) => {
             let is_user = message.with(|m| m.as_ref().is_some_and(|m| m.role == Role::User));
             if is_user {
-                view! { <p class="message-text" data-testid="user-text">{text.text}</p> }.into_any()
+                EitherOf7::A(
+                    view! { <p class="message-text" data-testid="user-text">{text.text}</p> },
+                )
             } else {
                 let content = Signal::derive(move || match part.get() {
                     Some(UiPart::Text(t)) => t.text,
                     _ => String::new(),
                 });
-                view! { <div class="assistant-text markdown" data-testid="assistant-text"><Markdown text=content/></div> }.into_any()
+                EitherOf7::B(
+                    view! { <div class="assistant-text markdown" data-testid="assistant-text"><Markdown text=content/></div> },
+                )
             }
         }
-        Some(UiPart::Reasoning(reasoning)) => view! {
+        Some(UiPart::Reasoning(reasoning)) => EitherOf7::C(view! {
             <details class="reasoning" data-testid="reasoning">
                 <summary>"Reasoning"</summary>
                 <p>{reasoning.text}</p>
             </details>
+        }),
+        Some(UiPart::File(file))
+            if file.media_type.starts_with("image/")
+                && (file.url.starts_with("data:image/") || file.url.starts_with("https://")) =>
+        {
+            EitherOf7::D(view! {
+                <img class="attachment" src=file.url alt=file.filename.unwrap_or_else(|| "attached image".into())/>
+            })
         }
-        .into_any(),
-        Some(UiPart::File(file)) if file.media_type.starts_with("image/") && (file.url.starts_with("data:image/") || file.url.starts_with("https://")) => view! {
-            <img class="attachment" src=file.url alt=file.filename.unwrap_or_else(|| "attached image".into())/>
-        }
-        .into_any(),
-        Some(UiPart::File(file)) => view! {
+        Some(UiPart::File(file)) => EitherOf7::E(view! {
             <p class="attachment-name">{format!("📎 {}", file.filename.unwrap_or(file.media_type))}</p>
-        }
-        .into_any(),
+        }),
         Some(UiPart::SourceUrl(source)) => {
             let href = super::markdown::safe_href(&source.url);
             let title = source.title.clone().unwrap_or_else(|| source.url.clone());
-            view! { <p class="source">{match href {
-                Some(href) => view! { <a href=href target="_blank" rel="noopener noreferrer nofollow">{title}</a> }.into_any(),
-                None => title.into_any(),
-            }}</p> }
-            .into_any()
+            EitherOf7::F(view! { <p class="source">{match href {
+                Some(href) => Either::Left(view! { <a href=href target="_blank" rel="noopener noreferrer nofollow">{title}</a> }),
+                None => Either::Right(title),
+            }}</p> })
         }
-        _ => ().into_any(),
-    }
+        _ => EitherOf7::G(()),
     }
 }
 
@@ -486,9 +493,12 @@ fn edit_fields(schema: Value, values: RwSignal<Map<String, Value>>) -> impl Into
             let set = move |raw: String| {
                 values.update(|v| {
                     let value = if numeric {
+                        // serde_json's number parser: the client already has it (a second
+                        // float parser from core costs ~14 KB of wasm).
                         raw.trim()
-                            .parse::<f64>()
+                            .parse::<serde_json::Number>()
                             .ok()
+                            .and_then(|n| n.as_f64())
                             .and_then(|n| {
                                 if n.fract() == 0.0 && n.abs() < 1e15 {
                                     Some(Value::from(n as i64))
@@ -506,21 +516,19 @@ fn edit_fields(schema: Value, values: RwSignal<Map<String, Value>>) -> impl Into
             let testid = format!("edit-field-{name}");
             let input = if choices.is_empty() {
                 let kind = if numeric { "number" } else { "text" };
-                view! {
+                Either::Left(view! {
                     <input type=kind step="any" data-testid=testid prop:value=current
                         on:input=move |ev| set(event_target_value(&ev))/>
-                }
-                .into_any()
+                })
             } else {
-                view! {
+                Either::Right(view! {
                     <select data-testid=testid prop:value=current on:change=move |ev| set(event_target_value(&ev))>
                         {choices.into_iter().map(|c| {
                             let text = show(&c);
                             view! { <option value=text.clone()>{text.clone()}</option> }
                         }).collect_view()}
                     </select>
-                }
-                .into_any()
+                })
             };
             view! { <label class="edit-field"><span>{label}</span>{input}</label> }
         })

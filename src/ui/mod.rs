@@ -11,7 +11,6 @@ mod message;
 pub mod platform;
 
 use leptos::prelude::*;
-use leptos_meta::{Link, Meta, MetaTags, Stylesheet, Title, provide_meta_context};
 use leptos_router::{
     StaticSegment,
     components::{Route, Router, Routes},
@@ -21,6 +20,8 @@ pub use chat::ChatPage;
 pub use composer::Composer;
 
 /// The HTML document around the app (server only renders it; the client hydrates `<body>`).
+/// The head is static, written here rather than with leptos_meta (its client side was ~7 KB
+/// of wasm for tags that never change).
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     view! {
         <!DOCTYPE html>
@@ -30,7 +31,11 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <AutoReload options=options.clone()/>
                 <HydrationScripts options/>
-                <MetaTags/>
+                <title>"Countersign"</title>
+                <meta name="description" content="An agent chat where no sensitive tool runs until you countersign it."/>
+                <meta name="color-scheme" content="light dark"/>
+                <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
+                <link id="leptos" rel="stylesheet" href="/pkg/countersign.css"/>
             </head>
             <body>
                 <App/>
@@ -42,13 +47,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 /// The application: header, routes, and the page a route selects.
 #[component]
 pub fn App() -> impl IntoView {
-    provide_meta_context();
     view! {
-        <Stylesheet id="leptos" href="/pkg/countersign.css"/>
-        <Title text="Countersign"/>
-        <Meta name="description" content="An agent chat where no sensitive tool runs until you countersign it."/>
-        <Meta name="color-scheme" content="light dark"/>
-        <Link rel="icon" href="/favicon.svg" type_="image/svg+xml"/>
         <Router>
             <div class="app">
                 <Header/>
