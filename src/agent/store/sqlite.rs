@@ -217,8 +217,10 @@ fn spawn_checkpointer(
     Ok(Some(notify))
 }
 
-/// How long the checkpointer lets commits gather before it copies them.
-const CHECKPOINT_GATHER: std::time::Duration = std::time::Duration::from_millis(100);
+/// How long the checkpointer lets commits gather before it copies them. Each checkpoint ends
+/// with an fsync of the database file that delays a commit's own fsync if they overlap: at
+/// 100 ms that hit about one approval in sixty (bench/: p99 2.44 → 2.10 ms at 1 s).
+const CHECKPOINT_GATHER: std::time::Duration = std::time::Duration::from_millis(1000);
 
 fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     let current: i64 = conn
