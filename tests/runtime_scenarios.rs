@@ -1006,6 +1006,25 @@ fn runtime_on(store: Arc<HoldingStore>) -> Arc<Runtime> {
     )
 }
 
+/// A chat whose payment waits for approval, on a store that now holds every commit (nothing
+/// committed so far is listed).
+async fn payment_waiting_on_a_held_store() -> (Arc<HoldingStore>, Arc<Runtime>) {
+    let store = Arc::new(HoldingStore::default());
+    let rt = runtime_on(store.clone());
+    start(&rt, "c", "Send $50 to Hanako").await;
+    store.commits.lock().unwrap().clear();
+    store.held.store(true, std::sync::atomic::Ordering::SeqCst);
+    (store, rt)
+}
+
+impl HoldingStore {
+    /// Lets held commits (and every later one) through.
+    fn let_through(&self) {
+        self.held.store(false, std::sync::atomic::Ordering::SeqCst);
+        self.release.notify_waiters();
+    }
+}
+
 fn has_output(entries: &[TurnEntry]) -> bool {
     entries
         .iter()
@@ -1014,11 +1033,7 @@ fn has_output(entries: &[TurnEntry]) -> bool {
 
 #[tokio::test(start_paused = true)]
 async fn an_approved_payment_is_committed_with_its_result_before_its_output() {
-    let store = Arc::new(HoldingStore::default());
-    let rt = runtime_on(store.clone());
-    start(&rt, "c", "Send $50 to Hanako").await;
-    store.commits.lock().unwrap().clear();
-    store.held.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (store, rt) = payment_waiting_on_a_held_store().await;
 
     // The approval of a payment needs no commit of its own: the call answer returns at once.
     let receipt = tokio::time::timeout(Duration::from_secs(1), rt.submit("c", &[approve("apv-1")]))
@@ -1032,8 +1047,7 @@ async fn an_approved_payment_is_committed_with_its_result_before_its_output() {
     );
     assert!(store.commits.lock().unwrap().is_empty());
 
-    store.held.store(false, std::sync::atomic::Ordering::SeqCst);
-    store.release.notify_waiters();
+    store.let_through();
     let rest = read_segment(&receipt.log, receipt.from).await;
     assert!(has_output(&rest));
     let commits = store.commits.lock().unwrap().clone();
@@ -1046,11 +1060,7 @@ async fn an_approved_payment_is_committed_with_its_result_before_its_output() {
 
 #[tokio::test(start_paused = true)]
 async fn a_denial_is_committed_before_the_turn_hears_of_it() {
-    let store = Arc::new(HoldingStore::default());
-    let rt = runtime_on(store.clone());
-    start(&rt, "c", "Send $50 to Hanako").await;
-    store.commits.lock().unwrap().clear();
-    store.held.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (store, rt) = payment_waiting_on_a_held_store().await;
 
     let submit = {
         let rt = rt.clone();
@@ -1061,8 +1071,7 @@ async fn a_denial_is_committed_before_the_turn_hears_of_it() {
     let session = rt.session("c").await.unwrap();
     assert_eq!(session.turn_status(), Some(TurnStatus::AwaitingPerson));
 
-    store.held.store(false, std::sync::atomic::Ordering::SeqCst);
-    store.release.notify_waiters();
+    store.let_through();
     let receipt = submit.await.unwrap().expect("input accepted");
     read_segment(&receipt.log, receipt.from).await;
     let commits = store.commits.lock().unwrap().clone();
