@@ -133,6 +133,22 @@ fn user(chat: &str, text: &str) -> Value {
 }
 
 /// The approval request of a paused response: (approval id, tool call id, message id, input).
+/// A server on `db` asks for approval of `ask`'s payment in `chat`, is killed with SIGKILL while
+/// it waits, and is started again on the same database: the new server and the approval.
+async fn approval_across_kill_9(
+    db: &Path,
+    chat: &str,
+    ask: &str,
+    sync: &str,
+) -> (Process, (String, String, String, Value)) {
+    let first = Process::start_with(db, 300, sync).await;
+    let (status, chunks, text) = first.chat(user(chat, ask)).await;
+    assert_eq!(status, 200, "{text}");
+    let approval = approval_of(&chunks);
+    first.kill9();
+    (Process::start_with(db, 300, sync).await, approval)
+}
+
 fn approval_of(chunks: &[Value]) -> (String, String, String, Value) {
     let request = chunks
         .iter()
@@ -174,13 +190,7 @@ async fn an_approval_survives_kill_9_and_the_payment_happens_once() {
     let chat = "restart-chat";
     let ask = "Send $50 to Hanako";
 
-    let first = Process::start(&db, 300).await;
-    let (status, chunks, text) = first.chat(user(chat, ask)).await;
-    assert_eq!(status, 200, "{text}");
-    let approval = approval_of(&chunks);
-    first.kill9();
-
-    let second = Process::start(&db, 300).await;
+    let (second, approval) = approval_across_kill_9(&db, chat, ask, "full").await;
     let (status, chunks, text) = second.chat(answer(chat, ask, &approval, true)).await;
     assert_eq!(status, 200, "{text}");
     assert_eq!(chunks[0]["type"], "start");
@@ -284,11 +294,7 @@ async fn normal_sync_also_survives_kill_9() {
     remove_db(&db);
     let chat = "restart-normal";
     let ask = "Send $50 to Hanako";
-    let first = Process::start_with(&db, 300, "normal").await;
-    let (_, chunks, _) = first.chat(user(chat, ask)).await;
-    let approval = approval_of(&chunks);
-    first.kill9();
-    let second = Process::start_with(&db, 300, "normal").await;
+    let (second, approval) = approval_across_kill_9(&db, chat, ask, "normal").await;
     let (status, chunks, text) = second.chat(answer(chat, ask, &approval, true)).await;
     assert_eq!(status, 200, "{text}");
     let output = chunks

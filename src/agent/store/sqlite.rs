@@ -54,6 +54,16 @@ pub enum Durability {
     Normal,
 }
 
+impl Durability {
+    /// The `PRAGMA synchronous` value.
+    fn synchronous(self) -> &'static str {
+        match self {
+            Durability::Full => "FULL",
+            Durability::Normal => "NORMAL",
+        }
+    }
+}
+
 /// Sessions and the audit log in one SQLite database.
 ///
 /// One writer thread owns the connection; every call is a job on its queue. Commits that queue
@@ -126,7 +136,12 @@ impl SqliteStore {
         conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)
             .map_err(err("cannot limit the WAL size"))?;
         let checkpoints = spawn_checkpointer(path, durability)?;
-        Self::setup(conn, Some(path.to_path_buf()), durability, checkpoints)
+        Self::setup(
+            conn,
+            Some(path.to_path_buf()),
+            durability,
+            Some(checkpoints),
+        )
     }
 
     /// A private in-memory database (tests, `COUNTERSIGN_DB=:memory:` with audit queries).
@@ -142,11 +157,7 @@ impl SqliteStore {
         durability: Durability,
         checkpoints: Option<std::sync::mpsc::SyncSender<()>>,
     ) -> Result<Self, StoreError> {
-        let synchronous = match durability {
-            Durability::Full => "FULL",
-            Durability::Normal => "NORMAL",
-        };
-        conn.pragma_update(None, "synchronous", synchronous)
+        conn.pragma_update(None, "synchronous", durability.synchronous())
             .map_err(err("cannot set synchronous"))?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(err("cannot enable foreign keys"))?;
@@ -188,14 +199,10 @@ impl SqliteStore {
 fn spawn_checkpointer(
     path: &Path,
     durability: Durability,
-) -> Result<Option<std::sync::mpsc::SyncSender<()>>, StoreError> {
+) -> Result<std::sync::mpsc::SyncSender<()>, StoreError> {
     let conn = Connection::open(path)
         .map_err(|e| StoreError(format!("cannot open {}: {e}", path.display())))?;
-    let synchronous = match durability {
-        Durability::Full => "FULL",
-        Durability::Normal => "NORMAL",
-    };
-    conn.pragma_update(None, "synchronous", synchronous)
+    conn.pragma_update(None, "synchronous", durability.synchronous())
         .map_err(err("cannot set synchronous"))?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(err("cannot set the busy timeout"))?;
@@ -214,7 +221,7 @@ fn spawn_checkpointer(
             }
         })
         .map_err(|e| StoreError(format!("cannot start the checkpoint thread: {e}")))?;
-    Ok(Some(notify))
+    Ok(notify)
 }
 
 /// How long the checkpointer lets commits gather before it copies them. Each checkpoint ends
