@@ -8,11 +8,12 @@ use std::{future::Future, sync::Arc};
 
 use axum::{
     Json, Router,
+    body::Body,
     extract::{DefaultBodyLimit, FromRef, State},
-    routing::get,
+    http::Request,
+    routing::{MethodFilter, get, on},
 };
-use leptos::config::LeptosOptions;
-use leptos_axum::{LeptosRoutes, generate_route_list};
+use leptos::{config::LeptosOptions, prelude::provide_context};
 use serde::Serialize;
 
 use crate::{
@@ -141,18 +142,44 @@ impl FromRef<AppState> for LeptosOptions {
     }
 }
 
-/// Builds the whole application: the Leptos pages, `/healthz`, and the static site files.
+/// Builds the whole application: the pages, the server functions, the APIs, `/healthz`, and the
+/// static site files.
+///
+/// The pages are plain routes (no client-side router: every link between them is a full page
+/// load, see `ui::Page`); any other path renders the app's not-found page with a 404.
 pub fn router(state: AppState) -> Router {
-    let routes = generate_route_list(ui::App);
+    // Server-rendered pages spawn their data loading on the tokio runtime.
+    let _ = any_spawner::Executor::init_tokio();
     let api = transport::sse::routes().layer(DefaultBodyLimit::max(state.http.max_body_bytes));
-    Router::new()
+    let with_state = {
+        let state = state.clone();
+        move || provide_context(state.clone())
+    };
+    let page = leptos_axum::render_app_to_stream_with_context(with_state.clone(), {
+        let options = state.leptos_options.clone();
+        move || ui::shell(options.clone())
+    });
+    let mut router = Router::new()
         .route("/healthz", get(healthz))
         .merge(api)
-        .merge(transport::ws::routes())
-        .leptos_routes(&state, routes, {
-            let options = state.leptos_options.clone();
-            move || ui::shell(options.clone())
-        })
+        .merge(transport::ws::routes());
+    for path in ui::Page::PATHS {
+        router = router.route(path, get(page.clone()));
+    }
+    for (path, method) in leptos::server_fn::axum::server_fn_paths() {
+        let Ok(filter) = MethodFilter::try_from(method.clone()) else {
+            tracing::error!(path, %method, "server function with an unroutable method left out");
+            continue;
+        };
+        let with_state = with_state.clone();
+        router = router.route(
+            path,
+            on(filter, move |req: Request<Body>| {
+                leptos_axum::handle_server_fns_with_context(with_state.clone(), req)
+            }),
+        );
+    }
+    router
         .route(
             "/signin",
             get(transport::guard::signin_page).post(transport::guard::signin_submit),
@@ -340,6 +367,39 @@ mod tests {
     async fn unknown_pages_are_404() {
         let (status, _, _) = get("/no-such-page").await;
         assert_eq!(status, StatusCode::NOT_FOUND);
+    }
+
+    #[tokio::test]
+    async fn the_audit_page_renders_the_filters_of_its_query() {
+        let (status, _, body) = get("/audit?kind=denied&session=chat%2D7+b").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body.contains("data-testid=\"audit-filters\""), "{body}");
+        assert!(body.contains("value=\"chat-7 b\""), "{body}");
+        assert!(body.contains("value=\"denied\" selected"), "{body}");
+        assert!(body.contains("data-testid=\"audit-empty\""), "{body}");
+        assert!(
+            body.contains("/api/audit/export?session=chat-7%20b&amp;kind=denied"),
+            "{body}"
+        );
+    }
+
+    #[tokio::test]
+    async fn server_functions_are_routed_with_the_state() {
+        use leptos::server_fn::ServerFn;
+        let response = router(state())
+            .oneshot(
+                Request::post(<crate::ui::api::GetAppInfo as ServerFn>::PATH)
+                    .header("content-type", "application/x-www-form-urlencoded")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert!(json["model"].as_str().unwrap().contains("demo model"), "{json}");
+        assert!(json["tools"].as_array().is_some_and(|t| !t.is_empty()), "{json}");
     }
 
     #[test]

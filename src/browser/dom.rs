@@ -50,6 +50,18 @@ pub fn copy(text: &str) {
     }
 }
 
+/// The page's path and query (without `?`).
+pub fn location() -> (String, String) {
+    let location = window().map(|w| w.location());
+    let path = location
+        .as_ref()
+        .and_then(|l| l.pathname().ok())
+        .unwrap_or_else(|| "/".into());
+    let search = location.and_then(|l| l.search().ok()).unwrap_or_default();
+    let query = search.strip_prefix('?').unwrap_or(&search).to_owned();
+    (path, query)
+}
+
 /// The page's origin as a WebSocket base (`ws://host` or `wss://host`).
 pub fn ws_base() -> String {
     let location = window().map(|w| w.location());

@@ -3,36 +3,30 @@
 //! bookmarked) before the wasm has loaded; "Export JSONL" downloads the same selection.
 
 use leptos::{either::Either, prelude::*};
-use leptos_router::hooks::use_query_map;
 use serde_json::Value;
 
 use super::api::{AuditPage as AuditData, list_audit};
 use crate::protocol::audit::{AuditKind, AuditRecord};
 
-/// The audit log page.
+/// The audit log page; `query` is the page's query string (its filters).
 #[component]
-pub fn AuditPage() -> impl IntoView {
-    let query = use_query_map();
-    let param = move |name: &'static str| {
-        query
-            .read()
-            .get(name)
-            .map(|v| v.trim().to_owned())
-            .filter(|v| !v.is_empty())
-    };
-    let filters = move || {
-        (
-            param("session"),
-            param("tool"),
-            param("kind"),
-            param("before").and_then(|b| b.parse::<i64>().ok()),
-        )
-    };
-    let data = Resource::new(filters, |(session, tool, kind, before)| {
-        list_audit(session, tool, kind, before)
-    });
-    let export_href = move || {
-        let (session, tool, kind, _) = filters();
+pub fn AuditPage(query: String) -> impl IntoView {
+    let param = |name: &str| query_param(&query, name).filter(|v| !v.is_empty());
+    let filters: Filters = (
+        param("session"),
+        param("tool"),
+        param("kind"),
+        param("before").and_then(|b| b.parse::<i64>().ok()),
+    );
+    let data = Resource::new(
+        {
+            let filters = filters.clone();
+            move || filters.clone()
+        },
+        |(session, tool, kind, before)| list_audit(session, tool, kind, before),
+    );
+    let export_href = {
+        let (session, tool, kind, _) = filters.clone();
         let mut pairs = Vec::new();
         for (name, value) in [("session", session), ("tool", tool), ("kind", kind)] {
             if let Some(v) = value {
@@ -57,9 +51,9 @@ pub fn AuditPage() -> impl IntoView {
                 {move || {
                     data.get()
                         .map(|result| match result {
-                            Ok(page) => Either::Left(
-                                view! { <AuditBody page filters=filters() export=export_href()/> },
-                            ),
+                            Ok(page) => Either::Left(view! {
+                                <AuditBody page filters=filters.clone() export=export_href.clone()/>
+                            }),
                             Err(e) => Either::Right(view! {
                                 <p class="audit-error" role="alert">
                                     {format!("The audit log could not be loaded: {e}")}
@@ -128,7 +122,7 @@ fn AuditBody(page: AuditData, filters: Filters, export: String) -> impl IntoView
                 </select>
             </label>
             <button type="submit">"Filter"</button>
-            <a class="audit-clear" href="/audit" rel="external">"Clear"</a>
+            <a class="audit-clear" href="/audit">"Clear"</a>
             <a class="audit-export" href=export download="countersign-audit.jsonl" data-testid="audit-export">
                 "Export JSONL"
             </a>
@@ -274,6 +268,37 @@ pub fn utc(ms: i64) -> String {
     )
 }
 
+/// The value of the first `name=value` pair in a query string (form encoding: `+` is a space,
+/// `%XX` a byte; a malformed escape is kept as written, bytes that are not UTF-8 become U+FFFD),
+/// trimmed.
+fn query_param(query: &str, name: &str) -> Option<String> {
+    query.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (decode(key) == name).then(|| decode(value).trim().to_owned())
+    })
+}
+
+/// Decodes one form-encoded query component.
+fn decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let hex = |b: Option<&u8>| b.and_then(|b| (*b as char).to_digit(16));
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        match (b, hex(bytes.get(i + 1)), hex(bytes.get(i + 2))) {
+            (b'%', Some(high), Some(low)) => {
+                out.push((high * 16 + low) as u8);
+                i += 3;
+                continue;
+            }
+            (b'+', ..) => out.push(b' '),
+            _ => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Percent-encodes a query value.
 fn encode(text: &str) -> String {
     text.bytes()
@@ -311,5 +336,23 @@ mod tests {
             "amount: 5"
         );
         assert_eq!(encode("a b&c"), "a%20b%26c");
+    }
+
+    #[test]
+    fn query_values_are_form_decoded() {
+        let query =
+            "session=chat%2D1+x&tool=&kind=approved&kind=denied&before=12&bad=%zz%4&u=%E2%9C%8D";
+        assert_eq!(query_param(query, "session").as_deref(), Some("chat-1 x"));
+        assert_eq!(query_param(query, "tool").as_deref(), Some(""));
+        assert_eq!(query_param(query, "kind").as_deref(), Some("approved"));
+        assert_eq!(query_param(query, "bad").as_deref(), Some("%zz%4"));
+        assert_eq!(query_param(query, "u").as_deref(), Some("✍"));
+        assert_eq!(query_param(query, "missing"), None);
+        assert_eq!(query_param("", "session"), None);
+        assert_eq!(query_param("flag", "flag").as_deref(), Some(""));
+        assert_eq!(decode("%FF"), "\u{FFFD}");
+        for text in ["a b&c", "✍ ünï", "%+="] {
+            assert_eq!(decode(&encode(text)), text);
+        }
     }
 }

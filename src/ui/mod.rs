@@ -10,11 +10,7 @@ pub mod markdown;
 mod message;
 pub mod platform;
 
-use leptos::prelude::*;
-use leptos_router::{
-    StaticSegment,
-    components::{Route, Router, Routes},
-};
+use leptos::{either::EitherOf3, prelude::*};
 
 pub use chat::ChatPage;
 pub use composer::Composer;
@@ -44,19 +40,43 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     }
 }
 
-/// The application: header, routes, and the page a route selects.
+/// The pages. A page is chosen by the path of a full page load: every link between pages is one
+/// (there is no client-side router), so a chat's socket, timers and browser tools belong to its
+/// page and end with it, and the wasm carries no router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Page {
+    Chat,
+    Audit,
+    NotFound,
+}
+
+impl Page {
+    /// The paths the server renders as pages (any other renders `NotFound` with a 404).
+    pub const PATHS: [&'static str; 2] = ["/", "/audit"];
+
+    pub fn for_path(path: &str) -> Page {
+        match path {
+            "/" | "" => Page::Chat,
+            "/audit" => Page::Audit,
+            _ => Page::NotFound,
+        }
+    }
+}
+
+/// The application: the header and the page the location selects.
 #[component]
 pub fn App() -> impl IntoView {
+    let (path, query) = platform::location();
+    let page = match Page::for_path(&path) {
+        Page::Chat => EitherOf3::A(view! { <ChatPage/> }),
+        Page::Audit => EitherOf3::B(view! { <audit::AuditPage query/> }),
+        Page::NotFound => EitherOf3::C(view! { <NotFound/> }),
+    };
     view! {
-        <Router>
-            <div class="app">
-                <Header/>
-                <Routes fallback=NotFound>
-                    <Route path=StaticSegment("") view=ChatPage/>
-                    <Route path=StaticSegment("audit") view=audit::AuditPage/>
-                </Routes>
-            </div>
-        </Router>
+        <div class="app">
+            <Header/>
+            {page}
+        </div>
     }
 }
 
@@ -64,17 +84,14 @@ pub fn App() -> impl IntoView {
 fn Header() -> impl IntoView {
     view! {
         <header class="app-header">
-            // Full page loads between the chat and the audit log (rel="external": the router lets
-            // them through): the chat's socket, timers and browser tools belong to its page and
-            // end with it, instead of outliving a client-side route change.
-            <a class="brand" href="/" rel="external">
+            <a class="brand" href="/">
                 <span class="brand-mark" aria-hidden="true">"✍"</span>
                 <span class="brand-name">"Countersign"</span>
             </a>
             <p class="tagline">"Nothing sensitive runs until you countersign it."</p>
             <nav class="app-nav" aria-label="Pages">
-                <a href="/" rel="external">"Chat"</a>
-                <a href="/audit" rel="external" data-testid="nav-audit">"Audit log"</a>
+                <a href="/">"Chat"</a>
+                <a href="/audit" data-testid="nav-audit">"Audit log"</a>
             </nav>
         </header>
     }
@@ -82,16 +99,28 @@ fn Header() -> impl IntoView {
 
 #[component]
 fn NotFound() -> impl IntoView {
-    #[cfg(feature = "ssr")]
-    {
-        if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
-            response.set_status(axum::http::StatusCode::NOT_FOUND);
-        }
-    }
+    platform::respond_not_found();
     view! {
         <main class="not-found">
             <h1>"Page not found"</h1>
             <p><a href="/">"Back to the chat"</a></p>
         </main>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Page;
+
+    #[test]
+    fn pages_are_chosen_by_exact_path() {
+        assert_eq!(Page::for_path("/"), Page::Chat);
+        assert_eq!(Page::for_path("/audit"), Page::Audit);
+        for path in ["/audit/", "/audit/x", "/chat", "/AUDIT", "//"] {
+            assert_eq!(Page::for_path(path), Page::NotFound, "{path}");
+        }
+        for path in Page::PATHS {
+            assert_ne!(Page::for_path(path), Page::NotFound, "{path}");
+        }
     }
 }

@@ -1,5 +1,6 @@
-//! The server build of the platform interface: the server renders HTML only; none of these is
-//! reached there (they are called from event handlers and effects, which run in the browser).
+//! The server build of the platform interface: the server renders HTML only. Apart from
+//! `location` and `respond_not_found` (which the server's render uses), none of these is reached
+//! there: they are called from event handlers and effects, which run in the browser.
 
 use std::rc::Rc;
 
@@ -15,6 +16,26 @@ pub fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// The path and query (without `?`) of the request being rendered.
+pub fn location() -> (String, String) {
+    leptos::prelude::use_context::<axum::http::request::Parts>()
+        .map(|parts| {
+            let uri = &parts.uri;
+            (
+                uri.path().to_owned(),
+                uri.query().unwrap_or_default().to_owned(),
+            )
+        })
+        .unwrap_or_else(|| ("/".to_owned(), String::new()))
+}
+
+/// Marks the response being rendered as 404 Not Found.
+pub fn respond_not_found() {
+    if let Some(response) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() {
+        response.set_status(axum::http::StatusCode::NOT_FOUND);
+    }
 }
 
 pub fn storage_get(_key: &str) -> Option<String> {

@@ -8,9 +8,12 @@ use super::{FetchError, SocketEvent};
 use crate::{browser, protocol::Frame};
 
 pub use browser::dom::{
-    copy, download, every, focus, is_near_bottom, now_ms, random_id, scroll_to_bottom, sleep,
-    storage_get, storage_set, ws_base,
+    copy, download, every, focus, is_near_bottom, location, now_ms, random_id, scroll_to_bottom,
+    sleep, storage_get, storage_set, ws_base,
 };
+
+/// The browser sets the status; the page only renders.
+pub fn respond_not_found() {}
 
 pub async fn stream(
     method: &str,
