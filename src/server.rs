@@ -398,8 +398,14 @@ mod tests {
         assert_eq!(response.status(), StatusCode::OK);
         let body = response.into_body().collect().await.unwrap().to_bytes();
         let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        assert!(json["model"].as_str().unwrap().contains("demo model"), "{json}");
-        assert!(json["tools"].as_array().is_some_and(|t| !t.is_empty()), "{json}");
+        assert!(
+            json["model"].as_str().unwrap().contains("demo model"),
+            "{json}"
+        );
+        assert!(
+            json["tools"].as_array().is_some_and(|t| !t.is_empty()),
+            "{json}"
+        );
     }
 
     #[test]

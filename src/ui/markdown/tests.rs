@@ -1,0 +1,607 @@
+//! The parser's own cases, and a differential check against pulldown-cmark (a dev-dependency
+//! only: the shipped parser is ours) on the Markdown models actually write.
+
+use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
+
+use super::*;
+
+/// The server's HTML of each element kind: one generic element type renders every plain
+/// tag, so the tags themselves are checked here (and after hydration in end2end/).
+#[cfg(feature = "ssr")]
+#[test]
+fn every_element_renders_with_its_own_tag() {
+    let html = render(parse(
+        "## T\n\n**b** *i* ~~s~~ `c` [l](https://x.test)\n\n- x\n\n2. y\n\n> q\n\n| a |\n| - |\n| 1 |\n\n---\n",
+    ))
+    .to_html()
+    // Hydration markers of lists of views.
+    .replace("<!>", "");
+    for expected in [
+        "<h4>T</h4>",
+        "<strong>b</strong>",
+        "<em>i</em>",
+        "<del>s</del>",
+        "<code>c</code>",
+        "<a href=\"https://x.test\"",
+        "<ul><li>x</li></ul>",
+        "<ol start=\"2\"><li>y</li></ol>",
+        "<blockquote><p>q</p></blockquote>",
+        "<th>a</th>",
+        "<td>1</td>",
+        "<hr>",
+    ] {
+        assert!(html.contains(expected), "{expected} in {html}");
+    }
+}
+
+#[test]
+fn common_markdown_becomes_nodes() {
+    let nodes = parse("Hello **world** and `code`.\n\n- a\n- b\n\n```rust\nfn x() {}\n```\n");
+    assert_eq!(
+        nodes[0],
+        Node::Paragraph(vec![
+            Node::Text("Hello ".into()),
+            Node::Strong(vec![Node::Text("world".into())]),
+            Node::Text(" and ".into()),
+            Node::InlineCode("code".into()),
+            Node::Text(".".into()),
+        ])
+    );
+    assert!(matches!(&nodes[1], Node::List { start: None, items } if items.len() == 2));
+    assert_eq!(
+        nodes[2],
+        Node::Code {
+            language: "rust".into(),
+            code: "fn x() {}\n".into()
+        }
+    );
+}
+
+#[test]
+fn script_never_survives() {
+    let nodes = parse(
+        "<script>alert(1)</script>\n\n[click](javascript:alert(1)) <img src=x onerror=alert(1)>",
+    );
+    let text = format!("{nodes:?}");
+    assert!(
+        text.contains("<script>alert(1)</script>"),
+        "shown as text: {text}"
+    );
+    assert!(
+        matches!(&nodes[1], Node::Paragraph(c) if matches!(&c[0], Node::Link { href: None, .. }))
+    );
+    assert!(text.contains("onerror"), "the tag is text, not an element");
+}
+
+#[test]
+fn only_safe_hrefs_are_kept() {
+    assert_eq!(
+        safe_href("https://example.com"),
+        Some("https://example.com".into())
+    );
+    assert_eq!(safe_href("mailto:a@b.c"), Some("mailto:a@b.c".into()));
+    assert_eq!(safe_href("/local"), Some("/local".into()));
+    assert_eq!(safe_href(" JavaScript:alert(1)"), None);
+    assert_eq!(safe_href("data:text/html,x"), None);
+    assert_eq!(safe_href("//evil.example"), None);
+}
+
+#[test]
+fn an_unfinished_stream_still_renders() {
+    let nodes = parse("Streaming **bold");
+    assert!(!nodes.is_empty());
+}
+
+enum Frame {
+    Paragraph,
+    Heading(u8),
+    Quote,
+    Code(String, String),
+    List(Option<u64>, Vec<Vec<Node>>),
+    Item,
+    Emphasis,
+    Strong,
+    Strike,
+    Link(Option<String>),
+    Image(Option<String>),
+    Table(Vec<Vec<Node>>, Vec<Vec<Vec<Node>>>),
+    TableHead,
+    Row(Vec<Vec<Node>>),
+    Cell,
+    Other,
+}
+
+/// The same text as pulldown-cmark reads it, folded into nodes the way the parser shapes them.
+fn reference(text: &str) -> Vec<Node> {
+    let mut options = Options::empty();
+    options.insert(Options::ENABLE_STRIKETHROUGH);
+    options.insert(Options::ENABLE_TABLES);
+    let mut stack: Vec<(Frame, Vec<Node>)> = vec![(Frame::Other, Vec::new())];
+    for event in Parser::new_ext(text, options) {
+        match event {
+            Event::Start(tag) => {
+                let frame = match tag {
+                    Tag::Paragraph => Frame::Paragraph,
+                    Tag::Heading { level, .. } => Frame::Heading(level as u8),
+                    Tag::BlockQuote(_) => Frame::Quote,
+                    Tag::CodeBlock(kind) => Frame::Code(
+                        match kind {
+                            CodeBlockKind::Fenced(info) => info
+                                .split_whitespace()
+                                .next()
+                                .unwrap_or_default()
+                                .to_string(),
+                            CodeBlockKind::Indented => String::new(),
+                        },
+                        String::new(),
+                    ),
+                    Tag::List(start) => Frame::List(start, Vec::new()),
+                    Tag::Item => Frame::Item,
+                    Tag::Emphasis => Frame::Emphasis,
+                    Tag::Strong => Frame::Strong,
+                    Tag::Strikethrough => Frame::Strike,
+                    Tag::Link { dest_url, .. } => Frame::Link(safe_href(&dest_url)),
+                    Tag::Image { dest_url, .. } => Frame::Image(safe_href(&dest_url)),
+                    Tag::Table(_) => Frame::Table(Vec::new(), Vec::new()),
+                    Tag::TableHead => Frame::TableHead,
+                    Tag::TableRow => Frame::Row(Vec::new()),
+                    Tag::TableCell => Frame::Cell,
+                    _ => Frame::Other,
+                };
+                stack.push((frame, Vec::new()));
+            }
+            Event::End(end) => {
+                if matches!(end, TagEnd::HtmlBlock) {
+                    continue;
+                }
+                let Some((frame, children)) = stack.pop() else {
+                    continue;
+                };
+                let node = match frame {
+                    Frame::Paragraph => Some(Node::Paragraph(children)),
+                    Frame::Heading(level) => Some(Node::Heading(level, children)),
+                    Frame::Quote => Some(Node::Quote(children)),
+                    Frame::Code(language, code) => Some(Node::Code { language, code }),
+                    Frame::List(start, items) => Some(Node::List { start, items }),
+                    Frame::Item => {
+                        if let Some((Frame::List(_, items), _)) = stack.last_mut() {
+                            items.push(children);
+                        }
+                        None
+                    }
+                    Frame::Emphasis => Some(Node::Emphasis(children)),
+                    Frame::Strong => Some(Node::Strong(children)),
+                    Frame::Strike => Some(Node::Strike(children)),
+                    Frame::Link(href) => Some(Node::Link { href, children }),
+                    // Images are shown as links: no request leaves the page on its own.
+                    Frame::Image(href) => Some(Node::Link { href, children }),
+                    Frame::Table(head, rows) => Some(Node::Table { head, rows }),
+                    Frame::TableHead => {
+                        if let Some((Frame::Table(head, _), _)) = stack.last_mut() {
+                            *head = children
+                                .into_iter()
+                                .map(|c| match c {
+                                    Node::Paragraph(inline) => inline,
+                                    other => vec![other],
+                                })
+                                .collect();
+                        }
+                        None
+                    }
+                    Frame::Row(cells) => {
+                        if let Some((Frame::Table(_, rows), _)) = stack.last_mut() {
+                            rows.push(cells);
+                        }
+                        None
+                    }
+                    Frame::Cell => {
+                        match stack.last_mut() {
+                            Some((Frame::Row(cells), _)) => cells.push(children),
+                            Some((Frame::TableHead, siblings)) => {
+                                siblings.push(Node::Paragraph(children));
+                            }
+                            _ => {}
+                        }
+                        None
+                    }
+                    Frame::Other => Some(Node::Paragraph(children)),
+                };
+                if let (Some(node), Some((_, parent))) = (node, stack.last_mut()) {
+                    parent.push(node);
+                }
+            }
+            Event::Text(text) => match stack.last_mut() {
+                Some((Frame::Code(_, code), _)) => code.push_str(&text),
+                Some((_, children)) => children.push(Node::Text(text.to_string())),
+                None => {}
+            },
+            Event::Code(code) => {
+                if let Some((_, children)) = stack.last_mut() {
+                    children.push(Node::InlineCode(code.to_string()));
+                }
+            }
+            // Raw HTML is shown as the text it is.
+            Event::Html(html) | Event::InlineHtml(html) => {
+                if let Some((_, children)) = stack.last_mut() {
+                    children.push(Node::Text(html.to_string()));
+                }
+            }
+            Event::SoftBreak => {
+                if let Some((_, children)) = stack.last_mut() {
+                    children.push(Node::Text("\n".into()));
+                }
+            }
+            Event::HardBreak => {
+                if let Some((_, children)) = stack.last_mut() {
+                    children.push(Node::Break);
+                }
+            }
+            Event::Rule => {
+                if let Some((_, children)) = stack.last_mut() {
+                    children.push(Node::Rule);
+                }
+            }
+            _ => {}
+        }
+    }
+    // Unclosed frames (a stream mid-way) still show their content.
+    let mut nodes = Vec::new();
+    while let Some((_, children)) = stack.pop() {
+        let mut children = children;
+        children.append(&mut nodes);
+        nodes = children;
+    }
+    merge_text(nodes)
+}
+
+/// Adjacent text nodes as one (pulldown-cmark splits text at every event boundary).
+fn merge_text(nodes: Vec<Node>) -> Vec<Node> {
+    let mut out: Vec<Node> = Vec::new();
+    for node in nodes {
+        let node = match node {
+            Node::Paragraph(c) => Node::Paragraph(merge_text(c)),
+            Node::Heading(l, c) => Node::Heading(l, merge_text(c)),
+            Node::Quote(c) => Node::Quote(merge_text(c)),
+            Node::List { start, items } => Node::List {
+                start,
+                items: items.into_iter().map(merge_text).collect(),
+            },
+            Node::Emphasis(c) => Node::Emphasis(merge_text(c)),
+            Node::Strong(c) => Node::Strong(merge_text(c)),
+            Node::Strike(c) => Node::Strike(merge_text(c)),
+            Node::Link { href, children } => Node::Link {
+                href,
+                children: merge_text(children),
+            },
+            Node::Table { head, rows } => Node::Table {
+                head: head.into_iter().map(merge_text).collect(),
+                rows: rows
+                    .into_iter()
+                    .map(|r| r.into_iter().map(merge_text).collect())
+                    .collect(),
+            },
+            other => other,
+        };
+        match (out.last_mut(), node) {
+            (_, Node::Text(text)) if text.is_empty() => {}
+            (Some(Node::Text(previous)), Node::Text(text)) => previous.push_str(&text),
+            (_, node) => out.push(node),
+        }
+    }
+    out
+}
+
+/// Markdown as models write it, and the CommonMark corners around it. Each must read exactly as
+/// pulldown-cmark reads it.
+const CORPUS: &[&str] = &[
+    "Hello **world** and `code`.",
+    "# Title\n\nSome *emphasis*, some __strong__, some ~~strike~~.",
+    "## Steps\n\n1. First\n2. Second\n3. Third\n",
+    "- a\n- b\n  - nested\n  - more\n- c\n",
+    "- loose\n\n- list\n",
+    "* star\n* list\n\n+ plus\n+ list\n",
+    "3. starts at three\n4. four\n",
+    "1) paren\n2) list\n",
+    "text\n- interrupts\n- a paragraph\n",
+    "text\n2. does not interrupt\n",
+    "> quoted\n> lines\n\n> another\nlazy line\n",
+    "> - list in quote\n> - two\n",
+    "- item\n\n  second paragraph\n- next\n",
+    "- item\n  continued lazily\nand more\n",
+    "```rust\nfn main() {\n    println!(\"hi\");\n}\n```\n",
+    "```\nno language\n```",
+    "~~~python extra info\nprint(1)\n~~~\n",
+    "```\nunclosed fence\nstill code",
+    "    indented code\n    more\n\nafter",
+    "para\n    not code\n",
+    "Line one  \nhard break\\\nand backslash break",
+    "soft\nbreak   \n",
+    "---\n\n***\n\n___\n",
+    "Heading\n=======\n\nSub\n---\n",
+    "| Col A | Col B |\n| --- | :---: |\n| 1 | **two** |\n| `x|y` | \\| |\n",
+    "| only |\n|---|\n| one |\n| two | extra |\n",
+    "a | b\n--|--\n1 | 2\n",
+    "[link](https://example.com) and [titled](https://example.com \"Title\")",
+    "[angle](<https://example.com/a b>) and [paren](https://x.test/(a)b)",
+    "![alt text](https://example.com/a.png)",
+    "[ref] and [full][ref] and [collapsed][]\n\n[ref]: https://example.com/ref\n[collapsed]: /local 'title'",
+    "<https://auto.example> and <mailto:me@example.com>",
+    "[bad](javascript:alert(1)) stays text",
+    "*a **b** c*",
+    "**a *b* c**",
+    "***both***",
+    "*unclosed",
+    "**still streaming",
+    "foo*bar*baz and foo_bar_baz",
+    "_under_ and __double__",
+    "*(*foo*)*",
+    "**foo*bar**",
+    "snake_case_word and 2*3*4",
+    "a * b * c",
+    "`code with ``backticks`` inside`",
+    "`` `lone` ``",
+    "``unmatched",
+    "escaped \\*stars\\* and \\[brackets\\]",
+    "entities &amp; &lt;tag&gt; &copy; &#35; &#x41; &unknownentity;",
+    "[not a link] and [also](",
+    "nested [link [inner](https://a.test)](https://b.test)",
+    "# Heading with `code` and *em* #",
+    "#NoSpace is text",
+    "###### six\n####### seven",
+    "1. one\n\n   indented para\n\n2. two\n",
+    "- [ ] task\n- [x] done\n",
+    "Numbers: 3.14, 1,000 and 50%.",
+    "Emoji 🎉 and CJK 日本語の**太字**です。",
+    "Japanese list:\n\n- 東京: 晴れ\n- 大阪: 曇り\n",
+    "The weather in **Tokyo** is 18°C.\n\nWould you like me to *check* another city?",
+    "> **Note**\n> This is important.\n",
+    "1. Step one\n   ```bash\n   ls -la\n   ```\n2. Step two\n",
+    "- a\n\n  - b\n\n  - c\n",
+    "Paragraph\n\n\n\nAfter many blanks",
+    "  leading spaces\n   three spaces\n",
+    "tab\tinside text",
+    "```go\nfunc main() {\n\tfmt.Println(\"tabs stay\")\n}\n```\n",
+    "\tindented by a tab\n",
+    "-\ttab after marker\n>\ttab after quote\n",
+    "-\tdash tab item\n",
+    "* * *\n- - -\n",
+    "- a\n* b\n",
+    "10. ten\n11. eleven\n",
+    "trailing spaces   ",
+    "",
+    "\n\n",
+    "a\r\nwindows\r\nlines\r\n",
+];
+
+#[test]
+fn reads_like_pulldown_cmark() {
+    let mut failures = Vec::new();
+    for text in CORPUS {
+        let ours = parse(text);
+        let theirs = reference(text);
+        if ours != theirs {
+            failures.push(format!(
+                "{text:?}\n  ours:   {ours:?}\n  theirs: {theirs:?}"
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} differ:\n{}",
+        failures.len(),
+        CORPUS.len(),
+        failures.join("\n")
+    );
+}
+
+/// Where the parser deliberately reads differently from pulldown-cmark.
+#[test]
+fn deliberate_differences() {
+    // An email autolink is a mailto: link (pulldown-cmark's destination is the bare address,
+    // which no safe link allows).
+    assert_eq!(
+        parse("<me@example.com>"),
+        vec![Node::Paragraph(vec![Node::Link {
+            href: Some("mailto:me@example.com".into()),
+            children: vec![Node::Text("me@example.com".into())],
+        }])]
+    );
+    // Only common named entities are known; others stay as written.
+    assert_eq!(
+        parse("&hearts; &amp;"),
+        vec![Node::Paragraph(vec![Node::Text("&hearts; &".into())])]
+    );
+    // A code block's language is the first word of its info string.
+    assert!(
+        matches!(&parse("```rust ignore\nx\n```")[0], Node::Code { language, .. } if language == "rust")
+    );
+}
+
+/// What may differ from pulldown-cmark in a text cut off mid-stream or in generated corners,
+/// and is not worth matching: whether a code block's last, unfinished line of only spaces is
+/// shown yet, and spaces inside a code span that spans lines (pulldown-cmark keeps a continuation
+/// line's indentation there; CommonMark strips it first).
+fn normalized(mut nodes: Vec<Node>) -> Vec<Node> {
+    for node in &mut nodes {
+        match node {
+            Node::Code { code, .. } => {
+                let last_line = code.rfind('\n').map_or(0, |i| i + 1);
+                if code[last_line..].trim().is_empty() {
+                    code.truncate(last_line);
+                }
+            }
+            Node::InlineCode(code) => *code = code.split_whitespace().collect::<Vec<_>>().join(" "),
+            Node::Paragraph(c)
+            | Node::Heading(_, c)
+            | Node::Quote(c)
+            | Node::Emphasis(c)
+            | Node::Strong(c)
+            | Node::Strike(c)
+            | Node::Link { children: c, .. } => *c = normalized(std::mem::take(c)),
+            Node::List { items, .. } => {
+                for item in items {
+                    *item = normalized(std::mem::take(item));
+                }
+            }
+            Node::Table { head, rows } => {
+                for cell in head.iter_mut().chain(rows.iter_mut().flatten()) {
+                    *cell = normalized(std::mem::take(cell));
+                }
+            }
+            _ => {}
+        }
+    }
+    nodes
+}
+
+/// A streamed answer is parsed again at every delta: every prefix of the corpus must read as
+/// pulldown-cmark reads it too.
+#[test]
+fn every_prefix_reads_like_pulldown_cmark() {
+    let mut failures = Vec::new();
+    for text in CORPUS {
+        for end in text.char_indices().map(|(i, _)| i).chain([text.len()]) {
+            let prefix = &text[..end];
+            let (ours, theirs) = (normalized(parse(prefix)), normalized(reference(prefix)));
+            if ours != theirs {
+                failures.push(format!(
+                    "{prefix:?}\n  ours:   {ours:?}\n  theirs: {theirs:?}"
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Generated text from Markdown's building blocks (a fixed seed): the corners no corpus lists.
+#[test]
+fn generated_markdown_reads_like_pulldown_cmark() {
+    const PIECES: &[&str] = &[
+        "word",
+        "other",
+        " ",
+        " ",
+        "**",
+        "*",
+        "_",
+        "__",
+        "~~",
+        "~",
+        "`",
+        "[",
+        "](https://x.test)",
+        "]",
+        "\n",
+        "\n\n",
+        "- ",
+        "* ",
+        "1. ",
+        "2. ",
+        "> ",
+        "# ",
+        "## ",
+        "```",
+        "|",
+        "  ",
+        "(",
+        ")",
+        "!",
+        "\\",
+        "&amp;",
+        "<",
+        ">",
+        "   ",
+        "    ",
+        "---",
+        "a_b",
+        "3*4",
+        "。",
+        "日本",
+    ];
+    let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut failures = Vec::new();
+    for _ in 0..20_000 {
+        let length = 1 + next() % 12;
+        let text: String = (0..length)
+            .map(|_| PIECES[(next() % PIECES.len() as u64) as usize])
+            .collect();
+        // Raw HTML blocks are paragraph text here, and raw text outside any paragraph there.
+        let html = Parser::new_ext(&text, Options::empty()).any(|e| matches!(e, Event::Html(_)));
+        // A single `~` inside a `~~` pair: pulldown-cmark's own corner.
+        let tildes = text.contains("~~") && text.replace("~~", "").contains('~');
+        let (ours, theirs) = (normalized(parse(&text)), normalized(reference(&text)));
+        if ours != theirs && !html && !tildes {
+            failures.push(format!(
+                "{text:?}\n  ours:   {ours:?}\n  theirs: {theirs:?}"
+            ));
+        }
+    }
+    let count = failures.len();
+    failures.truncate(20);
+    assert!(
+        failures.is_empty(),
+        "{count} differ:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// Hostile nesting is cut off at a fixed depth (the rest is text) instead of building a tree
+/// too deep to render or drop.
+#[test]
+fn deep_nesting_is_bounded() {
+    fn depth(nodes: &[Node]) -> usize {
+        nodes
+            .iter()
+            .map(|node| match node {
+                Node::Paragraph(c)
+                | Node::Heading(_, c)
+                | Node::Quote(c)
+                | Node::Emphasis(c)
+                | Node::Strong(c)
+                | Node::Strike(c)
+                | Node::Link { children: c, .. } => 1 + depth(c),
+                Node::List { items, .. } => 1 + items.iter().map(|i| depth(i)).max().unwrap_or(0),
+                _ => 1,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+    let quotes = ">".repeat(100_000) + " deep";
+    let lists = "- ".repeat(50_000) + "deep";
+    let emphasis = "*a ".repeat(50_000) + &" a*".repeat(50_000);
+    let links = "[".repeat(50_000) + "x" + &"](/a)".repeat(50_000);
+    let strong = "**".repeat(20_000) + "x" + &"**".repeat(20_000);
+    for text in [quotes, lists, emphasis, links, strong] {
+        let nodes = parse(&text);
+        assert!(
+            depth(&nodes) <= 40,
+            "{}: depth {}",
+            &text[..20],
+            depth(&nodes)
+        );
+        assert!(
+            format!("{nodes:?}").contains('a')
+                || format!("{nodes:?}").contains('x')
+                || format!("{nodes:?}").contains("deep")
+        );
+    }
+}
+
+proptest::proptest! {
+    /// Any text at all parses, and no text is lost: every letter and digit of the input is
+    /// somewhere in the output (markup characters may be consumed).
+    #[test]
+    fn any_text_parses_and_keeps_its_words(text in "\\PC{0,200}") {
+        let nodes = parse(&text);
+        let shown = format!("{nodes:?}");
+        for c in text.chars().filter(|c| c.is_ascii_alphanumeric()) {
+            proptest::prop_assert!(shown.contains(c), "{c:?} of {text:?} lost: {shown}");
+        }
+    }
+}
