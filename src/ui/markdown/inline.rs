@@ -8,13 +8,14 @@ use super::{Node, safe_href};
 /// Link reference definitions: normalized label → destination.
 pub(super) type Definitions = HashMap<String, String>;
 
-/// A label as definitions are looked up: case-folded, inner whitespace collapsed.
+/// A label as definitions are looked up: inner whitespace collapsed, ASCII letters folded
+/// (CommonMark folds all of Unicode; its case tables would be ~7 KB of the wasm bundle).
 fn normalize_label(label: &str) -> String {
     label
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
-        .to_lowercase()
+        .to_ascii_lowercase()
 }
 
 /// Reads the link reference definitions at the start of a paragraph's text into `defs` (the
@@ -287,10 +288,28 @@ enum Item {
     Gone,
 }
 
-/// Whether `c` counts as punctuation for the flanking rules (ASCII punctuation, or anything
-/// outside ASCII that is neither alphanumeric nor whitespace).
+/// Whether `c` counts as punctuation for the flanking rules: ASCII punctuation, and the Unicode
+/// blocks of punctuation and symbols text actually uses (Latin-1, general punctuation, currency,
+/// arrows, maths, shapes, CJK and full-width punctuation, emoji). Ranges rather than Unicode's
+/// category tables, which would cost the wasm bundle more than this whole parser.
 fn punctuation(c: char) -> bool {
-    c.is_ascii_punctuation() || (!c.is_ascii() && !c.is_alphanumeric() && !c.is_whitespace())
+    c.is_ascii_punctuation()
+        || matches!(c,
+            '\u{a1}'..='\u{bf}'
+            | '\u{d7}'
+            | '\u{f7}'
+            | '\u{2010}'..='\u{2027}'
+            | '\u{2030}'..='\u{205e}'
+            | '\u{20a0}'..='\u{20cf}'
+            | '\u{2100}'..='\u{2bff}'
+            | '\u{3001}'..='\u{303f}'
+            | '\u{fe10}'..='\u{fe1f}'
+            | '\u{fe30}'..='\u{fe4f}'
+            | '\u{ff01}'..='\u{ff0f}'
+            | '\u{ff1a}'..='\u{ff20}'
+            | '\u{ff3b}'..='\u{ff40}'
+            | '\u{ff5b}'..='\u{ff65}'
+            | '\u{1f000}'..='\u{1faff}')
 }
 
 struct Parser<'a> {
