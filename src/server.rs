@@ -8,10 +8,8 @@ use std::{future::Future, sync::Arc};
 
 use axum::{
     Json, Router,
-    body::Body,
     extract::{DefaultBodyLimit, FromRef, State},
-    http::Request,
-    routing::{MethodFilter, get, on},
+    routing::get,
 };
 use leptos::{config::LeptosOptions, prelude::provide_context};
 use serde::Serialize;
@@ -142,8 +140,7 @@ impl FromRef<AppState> for LeptosOptions {
     }
 }
 
-/// Builds the whole application: the pages, the server functions, the APIs, `/healthz`, and the
-/// static site files.
+/// Builds the whole application: the pages, the APIs, `/healthz`, and the static site files.
 ///
 /// The pages are plain routes (no client-side router: every link between them is a full page
 /// load, see `ui::Page`); any other path renders the app's not-found page with a 404.
@@ -155,29 +152,17 @@ pub fn router(state: AppState) -> Router {
         let state = state.clone();
         move || provide_context(state.clone())
     };
-    let page = leptos_axum::render_app_to_stream_with_context(with_state.clone(), {
+    let page = leptos_axum::render_app_to_stream_with_context(with_state, {
         let options = state.leptos_options.clone();
         move || ui::shell(options.clone())
     });
     let mut router = Router::new()
         .route("/healthz", get(healthz))
         .merge(api)
-        .merge(transport::ws::routes());
+        .merge(transport::ws::routes())
+        .merge(transport::app::routes());
     for path in ui::Page::PATHS {
         router = router.route(path, get(page.clone()));
-    }
-    for (path, method) in leptos::server_fn::axum::server_fn_paths() {
-        let Ok(filter) = MethodFilter::try_from(method.clone()) else {
-            tracing::error!(path, %method, "server function with an unroutable method left out");
-            continue;
-        };
-        let with_state = with_state.clone();
-        router = router.route(
-            path,
-            on(filter, move |req: Request<Body>| {
-                leptos_axum::handle_server_fns_with_context(with_state.clone(), req)
-            }),
-        );
     }
     router
         .route(
@@ -384,28 +369,22 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn server_functions_are_routed_with_the_state() {
-        use leptos::server_fn::ServerFn;
-        let response = router(state())
-            .oneshot(
-                Request::post(<crate::ui::api::GetAppInfo as ServerFn>::PATH)
-                    .header("content-type", "application/x-www-form-urlencoded")
-                    .body(Body::empty())
-                    .unwrap(),
-            )
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    async fn the_page_data_endpoints_answer_json() {
+        let (status, content_type, body) = get("/api/app").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(content_type.starts_with("application/json"));
+        let info: crate::ui::api::AppInfo = serde_json::from_str(&body).unwrap();
+        assert!(info.model.contains("demo model"), "{body}");
         assert!(
-            json["model"].as_str().unwrap().contains("demo model"),
-            "{json}"
+            info.tools
+                .iter()
+                .any(|t| t.name == "process_payment" && t.needs_approval)
         );
-        assert!(
-            json["tools"].as_array().is_some_and(|t| !t.is_empty()),
-            "{json}"
-        );
+        let (status, _, body) = get("/api/chats/chat%20never-seen").await;
+        assert_eq!(status, StatusCode::OK);
+        let chat: crate::ui::api::ChatSnapshot = serde_json::from_str(&body).unwrap();
+        assert_eq!(chat.chat_id, "chat never-seen");
+        assert!(chat.messages.is_empty() && chat.pending.is_empty() && !chat.streaming);
     }
 
     #[test]

@@ -89,7 +89,7 @@ for (const mode of MODES) {
   });
 }
 
-test("no secret reaches the browser: not in the HTML, the server functions, or the wasm/JS bundle", async ({
+test("no secret reaches the browser: not in the HTML, the page data it fetches, or the wasm/JS bundle", async ({
   page,
 }) => {
   await signIn(page);

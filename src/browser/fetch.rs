@@ -16,15 +16,14 @@ fn js_error(value: JsValue) -> String {
         .unwrap_or_else(|| "unknown error".into())
 }
 
-/// Sends `method url` with an optional JSON body and feeds every decoded frame to `on_frame`.
-/// Resolves when the body ends. A 204 answer feeds nothing and resolves `Ok(false)`.
-pub async fn stream(
+/// Sends `method url` with an optional JSON body; an error status becomes
+/// `FetchError::Http` with the `{error: {code, message}}` the server sent.
+async fn send(
     method: &str,
     url: &str,
     body: Option<String>,
     headers: &[(&str, &str)],
-    mut on_frame: impl FnMut(Frame),
-) -> Result<bool, FetchError> {
+) -> Result<web_sys::Response, FetchError> {
     let window = web_sys::window().ok_or_else(|| FetchError::Network("no window".into()))?;
     let init = web_sys::RequestInit::new();
     init.set_method(method);
@@ -44,33 +43,58 @@ pub async fn stream(
         .map_err(|e| FetchError::Network(js_error(e)))?
         .dyn_into()
         .map_err(|_| FetchError::Network("not a response".into()))?;
-    let status = response.status();
-    if status == 204 {
-        return Ok(false);
+    if response.ok() {
+        return Ok(response);
     }
-    if !response.ok() {
-        let text = match response.text() {
-            Ok(promise) => JsFuture::from(promise)
-                .await
-                .ok()
-                .and_then(|v| v.as_string())
-                .unwrap_or_default(),
-            Err(_) => String::new(),
-        };
-        let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-        let code = json["error"]["code"]
-            .as_str()
-            .unwrap_or("http_error")
-            .to_string();
-        let message = json["error"]["message"]
-            .as_str()
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("The server answered {status}."));
-        return Err(FetchError::Http {
-            status,
-            code,
-            message,
-        });
+    let status = response.status();
+    let text = text(&response).await.unwrap_or_default();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let code = json["error"]["code"]
+        .as_str()
+        .unwrap_or("http_error")
+        .to_string();
+    let message = json["error"]["message"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("The server answered {status}."));
+    Err(FetchError::Http {
+        status,
+        code,
+        message,
+    })
+}
+
+/// The whole body of `response` as text.
+async fn text(response: &web_sys::Response) -> Result<String, FetchError> {
+    let promise = response
+        .text()
+        .map_err(|e| FetchError::Network(js_error(e)))?;
+    JsFuture::from(promise)
+        .await
+        .map_err(|e| FetchError::Network(js_error(e)))?
+        .as_string()
+        .ok_or_else(|| FetchError::Protocol("the body is not text".into()))
+}
+
+/// `GET url` and its JSON body.
+pub async fn get_json<T: serde::de::DeserializeOwned>(url: &str) -> Result<T, FetchError> {
+    let response = send("GET", url, None, &[]).await?;
+    let body = text(&response).await?;
+    serde_json::from_str(&body).map_err(|e| FetchError::Protocol(e.to_string()))
+}
+
+/// Sends `method url` with an optional JSON body and feeds every decoded frame to `on_frame`.
+/// Resolves when the body ends. A 204 answer feeds nothing and resolves `Ok(false)`.
+pub async fn stream(
+    method: &str,
+    url: &str,
+    body: Option<String>,
+    headers: &[(&str, &str)],
+    mut on_frame: impl FnMut(Frame),
+) -> Result<bool, FetchError> {
+    let response = send(method, url, body, headers).await?;
+    if response.status() == 204 {
+        return Ok(false);
     }
     let body = response
         .body()

@@ -10,8 +10,10 @@
 //! * [`error`]: the one error type every route returns, as `{error: {code, message}}`.
 //! * [`guard`]: the middleware in front of every route: API key, origin (CSRF), rate limits.
 //! * [`audit`]: the audit log as JSON and as a JSONL export.
+//! * [`app`]: the model and tools, and a chat's snapshot, for the page.
 
 pub mod answers;
+pub mod app;
 pub mod audit;
 pub mod error;
 pub mod guard;

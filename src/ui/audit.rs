@@ -5,28 +5,36 @@
 use leptos::{either::Either, prelude::*};
 use serde_json::Value;
 
-use super::api::{AuditPage as AuditData, list_audit};
+use super::{
+    api::{AuditFilters, AuditPage as AuditData, list_audit},
+    url::{encode, query_param},
+};
 use crate::protocol::audit::{AuditKind, AuditRecord};
 
 /// The audit log page; `query` is the page's query string (its filters).
 #[component]
 pub fn AuditPage(query: String) -> impl IntoView {
     let param = |name: &str| query_param(&query, name).filter(|v| !v.is_empty());
-    let filters: Filters = (
-        param("session"),
-        param("tool"),
-        param("kind"),
-        param("before").and_then(|b| b.parse::<i64>().ok()),
-    );
+    let filters = AuditFilters {
+        session: param("session"),
+        tool: param("tool"),
+        kind: param("kind"),
+        before: param("before").and_then(|b| b.parse::<i64>().ok()),
+    };
     let data = Resource::new(
         {
             let filters = filters.clone();
             move || filters.clone()
         },
-        |(session, tool, kind, before)| list_audit(session, tool, kind, before),
+        list_audit,
     );
     let export_href = {
-        let (session, tool, kind, _) = filters.clone();
+        let AuditFilters {
+            session,
+            tool,
+            kind,
+            ..
+        } = filters.clone();
         let mut pairs = Vec::new();
         for (name, value) in [("session", session), ("tool", tool), ("kind", kind)] {
             if let Some(v) = value {
@@ -66,20 +74,23 @@ pub fn AuditPage(query: String) -> impl IntoView {
     }
 }
 
-type Filters = (Option<String>, Option<String>, Option<String>, Option<i64>);
-
 #[component]
-fn AuditBody(page: AuditData, filters: Filters, export: String) -> impl IntoView {
-    let (session, tool, kind, _) = filters.clone();
+fn AuditBody(page: AuditData, filters: AuditFilters, export: String) -> impl IntoView {
+    let AuditFilters {
+        session,
+        tool,
+        kind,
+        ..
+    } = filters.clone();
     let older = (page.records.len() >= page.limit)
         .then(|| page.records.last().map(|r| r.seq))
         .flatten()
         .map(|seq| {
             let mut pairs = vec![format!("before={seq}")];
             for (name, value) in [
-                ("session", filters.0.clone()),
-                ("tool", filters.1.clone()),
-                ("kind", filters.2.clone()),
+                ("session", filters.session.clone()),
+                ("tool", filters.tool.clone()),
+                ("kind", filters.kind.clone()),
             ] {
                 if let Some(v) = value {
                     pairs.push(format!("{name}={}", encode(&v)));
@@ -268,49 +279,6 @@ pub fn utc(ms: i64) -> String {
     )
 }
 
-/// The value of the first `name=value` pair in a query string (form encoding: `+` is a space,
-/// `%XX` a byte; a malformed escape is kept as written, bytes that are not UTF-8 become U+FFFD),
-/// trimmed.
-fn query_param(query: &str, name: &str) -> Option<String> {
-    query.split('&').find_map(|pair| {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        (decode(key) == name).then(|| decode(value).trim().to_owned())
-    })
-}
-
-/// Decodes one form-encoded query component.
-fn decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let hex = |b: Option<&u8>| b.and_then(|b| (*b as char).to_digit(16));
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        match (b, hex(bytes.get(i + 1)), hex(bytes.get(i + 2))) {
-            (b'%', Some(high), Some(low)) => {
-                out.push((high * 16 + low) as u8);
-                i += 3;
-                continue;
-            }
-            (b'+', ..) => out.push(b' '),
-            _ => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Percent-encodes a query value.
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -335,24 +303,5 @@ mod tests {
             compact(&json!({"amount": 5, "description": "", "note": null})),
             "amount: 5"
         );
-        assert_eq!(encode("a b&c"), "a%20b%26c");
-    }
-
-    #[test]
-    fn query_values_are_form_decoded() {
-        let query =
-            "session=chat%2D1+x&tool=&kind=approved&kind=denied&before=12&bad=%zz%4&u=%E2%9C%8D";
-        assert_eq!(query_param(query, "session").as_deref(), Some("chat-1 x"));
-        assert_eq!(query_param(query, "tool").as_deref(), Some(""));
-        assert_eq!(query_param(query, "kind").as_deref(), Some("approved"));
-        assert_eq!(query_param(query, "bad").as_deref(), Some("%zz%4"));
-        assert_eq!(query_param(query, "u").as_deref(), Some("✍"));
-        assert_eq!(query_param(query, "missing"), None);
-        assert_eq!(query_param("", "session"), None);
-        assert_eq!(query_param("flag", "flag").as_deref(), Some(""));
-        assert_eq!(decode("%FF"), "\u{FFFD}");
-        for text in ["a b&c", "✍ ünï", "%+="] {
-            assert_eq!(decode(&encode(text)), text);
-        }
     }
 }

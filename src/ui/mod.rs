@@ -9,6 +9,7 @@ pub mod controller;
 pub mod markdown;
 mod message;
 pub mod platform;
+mod url;
 
 use leptos::{either::EitherOf3, prelude::*};
 

@@ -80,6 +80,10 @@ pub async fn stream(
     Err(FetchError::Network(NOT_IN_A_BROWSER.into()))
 }
 
+pub async fn get_json<T: serde::de::DeserializeOwned>(_url: &str) -> Result<T, FetchError> {
+    Err(FetchError::Network(NOT_IN_A_BROWSER.into()))
+}
+
 pub async fn read_picked(_event: &leptos::ev::Event) -> Vec<Result<super::PickedFile, String>> {
     Vec::new()
 }

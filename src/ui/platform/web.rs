@@ -25,6 +25,11 @@ pub async fn stream(
     browser::fetch::stream(method, url, body, headers, on_frame).await
 }
 
+/// `GET url` and its JSON body.
+pub async fn get_json<T: serde::de::DeserializeOwned>(url: &str) -> Result<T, FetchError> {
+    browser::fetch::get_json(url).await
+}
+
 pub async fn read_picked(event: &leptos::ev::Event) -> Vec<Result<super::PickedFile, String>> {
     browser::files::read_picked(event).await
 }

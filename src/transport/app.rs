@@ -1,0 +1,42 @@
+//! What the pages load besides the chat stream: `GET /api/app` (the model and its tools) and
+//! `GET /api/chats/{id}` (a chat's messages and pending approvals, to show it again after a
+//! reload). The data and how it is read live in `ui::api`, shared with server rendering.
+
+use axum::{
+    Json, Router,
+    extract::{Path, State},
+    http::StatusCode,
+    routing::get,
+};
+
+use super::error::ApiError;
+use crate::{
+    server::AppState,
+    ui::api::{self, AppInfo, ChatSnapshot},
+};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/app", get(app))
+        .route("/api/chats/{id}", get(chat))
+}
+
+async fn app(State(state): State<AppState>) -> Json<AppInfo> {
+    Json(api::app_info(&state))
+}
+
+async fn chat(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<ChatSnapshot>, ApiError> {
+    api::chat_snapshot(&state, id)
+        .await
+        .map(Json)
+        .map_err(|message| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                message,
+            )
+        })
+}

@@ -1,0 +1,81 @@
+//! The data the pages load besides the chat stream, and the calls that load it: in the browser
+//! they fetch the JSON endpoints (`GET /api/app`, `/api/chats/{id}`, `/api/audit`); on the server
+//! (rendering a page) the same calls read the runtime directly. Plain endpoints rather than Leptos
+//! server functions: the pages need three reads, and server functions' client side (form
+//! encoding, their own fetch and stream handling) was ~7 KB of the wasm bundle.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::protocol::UiMessage;
+
+#[cfg(feature = "ssr")]
+mod server;
+#[cfg(feature = "ssr")]
+pub use server::*;
+
+#[cfg(feature = "hydrate")]
+mod web;
+#[cfg(feature = "hydrate")]
+pub use web::*;
+
+/// The audit page's size: when a page holds this many records there may be older ones.
+pub const AUDIT_PAGE: usize = 100;
+
+/// The audit page's filters (each `None` means "any").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AuditFilters {
+    pub session: Option<String>,
+    pub tool: Option<String>,
+    pub kind: Option<String>,
+    pub before: Option<i64>,
+}
+
+/// A tool as the UI needs to know it: to word approval cards and build edit forms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolInfo {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments (edit forms are generated from it).
+    pub parameters: Value,
+    pub needs_approval: bool,
+    pub runs_in_browser: bool,
+    pub approval_timeout_secs: u64,
+}
+
+/// What the page shows before the first message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppInfo {
+    pub model: String,
+    pub tools: Vec<ToolInfo>,
+}
+
+/// An approval still waiting, with its deadline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingApprovalInfo {
+    pub approval_id: String,
+    pub tool_call_id: String,
+    pub deadline_ms: i64,
+}
+
+/// A chat as the server holds it: enough to show it again after a reload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatSnapshot {
+    pub chat_id: String,
+    pub messages: Vec<UiMessage>,
+    pub pending: Vec<PendingApprovalInfo>,
+    /// The server's clock when the snapshot was taken (deadlines are in its time).
+    pub server_now_ms: i64,
+    /// A turn is generating right now (the page should re-attach to it).
+    pub streaming: bool,
+}
+
+/// One page of the audit log, with what the filters can choose from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditPage {
+    pub records: Vec<crate::protocol::audit::AuditRecord>,
+    /// The page size: when `records` is this long there may be older ones.
+    pub limit: usize,
+    /// The names of the tools (for the tool filter).
+    pub tools: Vec<String>,
+}

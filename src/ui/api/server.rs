@@ -1,0 +1,142 @@
+//! The page data on the server: read from the runtime, for the JSON endpoints
+//! (`transport::app`) and for pages rendered here.
+
+use leptos::prelude::use_context;
+
+use super::{
+    AUDIT_PAGE, AppInfo, AuditFilters, AuditPage, ChatSnapshot, PendingApprovalInfo, ToolInfo,
+};
+use crate::{
+    agent::{
+        TurnEntry,
+        gate::CallPhase,
+        tools::{ApprovalPolicy, ToolLocation},
+    },
+    protocol::audit::{AuditKind, AuditQuery},
+    server::AppState,
+};
+
+/// The model in use and the tools it may call.
+pub fn app_info(state: &AppState) -> AppInfo {
+    let runtime = &state.runtime;
+    let tools = runtime
+        .tools
+        .names()
+        .into_iter()
+        .filter_map(|name| runtime.tools.get(name))
+        .map(|tool| ToolInfo {
+            name: tool.spec.name.to_string(),
+            description: tool.spec.description.to_string(),
+            parameters: tool.spec.parameters.clone(),
+            needs_approval: !matches!(tool.spec.approval, ApprovalPolicy::Never),
+            runs_in_browser: tool.spec.location == ToolLocation::Browser,
+            approval_timeout_secs: tool.spec.approval_timeout.as_secs(),
+        })
+        .collect();
+    AppInfo {
+        model: runtime.models_label(),
+        tools,
+    }
+}
+
+/// A chat with its pending approvals (an unknown chat is empty).
+pub async fn chat_snapshot(state: &AppState, chat_id: String) -> Result<ChatSnapshot, String> {
+    let runtime = &state.runtime;
+    let now = runtime.clock.now_ms();
+    let session = runtime
+        .existing_session(&chat_id)
+        .await
+        .map_err(|e| e.to_string())?;
+    let Some(session) = session else {
+        return Ok(ChatSnapshot {
+            chat_id,
+            messages: Vec::new(),
+            pending: Vec::new(),
+            server_now_ms: now,
+            streaming: false,
+        });
+    };
+    let record = session.snapshot();
+    let pending = record
+        .turn
+        .iter()
+        .flat_map(|t| t.calls.iter())
+        .filter_map(|c| match &c.phase {
+            CallPhase::AwaitingApproval {
+                approval_id,
+                deadline_ms,
+                ..
+            } => Some(PendingApprovalInfo {
+                approval_id: approval_id.clone(),
+                tool_call_id: c.call.id.clone(),
+                deadline_ms: *deadline_ms,
+            }),
+            _ => None,
+        })
+        .collect();
+    let streaming = session.current_log().is_some_and(|log| {
+        !matches!(
+            log.entries_from(log.len().saturating_sub(1)).last(),
+            None | Some(TurnEntry::End) | Some(TurnEntry::Pause)
+        )
+    });
+    Ok(ChatSnapshot {
+        chat_id,
+        messages: record.messages,
+        pending,
+        server_now_ms: now,
+        streaming,
+    })
+}
+
+/// One page of the audit log, newest first.
+pub async fn audit_page(state: &AppState, filters: AuditFilters) -> Result<AuditPage, String> {
+    let clean = |v: Option<String>| v.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
+    let kind = match clean(filters.kind) {
+        None => None,
+        Some(k) => Some(AuditKind::parse(&k).ok_or_else(|| format!("unknown event kind {k:?}"))?),
+    };
+    let query = AuditQuery {
+        session: clean(filters.session),
+        tool: clean(filters.tool),
+        kind,
+        before: filters.before.filter(|b| *b > 0),
+        limit: Some(AUDIT_PAGE),
+    };
+    let records = state
+        .runtime
+        .store
+        .audit(&query)
+        .await
+        .map_err(|e| format!("the audit log cannot be read: {e}"))?;
+    Ok(AuditPage {
+        records,
+        limit: query.limit(),
+        tools: state
+            .runtime
+            .tools
+            .names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+    })
+}
+
+fn state() -> Result<AppState, String> {
+    use_context::<AppState>().ok_or_else(|| "the server state is missing".to_owned())
+}
+
+/// The model and tools (the page calls this; on the server it reads the runtime).
+pub async fn get_app_info() -> Result<AppInfo, String> {
+    Ok(app_info(&state()?))
+}
+
+/// A chat as the server holds it.
+pub async fn load_chat(chat_id: String) -> Result<ChatSnapshot, String> {
+    chat_snapshot(&state()?, chat_id).await
+}
+
+/// One page of the audit log.
+pub async fn list_audit(filters: AuditFilters) -> Result<AuditPage, String> {
+    audit_page(&state()?, filters).await
+}
