@@ -141,6 +141,19 @@ async fn read_segment(log: &Arc<TurnLog>, from: usize) -> Vec<TurnEntry> {
     out
 }
 
+/// Reads the whole log of a turn, from its first entry to its end.
+async fn read_all(log: &Arc<TurnLog>) -> Vec<TurnEntry> {
+    let mut reader = log.subscribe(0);
+    let mut out = Vec::new();
+    while let Some(entry) = tokio::time::timeout(Duration::from_secs(3600), reader.next())
+        .await
+        .expect("the turn made no progress")
+    {
+        out.push(entry);
+    }
+    out
+}
+
 /// All text of the entries, concatenated.
 fn text_of(entries: &[TurnEntry]) -> String {
     entries
@@ -204,6 +217,19 @@ fn deny(id: &str, reason: Option<&str>) -> PersonInput {
 async fn answer(rt: &Arc<Runtime>, chat: &str, inputs: &[PersonInput]) -> Vec<TurnEntry> {
     let receipt = rt.submit(chat, inputs).await.expect("input accepted");
     read_segment(&receipt.log, receipt.from).await
+}
+
+/// Waits (without letting time pass) until `chat`'s turn has parked: it paused and its task
+/// returned. Fails if it does not park within 100 scheduler turns.
+async fn parked(rt: &Arc<Runtime>, chat: &str) {
+    let session = rt.session(chat).await.unwrap();
+    for _ in 0..100 {
+        if session.is_parked() {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("the turn of {chat} did not park");
 }
 
 async fn history(rt: &Arc<Runtime>, chat: &str) -> Vec<HistoryItem> {
@@ -373,6 +399,8 @@ async fn an_unanswered_approval_expires_distinctly_from_a_denial() {
     let rt = runtime();
     let (log, first) = start(&rt, "c", "Process a payment of $100 to Alice").await;
     assert_eq!(describe(&first).last().map(String::as_str), Some("PAUSE"));
+    // No task waits for the deadline: the runtime's timer wakes the parked turn.
+    parked(&rt, "c").await;
     tokio::time::advance(APPROVAL_TIMEOUT + Duration::from_secs(1)).await;
     let rest = read_segment(&log, first.len()).await;
     assert_eq!(
@@ -663,6 +691,64 @@ async fn change_bgm_waits_for_the_browser() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_parked_turn_wakes_for_each_answer_of_parallel_approvals() {
+    let rt = runtime();
+    let first = two_payments(&rt).await;
+    parked(&rt, "c").await;
+    let log = rt.session("c").await.unwrap().current_log().unwrap();
+    let second = answer(&rt, "c", &[approve("apv-2")]).await;
+    assert_eq!(
+        describe(&second),
+        lines(&["tool-output-available call-2", "PAUSE"])
+    );
+    parked(&rt, "c").await;
+    let third = answer(&rt, "c", &[deny("apv-1", None)]).await;
+    assert_eq!(describe(&third).last().map(String::as_str), Some("END"));
+    // One log from `start` to the end: the parked turn went on where it paused.
+    let all = read_all(&log).await;
+    assert_eq!(all.len(), first.len() + second.len() + third.len());
+    assert_eq!(
+        all.iter()
+            .filter(|e| matches!(e, TurnEntry::Chunk(Chunk::Start(_))))
+            .count(),
+        1
+    );
+    assert!(is_well_formed(&history(&rt, "c").await));
+}
+
+#[tokio::test(start_paused = true)]
+async fn parked_turns_expire_each_at_their_own_deadline() {
+    let rt = runtime();
+    // A payment (60 s to answer) parks first; a browser call (10 s) parks after it with an
+    // earlier deadline, which the runtime's one timer must not sleep past.
+    start(&rt, "pay", "Send $50 to Hanako").await;
+    parked(&rt, "pay").await;
+    let (music, first) = start(&rt, "music", "Switch the music to track 2").await;
+    parked(&rt, "music").await;
+    tokio::time::advance(BROWSER_TIMEOUT + Duration::from_secs(1)).await;
+    let rest = read_segment(&music, first.len()).await;
+    // Ids are the runtime's: the payment's call was call-1.
+    assert_eq!(
+        describe(&rest)[0],
+        "tool-output-error call-2: The browser did not return a result within 10 s."
+    );
+    let pay = rt.session("pay").await.unwrap();
+    assert!(pay.has_pending_approval("apv-1"));
+    assert!(pay.is_parked());
+    tokio::time::advance(APPROVAL_TIMEOUT).await;
+    let pay_log = pay.current_log().unwrap();
+    let ended = read_all(&pay_log).await;
+    assert!(
+        describe(&ended)
+            .iter()
+            .any(|l| l.contains("Approval expired")),
+        "{:?}",
+        describe(&ended)
+    );
+    assert!(!pay.has_pending_approval("apv-1"));
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_silent_browser_times_out() {
     let rt = runtime();
     let (log, first) = start(&rt, "c", "トラック1に変更して").await;
@@ -730,6 +816,7 @@ async fn interrupt_while_streaming_ends_the_turn_cleanly() {
 async fn interrupt_while_waiting_for_approval_closes_the_call() {
     let rt = runtime();
     let (log, first) = start(&rt, "c", "Send $50 to Hanako").await;
+    parked(&rt, "c").await;
     assert!(rt.interrupt("c", "user pressed Stop"));
     let rest = read_segment(&log, first.len()).await;
     assert_eq!(
@@ -754,6 +841,7 @@ async fn interrupt_while_waiting_for_approval_closes_the_call() {
 async fn a_new_message_supersedes_a_waiting_turn() {
     let rt = runtime();
     let (log, first) = start(&rt, "c", "Send $50 to Hanako").await;
+    parked(&rt, "c").await;
     let (_, next) = start(&rt, "c", "What's the weather in Paris?").await;
     let old = describe(&read_segment(&log, first.len()).await);
     assert_eq!(old.last().map(String::as_str), Some("END"));

@@ -16,14 +16,17 @@
 //! what the seed system's BIDI frontend needs to hand control back to the person (ADR 0011).
 
 use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
+    collections::{BTreeMap, HashMap},
+    sync::{
+        Arc, Mutex, OnceLock, Weak,
+        atomic::{AtomicU64, Ordering},
+    },
     time::Duration,
 };
 
 use futures::{FutureExt, StreamExt, future::BoxFuture, stream::FuturesUnordered};
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
+use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 
 use super::{
@@ -34,8 +37,8 @@ use super::{
     model::{CallNotice, Model, ModelEvent, ModelRequest, Usage},
     schema::validate,
     session::{
-        HeldText, LiveTurn, Receipt, Session, SessionRecord, SessionStore, StoreError, TurnEntry,
-        TurnLog, TurnRecord, TurnStatus, lock,
+        HeldText, LiveTurn, Parked, Receipt, Session, SessionRecord, SessionStore, StoreError,
+        TurnEntry, TurnLog, TurnRecord, TurnStatus, lock,
     },
     store::{Actor, AuditEvent, AuditKind},
     tools::{Executor, ToolContext, ToolLocation, ToolRegistry},
@@ -139,6 +142,20 @@ pub struct Runtime {
     /// The model of BIDI turns when it differs from `model` (Gemini Live).
     live_model: std::sync::OnceLock<Arc<dyn Model>>,
     live: Mutex<HashMap<String, Arc<Session>>>,
+    /// When parked turns must wake up to expire what they wait for.
+    deadlines: Arc<Deadlines>,
+}
+
+/// The deadlines of parked turns (ADR 0010): one timer task for the runtime instead of a
+/// sleeping task per turn waiting for a person.
+#[derive(Default)]
+struct Deadlines {
+    /// (deadline, sequence) → the session whose parked turn must wake then.
+    queue: Mutex<BTreeMap<(Millis, u64), Weak<Session>>>,
+    next: AtomicU64,
+    /// An earlier deadline was added: the timer sleeps too long.
+    earlier: Notify,
+    timer: OnceLock<()>,
 }
 
 impl Runtime {
@@ -160,6 +177,7 @@ impl Runtime {
             chunk_log: std::sync::OnceLock::new(),
             live_model: std::sync::OnceLock::new(),
             live: Mutex::new(HashMap::new()),
+            deadlines: Arc::default(),
         })
     }
 
@@ -255,6 +273,8 @@ impl Runtime {
                         }
                         *lock(&turn.interrupt_reason) = Some("superseded by a new message".into());
                         turn.cancel.cancel();
+                        // A parked turn needs a task to end itself.
+                        self.unpark_locked(&session, &record, turn);
                         turn.task.take()
                     }
                     _ => {
@@ -340,35 +360,174 @@ impl Runtime {
         timing: Option<TextTiming>,
         transport: &'static str,
     ) -> TurnStarted {
-        let log = Arc::new(TurnLog::default());
-        let cancel = CancellationToken::new();
-        let interrupt_reason = Arc::new(Mutex::new(None));
-        let driver = TurnDriver {
-            rt: self.clone(),
-            session: session.clone(),
-            log: log.clone(),
-            cancel: cancel.clone(),
-            interrupt_reason: interrupt_reason.clone(),
-            timing: timing.unwrap_or(self.settings.text_timing),
-            reducer,
-            message_id: message_id.clone(),
-            transport,
-            turn_id: turn_id.clone(),
-            audit: Vec::new(),
-            notices: self.model_for(transport).call_notices(),
+        let mut turn = LiveTurn {
+            log: Arc::new(TurnLog::default()),
+            cancel: CancellationToken::new(),
+            interrupt_reason: Arc::new(Mutex::new(None)),
+            task: None,
+            parked: None,
         };
-        let task = tokio::spawn(driver.run());
-        *live = Some(LiveTurn {
-            log: log.clone(),
-            cancel,
-            interrupt_reason,
-            task: Some(task),
-        });
+        let driver = self.driver(
+            session,
+            &turn,
+            &turn_id,
+            &message_id,
+            reducer,
+            timing,
+            transport,
+        );
+        turn.task = Some(tokio::spawn(driver.run(Entry::Start)));
+        let log = turn.log.clone();
+        *live = Some(turn);
         TurnStarted {
             turn_id,
             message_id,
             log,
         }
+    }
+
+    /// A driver for `turn`, writing its log.
+    #[allow(clippy::too_many_arguments)]
+    fn driver(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        turn: &LiveTurn,
+        turn_id: &str,
+        message_id: &str,
+        reducer: MessageReducer,
+        timing: Option<TextTiming>,
+        transport: &'static str,
+    ) -> TurnDriver {
+        TurnDriver {
+            rt: self.clone(),
+            session: session.clone(),
+            log: turn.log.clone(),
+            cancel: turn.cancel.clone(),
+            interrupt_reason: turn.interrupt_reason.clone(),
+            timing: timing.unwrap_or(self.settings.text_timing),
+            reducer,
+            message_id: message_id.to_owned(),
+            transport,
+            turn_id: turn_id.to_owned(),
+            audit: Vec::new(),
+            notices: self.model_for(transport).call_notices(),
+        }
+    }
+
+    /// Gives a parked turn a task again, continuing its log where it paused (the caller holds
+    /// both locks of `session`, the record's first). Nothing happens if the turn is not parked.
+    fn unpark_locked(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        record: &SessionRecord,
+        turn: &mut LiveTurn,
+    ) {
+        let Some(parked) = turn.parked else {
+            return;
+        };
+        let Some(current) = record.turn.as_ref() else {
+            tracing::error!(session = %session.id, "a parked turn has no record");
+            return;
+        };
+        turn.parked = None;
+        // The record's copy of the message is exactly what the reducer had: the turn synced it
+        // when it paused, and every text or reasoning block was closed.
+        let reducer = match record
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.id == current.message_id)
+        {
+            Some(message) => MessageReducer::continuing(message.clone()),
+            None => MessageReducer::new(current.message_id.clone()),
+        };
+        let driver = self.driver(
+            session,
+            turn,
+            &current.id,
+            &current.message_id,
+            reducer,
+            current.timing,
+            static_transport(&current.transport),
+        );
+        turn.task = Some(tokio::spawn(driver.run(Entry::Unpark(parked))));
+    }
+
+    /// [`Runtime::unpark_locked`], taking the locks.
+    fn unpark(self: &Arc<Self>, session: &Arc<Session>) {
+        let record = lock(&session.record);
+        let mut live = lock(&session.live);
+        if let Some(turn) = live.as_mut() {
+            self.unpark_locked(session, &record, turn);
+        }
+    }
+
+    /// Tells `session`'s turn that person input was applied: a parked turn gets a task again,
+    /// a waiting one is woken.
+    fn wake(self: &Arc<Self>, session: &Arc<Session>) {
+        {
+            let record = lock(&session.record);
+            let mut live = lock(&session.live);
+            if let Some(turn) = live.as_mut().filter(|t| t.parked.is_some()) {
+                self.unpark_locked(session, &record, turn);
+                return;
+            }
+        }
+        session.wake();
+    }
+
+    /// Wakes `session`'s parked turn at `deadline` (once; a turn that is not parked then is
+    /// left alone).
+    fn wake_at(self: &Arc<Self>, deadline: Millis, session: &Arc<Session>) {
+        let deadlines = &self.deadlines;
+        let key = (deadline, deadlines.next.fetch_add(1, Ordering::Relaxed));
+        let earliest = {
+            let mut queue = lock(&deadlines.queue);
+            queue.insert(key, Arc::downgrade(session));
+            queue
+                .first_key_value()
+                .is_some_and(|(first, _)| *first == key)
+        };
+        deadlines.timer.get_or_init(|| self.spawn_deadline_timer());
+        if earliest {
+            deadlines.earlier.notify_one();
+        }
+    }
+
+    /// The task behind [`Runtime::wake_at`]: sleeps until the earliest deadline (or until an
+    /// earlier one is added), then unparks every turn whose deadline came.
+    fn spawn_deadline_timer(self: &Arc<Self>) {
+        let runtime = Arc::downgrade(self);
+        let deadlines = self.deadlines.clone();
+        let clock = self.clock.clone();
+        tokio::spawn(async move {
+            loop {
+                let now = clock.now_ms();
+                let (due, next) = {
+                    let mut queue = lock(&deadlines.queue);
+                    let later = queue.split_off(&(now + 1, 0));
+                    let due = std::mem::replace(&mut *queue, later);
+                    (due, queue.first_key_value().map(|((at, _), _)| *at))
+                };
+                if !due.is_empty() {
+                    let Some(runtime) = runtime.upgrade() else {
+                        return;
+                    };
+                    for session in due.into_values().filter_map(|s| s.upgrade()) {
+                        runtime.unpark(&session);
+                    }
+                }
+                match next {
+                    Some(at) => {
+                        tokio::select! {
+                            () = tokio::time::sleep(until(clock.now_ms(), at)) => {}
+                            () = deadlines.earlier.notified() => {}
+                        }
+                    }
+                    None => deadlines.earlier.notified().await,
+                }
+            }
+        });
     }
 
     /// Picks up a turn that was running or waiting for the person when the server stopped: its
@@ -457,7 +616,7 @@ impl Runtime {
             // Approvals of calls whose effects are in this record: the turn runs them at once
             // and commits answer, effect and result together before it emits anything.
             lock(&session.unsaved_audit).extend(events);
-            session.wake();
+            self.wake(&session);
             return Ok(applied.receipt);
         }
         // Earlier answers still waiting for their turn's commit go with this one: the record
@@ -474,7 +633,7 @@ impl Runtime {
                 message: e.to_string(),
             });
         }
-        session.wake();
+        self.wake(&session);
         Ok(applied.receipt)
     }
 
@@ -575,10 +734,16 @@ impl Runtime {
     }
 
     /// Interrupts `chat_id`'s turn. False when nothing was running.
-    pub fn interrupt(&self, chat_id: &str, reason: &str) -> bool {
-        lock(&self.live)
-            .get(chat_id)
-            .is_some_and(|s| s.interrupt(reason))
+    pub fn interrupt(self: &Arc<Self>, chat_id: &str, reason: &str) -> bool {
+        let Some(session) = lock(&self.live).get(chat_id).cloned() else {
+            return false;
+        };
+        let interrupted = session.interrupt(reason);
+        if interrupted {
+            // A parked turn needs a task to end itself.
+            self.unpark(&session);
+        }
+        interrupted
     }
 
     /// Ids of the stored chats, most recent first.
@@ -600,6 +765,17 @@ impl Runtime {
 enum Flow {
     Continue,
     Interrupted,
+    /// The turn waits for the person and has no task any more (ADR 0010).
+    Parked,
+}
+
+/// Where a driver enters its turn.
+#[derive(Debug, Clone, Copy)]
+enum Entry {
+    /// A new turn, or one picked up after a restart: a new log that begins with `start`.
+    Start,
+    /// A parked turn: its log goes on where it paused.
+    Unpark(Parked),
 }
 
 /// The running turn: owns the reducer that mirrors what the client sees.
@@ -641,13 +817,23 @@ struct StepOutput {
 }
 
 impl TurnDriver {
-    async fn run(mut self) {
-        self.emit(Chunk::start(self.message_id.clone()));
+    async fn run(mut self, entry: Entry) {
+        let mut paused_at = match entry {
+            Entry::Start => {
+                self.emit(Chunk::start(self.message_id.clone()));
+                None
+            }
+            Entry::Unpark(parked) => Some(parked.inputs),
+        };
         loop {
             // Phase A: the calls of the previous step, until every one has its result.
-            if let Flow::Interrupted = self.resolve_calls().await {
-                self.finish_interrupted(None).await;
-                return;
+            match self.resolve_calls(paused_at.take()).await {
+                Flow::Continue => {}
+                Flow::Interrupted => {
+                    self.finish_interrupted(None).await;
+                    return;
+                }
+                Flow::Parked => return,
             }
             self.commit_results();
 
@@ -921,11 +1107,12 @@ impl TurnDriver {
     }
 
     /// Phase A: waits until every call of the step has its result, running server tools,
-    /// expiring deadlines and pausing for the person.
-    async fn resolve_calls(&mut self) -> Flow {
+    /// expiring deadlines and pausing for the person. `paused_at`: the input count at which
+    /// the turn last paused, when it continues after being parked.
+    async fn resolve_calls(&mut self, paused_at: Option<u64>) -> Flow {
         let mut running: FuturesUnordered<BoxFuture<'static, (String, Outcome)>> =
             FuturesUnordered::new();
-        let mut last_pause_inputs: Option<u64> = None;
+        let mut last_pause_inputs: Option<u64> = paused_at;
         let mut emitted_since_pause = false;
         loop {
             let now = self.rt.clock.now_ms();
@@ -1046,6 +1233,9 @@ impl TurnDriver {
                 self.pause().await;
                 last_pause_inputs = Some(inputs);
                 emitted_since_pause = false;
+            }
+            if running.is_empty() && waiting && self.park(inputs, next_deadline) {
+                return Flow::Parked;
             }
             let sleep = next_deadline.map(|d| until(self.rt.clock.now_ms(), d));
             tokio::select! {
@@ -1400,6 +1590,34 @@ impl TurnDriver {
         self.record_done();
         self.log.push(TurnEntry::End);
         self.save().await;
+    }
+
+    /// Parks the turn when it can wait for the person without a task (ADR 0010): nothing
+    /// uncommitted, no provider notices to listen to, no input or interrupt since `inputs` was
+    /// read. The check and the mark happen under the session's locks, where input is applied
+    /// and interrupts are raised, so nothing that should wake the turn can be missed.
+    fn park(&mut self, inputs: u64, deadline: Option<Millis>) -> bool {
+        if self.notices.is_some() || !self.audit.is_empty() {
+            return false;
+        }
+        {
+            let record = lock(&self.session.record);
+            let mut live = lock(&self.session.live);
+            let Some(turn) = live.as_mut().filter(|t| Arc::ptr_eq(&t.log, &self.log)) else {
+                return false;
+            };
+            if self.cancel.is_cancelled() || record.turn.as_ref().map(|t| t.inputs) != Some(inputs)
+            {
+                return false;
+            }
+            turn.parked = Some(Parked { inputs });
+            // This very task: dropping its handle lets its memory go as soon as it returns.
+            turn.task = None;
+        }
+        if let Some(deadline) = deadline {
+            self.rt.wake_at(deadline, &self.session);
+        }
+        true
     }
 
     async fn pause(&mut self) {

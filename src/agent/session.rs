@@ -242,7 +242,19 @@ pub(crate) struct LiveTurn {
     pub log: Arc<TurnLog>,
     pub cancel: CancellationToken,
     pub interrupt_reason: Arc<Mutex<Option<String>>>,
+    /// The task driving the turn; `None` while the turn is parked.
     pub task: Option<tokio::task::JoinHandle<()>>,
+    /// Set while the turn waits for the person with no task at all (ADR 0010): the record and
+    /// the log are the whole turn; person input, an interrupt or the next deadline start a
+    /// task again where this one stopped.
+    pub parked: Option<Parked>,
+}
+
+/// Where a parked turn stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Parked {
+    /// The record's input count when the turn paused: input since then is news to it.
+    pub inputs: u64,
 }
 
 /// A live session.
@@ -361,6 +373,13 @@ impl Session {
     /// Runs `f` on the wallet under the session lock.
     pub fn with_wallet<R>(&self, f: impl FnOnce(&mut Wallet) -> R) -> R {
         f(&mut lock(&self.record).wallet)
+    }
+
+    /// Whether the current turn waits for the person with no task driving it (ADR 0010).
+    pub fn is_parked(&self) -> bool {
+        lock(&self.live)
+            .as_ref()
+            .is_some_and(|t| t.parked.is_some() && t.task.is_none())
     }
 
     /// The log of the current turn, if one was started since this session went live.
