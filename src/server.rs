@@ -219,26 +219,98 @@ pub async fn serve(
         Err(e) => tracing::error!(error = %e, "cannot resume the open turns"),
     }
     runtime.spawn_sweeper(SESSION_SWEEP);
-    // Chunks are small and latency-bound: without TCP_NODELAY, Nagle's algorithm and delayed
-    // ACKs hold a lone chunk back ~40 ms (measured by bench/: first chunk 43.7 ms → see
-    // bench/results.md).
-    use axum::serve::ListenerExt;
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!("cannot set TCP_NODELAY: {e}");
-        }
-    });
-    axum::serve(
-        listener,
-        router(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await?;
+    accept(listener, router(state), shutdown).await;
     if let Some(log) = runtime.chunk_log() {
         log.flush_all();
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The accept loop: every connection is served by hyper's HTTP/1 directly (no protocol sniffing
+/// in front), so an upgraded WebSocket gets its `TcpStream` back and an idle socket holds no
+/// buffer (`transport::ws::socket`). On `shutdown` it stops accepting, asks every connection to
+/// finish its request in flight and waits for them.
+async fn accept(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use tokio::sync::watch;
+    use tower::ServiceExt;
+
+    // `closing` tells the connections to finish; each holds a `done` receiver until it ended.
+    let (closing, _) = watch::channel(false);
+    let (done, _) = watch::channel(());
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    accept_error(e).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        // Chunks are small and latency-bound: without TCP_NODELAY, Nagle's algorithm and
+        // delayed ACKs hold a lone chunk back ~40 ms (bench/: first chunk 43.7 → 0.82 ms).
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY: {e}");
+        }
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |mut request: axum::extract::Request<_>| {
+            request
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+            app.clone().oneshot(request)
+        });
+        let mut closing = closing.subscribe();
+        let done = done.subscribe();
+        tokio::spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .serve_connection(TokioIo::new(tcp), service)
+                .with_upgrades();
+            let mut connection = std::pin::pin!(connection);
+            let result = tokio::select! {
+                result = connection.as_mut() => result,
+                // The only change ever sent is the one to `true`.
+                Ok(()) = closing.changed() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+            drop(done);
+        });
+    }
+    drop(listener);
+    closing.send_replace(true);
+    done.closed().await;
+}
+
+/// How long a client may take to send a request's headers (slow-loris protection).
+const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// An `accept` failure: a connection that went away before it was accepted is nobody's
+/// problem; anything else (out of file descriptors) is logged and waited out for a second
+/// instead of spinning.
+async fn accept_error(error: std::io::Error) {
+    use std::io::ErrorKind;
+    if matches!(
+        error.kind(),
+        ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!(%error, "cannot accept a connection");
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
 }
 
 /// The one-screen start-up banner: where to open, which model answers, which transports exist.

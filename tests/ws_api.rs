@@ -687,3 +687,97 @@ async fn a_silent_client_is_closed_after_the_idle_timeout() {
         }
     }
 }
+
+#[tokio::test]
+async fn requests_that_are_not_websocket_upgrades_are_refused_with_a_reason() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = server().await;
+    let addr = server.base.trim_start_matches("ws://").to_string();
+    let ask = |request: String| {
+        let addr = addr.clone();
+        async move {
+            let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            tcp.write_all(request.as_bytes()).await.unwrap();
+            let mut answer = Vec::new();
+            tcp.read_to_end(&mut answer).await.unwrap();
+            String::from_utf8_lossy(&answer).into_owned()
+        }
+    };
+    let plain = ask("GET /api/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".into()).await;
+    assert!(plain.starts_with("HTTP/1.1 400"), "{plain}");
+    assert!(plain.contains("not_a_websocket_upgrade"), "{plain}");
+    let old = ask(
+        "GET /api/live HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, close\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 8\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+            .into(),
+    )
+    .await;
+    assert!(old.starts_with("HTTP/1.1 426"), "{old}");
+    // RFC 6455 §1.3's example key and the accept value it must produce.
+    let good = {
+        let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        tcp.write_all(
+            b"GET /api/live HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Upgrade\r\n\
+              Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+              Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let mut head = vec![0u8; 512];
+        let n = tcp.read(&mut head).await.unwrap();
+        String::from_utf8_lossy(&head[..n]).into_owned()
+    };
+    assert!(good.starts_with("HTTP/1.1 101"), "{good}");
+    assert!(
+        good.to_lowercase()
+            .contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),
+        "{good}"
+    );
+}
+
+#[tokio::test]
+async fn a_fragmented_frame_with_a_ping_between_its_pieces_is_understood() {
+    use tokio_tungstenite::tungstenite::protocol::frame::{
+        Frame as RawFrame,
+        coding::{Data, OpCode},
+    };
+    let server = server().await;
+    let mut socket = connect(&server).await;
+    let text = json!({"type": "ping", "timestamp": 42}).to_string();
+    let (head, tail) = text.split_at(7);
+    socket
+        .send(Message::Frame(RawFrame::message(
+            head.as_bytes().to_vec(),
+            OpCode::Data(Data::Text),
+            false,
+        )))
+        .await
+        .unwrap();
+    socket
+        .send(Message::Ping(b"still there?".to_vec().into()))
+        .await
+        .unwrap();
+    socket
+        .send(Message::Frame(RawFrame::message(
+            tail.as_bytes().to_vec(),
+            OpCode::Data(Data::Continue),
+            true,
+        )))
+        .await
+        .unwrap();
+    let mut pong = None;
+    let control = loop {
+        let message = tokio::time::timeout(Duration::from_secs(10), socket.next())
+            .await
+            .expect("an answer")
+            .expect("open")
+            .expect("readable");
+        match message {
+            Message::Pong(payload) => pong = Some(payload.to_vec()),
+            Message::Text(text) => break serde_json::from_str::<Value>(text.as_str()).unwrap(),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(pong.as_deref(), Some(&b"still there?"[..]));
+    assert_eq!(control, json!({"type": "pong", "timestamp": 42}));
+}

@@ -12,6 +12,13 @@
 //! already wrapped by `start-step` … `finish-step` in the runner's output (ADR 0011), and the
 //! socket stays open while the person decides. One socket per chat: a newer one takes over and
 //! the older is closed with a reason.
+//!
+//! The WebSocket itself is ours ([`socket`], RFC 6455 framing in [`frame`]): a socket waiting for
+//! a person holds its TCP stream, one small task and no buffers (bench/: 1.9 KiB per idle
+//! socket, 7.2 KiB with tungstenite).
+
+mod frame;
+mod socket;
 
 use std::{
     collections::HashMap,
@@ -19,23 +26,21 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use axum::{
     Router,
-    extract::{
-        Query, State, WebSocketUpgrade,
-        ws::{CloseFrame, Message, Utf8Bytes, WebSocket},
-    },
+    extract::{Query, State},
     response::Response,
     routing::get,
 };
-use futures::{SinkExt, StreamExt, stream::SplitSink};
+use frame::{Message, OpCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
+use self::socket::{Handshake, Socket, SocketError, Upgrade};
 use super::{
     answers::{extract, is_answer, user_content},
     error::ApiError,
@@ -44,8 +49,8 @@ use super::{
 };
 use crate::{
     agent::{
-        ApprovalDecision, BrowserResult, PersonInput, SessionRecord, TextTiming, TurnEntry,
-        TurnLog, UserTurn, session::LogReader, store::Actor,
+        ApprovalDecision, BrowserResult, PersonInput, Runtime, SessionRecord, TextTiming,
+        TurnEntry, TurnLog, UserTurn, session::LogReader, store::Actor,
     },
     protocol::{
         ChatRequest, Chunk, ClientFrame, Dialect, EnvelopeError, ServerControl,
@@ -56,10 +61,7 @@ use crate::{
 
 /// WebSocket close codes used here (RFC 6455 §7.4.1, plus an application code).
 pub mod close {
-    pub const GOING_AWAY: u16 = 1001;
-    pub const INVALID_PAYLOAD: u16 = 1007;
-    pub const POLICY: u16 = 1008;
-    pub const TOO_BIG: u16 = 1009;
+    pub use super::frame::code::*;
     /// Another socket took over this chat.
     pub const REPLACED: u16 = 4001;
 }
@@ -118,7 +120,7 @@ async fn upgrade(
     State(state): State<AppState>,
     client: Client,
     Query(query): Query<LiveQuery>,
-    ws: WebSocketUpgrade,
+    handshake: Handshake,
 ) -> Response {
     let timing = match query.text.as_deref() {
         Some("progressive") => Some(TextTiming::Progressive),
@@ -130,30 +132,14 @@ async fn upgrade(
         _ => Dialect::V6Strict,
     };
     let limit = state.http.ws_max_frame_bytes;
-    // Small buffers: an idle socket holding a pending approval should cost kilobytes, not the
-    // 2 × 128 KiB tungstenite reserves by default (bench/: memory per idle BIDI session).
-    // Frames are written at once (every chunk is flushed anyway).
-    ws.max_message_size(limit)
-        .max_frame_size(limit)
-        .read_buffer_size(WS_READ_BUFFER)
-        .write_buffer_size(0)
-        .on_upgrade(move |socket| async move {
-            Connection::new(state, timing, dialect, client.actor("bidi"))
-                .run(socket)
-                .await;
-        })
+    let connection = Connection::new(&state, timing, dialect, client.actor("bidi"));
+    handshake.accept(limit, move |upgrade| connection.run(upgrade))
 }
-
-/// The read buffer of a socket (grows for a larger frame, up to the frame limit). Client frames
-/// are a few hundred bytes (bench/: a 4 KiB buffer was 4 KiB of every idle session).
-const WS_READ_BUFFER: usize = 1024;
-
-type Sink = SplitSink<WebSocket, Message>;
 
 /// A token bucket: `rate` frames per second, bursts of `2 × rate`.
 struct RateLimiter {
-    rate: f64,
-    tokens: f64,
+    rate: f32,
+    tokens: f32,
     last: Instant,
     strikes: u32,
 }
@@ -161,8 +147,8 @@ struct RateLimiter {
 impl RateLimiter {
     fn new(rate: u32) -> Self {
         RateLimiter {
-            rate: f64::from(rate),
-            tokens: f64::from(rate) * 2.0,
+            rate: rate as f32,
+            tokens: rate as f32 * 2.0,
             last: Instant::now(),
             strikes: 0,
         }
@@ -170,7 +156,7 @@ impl RateLimiter {
 
     fn allow(&mut self) -> bool {
         let now = Instant::now();
-        let elapsed = now.duration_since(self.last).as_secs_f64();
+        let elapsed = now.duration_since(self.last).as_secs_f32();
         self.last = now;
         self.tokens = (self.tokens + elapsed * self.rate).min(self.rate * 2.0);
         if self.tokens >= 1.0 {
@@ -183,9 +169,12 @@ impl RateLimiter {
     }
 }
 
-/// One WebSocket connection.
+/// One WebSocket connection. Everything here lives as long as the socket, idle or not, so it
+/// holds handles and small settings, not the whole `AppState`.
 struct Connection {
-    state: AppState,
+    runtime: Arc<Runtime>,
+    sockets: Arc<LiveSockets>,
+    idle: Duration,
     timing: Option<TextTiming>,
     dialect: Dialect,
     id: u64,
@@ -198,121 +187,156 @@ struct Connection {
     actor: Actor,
 }
 
+/// What woke an idle connection.
+enum Wake {
+    /// The client sent something (or closed).
+    Readable,
+    /// The forwarded turn has a new entry (`None`: it ended and every entry was read).
+    Entry(Option<TurnEntry>),
+    /// Time to check on the client.
+    Ping,
+}
+
 /// What the connection loop should do after handling something.
 enum Next {
     Continue,
+    /// Close with this code and reason.
     Close(u16, String),
+    /// The client closed (with its code): answer and end.
+    ClientClosed(Option<(u16, String)>),
+    /// The connection is gone; nothing more can be sent.
+    Gone,
 }
 
 impl Connection {
-    fn new(state: AppState, timing: Option<TextTiming>, dialect: Dialect, actor: Actor) -> Self {
-        let id = state.live_sockets.connection_id();
-        let rate = state.http.ws_rate;
+    fn new(state: &AppState, timing: Option<TextTiming>, dialect: Dialect, actor: Actor) -> Self {
         Connection {
-            state,
+            runtime: state.runtime.clone(),
+            sockets: state.live_sockets.clone(),
+            idle: state.http.ws_idle,
             timing,
             dialect,
-            id,
+            id: state.live_sockets.connection_id(),
             chat: None,
             reader: None,
             replaced: Arc::new(Notify::new()),
-            limiter: RateLimiter::new(rate),
+            limiter: RateLimiter::new(state.http.ws_rate),
             actor,
         }
     }
 
-    async fn run(mut self, socket: WebSocket) {
-        let (mut sink, mut stream) = socket.split();
-        let idle = self.state.http.ws_idle;
-        let mut ping = tokio::time::interval(idle / 3);
+    /// The connection's life. The `select!` below is what every idle socket holds, so it waits
+    /// on small futures only; handling what woke it happens in a box that exists only while it
+    /// runs.
+    async fn run(mut self, upgrade: Upgrade) {
+        let Some(mut socket) = upgrade.socket().await else {
+            return;
+        };
+        let mut ping = tokio::time::interval(self.idle / 3);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ping.tick().await;
         let mut last_heard = Instant::now();
         let replaced = self.replaced.clone();
-        let outcome = loop {
-            let next = tokio::select! {
-                frame = stream.next() => match frame {
-                    None => break None,
-                    Some(Err(e)) => break Some(close_for(&e)),
-                    Some(Ok(message)) => {
-                        last_heard = Instant::now();
-                        // Boxed: the handler's state (a turn start, an answer) is large and
-                        // only exists while a frame is handled, not in every idle socket.
-                        Box::pin(self.on_message(message, &mut sink)).await
-                    }
+        let next = loop {
+            let wake = tokio::select! {
+                ready = socket.readable() => match ready {
+                    Ok(()) => Wake::Readable,
+                    Err(_) => break Next::Gone,
                 },
-                entry = next_entry(&mut self.reader) => self.forward(entry, &mut sink).await,
-                _ = ping.tick() => {
-                    if last_heard.elapsed() >= idle {
-                        Next::Close(close::GOING_AWAY, "idle timeout".into())
-                    } else if sink.send(Message::Ping(Vec::new().into())).await.is_err() {
-                        break None;
-                    } else {
-                        Next::Continue
-                    }
-                }
-                () = replaced.notified() => Next::Close(
+                entry = next_entry(&mut self.reader) => Wake::Entry(entry),
+                _ = ping.tick() => Wake::Ping,
+                () = replaced.notified() => break Next::Close(
                     close::REPLACED,
                     "another connection took over this chat".into(),
                 ),
             };
-            if let Next::Close(code, reason) = next {
-                break Some((code, reason));
+            match Box::pin(self.on_wake(wake, &mut socket, &mut last_heard)).await {
+                Next::Continue => {}
+                next => break next,
             }
         };
-        if let Some((code, reason)) = outcome {
-            tracing::info!(connection = self.id, chat = ?self.chat, code, %reason, "closing socket");
-            let _ = sink
-                .send(Message::Close(Some(CloseFrame {
-                    code,
-                    reason: Utf8Bytes::from(reason),
-                })))
-                .await;
+        match next {
+            Next::Close(code, reason) => {
+                tracing::info!(connection = self.id, chat = ?self.chat, code, %reason, "closing socket");
+                Box::pin(socket.close(code, &reason)).await;
+            }
+            Next::ClientClosed(close) => Box::pin(socket.answer_close(close)).await,
+            Next::Continue | Next::Gone => {}
         }
-        let _ = sink.close().await;
         if let Some(chat) = &self.chat {
-            self.state.live_sockets.release(chat, self.id);
+            self.sockets.release(chat, self.id);
         }
     }
 
-    async fn on_message(&mut self, message: Message, sink: &mut Sink) -> Next {
+    async fn on_wake(&mut self, wake: Wake, socket: &mut Socket, last_heard: &mut Instant) -> Next {
+        match wake {
+            Wake::Readable => match socket.next_message() {
+                Ok(None) => Next::Continue,
+                Ok(Some(message)) => {
+                    *last_heard = Instant::now();
+                    self.on_message(message, socket).await
+                }
+                Err(SocketError::Frame(e)) => Next::Close(e.close_code(), e.to_string()),
+                Err(SocketError::Eof | SocketError::Io(_)) => Next::Gone,
+            },
+            Wake::Entry(entry) => self.forward(entry, socket).await,
+            Wake::Ping => {
+                if last_heard.elapsed() >= self.idle {
+                    Next::Close(close::GOING_AWAY, "idle timeout".into())
+                } else if socket.send(OpCode::Ping, &[]).await.is_err() {
+                    Next::Gone
+                } else {
+                    Next::Continue
+                }
+            }
+        }
+    }
+
+    async fn on_message(&mut self, message: Message, socket: &mut Socket) -> Next {
         let text = match message {
             Message::Text(text) => text,
             Message::Binary(_) => {
                 return self
                     .send_error(
-                        sink,
+                        socket,
                         "Binary frames are not accepted; send JSON text frames.",
                     )
                     .await;
             }
-            Message::Close(_) => return Next::Close(1000, "bye".into()),
-            Message::Ping(_) | Message::Pong(_) => return Next::Continue,
+            Message::Close(close) => return Next::ClientClosed(close),
+            Message::Ping(payload) => {
+                return match socket.send(OpCode::Pong, &payload).await {
+                    Ok(()) => Next::Continue,
+                    Err(_) => Next::Gone,
+                };
+            }
+            Message::Pong(_) => return Next::Continue,
         };
         if !self.limiter.allow() {
             if self.limiter.strikes > 50 {
                 return Next::Close(close::POLICY, "too many frames".into());
             }
             return self
-                .send_error(sink, "Too many frames: slow down (rate limit).")
+                .send_error(socket, "Too many frames: slow down (rate limit).")
                 .await;
         }
-        let value: Value = match serde_json::from_str(text.as_str()) {
+        let value: Value = match serde_json::from_str(&text) {
             Ok(value) => value,
             Err(e) => {
                 return self
-                    .send_error(sink, &format!("The frame is not valid JSON: {e}"))
+                    .send_error(socket, &format!("The frame is not valid JSON: {e}"))
                     .await;
             }
         };
         let value = self.normalise(value);
         match ClientFrame::from_value(value) {
-            Ok(frame) => self.on_frame(frame, sink).await,
+            Ok(frame) => self.on_frame(frame, socket).await,
             Err(EnvelopeError::UnknownType { type_name }) => {
-                self.send_error(sink, &format!("Unknown frame type {type_name:?}."))
+                self.send_error(socket, &format!("Unknown frame type {type_name:?}."))
                     .await
             }
             Err(e) => {
-                self.send_error(sink, &format!("The frame cannot be read: {e}"))
+                self.send_error(socket, &format!("The frame cannot be read: {e}"))
                     .await
             }
         }
@@ -347,39 +371,39 @@ impl Connection {
         value
     }
 
-    async fn on_frame(&mut self, frame: ClientFrame, sink: &mut Sink) -> Next {
+    async fn on_frame(&mut self, frame: ClientFrame, socket: &mut Socket) -> Next {
         match frame {
             ClientFrame::Ping { timestamp } => {
                 let pong = ServerControl::Pong { timestamp }.to_json();
-                self.send_text(sink, pong).await
+                self.send_text(socket, pong).await
             }
             ClientFrame::Interrupt { reason } => {
                 if let Some(chat) = &self.chat {
                     let reason = reason.unwrap_or_else(|| "interrupted by the person".into());
-                    self.state.runtime.interrupt(chat, &reason);
+                    self.runtime.interrupt(chat, &reason);
                 }
                 Next::Continue
             }
             ClientFrame::AudioChunk { .. } | ClientFrame::AudioControl { .. } => {
-                let label = self.state.runtime.model_for("bidi").label();
+                let label = self.runtime.model_for("bidi").label();
                 self.send_error(
-                    sink,
+                    socket,
                     &format!("Voice input is not supported by this model ({label})."),
                 )
                 .await
             }
-            ClientFrame::Resume { id, received } => self.on_resume(id, received, sink).await,
+            ClientFrame::Resume { id, received } => self.on_resume(id, received, socket).await,
             ClientFrame::ToolResult {
                 tool_call_id,
                 result,
             } => {
                 let Some(chat) = self.chat.clone() else {
                     return self
-                        .send_error(sink, "Send a message first: this socket has no chat yet.")
+                        .send_error(socket, "Send a message first: this socket has no chat yet.")
                         .await;
                 };
                 let input = self.tool_result_input(&chat, tool_call_id, result).await;
-                self.submit(&chat, vec![input], sink).await
+                self.submit(&chat, vec![input], socket).await
             }
             ClientFrame::Message {
                 id,
@@ -393,7 +417,7 @@ impl Connection {
                     trigger,
                     message_id,
                 };
-                self.on_chat(request, sink).await
+                self.on_chat(request, socket).await
             }
         }
     }
@@ -405,7 +429,7 @@ impl Connection {
             .strip_prefix("confirmation-")
             .map(str::to_string)
             .unwrap_or(id);
-        let is_approval = match self.state.runtime.existing_session(chat).await {
+        let is_approval = match self.runtime.existing_session(chat).await {
             Ok(Some(session)) => session.has_pending_approval(&id),
             _ => false,
         };
@@ -455,11 +479,11 @@ impl Connection {
         }
     }
 
-    async fn on_chat(&mut self, request: ChatRequest, sink: &mut Sink) -> Next {
+    async fn on_chat(&mut self, request: ChatRequest, socket: &mut Socket) -> Next {
         let chat_id = request.id.trim().to_string();
         if chat_id.is_empty() {
             return self
-                .send_error(sink, "The message frame has no chat id.")
+                .send_error(socket, "The message frame has no chat id.")
                 .await;
         }
         if let Some(bound) = &self.chat
@@ -467,7 +491,7 @@ impl Connection {
         {
             return self
                 .send_error(
-                    sink,
+                    socket,
                     &format!(
                         "This socket belongs to chat {bound}; open another socket for {chat_id}."
                     ),
@@ -477,24 +501,24 @@ impl Connection {
         self.bind(&chat_id);
         let Some(last) = request.messages.last() else {
             return self
-                .send_error(sink, "The message frame has no messages.")
+                .send_error(socket, "The message frame has no messages.")
                 .await;
         };
-        let runtime = self.state.runtime.clone();
+        let runtime = self.runtime.clone();
         if is_answer(last) {
             let record = match runtime.existing_session(&chat_id).await {
                 Ok(Some(session)) => session.snapshot(),
                 Ok(None) => SessionRecord::new(&chat_id, 0),
-                Err(e) => return self.send_error(sink, &e.to_string()).await,
+                Err(e) => return self.send_error(socket, &e.to_string()).await,
             };
             let inputs = match extract(last, &record) {
                 Ok(inputs) => inputs,
-                Err(e) => return self.send_error(sink, &e.message).await,
+                Err(e) => return self.send_error(socket, &e.message).await,
             };
             if inputs.is_empty() {
                 return Next::Continue;
             }
-            return self.submit(&chat_id, inputs, sink).await;
+            return self.submit(&chat_id, inputs, socket).await;
         }
         let (text, attachments) = user_content(last);
         let user = UserTurn {
@@ -510,17 +534,12 @@ impl Connection {
                 self.reader = Some((started.log, reader));
                 Next::Continue
             }
-            Err(e) => self.send_error(sink, &ApiError::from(e).message).await,
+            Err(e) => self.send_error(socket, &ApiError::from(e).message).await,
         }
     }
 
-    async fn submit(&mut self, chat: &str, inputs: Vec<PersonInput>, sink: &mut Sink) -> Next {
-        match self
-            .state
-            .runtime
-            .submit_as(chat, &inputs, &self.actor)
-            .await
-        {
+    async fn submit(&mut self, chat: &str, inputs: Vec<PersonInput>, socket: &mut Socket) -> Next {
+        match self.runtime.submit_as(chat, &inputs, &self.actor).await {
             Ok(receipt) => {
                 let following = self
                     .reader
@@ -532,25 +551,25 @@ impl Connection {
                 }
                 Next::Continue
             }
-            Err(e) => self.send_error(sink, &ApiError::from(e).message).await,
+            Err(e) => self.send_error(socket, &ApiError::from(e).message).await,
         }
     }
 
     /// `resume`: re-attach to the chat's current turn after `received` frames.
-    async fn on_resume(&mut self, chat_id: String, received: u64, sink: &mut Sink) -> Next {
+    async fn on_resume(&mut self, chat_id: String, received: u64, socket: &mut Socket) -> Next {
         self.bind(&chat_id);
-        let session = match self.state.runtime.existing_session(&chat_id).await {
+        let session = match self.runtime.existing_session(&chat_id).await {
             Ok(Some(session)) => session,
             Ok(None) => {
                 return self
-                    .send_error(sink, &format!("There is no chat {chat_id} to resume."))
+                    .send_error(socket, &format!("There is no chat {chat_id} to resume."))
                     .await;
             }
-            Err(e) => return self.send_error(sink, &e.to_string()).await,
+            Err(e) => return self.send_error(socket, &e.to_string()).await,
         };
         let Some(log) = session.current_log() else {
             return self
-                .send_error(sink, "This chat has no turn to resume.")
+                .send_error(socket, "This chat has no turn to resume.")
                 .await;
         };
         let entries = log.entries_from(0);
@@ -568,7 +587,7 @@ impl Connection {
         if frames < received {
             return self
                 .send_error(
-                    sink,
+                    socket,
                     &format!(
                         "Resume asked to skip {received} frames but the turn has only {frames}."
                     ),
@@ -596,7 +615,7 @@ impl Connection {
             "countersign-pending",
             json!({ "pending": pending, "resumedAt": received }),
         );
-        if let Next::Close(code, reason) = self.send_chunk(sink, &announce).await {
+        if let Next::Close(code, reason) = self.send_chunk(socket, &announce).await {
             return Next::Close(code, reason);
         }
         let reader = log.subscribe(position);
@@ -606,15 +625,13 @@ impl Connection {
 
     fn bind(&mut self, chat: &str) {
         if self.chat.as_deref() != Some(chat) {
-            self.state
-                .live_sockets
-                .bind(chat, self.id, self.replaced.clone());
+            self.sockets.bind(chat, self.id, self.replaced.clone());
             self.chat = Some(chat.to_string());
         }
     }
 
     /// Sends one log entry: a chunk frame, `[DONE]` at the end of the turn, nothing for a pause.
-    async fn forward(&mut self, entry: Option<TurnEntry>, sink: &mut Sink) -> Next {
+    async fn forward(&mut self, entry: Option<TurnEntry>, socket: &mut Socket) -> Next {
         match entry {
             None => {
                 self.reader = None;
@@ -623,28 +640,28 @@ impl Connection {
             Some(TurnEntry::Pause) => Next::Continue,
             Some(TurnEntry::End) => {
                 self.reader = None;
-                self.send_text(sink, DONE_FRAME.to_string()).await
+                self.send_text(socket, DONE_FRAME.to_string()).await
             }
-            Some(TurnEntry::Chunk(chunk)) => self.send_chunk(sink, &chunk).await,
+            Some(TurnEntry::Chunk(chunk)) => self.send_chunk(socket, &chunk).await,
         }
     }
 
-    async fn send_chunk(&mut self, sink: &mut Sink, chunk: &Chunk) -> Next {
+    async fn send_chunk(&mut self, socket: &mut Socket, chunk: &Chunk) -> Next {
         match encode_chunk(chunk, self.dialect) {
-            Some(frame) => self.send_text(sink, frame).await,
+            Some(frame) => self.send_text(socket, frame).await,
             None => Next::Continue,
         }
     }
 
-    async fn send_error(&mut self, sink: &mut Sink, message: &str) -> Next {
+    async fn send_error(&mut self, socket: &mut Socket, message: &str) -> Next {
         tracing::warn!(connection = self.id, chat = ?self.chat, message, "frame rejected");
-        self.send_chunk(sink, &Chunk::error(message)).await
+        self.send_chunk(socket, &Chunk::error(message)).await
     }
 
-    async fn send_text(&mut self, sink: &mut Sink, text: String) -> Next {
-        match sink.send(Message::Text(text.into())).await {
+    async fn send_text(&mut self, socket: &mut Socket, text: String) -> Next {
+        match socket.send_text(&text).await {
             Ok(()) => Next::Continue,
-            Err(_) => Next::Close(close::GOING_AWAY, "send failed".into()),
+            Err(_) => Next::Gone,
         }
     }
 }
@@ -654,29 +671,6 @@ async fn next_entry(reader: &mut Option<(Arc<TurnLog>, LogReader)>) -> Option<Tu
     match reader {
         Some((_, reader)) => reader.next().await,
         None => std::future::pending().await,
-    }
-}
-
-/// The close code for a read error: too big (1009), invalid UTF-8 (1007), else going away.
-fn close_for(error: &axum::Error) -> (u16, String) {
-    let text = error.to_string();
-    let source = std::error::Error::source(error)
-        .map(|s| s.to_string())
-        .unwrap_or_default();
-    let all = format!("{text} {source}").to_lowercase();
-    if all.contains("too long")
-        || all.contains("too big")
-        || all.contains("space limit")
-        || all.contains("capacity")
-    {
-        (close::TOO_BIG, "message too big".into())
-    } else if all.contains("utf-8") || all.contains("utf8") {
-        (
-            close::INVALID_PAYLOAD,
-            "invalid UTF-8 in a text frame".into(),
-        )
-    } else {
-        (close::GOING_AWAY, "read error".into())
     }
 }
 
