@@ -305,3 +305,114 @@ async fn normal_sync_also_survives_kill_9() {
     drop(second);
     remove_db(&db);
 }
+
+/// Text frames of a BIDI socket until one whose chunk type is `stop` (inclusive).
+async fn frames_until(
+    socket: &mut tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    stop: &str,
+) -> Vec<String> {
+    use futures::StreamExt;
+    let mut frames = Vec::new();
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(20), socket.next())
+            .await
+            .expect("a frame")
+            .expect("open")
+            .expect("readable");
+        let tokio_tungstenite::tungstenite::Message::Text(text) = message else {
+            continue;
+        };
+        let text = text.to_string();
+        let data = text.strip_prefix("data: ").unwrap_or(&text).trim_end();
+        let kind = serde_json::from_str::<Value>(data)
+            .map(|c| c["type"].as_str().unwrap_or("").to_string())
+            .unwrap_or_else(|_| data.to_string());
+        frames.push(text);
+        if kind == stop {
+            return frames;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_bidi_client_resumes_a_paused_turn_by_frame_count_after_kill_9() {
+    use futures::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let db = temp_db("bidi-resume");
+    remove_db(&db);
+    let chat = "restart-bidi";
+    let first = Process::start(&db, 300).await;
+    let ws = |p: &Process| format!("{}/api/live", p.base.replace("http://", "ws://"));
+    let (mut socket, _) = tokio_tungstenite::connect_async(ws(&first)).await.unwrap();
+    let message = json!({"type": "message", "id": chat, "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Send $50 to Hanako"}]}
+    ]});
+    socket
+        .send(Message::Text(message.to_string().into()))
+        .await
+        .unwrap();
+    let before = frames_until(&mut socket, "finish-step").await;
+    // The frames can reach the client before the pause is on disk: its audit entry says it is.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !first
+        .audit(chat)
+        .await
+        .iter()
+        .any(|e| e["kind"] == "requested")
+    {
+        assert!(Instant::now() < deadline, "the pause was never committed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    first.kill9();
+
+    // A new server on the same database; the client says it got all but the last two frames.
+    let second = Process::start(&db, 300).await;
+    let (mut socket, _) = tokio_tungstenite::connect_async(ws(&second)).await.unwrap();
+    let received = before.len() - 2;
+    socket
+        .send(Message::Text(
+            json!({"type": "resume", "id": chat, "received": received})
+                .to_string()
+                .into(),
+        ))
+        .await
+        .unwrap();
+    let replayed = frames_until(&mut socket, "finish-step").await;
+    // What still waits is announced first, then exactly the frames the client missed.
+    assert!(
+        replayed[0].contains("countersign-pending"),
+        "{}",
+        replayed[0]
+    );
+    assert_eq!(replayed[1..], before[received..]);
+
+    // The approval is answered on the new server and the same stream goes on.
+    let approval_id = before
+        .iter()
+        .filter_map(|f| f.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim_end()).ok())
+        .find(|c| c["type"] == "tool-approval-request")
+        .and_then(|c| c["approvalId"].as_str().map(str::to_string))
+        .expect("an approval request");
+    socket
+        .send(Message::Text(
+            json!({"type": "tool_result", "toolCallId": approval_id, "result": {"confirmed": true}})
+                .to_string()
+                .into(),
+        ))
+        .await
+        .unwrap();
+    let rest = frames_until(&mut socket, "[DONE]").await;
+    assert!(
+        rest.iter().any(|f| f.contains("\"tool-output-available\"")),
+        "{rest:?}"
+    );
+    assert!(
+        !rest.iter().any(|f| f.contains("\"type\":\"start\"")),
+        "no second start: {rest:?}"
+    );
+    drop(second);
+    remove_db(&db);
+}

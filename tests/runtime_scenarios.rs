@@ -15,7 +15,7 @@ use countersign::{
         demo::DemoModel,
         history::{HistoryItem, Outcome, is_well_formed},
         session::{MemoryStore, SessionRecord, SessionStore, StoreError, TurnLog, TurnStatus},
-        store::{AuditEvent, AuditKind, AuditQuery, AuditRecord},
+        store::{AuditEvent, AuditKind, AuditQuery, AuditRecord, StoredSession},
         tools::{ToolRegistry, ToolSettings, WeatherSource},
     },
     protocol::{Chunk, Dialect},
@@ -786,7 +786,7 @@ async fn interrupt_while_streaming_ends_the_turn_cleanly() {
             }
         }
     }
-    assert!(rt.interrupt("c", "user pressed Stop"));
+    assert!(rt.interrupt("c", "user pressed Stop").await);
     let rest = read_segment(&started.log, reader.position()).await;
     let described = describe(&rest);
     let tail: Vec<&str> = described.iter().map(String::as_str).rev().take(5).collect();
@@ -817,7 +817,7 @@ async fn interrupt_while_waiting_for_approval_closes_the_call() {
     let rt = runtime();
     let (log, first) = start(&rt, "c", "Send $50 to Hanako").await;
     parked(&rt, "c").await;
-    assert!(rt.interrupt("c", "user pressed Stop"));
+    assert!(rt.interrupt("c", "user pressed Stop").await);
     let rest = read_segment(&log, first.len()).await;
     assert_eq!(
         describe(&rest),
@@ -1052,12 +1052,9 @@ struct HoldingStore {
     commits: std::sync::Mutex<Vec<(Vec<AuditKind>, i64)>>,
 }
 
-#[async_trait::async_trait]
-impl SessionStore for HoldingStore {
-    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-        self.inner.load(id).await
-    }
-    async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError> {
+impl HoldingStore {
+    /// Waits while commits are held, then notes what this one carries.
+    async fn hold_and_note(&self, record: &SessionRecord, audit: &[AuditEvent]) {
         if self.held.load(std::sync::atomic::Ordering::SeqCst) {
             self.release.notified().await;
         }
@@ -1065,7 +1062,29 @@ impl SessionStore for HoldingStore {
             audit.iter().map(|e| e.kind).collect(),
             record.wallet.balance_cents,
         ));
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionStore for HoldingStore {
+    async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
+        self.inner.load(id).await
+    }
+    async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError> {
+        self.hold_and_note(record, audit).await;
         self.inner.commit(record, audit).await
+    }
+    async fn commit_paused(
+        &self,
+        record: &SessionRecord,
+        audit: &[AuditEvent],
+        log: &[TurnEntry],
+    ) -> Result<(), StoreError> {
+        self.hold_and_note(record, audit).await;
+        self.inner.commit_paused(record, audit, log).await
+    }
+    async fn approval_owner(&self, approval_id: &str) -> Result<Option<String>, StoreError> {
+        self.inner.approval_owner(approval_id).await
     }
     async fn list(&self) -> Result<Vec<String>, StoreError> {
         self.inner.list().await
@@ -1175,19 +1194,16 @@ async fn idle_sessions_leave_memory_after_two_sweeps_and_come_back_from_the_stor
     let rt = runtime();
     start(&rt, "done", "What's the weather in Tokyo?").await;
     start(&rt, "waiting", "Send $50 to Hanako").await;
-    // Let the finished turn's task end.
+    // Let the finished turn's task end (and the waiting one's park).
     tokio::time::sleep(Duration::from_millis(10)).await;
     let held = rt.session("held").await.unwrap();
-    assert_eq!(rt.live_sessions(), 3);
+    // The parked payment left memory as soon as its task was gone (ADR 0011).
+    assert_eq!(rt.live_sessions(), 2);
 
     let mut marked = std::collections::HashMap::new();
     assert_eq!(rt.evict_idle(&mut marked), 0, "the first sweep only marks");
     assert_eq!(rt.evict_idle(&mut marked), 1, "the finished chat leaves");
-    assert_eq!(
-        rt.live_sessions(),
-        2,
-        "a waiting turn and a held session stay"
-    );
+    assert_eq!(rt.live_sessions(), 1, "a held session stays");
     drop(held);
     assert_eq!(
         rt.evict_idle(&mut marked),
@@ -1195,7 +1211,7 @@ async fn idle_sessions_leave_memory_after_two_sweeps_and_come_back_from_the_stor
         "released just now: marked first"
     );
     assert_eq!(rt.evict_idle(&mut marked), 1);
-    assert_eq!(rt.live_sessions(), 1);
+    assert_eq!(rt.live_sessions(), 0);
 
     // The evicted chat comes back whole from the store and takes a new turn.
     let before = history(&rt, "done").await;
@@ -1205,12 +1221,88 @@ async fn idle_sessions_leave_memory_after_two_sweeps_and_come_back_from_the_stor
     assert!(matches!(next.last(), Some(TurnEntry::End)));
     assert!(history(&rt, "done").await.len() > before.len());
 
-    // The waiting turn is untouched and can still be answered.
+    // The waiting turn comes back from the store and can still be answered.
     for _ in 0..3 {
         rt.evict_idle(&mut marked);
     }
     let answered = answer(&rt, "waiting", &[approve("apv-1")]).await;
     assert!(has_output(&answered));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_parked_turn_leaves_memory_and_comes_back_with_its_log_exactly() {
+    let rt = runtime();
+    let first = {
+        let (_, first) = start(&rt, "c", "Pay Alice 30 dollars and Bob 40 dollars").await;
+        first
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        rt.live_sessions(),
+        0,
+        "nothing of the waiting chat stays in memory"
+    );
+
+    // Back from the store: parked, the same log entry for entry, answers pick up there.
+    let session = rt.session("c").await.unwrap();
+    assert!(session.is_parked());
+    let log = session.current_log().unwrap();
+    assert_eq!(log.entries_from(0), first);
+    drop((session, log));
+    let receipt = rt.submit("c", &[approve("apv-2")]).await.unwrap();
+    assert_eq!(receipt.from, first.len());
+    let after_one = read_segment(&receipt.log, receipt.from).await;
+    assert_eq!(
+        describe(&after_one),
+        lines(&["tool-output-available call-2", "PAUSE"])
+    );
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(rt.live_sessions(), 0, "parked again, gone again");
+
+    let receipt = rt.submit("c", &[approve("apv-1")]).await.unwrap();
+    assert_eq!(receipt.from, first.len() + after_one.len());
+    let rest = read_segment(&receipt.log, receipt.from).await;
+    assert!(matches!(rest.last(), Some(TurnEntry::End)));
+    assert!(has_output(&rest));
+    assert!(is_well_formed(&history(&rt, "c").await));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_of_a_turn_that_left_memory_brings_it_back_to_expire() {
+    let rt = runtime();
+    start(&rt, "c", "Send $50 to Hanako").await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(rt.live_sessions(), 0);
+    tokio::time::advance(APPROVAL_TIMEOUT + Duration::from_secs(1)).await;
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let history = history(&rt, "c").await;
+    assert!(
+        history.iter().any(|h| matches!(h, HistoryItem::ToolResults { results } if results[0].outcome == Outcome::Expired)),
+        "{history:?}"
+    );
+    let log = rt.session("c").await.unwrap().current_log().unwrap();
+    assert!(log.is_ended());
+    assert_eq!(
+        rt.submit("c", &[approve("apv-1")]).await.unwrap_err(),
+        InputError::ApprovalExpired {
+            approval_id: "apv-1".into()
+        }
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reader_that_keeps_a_parked_turns_log_sees_what_follows_after_it_came_back() {
+    let rt = runtime();
+    let (log, first) = start(&rt, "c", "Send $50 to Hanako").await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(rt.live_sessions(), 0);
+    // The answer brings the session back; the turn continues the log this reader holds.
+    rt.submit("c", &[approve("apv-1")]).await.unwrap();
+    let rest = read_segment(&log, first.len()).await;
+    assert!(has_output(&rest));
 }
 
 #[tokio::test(start_paused = true)]

@@ -660,12 +660,12 @@ async fn a_silent_client_is_closed_after_the_idle_timeout() {
     let mut socket = connect(&server).await;
     send(&mut socket, message("idle", "hello")).await;
     read_until(&mut socket, "[DONE]").await;
-    assert!(server.state.live_sockets.is_live("idle"));
+    assert!(server.state.runtime.followers.is_followed("idle"));
     // Stop reading, so no pong answers the server's pings, for longer than the idle timeout plus
     // one ping interval (the server checks at each ping, every third of the timeout).
     tokio::time::sleep(Duration::from_millis(5500)).await;
     assert!(
-        !server.state.live_sockets.is_live("idle"),
+        !server.state.runtime.followers.is_followed("idle"),
         "the server let the silent socket go"
     );
     // What the client then sees: the server's close (1001 "idle timeout"), or — when its
@@ -780,4 +780,61 @@ async fn a_fragmented_frame_with_a_ping_between_its_pieces_is_understood() {
     };
     assert_eq!(pong.as_deref(), Some(&b"still there?"[..]));
     assert_eq!(control, json!({"type": "pong", "timestamp": 42}));
+}
+
+#[tokio::test]
+async fn the_socket_hears_what_an_answer_from_elsewhere_and_a_turn_from_elsewhere_cause() {
+    use countersign::agent::{ApprovalDecision, PersonInput, UserTurn};
+    let server = server().await;
+    let mut socket = connect(&server).await;
+    send(&mut socket, message("c", "Send $50 to Hanako")).await;
+    let first = read_until(&mut socket, "finish-step").await;
+    let (approval, _) = approval_requests(&first).remove(0);
+    // The turn waits with nothing of it in memory (ADR 0011) while the socket stays open.
+    let runtime = &server.state.runtime;
+    for _ in 0..200 {
+        if runtime.live_sessions() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(runtime.live_sessions(), 0);
+
+    // Another client (another tab, the API) answers: this socket gets the rest of the turn.
+    runtime
+        .submit(
+            "c",
+            &[PersonInput::Approval {
+                approval_id: approval,
+                decision: ApprovalDecision::Approve,
+            }],
+        )
+        .await
+        .unwrap();
+    let rest = read_until(&mut socket, "[DONE]").await;
+    assert!(
+        types(&rest).contains(&"tool-output-available".to_string()),
+        "{rest:?}"
+    );
+    assert!(
+        !types(&rest).contains(&"start".to_string()),
+        "the same stream goes on"
+    );
+
+    // A turn started elsewhere on this chat reaches the socket too, from its start.
+    runtime
+        .start_turn(
+            "c",
+            UserTurn {
+                text: "hello".into(),
+                transport: "api",
+                ..UserTurn::default()
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    let next = read_until(&mut socket, "[DONE]").await;
+    assert_eq!(next[0]["type"], "start");
+    assert_eq!(next.last().unwrap()["type"], "[DONE]");
 }

@@ -9,6 +9,7 @@
 pub mod chunk_log;
 pub mod clock;
 pub mod demo;
+pub mod followers;
 pub mod gate;
 pub mod history;
 pub mod model;

@@ -13,13 +13,13 @@
 //! `finish-step`, then outside any step the results of calls that waited
 //! (`tool-output-available` / `-error` / `-denied`), then the next step … → `finish`.
 //! An approval request is always the last thing before its step's `finish-step`, which is exactly
-//! what the seed system's BIDI frontend needs to hand control back to the person (ADR 0011).
+//! what the seed system's BIDI frontend needs to hand control back to the person (seed ADR 0011).
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeSet, HashMap},
     sync::{
-        Arc, Mutex, OnceLock, Weak,
-        atomic::{AtomicU64, Ordering},
+        Arc, Mutex, OnceLock,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use super::{
     chunk_log::ChunkLog,
     clock::{Clock, IdGen, IdKind, Millis, until},
+    followers::Followers,
     gate::{ApprovalResolution, CallPhase, InputError, PersonInput, StepCall},
     history::{AssistantPart, Attachment, HistoryItem, Outcome, ToolCall, ToolResult},
     model::{CallNotice, Model, ModelEvent, ModelRequest, Usage},
@@ -40,7 +41,7 @@ use super::{
         HeldText, LiveTurn, Parked, Receipt, Session, SessionRecord, SessionStore, StoreError,
         TurnEntry, TurnLog, TurnRecord, TurnStatus, lock,
     },
-    store::{Actor, AuditEvent, AuditKind},
+    store::{Actor, AuditEvent, AuditKind, StoredSession},
     tools::{Executor, ToolContext, ToolLocation, ToolRegistry},
 };
 use crate::protocol::{
@@ -144,15 +145,42 @@ pub struct Runtime {
     live: Mutex<HashMap<String, Arc<Session>>>,
     /// When parked turns must wake up to expire what they wait for.
     deadlines: Arc<Deadlines>,
+    /// Who follows each chat's turns as they happen (a BIDI socket).
+    pub followers: Followers,
+    /// Logs of parked turns that left memory while someone still held the log (a reader that
+    /// did not stop at the pause): the turn takes the same log back when it returns, so such a
+    /// reader sees what follows. Usually empty (a socket lets go at the pause).
+    held_logs: Mutex<HashMap<String, std::sync::Weak<TurnLog>>>,
+    /// How many held logs were alive at the last clean-up of `held_logs`.
+    held_logs_kept: AtomicUsize,
+    /// Sessions that left memory so far (the server gives freed memory back after a wave).
+    released: AtomicU64,
+    /// Parked sessions that could not leave memory when their task parked them because a
+    /// request still held them: tried again shortly (ADR 0011).
+    release_later: Arc<ReleaseLater>,
 }
 
+/// See [`Runtime::release_parked`].
+#[derive(Default)]
+struct ReleaseLater {
+    chats: Mutex<BTreeSet<String>>,
+    added: Notify,
+    task: OnceLock<()>,
+}
+
+/// `held_logs` is not cleaned below this size.
+const HELD_LOGS_CLEANUP: usize = 64;
+
+/// How long a parked session that something still held waits before it is tried again.
+const RELEASE_RETRY: Duration = Duration::from_millis(200);
+
 /// The deadlines of parked turns (ADR 0010): one timer task for the runtime instead of a
-/// sleeping task per turn waiting for a person.
+/// sleeping task per turn waiting for a person. By chat id: a parked session may have left
+/// memory (ADR 0011), and the timer brings it back.
 #[derive(Default)]
 struct Deadlines {
-    /// (deadline, sequence) → the session whose parked turn must wake then.
-    queue: Mutex<BTreeMap<(Millis, u64), Weak<Session>>>,
-    next: AtomicU64,
+    /// (deadline, chat) for every parked turn that must wake then.
+    queue: Mutex<BTreeSet<(Millis, String)>>,
     /// An earlier deadline was added: the timer sleeps too long.
     earlier: Notify,
     timer: OnceLock<()>,
@@ -178,6 +206,11 @@ impl Runtime {
             live_model: std::sync::OnceLock::new(),
             live: Mutex::new(HashMap::new()),
             deadlines: Arc::default(),
+            followers: Followers::default(),
+            held_logs: Mutex::new(HashMap::new()),
+            held_logs_kept: AtomicUsize::new(0),
+            released: AtomicU64::new(0),
+            release_later: Arc::default(),
         })
     }
 
@@ -213,24 +246,20 @@ impl Runtime {
     }
 
     /// The live session of `chat_id`, loaded from the store or created.
-    /// A turn the store kept unfinished (a restart) is resumed here.
+    /// A turn the store kept unfinished (a restart) is resumed here; a turn that waited for the
+    /// person comes back parked, with its log (ADR 0011).
     pub async fn session(self: &Arc<Self>, chat_id: &str) -> Result<Arc<Session>, StoreError> {
-        if let Some(session) = lock(&self.live).get(chat_id) {
-            return Ok(session.clone());
+        if let Some(session) = self.live_session(chat_id) {
+            return Ok(session);
         }
-        let record = match self.store.load(chat_id).await? {
-            Some(record) => record,
-            None => SessionRecord::new(chat_id, self.clock.now_ms()),
+        let stored = match self.store.load(chat_id).await? {
+            Some(stored) => stored,
+            None => StoredSession {
+                record: SessionRecord::new(chat_id, self.clock.now_ms()),
+                paused_log: None,
+            },
         };
-        let session = {
-            let mut live = lock(&self.live);
-            // Another request may have made it live meanwhile: keep that one.
-            live.entry(chat_id.to_string())
-                .or_insert_with(|| Arc::new(Session::new(record)))
-                .clone()
-        };
-        self.revive(&session);
-        Ok(session)
+        Ok(self.make_live(stored))
     }
 
     /// The live session of `chat_id` if it exists (never creates one).
@@ -238,13 +267,40 @@ impl Runtime {
         self: &Arc<Self>,
         chat_id: &str,
     ) -> Result<Option<Arc<Session>>, StoreError> {
-        if let Some(session) = lock(&self.live).get(chat_id) {
-            return Ok(Some(session.clone()));
+        if let Some(session) = self.live_session(chat_id) {
+            return Ok(Some(session));
         }
-        if self.store.load(chat_id).await?.is_none() {
-            return Ok(None);
+        Ok(self
+            .store
+            .load(chat_id)
+            .await?
+            .map(|stored| self.make_live(stored)))
+    }
+
+    /// The session of `chat_id` if it is in memory (never loads one).
+    pub fn live_session(&self, chat_id: &str) -> Option<Arc<Session>> {
+        lock(&self.live).get(chat_id).cloned()
+    }
+
+    /// Makes a loaded session live — unless another request made it live meanwhile: that one
+    /// is kept.
+    fn make_live(self: &Arc<Self>, stored: StoredSession) -> Arc<Session> {
+        let StoredSession { record, paused_log } = stored;
+        let (session, fresh) = {
+            let mut live = lock(&self.live);
+            match live.get(&record.id) {
+                Some(session) => (session.clone(), false),
+                None => {
+                    let session = Arc::new(Session::new(record));
+                    live.insert(session.id.clone(), session.clone());
+                    (session, true)
+                }
+            }
+        };
+        if fresh {
+            self.revive(&session, paused_log);
         }
-        self.session(chat_id).await.map(Some)
+        session
     }
 
     /// Starts a turn for a new user message. A turn that is waiting for the person is
@@ -343,9 +399,11 @@ impl Runtime {
             record.updated_at_ms = now;
         }
         let reducer = MessageReducer::new(message_id.clone());
-        self.spawn_driver(
+        let started = self.spawn_driver(
             session, live, turn_id, message_id, reducer, timing, transport,
-        )
+        );
+        self.followers.notify(&session.id);
+        started
     }
 
     /// Spawns the task that drives a turn (new or resumed) and makes it the session's live turn.
@@ -366,6 +424,7 @@ impl Runtime {
             interrupt_reason: Arc::new(Mutex::new(None)),
             task: None,
             parked: None,
+            saved: 0,
         };
         let driver = self.driver(
             session,
@@ -376,7 +435,7 @@ impl Runtime {
             timing,
             transport,
         );
-        turn.task = Some(tokio::spawn(driver.run(Entry::Start)));
+        turn.task = Some(driver.spawn(Entry::Start));
         let log = turn.log.clone();
         *live = Some(turn);
         TurnStarted {
@@ -450,7 +509,7 @@ impl Runtime {
             current.timing,
             static_transport(&current.transport),
         );
-        turn.task = Some(tokio::spawn(driver.run(Entry::Unpark(parked))));
+        turn.task = Some(driver.spawn(Entry::Unpark(parked)));
     }
 
     /// [`Runtime::unpark_locked`], taking the locks.
@@ -476,17 +535,16 @@ impl Runtime {
         session.wake();
     }
 
-    /// Wakes `session`'s parked turn at `deadline` (once; a turn that is not parked then is
-    /// left alone).
-    fn wake_at(self: &Arc<Self>, deadline: Millis, session: &Arc<Session>) {
+    /// Wakes `chat`'s parked turn at `deadline` (once; a turn that is not parked then is left
+    /// alone).
+    fn wake_at(self: &Arc<Self>, deadline: Millis, chat: &str) {
         let deadlines = &self.deadlines;
-        let key = (deadline, deadlines.next.fetch_add(1, Ordering::Relaxed));
         let earliest = {
             let mut queue = lock(&deadlines.queue);
-            queue.insert(key, Arc::downgrade(session));
-            queue
-                .first_key_value()
-                .is_some_and(|(first, _)| *first == key)
+            let key = (deadline, chat.to_owned());
+            let earliest = queue.first().is_none_or(|first| key < *first);
+            queue.insert(key);
+            earliest
         };
         deadlines.timer.get_or_init(|| self.spawn_deadline_timer());
         if earliest {
@@ -495,7 +553,8 @@ impl Runtime {
     }
 
     /// The task behind [`Runtime::wake_at`]: sleeps until the earliest deadline (or until an
-    /// earlier one is added), then unparks every turn whose deadline came.
+    /// earlier one is added), then unparks every turn whose deadline came, bringing its session
+    /// back into memory if it had left.
     fn spawn_deadline_timer(self: &Arc<Self>) {
         let runtime = Arc::downgrade(self);
         let deadlines = self.deadlines.clone();
@@ -505,16 +564,25 @@ impl Runtime {
                 let now = clock.now_ms();
                 let (due, next) = {
                     let mut queue = lock(&deadlines.queue);
-                    let later = queue.split_off(&(now + 1, 0));
+                    let later = queue.split_off(&(now + 1, String::new()));
                     let due = std::mem::replace(&mut *queue, later);
-                    (due, queue.first_key_value().map(|((at, _), _)| *at))
+                    (due, queue.first().map(|(at, _)| *at))
                 };
                 if !due.is_empty() {
                     let Some(runtime) = runtime.upgrade() else {
                         return;
                     };
-                    for session in due.into_values().filter_map(|s| s.upgrade()) {
-                        runtime.unpark(&session);
+                    for (_, chat) in due {
+                        let runtime = runtime.clone();
+                        tokio::spawn(async move {
+                            match runtime.existing_session(&chat).await {
+                                Ok(Some(session)) => runtime.unpark(&session),
+                                Ok(None) => {}
+                                Err(e) => {
+                                    tracing::error!(session = %chat, error = %e, "cannot load a session whose deadline came");
+                                }
+                            }
+                        });
                     }
                 }
                 match next {
@@ -534,18 +602,19 @@ impl Runtime {
     /// record came back from the store but no task drives it. Calls that were running start
     /// again (server tools are idempotent by tool call id: a payment is never made twice);
     /// approvals keep their deadlines (wall-clock), so one that ran out meanwhile expires now.
-    fn revive(self: &Arc<Self>, session: &Arc<Session>) {
+    ///
+    /// A turn that waited for the person and whose log the store kept (`paused_log`) comes back
+    /// parked, its log exactly as clients saw it (ADR 0011); it gets a task at once only if it
+    /// has something to do (an answer applied before a restart, a deadline that passed).
+    fn revive(self: &Arc<Self>, session: &Arc<Session>, paused_log: Option<Vec<TurnEntry>>) {
         // Lock order everywhere: record, then live.
         let mut record = lock(&session.record);
         let mut live = lock(&session.live);
         if live.is_some() {
             return;
         }
-        let (turn_id, message_id, timing, transport, existing) = {
-            let SessionRecord { turn, messages, .. } = &mut *record;
-            let Some(turn) = turn.as_mut().filter(|t| !t.status.is_over()) else {
-                return;
-            };
+        if let Some(turn) = record.turn.as_mut().filter(|t| !t.status.is_over()) {
+            // A call that was running when the server stopped runs again (idempotent tools).
             for call in &mut turn.calls {
                 if let CallPhase::Running { args, edited } = &call.phase {
                     call.phase = CallPhase::Ready {
@@ -554,6 +623,47 @@ impl Runtime {
                     };
                 }
             }
+        }
+        if let Some(entries) = paused_log
+            && let Some(turn) = record
+                .turn
+                .as_ref()
+                .filter(|t| t.status == TurnStatus::AwaitingPerson)
+        {
+            let now = self.clock.now_ms();
+            let deadline = next_deadline(&turn.calls);
+            let due = deadline.is_some_and(|d| d <= now)
+                || turn
+                    .calls
+                    .iter()
+                    .any(|c| matches!(c.phase, CallPhase::Ready { .. }));
+            // The very log a reader may still hold, or the stored one.
+            let held = lock(&self.held_logs)
+                .remove(&session.id)
+                .and_then(|log| log.upgrade())
+                .filter(|log| log.len() == entries.len());
+            let turn_state = live.insert(LiveTurn {
+                saved: entries.len(),
+                log: held.unwrap_or_else(|| Arc::new(TurnLog::restored(entries))),
+                cancel: CancellationToken::new(),
+                interrupt_reason: Arc::new(Mutex::new(None)),
+                task: None,
+                parked: Some(Parked {
+                    inputs: turn.inputs,
+                }),
+            });
+            if due {
+                self.unpark_locked(session, &record, turn_state);
+            } else if let Some(deadline) = deadline {
+                self.wake_at(deadline, &session.id);
+            }
+            return;
+        }
+        let (turn_id, message_id, timing, transport, existing) = {
+            let SessionRecord { turn, messages, .. } = &*record;
+            let Some(turn) = turn.as_ref().filter(|t| !t.status.is_over()) else {
+                return;
+            };
             let existing = messages
                 .iter()
                 .rev()
@@ -582,7 +692,9 @@ impl Runtime {
     pub async fn resume_unfinished(self: &Arc<Self>) -> Result<usize, StoreError> {
         let ids = self.store.unfinished().await?;
         for id in &ids {
-            self.session(id).await?;
+            drop(self.session(id).await?);
+            // A turn that came back parked waits in the store, not in memory.
+            self.release_parked(id);
         }
         Ok(ids.len())
     }
@@ -602,13 +714,16 @@ impl Runtime {
         let session = match self.existing_session(chat_id).await {
             Ok(Some(session)) => session,
             Ok(None) | Err(_) => {
-                return Err(self.explain_foreign(chat_id, inputs, InputError::NoActiveTurn));
+                return Err(self
+                    .explain_foreign(chat_id, inputs, InputError::NoActiveTurn)
+                    .await);
             }
         };
         let now = self.clock.now_ms();
-        let applied = session
-            .apply(inputs, &self.tools, now)
-            .map_err(|e| self.explain_foreign(chat_id, inputs, e))?;
+        let applied = match session.apply(inputs, &self.tools, now) {
+            Ok(applied) => applied,
+            Err(e) => return Err(self.explain_foreign(chat_id, inputs, e).await),
+        };
         let events = answer_events(&session, inputs, &applied.resolutions, actor, now);
         if applied.resolutions.len() == inputs.len()
             && session.runs_in_record(&applied.resolutions, &self.tools)
@@ -651,7 +766,7 @@ impl Runtime {
     }
 
     /// Turns "unknown approval" into "approval of another chat" when another live chat has it.
-    fn explain_foreign(
+    async fn explain_foreign(
         &self,
         chat_id: &str,
         inputs: &[PersonInput],
@@ -668,10 +783,18 @@ impl Runtime {
             },
             _ => return error,
         };
-        let live = lock(&self.live);
-        let foreign = live
+        // The chat waiting for it may be in memory or only in the store (a parked turn).
+        let in_memory = lock(&self.live)
             .iter()
             .any(|(id, s)| id != chat_id && s.has_pending_approval(&approval_id));
+        let foreign = in_memory
+            || match self.store.approval_owner(&approval_id).await {
+                Ok(owner) => owner.is_some_and(|owner| owner != chat_id),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot look up whose approval this is");
+                    false
+                }
+            };
         if foreign {
             InputError::ApprovalOfOtherChat { approval_id }
         } else {
@@ -694,6 +817,12 @@ impl Runtime {
             if Arc::strong_count(session) != 1 {
                 return true;
             }
+            // A parked turn whose log is stored comes back exactly: no need to wait a sweep.
+            if session.parked_and_stored() {
+                self.hold_log(session);
+                self.released.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
             let Some(turn) = session.idle_turn() else {
                 return true;
             };
@@ -704,7 +833,68 @@ impl Runtime {
             true
         });
         *marked = next;
+        lock(&self.held_logs).retain(|_, log| log.strong_count() > 0);
         before - live.len()
+    }
+
+    /// Lets `chat_id`'s session leave memory if its turn is parked with its whole log stored and
+    /// nobody holds the session (ADR 0011). Called when a turn's task parks it.
+    /// A request that still holds the session (it answered, or looked) makes it wait: it is
+    /// tried again a moment later.
+    fn release_parked(self: &Arc<Self>, chat_id: &str) {
+        let mut live = lock(&self.live);
+        let Some(session) = live.get(chat_id).filter(|s| s.parked_and_stored()) else {
+            return;
+        };
+        // Every holder clones under this lock, so a count of one cannot grow meanwhile.
+        if Arc::strong_count(session) == 1 {
+            if let Some(session) = live.remove(chat_id) {
+                self.hold_log(&session);
+                self.released.fetch_add(1, Ordering::Relaxed);
+            }
+            return;
+        }
+        drop(live);
+        let later = &self.release_later;
+        lock(&later.chats).insert(chat_id.to_owned());
+        later.task.get_or_init(|| {
+            let runtime = Arc::downgrade(self);
+            let later = later.clone();
+            tokio::spawn(async move {
+                loop {
+                    if lock(&later.chats).is_empty() {
+                        later.added.notified().await;
+                    }
+                    tokio::time::sleep(RELEASE_RETRY).await;
+                    let Some(runtime) = runtime.upgrade() else {
+                        return;
+                    };
+                    let chats = std::mem::take(&mut *lock(&later.chats));
+                    for chat in chats {
+                        runtime.release_parked(&chat);
+                    }
+                }
+            });
+        });
+        later.added.notify_one();
+    }
+
+    /// Remembers the log of a session leaving memory if a reader still holds it. (A socket
+    /// usually lets go a moment later, at the pause: entries whose log is gone are dropped
+    /// whenever the map has doubled since it was last cleaned.)
+    fn hold_log(&self, session: &Session) {
+        let Some(log) = session.current_log() else {
+            return;
+        };
+        if Arc::strong_count(&log) <= 2 {
+            return;
+        }
+        let mut held = lock(&self.held_logs);
+        if held.len() >= HELD_LOGS_CLEANUP.max(2 * self.held_logs_kept.load(Ordering::Relaxed)) {
+            held.retain(|_, log| log.strong_count() > 0);
+            self.held_logs_kept.store(held.len(), Ordering::Relaxed);
+        }
+        held.insert(session.id.clone(), Arc::downgrade(&log));
     }
 
     /// Runs [`Runtime::evict_idle`] every `every` for as long as the runtime exists.
@@ -733,10 +923,21 @@ impl Runtime {
         lock(&self.live).len()
     }
 
-    /// Interrupts `chat_id`'s turn. False when nothing was running.
-    pub fn interrupt(self: &Arc<Self>, chat_id: &str, reason: &str) -> bool {
-        let Some(session) = lock(&self.live).get(chat_id).cloned() else {
-            return false;
+    /// How many times a session left memory since the runtime started.
+    pub fn released_sessions(&self) -> u64 {
+        self.released.load(Ordering::Relaxed)
+    }
+
+    /// Interrupts `chat_id`'s turn. False when nothing was running or waiting.
+    pub async fn interrupt(self: &Arc<Self>, chat_id: &str, reason: &str) -> bool {
+        // A turn waiting for the person may be parked in the store only (ADR 0011).
+        let session = match self.existing_session(chat_id).await {
+            Ok(Some(session)) => session,
+            Ok(None) => return false,
+            Err(e) => {
+                tracing::error!(session = %chat_id, error = %e, "cannot load the chat to interrupt");
+                return false;
+            }
         };
         let interrupted = session.interrupt(reason);
         if interrupted {
@@ -817,7 +1018,20 @@ struct StepOutput {
 }
 
 impl TurnDriver {
-    async fn run(mut self, entry: Entry) {
+    /// Runs the turn on a task of its own. When the task parks the turn, its session may leave
+    /// memory as soon as the task is gone (ADR 0011).
+    fn spawn(self, entry: Entry) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let runtime = self.rt.clone();
+            let chat = self.session.id.clone();
+            if self.run(entry).await {
+                runtime.release_parked(&chat);
+            }
+        })
+    }
+
+    /// Drives the turn until it ends (false) or parks (true).
+    async fn run(mut self, entry: Entry) -> bool {
         let mut paused_at = match entry {
             Entry::Start => {
                 self.emit(Chunk::start(self.message_id.clone()));
@@ -831,9 +1045,9 @@ impl TurnDriver {
                 Flow::Continue => {}
                 Flow::Interrupted => {
                     self.finish_interrupted(None).await;
-                    return;
+                    return false;
                 }
-                Flow::Parked => return,
+                Flow::Parked => return true,
             }
             self.commit_results();
 
@@ -844,7 +1058,7 @@ impl TurnDriver {
                     "The model kept calling tools; the turn stopped after {limit} steps."
                 ))
                 .await;
-                return;
+                return false;
             }
 
             // Phase B: one model step.
@@ -870,7 +1084,7 @@ impl TurnDriver {
                     None => {
                         drop(stream);
                         self.finish_interrupted(Some(step)).await;
-                        return;
+                        return false;
                     }
                     Some(None) => break,
                     Some(Some(Ok(event))) => {
@@ -894,7 +1108,7 @@ impl TurnDriver {
                 self.flush_held_text();
                 self.emit(Chunk::finish_step());
                 self.fail(message).await;
-                return;
+                return false;
             }
 
             if step.calls.is_empty() {
@@ -903,7 +1117,7 @@ impl TurnDriver {
                 self.emit(Chunk::finish_step());
                 let reason = step.finish.unwrap_or(FinishReason::Stop);
                 self.finish(reason, TurnStatus::Finished).await;
-                return;
+                return false;
             }
 
             // The step called tools. In hold mode its text stays in `held_text` until the final
@@ -1191,15 +1405,7 @@ impl TurnDriver {
                     }
                 }
                 let waiting = turn.calls.iter().any(StepCall::is_waiting);
-                let next_deadline = turn
-                    .calls
-                    .iter()
-                    .filter_map(|c| match &c.phase {
-                        CallPhase::AwaitingApproval { deadline_ms, .. }
-                        | CallPhase::AwaitingBrowser { deadline_ms, .. } => Some(*deadline_ms),
-                        _ => None,
-                    })
-                    .min();
+                let next_deadline = next_deadline(&turn.calls);
                 let all_done = turn.calls.iter().all(StepCall::is_done);
                 let inputs = turn.inputs;
                 turn.status = if waiting && running.is_empty() && to_run.is_empty() {
@@ -1571,7 +1777,7 @@ impl TurnDriver {
         self.set_status(TurnStatus::Failed);
         self.sync_messages();
         self.record_done();
-        self.log.push(TurnEntry::End);
+        self.push(TurnEntry::End);
         self.save().await;
     }
 
@@ -1588,7 +1794,7 @@ impl TurnDriver {
         self.set_status(status);
         self.sync_messages();
         self.record_done();
-        self.log.push(TurnEntry::End);
+        self.push(TurnEntry::End);
         self.save().await;
     }
 
@@ -1615,18 +1821,37 @@ impl TurnDriver {
             turn.task = None;
         }
         if let Some(deadline) = deadline {
-            self.rt.wake_at(deadline, &self.session);
+            self.rt.wake_at(deadline, &self.session.id);
         }
         true
     }
 
+    /// The turn waits for the person: the record is committed with the turn's whole log up to
+    /// this pause (so the turn can leave memory while it waits, ADR 0011), then the pause is
+    /// logged (an SSE response ends there).
     async fn pause(&mut self) {
         self.sync_messages();
         if let Some(log) = self.rt.chunk_log() {
             log.flush(&self.session.id);
         }
-        self.save().await;
-        self.log.push(TurnEntry::Pause);
+        let mut entries = self.log.entries_from(0);
+        entries.push(TurnEntry::Pause);
+        let stored = self.save_with(Some(&entries)).await;
+        self.push(TurnEntry::Pause);
+        if stored {
+            let mut live = lock(&self.session.live);
+            if let Some(turn) = live.as_mut().filter(|t| Arc::ptr_eq(&t.log, &self.log)) {
+                turn.saved = entries.len();
+            }
+        }
+    }
+
+    /// Appends to the turn's log. Output after a pause is news for the chat's follower, which
+    /// stopped reading there.
+    fn push(&self, entry: TurnEntry) {
+        if self.log.push(entry) {
+            self.rt.followers.notify(&self.session.id);
+        }
     }
 
     /// Whether a step is open in what was emitted (start-step without its finish-step).
@@ -1653,7 +1878,7 @@ impl TurnDriver {
                 self.rt.clock.now_ms(),
             );
         }
-        self.log.push(TurnEntry::Chunk(chunk));
+        self.push(TurnEntry::Chunk(chunk));
     }
 
     /// Marks the end of the turn in the chunk log.
@@ -1683,18 +1908,30 @@ impl TurnDriver {
 
     /// Commits the session record with the audit events gathered since the last commit.
     async fn save(&mut self) {
+        self.save_with(None).await;
+    }
+
+    /// [`TurnDriver::save`], with the turn's log when it pauses. True when it was committed.
+    async fn save_with(&mut self, paused_log: Option<&[TurnEntry]>) -> bool {
         // Answers applied but not committed yet come first: they precede what they caused.
         let mut audit = std::mem::take(&mut *lock(&self.session.unsaved_audit));
         audit.append(&mut self.audit);
         let snapshot = self.session.snapshot();
-        let result = self.rt.store.commit(&snapshot, &audit).await;
+        let result = match paused_log {
+            Some(log) => self.rt.store.commit_paused(&snapshot, &audit, log).await,
+            None => self.rt.store.commit(&snapshot, &audit).await,
+        };
         self.session
             .dirty
             .store(result.is_err(), std::sync::atomic::Ordering::SeqCst);
-        if let Err(e) = result {
-            tracing::error!(session = %self.session.id, error = %e, "cannot save the session");
-            // Keep the events for the next commit rather than lose them.
-            self.audit.splice(0..0, audit);
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(session = %self.session.id, error = %e, "cannot save the session");
+                // Keep the events for the next commit rather than lose them.
+                self.audit.splice(0..0, audit);
+                false
+            }
         }
     }
 
@@ -1722,6 +1959,18 @@ impl TurnDriver {
     fn with_turn<R>(&self, f: impl FnOnce(&mut TurnRecord) -> R) -> Option<R> {
         lock(&self.session.record).turn.as_mut().map(f)
     }
+}
+
+/// The earliest deadline of the calls waiting for the person or the browser.
+fn next_deadline(calls: &[StepCall]) -> Option<Millis> {
+    calls
+        .iter()
+        .filter_map(|c| match &c.phase {
+            CallPhase::AwaitingApproval { deadline_ms, .. }
+            | CallPhase::AwaitingBrowser { deadline_ms, .. } => Some(*deadline_ms),
+            _ => None,
+        })
+        .min()
 }
 
 /// An audit event about `call`, gated by `approval_id`.

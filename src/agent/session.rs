@@ -14,7 +14,7 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use super::store::lock;
@@ -143,26 +143,66 @@ pub enum TurnEntry {
     End,
 }
 
-/// The numbered, append-only log of one turn's output. Every transport reads it from a position,
-/// so a reconnecting client gets exactly the entries it missed.
-#[derive(Debug)]
-pub struct TurnLog {
-    entries: Mutex<Vec<TurnEntry>>,
-    len: watch::Sender<usize>,
+/// How a log entry is stored (the log of a paused turn is committed with its record): a chunk
+/// as its wire JSON, the markers as the strings `"pause"` and `"end"`.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum StoredEntry<C> {
+    Marker(Marker),
+    Chunk(C),
 }
 
-impl Default for TurnLog {
-    fn default() -> Self {
-        TurnLog {
-            entries: Mutex::new(Vec::new()),
-            len: watch::Sender::new(0),
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Marker {
+    Pause,
+    End,
+}
+
+impl Serialize for TurnEntry {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            TurnEntry::Chunk(chunk) => StoredEntry::Chunk(chunk),
+            TurnEntry::Pause => StoredEntry::Marker(Marker::Pause),
+            TurnEntry::End => StoredEntry::Marker(Marker::End),
         }
+        .serialize(serializer)
     }
 }
 
+impl<'de> Deserialize<'de> for TurnEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(match StoredEntry::<Chunk>::deserialize(deserializer)? {
+            StoredEntry::Chunk(chunk) => TurnEntry::Chunk(chunk),
+            StoredEntry::Marker(Marker::Pause) => TurnEntry::Pause,
+            StoredEntry::Marker(Marker::End) => TurnEntry::End,
+        })
+    }
+}
+
+/// The numbered, append-only log of one turn's output. Every transport reads it from a position,
+/// so a reconnecting client gets exactly the entries it missed.
+#[derive(Debug, Default)]
+pub struct TurnLog {
+    entries: Mutex<Vec<TurnEntry>>,
+    /// Wakes the readers waiting for a new entry.
+    grew: Notify,
+}
+
 impl TurnLog {
-    pub fn push(&self, entry: TurnEntry) {
+    /// A log that goes on from `entries` (a paused turn coming back from the store).
+    pub fn restored(entries: Vec<TurnEntry>) -> Self {
+        TurnLog {
+            entries: Mutex::new(entries),
+            grew: Notify::new(),
+        }
+    }
+
+    /// Appends `entry`. True when the log had paused: the turn is back after waiting for the
+    /// person, and whoever stopped reading at the pause wants to know.
+    pub fn push(&self, entry: TurnEntry) -> bool {
         let mut entries = lock(&self.entries);
+        let resumed = matches!(entries.last(), Some(TurnEntry::Pause));
         // A pause or the end is where a log stops growing, often for long (a turn waiting for
         // a person, a finished turn kept for resume): give back the doubling's spare capacity
         // (up to half of it; measured 6.4 KiB per finished demo turn).
@@ -171,9 +211,9 @@ impl TurnLog {
         if settles {
             entries.shrink_to_fit();
         }
-        let len = entries.len();
         drop(entries);
-        self.len.send_replace(len);
+        self.grew.notify_waiters();
+        resumed
     }
 
     pub fn len(&self) -> usize {
@@ -195,14 +235,28 @@ impl TurnLog {
         matches!(lock(&self.entries).last(), Some(TurnEntry::End))
     }
 
+    /// Whether the last entry is a pause: the turn waits for the person.
+    pub fn is_paused(&self) -> bool {
+        matches!(lock(&self.entries).last(), Some(TurnEntry::Pause))
+    }
+
     /// A reader that starts at entry `from`.
     pub fn subscribe(self: &Arc<Self>, from: usize) -> LogReader {
         LogReader {
             log: self.clone(),
             next: from,
-            len: self.len.subscribe(),
         }
     }
+}
+
+/// What a [`LogReader`] finds without waiting.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Read {
+    Entry(TurnEntry),
+    /// The log ended and every entry was read.
+    End,
+    /// Nothing new yet.
+    Nothing,
 }
 
 /// Reads a [`TurnLog`] in order, waiting for new entries.
@@ -210,7 +264,6 @@ impl TurnLog {
 pub struct LogReader {
     log: Arc<TurnLog>,
     next: usize,
-    len: watch::Receiver<usize>,
 }
 
 impl LogReader {
@@ -218,22 +271,53 @@ impl LogReader {
     /// was read.
     pub async fn next(&mut self) -> Option<TurnEntry> {
         loop {
-            if let Some(entry) = lock(&self.log.entries).get(self.next).cloned() {
+            match self.try_next() {
+                Read::Entry(entry) => return Some(entry),
+                Read::End => return None,
+                Read::Nothing => self.ready().await,
+            }
+        }
+    }
+
+    /// The next entry if there is one, without waiting.
+    pub fn try_next(&mut self) -> Read {
+        let entries = lock(&self.log.entries);
+        match entries.get(self.next) {
+            Some(entry) => {
                 self.next += 1;
-                return Some(entry);
+                Read::Entry(entry.clone())
             }
-            if self.log.is_ended() {
-                return None;
+            None if matches!(entries.last(), Some(TurnEntry::End)) => Read::End,
+            None => Read::Nothing,
+        }
+    }
+
+    /// Waits until [`LogReader::try_next`] has something to say: an entry, or the end. A small
+    /// future (a connection waits on it while idle).
+    pub async fn ready(&self) {
+        loop {
+            let grew = self.log.grew.notified();
+            let mut grew = std::pin::pin!(grew);
+            // Registered before looking, so a push in between is not missed.
+            grew.as_mut().enable();
+            {
+                let entries = lock(&self.log.entries);
+                if self.next < entries.len() || matches!(entries.last(), Some(TurnEntry::End)) {
+                    return;
+                }
             }
-            if self.len.changed().await.is_err() {
-                return None;
-            }
+            grew.await;
         }
     }
 
     /// How many entries were read (the position of the next one).
     pub fn position(&self) -> usize {
         self.next
+    }
+
+    /// Whether every entry the log has now was read.
+    pub fn at_end(&self) -> bool {
+        self.next >= self.log.len()
     }
 }
 
@@ -248,6 +332,9 @@ pub(crate) struct LiveTurn {
     /// the log are the whole turn; person input, an interrupt or the next deadline start a
     /// task again where this one stopped.
     pub parked: Option<Parked>,
+    /// How many entries of `log` the store has (committed with the record at the last pause):
+    /// a parked turn whose whole log is stored can leave memory (ADR 0011).
+    pub saved: usize,
 }
 
 /// Where a parked turn stopped.
@@ -298,6 +385,8 @@ pub struct Receipt {
     /// after it.
     pub from: usize,
     pub message_id: String,
+    /// The turn the input went to.
+    pub turn_id: String,
 }
 
 impl Session {
@@ -387,6 +476,28 @@ impl Session {
         lock(&self.live).as_ref().map(|t| t.log.clone())
     }
 
+    /// The current turn's id and log, if the session has a live turn.
+    pub fn current_turn(&self) -> Option<(String, Arc<TurnLog>)> {
+        let record = lock(&self.record);
+        let live = lock(&self.live);
+        Some((record.turn.as_ref()?.id.clone(), live.as_ref()?.log.clone()))
+    }
+
+    /// Whether memory holds nothing of this session that the store lacks while its turn waits
+    /// for the person: parked (no task), its whole log committed with the record, no answer
+    /// waiting for a commit, and the last commit succeeded (ADR 0011).
+    pub(crate) fn parked_and_stored(&self) -> bool {
+        if self.dirty.load(std::sync::atomic::Ordering::SeqCst)
+            || !lock(&self.unsaved_audit).is_empty()
+        {
+            return false;
+        }
+        let _record = lock(&self.record);
+        lock(&self.live).as_ref().is_some_and(|turn| {
+            turn.parked.is_some() && turn.task.is_none() && turn.saved == turn.log.len()
+        })
+    }
+
     /// Whether a turn is generating right now (not waiting for the person, not over).
     pub fn turn_status(&self) -> Option<TurnStatus> {
         lock(&self.record).turn.as_ref().map(|t| t.status)
@@ -436,6 +547,7 @@ impl Session {
         };
         turn.inputs += 1;
         let message_id = turn.message_id.clone();
+        let turn_id = turn.id.clone();
         for (id, resolution) in &resolutions {
             resolved_approvals.insert(id.clone(), resolution.clone());
         }
@@ -446,6 +558,7 @@ impl Session {
                 log,
                 from,
                 message_id,
+                turn_id,
             },
             resolutions,
             undo,

@@ -222,7 +222,10 @@ async fn resume(
 
 /// `POST /api/chat/{id}/stop`: cancels the chat's running or waiting turn.
 async fn stop(State(state): State<AppState>, Path(chat_id): Path<String>) -> Json<Value> {
-    let stopped = state.runtime.interrupt(&chat_id, "stopped by the person");
+    let stopped = state
+        .runtime
+        .interrupt(&chat_id, "stopped by the person")
+        .await;
     tracing::info!(chat = %chat_id, stopped, "stop requested");
     Json(json!({ "stopped": stopped }))
 }

@@ -28,25 +28,51 @@ use async_trait::async_trait;
 
 pub use audit::{Actor, AuditEvent, AuditKind, AuditQuery, AuditRecord};
 
-use super::{clock::Millis, session::SessionRecord};
+use super::{
+    clock::Millis,
+    session::{SessionRecord, TurnEntry},
+};
 
 /// A failure of the session store.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("session store: {0}")]
 pub struct StoreError(pub String);
 
+/// A session as the store keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredSession {
+    pub record: SessionRecord,
+    /// When the record's turn waits for the person: the output that turn emitted until it
+    /// paused, so it can leave memory and come back exactly as it was (ADR 0011).
+    pub paused_log: Option<Vec<TurnEntry>>,
+}
+
 /// Where session records and the audit log live.
 #[async_trait]
 pub trait SessionStore: Send + Sync + 'static {
-    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError>;
+    async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError>;
 
-    /// Writes `record` and appends `audit`, all or nothing.
+    /// Writes `record` and appends `audit`, all or nothing. A log stored by an earlier
+    /// [`SessionStore::commit_paused`] stays (it is only returned while it belongs to the
+    /// record's turn).
     async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError>;
+
+    /// [`SessionStore::commit`], with `log`: everything the record's turn emitted, which now
+    /// waits for the person.
+    async fn commit_paused(
+        &self,
+        record: &SessionRecord,
+        audit: &[AuditEvent],
+        log: &[TurnEntry],
+    ) -> Result<(), StoreError>;
 
     /// Writes `record`.
     async fn save(&self, record: &SessionRecord) -> Result<(), StoreError> {
         self.commit(record, &[]).await
     }
+
+    /// The session whose stored turn waits for the approval `approval_id`, if any.
+    async fn approval_owner(&self, approval_id: &str) -> Result<Option<String>, StoreError>;
 
     /// Ids of the stored sessions, most recently updated first.
     async fn list(&self) -> Result<Vec<String>, StoreError>;
@@ -63,13 +89,47 @@ pub trait SessionStore: Send + Sync + 'static {
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     records: Mutex<HashMap<String, SessionRecord>>,
+    /// The log of each session's paused turn, by turn id.
+    paused_logs: Mutex<HashMap<String, (String, Vec<TurnEntry>)>>,
     audit: Mutex<Vec<AuditRecord>>,
+}
+
+/// The stored log of `record`'s turn, if the stored one belongs to it and it is not over.
+pub(crate) fn log_of_turn(
+    record: &SessionRecord,
+    stored_turn: &str,
+    entries: Vec<TurnEntry>,
+) -> Option<Vec<TurnEntry>> {
+    record
+        .turn
+        .as_ref()
+        .filter(|t| t.id == stored_turn && !t.status.is_over())
+        .map(|_| entries)
 }
 
 #[async_trait]
 impl SessionStore for MemoryStore {
-    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-        Ok(lock(&self.records).get(id).cloned())
+    async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
+        let Some(record) = lock(&self.records).get(id).cloned() else {
+            return Ok(None);
+        };
+        let paused_log = lock(&self.paused_logs)
+            .get(id)
+            .cloned()
+            .and_then(|(turn, entries)| log_of_turn(&record, &turn, entries));
+        Ok(Some(StoredSession { record, paused_log }))
+    }
+
+    async fn commit_paused(
+        &self,
+        record: &SessionRecord,
+        audit: &[AuditEvent],
+        log: &[TurnEntry],
+    ) -> Result<(), StoreError> {
+        if let Some(turn) = &record.turn {
+            lock(&self.paused_logs).insert(record.id.clone(), (turn.id.clone(), log.to_vec()));
+        }
+        self.commit(record, audit).await
     }
 
     async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError> {
@@ -83,6 +143,17 @@ impl SessionStore for MemoryStore {
             });
         }
         Ok(())
+    }
+
+    async fn approval_owner(&self, approval_id: &str) -> Result<Option<String>, StoreError> {
+        Ok(lock(&self.records)
+            .values()
+            .find(|r| {
+                r.turn
+                    .as_ref()
+                    .is_some_and(|t| t.pending_approvals().contains(&approval_id))
+            })
+            .map(|r| r.id.clone()))
     }
 
     async fn list(&self) -> Result<Vec<String>, StoreError> {
@@ -129,7 +200,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::agent::session::{TurnRecord, TurnStatus};
+    use crate::agent::session::{TurnEntry, TurnRecord, TurnStatus};
 
     pub(crate) fn turn(status: TurnStatus) -> TurnRecord {
         TurnRecord {
@@ -160,9 +231,10 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(store.list().await.unwrap(), ["a", "b"]);
-        assert_eq!(store.load("a").await.unwrap().unwrap(), a);
+        assert_eq!(store.load("a").await.unwrap().unwrap().record, a);
         assert!(store.load("zzz").await.unwrap().is_none());
         assert_eq!(store.unfinished().await.unwrap(), ["a"]);
+        assert_eq!(store.approval_owner("apv-x").await.unwrap(), None);
 
         let mut b = SessionRecord::new("b", 40);
         b.turn = Some(turn(TurnStatus::Finished));
@@ -196,6 +268,39 @@ mod tests {
             ..AuditQuery::default()
         };
         assert_eq!(store.audit(&before).await.unwrap()[0].event, event);
+
+        // A paused turn's log comes back with its record, and only while it is that turn's.
+        let mut p = SessionRecord::new("p", 50);
+        p.turn = Some(turn(TurnStatus::AwaitingPerson));
+        let log = vec![
+            TurnEntry::Chunk(crate::protocol::Chunk::start("m1")),
+            TurnEntry::Chunk(crate::protocol::Chunk::tool_approval_request(
+                "apv-1", "call-1",
+            )),
+            TurnEntry::Pause,
+        ];
+        store.commit_paused(&p, &[], &log).await.unwrap();
+        let loaded = store.load("p").await.unwrap().unwrap();
+        assert_eq!(
+            (loaded.record, loaded.paused_log),
+            (p.clone(), Some(log.clone()))
+        );
+        // A later commit of the same turn keeps the log; a new turn (or the end) drops it.
+        p.updated_at_ms = 60;
+        store.save(&p).await.unwrap();
+        assert_eq!(
+            store.load("p").await.unwrap().unwrap().paused_log,
+            Some(log)
+        );
+        p.turn = Some(TurnRecord {
+            id: "t2".into(),
+            ..turn(TurnStatus::AwaitingPerson)
+        });
+        store.save(&p).await.unwrap();
+        assert_eq!(store.load("p").await.unwrap().unwrap().paused_log, None);
+        p.turn = Some(turn(TurnStatus::Finished));
+        store.save(&p).await.unwrap();
+        assert_eq!(store.load("p").await.unwrap().unwrap().paused_log, None);
     }
 
     #[tokio::test]

@@ -23,10 +23,13 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params, types::Value as SqlValue};
 use tokio::sync::oneshot;
 
-use super::{AuditEvent, AuditQuery, AuditRecord, SessionStore, StoreError, audit::AuditKind};
+use super::{
+    AuditEvent, AuditQuery, AuditRecord, SessionStore, StoreError, StoredSession, audit::AuditKind,
+    log_of_turn,
+};
 use crate::agent::{
     gate::CallPhase,
-    session::{SessionRecord, TurnStatus},
+    session::{SessionRecord, TurnEntry, TurnStatus},
     tools::Transaction,
 };
 
@@ -39,6 +42,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (
         2,
         include_str!("../../../migrations/0002_audit_without_autoincrement.sql"),
+    ),
+    (
+        3,
+        include_str!("../../../migrations/0003_paused_turn_log.sql"),
     ),
 ];
 
@@ -70,11 +77,27 @@ impl Durability {
 /// up while a transaction is on disk go out together in the next one (group commit: one fsync
 /// for all of them, each in its own savepoint so one bad record fails alone). A second thread
 /// checkpoints the WAL into the database file in the background, so no commit waits for it.
+///
+/// Reads (loading a session, lookups, listings, the audit log) run on a third thread with a
+/// connection of its own, so they never wait behind a commit's fsync: a parked session comes
+/// back from the store on the path of an approval (ADR 0011).
 #[derive(Clone)]
 pub struct SqliteStore {
     jobs: std::sync::mpsc::Sender<Job>,
+    /// The reader thread's queue; `None` for an in-memory database (only the writer's
+    /// connection sees it), whose reads the writer runs.
+    reads: Option<std::sync::mpsc::Sender<ReadJob>>,
     path: Option<PathBuf>,
 }
+
+/// Work for the reader thread.
+type ReadJob = Box<dyn FnOnce(&mut Connection) + Send>;
+
+/// SQLite's own page cache per connection, in KiB (its default is 2000). The operating system
+/// caches the file as well; what SQLite keeps hot is the B-tree's upper pages, and a few
+/// hundred KiB hold them. It is memory of the process (bench/: at 1k sessions the default
+/// cache was ~2 KiB per session).
+const PAGE_CACHE_KIB: i64 = 256;
 
 impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -92,6 +115,10 @@ enum Job {
     Commit(Box<Write>, Reply),
     Run(Box<dyn FnOnce(&mut Connection) + Send>),
 }
+
+/// How many sessions the writer remembers the views of (it forgets them all past this: memory
+/// stays bounded however many sessions a server has seen).
+const MAX_WRITTEN: usize = 1024;
 
 /// Most commits one transaction takes (the rest wait for the next one).
 const MAX_GROUP: usize = 256;
@@ -164,18 +191,48 @@ impl SqliteStore {
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(err("cannot set the busy timeout"))?;
         conn.set_prepared_statement_cache_capacity(32);
+        conn.pragma_update(None, "cache_size", -PAGE_CACHE_KIB)
+            .map_err(err("cannot size the page cache"))?;
         migrate(&mut conn)?;
+        let reads = path.as_deref().map(spawn_reader).transpose()?;
         let (jobs, queue) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("countersign-store".into())
             .spawn(move || Writer::new(conn, checkpoints).run(queue))
             .map_err(|e| StoreError(format!("cannot start the store's writer thread: {e}")))?;
-        Ok(SqliteStore { jobs, path })
+        Ok(SqliteStore { jobs, reads, path })
     }
 
     /// Where the database file is (`None` in memory).
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
+    }
+
+    /// Queues a commit for the writer thread and waits for its outcome.
+    async fn write(&self, write: Write) -> Result<(), StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job::Commit(Box::new(write), reply))
+            .map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
+    }
+
+    /// Runs `f` on the reader's connection (the writer's for an in-memory database). It sees
+    /// every commit that returned before it was queued.
+    async fn read<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        let Some(reads) = &self.reads else {
+            return self.with(f).await;
+        };
+        let (reply, answer) = oneshot::channel();
+        reads
+            .send(Box::new(move |conn| {
+                let _ = reply.send(f(conn));
+            }))
+            .map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
     }
 
     /// Runs `f` with the connection on the writer thread, after every job queued before it.
@@ -222,6 +279,30 @@ fn spawn_checkpointer(
         })
         .map_err(|e| StoreError(format!("cannot start the checkpoint thread: {e}")))?;
     Ok(notify)
+}
+
+/// Starts the reader thread: a read-only connection of its own (WAL lets it read while the
+/// writer commits); it exits with the last store handle.
+fn spawn_reader(path: &Path) -> Result<std::sync::mpsc::Sender<ReadJob>, StoreError> {
+    let mut conn = Connection::open(path)
+        .map_err(|e| StoreError(format!("cannot open {}: {e}", path.display())))?;
+    conn.pragma_update(None, "query_only", "ON")
+        .map_err(err("cannot make the reader read-only"))?;
+    conn.pragma_update(None, "cache_size", -PAGE_CACHE_KIB)
+        .map_err(err("cannot size the page cache"))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(err("cannot set the busy timeout"))?;
+    conn.set_prepared_statement_cache_capacity(16);
+    let (reads, queue) = std::sync::mpsc::channel::<ReadJob>();
+    std::thread::Builder::new()
+        .name("countersign-store-reader".into())
+        .spawn(move || {
+            while let Ok(job) = queue.recv() {
+                job(&mut conn);
+            }
+        })
+        .map_err(|e| StoreError(format!("cannot start the store's reader thread: {e}")))?;
+    Ok(reads)
 }
 
 /// How long the checkpointer lets commits gather before it copies them. Each checkpoint ends
@@ -273,6 +354,10 @@ struct Write {
     wallet: String,
     turn: Option<String>,
     resolved: String,
+    /// The paused turn's id and log (a JSON array), when the commit carries one.
+    log: Option<(String, String)>,
+    /// The record's turn is over: its paused log, if any, is dropped.
+    turn_over: bool,
     approvals: Vec<PendingApprovalRow>,
     browser_calls: Vec<PendingBrowserRow>,
     /// A fingerprint of `approvals` and `browser_calls`: unchanged views are not rewritten.
@@ -300,7 +385,11 @@ struct PendingBrowserRow {
 }
 
 impl Write {
-    fn new(record: &SessionRecord, audit: &[AuditEvent]) -> Result<Self, StoreError> {
+    fn new(
+        record: &SessionRecord,
+        audit: &[AuditEvent],
+        log: Option<&[TurnEntry]>,
+    ) -> Result<Self, StoreError> {
         let mut approvals = Vec::new();
         let mut browser_calls = Vec::new();
         for call in record.turn.iter().flat_map(|t| &t.calls) {
@@ -349,6 +438,11 @@ impl Write {
             wallet: to_json(&record.wallet)?,
             turn: record.turn.as_ref().map(to_json).transpose()?,
             resolved: to_json(&record.resolved_approvals)?,
+            turn_over: record.turn.as_ref().is_some_and(|t| t.status.is_over()),
+            log: match (log, &record.turn) {
+                (Some(entries), Some(turn)) => Some((turn.id.clone(), to_json(&entries)?)),
+                _ => None,
+            },
             approvals,
             browser_calls,
             views,
@@ -431,6 +525,12 @@ impl Writer {
                 match outcome {
                     Ok(()) => {
                         sp.commit().map_err(err("cannot commit"))?;
+                        if self.written.len() >= MAX_WRITTEN
+                            && !self.written.contains_key(&write.id)
+                        {
+                            // Forgetting only costs the next commit of a session its views.
+                            self.written.clear();
+                        }
                         self.written.insert(
                             write.id.clone(),
                             Written {
@@ -500,6 +600,21 @@ fn write_one(
         ])
     })
     .map_err(err("cannot write the session"))?;
+
+    // The paused turn's log: written when the turn pauses, gone when the turn is over.
+    if let Some((turn_id, entries)) = &w.log {
+        tx.prepare_cached(
+            "INSERT INTO paused_turn_logs (session_id, turn_id, entries) VALUES (?1, ?2, ?3)
+             ON CONFLICT (session_id) DO UPDATE SET
+                 turn_id = excluded.turn_id, entries = excluded.entries",
+        )
+        .and_then(|mut stmt| stmt.execute(params![w.id, turn_id, entries]))
+        .map_err(err("cannot write the paused turn's log"))?;
+    } else if w.turn_over {
+        tx.prepare_cached("DELETE FROM paused_turn_logs WHERE session_id = ?1")
+            .and_then(|mut stmt| stmt.execute([&w.id]))
+            .map_err(err("cannot drop the paused turn's log"))?;
+    }
 
     // The indexed views of the record, rewritten only when they changed.
     if known.map(|k| k.views) != Some(w.views) {
@@ -606,24 +721,25 @@ fn read_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<[String; 5]> {
 
 #[async_trait]
 impl SessionStore for SqliteStore {
-    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+    async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
         let id = id.to_owned();
-        self.with(move |conn| {
+        self.read(move |conn| {
             let row = conn
-                .query_row(
+                .prepare_cached(
                     "SELECT history, messages, wallet, turn, resolved_approvals, created_at_ms,
                             updated_at_ms
                      FROM sessions WHERE id = ?1",
-                    [&id],
-                    |row| {
+                )
+                .and_then(|mut stmt| {
+                    stmt.query_row([&id], |row| {
                         Ok((
                             read_record(row)?,
                             row.get::<_, i64>(5)?,
                             row.get::<_, i64>(6)?,
                         ))
-                    },
-                )
-                .optional()
+                    })
+                    .optional()
+                })
                 .map_err(err("cannot read the session"))?;
             let Some(([history, messages, wallet, turn, resolved], created, updated)) = row else {
                 return Ok(None);
@@ -636,7 +752,7 @@ impl SessionStore for SqliteStore {
                     ))
                 }
             };
-            Ok(Some(SessionRecord {
+            let record = SessionRecord {
                 id: id.clone(),
                 created_at_ms: created,
                 updated_at_ms: updated,
@@ -650,22 +766,63 @@ impl SessionStore for SqliteStore {
                 },
                 resolved_approvals: serde_json::from_str(&resolved)
                     .map_err(context("resolved approvals"))?,
-            }))
+            };
+            let waiting = record
+                .turn
+                .as_ref()
+                .is_some_and(|t| t.status == TurnStatus::AwaitingPerson);
+            let log = if waiting {
+                conn.prepare_cached(
+                    "SELECT turn_id, entries FROM paused_turn_logs WHERE session_id = ?1",
+                )
+                .and_then(|mut stmt| {
+                    stmt.query_row([&id], |row| {
+                        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                    })
+                    .optional()
+                })
+                .map_err(err("cannot read the paused turn's log"))?
+            } else {
+                None
+            };
+            let paused_log = match log {
+                Some((turn_id, entries)) => log_of_turn(
+                    &record,
+                    &turn_id,
+                    serde_json::from_str(&entries).map_err(context("turn log"))?,
+                ),
+                None => None,
+            };
+            Ok(Some(StoredSession { record, paused_log }))
         })
         .await
     }
 
     async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError> {
-        let write = Box::new(Write::new(record, audit)?);
-        let (reply, answer) = oneshot::channel();
-        self.jobs
-            .send(Job::Commit(write, reply))
-            .map_err(|_| gone())?;
-        answer.await.map_err(|_| gone())?
+        self.write(Write::new(record, audit, None)?).await
+    }
+
+    async fn commit_paused(
+        &self,
+        record: &SessionRecord,
+        audit: &[AuditEvent],
+        log: &[TurnEntry],
+    ) -> Result<(), StoreError> {
+        self.write(Write::new(record, audit, Some(log))?).await
+    }
+
+    async fn approval_owner(&self, approval_id: &str) -> Result<Option<String>, StoreError> {
+        let approval_id = approval_id.to_owned();
+        self.read(move |conn| {
+            conn.prepare_cached("SELECT session_id FROM pending_approvals WHERE approval_id = ?1")
+                .and_then(|mut stmt| stmt.query_row([&approval_id], |row| row.get(0)).optional())
+                .map_err(err("cannot look up an approval"))
+        })
+        .await
     }
 
     async fn list(&self) -> Result<Vec<String>, StoreError> {
-        self.with(|conn| {
+        self.read(|conn| {
             let mut stmt = conn
                 .prepare("SELECT id FROM sessions ORDER BY updated_at_ms DESC, id")
                 .map_err(err("cannot list sessions"))?;
@@ -677,7 +834,7 @@ impl SessionStore for SqliteStore {
     }
 
     async fn unfinished(&self) -> Result<Vec<String>, StoreError> {
-        self.with(|conn| {
+        self.read(|conn| {
             let mut stmt = conn
                 .prepare(
                     "SELECT id FROM sessions WHERE turn_status IN ('running', 'awaiting_person')
@@ -693,7 +850,7 @@ impl SessionStore for SqliteStore {
 
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
         let query = query.clone();
-        self.with(move |conn| {
+        self.read(move |conn| {
             let mut sql = String::from("SELECT seq, event FROM audit WHERE 1 = 1");
             let mut args: Vec<SqlValue> = Vec::new();
             if let Some(session) = &query.session {
@@ -812,8 +969,19 @@ mod tests {
             store.save(&record).await.unwrap();
         }
         let store = SqliteStore::open(&path).unwrap();
-        assert_eq!(store.load("chat").await.unwrap(), Some(record));
+        assert_eq!(
+            store.load("chat").await.unwrap().map(|s| s.record),
+            Some(record)
+        );
         assert_eq!(store.unfinished().await.unwrap(), ["chat"]);
+        assert_eq!(
+            store
+                .approval_owner("approval-chat")
+                .await
+                .unwrap()
+                .as_deref(),
+            Some("chat")
+        );
         let (pending, ledger): (i64, i64) = store
             .with(|conn| {
                 let count = |sql: &str| conn.query_row(sql, [], |r| r.get(0));
@@ -1024,7 +1192,7 @@ mod tests {
             })
             .await
             .unwrap();
-        assert_eq!(version, 2);
+        assert_eq!(version, MIGRATIONS.len() as i64);
         drop(store);
         remove_db(&path);
     }

@@ -9,7 +9,7 @@
 //! A socket reads the chat's turn log, so everything a turn emits reaches it whatever started
 //! the turn, and a reconnecting client says how many frames of the current turn it received
 //! (`{"type":"resume","id","received"}`) and gets exactly the missing ones. Approval requests are
-//! already wrapped by `start-step` … `finish-step` in the runner's output (ADR 0011), and the
+//! already wrapped by `start-step` … `finish-step` in the runner's output (seed ADR 0011), and the
 //! socket stays open while the person decides. One socket per chat: a newer one takes over and
 //! the older is closed with a reason.
 //!
@@ -21,9 +21,8 @@ mod frame;
 mod socket;
 
 use std::{
-    collections::HashMap,
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant},
@@ -36,9 +35,9 @@ use axum::{
     routing::get,
 };
 use frame::{Message, OpCode};
+use futures::future::Either;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 
 use self::socket::{Handshake, Socket, SocketError, Upgrade};
 use super::{
@@ -50,7 +49,10 @@ use super::{
 use crate::{
     agent::{
         ApprovalDecision, BrowserResult, PersonInput, Runtime, SessionRecord, TextTiming,
-        TurnEntry, TurnLog, UserTurn, session::LogReader, store::Actor,
+        TurnEntry, UserTurn,
+        followers::Following,
+        session::{LogReader, Read},
+        store::Actor,
     },
     protocol::{
         ChatRequest, Chunk, ClientFrame, Dialect, EnvelopeError, ServerControl,
@@ -80,40 +82,8 @@ struct LiveQuery {
     dialect: Option<String>,
 }
 
-/// The chats that have a live socket, so a second socket can take over from the first.
-#[derive(Debug, Default)]
-pub struct LiveSockets {
-    next_id: AtomicU64,
-    by_chat: Mutex<HashMap<String, (u64, Arc<Notify>)>>,
-}
-
-impl LiveSockets {
-    fn connection_id(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed) + 1
-    }
-
-    /// Registers `conn` as the socket of `chat`, telling a previous one to go.
-    fn bind(&self, chat: &str, conn: u64, notify: Arc<Notify>) {
-        let mut map = crate::agent::session::lock(&self.by_chat);
-        if let Some((old, old_notify)) = map.insert(chat.to_string(), (conn, notify))
-            && old != conn
-        {
-            old_notify.notify_one();
-        }
-    }
-
-    /// Whether `chat` has a live socket.
-    pub fn is_live(&self, chat: &str) -> bool {
-        crate::agent::session::lock(&self.by_chat).contains_key(chat)
-    }
-
-    fn release(&self, chat: &str, conn: u64) {
-        let mut map = crate::agent::session::lock(&self.by_chat);
-        if map.get(chat).is_some_and(|(id, _)| *id == conn) {
-            map.remove(chat);
-        }
-    }
-}
+/// Connection numbers, for the logs.
+static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
 
 /// The upgrade. The origin check (CSRF) and the per-address rate limit ran in the edge guard.
 async fn upgrade(
@@ -173,26 +143,39 @@ impl RateLimiter {
 /// holds handles and small settings, not the whole `AppState`.
 struct Connection {
     runtime: Arc<Runtime>,
-    sockets: Arc<LiveSockets>,
     idle: Duration,
     timing: Option<TextTiming>,
     dialect: Dialect,
     id: u64,
     chat: Option<String>,
-    /// The turn being forwarded, and how many frames of it this socket has sent.
-    reader: Option<(Arc<TurnLog>, LogReader)>,
-    replaced: Arc<Notify>,
+    /// This socket as its chat's follower (set once it knows its chat).
+    following: Option<Following>,
+    /// The turn this socket forwards.
+    turn: Option<Forwarding>,
     limiter: RateLimiter,
     /// Who is on the other end (for the audit log).
     actor: Actor,
+}
+
+/// Where a socket is in the turn it forwards. While the turn waits for the person the socket
+/// lets go of its log (the turn may leave memory, ADR 0011) and picks it up again when the
+/// chat's signal says the turn goes on.
+struct Forwarding {
+    turn_id: String,
+    /// Entries of the turn's log handled so far (pauses included).
+    sent: usize,
+    /// Reading the log; `None` while the turn waits for the person or after its end.
+    reader: Option<LogReader>,
 }
 
 /// What woke an idle connection.
 enum Wake {
     /// The client sent something (or closed).
     Readable,
-    /// The forwarded turn has a new entry (`None`: it ended and every entry was read).
-    Entry(Option<TurnEntry>),
+    /// The forwarded turn has a new entry, or ended.
+    Entry,
+    /// The chat has news, or another socket took it over.
+    Signal,
     /// Time to check on the client.
     Ping,
 }
@@ -212,59 +195,54 @@ impl Connection {
     fn new(state: &AppState, timing: Option<TextTiming>, dialect: Dialect, actor: Actor) -> Self {
         Connection {
             runtime: state.runtime.clone(),
-            sockets: state.live_sockets.clone(),
             idle: state.http.ws_idle,
             timing,
             dialect,
-            id: state.live_sockets.connection_id(),
+            id: CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1,
             chat: None,
-            reader: None,
-            replaced: Arc::new(Notify::new()),
+            following: None,
+            turn: None,
             limiter: RateLimiter::new(state.http.ws_rate),
             actor,
         }
     }
 
-    /// The connection's life. The `select!` below is what every idle socket holds, so it waits
-    /// on small futures only; handling what woke it happens in a box that exists only while it
-    /// runs.
-    async fn run(mut self, upgrade: Upgrade) {
-        let Some(mut socket) = upgrade.socket().await else {
-            return;
-        };
-        let mut ping = tokio::time::interval(self.idle / 3);
-        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ping.tick().await;
-        let mut last_heard = Instant::now();
-        let replaced = self.replaced.clone();
-        let next = loop {
-            let wake = tokio::select! {
-                ready = socket.readable() => match ready {
-                    Ok(()) => Wake::Readable,
-                    Err(_) => break Next::Gone,
-                },
-                entry = next_entry(&mut self.reader) => Wake::Entry(entry),
-                _ = ping.tick() => Wake::Ping,
-                () = replaced.notified() => break Next::Close(
-                    close::REPLACED,
-                    "another connection took over this chat".into(),
-                ),
+    /// The connection's life. What every idle socket holds is this task waiting in [`wait`],
+    /// so that waits on small futures only; handling what woke it happens in a box that exists
+    /// only while it runs.
+    #[allow(clippy::manual_async_fn)] // see below
+    fn run(mut self, upgrade: Upgrade) -> impl Future<Output = ()> + Send + 'static {
+        // A block, not an `async fn`: an async fn's arguments are moved into locals and the
+        // task would keep room for the connection twice.
+        async move {
+            let Some(mut socket) = upgrade.socket().await else {
+                return;
             };
-            match Box::pin(self.on_wake(wake, &mut socket, &mut last_heard)).await {
-                Next::Continue => {}
-                next => break next,
+            let mut ping = tokio::time::interval(self.idle / 3);
+            ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ping.tick().await;
+            let mut last_heard = Instant::now();
+            let next = loop {
+                let Some(wake) = wait(&self.turn, &self.following, &socket, &mut ping).await else {
+                    break Next::Gone;
+                };
+                match Box::pin(self.on_wake(wake, &mut socket, &mut last_heard)).await {
+                    Next::Continue => {}
+                    next => break next,
+                }
+            };
+            // Done with the chat, whatever the close handshake takes.
+            if let (Some(chat), Some(following)) = (&self.chat, &self.following) {
+                self.runtime.followers.leave(chat, following.id);
             }
-        };
-        match next {
-            Next::Close(code, reason) => {
-                tracing::info!(connection = self.id, chat = ?self.chat, code, %reason, "closing socket");
-                Box::pin(socket.close(code, &reason)).await;
+            match next {
+                Next::Close(code, reason) => {
+                    tracing::info!(connection = self.id, chat = ?self.chat, code, %reason, "closing socket");
+                    Box::pin(socket.close(code, &reason)).await;
+                }
+                Next::ClientClosed(close) => Box::pin(socket.answer_close(close)).await,
+                Next::Continue | Next::Gone => {}
             }
-            Next::ClientClosed(close) => Box::pin(socket.answer_close(close)).await,
-            Next::Continue | Next::Gone => {}
-        }
-        if let Some(chat) = &self.chat {
-            self.sockets.release(chat, self.id);
         }
     }
 
@@ -279,7 +257,32 @@ impl Connection {
                 Err(SocketError::Frame(e)) => Next::Close(e.close_code(), e.to_string()),
                 Err(SocketError::Eof | SocketError::Io(_)) => Next::Gone,
             },
-            Wake::Entry(entry) => self.forward(entry, socket).await,
+            Wake::Entry => {
+                let read = match self.turn.as_mut().and_then(|t| t.reader.as_mut()) {
+                    Some(reader) => reader.try_next(),
+                    None => Read::Nothing,
+                };
+                match read {
+                    Read::Entry(entry) => self.forward(Some(entry), socket).await,
+                    Read::End => self.forward(None, socket).await,
+                    Read::Nothing => Next::Continue,
+                }
+            }
+            Wake::Signal => {
+                if self
+                    .following
+                    .as_ref()
+                    .is_some_and(|f| f.signal.is_replaced())
+                {
+                    Next::Close(
+                        close::REPLACED,
+                        "another connection took over this chat".into(),
+                    )
+                } else {
+                    self.catch_up();
+                    Next::Continue
+                }
+            }
             Wake::Ping => {
                 if last_heard.elapsed() >= self.idle {
                     Next::Close(close::GOING_AWAY, "idle timeout".into())
@@ -380,7 +383,7 @@ impl Connection {
             ClientFrame::Interrupt { reason } => {
                 if let Some(chat) = &self.chat {
                     let reason = reason.unwrap_or_else(|| "interrupted by the person".into());
-                    self.runtime.interrupt(chat, &reason);
+                    self.runtime.interrupt(chat, &reason).await;
                 }
                 Next::Continue
             }
@@ -530,8 +533,11 @@ impl Connection {
         match runtime.start_turn(&chat_id, user, self.timing).await {
             Ok(started) => {
                 tracing::info!(connection = self.id, chat = %chat_id, turn = %started.turn_id, "turn started");
-                let reader = started.log.subscribe(0);
-                self.reader = Some((started.log, reader));
+                self.turn = Some(Forwarding {
+                    reader: Some(started.log.subscribe(0)),
+                    turn_id: started.turn_id,
+                    sent: 0,
+                });
                 Next::Continue
             }
             Err(e) => self.send_error(socket, &ApiError::from(e).message).await,
@@ -541,13 +547,20 @@ impl Connection {
     async fn submit(&mut self, chat: &str, inputs: Vec<PersonInput>, socket: &mut Socket) -> Next {
         match self.runtime.submit_as(chat, &inputs, &self.actor).await {
             Ok(receipt) => {
-                let following = self
-                    .reader
-                    .as_ref()
-                    .is_some_and(|(log, _)| Arc::ptr_eq(log, &receipt.log));
-                if !following {
-                    let reader = receipt.log.subscribe(receipt.from);
-                    self.reader = Some((receipt.log, reader));
+                match &mut self.turn {
+                    // Already reading it, or waiting at its pause: go on from there.
+                    Some(turn) if turn.turn_id == receipt.turn_id => {
+                        if turn.reader.is_none() {
+                            turn.reader = Some(receipt.log.subscribe(turn.sent));
+                        }
+                    }
+                    _ => {
+                        self.turn = Some(Forwarding {
+                            reader: Some(receipt.log.subscribe(receipt.from)),
+                            turn_id: receipt.turn_id,
+                            sent: receipt.from,
+                        });
+                    }
                 }
                 Next::Continue
             }
@@ -567,7 +580,7 @@ impl Connection {
             }
             Err(e) => return self.send_error(socket, &e.to_string()).await,
         };
-        let Some(log) = session.current_log() else {
+        let Some((turn_id, log)) = session.current_turn() else {
             return self
                 .send_error(socket, "This chat has no turn to resume.")
                 .await;
@@ -618,29 +631,94 @@ impl Connection {
         if let Next::Close(code, reason) = self.send_chunk(socket, &announce).await {
             return Next::Close(code, reason);
         }
-        let reader = log.subscribe(position);
-        self.reader = Some((log, reader));
+        self.turn = Some(Forwarding {
+            reader: Some(log.subscribe(position)),
+            turn_id,
+            sent: position,
+        });
         Next::Continue
     }
 
+    /// Makes this socket its chat's follower (a previous socket of the chat is replaced).
     fn bind(&mut self, chat: &str) {
         if self.chat.as_deref() != Some(chat) {
-            self.sockets.bind(chat, self.id, self.replaced.clone());
+            if let (Some(old), Some(following)) = (&self.chat, &self.following) {
+                self.runtime.followers.leave(old, following.id);
+            }
+            self.following = Some(self.runtime.followers.follow(chat));
             self.chat = Some(chat.to_string());
         }
     }
 
-    /// Sends one log entry: a chunk frame, `[DONE]` at the end of the turn, nothing for a pause.
+    /// The chat has news: read the current turn from where this socket stopped (or from the
+    /// start if it is a new turn). Nothing changes while the socket still reads a turn (it
+    /// looks again when that one ends), nor when the turn has nothing new (a paused turn's log
+    /// is not held: it may leave memory).
+    fn catch_up(&mut self) {
+        if self.turn.as_ref().is_some_and(|t| t.reader.is_some()) {
+            return;
+        }
+        let Some(session) = self
+            .chat
+            .as_deref()
+            .and_then(|c| self.runtime.live_session(c))
+        else {
+            return;
+        };
+        let Some((turn_id, log)) = session.current_turn() else {
+            return;
+        };
+        match &mut self.turn {
+            Some(turn) if turn.turn_id == turn_id => {
+                if turn.sent < log.len() {
+                    turn.reader = Some(log.subscribe(turn.sent));
+                }
+            }
+            _ => {
+                self.turn = Some(Forwarding {
+                    reader: Some(log.subscribe(0)),
+                    turn_id,
+                    sent: 0,
+                });
+            }
+        }
+    }
+
+    /// Stops reading the forwarded turn's log, remembering where.
+    fn detach(&mut self) {
+        if let Some(turn) = &mut self.turn
+            && let Some(reader) = turn.reader.take()
+        {
+            turn.sent = reader.position();
+        }
+    }
+
+    /// Sends one log entry: a chunk frame, `[DONE]` at the end of the turn, nothing for a pause
+    /// (where the socket lets go of the log if nothing follows yet).
     async fn forward(&mut self, entry: Option<TurnEntry>, socket: &mut Socket) -> Next {
         match entry {
             None => {
-                self.reader = None;
+                self.detach();
+                self.catch_up();
                 Next::Continue
             }
-            Some(TurnEntry::Pause) => Next::Continue,
+            Some(TurnEntry::Pause) => {
+                if self
+                    .turn
+                    .as_ref()
+                    .and_then(|t| t.reader.as_ref())
+                    .is_some_and(LogReader::at_end)
+                {
+                    self.detach();
+                }
+                Next::Continue
+            }
             Some(TurnEntry::End) => {
-                self.reader = None;
-                self.send_text(socket, DONE_FRAME.to_string()).await
+                let next = self.send_text(socket, DONE_FRAME.to_string()).await;
+                // A newer turn of the chat may have begun meanwhile.
+                self.detach();
+                self.catch_up();
+                next
             }
             Some(TurnEntry::Chunk(chunk)) => self.send_chunk(socket, &chunk).await,
         }
@@ -666,11 +744,27 @@ impl Connection {
     }
 }
 
-/// The next entry of the forwarded turn; never resolves when no turn is forwarded.
-async fn next_entry(reader: &mut Option<(Arc<TurnLog>, LogReader)>) -> Option<TurnEntry> {
-    match reader {
-        Some((_, reader)) => reader.next().await,
-        None => std::future::pending().await,
+/// What wakes an idle connection next (`None`: the connection failed). Only small futures: this
+/// is what ten thousand idle sockets wait in.
+async fn wait(
+    turn: &Option<Forwarding>,
+    following: &Option<Following>,
+    socket: &Socket,
+    ping: &mut tokio::time::Interval,
+) -> Option<Wake> {
+    let entry = match turn.as_ref().and_then(|t| t.reader.as_ref()) {
+        Some(reader) => Either::Left(reader.ready()),
+        None => Either::Right(std::future::pending()),
+    };
+    let signal = match following {
+        Some(following) => Either::Left(following.signal.wait()),
+        None => Either::Right(std::future::pending()),
+    };
+    tokio::select! {
+        ready = socket.readable() => ready.ok().map(|()| Wake::Readable),
+        () = entry => Some(Wake::Entry),
+        () = signal => Some(Wake::Signal),
+        _ = ping.tick() => Some(Wake::Ping),
     }
 }
 
