@@ -193,6 +193,10 @@ impl SqliteStore {
         conn.set_prepared_statement_cache_capacity(32);
         conn.pragma_update(None, "cache_size", -PAGE_CACHE_KIB)
             .map_err(err("cannot size the page cache"))?;
+        // Each commit of a group runs in a savepoint, whose undo pages would otherwise go to a
+        // temporary file (a write per page on the approval path).
+        conn.pragma_update(None, "temp_store", "MEMORY")
+            .map_err(err("cannot keep temporary data in memory"))?;
         migrate(&mut conn)?;
         let reads = path.as_deref().map(spawn_reader).transpose()?;
         let (jobs, queue) = std::sync::mpsc::channel();
