@@ -57,11 +57,12 @@ pub struct Following {
 }
 
 impl Followers {
-    /// Makes a new follower of `chat`; the previous one, if any, is told it was replaced.
-    pub fn follow(&self, chat: &str) -> Following {
+    /// Makes a new follower of `chat`; the previous one, if any, is told it was replaced. (The
+    /// id is shared with the caller, who keeps it anyway.)
+    pub fn follow(&self, chat: &Arc<str>) -> Following {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let signal = Arc::new(Signal::default());
-        let previous = lock(&self.by_chat).insert(Arc::from(chat), (id, signal.clone()));
+        let previous = lock(&self.by_chat).insert(chat.clone(), (id, signal.clone()));
         if let Some((_, previous)) = previous {
             previous.replaced.store(true, Ordering::SeqCst);
             previous.notify.notify_one();
@@ -97,7 +98,7 @@ mod tests {
     #[tokio::test]
     async fn news_reaches_the_follower_even_when_it_was_not_waiting_yet() {
         let followers = Followers::default();
-        let following = followers.follow("c");
+        let following = followers.follow(&Arc::from("c"));
         followers.notify("c");
         followers.notify("other");
         tokio::time::timeout(std::time::Duration::from_secs(1), following.signal.wait())
@@ -109,8 +110,9 @@ mod tests {
     #[tokio::test]
     async fn a_newer_follower_replaces_the_older_which_leaves_without_removing_it() {
         let followers = Followers::default();
-        let old = followers.follow("c");
-        let new = followers.follow("c");
+        let chat: Arc<str> = Arc::from("c");
+        let old = followers.follow(&chat);
+        let new = followers.follow(&chat);
         old.signal.wait().await;
         assert!(old.signal.is_replaced());
         followers.leave("c", old.id);

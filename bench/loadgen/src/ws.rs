@@ -1,6 +1,7 @@
 //! BIDI scenario: `--n` WebSocket sessions each holding one pending approval; the server's RSS
-//! before and after; then `--approve` of them approved one at a time, timed from sending the
-//! `tool_result` frame to the `tool-output-available` frame.
+//! before and after (after a warm-up burst of `--warmup` sessions); then `--approve` of them
+//! approved one at a time, timed from sending the `tool_result` frame to the
+//! `tool-output-available` frame.
 
 use std::{
     net::SocketAddr,
@@ -187,11 +188,20 @@ pub async fn bidi(opts: &Opts) -> Result<Value> {
     let gc = gc_target(opts.opt("gc-url"))?;
     let tag = crate::run_tag();
 
-    // Warm the server up (lazy statics, first allocations) before the baseline is read.
+    // Warm the server up before the baseline is read, with a burst of the measurement's shape
+    // (`--warmup` sessions, default one wave of `--parallel`, opened at once, approved, closed):
+    // lazy statics, code paths paged in, each thread's allocator arena and the JIT (Node) reach
+    // their working size, so what is measured is what the sessions themselves cost.
     let socket_only = opts.num("socket-only", 0)? == 1;
-    let mut warm = open(addr, Some(format!("{tag}-warm")), timeout).await?;
-    approve(&mut warm, timeout).await?;
-    drop(warm);
+    let warmup = opts.num("warmup", parallel as u64)?.max(1) as usize;
+    let warm: Vec<Result<Session>> = stream::iter(0..warmup)
+        .map(|i| open(addr, Some(format!("{tag}-warm-{i}")), timeout))
+        .buffer_unordered(parallel)
+        .collect()
+        .await;
+    for session in warm {
+        approve(&mut session?, timeout).await?;
+    }
     settle(gc.clone(), settle_for).await?;
     let before = rss_kib(pid)?;
 

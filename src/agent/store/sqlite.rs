@@ -93,11 +93,14 @@ pub struct SqliteStore {
 /// Work for the reader thread.
 type ReadJob = Box<dyn FnOnce(&mut Connection) + Send>;
 
-/// SQLite's own page cache per connection, in KiB (its default is 2000). The operating system
-/// caches the file as well; what SQLite keeps hot is the B-tree's upper pages, and a few
-/// hundred KiB hold them. It is memory of the process (bench/: at 1k sessions the default
-/// cache was ~2 KiB per session).
+/// SQLite's own page cache of the writer's connection, in KiB (SQLite's default is 2000). The
+/// operating system caches the file as well; what SQLite keeps hot is the B-trees' upper pages
+/// and the pages commits keep touching, and a few hundred KiB hold them. It is memory of the
+/// process (bench/: at 1k sessions the default cache was ~2 KiB per session).
 const PAGE_CACHE_KIB: i64 = 256;
+
+/// The reader's page cache, in KiB: it looks sessions up by id, one at a time.
+const READER_CACHE_KIB: i64 = 64;
 
 impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -292,7 +295,7 @@ fn spawn_reader(path: &Path) -> Result<std::sync::mpsc::Sender<ReadJob>, StoreEr
         .map_err(|e| StoreError(format!("cannot open {}: {e}", path.display())))?;
     conn.pragma_update(None, "query_only", "ON")
         .map_err(err("cannot make the reader read-only"))?;
-    conn.pragma_update(None, "cache_size", -PAGE_CACHE_KIB)
+    conn.pragma_update(None, "cache_size", -READER_CACHE_KIB)
         .map_err(err("cannot size the page cache"))?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(err("cannot set the busy timeout"))?;

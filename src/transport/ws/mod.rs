@@ -52,7 +52,6 @@ use crate::{
         TurnEntry, UserTurn,
         followers::Following,
         session::{LogReader, Read},
-        store::Actor,
     },
     protocol::{
         ChatRequest, Chunk, ClientFrame, Dialect, EnvelopeError, ServerControl,
@@ -102,7 +101,7 @@ async fn upgrade(
         _ => Dialect::V6Strict,
     };
     let limit = state.http.ws_max_frame_bytes;
-    let connection = Connection::new(&state, timing, dialect, client.actor("bidi"));
+    let connection = Connection::new(&state, timing, dialect, client);
     handshake.accept(limit, move |upgrade| connection.run(upgrade))
 }
 
@@ -147,14 +146,14 @@ struct Connection {
     timing: Option<TextTiming>,
     dialect: Dialect,
     id: u64,
-    chat: Option<String>,
+    chat: Option<Arc<str>>,
     /// This socket as its chat's follower (set once it knows its chat).
     following: Option<Following>,
     /// The turn this socket forwards.
     turn: Option<Forwarding>,
     limiter: RateLimiter,
     /// Who is on the other end (for the audit log).
-    actor: Actor,
+    client: Client,
 }
 
 /// Where a socket is in the turn it forwards. While the turn waits for the person the socket
@@ -192,7 +191,7 @@ enum Next {
 }
 
 impl Connection {
-    fn new(state: &AppState, timing: Option<TextTiming>, dialect: Dialect, actor: Actor) -> Self {
+    fn new(state: &AppState, timing: Option<TextTiming>, dialect: Dialect, client: Client) -> Self {
         Connection {
             runtime: state.runtime.clone(),
             idle: state.http.ws_idle,
@@ -203,7 +202,7 @@ impl Connection {
             following: None,
             turn: None,
             limiter: RateLimiter::new(state.http.ws_rate),
-            actor,
+            client,
         }
     }
 
@@ -353,10 +352,10 @@ impl Connection {
         }
         if let Some(obj) = value.as_object_mut() {
             if obj.get("id").and_then(Value::as_str).is_none() {
-                let id = self
-                    .chat
-                    .clone()
-                    .unwrap_or_else(|| format!("live-{}", self.id));
+                let id = match &self.chat {
+                    Some(chat) => chat.to_string(),
+                    None => format!("live-{}", self.id),
+                };
                 obj.insert("id".into(), json!(id));
             }
             if let Some(Value::Array(messages)) = obj.get_mut("messages") {
@@ -490,7 +489,7 @@ impl Connection {
                 .await;
         }
         if let Some(bound) = &self.chat
-            && bound != &chat_id
+            && **bound != *chat_id
         {
             return self
                 .send_error(
@@ -545,7 +544,8 @@ impl Connection {
     }
 
     async fn submit(&mut self, chat: &str, inputs: Vec<PersonInput>, socket: &mut Socket) -> Next {
-        match self.runtime.submit_as(chat, &inputs, &self.actor).await {
+        let actor = self.client.actor("bidi");
+        match self.runtime.submit_as(chat, &inputs, &actor).await {
             Ok(receipt) => {
                 match &mut self.turn {
                     // Already reading it, or waiting at its pause: go on from there.
@@ -645,8 +645,9 @@ impl Connection {
             if let (Some(old), Some(following)) = (&self.chat, &self.following) {
                 self.runtime.followers.leave(old, following.id);
             }
-            self.following = Some(self.runtime.followers.follow(chat));
-            self.chat = Some(chat.to_string());
+            let chat: Arc<str> = Arc::from(chat);
+            self.following = Some(self.runtime.followers.follow(&chat));
+            self.chat = Some(chat);
         }
     }
 
