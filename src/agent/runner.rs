@@ -654,8 +654,12 @@ impl Runtime {
             });
             if due {
                 self.unpark_locked(session, &record, turn_state);
-            } else if let Some(deadline) = deadline {
-                self.wake_at(deadline, &session.id);
+            } else {
+                if let Some(deadline) = deadline {
+                    self.wake_at(deadline, &session.id);
+                }
+                // Loaded to be looked at or answered: if nothing wakes it, it goes again.
+                self.release_soon(&session.id);
             }
             return;
         }
@@ -855,6 +859,12 @@ impl Runtime {
             return;
         }
         drop(live);
+        self.release_soon(chat_id);
+    }
+
+    /// Tries [`Runtime::release_parked`] for `chat_id` again in a moment: it is held by a
+    /// request now, or was just loaded by one (to look at it, to resume a socket).
+    fn release_soon(self: &Arc<Self>, chat_id: &str) {
         let later = &self.release_later;
         lock(&later.chats).insert(chat_id.to_owned());
         later.task.get_or_init(|| {

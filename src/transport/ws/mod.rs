@@ -278,7 +278,7 @@ impl Connection {
                         "another connection took over this chat".into(),
                     )
                 } else {
-                    self.catch_up();
+                    self.catch_up().await;
                     Next::Continue
                 }
             }
@@ -655,16 +655,22 @@ impl Connection {
     /// start if it is a new turn). Nothing changes while the socket still reads a turn (it
     /// looks again when that one ends), nor when the turn has nothing new (a paused turn's log
     /// is not held: it may leave memory).
-    fn catch_up(&mut self) {
+    async fn catch_up(&mut self) {
         if self.turn.as_ref().is_some_and(|t| t.reader.is_some()) {
             return;
         }
-        let Some(session) = self
-            .chat
-            .as_deref()
-            .and_then(|c| self.runtime.live_session(c))
-        else {
+        let Some(chat) = self.chat.clone() else {
             return;
+        };
+        // The turn may have paused and left memory again before this socket looked: its log
+        // comes back from the store with it.
+        let session = match self.runtime.existing_session(&chat).await {
+            Ok(Some(session)) => session,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!(connection = self.id, chat = %chat, error = %e, "cannot load the chat to follow it");
+                return;
+            }
         };
         let Some((turn_id, log)) = session.current_turn() else {
             return;
@@ -700,7 +706,7 @@ impl Connection {
         match entry {
             None => {
                 self.detach();
-                self.catch_up();
+                self.catch_up().await;
                 Next::Continue
             }
             Some(TurnEntry::Pause) => {
@@ -718,7 +724,7 @@ impl Connection {
                 let next = self.send_text(socket, DONE_FRAME.to_string()).await;
                 // A newer turn of the chat may have begun meanwhile.
                 self.detach();
-                self.catch_up();
+                self.catch_up().await;
                 next
             }
             Some(TurnEntry::Chunk(chunk)) => self.send_chunk(socket, &chunk).await,
