@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../fuzz"
 
-TARGETS=(sse_decoder chunk_decode ws_envelope)
+TARGETS=(sse_decoder chunk_decode ws_envelope ws_frame)
 secs="${FUZZ_SECS:-60}"
 if [[ $# -gt 0 && "$1" =~ ^[0-9]+$ ]]; then
     secs="$1"

@@ -14,7 +14,7 @@ def write(target, data):
         data = data.encode()
     (out / hashlib.sha1(data).hexdigest()).write_bytes(data)
 
-for target in ("sse_decoder", "chunk_decode", "ws_envelope"):
+for target in ("sse_decoder", "chunk_decode", "ws_envelope", "ws_frame"):
     shutil.rmtree(HERE / target, ignore_errors=True)
 
 fixtures = sorted(TESTDATA.glob("*.jsonl"))
@@ -75,3 +75,28 @@ frames.append({"type": "message", "id": "chat-7", "messages": history, "trigger"
 for frame in frames:
     write("ws_envelope", json.dumps(frame, separators=(",", ":")))
 write("ws_envelope", json.dumps({"id": "chat-7", "messages": history, "trigger": "regenerate-message", "extra": {"x": True}}))
+
+# ws_frame: masked client frames as a browser sends them. The first 8 bytes seed the read cuts.
+def ws(opcode, payload, fin=True, key=b"\x37\xfa\x21\x3d"):
+    if isinstance(payload, str):
+        payload = payload.encode()
+    head = bytes([(0x80 if fin else 0) | opcode])
+    n = len(payload)
+    if n < 126:
+        head += bytes([0x80 | n])
+    elif n < 65536:
+        head += bytes([0x80 | 126]) + n.to_bytes(2, "big")
+    else:
+        head += bytes([0x80 | 127]) + n.to_bytes(8, "big")
+    return head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+
+hello = json.dumps(frames[0], separators=(",", ":"))
+long_text = json.dumps(frames[-1], separators=(",", ":"))
+write("ws_frame", b"\x01" * 8 + ws(0x1, hello))
+write("ws_frame", b"\x05\x00\x00\x00\x00\x00\x00\x00" + ws(0x1, long_text[:300]))
+write("ws_frame", b"\x09" * 8 + ws(0x1, "par", fin=False) + ws(0x9, "ping") + ws(0x0, "ts", fin=False) + ws(0x0, "!"))
+write("ws_frame", b"\x02" * 8 + ws(0x2, bytes(range(40))) + ws(0xA, "") + ws(0x8, b"\x03\xe8bye"))
+write("ws_frame", b"\x00" * 8 + ws(0x1, "x" * 600))
+write("ws_frame", b"\x03" * 8 + ws(0x1, b"\xff\xfe"))
+write("ws_frame", b"\x04" * 8 + ws(0x3, "reserved") + ws(0x8, b"\x03"))
+write("ws_frame", b"\x06" * 8 + bytes([0x81, 0x05]) + b"hello")

@@ -9,6 +9,10 @@
 #[path = "../../src/protocol/mod.rs"]
 pub mod protocol;
 
+/// The server's WebSocket framing (`transport::ws::frame`), which needs nothing but thiserror.
+#[path = "../../src/transport/ws/frame.rs"]
+pub mod ws_frame;
+
 use protocol::{SseError, SseEvent};
 use serde_json::Value;
 
