@@ -9,7 +9,7 @@
 //! loadgen sse-approval --base … [--n 300] [--warmup 10]
 //! loadgen bidi         --base … --pid PID [--n 1000] [--approve 300] [--parallel 128]
 //!                      [--warmup 128] [--gc-url http://…/__bench/gc] [--settle-ms 2000]
-//!                      [--socket-only 1]
+//!                      [--socket-only 1] [--gap-ms 0]
 //! ```
 //!
 //! Common: `--threads N` (tokio workers, default 1: the client takes at most one of the

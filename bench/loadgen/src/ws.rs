@@ -1,7 +1,8 @@
 //! BIDI scenario: `--n` WebSocket sessions each holding one pending approval; the server's RSS
 //! before and after (after a warm-up burst of `--warmup` sessions); then `--approve` of them
 //! approved one at a time, timed from sending the `tool_result` frame to the
-//! `tool-output-available` frame.
+//! `tool-output-available` frame. `--gap-ms` waits that long before each approval (a server
+//! that was idle, as it is while a person reads the request; default 0: back to back).
 
 use std::{
     net::SocketAddr,
@@ -235,7 +236,11 @@ pub async fn bidi(opts: &Opts) -> Result<Value> {
     let mut approve_errors = 0u64;
     let approvals = if socket_only { 0 } else { approvals };
     let step = (sessions.len() / approvals.max(1)).max(1);
+    let gap = Duration::from_millis(opts.num("gap-ms", 0)? as u64);
     for session in sessions.iter_mut().step_by(step).take(approvals) {
+        if !gap.is_zero() {
+            tokio::time::sleep(gap).await;
+        }
         match approve(session, timeout).await {
             Ok((output, end)) => {
                 rtt.push(ms(output));

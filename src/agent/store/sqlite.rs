@@ -12,11 +12,14 @@
 //!   sessions). Callers encode records to JSON themselves, so the thread only writes. Views
 //!   that did not change are not rewritten, and only new ledger rows are inserted.
 //! - Checkpoints run on a second thread (PASSIVE, never blocking the writer), not inside
-//!   whichever commit happened to cross SQLite's automatic-checkpoint threshold.
+//!   whichever commit happened to cross SQLite's automatic-checkpoint threshold: when commits
+//!   pause, or after 32 MiB of WAL under a steady stream. The WAL then starts over at once, so
+//!   the next commit (a person's approval, after a quiet moment) pays one fsync, not two.
 
 use std::{
     collections::HashMap,
     path::{Path, PathBuf},
+    sync::{Arc, Weak},
 };
 
 use async_trait::async_trait;
@@ -80,13 +83,21 @@ impl Durability {
 ///
 /// Reads (loading a session, lookups, listings, the audit log) run on a third thread with a
 /// connection of its own, so they never wait behind a commit's fsync: a parked session comes
-/// back from the store on the path of an approval (ADR 0011).
+/// back from the store on the path of an approval (ADR 0011). The point reads of that path (a
+/// session by id, an approval's owner) run right where they are awaited when a fourth
+/// connection is free and SQLite does not ask them to wait: two thread hand-offs less on the
+/// approval's way, each a wake-up of an idle thread (bench/).
 #[derive(Clone)]
 pub struct SqliteStore {
-    jobs: std::sync::mpsc::Sender<Job>,
+    /// The writer's queue. The checkpointer holds it weakly: the writer stops with the last
+    /// store handle.
+    jobs: Arc<std::sync::mpsc::Sender<Job>>,
     /// The reader thread's queue; `None` for an in-memory database (only the writer's
     /// connection sees it), whose reads the writer runs.
     reads: Option<std::sync::mpsc::Sender<ReadJob>>,
+    /// The connection for point reads in place (see [`SqliteStore::point_read`]); `None` in
+    /// memory.
+    inline: Option<Arc<std::sync::Mutex<Connection>>>,
     path: Option<PathBuf>,
 }
 
@@ -146,7 +157,14 @@ impl SqliteStore {
 
     /// [`SqliteStore::open`] with a chosen durability.
     pub fn open_with(path: impl AsRef<Path>, durability: Durability) -> Result<Self, StoreError> {
-        let path = path.as_ref();
+        Self::open_checkpointing(path.as_ref(), durability, CHECKPOINTS)
+    }
+
+    fn open_checkpointing(
+        path: &Path,
+        durability: Durability,
+        checkpoints: CheckpointPolicy,
+    ) -> Result<Self, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| {
                 StoreError(format!(
@@ -165,28 +183,26 @@ impl SqliteStore {
         // A WAL file that grew under a burst is cut back to this size once it is reset.
         conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)
             .map_err(err("cannot limit the WAL size"))?;
-        let checkpoints = spawn_checkpointer(path, durability)?;
-        Self::setup(
-            conn,
-            Some(path.to_path_buf()),
-            durability,
-            Some(checkpoints),
-        )
+        // The writer learns the WAL's length from each commit and tells the checkpointer.
+        conn.wal_hook(Some(note_wal_frames));
+        Self::setup(conn, Some((path.to_path_buf(), checkpoints)), durability)
     }
 
     /// A private in-memory database (tests, `COUNTERSIGN_DB=:memory:` with audit queries).
     pub fn in_memory() -> Result<Self, StoreError> {
         let conn =
             Connection::open_in_memory().map_err(err("cannot open an in-memory database"))?;
-        Self::setup(conn, None, Durability::Full, None)
+        Self::setup(conn, None, Durability::Full)
     }
 
+    /// Starts the threads around `conn`; `file` is where it lives and how it is checkpointed
+    /// (`None` in memory).
     fn setup(
         mut conn: Connection,
-        path: Option<PathBuf>,
+        file: Option<(PathBuf, CheckpointPolicy)>,
         durability: Durability,
-        checkpoints: Option<std::sync::mpsc::SyncSender<()>>,
     ) -> Result<Self, StoreError> {
+        let (path, policy) = file.unzip();
         conn.pragma_update(None, "synchronous", durability.synchronous())
             .map_err(err("cannot set synchronous"))?;
         conn.pragma_update(None, "foreign_keys", "ON")
@@ -201,13 +217,35 @@ impl SqliteStore {
         conn.pragma_update(None, "temp_store", "MEMORY")
             .map_err(err("cannot keep temporary data in memory"))?;
         migrate(&mut conn)?;
+        conn.pragma_update(None, "application_id", APPLICATION_ID)
+            .map_err(err("cannot mark the file as Countersign's"))?;
         let reads = path.as_deref().map(spawn_reader).transpose()?;
+        let inline = path
+            .as_deref()
+            .map(|path| {
+                let conn = read_connection(path, 0)?;
+                Ok::<_, StoreError>(Arc::new(std::sync::Mutex::new(conn)))
+            })
+            .transpose()?;
         let (jobs, queue) = std::sync::mpsc::channel();
+        let jobs = Arc::new(jobs);
+        let checkpoints = path
+            .as_deref()
+            .zip(policy)
+            .map(|(path, policy)| {
+                spawn_checkpointer(path, durability, policy, Arc::downgrade(&jobs))
+            })
+            .transpose()?;
         std::thread::Builder::new()
             .name("countersign-store".into())
             .spawn(move || Writer::new(conn, checkpoints).run(queue))
             .map_err(|e| StoreError(format!("cannot start the store's writer thread: {e}")))?;
-        Ok(SqliteStore { jobs, reads, path })
+        Ok(SqliteStore {
+            jobs,
+            reads,
+            inline,
+            path,
+        })
     }
 
     /// Where the database file is (`None` in memory).
@@ -242,6 +280,22 @@ impl SqliteStore {
         answer.await.map_err(|_| gone())?
     }
 
+    /// Runs a short read (a lookup by key) in place when the inline connection is free;
+    /// otherwise, or when it fails there (its busy timeout is zero: it never sleeps on a lock),
+    /// on the reader thread like [`SqliteStore::read`], whose answer counts. Blocks the calling
+    /// task for the lookup only: tens of microseconds with the pages in the OS's cache.
+    async fn point_read<R: Send + 'static>(
+        &self,
+        f: impl Fn(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        if let Some(mut conn) = self.inline.as_ref().and_then(|c| c.try_lock().ok())
+            && let Ok(done) = f(&mut conn)
+        {
+            return Ok(done);
+        }
+        self.read(f).await
+    }
+
     /// Runs `f` with the connection on the writer thread, after every job queued before it.
     async fn with<R: Send + 'static>(
         &self,
@@ -257,49 +311,159 @@ impl SqliteStore {
     }
 }
 
+/// What the writer tells the checkpointer after a commit: how many frames the WAL holds.
+type WalFrames = std::sync::mpsc::SyncSender<i64>;
+
+thread_local! {
+    /// Frames in the WAL after the last commit of this thread's connection (SQLite's WAL hook;
+    /// the writer thread owns exactly one connection).
+    static WAL_FRAMES: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
+}
+
+fn note_wal_frames(_: &rusqlite::hooks::Wal, frames: std::os::raw::c_int) -> rusqlite::Result<()> {
+    WAL_FRAMES.with(|f| f.set(i64::from(frames)));
+    Ok(())
+}
+
+/// When the checkpointer copies the WAL into the database file. Each checkpoint ends with an
+/// fsync of the database file that delays any commit whose own fsync overlaps it, so it waits
+/// for a quiet moment; and a WAL that is reset after a complete checkpoint is overwritten in
+/// place afterwards, whose fsync is cheaper than one that grows the file (bench/).
+#[derive(Debug, Clone, Copy)]
+struct CheckpointPolicy {
+    /// No commit for this long: copy now.
+    quiet: std::time::Duration,
+    /// This many frames appended since the last checkpoint: copy even while commits go on.
+    busy_frames: i64,
+    /// The WAL holds this many frames (a checkpoint could never finish under a steady stream of
+    /// commits): a RESTART checkpoint, which makes commits wait while it completes, so that the
+    /// next commit starts the WAL over instead of growing it without bound.
+    restart_frames: i64,
+}
+
+const CHECKPOINTS: CheckpointPolicy = CheckpointPolicy {
+    quiet: std::time::Duration::from_millis(100),
+    // 4 KiB pages: 32 MiB of WAL, a few thousand commits.
+    busy_frames: 8192,
+    restart_frames: 65536,
+};
+
 /// Starts the thread that copies the WAL into the database file while commits go on (a
-/// PASSIVE checkpoint never blocks the writer). It wakes when the writer says it committed,
-/// lets commits gather for a moment, and exits with the writer.
+/// PASSIVE checkpoint never blocks the writer), at the moments [`CHECKPOINTS`] picks. It exits
+/// with the writer.
 fn spawn_checkpointer(
     path: &Path,
     durability: Durability,
-) -> Result<std::sync::mpsc::SyncSender<()>, StoreError> {
+    policy: CheckpointPolicy,
+    writer: Weak<std::sync::mpsc::Sender<Job>>,
+) -> Result<WalFrames, StoreError> {
     let conn = Connection::open(path)
         .map_err(|e| StoreError(format!("cannot open {}: {e}", path.display())))?;
     conn.pragma_update(None, "synchronous", durability.synchronous())
         .map_err(err("cannot set synchronous"))?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(err("cannot set the busy timeout"))?;
-    let (notify, wakes) = std::sync::mpsc::sync_channel::<()>(1);
+    let (notify, commits) = std::sync::mpsc::sync_channel::<i64>(64);
     std::thread::Builder::new()
         .name("countersign-checkpoint".into())
-        .spawn(move || {
-            while wakes.recv().is_ok() {
-                std::thread::sleep(CHECKPOINT_GATHER);
-                while wakes.try_recv().is_ok() {}
-                if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-                    row.get::<_, i64>(0)
-                }) {
-                    tracing::warn!(error = %e, "WAL checkpoint failed; the next one retries");
-                }
-            }
-        })
+        .spawn(move || checkpointer(&conn, &commits, &writer, policy))
         .map_err(|e| StoreError(format!("cannot start the checkpoint thread: {e}")))?;
     Ok(notify)
 }
 
-/// Starts the reader thread: a read-only connection of its own (WAL lets it read while the
-/// writer commits); it exits with the last store handle.
-fn spawn_reader(path: &Path) -> Result<std::sync::mpsc::Sender<ReadJob>, StoreError> {
-    let mut conn = Connection::open(path)
+/// The checkpointer's loop: `commits` brings the WAL's length after each commit.
+///
+/// After a checkpoint that copied the whole WAL, the next commit starts the WAL over, and with
+/// `synchronous=FULL` it first writes and fsyncs a new WAL header: a second fsync on the path
+/// of whatever commit comes first after a quiet moment, typically a person's approval. So the
+/// checkpointer has the writer start the WAL over right away, with a write of its own
+/// ([`start_wal_over`]), while nobody waits.
+fn checkpointer(
+    conn: &Connection,
+    commits: &std::sync::mpsc::Receiver<i64>,
+    writer: &Weak<std::sync::mpsc::Sender<Job>>,
+    policy: CheckpointPolicy,
+) {
+    use std::sync::mpsc::RecvTimeoutError;
+    // Frames of the WAL already in the database file (0 once the WAL started over).
+    let mut copied = 0i64;
+    while let Ok(mut frames) = commits.recv() {
+        let mut open = true;
+        loop {
+            if frames < copied {
+                copied = 0;
+            }
+            if frames - copied >= policy.busy_frames {
+                break;
+            }
+            match commits.recv_timeout(policy.quiet) {
+                Ok(now) => frames = now,
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => {
+                    open = false;
+                    break;
+                }
+            }
+        }
+        let mode = if frames >= policy.restart_frames {
+            "RESTART"
+        } else {
+            "PASSIVE"
+        };
+        match conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, i64>(1)?,
+                row.get::<_, i64>(2)?,
+            ))
+        }) {
+            Ok((busy, log, done)) => {
+                copied = done.max(0);
+                if busy == 0 && log > 0 && done == log {
+                    // Not a commit: it does not wake this loop again.
+                    if let Some(writer) = writer.upgrade() {
+                        let _ = writer.send(Job::Run(Box::new(start_wal_over)));
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "WAL checkpoint failed; the next one retries"),
+        }
+        if !open {
+            return;
+        }
+    }
+}
+
+/// The database file's `application_id` (the header field SQLite reserves for the application
+/// that owns the file): "CSGN".
+const APPLICATION_ID: i64 = 0x4353_474e;
+
+/// A write that starts a fully checkpointed WAL over (see [`checkpointer`]): the file header's
+/// `application_id`, rewritten with the value it has.
+fn start_wal_over(conn: &mut Connection) {
+    if let Err(e) = conn.pragma_update(None, "application_id", APPLICATION_ID) {
+        tracing::warn!(error = %e, "cannot start the WAL over; the next commit will");
+    }
+}
+
+/// A read-only connection with the reader's page cache, waiting up to `busy_secs` for a lock.
+fn read_connection(path: &Path, busy_secs: u64) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path)
         .map_err(|e| StoreError(format!("cannot open {}: {e}", path.display())))?;
     conn.pragma_update(None, "query_only", "ON")
         .map_err(err("cannot make the reader read-only"))?;
     conn.pragma_update(None, "cache_size", -READER_CACHE_KIB)
         .map_err(err("cannot size the page cache"))?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))
+    conn.busy_timeout(std::time::Duration::from_secs(busy_secs))
         .map_err(err("cannot set the busy timeout"))?;
     conn.set_prepared_statement_cache_capacity(16);
+    Ok(conn)
+}
+
+/// Starts the reader thread: a read-only connection of its own (WAL lets it read while the
+/// writer commits); it exits with the last store handle.
+fn spawn_reader(path: &Path) -> Result<std::sync::mpsc::Sender<ReadJob>, StoreError> {
+    let mut conn = read_connection(path, 5)?;
     let (reads, queue) = std::sync::mpsc::channel::<ReadJob>();
     std::thread::Builder::new()
         .name("countersign-store-reader".into())
@@ -311,11 +475,6 @@ fn spawn_reader(path: &Path) -> Result<std::sync::mpsc::Sender<ReadJob>, StoreEr
         .map_err(|e| StoreError(format!("cannot start the store's reader thread: {e}")))?;
     Ok(reads)
 }
-
-/// How long the checkpointer lets commits gather before it copies them. Each checkpoint ends
-/// with an fsync of the database file that delays a commit's own fsync if they overlap: at
-/// 100 ms that hit about one approval in sixty (bench/: p99 2.44 → 2.10 ms at 1 s).
-const CHECKPOINT_GATHER: std::time::Duration = std::time::Duration::from_millis(1000);
 
 fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     let current: i64 = conn
@@ -473,11 +632,11 @@ struct Written {
 struct Writer {
     conn: Connection,
     written: HashMap<String, Written>,
-    checkpoints: Option<std::sync::mpsc::SyncSender<()>>,
+    checkpoints: Option<WalFrames>,
 }
 
 impl Writer {
-    fn new(conn: Connection, checkpoints: Option<std::sync::mpsc::SyncSender<()>>) -> Self {
+    fn new(conn: Connection, checkpoints: Option<WalFrames>) -> Self {
         Writer {
             conn,
             written: HashMap::new(),
@@ -563,7 +722,8 @@ impl Writer {
                     let _ = reply.send(outcome);
                 }
                 if let Some(checkpoints) = &self.checkpoints {
-                    let _ = checkpoints.try_send(());
+                    // A full queue means the checkpointer is busy; it hears the next commit.
+                    let _ = checkpoints.try_send(WAL_FRAMES.with(std::cell::Cell::get));
                 }
             }
             Err(e) => {
@@ -730,7 +890,7 @@ fn read_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<[String; 5]> {
 impl SessionStore for SqliteStore {
     async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
         let id = id.to_owned();
-        self.read(move |conn| {
+        self.point_read(move |conn| {
             let row = conn
                 .prepare_cached(
                     "SELECT history, messages, wallet, turn, resolved_approvals, created_at_ms,
@@ -820,7 +980,7 @@ impl SessionStore for SqliteStore {
 
     async fn approval_owner(&self, approval_id: &str) -> Result<Option<String>, StoreError> {
         let approval_id = approval_id.to_owned();
-        self.read(move |conn| {
+        self.point_read(move |conn| {
             conn.prepare_cached("SELECT session_id FROM pending_approvals WHERE approval_id = ?1")
                 .and_then(|mut stmt| stmt.query_row([&approval_id], |row| row.get(0)).optional())
                 .map_err(err("cannot look up an approval"))
@@ -904,6 +1064,8 @@ impl SessionStore for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use serde_json::json;
 
     use super::*;
@@ -1217,5 +1379,120 @@ mod tests {
             .unwrap();
         let e = store.load("x").await.unwrap_err();
         assert!(e.0.contains("session x") && e.0.contains("history"), "{e}");
+    }
+
+    /// The WAL header's checkpoint sequence number: how many times the WAL started over.
+    fn wal_generation(path: &Path) -> u32 {
+        let wal = std::fs::read(format!("{}-wal", path.display())).unwrap_or_default();
+        wal.get(12..16)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u32::from_be_bytes)
+    }
+
+    /// Waits (up to 10 s) for the WAL to start over after `generation`.
+    async fn next_generation(path: &Path, generation: u32) -> u32 {
+        for _ in 0..1000 {
+            let now = wal_generation(path);
+            if now != generation {
+                return now;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the WAL never started over after generation {generation}");
+    }
+
+    #[tokio::test]
+    async fn when_commits_pause_the_wal_is_copied_and_started_over_before_the_next_commit() {
+        let path = temp_path("quiet");
+        let store = SqliteStore::open_checkpointing(
+            &path,
+            Durability::Full,
+            CheckpointPolicy {
+                quiet: Duration::from_millis(50),
+                busy_frames: i64::MAX,
+                restart_frames: i64::MAX,
+            },
+        )
+        .unwrap();
+        // Migrations are not commits the checkpointer hears of: nothing moves before a save.
+        let before = wal_generation(&path);
+        store.save(&waiting_record()).await.unwrap();
+        let started_over = next_generation(&path, before).await;
+        // The write that started it over is not a commit: it does not start another round.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(wal_generation(&path), started_over);
+        // The next commit appends to the new WAL (its header is already on disk).
+        store.save(&waiting_record_named("other")).await.unwrap();
+        assert_eq!(wal_generation(&path), started_over);
+        assert_eq!(
+            store.load("chat").await.unwrap().map(|s| s.record),
+            Some(waiting_record())
+        );
+        drop(store);
+        remove_db(&path);
+    }
+
+    #[tokio::test]
+    async fn a_long_wal_is_copied_while_commits_go_on() {
+        let path = temp_path("busy");
+        // Never quiet enough: only the WAL's length can trigger the checkpoint.
+        let store = SqliteStore::open_checkpointing(
+            &path,
+            Durability::Normal,
+            CheckpointPolicy {
+                quiet: Duration::from_secs(3600),
+                busy_frames: 1,
+                restart_frames: i64::MAX,
+            },
+        )
+        .unwrap();
+        let before = wal_generation(&path);
+        store.save(&waiting_record()).await.unwrap();
+        next_generation(&path, before).await;
+        drop(store);
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(
+            store.load("chat").await.unwrap().map(|s| s.record),
+            Some(waiting_record())
+        );
+        drop(store);
+        remove_db(&path);
+    }
+
+    #[tokio::test]
+    async fn a_point_read_waits_for_the_reader_thread_when_the_inline_connection_is_taken() {
+        let path = temp_path("inline");
+        let store = SqliteStore::open(&path).unwrap();
+        store.save(&waiting_record()).await.unwrap();
+        let inline = store.inline.clone().unwrap();
+        // Held by another thread, as by a point read in progress on another worker.
+        let (taken, take) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let _held = inline.lock().unwrap();
+            taken.send(()).unwrap();
+            let _ = released.recv();
+        });
+        take.recv().unwrap();
+        assert_eq!(
+            store.load("chat").await.unwrap().map(|s| s.record),
+            Some(waiting_record())
+        );
+        assert_eq!(
+            store
+                .approval_owner("approval-chat")
+                .await
+                .unwrap()
+                .as_deref(),
+            Some("chat")
+        );
+        release.send(()).unwrap();
+        holder.join().unwrap();
+        assert_eq!(
+            store.load("chat").await.unwrap().map(|s| s.record),
+            Some(waiting_record())
+        );
+        drop(store);
+        remove_db(&path);
     }
 }
