@@ -2,7 +2,8 @@
 # Installs whatever this machine lacks to build, run and test Countersign. Idempotent: every step
 # checks first and skips what is already there (the cargo-leptos install alone takes ~17 minutes).
 #
-# Needs: the Rust toolchain (rustup), Node.js + npm, python3, and apt-get (as root) for Chromium.
+# Needs: the Rust toolchain (rustup), Node.js + npm, python3, and apt-get (as root) for Chromium
+# (and for gcc/make where they are missing).
 # Nothing here downloads a binary from outside the package registries: cargo-leptos finds
 # wasm-bindgen and wasm-opt on PATH and so never tries to fetch them.
 set -euo pipefail
@@ -25,6 +26,16 @@ if rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   echo "present"
 else
   rustup target add wasm32-unknown-unknown
+fi
+
+step "C compiler and make (the bundled SQLite and jemalloc are built from source)"
+if have cc && have make; then
+  echo "present"
+else
+  sudo_cmd=()
+  if [ "$(id -u)" != 0 ]; then sudo_cmd=(sudo); fi
+  "${sudo_cmd[@]}" apt-get update
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y gcc make
 fi
 
 step "Chromium (Debian's; Playwright drives it, it never downloads its own)"

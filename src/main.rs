@@ -1,5 +1,34 @@
 //! The `countersign` server binary: configuration → state → router → serve, until Ctrl-C/SIGTERM.
 
+/// jemalloc instead of glibc's allocator. A server holding thousands of idle sessions keeps a
+/// few small long-lived objects per session that were allocated among the much larger, short
+/// lived ones of the turns that parked them; glibc's heaps then keep a partly used page per
+/// session. jemalloc keeps objects of one size class together in their own pages and, with the
+/// settings below, gives freed pages back to the system one second after they were last used,
+/// from a background thread (bench/, idle paused sessions, median of 5 runs: at 1k 5.2 → 4.5
+/// KiB each, at 10k 2.4 → 2.0 KiB).
+#[cfg(all(feature = "ssr", not(target_env = "msvc")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, read once at start (`malloc_conf`; `_RJEM_MALLOC_CONF` in the
+/// environment still overrides them): purge freed pages after 1 s, at once when only "muzzy"
+/// (already advised away), on a background thread rather than inside a request.
+#[cfg(all(feature = "ssr", not(target_env = "msvc")))]
+#[unsafe(export_name = "_rjem_malloc_conf")]
+#[allow(non_upper_case_globals)]
+static malloc_conf: JemallocConf =
+    JemallocConf(c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0".as_ptr());
+
+/// A C string pointer jemalloc reads at start.
+#[cfg(all(feature = "ssr", not(target_env = "msvc")))]
+#[repr(transparent)]
+struct JemallocConf(*const std::ffi::c_char);
+
+// SAFETY: the pointer is to a string literal, immutable for the life of the process.
+#[cfg(all(feature = "ssr", not(target_env = "msvc")))]
+unsafe impl Sync for JemallocConf {}
+
 #[cfg(feature = "ssr")]
 #[tokio::main]
 async fn main() -> std::process::ExitCode {

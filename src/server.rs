@@ -226,10 +226,11 @@ pub async fn serve(
 }
 
 /// Gives memory that sessions leaving it freed back to the operating system, at most once a
-/// second and only after sessions left. glibc's allocator keeps freed pages for reuse, so after
-/// a wave of sessions that parked and left (ADR 0011) the process would go on holding the wave's
-/// peak; `malloc_trim` returns every free page (bench/: at 1k idle sessions 7.2–10.7 → 6.1 KiB
-/// per session; a call takes 0.02–1 ms).
+/// second and only after sessions left. Rust's allocations go to jemalloc (`main.rs`), which
+/// purges freed pages on its own; what the C side (SQLite's statements and page caches) freed
+/// stays with glibc's allocator, which keeps freed pages for reuse: after a wave of sessions
+/// that parked and left (ADR 0011) `malloc_trim` returns them (with glibc for everything, bench/:
+/// at 1k idle sessions 7.2–10.7 → 6.1 KiB per session; a call takes 0.02–1 ms).
 fn spawn_memory_return(runtime: Arc<Runtime>) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
