@@ -5,8 +5,8 @@
 /// lived ones of the turns that parked them; glibc's heaps then keep a partly used page per
 /// session. jemalloc keeps objects of one size class together in their own pages and, with the
 /// settings below, gives freed pages back to the system one second after they were last used,
-/// from a background thread (bench/, idle paused sessions, median of 5 runs: at 1k 5.2 → 4.5
-/// KiB each, at 10k 2.4 → 2.0 KiB).
+/// from a background thread. ADR 0013; bench/, idle paused sessions, median of 5 runs: at 1k
+/// 5.2 → 4.5 KiB each, at 10k 2.4 → 2.0 KiB.
 #[cfg(all(feature = "ssr", not(target_env = "msvc")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
