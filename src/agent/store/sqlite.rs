@@ -94,15 +94,15 @@ pub struct SqliteStore {
     jobs: Arc<std::sync::mpsc::Sender<Job>>,
     /// The reader thread's queue; `None` for an in-memory database (only the writer's
     /// connection sees it), whose reads the writer runs.
-    reads: Option<std::sync::mpsc::Sender<ReadJob>>,
+    reads: Option<std::sync::mpsc::Sender<ConnJob>>,
     /// The connection for point reads in place (see [`SqliteStore::point_read`]); `None` in
     /// memory.
     inline: Option<Arc<std::sync::Mutex<Connection>>>,
     path: Option<PathBuf>,
 }
 
-/// Work for the reader thread.
-type ReadJob = Box<dyn FnOnce(&mut Connection) + Send>;
+/// Work for a thread that owns a connection (the reader's jobs, the writer's `Job::Run`).
+type ConnJob = Box<dyn FnOnce(&mut Connection) + Send>;
 
 /// SQLite's own page cache of the writer's connection, in KiB (SQLite's default is 2000). The
 /// operating system caches the file as well; what SQLite keeps hot is the B-trees' upper pages
@@ -127,7 +127,7 @@ type Reply = oneshot::Sender<Result<(), StoreError>>;
 /// Work for the writer thread.
 enum Job {
     Commit(Box<Write>, Reply),
-    Run(Box<dyn FnOnce(&mut Connection) + Send>),
+    Run(ConnJob),
 }
 
 /// How many sessions the writer remembers the views of (it forgets them all past this: memory
@@ -268,16 +268,10 @@ impl SqliteStore {
         &self,
         f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, StoreError> {
-        let Some(reads) = &self.reads else {
-            return self.with(f).await;
-        };
-        let (reply, answer) = oneshot::channel();
-        reads
-            .send(Box::new(move |conn| {
-                let _ = reply.send(f(conn));
-            }))
-            .map_err(|_| gone())?;
-        answer.await.map_err(|_| gone())?
+        match &self.reads {
+            Some(reads) => ask(|job| reads.send(job).is_ok(), f).await,
+            None => self.with(f).await,
+        }
     }
 
     /// Runs a short read (a lookup by key) in place when the inline connection is free;
@@ -301,14 +295,23 @@ impl SqliteStore {
         &self,
         f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, StoreError> {
-        let (reply, answer) = oneshot::channel();
-        self.jobs
-            .send(Job::Run(Box::new(move |conn| {
-                let _ = reply.send(f(conn));
-            })))
-            .map_err(|_| gone())?;
-        answer.await.map_err(|_| gone())?
+        ask(|job| self.jobs.send(Job::Run(job)).is_ok(), f).await
     }
+}
+
+/// Hands `f` to a connection's thread through `send` (false: the thread is gone) and waits for
+/// its answer.
+async fn ask<R: Send + 'static>(
+    send: impl FnOnce(ConnJob) -> bool,
+    f: impl FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+) -> Result<R, StoreError> {
+    let (reply, answer) = oneshot::channel();
+    if !send(Box::new(move |conn| {
+        let _ = reply.send(f(conn));
+    })) {
+        return Err(gone());
+    }
+    answer.await.map_err(|_| gone())?
 }
 
 /// What the writer tells the checkpointer after a commit: how many frames the WAL holds.
@@ -462,9 +465,9 @@ fn read_connection(path: &Path, busy_secs: u64) -> Result<Connection, StoreError
 
 /// Starts the reader thread: a read-only connection of its own (WAL lets it read while the
 /// writer commits); it exits with the last store handle.
-fn spawn_reader(path: &Path) -> Result<std::sync::mpsc::Sender<ReadJob>, StoreError> {
+fn spawn_reader(path: &Path) -> Result<std::sync::mpsc::Sender<ConnJob>, StoreError> {
     let mut conn = read_connection(path, 5)?;
-    let (reads, queue) = std::sync::mpsc::channel::<ReadJob>();
+    let (reads, queue) = std::sync::mpsc::channel::<ConnJob>();
     std::thread::Builder::new()
         .name("countersign-store-reader".into())
         .spawn(move || {
