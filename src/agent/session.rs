@@ -235,11 +235,6 @@ impl TurnLog {
         matches!(lock(&self.entries).last(), Some(TurnEntry::End))
     }
 
-    /// Whether the last entry is a pause: the turn waits for the person.
-    pub fn is_paused(&self) -> bool {
-        matches!(lock(&self.entries).last(), Some(TurnEntry::Pause))
-    }
-
     /// A reader that starts at entry `from`.
     pub fn subscribe(self: &Arc<Self>, from: usize) -> LogReader {
         LogReader {

@@ -133,6 +133,10 @@ impl SessionStore for MemoryStore {
     }
 
     async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError> {
+        // As in SQLite: a turn that is over has no paused log to keep.
+        if record.turn.as_ref().is_some_and(|t| t.status.is_over()) {
+            lock(&self.paused_logs).remove(&record.id);
+        }
         lock(&self.records).insert(record.id.clone(), record.clone());
         let mut log = lock(&self.audit);
         for event in audit {
@@ -306,5 +310,20 @@ mod tests {
     #[tokio::test]
     async fn the_memory_store_keeps_the_contract() {
         store_contract(&MemoryStore::default()).await;
+    }
+
+    #[tokio::test]
+    async fn the_memory_store_forgets_a_paused_log_once_its_turn_is_over() {
+        let store = MemoryStore::default();
+        let mut record = SessionRecord::new("a", 10);
+        record.turn = Some(turn(TurnStatus::AwaitingPerson));
+        store
+            .commit_paused(&record, &[], &[TurnEntry::Pause])
+            .await
+            .unwrap();
+        assert_eq!(lock(&store.paused_logs).len(), 1);
+        record.turn = Some(turn(TurnStatus::Finished));
+        store.commit(&record, &[]).await.unwrap();
+        assert!(lock(&store.paused_logs).is_empty());
     }
 }

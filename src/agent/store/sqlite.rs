@@ -274,10 +274,12 @@ impl SqliteStore {
         }
     }
 
-    /// Runs a short read (a lookup by key) in place when the inline connection is free;
-    /// otherwise, or when it fails there (its busy timeout is zero: it never sleeps on a lock),
-    /// on the reader thread like [`SqliteStore::read`], whose answer counts. Blocks the calling
-    /// task for the lookup only: tens of microseconds with the pages in the OS's cache.
+    /// Runs a short read (a lookup by key, and decoding what it found) in place when the inline
+    /// connection is free; otherwise, or when it fails there (its busy timeout is zero: it never
+    /// sleeps on a lock), on the reader thread like [`SqliteStore::read`], whose answer counts
+    /// (a failure that is not about locking is thus met twice; it is rare and the read is
+    /// idempotent). Blocks the calling task for tens of microseconds with the pages in the OS's
+    /// cache.
     async fn point_read<R: Send + 'static>(
         &self,
         f: impl Fn(&mut Connection) -> Result<R, StoreError> + Send + 'static,
@@ -894,6 +896,10 @@ impl SessionStore for SqliteStore {
     async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
         let id = id.to_owned();
         self.point_read(move |conn| {
+            // One snapshot for the record and its paused log (dropping it ends the read).
+            let conn = conn
+                .transaction()
+                .map_err(err("cannot begin reading the session"))?;
             let row = conn
                 .prepare_cached(
                     "SELECT history, messages, wallet, turn, resolved_approvals, created_at_ms,

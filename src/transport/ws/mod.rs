@@ -51,7 +51,7 @@ use crate::{
         ApprovalDecision, BrowserResult, PersonInput, Runtime, SessionRecord, TextTiming,
         TurnEntry, UserTurn,
         followers::Following,
-        session::{LogReader, Read},
+        session::{LogReader, Read, TurnLog},
     },
     protocol::{
         ChatRequest, Chunk, ClientFrame, Dialect, EnvelopeError, ServerControl,
@@ -165,6 +165,17 @@ struct Forwarding {
     sent: usize,
     /// Reading the log; `None` while the turn waits for the person or after its end.
     reader: Option<LogReader>,
+}
+
+impl Forwarding {
+    /// Reading `turn_id`'s `log` from entry `from` on.
+    fn at(turn_id: String, log: &Arc<TurnLog>, from: usize) -> Self {
+        Forwarding {
+            reader: Some(log.subscribe(from)),
+            turn_id,
+            sent: from,
+        }
+    }
 }
 
 /// What woke an idle connection.
@@ -532,11 +543,7 @@ impl Connection {
         match runtime.start_turn(&chat_id, user, self.timing).await {
             Ok(started) => {
                 tracing::info!(connection = self.id, chat = %chat_id, turn = %started.turn_id, "turn started");
-                self.turn = Some(Forwarding {
-                    reader: Some(started.log.subscribe(0)),
-                    turn_id: started.turn_id,
-                    sent: 0,
-                });
+                self.turn = Some(Forwarding::at(started.turn_id, &started.log, 0));
                 Next::Continue
             }
             Err(e) => self.send_error(socket, &ApiError::from(e).message).await,
@@ -555,11 +562,8 @@ impl Connection {
                         }
                     }
                     _ => {
-                        self.turn = Some(Forwarding {
-                            reader: Some(receipt.log.subscribe(receipt.from)),
-                            turn_id: receipt.turn_id,
-                            sent: receipt.from,
-                        });
+                        self.turn =
+                            Some(Forwarding::at(receipt.turn_id, &receipt.log, receipt.from));
                     }
                 }
                 Next::Continue
@@ -631,11 +635,7 @@ impl Connection {
         if let Next::Close(code, reason) = self.send_chunk(socket, &announce).await {
             return Next::Close(code, reason);
         }
-        self.turn = Some(Forwarding {
-            reader: Some(log.subscribe(position)),
-            turn_id,
-            sent: position,
-        });
+        self.turn = Some(Forwarding::at(turn_id, &log, position));
         Next::Continue
     }
 
@@ -682,11 +682,7 @@ impl Connection {
                 }
             }
             _ => {
-                self.turn = Some(Forwarding {
-                    reader: Some(log.subscribe(0)),
-                    turn_id,
-                    sent: 0,
-                });
+                self.turn = Some(Forwarding::at(turn_id, &log, 0));
             }
         }
     }
