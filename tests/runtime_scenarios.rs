@@ -1139,6 +1139,46 @@ fn has_output(entries: &[TurnEntry]) -> bool {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_turn_ends_in_its_log_only_once_its_last_commit_is_on_disk() {
+    let store = Arc::new(HoldingStore::default());
+    store.held.store(true, std::sync::atomic::Ordering::SeqCst);
+    let rt = runtime_on(store.clone());
+    let started = rt
+        .start_turn(
+            "c",
+            UserTurn {
+                text: "Hello".into(),
+                ..UserTurn::default()
+            },
+            None,
+        )
+        .await
+        .expect("turn starts");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let so_far = started.log.entries_from(0);
+    assert!(
+        so_far
+            .iter()
+            .any(|e| matches!(e, TurnEntry::Chunk(Chunk::Finish(_)))),
+        "the turn has finished: {so_far:?}"
+    );
+    assert!(
+        !so_far.iter().any(|e| matches!(e, TurnEntry::End)),
+        "its end ([DONE]) waits for the commit"
+    );
+
+    store.let_through();
+    let all = read_all(&started.log).await;
+    assert!(matches!(all.last(), Some(TurnEntry::End)));
+    assert_eq!(store.commits.lock().unwrap().len(), 1);
+    let stored = store.inner.load("c").await.unwrap().expect("committed");
+    assert_eq!(
+        stored.record.turn.map(|t| t.status),
+        Some(TurnStatus::Finished)
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_approved_payment_is_committed_with_its_result_before_its_output() {
     let (store, rt) = payment_waiting_on_a_held_store().await;
 

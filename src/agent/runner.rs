@@ -1430,11 +1430,17 @@ impl TurnDriver {
                 }
                 (waiting, next_deadline, all_done, inputs)
             };
-            if !to_emit.is_empty() {
+            let announced = !to_emit.is_empty();
+            if announced {
                 emitted_since_pause = true;
             }
             for chunk in to_emit {
                 self.emit(chunk);
+            }
+            if announced {
+                // The sockets following this turn were woken on this thread, behind this task:
+                // let them send the results before the model's next step takes the thread.
+                tokio::task::yield_now().await;
             }
             for (call, args, edited) in to_run {
                 running.push(self.run_server_tool(call, args, edited));
@@ -1787,8 +1793,7 @@ impl TurnDriver {
         self.set_status(TurnStatus::Failed);
         self.sync_messages();
         self.record_done();
-        self.push(TurnEntry::End);
-        self.save().await;
+        self.end().await;
     }
 
     async fn finish(&mut self, reason: FinishReason, status: TurnStatus) {
@@ -1804,8 +1809,15 @@ impl TurnDriver {
         self.set_status(status);
         self.sync_messages();
         self.record_done();
-        self.push(TurnEntry::End);
+        self.end().await;
+    }
+
+    /// Commits the ended turn, then logs its end (`[DONE]`): a client that saw the end finds
+    /// the turn over after a crash or restart, and its next request does not queue behind this
+    /// commit.
+    async fn end(&mut self) {
         self.save().await;
+        self.push(TurnEntry::End);
     }
 
     /// Parks the turn when it can wait for the person without a task (ADR 0010): nothing
