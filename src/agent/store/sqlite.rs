@@ -50,6 +50,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
         3,
         include_str!("../../../migrations/0003_paused_turn_log.sql"),
     ),
+    (4, include_str!("../../../migrations/0004_narrow_views.sql")),
 ];
 
 /// How far a commit goes before it returns (`COUNTERSIGN_DB_SYNC`).
@@ -1371,6 +1372,62 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(version, MIGRATIONS.len() as i64);
+        drop(store);
+        remove_db(&path);
+    }
+
+    #[tokio::test]
+    async fn the_views_migration_keeps_pending_calls_and_payments() {
+        let path = temp_path("migrate-views");
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            let tx = conn.transaction().unwrap();
+            for (_, sql) in &MIGRATIONS[..3] {
+                tx.execute_batch(sql).unwrap();
+            }
+            tx.pragma_update(None, "user_version", 3).unwrap();
+            tx.execute_batch(
+                "INSERT INTO sessions VALUES
+                     ('s', 1, 2, 'awaiting_person', '[]', '[]', '{}', NULL, '{}'),
+                     ('t', 1, 3, 'finished', '[]', '[]', '{}', NULL, '{}');
+                 INSERT INTO pending_approvals VALUES ('apv-1', 's', 'c-1', 'process_payment',
+                     '{}', 1, 9);
+                 INSERT INTO pending_browser_calls VALUES ('c-2', 's', 'get_location', '{}', 9);
+                 INSERT INTO ledger VALUES ('txn-1', 't', 'c-0', 5000, 'USD', 'Hanako', '',
+                     95000, 2);",
+            )
+            .unwrap();
+            tx.commit().unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(
+            store.approval_owner("apv-1").await.unwrap().as_deref(),
+            Some("s")
+        );
+        assert_eq!(store.unfinished().await.unwrap(), ["s"]);
+        let (browser, ledger, duplicate, keyed) = store
+            .with(|conn| {
+                let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0));
+                let duplicate = conn.execute(
+                    "INSERT INTO ledger VALUES ('txn-2', 't', 'c-0', 1, 'USD', 'x', '', 1, 3)",
+                    [],
+                );
+                Ok((
+                    count("SELECT count(*) FROM pending_browser_calls WHERE session_id = 's'")
+                        .map_err(err("count"))?,
+                    count("SELECT balance_after_cents FROM ledger WHERE transaction_id = 'txn-1'")
+                        .map_err(err("count"))?,
+                    duplicate.is_err(),
+                    count(
+                        "SELECT count(*) FROM sqlite_schema WHERE sql LIKE '%WITHOUT ROWID'
+                             AND name IN ('pending_approvals', 'pending_browser_calls', 'ledger')",
+                    )
+                    .map_err(err("count"))?,
+                ))
+            })
+            .await
+            .unwrap();
+        assert_eq!((browser, ledger, duplicate, keyed), (1, 95000, true, 3));
         drop(store);
         remove_db(&path);
     }
