@@ -573,6 +573,11 @@ impl Runtime {
                         return;
                     };
                     for (_, chat) in due {
+                        if let Some(session) = runtime.live_session(&chat) {
+                            runtime.unpark(&session);
+                            continue;
+                        }
+                        // Only a session that left memory needs a task: its load awaits the store.
                         let runtime = runtime.clone();
                         tokio::spawn(async move {
                             match runtime.existing_session(&chat).await {
@@ -823,8 +828,7 @@ impl Runtime {
             }
             // A parked turn whose log is stored comes back exactly: no need to wait a sweep.
             if session.parked_and_stored() {
-                self.hold_log(session);
-                self.released.fetch_add(1, Ordering::Relaxed);
+                self.let_go(session);
                 return false;
             }
             let Some(turn) = session.idle_turn() else {
@@ -837,7 +841,7 @@ impl Runtime {
             true
         });
         *marked = next;
-        lock(&self.held_logs).retain(|_, log| log.strong_count() > 0);
+        self.prune_held_logs(&mut lock(&self.held_logs));
         before - live.len()
     }
 
@@ -853,8 +857,7 @@ impl Runtime {
         // Every holder clones under this lock, so a count of one cannot grow meanwhile.
         if Arc::strong_count(session) == 1 {
             if let Some(session) = live.remove(chat_id) {
-                self.hold_log(&session);
-                self.released.fetch_add(1, Ordering::Relaxed);
+                self.let_go(&session);
             }
             return;
         }
@@ -889,9 +892,16 @@ impl Runtime {
         later.added.notify_one();
     }
 
+    /// A session removed from `live` leaves memory: its log stays reachable while a reader
+    /// holds it, and the release is counted.
+    fn let_go(&self, session: &Session) {
+        self.hold_log(session);
+        self.released.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Remembers the log of a session leaving memory if a reader still holds it. (A socket
-    /// usually lets go a moment later, at the pause: entries whose log is gone are dropped
-    /// whenever the map has doubled since it was last cleaned.)
+    /// usually lets go a moment later, at the pause: entries whose log is gone are dropped at
+    /// every sweep, and whenever the map has doubled since it was last cleaned.)
     fn hold_log(&self, session: &Session) {
         let Some(log) = session.current_log() else {
             return;
@@ -901,10 +911,15 @@ impl Runtime {
         }
         let mut held = lock(&self.held_logs);
         if held.len() >= HELD_LOGS_CLEANUP.max(2 * self.held_logs_kept.load(Ordering::Relaxed)) {
-            held.retain(|_, log| log.strong_count() > 0);
-            self.held_logs_kept.store(held.len(), Ordering::Relaxed);
+            self.prune_held_logs(&mut held);
         }
         held.insert(session.id.clone(), Arc::downgrade(&log));
+    }
+
+    /// Drops the held logs no reader holds any more.
+    fn prune_held_logs(&self, held: &mut HashMap<String, std::sync::Weak<TurnLog>>) {
+        held.retain(|_, log| log.strong_count() > 0);
+        self.held_logs_kept.store(held.len(), Ordering::Relaxed);
     }
 
     /// Runs [`Runtime::evict_idle`] every `every` for as long as the runtime exists.
