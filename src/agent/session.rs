@@ -137,9 +137,10 @@ impl SessionRecord {
 #[derive(Debug, Clone, PartialEq)]
 pub enum TurnEntry {
     Chunk(Chunk),
-    /// The turn now waits for the person: an SSE response ends here.
+    /// The turn now waits for the person (logged after the commit of its record and log): an
+    /// SSE response ends here.
     Pause,
-    /// The turn is over: `[DONE]`.
+    /// The turn is over (logged after its last commit): `[DONE]`.
     End,
 }
 
