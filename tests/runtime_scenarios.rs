@@ -1139,6 +1139,31 @@ fn has_output(entries: &[TurnEntry]) -> bool {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_tool_output_reaches_its_readers_before_the_model_goes_on() {
+    let rt = runtime();
+    start(&rt, "c", "Send $50 to Hanako").await;
+    let receipt = rt.submit("c", &[approve("apv-1")]).await.expect("accepted");
+    let is_output = |e: &TurnEntry| matches!(e, TurnEntry::Chunk(Chunk::ToolOutputAvailable(_)));
+    let mut reader = receipt.log.subscribe(receipt.from);
+    while let Some(entry) = reader.next().await {
+        if is_output(&entry) {
+            break;
+        }
+    }
+    // The reader woke for the output; the turn has not taken the thread back since.
+    let logged = receipt.log.entries_from(0);
+    let after: Vec<_> = logged
+        .iter()
+        .skip_while(|e| !is_output(e))
+        .skip(1)
+        .collect();
+    assert!(
+        logged.iter().any(is_output) && after.is_empty(),
+        "logged after the output before its reader ran: {after:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_turn_ends_in_its_log_only_once_its_last_commit_is_on_disk() {
     let store = Arc::new(HoldingStore::default());
     store.held.store(true, std::sync::atomic::Ordering::SeqCst);
