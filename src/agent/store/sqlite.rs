@@ -333,8 +333,7 @@ fn note_wal_frames(_: &rusqlite::hooks::Wal, frames: std::os::raw::c_int) -> rus
 
 /// When the checkpointer copies the WAL into the database file. Each checkpoint ends with an
 /// fsync of the database file that delays any commit whose own fsync overlaps it, so it waits
-/// for a quiet moment; and a WAL that is reset after a complete checkpoint is overwritten in
-/// place afterwards, whose fsync is cheaper than one that grows the file (bench/).
+/// for a quiet moment.
 #[derive(Debug, Clone, Copy)]
 struct CheckpointPolicy {
     /// No commit for this long: copy now.
@@ -1110,6 +1109,11 @@ mod tests {
         waiting_record_named("chat")
     }
 
+    /// The record `store` loads for the chat `"chat"`.
+    async fn loaded_chat(store: &SqliteStore) -> Option<SessionRecord> {
+        store.load("chat").await.unwrap().map(|s| s.record)
+    }
+
     fn waiting_record_named(id: &str) -> SessionRecord {
         let mut record = SessionRecord::new(id, 5);
         let mut t = turn(TurnStatus::AwaitingPerson);
@@ -1148,10 +1152,7 @@ mod tests {
             store.save(&record).await.unwrap();
         }
         let store = SqliteStore::open(&path).unwrap();
-        assert_eq!(
-            store.load("chat").await.unwrap().map(|s| s.record),
-            Some(record)
-        );
+        assert_eq!(loaded_chat(&store).await, Some(record));
         assert_eq!(store.unfinished().await.unwrap(), ["chat"]);
         assert_eq!(
             store
@@ -1490,10 +1491,7 @@ mod tests {
         // The next commit appends to the new WAL (its header is already on disk).
         store.save(&waiting_record_named("other")).await.unwrap();
         assert_eq!(wal_generation(&path), started_over);
-        assert_eq!(
-            store.load("chat").await.unwrap().map(|s| s.record),
-            Some(waiting_record())
-        );
+        assert_eq!(loaded_chat(&store).await, Some(waiting_record()));
         drop(store);
         remove_db(&path);
     }
@@ -1517,10 +1515,7 @@ mod tests {
         next_generation(&path, before).await;
         drop(store);
         let store = SqliteStore::open(&path).unwrap();
-        assert_eq!(
-            store.load("chat").await.unwrap().map(|s| s.record),
-            Some(waiting_record())
-        );
+        assert_eq!(loaded_chat(&store).await, Some(waiting_record()));
         drop(store);
         remove_db(&path);
     }
@@ -1540,10 +1535,7 @@ mod tests {
             let _ = released.recv();
         });
         take.recv().unwrap();
-        assert_eq!(
-            store.load("chat").await.unwrap().map(|s| s.record),
-            Some(waiting_record())
-        );
+        assert_eq!(loaded_chat(&store).await, Some(waiting_record()));
         assert_eq!(
             store
                 .approval_owner("approval-chat")
@@ -1554,10 +1546,7 @@ mod tests {
         );
         release.send(()).unwrap();
         holder.join().unwrap();
-        assert_eq!(
-            store.load("chat").await.unwrap().map(|s| s.record),
-            Some(waiting_record())
-        );
+        assert_eq!(loaded_chat(&store).await, Some(waiting_record()));
         drop(store);
         remove_db(&path);
     }
