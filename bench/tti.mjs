@@ -1,16 +1,27 @@
-// Time to interactive of Countersign's chat page in headless Chromium (bench/run, scenario 5).
+// Time to interactive of a page in headless Chromium (bench/run, scenario "client").
 //
-// Each load is a cold first visit: a fresh browser context (empty HTTP cache), navigation to
-// the page, and two moments recorded inside the page relative to navigation start
+// Each sample is one page load in a fresh browser context (empty HTTP cache):
+//   * cold — the first visit;
+//   * warm — a second visit in the same context two seconds after the first (what a returning
+//            person gets: hashed bundle files come from the HTTP cache, with the wasm compiled
+//            code Chromium keeps once the first visit's compilation finished; the HTML comes
+//            from the server).
+// Network conditions are emulated through CDP (`Network.emulateNetworkConditions`): `--latency-ms`
+// is added to every response and `--kbps` caps the throughput both ways (0 = loopback, no
+// emulation). Two moments are recorded inside the page relative to navigation start
 // (performance.now()):
 //   * hydrated     — the wasm client has run its first effects: `window.__countersign` (the
 //                    test hooks src/ui/chat.rs installs after hydration) is assigned;
 //   * interactive  — the example-prompt buttons lose the `disabled` attribute the server
 //                    rendered (they enable only through the hydrated `ctl.hydrated` signal), so a
 //                    click now does something.
-// Also reported: response end, DOMContentLoaded, load and first contentful paint.
+// With `--ready <css selector>` interactive is instead the moment that selector matches an enabled
+// element (for another app's page). Also reported per load: response end, DOMContentLoaded, load,
+// first contentful paint, the bytes that crossed the network (CDP `encodedDataLength`, headers
+// included) and how many requests went to the network.
 //
-// Usage: node bench/tti.mjs --url http://127.0.0.1:PORT/ [--loads 10] [--chromium /usr/bin/chromium]
+// Usage: node bench/tti.mjs --url http://127.0.0.1:PORT/ [--loads 10] [--mode cold|warm]
+//                           [--latency-ms 40 --kbps 10000] [--chromium /usr/bin/chromium]
 // Prints one JSON object.
 
 import { createRequire } from "node:module";
@@ -25,15 +36,22 @@ function arg(name, fallback) {
 
 const url = arg("url", null);
 const loads = Number(arg("loads", "10"));
+const mode = arg("mode", "cold");
+const latency = Number(arg("latency-ms", "0"));
+const kbps = Number(arg("kbps", "0"));
+const ready = arg("ready", null);
 const executablePath = arg("chromium", process.env.CHROMIUM_PATH ?? "/usr/bin/chromium");
-const timeout = Number(arg("timeout-ms", "30000"));
-if (!url) {
-  console.error("usage: node bench/tti.mjs --url http://127.0.0.1:PORT/ [--loads 10]");
+const timeout = Number(arg("timeout-ms", "60000"));
+const settle = Number(arg("settle-ms", "1000"));
+if (!url || !["cold", "warm"].includes(mode)) {
+  console.error(
+    "usage: node bench/tti.mjs --url http://127.0.0.1:PORT/ [--loads 10] [--mode cold|warm] [--latency-ms N --kbps N]",
+  );
   process.exit(2);
 }
 
 // Runs in the page before any of its scripts.
-const probe = () => {
+const probe = (readySelector) => {
   const marks = { hydrated: null, interactive: null };
   window.__bench = marks;
   let hooks;
@@ -48,48 +66,91 @@ const probe = () => {
   });
   function check() {
     if (marks.interactive !== null) return;
-    const button = document.querySelector('[data-testid="example-prompt"]');
-    if (button && !button.disabled) marks.interactive = performance.now();
+    const selector = readySelector ?? '[data-testid="example-prompt"]';
+    const button = document.querySelector(selector);
+    if (button && !button.disabled && (readySelector === null || button.isConnected)) {
+      marks.interactive = performance.now();
+    }
   }
   new MutationObserver(check).observe(document, {
     subtree: true,
     childList: true,
     attributes: true,
-    attributeFilter: ["disabled"],
   });
 };
 
-const browser = await chromium.launch({ executablePath, args: ["--no-sandbox"] });
+async function load(context) {
+  const page = await context.newPage();
+  const cdp = await context.newCDPSession(page);
+  await cdp.send("Network.enable");
+  if (latency > 0 || kbps > 0) {
+    const bytesPerSecond = kbps > 0 ? (kbps * 1000) / 8 : -1;
+    await cdp.send("Network.emulateNetworkConditions", {
+      offline: false,
+      latency,
+      downloadThroughput: bytesPerSecond,
+      uploadThroughput: bytesPerSecond,
+    });
+  }
+  let bytes = 0;
+  let requests = 0;
+  cdp.on("Network.loadingFinished", (e) => {
+    bytes += e.encodedDataLength;
+  });
+  cdp.on("Network.responseReceived", (e) => {
+    if (!e.response.fromDiskCache && !e.response.fromPrefetchCache && !e.response.fromServiceWorker) {
+      requests += 1;
+    }
+  });
+  await page.addInitScript(probe, ready);
+  // A new context makes the browser start its own background pages (the omnibox's WebUI,
+  // loaded in another renderer on the same two cores): let that settle first, so the load
+  // measures the page and not the browser's start-up.
+  await page.goto("about:blank");
+  await page.waitForTimeout(settle);
+  await page.goto(url, { waitUntil: "load", timeout });
+  await page.waitForFunction(() => window.__bench && window.__bench.interactive !== null, null, {
+    timeout,
+    polling: 10,
+  });
+  const sample = await page.evaluate(() => {
+    const nav = performance.getEntriesByType("navigation")[0];
+    const fcp = performance.getEntriesByName("first-contentful-paint")[0];
+    return {
+      response_end_ms: nav.responseEnd,
+      dom_content_loaded_ms: nav.domContentLoadedEventEnd,
+      load_ms: nav.loadEventEnd,
+      fcp_ms: fcp ? fcp.startTime : null,
+      hydrated_ms: window.__bench.hydrated,
+      interactive_ms: window.__bench.interactive,
+    };
+  });
+  // Late responses (the favicon) still count: give them a moment.
+  await page.waitForTimeout(50 + latency * 2);
+  sample.bytes = bytes;
+  sample.requests = requests;
+  await page.close();
+  return sample;
+}
+
+const browser = await chromium.launch({
+  executablePath,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking"],
+});
 const version = browser.version();
 const samples = [];
 try {
   for (let i = 0; i < loads; i++) {
     const context = await browser.newContext();
-    const page = await context.newPage();
-    await page.addInitScript(probe);
-    await page.goto(url, { waitUntil: "load", timeout });
-    await page.waitForFunction(() => window.__bench && window.__bench.interactive !== null, null, {
-      timeout,
-      polling: 10,
-    });
-    samples.push(
-      await page.evaluate(() => {
-        const nav = performance.getEntriesByType("navigation")[0];
-        const fcp = performance.getEntriesByName("first-contentful-paint")[0];
-        return {
-          response_end_ms: nav.responseEnd,
-          dom_content_loaded_ms: nav.domContentLoadedEventEnd,
-          load_ms: nav.loadEventEnd,
-          fcp_ms: fcp ? fcp.startTime : null,
-          hydrated_ms: window.__bench.hydrated,
-          interactive_ms: window.__bench.interactive,
-        };
-      }),
-    );
+    if (mode === "warm") {
+      await load(context);
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+    }
+    samples.push(await load(context));
     await context.close();
   }
 } finally {
   await browser.close();
 }
 
-console.log(JSON.stringify({ chromium: version, loads, samples }));
+console.log(JSON.stringify({ chromium: version, loads, mode, latency_ms: latency, kbps, samples }));

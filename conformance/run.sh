@@ -32,7 +32,7 @@ bin="${COUNTERSIGN_BIN:-$repo/target/release/countersign}"
 logs="$here/.logs"
 
 if [[ ! -x "$bin" ]]; then
-  echo "run.sh: no server binary at $bin (build it with scripts/leptos build --release, or set COUNTERSIGN_BIN)" >&2
+  echo "run.sh: no server binary at $bin (build it with cargo leptos build --release --precompress, or set COUNTERSIGN_BIN)" >&2
   exit 2
 fi
 command -v node >/dev/null || { echo "run.sh: node is required" >&2; exit 2; }

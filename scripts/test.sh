@@ -24,10 +24,10 @@ step "clippy, browser build (hydrate, wasm32)"
 cargo clippy --lib --no-default-features --features hydrate --target wasm32-unknown-unknown -- -D warnings
 
 step "Rust tests, both feature sets (cargo leptos test)"
-scripts/leptos test
+cargo leptos test
 
-step "release build of the site"
-scripts/leptos build --release
+step "release build of the site (plain cargo-leptos: the settings are where it reads them)"
+cargo leptos build --release --precompress
 
 step "AI SDK conformance: ai@6.0.0 and ai@7 drive /api/chat (conformance/)"
 conformance/run.sh

@@ -1,36 +1,34 @@
 //! Start-up configuration.
 //!
-//! Site settings come from `Leptos.toml` in three layers, the later winning (docs/adr/0001):
-//! 1. the `Leptos.toml` the binary was built with (embedded, so the binary runs anywhere);
-//! 2. the file named by `COUNTERSIGN_LEPTOS_TOML`, or `./Leptos.toml` when present;
-//! 3. the `LEPTOS_*` environment variables Leptos itself documents (`LEPTOS_SITE_ADDR`,
-//!    `LEPTOS_SITE_ROOT`, `LEPTOS_SITE_PKG_DIR`, `LEPTOS_OUTPUT_NAME`, `LEPTOS_RELOAD_PORT`,
-//!    `LEPTOS_ENV`).
+//! Site settings live in one place, `[package.metadata.leptos]` of Cargo.toml, where cargo-leptos
+//! reads them (docs/adr/0014). The server embeds that table as its defaults, so the binary runs
+//! from anywhere, and the `LEPTOS_*` variables cargo-leptos passes to the server it starts (and a
+//! deployment may set: `LEPTOS_SITE_ADDR`, `LEPTOS_SITE_ROOT`, `LEPTOS_SITE_PKG_DIR`,
+//! `LEPTOS_OUTPUT_NAME`, `LEPTOS_RELOAD_PORT`, `LEPTOS_HASH_FILES`, `LEPTOS_HASH_FILE_NAME`,
+//! `LEPTOS_ENV`) override it.
 //!
 //! The agent and the HTTP edge are configured by `COUNTERSIGN_*` variables (see [`AgentSettings`]
 //! and [`HttpSettings`]); a `.env` file in the working directory is read first (variables already
 //! set win).
 //!
-//! Resolution is a pure function of (embedded text, optional file, environment lookup) so that
-//! every rule is unit-tested without touching the process environment.
+//! Resolution is a pure function of (embedded text, environment lookup) so that every rule is
+//! unit-tested without touching the process environment.
 
-use std::{net::SocketAddr, path::PathBuf, time::Duration};
+use std::{collections::HashMap, net::SocketAddr, path::PathBuf, time::Duration};
 
 use leptos::config::{Env, LeptosOptions};
 use serde::Deserialize;
 
-/// The Leptos.toml this binary was built with: the defaults of every setting.
-pub const EMBEDDED_LEPTOS_TOML: &str = include_str!("../Leptos.toml");
+/// The Cargo.toml this binary was built with: its `[package.metadata.leptos]` table holds the
+/// defaults of every site setting.
+pub const EMBEDDED_CARGO_TOML: &str = include_str!("../Cargo.toml");
 
 /// Why the configuration could not be loaded. Each variant names what to fix.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{origin} is not valid Leptos.toml: {message}")]
+    #[error("cannot read {path}: {message}")]
+    Read { path: PathBuf, message: String },
+    #[error("{origin} has no valid [package.metadata.leptos] table: {message}")]
     Parse { origin: String, message: String },
     #[error("{origin}: `{key}` = {value:?} is not valid: {reason}")]
     Invalid {
@@ -41,40 +39,44 @@ pub enum ConfigError {
     },
 }
 
-/// The subset of Leptos.toml the server reads. Build-only keys (style file, assets, end2end …)
-/// are accepted and ignored here: cargo-leptos consumes them through `scripts/leptos`.
+/// The keys of `[package.metadata.leptos]` the server reads. Build-only keys (style file,
+/// assets, end2end, features …) are accepted and ignored here: cargo-leptos consumes them.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-struct LeptosToml {
+struct SiteMetadata {
     output_name: Option<String>,
     site_root: Option<String>,
     site_pkg_dir: Option<String>,
     site_addr: Option<String>,
     reload_port: Option<u32>,
+    hash_files: Option<bool>,
+    hash_file_name: Option<String>,
 }
 
-impl LeptosToml {
-    fn parse(origin: &str, text: &str) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::Parse {
-            origin: origin.to_string(),
-            message: e.to_string(),
-        })
-    }
+/// Just enough of Cargo.toml's shape to reach `[package.metadata.leptos]`.
+#[derive(Debug, Deserialize)]
+struct CargoToml {
+    package: CargoPackage,
+}
 
-    /// Overlays the keys that `other` sets.
-    fn overlay(&mut self, other: LeptosToml) {
-        let LeptosToml {
-            output_name,
-            site_root,
-            site_pkg_dir,
-            site_addr,
-            reload_port,
-        } = other;
-        self.output_name = output_name.or(self.output_name.take());
-        self.site_root = site_root.or(self.site_root.take());
-        self.site_pkg_dir = site_pkg_dir.or(self.site_pkg_dir.take());
-        self.site_addr = site_addr.or(self.site_addr.take());
-        self.reload_port = reload_port.or(self.reload_port);
+#[derive(Debug, Deserialize)]
+struct CargoPackage {
+    metadata: CargoMetadata,
+}
+
+#[derive(Debug, Deserialize)]
+struct CargoMetadata {
+    leptos: SiteMetadata,
+}
+
+impl SiteMetadata {
+    fn parse(origin: &str, cargo_toml: &str) -> Result<Self, ConfigError> {
+        toml::from_str::<CargoToml>(cargo_toml)
+            .map(|c| c.package.metadata.leptos)
+            .map_err(|e| ConfigError::Parse {
+                origin: origin.to_string(),
+                message: e.to_string(),
+            })
     }
 }
 
@@ -218,83 +220,85 @@ pub struct Config {
 }
 
 impl Config {
-    /// Loads the configuration from the embedded defaults, the Leptos.toml file and the process
-    /// environment.
+    /// Loads the configuration from the embedded defaults, `./.env` and the process environment.
     pub fn load() -> Result<Self, ConfigError> {
-        let dotenv = std::fs::read_to_string(".env")
-            .map(|text| parse_dotenv(&text))
-            .unwrap_or_default();
-        let env = |key: &str| {
-            std::env::var(key).ok().or_else(|| {
-                dotenv
-                    .iter()
-                    .find(|(k, _)| k == key)
-                    .map(|(_, v)| v.clone())
-            })
-        };
-        let file = match std::env::var_os("COUNTERSIGN_LEPTOS_TOML") {
-            Some(path) => {
-                let path = PathBuf::from(path);
-                let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
-                    path: path.clone(),
-                    source,
-                })?;
-                Some((path, text))
-            }
-            None => {
-                let path = PathBuf::from("Leptos.toml");
-                std::fs::read_to_string(&path).ok().map(|text| (path, text))
-            }
-        };
-        let file = file
-            .as_ref()
-            .map(|(path, text)| (path.display().to_string(), text.as_str()));
-        Self::resolve(EMBEDDED_LEPTOS_TOML, file, env)
+        let dotenv = read_dotenv(std::path::Path::new(".env"))?;
+        let env = |key: &str| std::env::var(key).ok().or_else(|| dotenv.get(key).cloned());
+        Self::resolve(env)
     }
 
-    /// Resolves the three layers. `env` looks a variable up (None when unset).
-    pub fn resolve(
-        embedded: &str,
-        file: Option<(String, &str)>,
+    /// The configuration the embedded site settings and `env` describe. `env` looks a variable
+    /// up (None when unset).
+    pub fn resolve(env: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        Self::resolve_with(EMBEDDED_CARGO_TOML, env)
+    }
+
+    /// Resolves `cargo_toml`'s site settings under `env`'s overrides.
+    pub fn resolve_with(
+        cargo_toml: &str,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
-        let mut settings = LeptosToml::parse("the embedded Leptos.toml", embedded)?;
-        let mut source = "built-in Leptos.toml".to_string();
-        if let Some((origin, text)) = file {
-            settings.overlay(LeptosToml::parse(&origin, text)?);
-            source = origin;
-        }
-
-        let pick = |var: &str, from_file: Option<String>| -> (String, Option<String>) {
+        let origin = "the built-in Cargo.toml [package.metadata.leptos]";
+        let settings = SiteMetadata::parse(origin, cargo_toml)?;
+        let mut overridden = Vec::new();
+        let mut pick = |var: &'static str, from_file: Option<String>| -> (String, Option<String>) {
             match env(var) {
-                Some(value) => (var.to_string(), Some(value)),
-                None => (source.clone(), from_file),
+                Some(value) => {
+                    overridden.push(var);
+                    (var.to_string(), Some(value))
+                }
+                None => (origin.to_string(), from_file),
             }
         };
 
-        let (origin, output_name) = pick("LEPTOS_OUTPUT_NAME", settings.output_name);
-        let output_name = require(&origin, "output-name", output_name)?;
+        let (from, output_name) = pick("LEPTOS_OUTPUT_NAME", settings.output_name);
+        let output_name = require(&from, "output-name", output_name)?;
         let (_, site_root) = pick("LEPTOS_SITE_ROOT", settings.site_root);
         let (_, site_pkg_dir) = pick("LEPTOS_SITE_PKG_DIR", settings.site_pkg_dir);
 
-        let (origin, site_addr) = pick("LEPTOS_SITE_ADDR", settings.site_addr);
+        let (from, site_addr) = pick("LEPTOS_SITE_ADDR", settings.site_addr);
         let site_addr = site_addr.unwrap_or_else(|| "127.0.0.1:3000".to_string());
         let site_addr: SocketAddr = site_addr.parse().map_err(|e| ConfigError::Invalid {
-            origin,
+            origin: from,
             key: "site-addr",
             value: site_addr.clone(),
             reason: format!("{e} (expected host:port, e.g. 127.0.0.1:3000)"),
         })?;
 
-        let reload_port = match env("LEPTOS_RELOAD_PORT") {
-            Some(value) => value.parse::<u32>().map_err(|e| ConfigError::Invalid {
-                origin: "LEPTOS_RELOAD_PORT".to_string(),
-                key: "reload-port",
-                value: value.clone(),
-                reason: e.to_string(),
-            })?,
-            None => settings.reload_port.unwrap_or(3001),
+        let (from, reload_port) = pick(
+            "LEPTOS_RELOAD_PORT",
+            settings.reload_port.map(|p| p.to_string()),
+        );
+        let reload_port = match reload_port {
+            None => 3001,
+            Some(value) => value
+                .trim()
+                .parse::<u32>()
+                .map_err(|e| ConfigError::Invalid {
+                    origin: from,
+                    key: "reload-port",
+                    value: value.clone(),
+                    reason: e.to_string(),
+                })?,
         };
+
+        let (from, hash_files) = pick(
+            "LEPTOS_HASH_FILES",
+            settings.hash_files.map(|h| h.to_string()),
+        );
+        let hash_files = match hash_files.as_deref().map(str::trim) {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                return Err(ConfigError::Invalid {
+                    origin: from,
+                    key: "hash-files",
+                    value: other.to_string(),
+                    reason: "use true or false".to_string(),
+                });
+            }
+        };
+        let (_, hash_file) = pick("LEPTOS_HASH_FILE_NAME", settings.hash_file_name);
 
         // Release builds serve without cargo-leptos's live-reload script unless asked.
         let default_env = if cfg!(debug_assertions) {
@@ -322,8 +326,18 @@ impl Config {
             .site_pkg_dir(site_pkg_dir.unwrap_or_else(|| "pkg".to_string()))
             .site_addr(site_addr)
             .reload_port(reload_port)
+            .hash_files(hash_files)
+            .hash_file(hash_file.unwrap_or_else(|| "hash.txt".to_string()).into())
             .env(leptos_env)
             .build();
+        let source = if overridden.is_empty() {
+            "built-in Cargo.toml [package.metadata.leptos]".to_string()
+        } else {
+            format!(
+                "built-in Cargo.toml [package.metadata.leptos], overridden by {}",
+                overridden.join(", ")
+            )
+        };
         let agent = agent_settings(&env)?;
         let http = http_settings(&env)?;
         Ok(Config {
@@ -332,6 +346,35 @@ impl Config {
             agent,
             http,
         })
+    }
+}
+
+/// The variables of a `.env` file (none when there is no file). A line that cannot be read is
+/// an error naming the file and the line, never a silently wrong value.
+fn read_dotenv(path: &std::path::Path) -> Result<HashMap<String, String>, ConfigError> {
+    let read_error = |message: String| ConfigError::Read {
+        path: path.to_path_buf(),
+        message,
+    };
+    let entries = match dotenvy::from_path_iter(path) {
+        Ok(entries) => entries,
+        Err(dotenvy::Error::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(HashMap::new());
+        }
+        Err(e) => return Err(read_error(e.to_string())),
+    };
+    entries
+        .map(|entry| entry.map_err(|e| read_error(dotenv_error(&e))))
+        .collect()
+}
+
+/// A `.env` error in words (dotenvy's line errors say the line and where in it).
+fn dotenv_error(error: &dotenvy::Error) -> String {
+    match error {
+        dotenvy::Error::LineParse(line, at) => {
+            format!("cannot parse the line {line:?} (at character {at})")
+        }
+        other => other.to_string(),
     }
 }
 
@@ -521,27 +564,6 @@ fn http_settings(env: &impl Fn(&str) -> Option<String>) -> Result<HttpSettings, 
     })
 }
 
-/// `KEY=value` lines of a `.env` file (`#` comments, optional `export `, optional quotes).
-fn parse_dotenv(text: &str) -> Vec<(String, String)> {
-    text.lines()
-        .filter_map(|line| {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                return None;
-            }
-            let line = line.strip_prefix("export ").unwrap_or(line);
-            let (key, value) = line.split_once('=')?;
-            let value = value.trim();
-            let value = value
-                .strip_prefix('"')
-                .and_then(|v| v.strip_suffix('"'))
-                .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
-                .unwrap_or(value);
-            Some((key.trim().to_string(), value.to_string()))
-        })
-        .collect()
-}
-
 fn require(origin: &str, key: &'static str, value: Option<String>) -> Result<String, ConfigError> {
     match value {
         Some(v) if !v.trim().is_empty() => Ok(v),
@@ -568,109 +590,95 @@ mod tests {
     }
 
     #[test]
-    fn embedded_leptos_toml_gives_the_documented_defaults() {
-        let config = Config::resolve(EMBEDDED_LEPTOS_TOML, None, env_of(&[])).unwrap();
+    fn the_embedded_cargo_metadata_gives_the_documented_defaults() {
+        let config = Config::resolve(env_of(&[])).unwrap();
         assert_eq!(&*config.site.output_name, "countersign");
         assert_eq!(&*config.site.site_root, "target/site");
         assert_eq!(&*config.site.site_pkg_dir, "pkg");
         assert_eq!(config.site.site_addr.to_string(), "127.0.0.1:3000");
         assert_eq!(config.site.reload_port, 3001);
-        assert_eq!(config.source, "built-in Leptos.toml");
+        assert!(config.site.hash_files);
+        assert_eq!(&*config.site.hash_file, "hash.txt");
+        assert_eq!(
+            config.source,
+            "built-in Cargo.toml [package.metadata.leptos]"
+        );
     }
 
     #[test]
-    fn a_leptos_toml_file_overrides_only_the_keys_it_sets() {
-        let file = "site-addr = \"0.0.0.0:8080\"\nsite-root = \"/srv/site\"\n";
-        let config = Config::resolve(
-            EMBEDDED_LEPTOS_TOML,
-            Some(("deploy/Leptos.toml".into(), file)),
-            env_of(&[]),
-        )
-        .unwrap();
-        assert_eq!(config.site.site_addr.to_string(), "0.0.0.0:8080");
-        assert_eq!(&*config.site.site_root, "/srv/site");
-        assert_eq!(&*config.site.output_name, "countersign");
-        assert_eq!(config.source, "deploy/Leptos.toml");
-    }
-
-    #[test]
-    fn leptos_environment_variables_win_over_the_file() {
-        let file = "site-addr = \"0.0.0.0:8080\"\n";
-        let config = Config::resolve(
-            EMBEDDED_LEPTOS_TOML,
-            Some(("Leptos.toml".into(), file)),
-            env_of(&[
-                ("LEPTOS_SITE_ADDR", "127.0.0.1:4555"),
-                ("LEPTOS_SITE_ROOT", "/tmp/site"),
-                ("LEPTOS_OUTPUT_NAME", "other"),
-                ("LEPTOS_RELOAD_PORT", "4556"),
-                ("LEPTOS_ENV", "production"),
-            ]),
-        )
+    fn leptos_environment_variables_win_over_the_metadata() {
+        let config = Config::resolve(env_of(&[
+            ("LEPTOS_SITE_ADDR", "127.0.0.1:4555"),
+            ("LEPTOS_SITE_ROOT", "/tmp/site"),
+            ("LEPTOS_OUTPUT_NAME", "other"),
+            ("LEPTOS_RELOAD_PORT", "4556"),
+            ("LEPTOS_HASH_FILES", "false"),
+            ("LEPTOS_ENV", "production"),
+        ]))
         .unwrap();
         assert_eq!(config.site.site_addr.to_string(), "127.0.0.1:4555");
         assert_eq!(&*config.site.site_root, "/tmp/site");
         assert_eq!(&*config.site.output_name, "other");
         assert_eq!(config.site.reload_port, 4556);
+        assert!(!config.site.hash_files);
         assert_eq!(config.site.env, Env::PROD);
+        assert!(
+            config.source.contains("LEPTOS_SITE_ADDR"),
+            "{}",
+            config.source
+        );
+    }
+
+    #[test]
+    fn the_metadata_table_is_read_from_any_cargo_toml() {
+        let cargo = "[package]\nname = \"x\"\n[package.metadata.leptos]\n\
+                     output-name = \"site\"\nsite-addr = \"0.0.0.0:8080\"\n\
+                     style-file = \"style/x.css\"\nbin-features = [\"ssr\"]\n";
+        let config = Config::resolve_with(cargo, env_of(&[])).unwrap();
+        assert_eq!(&*config.site.output_name, "site");
+        assert_eq!(config.site.site_addr.to_string(), "0.0.0.0:8080");
+        assert!(
+            !config.site.hash_files,
+            "hash-files defaults to off, as in cargo-leptos"
+        );
+        let err = Config::resolve_with("[package]\nname = \"x\"\n", env_of(&[])).unwrap_err();
+        assert!(matches!(err, ConfigError::Parse { .. }), "{err}");
     }
 
     #[test]
     fn bad_values_are_reported_with_their_origin() {
-        let err = Config::resolve(
-            EMBEDDED_LEPTOS_TOML,
-            None,
-            env_of(&[("LEPTOS_SITE_ADDR", "localhost")]),
-        )
-        .unwrap_err();
+        let err = Config::resolve(env_of(&[("LEPTOS_SITE_ADDR", "localhost")])).unwrap_err();
         let text = err.to_string();
         assert!(text.contains("LEPTOS_SITE_ADDR"), "{text}");
         assert!(text.contains("site-addr"), "{text}");
 
-        let err = Config::resolve(
-            EMBEDDED_LEPTOS_TOML,
-            Some(("x/Leptos.toml".into(), "site-addr = [1")),
-            env_of(&[]),
-        )
-        .unwrap_err();
-        assert!(matches!(err, ConfigError::Parse { ref origin, .. } if origin == "x/Leptos.toml"));
-
-        let err = Config::resolve(
-            EMBEDDED_LEPTOS_TOML,
-            None,
-            env_of(&[("LEPTOS_ENV", "staging")]),
-        )
-        .unwrap_err();
+        let err = Config::resolve(env_of(&[("LEPTOS_ENV", "staging")])).unwrap_err();
         assert!(err.to_string().contains("LEPTOS_ENV"));
 
-        let err = Config::resolve(
-            EMBEDDED_LEPTOS_TOML,
-            None,
-            env_of(&[("LEPTOS_OUTPUT_NAME", " ")]),
-        )
-        .unwrap_err();
+        let err = Config::resolve(env_of(&[("LEPTOS_OUTPUT_NAME", " ")])).unwrap_err();
         assert!(err.to_string().contains("output-name"));
+
+        let err = Config::resolve(env_of(&[("LEPTOS_HASH_FILES", "yes")])).unwrap_err();
+        assert!(err.to_string().contains("hash-files"), "{err}");
+        let err = Config::resolve(env_of(&[("LEPTOS_RELOAD_PORT", "x")])).unwrap_err();
+        assert!(err.to_string().contains("LEPTOS_RELOAD_PORT"), "{err}");
     }
 
     #[test]
     fn agent_and_http_settings_come_from_countersign_variables() {
-        let config = Config::resolve(EMBEDDED_LEPTOS_TOML, None, env_of(&[])).unwrap();
+        let config = Config::resolve(env_of(&[])).unwrap();
         assert_eq!(config.agent, AgentSettings::default());
         assert_eq!(config.http, HttpSettings::default());
 
-        let config = Config::resolve(
-            EMBEDDED_LEPTOS_TOML,
-            None,
-            env_of(&[
-                ("COUNTERSIGN_DEMO_DELAY_MS", "0"),
-                ("COUNTERSIGN_APPROVAL_TIMEOUT_SECS", "5"),
-                ("COUNTERSIGN_BROWSER_TIMEOUT_SECS", "7"),
-                ("COUNTERSIGN_TEXT_TIMING", "progressive"),
-                ("COUNTERSIGN_WEATHER", "offline"),
-                ("COUNTERSIGN_MAX_BODY_BYTES", "4096"),
-                ("COUNTERSIGN_API_KEY", "k"),
-            ]),
-        )
+        let config = Config::resolve(env_of(&[
+            ("COUNTERSIGN_DEMO_DELAY_MS", "0"),
+            ("COUNTERSIGN_APPROVAL_TIMEOUT_SECS", "5"),
+            ("COUNTERSIGN_BROWSER_TIMEOUT_SECS", "7"),
+            ("COUNTERSIGN_TEXT_TIMING", "progressive"),
+            ("COUNTERSIGN_WEATHER", "offline"),
+            ("COUNTERSIGN_MAX_BODY_BYTES", "4096"),
+            ("COUNTERSIGN_API_KEY", "k"),
+        ]))
         .unwrap();
         assert_eq!(config.agent.demo_delay, Duration::ZERO);
         assert_eq!(config.agent.approval_timeout, Duration::from_secs(5));
@@ -691,35 +699,39 @@ mod tests {
             ("COUNTERSIGN_WEATHER", "cloudy"),
             ("COUNTERSIGN_MAX_BODY_BYTES", "12"),
         ] {
-            let err =
-                Config::resolve(EMBEDDED_LEPTOS_TOML, None, env_of(&[(var, value)])).unwrap_err();
+            let err = Config::resolve(env_of(&[(var, value)])).unwrap_err();
             assert!(err.to_string().contains(var), "{var}: {err}");
         }
     }
 
     #[test]
-    fn dotenv_lines_are_parsed() {
-        let parsed = parse_dotenv("# c\nA=1\nexport B=\"two words\"\nC='x'\n\nbad line\n");
+    fn dotenv_files_are_read_with_comments_quotes_and_clear_errors() {
+        let dir = std::env::temp_dir().join(format!("countersign-dotenv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join(".env");
+        std::fs::write(
+            &file,
+            "# c\nA=1\nexport B=\"two words\"\nC='x'\nD=value # a comment\nE=\"#not a comment\"\n",
+        )
+        .unwrap();
+        let vars = read_dotenv(&file).unwrap();
+        assert_eq!(vars["A"], "1");
+        assert_eq!(vars["B"], "two words");
+        assert_eq!(vars["C"], "x");
         assert_eq!(
-            parsed,
-            vec![
-                ("A".to_string(), "1".to_string()),
-                ("B".to_string(), "two words".to_string()),
-                ("C".to_string(), "x".to_string()),
-            ]
+            vars["D"], "value",
+            "a comment after a value is not part of it"
         );
-    }
+        assert_eq!(vars["E"], "#not a comment");
 
-    #[test]
-    fn build_only_keys_are_accepted() {
-        let file = "style-file = \"style/x.css\"\nend2end-cmd = \"npx playwright test\"\n";
+        std::fs::write(&file, "A=1\nthis is not a setting\n").unwrap();
+        let err = read_dotenv(&file).unwrap_err().to_string();
         assert!(
-            Config::resolve(
-                EMBEDDED_LEPTOS_TOML,
-                Some(("Leptos.toml".into(), file)),
-                env_of(&[])
-            )
-            .is_ok()
+            err.contains(".env") && err.contains("this is not a setting"),
+            "{err}"
         );
+
+        assert!(read_dotenv(&dir.join("missing.env")).unwrap().is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

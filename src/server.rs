@@ -39,6 +39,8 @@ pub struct AppState {
     pub http: HttpSettings,
     /// Rate-limit buckets of the edge guard.
     pub guards: Arc<transport::guard::Guards>,
+    /// The built site: where its files are and what the page's bundle is called.
+    pub site: Arc<transport::site::Site>,
 }
 
 impl AppState {
@@ -51,8 +53,11 @@ impl AppState {
     /// A state around a given runtime (tests inject deterministic clocks and ids).
     pub fn with_runtime(config: Config, runtime: Arc<Runtime>) -> Self {
         let guards = transport::guard::Guards::new(config.http.ip_rate, config.http.chat_rate);
+        let mut leptos_options = config.site;
+        let site = Arc::new(transport::site::Site::discover(&mut leptos_options));
         AppState {
-            leptos_options: config.site,
+            leptos_options,
+            site,
             config_source: config.source.into(),
             runtime,
             http: config.http,
@@ -140,8 +145,13 @@ impl FromRef<AppState> for LeptosOptions {
 /// Builds the whole application: the pages, the APIs, `/healthz`, and the static site files.
 ///
 /// The pages are plain routes (no client-side router: every link between them is a full page
-/// load, see `ui::Page`); any other path renders the app's not-found page with a 404.
+/// load, see `ui::Page`); any other path is a site file (`transport::site`) or renders the app's
+/// not-found page with a 404. Pages are never cached without asking (`no-cache`); HTML and JSON
+/// are compressed on the way out (streams are not: an SSE chunk or a WebSocket frame leaves
+/// when it is produced).
 pub fn router(state: AppState) -> Router {
+    use transport::site;
+
     // Server-rendered pages spawn their data loading on the tokio runtime.
     let _ = any_spawner::Executor::init_tokio();
     let api = transport::sse::routes().layer(DefaultBodyLimit::max(state.http.max_body_bytes));
@@ -151,15 +161,26 @@ pub fn router(state: AppState) -> Router {
     };
     let page = leptos_axum::render_app_to_stream_with_context(with_state, {
         let options = state.leptos_options.clone();
-        move || ui::shell(options.clone())
+        let stylesheet: Arc<str> = state.site.css_href().into();
+        move || ui::shell(options.clone(), stylesheet.clone())
     });
+    let not_found = {
+        let page = page.clone();
+        site::Fallback::new(tower::service_fn(move |request| {
+            let page = page.clone();
+            async move { Ok(no_cache(page(request).await)) }
+        }))
+    };
     let mut router = Router::new()
         .route("/healthz", get(healthz))
         .merge(api)
         .merge(transport::ws::routes())
         .merge(transport::app::routes());
     for path in ui::Page::PATHS {
-        router = router.route(path, get(page.clone()));
+        router = router.route(
+            path,
+            get(page.clone()).layer(axum::middleware::map_response(no_cache_async)),
+        );
     }
     router
         .route(
@@ -167,14 +188,66 @@ pub fn router(state: AppState) -> Router {
             get(transport::guard::signin_page).post(transport::guard::signin_submit),
         )
         .merge(transport::audit::routes())
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(
-            ui::shell,
-        ))
+        .fallback_service(site::service(state.site.clone(), not_found))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             transport::guard::guard,
         ))
+        .layer(compression())
         .with_state(state)
+}
+
+/// Marks a page as one the browser must check with the server before showing it again.
+fn no_cache(mut response: axum::response::Response) -> axum::response::Response {
+    response.headers_mut().insert(
+        axum::http::header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static(transport::site::REVALIDATE),
+    );
+    response
+}
+
+async fn no_cache_async(response: axum::response::Response) -> axum::response::Response {
+    no_cache(response)
+}
+
+/// Brotli or gzip for HTML and JSON bodies over 1 KiB, at a level that costs little CPU per
+/// response (brotli's best would take milliseconds per page). Never for event streams or
+/// upgrades, and never for the site's files: those are compressed once, at build time.
+fn compression() -> tower_http::compression::CompressionLayer<
+    tower_http::compression::predicate::And<
+        tower_http::compression::predicate::SizeAbove,
+        Documents,
+    >,
+> {
+    use tower_http::compression::{
+        CompressionLayer, CompressionLevel,
+        predicate::{Predicate, SizeAbove},
+    };
+    CompressionLayer::new()
+        .no_deflate()
+        .no_zstd()
+        .quality(CompressionLevel::Precise(4))
+        .compress_when(SizeAbove::new(1024).and(Documents))
+}
+
+/// Responses worth compressing per request: pages and JSON (the audit export's JSON lines too).
+#[derive(Debug, Clone, Copy)]
+pub struct Documents;
+
+impl tower_http::compression::predicate::Predicate for Documents {
+    fn should_compress<B>(&self, response: &axum::http::Response<B>) -> bool
+    where
+        B: axum::body::HttpBody,
+    {
+        let content_type = response
+            .headers()
+            .get(axum::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        ["text/html", "application/json", "application/x-ndjson"]
+            .iter()
+            .any(|t| content_type.starts_with(t))
+    }
 }
 
 /// The body of `GET /healthz`.
@@ -404,14 +477,14 @@ pub fn init_tracing() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Config, EMBEDDED_LEPTOS_TOML};
+    use crate::config::Config;
     use axum::{body::Body, http::Request, http::StatusCode};
     use http_body_util::BodyExt;
     use tower::ServiceExt;
 
     fn state() -> AppState {
         let env = |k: &str| (k == "COUNTERSIGN_DB").then(|| ":memory:".to_string());
-        AppState::new(Config::resolve(EMBEDDED_LEPTOS_TOML, None, env).unwrap()).unwrap()
+        AppState::new(Config::resolve(env).unwrap()).unwrap()
     }
 
     async fn get(path: &str) -> (StatusCode, String, String) {
@@ -454,6 +527,66 @@ mod tests {
         assert!(body.contains("data-testid=\"composer-input\""), "{body}");
         assert!(body.contains("/pkg/countersign.js"), "{body}");
         assert!(body.contains("/pkg/countersign.css"), "{body}");
+    }
+
+    async fn get_with(path: &str, headers: &[(&str, &str)]) -> axum::response::Response {
+        let mut request = Request::get(path);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        router(state())
+            .oneshot(request.body(Body::empty()).unwrap())
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn pages_are_compressed_and_never_cached_without_asking() {
+        use std::io::Read;
+        let response = get_with("/", &[("accept-encoding", "br, gzip")]).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let headers = response.headers().clone();
+        assert_eq!(headers["content-encoding"], "br");
+        assert_eq!(headers["cache-control"], "no-cache");
+        assert!(
+            headers["vary"]
+                .to_str()
+                .unwrap()
+                .contains("accept-encoding")
+        );
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let mut html = String::new();
+        brotli::Decompressor::new(&body[..], 4096)
+            .read_to_string(&mut html)
+            .unwrap();
+        assert!(html.contains("data-testid=\"composer-input\""), "{html}");
+        assert!(
+            body.len() * 2 < html.len(),
+            "{} -> {}",
+            html.len(),
+            body.len()
+        );
+
+        let response = get_with("/api/app", &[("accept-encoding", "gzip")]).await;
+        assert_eq!(response.headers()["content-encoding"], "gzip");
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let mut json = String::new();
+        flate2::read::GzDecoder::new(&body[..])
+            .read_to_string(&mut json)
+            .unwrap();
+        let info: crate::ui::api::AppInfo = serde_json::from_str(&json).unwrap();
+        assert!(!info.tools.is_empty());
+
+        let response = get_with("/", &[]).await;
+        assert!(response.headers().get("content-encoding").is_none());
+        let response = get_with("/healthz", &[("accept-encoding", "gzip")]).await;
+        assert!(
+            response.headers().get("content-encoding").is_none(),
+            "a body this small is not worth compressing"
+        );
+        let response = get_with("/no-such-page", &[("accept-encoding", "gzip")]).await;
+        assert_eq!(response.status(), StatusCode::NOT_FOUND);
+        assert_eq!(response.headers()["cache-control"], "no-cache");
     }
 
     #[tokio::test]

@@ -346,6 +346,42 @@ async fn a_disconnected_turn_finishes_and_resume_replays_it_whole() {
 }
 
 #[tokio::test]
+async fn an_sse_response_is_neither_compressed_nor_held_back() {
+    let server = server_with(Duration::from_millis(20), &[]).await;
+    let mut response = client()
+        .post(format!("{}/api/chat", server.base))
+        .header("accept-encoding", "br, gzip, deflate, zstd")
+        .json(&json!({"id": "z", "messages": [user("u", "/lorem 200")]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers().get("content-encoding").is_none(),
+        "{:?}",
+        response.headers()
+    );
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    // The first bytes arrive while the model is still writing (200 words, 20 ms apart): a
+    // compressor or a buffer in between would hold them until the end.
+    let first = response.chunk().await.unwrap().unwrap();
+    let first = String::from_utf8_lossy(&first);
+    assert!(first.starts_with("data: {\"type\":\"start\""), "{first}");
+    assert!(!first.contains("[DONE]"), "{first}");
+    let session = server.state.runtime.session("z").await.unwrap();
+    assert_eq!(
+        session.turn_status(),
+        Some(countersign::agent::TurnStatus::Running),
+        "the turn is still running when its first chunk is read"
+    );
+}
+
+#[tokio::test]
 async fn stop_cancels_the_running_turn() {
     let server = server_with(Duration::from_millis(20), &[]).await;
     let mut response = post(

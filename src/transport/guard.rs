@@ -180,6 +180,7 @@ fn is_public(path: &str) -> bool {
         || path == "/signin"
         || path == "/favicon.ico"
         || path == "/favicon.svg"
+        || path == "/robots.txt"
         || path.starts_with("/pkg/")
         || path.starts_with("/bgm/")
 }
@@ -356,7 +357,7 @@ pub async fn signin_page(
     if state.http.api_key.is_none() {
         return Redirect::to("/").into_response();
     }
-    signin_html(&safe_next(query.next.as_deref()), None).into_response()
+    signin_html(&state, &safe_next(query.next.as_deref()), None).into_response()
 }
 
 /// `POST /signin`: checks the key, sets the cookie, goes on.
@@ -370,7 +371,8 @@ pub async fn signin_submit(
     };
     if !constant_time_eq(form.key.trim().as_bytes(), key.as_bytes()) {
         tracing::warn!("sign-in with a wrong key");
-        let mut response = signin_html(&next, Some("That key is not right.")).into_response();
+        let mut response =
+            signin_html(&state, &next, Some("That key is not right.")).into_response();
         *response.status_mut() = StatusCode::UNAUTHORIZED;
         return response;
     }
@@ -392,14 +394,14 @@ fn escape(text: &str) -> String {
         .replace('"', "&quot;")
 }
 
-fn signin_html(next: &str, error: Option<&str>) -> Html<String> {
+fn signin_html(state: &AppState, next: &str, error: Option<&str>) -> Html<String> {
     let error = error
         .map(|e| format!("<p class=\"signin-error\" role=\"alert\">{}</p>", escape(e)))
         .unwrap_or_default();
     Html(format!(
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>Sign in · Countersign</title><link rel=\"stylesheet\" href=\"/pkg/countersign.css\">\
+         <title>Sign in · Countersign</title><link rel=\"stylesheet\" href=\"{css}\">\
          <link rel=\"icon\" href=\"/favicon.svg\" type=\"image/svg+xml\">\
          </head><body><main class=\"signin\"><h1>Countersign</h1>\
          <p>This server is protected by a key. Ask whoever runs it.</p>{error}\
@@ -409,6 +411,7 @@ fn signin_html(next: &str, error: Option<&str>) -> Html<String> {
          <input type=\"hidden\" name=\"next\" value=\"{next}\">\
          <button type=\"submit\">Sign in</button></form></main></body></html>",
         next = escape(next),
+        css = escape(&state.site.css_href()),
     ))
 }
 

@@ -11,12 +11,14 @@
 //! * [`guard`]: the middleware in front of every route: API key, origin (CSRF), rate limits.
 //! * [`audit`]: the audit log as JSON and as a JSONL export.
 //! * [`app`]: the model and tools, and a chat's snapshot, for the page.
+//! * [`site`]: the built site's files, precompressed and cached by content hash.
 
 pub mod answers;
 pub mod app;
 pub mod audit;
 pub mod error;
 pub mod guard;
+pub mod site;
 pub mod sse;
 pub mod ws;
 

@@ -65,7 +65,8 @@ pub fn ChatPage() -> impl IntoView {
                     data-playing=move || ctl.bgm.get().is_some().to_string()
                     aria-pressed=move || ctl.bgm.get().is_some().to_string()
                     on:click=move |_| ctl.toggle_bgm()>
-                    {move || if ctl.bgm.get().is_some() { "♪ Pause" } else { "♪ Play" }}
+                    <super::icons::NoteIcon/>
+                    {move || if ctl.bgm.get().is_some() { " Pause" } else { " Play" }}
                 </button>
                 <span class="bgm-track" data-testid="bgm-track">
                     {move || ctl.bgm.get().map(|t| format!("Track {t}")).unwrap_or_else(|| "Off".into())}

@@ -116,7 +116,7 @@ pub fn Composer(
         >
             <label class="attach" title="Attach images">
                 <span class="visually-hidden">"Attach images"</span>
-                <span aria-hidden="true">"＋"</span>
+                <super::icons::AttachIcon/>
                 <input type="file" accept="image/*" multiple class="visually-hidden" data-testid="attach-input" on:change=on_pick/>
             </label>
             <label class="visually-hidden" for="composer-input">"Message"</label>

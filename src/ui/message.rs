@@ -142,7 +142,7 @@ fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) 
             })
         }
         Some(UiPart::File(file)) => EitherOf7::E(view! {
-            <p class="attachment-name">{format!("📎 {}", file.filename.unwrap_or(file.media_type))}</p>
+            <p class="attachment-name"><super::icons::AttachIcon/>" "{file.filename.unwrap_or(file.media_type)}</p>
         }),
         Some(UiPart::SourceUrl(source)) => {
             let href = super::markdown::safe_href(&source.url);

@@ -6,6 +6,7 @@ mod audit;
 mod chat;
 mod composer;
 pub mod controller;
+mod icons;
 pub mod markdown;
 mod message;
 pub mod platform;
@@ -18,8 +19,9 @@ pub use composer::Composer;
 
 /// The HTML document around the app (server only renders it; the client hydrates `<body>`).
 /// The head is static, written here rather than with leptos_meta (its client side was ~7 KB
-/// of wasm for tags that never change).
-pub fn shell(options: LeptosOptions) -> impl IntoView {
+/// of wasm for tags that never change). `stylesheet` is the CSS bundle's URL path (its name
+/// carries a content hash in release builds).
+pub fn shell(options: LeptosOptions, stylesheet: std::sync::Arc<str>) -> impl IntoView {
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -32,7 +34,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="description" content="An agent chat where no sensitive tool runs until you countersign it."/>
                 <meta name="color-scheme" content="light dark"/>
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
-                <link id="leptos" rel="stylesheet" href="/pkg/countersign.css"/>
+                <link id="leptos" rel="stylesheet" href=stylesheet.to_string()/>
             </head>
             <body>
                 <App/>
@@ -86,7 +88,7 @@ fn Header() -> impl IntoView {
     view! {
         <header class="app-header">
             <a class="brand" href="/">
-                <span class="brand-mark" aria-hidden="true">"✍"</span>
+                <span class="brand-mark" aria-hidden="true"><icons::PenIcon/></span>
                 <span class="brand-name">"Countersign"</span>
             </a>
             <p class="tagline">"Nothing sensitive runs until you countersign it."</p>

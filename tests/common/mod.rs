@@ -12,7 +12,7 @@ use countersign::{
         session::MemoryStore,
         tools::{ToolRegistry, ToolSettings, WeatherSource},
     },
-    config::{Config, EMBEDDED_LEPTOS_TOML},
+    config::Config,
     server::{self, AppState},
 };
 
@@ -47,10 +47,9 @@ pub struct Server {
 
 pub async fn start(opts: Opts) -> Server {
     let env = opts.env.clone();
-    let config = Config::resolve(EMBEDDED_LEPTOS_TOML, None, move |k| {
-        env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone())
-    })
-    .expect("valid test configuration");
+    let config =
+        Config::resolve(move |k| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone()))
+            .expect("valid test configuration");
     let runtime = Runtime::new(
         Arc::new(DemoModel::new(opts.delay)),
         ToolRegistry::standard(&ToolSettings {
