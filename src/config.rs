@@ -190,6 +190,35 @@ pub struct HttpSettings {
     /// `COUNTERSIGN_CHAT_RATE`: `POST /api/chat` requests per chat and minute (default 120;
     /// 0 = unlimited).
     pub chat_rate: u32,
+    /// `COUNTERSIGN_ALLOWED_HOSTS`: comma-separated names (`chat.example.com`, optionally
+    /// `:port`) the server answers to besides its loopback names and listening address.
+    pub allowed_hosts: Vec<String>,
+    /// `COUNTERSIGN_AUTH_FAILURE_RATE`: failed authentications per client address and minute
+    /// before that address must wait (default 10; 0 = unlimited).
+    pub auth_failure_rate: u32,
+    /// `COUNTERSIGN_SESSION_HOURS`: how long a sign-in lasts (default 720, 30 days).
+    pub signin_lifetime: Duration,
+    /// `COUNTERSIGN_MAX_CONNECTIONS`: open connections in all (default: the open-file limit less
+    /// 64; 0 = unlimited).
+    pub max_connections: usize,
+    /// `COUNTERSIGN_MAX_CONNECTIONS_PER_ADDRESS`: open connections per client address, IPv6 by
+    /// /64 (default 256; 0 = unlimited; behind a reverse proxy every client is the proxy).
+    pub max_connections_per_address: usize,
+    /// `COUNTERSIGN_IDLE_TIMEOUT_SECS`: a connection without a request (or whose request
+    /// headers have not all arrived) this long is closed (default 30).
+    pub idle_timeout: Duration,
+    /// `COUNTERSIGN_BODY_GRACE_SECS`: how long a request body may take before its pace counts
+    /// (default 10).
+    pub body_grace: Duration,
+    /// `COUNTERSIGN_BODY_MIN_RATE`: bytes a second a request body must average after the grace
+    /// (default 4096).
+    pub body_min_rate: u64,
+    /// `COUNTERSIGN_WRITE_TIMEOUT_SECS`: a response write or WebSocket frame the client does not
+    /// take for this long closes its connection (default 30).
+    pub write_timeout: Duration,
+    /// `COUNTERSIGN_CORS_CREDENTIALS`: `true` lets the allowed origins send cookies (default
+    /// false).
+    pub cors_credentials: bool,
 }
 
 impl Default for HttpSettings {
@@ -204,6 +233,16 @@ impl Default for HttpSettings {
             ws_rate: 20,
             ip_rate: 600,
             chat_rate: 120,
+            allowed_hosts: Vec::new(),
+            auth_failure_rate: 10,
+            signin_lifetime: Duration::from_secs(720 * 3600),
+            max_connections: crate::transport::edge::connections::default_max_connections(),
+            max_connections_per_address: 256,
+            idle_timeout: Duration::from_secs(30),
+            body_grace: Duration::from_secs(10),
+            body_min_rate: 4096,
+            write_timeout: Duration::from_secs(30),
+            cors_credentials: false,
         }
     }
 }
@@ -516,7 +555,24 @@ fn http_settings(env: &impl Fn(&str) -> Option<String>) -> Result<HttpSettings, 
             "must be at least 1024",
         ));
     }
-    let api_key = env("COUNTERSIGN_API_KEY").filter(|k| !k.trim().is_empty());
+    let api_key = env("COUNTERSIGN_API_KEY")
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty());
+    if let Some(key) = &api_key
+        && key.chars().count() < crate::transport::edge::auth::MIN_KEY_LENGTH
+    {
+        return Err(ConfigError::Invalid {
+            origin: "COUNTERSIGN_API_KEY".to_string(),
+            key: "COUNTERSIGN_API_KEY",
+            value: "(hidden)".to_string(),
+            reason: format!(
+                "the key has {} characters; use at least {} (for example the output of \
+                 `openssl rand -base64 24`)",
+                key.chars().count(),
+                crate::transport::edge::auth::MIN_KEY_LENGTH
+            ),
+        });
+    }
     let ws_max_frame_bytes = number(
         env,
         "COUNTERSIGN_WS_MAX_FRAME_BYTES",
@@ -529,14 +585,20 @@ fn http_settings(env: &impl Fn(&str) -> Option<String>) -> Result<HttpSettings, 
             "must be at least 1024",
         ));
     }
-    let allowed_origins = env("COUNTERSIGN_ALLOWED_ORIGINS")
-        .map(|list| {
-            list.split(',')
-                .map(|o| o.trim().trim_end_matches('/').to_string())
-                .filter(|o| !o.is_empty())
-                .collect()
-        })
-        .unwrap_or_default();
+    let allowed_origins: Vec<String> = list(env, "COUNTERSIGN_ALLOWED_ORIGINS")
+        .into_iter()
+        .map(|o| o.trim_end_matches('/').to_string())
+        .collect();
+    if let Some(bad) = allowed_origins
+        .iter()
+        .find(|o| !(o.starts_with("http://") || o.starts_with("https://")))
+    {
+        return Err(invalid(
+            "COUNTERSIGN_ALLOWED_ORIGINS",
+            bad,
+            "name origins with their scheme: https://app.example or http://localhost:3001",
+        ));
+    }
     let idle_secs = number(env, "COUNTERSIGN_WS_IDLE_SECS", defaults.ws_idle.as_secs())?;
     if idle_secs < 3 {
         return Err(invalid(
@@ -551,7 +613,69 @@ fn http_settings(env: &impl Fn(&str) -> Option<String>) -> Result<HttpSettings, 
     }
     let ip_rate = number(env, "COUNTERSIGN_IP_RATE", defaults.ip_rate)?;
     let chat_rate = number(env, "COUNTERSIGN_CHAT_RATE", defaults.chat_rate)?;
+    let allowed_hosts = list(env, "COUNTERSIGN_ALLOWED_HOSTS");
+    if let Some(bad) = allowed_hosts
+        .iter()
+        .find(|h| h.contains("://") || h.contains('/') || h.chars().any(char::is_whitespace))
+    {
+        return Err(invalid(
+            "COUNTERSIGN_ALLOWED_HOSTS",
+            bad,
+            "name hosts as they appear in the Host header: chat.example.com or chat.example.com:8443",
+        ));
+    }
+    let positive_secs = |var: &'static str, default: Duration| -> Result<Duration, ConfigError> {
+        let secs = number(env, var, default.as_secs())?;
+        if secs == 0 {
+            return Err(invalid(var, "0", "must be at least 1"));
+        }
+        Ok(Duration::from_secs(secs))
+    };
+    let session_hours = number(
+        env,
+        "COUNTERSIGN_SESSION_HOURS",
+        defaults.signin_lifetime.as_secs() / 3600,
+    )?;
+    if session_hours == 0 {
+        return Err(invalid(
+            "COUNTERSIGN_SESSION_HOURS",
+            "0",
+            "must be at least 1",
+        ));
+    }
+    let cors_credentials = match env("COUNTERSIGN_CORS_CREDENTIALS")
+        .as_deref()
+        .map(str::trim)
+    {
+        None | Some("") | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(invalid(
+                "COUNTERSIGN_CORS_CREDENTIALS",
+                other,
+                "use true or false",
+            ));
+        }
+    };
     Ok(HttpSettings {
+        allowed_hosts,
+        auth_failure_rate: number(
+            env,
+            "COUNTERSIGN_AUTH_FAILURE_RATE",
+            defaults.auth_failure_rate,
+        )?,
+        signin_lifetime: Duration::from_secs(session_hours * 3600),
+        max_connections: number(env, "COUNTERSIGN_MAX_CONNECTIONS", defaults.max_connections)?,
+        max_connections_per_address: number(
+            env,
+            "COUNTERSIGN_MAX_CONNECTIONS_PER_ADDRESS",
+            defaults.max_connections_per_address,
+        )?,
+        idle_timeout: positive_secs("COUNTERSIGN_IDLE_TIMEOUT_SECS", defaults.idle_timeout)?,
+        body_grace: positive_secs("COUNTERSIGN_BODY_GRACE_SECS", defaults.body_grace)?,
+        body_min_rate: number(env, "COUNTERSIGN_BODY_MIN_RATE", defaults.body_min_rate)?,
+        write_timeout: positive_secs("COUNTERSIGN_WRITE_TIMEOUT_SECS", defaults.write_timeout)?,
+        cors_credentials,
         ip_rate,
         chat_rate,
         max_body_bytes,
@@ -562,6 +686,18 @@ fn http_settings(env: &impl Fn(&str) -> Option<String>) -> Result<HttpSettings, 
         ws_idle: Duration::from_secs(idle_secs),
         ws_rate,
     })
+}
+
+/// A comma-separated list variable, its items trimmed, empty ones dropped.
+fn list(env: &impl Fn(&str) -> Option<String>, var: &str) -> Vec<String> {
+    env(var)
+        .map(|list| {
+            list.split(',')
+                .map(|item| item.trim().to_string())
+                .filter(|item| !item.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn require(origin: &str, key: &'static str, value: Option<String>) -> Result<String, ConfigError> {
@@ -677,7 +813,7 @@ mod tests {
             ("COUNTERSIGN_TEXT_TIMING", "progressive"),
             ("COUNTERSIGN_WEATHER", "offline"),
             ("COUNTERSIGN_MAX_BODY_BYTES", "4096"),
-            ("COUNTERSIGN_API_KEY", "k"),
+            ("COUNTERSIGN_API_KEY", "a-key-of-sixteen-or-more"),
         ]))
         .unwrap();
         assert_eq!(config.agent.demo_delay, Duration::ZERO);
@@ -686,7 +822,10 @@ mod tests {
         assert_eq!(config.agent.text_timing, TextTimingSetting::Progressive);
         assert_eq!(config.agent.weather, WeatherSetting::Offline);
         assert_eq!(config.http.max_body_bytes, 4096);
-        assert_eq!(config.http.api_key.as_deref(), Some("k"));
+        assert_eq!(
+            config.http.api_key.as_deref(),
+            Some("a-key-of-sixteen-or-more")
+        );
     }
 
     #[test]
@@ -698,6 +837,13 @@ mod tests {
             ("COUNTERSIGN_TEXT_TIMING", "sometimes"),
             ("COUNTERSIGN_WEATHER", "cloudy"),
             ("COUNTERSIGN_MAX_BODY_BYTES", "12"),
+            ("COUNTERSIGN_API_KEY", "short-key-15chr"),
+            ("COUNTERSIGN_ALLOWED_HOSTS", "https://chat.example"),
+            ("COUNTERSIGN_ALLOWED_ORIGINS", "chat.example"),
+            ("COUNTERSIGN_IDLE_TIMEOUT_SECS", "0"),
+            ("COUNTERSIGN_MAX_CONNECTIONS", "many"),
+            ("COUNTERSIGN_CORS_CREDENTIALS", "yes"),
+            ("COUNTERSIGN_SESSION_HOURS", "0"),
         ] {
             let err = Config::resolve(env_of(&[(var, value)])).unwrap_err();
             assert!(err.to_string().contains(var), "{var}: {err}");

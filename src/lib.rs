@@ -29,7 +29,11 @@ pub mod ui;
 #[cfg(feature = "ssr")]
 pub mod config;
 
-/// The axum application: state, router, graceful serving.
+/// What every handler shares, and how it is built from the configuration.
+#[cfg(feature = "ssr")]
+pub mod state;
+
+/// The axum application: router, accept loop, graceful serving.
 #[cfg(feature = "ssr")]
 pub mod server;
 

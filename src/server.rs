@@ -1,4 +1,5 @@
-//! The axum application: shared state, the router, and serving with graceful shutdown.
+//! The axum application: the router, and serving with graceful shutdown (the state the
+//! handlers share is `crate::state`).
 //!
 //! `router` is separate from `serve` so tests drive the whole app with `tower::ServiceExt::oneshot`
 //! without opening a socket, and `serve` takes the listener and the shutdown future so scenario
@@ -8,139 +9,14 @@ use std::{future::Future, sync::Arc};
 
 use axum::{
     Json, Router,
-    extract::{DefaultBodyLimit, FromRef, State},
-    routing::get,
+    extract::{DefaultBodyLimit, State},
+    routing::{get, post},
 };
-use leptos::{config::LeptosOptions, prelude::provide_context};
+use leptos::prelude::provide_context;
 use serde::Serialize;
 
-use crate::{
-    agent::{
-        Runtime, RuntimeSettings, TextTiming,
-        clock::{RandomIds, SystemClock},
-        demo::DemoModel,
-        store::{MemoryStore, SessionStore, sqlite::SqliteStore},
-        tools::{ToolRegistry, ToolSettings, WeatherSource},
-    },
-    config::{
-        AgentSettings, Config, HttpSettings, StoreSetting, TextTimingSetting, WeatherSetting,
-    },
-    transport, ui,
-};
-
-/// State shared by every handler.
-#[derive(Clone)]
-pub struct AppState {
-    pub leptos_options: LeptosOptions,
-    /// Where the site settings came from (shown in the banner).
-    pub config_source: Arc<str>,
-    /// The agent runtime: model, tools, sessions.
-    pub runtime: Arc<Runtime>,
-    pub http: HttpSettings,
-    /// Rate-limit buckets of the edge guard.
-    pub guards: Arc<transport::guard::Guards>,
-    /// The built site: where its files are and what the page's bundle is called.
-    pub site: Arc<transport::site::Site>,
-}
-
-impl AppState {
-    /// The production state: the configured model, the real clock, unguessable ids.
-    pub fn new(config: Config) -> Result<Self, StartupError> {
-        let runtime = build_runtime(&config.agent)?;
-        Ok(Self::with_runtime(config, runtime))
-    }
-
-    /// A state around a given runtime (tests inject deterministic clocks and ids).
-    pub fn with_runtime(config: Config, runtime: Arc<Runtime>) -> Self {
-        let guards = transport::guard::Guards::new(config.http.ip_rate, config.http.chat_rate);
-        let mut leptos_options = config.site;
-        let site = Arc::new(transport::site::Site::discover(&mut leptos_options));
-        AppState {
-            leptos_options,
-            site,
-            config_source: config.source.into(),
-            runtime,
-            http: config.http,
-            guards,
-        }
-    }
-}
-
-/// Why the server cannot start with these settings.
-#[derive(Debug, thiserror::Error)]
-pub enum StartupError {
-    #[error("model provider: {0}")]
-    Model(#[from] crate::agent::providers::ConfigError),
-    #[error("replay model: {0}")]
-    Replay(#[from] crate::agent::replay::ReplayError),
-    #[error("chunk log: {0}")]
-    ChunkLog(#[from] crate::agent::chunk_log::ChunkLogError),
-    #[error("COUNTERSIGN_DB: {0}")]
-    Store(#[from] crate::agent::session::StoreError),
-}
-
-/// Builds the runtime the settings describe: a replayed log, the configured provider, or the
-/// demo model; with the chunk log when one is configured.
-pub fn build_runtime(agent: &AgentSettings) -> Result<Arc<Runtime>, StartupError> {
-    let tools = ToolRegistry::standard(&tool_settings(agent));
-    let model: Arc<dyn crate::agent::model::Model> = match (&agent.replay, &agent.provider) {
-        (Some(path), _) => Arc::new(crate::agent::replay::ReplayModel::from_file(path)?),
-        (None, Some(provider)) => provider.clone().build()?,
-        (None, None) => Arc::new(DemoModel::new(agent.demo_delay)),
-    };
-    let store: Arc<dyn SessionStore> = match &agent.store {
-        StoreSetting::Memory => Arc::new(MemoryStore::default()),
-        StoreSetting::Sqlite { path, durability } => {
-            Arc::new(SqliteStore::open_with(path, *durability)?)
-        }
-    };
-    let runtime = Runtime::new(
-        model,
-        tools,
-        Arc::new(SystemClock),
-        Arc::new(RandomIds),
-        store,
-        runtime_settings(agent),
-    );
-    if let Some(live) = &agent.live {
-        let model = crate::agent::providers::GeminiLiveModel::new(live.clone())?;
-        runtime.set_live_model(Arc::new(model));
-    }
-    if let Some(dir) = &agent.chunk_log {
-        let log = crate::agent::chunk_log::ChunkLog::new(dir.clone())?;
-        runtime.set_chunk_log(Arc::new(log));
-    }
-    Ok(runtime)
-}
-
-/// The tool settings the agent settings describe.
-pub fn tool_settings(agent: &AgentSettings) -> ToolSettings {
-    ToolSettings {
-        approval_timeout: agent.approval_timeout,
-        browser_timeout: agent.browser_timeout,
-        weather: match agent.weather {
-            WeatherSetting::Live => WeatherSource::open_meteo(),
-            WeatherSetting::Offline => WeatherSource::Offline,
-        },
-    }
-}
-
-/// The runtime settings the agent settings describe.
-pub fn runtime_settings(agent: &AgentSettings) -> RuntimeSettings {
-    RuntimeSettings {
-        text_timing: match agent.text_timing {
-            TextTimingSetting::Hold => TextTiming::Hold,
-            TextTimingSetting::Progressive => TextTiming::Progressive,
-        },
-        ..RuntimeSettings::default()
-    }
-}
-
-impl FromRef<AppState> for LeptosOptions {
-    fn from_ref(state: &AppState) -> Self {
-        state.leptos_options.clone()
-    }
-}
+pub use crate::state::{AppState, StartupError};
+use crate::{agent::Runtime, transport, ui};
 
 /// Builds the whole application: the pages, the APIs, `/healthz`, and the static site files.
 ///
@@ -182,16 +58,26 @@ pub fn router(state: AppState) -> Router {
             get(page.clone()).layer(axum::middleware::map_response(no_cache_async)),
         );
     }
+    use transport::edge::{self, signin};
     router
-        .route(
-            "/signin",
-            get(transport::guard::signin_page).post(transport::guard::signin_submit),
-        )
+        .route("/signin", get(signin::page).post(signin::submit))
+        .route("/signout", post(signin::signout))
+        .route("/api/live/ticket", post(signin::ticket))
         .merge(transport::audit::routes())
         .fallback_service(site::service(state.site.clone(), not_found))
+        // Outermost last: the host is checked first, then CORS answers preflights, then the
+        // guard authenticates (transport::edge).
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            transport::guard::guard,
+            edge::guard,
+        ))
+        .layer(edge::cors::layer(
+            &state.http.allowed_origins,
+            state.http.cors_credentials,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            edge::check_host,
         ))
         .layer(compression())
         .with_state(state)
@@ -277,8 +163,16 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let addr = listener.local_addr()?;
+    state.bind(addr);
+    // Sign-in sessions need the store's secret: a store that cannot give it stops the start.
+    if let Err(e) = state.edge.signins(&state).await {
+        return Err(std::io::Error::other(format!(
+            "cannot load the sign-in sessions: {}",
+            e.message
+        )));
+    }
     println!("{}", banner(&state, addr));
-    tracing::info!(%addr, "listening");
+    tracing::info!(%addr, hosts = %state.edge.hosts.describe(), "listening");
     let runtime = state.runtime.clone();
     match runtime.resume_unfinished().await {
         Ok(0) => {}
@@ -290,12 +184,41 @@ pub async fn serve(
     }
     runtime.spawn_sweeper(SESSION_SWEEP);
     spawn_memory_return(runtime.clone());
-    accept(listener, router(state), shutdown).await;
+    let edge = state.edge.clone();
+    let timeouts = Timeouts {
+        idle: state.http.idle_timeout,
+        write: state.http.write_timeout,
+    };
+    accept(listener, router(state), shutdown, edge.clone(), timeouts).await;
+    // Open WebSockets: a 1001 close each, and a moment for the clients to answer it.
+    edge.shutdown.cancel();
+    edge.sockets.close();
+    if tokio::time::timeout(SOCKETS_CLOSE, edge.sockets.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            open = edge.sockets.len(),
+            "WebSockets still closing at shutdown"
+        );
+    }
     if let Some(log) = runtime.chunk_log() {
         log.flush_all();
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// How long shutdown waits for the WebSockets to close.
+const SOCKETS_CLOSE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A connection's deadlines.
+#[derive(Debug, Clone, Copy)]
+struct Timeouts {
+    /// Without a request (or its headers) this long, the connection is closed.
+    idle: std::time::Duration,
+    /// A write the client does not take this long fails the connection.
+    write: std::time::Duration,
 }
 
 /// Gives memory that sessions leaving it freed back to the operating system, at most once a
@@ -338,21 +261,27 @@ fn spawn_memory_return(runtime: Arc<Runtime>) {
 
 /// The accept loop: every connection is served by hyper's HTTP/1 directly (no protocol sniffing
 /// in front), so an upgraded WebSocket gets its `TcpStream` back and an idle socket holds no
-/// buffer (`transport::ws::socket`). On `shutdown` it stops accepting, asks every connection to
-/// finish its request in flight and waits for them.
+/// buffer (`transport::ws::socket`). A connection over the caps of `edge.connections` is closed
+/// as soon as it is accepted; the others get the idle and write deadlines (`transport::edge`).
+/// On `shutdown` it stops accepting, asks every connection to finish its request in flight and
+/// waits for them.
 async fn accept(
     listener: tokio::net::TcpListener,
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    edge: Arc<transport::edge::Edge>,
+    timeouts: Timeouts,
 ) {
     use hyper_util::rt::{TokioIo, TokioTimer};
     use tokio::sync::watch;
     use tower::ServiceExt;
+    use transport::edge::connections::WriteDeadline;
 
     // `closing` tells the connections to finish; each holds a `done` receiver until it ended.
     let (closing, _) = watch::channel(false);
     let (done, _) = watch::channel(());
     let mut shutdown = std::pin::pin!(shutdown);
+    let mut refused = RefusalLog::default();
     loop {
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -364,25 +293,37 @@ async fn accept(
             },
             () = &mut shutdown => break,
         };
+        let admission = match edge.connections.admit(peer) {
+            Ok(admission) => admission,
+            Err(refusal) => {
+                refused.note(refusal, peer);
+                // Closed at once: the descriptor is back before the next accept.
+                drop(tcp);
+                continue;
+            }
+        };
         // Chunks are small and latency-bound: without TCP_NODELAY, Nagle's algorithm and
         // delayed ACKs hold a lone chunk back ~40 ms (bench/: first chunk 43.7 → 0.82 ms).
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!("cannot set TCP_NODELAY: {e}");
         }
         let app = app.clone();
+        let held = admission.clone();
         let service = hyper::service::service_fn(move |mut request: axum::extract::Request<_>| {
-            request
-                .extensions_mut()
-                .insert(axum::extract::ConnectInfo(peer));
+            let extensions = request.extensions_mut();
+            extensions.insert(axum::extract::ConnectInfo(peer));
+            // A WebSocket made of this connection keeps its place (`ws::socket`).
+            extensions.insert(held.clone());
             app.clone().oneshot(request)
         });
         let mut closing = closing.subscribe();
         let done = done.subscribe();
         tokio::spawn(async move {
+            let io = TokioIo::new(WriteDeadline::new(tcp, timeouts.write));
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .serve_connection(TokioIo::new(tcp), service)
+                .header_read_timeout(timeouts.idle)
+                .serve_connection(io, service)
                 .with_upgrades();
             let mut connection = std::pin::pin!(connection);
             let result = tokio::select! {
@@ -396,6 +337,7 @@ async fn accept(
             if let Err(e) = result {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
+            drop(admission);
             drop(done);
         });
     }
@@ -404,8 +346,33 @@ async fn accept(
     done.closed().await;
 }
 
-/// How long a client may take to send a request's headers (slow-loris protection).
-const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// Connections refused for the caps, logged at most once a second (a flood is one line).
+#[derive(Debug, Default)]
+struct RefusalLog {
+    last: Option<std::time::Instant>,
+    since: u64,
+}
+
+impl RefusalLog {
+    fn note(&mut self, refusal: transport::edge::connections::Refusal, peer: std::net::SocketAddr) {
+        use transport::edge::connections::Refusal;
+        self.since += 1;
+        let now = std::time::Instant::now();
+        if self
+            .last
+            .is_some_and(|l| now.duration_since(l) < std::time::Duration::from_secs(1))
+        {
+            return;
+        }
+        let why = match refusal {
+            Refusal::Full => "the server holds as many connections as it may",
+            Refusal::AddressFull => "this address holds as many connections as one may",
+        };
+        tracing::warn!(%peer, refused = self.since, "connections refused: {why}");
+        self.last = Some(now);
+        self.since = 0;
+    }
+}
 
 /// An `accept` failure: a connection that went away before it was accepted is nobody's
 /// problem; anything else (out of file descriptors) is logged and waited out for a second
@@ -549,10 +516,11 @@ mod tests {
         assert_eq!(headers["content-encoding"], "br");
         assert_eq!(headers["cache-control"], "no-cache");
         assert!(
-            headers["vary"]
-                .to_str()
-                .unwrap()
-                .contains("accept-encoding")
+            headers
+                .get_all("vary")
+                .iter()
+                .any(|v| v.to_str().unwrap().contains("accept-encoding")),
+            "{headers:?}"
         );
         let body = response.into_body().collect().await.unwrap().to_bytes();
         let mut html = String::new();

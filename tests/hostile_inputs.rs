@@ -580,7 +580,7 @@ async fn an_answer_after_the_deadline_is_refused() {
 async fn the_api_key_guards_every_route_and_signing_in_sets_a_cookie() {
     let server = server_with(
         Duration::from_secs(60),
-        &[("COUNTERSIGN_API_KEY", "k3y-for-tests")],
+        &[("COUNTERSIGN_API_KEY", "k3y-for-the-tests-0001")],
     )
     .await;
     let client = reqwest::Client::builder()
@@ -618,7 +618,7 @@ async fn the_api_key_guards_every_route_and_signing_in_sets_a_cookie() {
 
     let bearer = client
         .post(format!("{}/api/chat", server.base))
-        .bearer_auth("k3y-for-tests")
+        .bearer_auth("k3y-for-the-tests-0001")
         .json(&chat)
         .send()
         .await
@@ -636,7 +636,10 @@ async fn the_api_key_guards_every_route_and_signing_in_sets_a_cookie() {
 
     let signed = client
         .post(format!("{}/signin", server.base))
-        .form(&[("key", "k3y-for-tests"), ("next", "//evil.example")])
+        .form(&[
+            ("key", "k3y-for-the-tests-0001"),
+            ("next", "//evil.example"),
+        ])
         .send()
         .await
         .unwrap();
@@ -645,7 +648,7 @@ async fn the_api_key_guards_every_route_and_signing_in_sets_a_cookie() {
     let cookie = signed.headers()["set-cookie"].to_str().unwrap().to_string();
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
     assert!(
-        !cookie.contains("k3y-for-tests"),
+        !cookie.contains("k3y-for-the-tests-0001"),
         "the cookie never holds the key"
     );
     let pair = cookie.split(';').next().unwrap().to_string();
@@ -658,7 +661,7 @@ async fn the_api_key_guards_every_route_and_signing_in_sets_a_cookie() {
     assert_eq!(page.status(), 200);
     let html = page.text().await.unwrap();
     assert!(
-        !html.contains("k3y-for-tests"),
+        !html.contains("k3y-for-the-tests-0001"),
         "the key never reaches the page"
     );
 }

@@ -462,7 +462,11 @@ async fn browser_tool_output_in_a_separate_request() {
 
 #[tokio::test]
 async fn the_seed_stream_alias_speaks_the_seed_shape_behind_its_api_key() {
-    let server = server_with(Duration::ZERO, &[("COUNTERSIGN_API_KEY", "dev-key-12345")]).await;
+    let server = server_with(
+        Duration::ZERO,
+        &[("COUNTERSIGN_API_KEY", "dev-key-12345-and-more")],
+    )
+    .await;
     let url = format!("{}/stream", server.base);
     let unauthorized = client()
         .post(&url)
@@ -474,7 +478,7 @@ async fn the_seed_stream_alias_speaks_the_seed_shape_behind_its_api_key() {
 
     let response = client()
         .post(&url)
-        .header("x-api-key", "dev-key-12345")
+        .header("x-api-key", "dev-key-12345-and-more")
         .json(&json!({"messages": [{"role": "user", "content": "次郎さんに200ドル送金してください"}]}))
         .send()
         .await
@@ -492,7 +496,7 @@ async fn the_seed_stream_alias_speaks_the_seed_shape_behind_its_api_key() {
     // The seed's turn-2 shape: a user message with an ADK confirmation part.
     let response = client()
         .post(&url)
-        .header("x-api-key", "dev-key-12345")
+        .header("x-api-key", "dev-key-12345-and-more")
         .json(&json!({"messages": [{"role": "user", "parts": [{
             "type": "tool-adk_request_confirmation", "toolCallId": approval, "toolName": "adk_request_confirmation",
             "state": "approval-responded", "approval": {"id": approval, "approved": false, "reason": "User rejected the operation"}}]}]}))

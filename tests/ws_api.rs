@@ -703,23 +703,28 @@ async fn requests_that_are_not_websocket_upgrades_are_refused_with_a_reason() {
             String::from_utf8_lossy(&answer).into_owned()
         }
     };
-    let plain = ask("GET /api/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".into()).await;
+    let plain = ask(format!(
+        "GET /api/live HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    ))
+    .await;
     assert!(plain.starts_with("HTTP/1.1 400"), "{plain}");
     assert!(plain.contains("not_a_websocket_upgrade"), "{plain}");
-    let old = ask(
-        "GET /api/live HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, close\r\nUpgrade: websocket\r\n\
+    let old = ask(format!(
+        "GET /api/live HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade, close\r\nUpgrade: websocket\r\n\
          Sec-WebSocket-Version: 8\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-            .into(),
-    )
+    ))
     .await;
     assert!(old.starts_with("HTTP/1.1 426"), "{old}");
     // RFC 6455 §1.3's example key and the accept value it must produce.
     let good = {
         let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
         tcp.write_all(
-            b"GET /api/live HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Upgrade\r\n\
-              Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
-              Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+            format!(
+                "GET /api/live HTTP/1.1\r\nHost: {addr}\r\nConnection: keep-alive, Upgrade\r\n\
+                 Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+                 Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+            )
+            .as_bytes(),
         )
         .await
         .unwrap();

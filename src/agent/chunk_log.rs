@@ -388,23 +388,44 @@ impl fmt::Debug for ChunkLog {
     }
 }
 
+/// The bytes a file name keeps: lower-case letters, digits, `-` and `_`; upper-case letters are
+/// escaped so that ids differing only in case stay apart on case-insensitive file systems.
+const FILE_NAME: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .add(b'A')
+    .add(b'B')
+    .add(b'C')
+    .add(b'D')
+    .add(b'E')
+    .add(b'F')
+    .add(b'G')
+    .add(b'H')
+    .add(b'I')
+    .add(b'J')
+    .add(b'K')
+    .add(b'L')
+    .add(b'M')
+    .add(b'N')
+    .add(b'O')
+    .add(b'P')
+    .add(b'Q')
+    .add(b'R')
+    .add(b'S')
+    .add(b'T')
+    .add(b'U')
+    .add(b'V')
+    .add(b'W')
+    .add(b'X')
+    .add(b'Y')
+    .add(b'Z')
+    .remove(b'-')
+    .remove(b'_');
+
 /// The file name of `session`'s log: see "Where the file of a session is" in the module docs.
 pub fn file_name(session: &str) -> String {
     if session.is_empty() {
         return format!("~empty{EXTENSION}");
     }
-    let mut stem = String::with_capacity(session.len());
-    for &byte in session.as_bytes() {
-        match byte {
-            b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' => stem.push(char::from(byte)),
-            _ => {
-                const HEX: &[u8; 16] = b"0123456789ABCDEF";
-                stem.push('%');
-                stem.push(char::from(HEX[usize::from(byte >> 4)]));
-                stem.push(char::from(HEX[usize::from(byte & 0xF)]));
-            }
-        }
-    }
+    let mut stem = percent_encoding::percent_encode(session.as_bytes(), FILE_NAME).to_string();
     if stem.len() > MAX_STEM {
         // Cut on an escape boundary, never inside `%XX`.
         let bytes = stem.as_bytes();

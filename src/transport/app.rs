@@ -11,7 +11,7 @@ use axum::{
 
 use super::error::ApiError;
 use crate::{
-    server::AppState,
+    state::AppState,
     ui::api::{self, AppInfo, ChatSnapshot},
 };
 

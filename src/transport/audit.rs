@@ -14,7 +14,7 @@ use serde::Deserialize;
 use super::error::ApiError;
 use crate::{
     agent::store::{AuditKind, AuditQuery, AuditRecord},
-    server::AppState,
+    state::AppState,
 };
 
 pub fn routes() -> Router<AppState> {

@@ -10,7 +10,7 @@ use axum::{
 };
 use serde_json::json;
 
-use crate::agent::{InputError, TurnError};
+use crate::agent::{InputError, TurnError, store::StoreError};
 
 /// An API error: status, stable code, human message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +35,42 @@ impl ApiError {
 
     pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, code, message)
+    }
+
+    /// A request body that could not be read (`status` is the one axum's rejection gives):
+    /// too large (413), trickled in too slowly (408), or broken (400).
+    pub fn from_body_rejection(
+        status: StatusCode,
+        rejection: &(dyn std::error::Error + 'static),
+    ) -> Self {
+        use crate::transport::edge::connections::is_too_slow;
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                "the request body is larger than this server accepts (COUNTERSIGN_MAX_BODY_BYTES)",
+            )
+        } else if is_too_slow(rejection) {
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body_too_slow",
+                "the request body arrived too slowly; send it again",
+            )
+        } else {
+            ApiError::bad_request("unreadable_body", "the request body could not be read")
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    /// The store's details are logged, never sent.
+    fn from(e: StoreError) -> Self {
+        tracing::error!(error = %e, "session store failed");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "store_unavailable",
+            "The conversation could not be loaded or saved. Try again.",
+        )
     }
 }
 
@@ -95,14 +131,7 @@ impl From<TurnError> for ApiError {
         match e {
             TurnError::Busy => ApiError::conflict("turn_in_progress", e.to_string()),
             TurnError::EmptyMessage => ApiError::bad_request("empty_message", e.to_string()),
-            TurnError::Store(inner) => {
-                tracing::error!(error = %inner, "session store failed");
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "store_unavailable",
-                    "The conversation could not be loaded or saved. Try again.",
-                )
-            }
+            TurnError::Store(inner) => ApiError::from(StoreError(inner.0)),
         }
     }
 }

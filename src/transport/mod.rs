@@ -8,7 +8,8 @@
 //!   system's alias).
 //! * [`answers`]: reads the person's answers out of the client's copy of the conversation.
 //! * [`error`]: the one error type every route returns, as `{error: {code, message}}`.
-//! * [`guard`]: the middleware in front of every route: API key, origin (CSRF), rate limits.
+//! * [`edge`]: what stands in front of every route: connection caps and deadlines, the host
+//!   allowlist, CORS, the API key and sign-in sessions, origin (CSRF), rate limits.
 //! * [`audit`]: the audit log as JSON and as a JSONL export.
 //! * [`app`]: the model and tools, and a chat's snapshot, for the page.
 //! * [`site`]: the built site's files, precompressed and cached by content hash.
@@ -16,10 +17,12 @@
 pub mod answers;
 pub mod app;
 pub mod audit;
+pub mod edge;
 pub mod error;
-pub mod guard;
 pub mod site;
 pub mod sse;
 pub mod ws;
+
+pub use ws::is_upgrade;
 
 pub use error::ApiError;

@@ -25,8 +25,8 @@ use serde_json::{Value, json};
 
 use super::{
     answers::{extract, is_answer, user_content},
+    edge::{Client, check_chat_rate},
     error::ApiError,
-    guard::{Client, check_chat_rate},
 };
 use crate::{
     agent::{
@@ -37,7 +37,7 @@ use crate::{
         ChatRequest, Chunk, Dialect, FinishReason, Role, UiMessage,
         sse::{DONE_FRAME, KEEP_ALIVE_FRAME, UI_MESSAGE_STREAM_HEADERS, encode_chunk},
     },
-    server::AppState,
+    state::AppState,
 };
 
 /// Header with which a client asks for chunk keys newer than `ai@6.0.0` (value `full`).
@@ -351,24 +351,11 @@ fn timing(headers: &HeaderMap) -> Option<TextTiming> {
 }
 
 fn body_error(rejection: BytesRejection) -> ApiError {
-    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            "the request body is larger than this server accepts (COUNTERSIGN_MAX_BODY_BYTES)",
-        )
-    } else {
-        ApiError::bad_request("unreadable_body", rejection.body_text())
-    }
+    ApiError::from_body_rejection(rejection.status(), &rejection)
 }
 
 fn store_error(e: crate::agent::session::StoreError) -> ApiError {
-    tracing::error!(error = %e, "session store failed");
-    ApiError::new(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "store_unavailable",
-        "The conversation could not be loaded. Try again.",
-    )
+    ApiError::from(e)
 }
 
 /// Where the response stream is.

@@ -10,7 +10,7 @@ mod icons;
 pub mod markdown;
 mod message;
 pub mod platform;
-mod url;
+pub mod url;
 
 use leptos::{either::EitherOf3, prelude::*};
 

@@ -47,6 +47,25 @@ pub struct StoredSession {
     pub paused_log: Option<Vec<TurnEntry>>,
 }
 
+/// A sign-in session of the edge (`transport::edge::auth`): its cookie is signed; the store
+/// keeps when it was issued, until when it is valid, and whether it was ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignIn {
+    pub id: String,
+    pub created_ms: Millis,
+    pub expires_ms: Millis,
+    /// The client address that signed in (for the record).
+    pub address: Option<String>,
+}
+
+/// 32 random bytes from the operating system: a new signing secret.
+pub(crate) fn fresh_secret() -> Result<[u8; 32], StoreError> {
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret)
+        .map_err(|e| StoreError(format!("the operating system's random source failed: {e}")))?;
+    Ok(secret)
+}
+
 /// Where session records and the audit log live.
 #[async_trait]
 pub trait SessionStore: Send + Sync + 'static {
@@ -85,6 +104,23 @@ pub trait SessionStore: Send + Sync + 'static {
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError>;
 }
 
+/// Where the edge's sign-in sessions live (in the same database as the sessions).
+#[async_trait]
+pub trait SignInStore: Send + Sync + 'static {
+    /// The secret sign-in cookies are signed with: made on first use, then always the same (so
+    /// sessions survive a restart).
+    async fn signing_secret(&self) -> Result<[u8; 32], StoreError>;
+
+    /// Records a sign-in session that was just issued.
+    async fn record_signin(&self, signin: &SignIn) -> Result<(), StoreError>;
+
+    /// Marks sign-in `id` as ended at `at` (signing out).
+    async fn end_signin(&self, id: &str, at: Millis) -> Result<(), StoreError>;
+
+    /// The ended sign-ins that would otherwise still be valid at `now`, with their expiry.
+    async fn ended_signins(&self, now: Millis) -> Result<Vec<(String, Millis)>, StoreError>;
+}
+
 /// Everything in memory, lost on restart.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
@@ -92,6 +128,8 @@ pub struct MemoryStore {
     /// The log of each session's paused turn, by turn id.
     paused_logs: Mutex<HashMap<String, (String, Vec<TurnEntry>)>>,
     audit: Mutex<Vec<AuditRecord>>,
+    secret: Mutex<Option<[u8; 32]>>,
+    signins: Mutex<HashMap<String, (SignIn, Option<Millis>)>>,
 }
 
 /// The stored log of `record`'s turn, if the stored one belongs to it and it is not over.
@@ -187,6 +225,41 @@ impl SessionStore for MemoryStore {
             .filter(|r| query.matches(r))
             .take(query.limit())
             .cloned()
+            .collect())
+    }
+}
+
+#[async_trait]
+impl SignInStore for MemoryStore {
+    async fn signing_secret(&self) -> Result<[u8; 32], StoreError> {
+        let mut secret = lock(&self.secret);
+        match *secret {
+            Some(s) => Ok(s),
+            None => {
+                let fresh = fresh_secret()?;
+                *secret = Some(fresh);
+                Ok(fresh)
+            }
+        }
+    }
+
+    async fn record_signin(&self, signin: &SignIn) -> Result<(), StoreError> {
+        lock(&self.signins).insert(signin.id.clone(), (signin.clone(), None));
+        Ok(())
+    }
+
+    async fn end_signin(&self, id: &str, at: Millis) -> Result<(), StoreError> {
+        if let Some((_, ended)) = lock(&self.signins).get_mut(id) {
+            ended.get_or_insert(at);
+        }
+        Ok(())
+    }
+
+    async fn ended_signins(&self, now: Millis) -> Result<Vec<(String, Millis)>, StoreError> {
+        Ok(lock(&self.signins)
+            .values()
+            .filter(|(s, ended)| ended.is_some() && s.expires_ms > now)
+            .map(|(s, _)| (s.id.clone(), s.expires_ms))
             .collect())
     }
 }
@@ -307,9 +380,39 @@ mod tests {
         assert_eq!(store.load("p").await.unwrap().unwrap().paused_log, None);
     }
 
+    /// Sign-ins: one secret for good; ended sessions are listed until they expire.
+    pub(crate) async fn signin_contract(store: &dyn SignInStore) {
+        let secret = store.signing_secret().await.unwrap();
+        assert_eq!(store.signing_secret().await.unwrap(), secret);
+        assert_ne!(secret, [0; 32]);
+        for (id, expires) in [("s1", 1_000), ("s2", 5_000), ("s3", 5_000)] {
+            store
+                .record_signin(&SignIn {
+                    id: id.into(),
+                    created_ms: 100,
+                    expires_ms: expires,
+                    address: Some("127.0.0.1".into()),
+                })
+                .await
+                .unwrap();
+        }
+        assert!(store.ended_signins(200).await.unwrap().is_empty());
+        store.end_signin("s1", 300).await.unwrap();
+        store.end_signin("s2", 300).await.unwrap();
+        store.end_signin("unknown", 300).await.unwrap();
+        let mut ended = store.ended_signins(2_000).await.unwrap();
+        ended.sort();
+        assert_eq!(
+            ended,
+            [("s2".to_string(), 5_000)],
+            "s1 expired, s3 was not ended"
+        );
+    }
+
     #[tokio::test]
     async fn the_memory_store_keeps_the_contract() {
         store_contract(&MemoryStore::default()).await;
+        signin_contract(&MemoryStore::default()).await;
     }
 
     #[tokio::test]

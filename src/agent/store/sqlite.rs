@@ -27,8 +27,8 @@ use rusqlite::{Connection, OptionalExtension, params, types::Value as SqlValue};
 use tokio::sync::oneshot;
 
 use super::{
-    AuditEvent, AuditQuery, AuditRecord, SessionStore, StoreError, StoredSession, audit::AuditKind,
-    log_of_turn,
+    AuditEvent, AuditQuery, AuditRecord, SessionStore, SignIn, SignInStore, StoreError,
+    StoredSession, audit::AuditKind, log_of_turn,
 };
 use crate::agent::{
     gate::CallPhase,
@@ -51,6 +51,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../../../migrations/0003_paused_turn_log.sql"),
     ),
     (4, include_str!("../../../migrations/0004_narrow_views.sql")),
+    (5, include_str!("../../../migrations/0005_signins.sql")),
 ];
 
 /// How far a commit goes before it returns (`COUNTERSIGN_DB_SYNC`).
@@ -134,6 +135,9 @@ enum Job {
 /// How many sessions the writer remembers the views of (it forgets them all past this: memory
 /// stays bounded however many sessions a server has seen).
 const MAX_WRITTEN: usize = 1024;
+
+/// How long an expired sign-in stays recorded (for the record; it verifies no more), in ms.
+const EXPIRED_SIGNINS_KEPT_MS: i64 = 30 * 24 * 3600 * 1000;
 
 /// Most commits one transaction takes (the rest wait for the next one).
 const MAX_GROUP: usize = 256;
@@ -1071,6 +1075,84 @@ impl SessionStore for SqliteStore {
     }
 }
 
+#[async_trait]
+impl SignInStore for SqliteStore {
+    async fn signing_secret(&self) -> Result<[u8; 32], StoreError> {
+        let fresh = super::fresh_secret()?;
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT INTO server_secrets (name, value) VALUES ('signin', ?1)
+                 ON CONFLICT (name) DO NOTHING",
+                [&fresh[..]],
+            )
+            .map_err(err("cannot store the sign-in secret"))?;
+            let value: Vec<u8> = conn
+                .query_row(
+                    "SELECT value FROM server_secrets WHERE name = 'signin'",
+                    [],
+                    |row| row.get(0),
+                )
+                .map_err(err("cannot read the sign-in secret"))?;
+            value
+                .try_into()
+                .map_err(|_| StoreError("the stored sign-in secret is not 32 bytes".into()))
+        })
+        .await
+    }
+
+    async fn record_signin(&self, signin: &SignIn) -> Result<(), StoreError> {
+        let signin = signin.clone();
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT INTO signins (id, created_ms, expires_ms, address) VALUES (?1, ?2, ?3, ?4)",
+                params![
+                    signin.id,
+                    signin.created_ms,
+                    signin.expires_ms,
+                    signin.address
+                ],
+            )
+            .map_err(err("cannot record a sign-in"))?;
+            // Sessions long expired are of no use to anyone.
+            conn.execute(
+                "DELETE FROM signins WHERE expires_ms < ?1",
+                [signin.created_ms - EXPIRED_SIGNINS_KEPT_MS],
+            )
+            .map_err(err("cannot forget expired sign-ins"))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn end_signin(&self, id: &str, at: i64) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.with(move |conn| {
+            conn.execute(
+                "UPDATE signins SET ended_ms = ?2 WHERE id = ?1 AND ended_ms IS NULL",
+                params![id, at],
+            )
+            .map(|_| ())
+            .map_err(err("cannot end a sign-in"))
+        })
+        .await
+    }
+
+    async fn ended_signins(&self, now: i64) -> Result<Vec<(String, i64)>, StoreError> {
+        self.read(move |conn| {
+            let mut stmt = conn
+                .prepare(
+                    "SELECT id, expires_ms FROM signins
+                     WHERE ended_ms IS NOT NULL AND expires_ms > ?1",
+                )
+                .map_err(err("cannot list ended sign-ins"))?;
+            stmt.query_map([now], |row| Ok((row.get(0)?, row.get(1)?)))
+                .and_then(|rows| rows.collect())
+                .map_err(err("cannot list ended sign-ins"))
+        })
+        .await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -1082,13 +1164,14 @@ mod tests {
         gate::StepCall,
         history::ToolCall,
         store::audit,
-        store::tests::{store_contract, turn},
+        store::tests::{signin_contract, store_contract, turn},
         tools::{ToolLocation, Wallet},
     };
 
     #[tokio::test]
     async fn the_sqlite_store_keeps_the_contract() {
         store_contract(&SqliteStore::in_memory().unwrap()).await;
+        signin_contract(&SqliteStore::in_memory().unwrap()).await;
     }
 
     fn temp_path(name: &str) -> PathBuf {
@@ -1107,6 +1190,34 @@ mod tests {
 
     fn waiting_record() -> SessionRecord {
         waiting_record_named("chat")
+    }
+
+    #[tokio::test]
+    async fn the_signing_secret_and_ended_signins_survive_a_restart() {
+        let path = temp_path("signins");
+        let (secret, ended) = {
+            let store = SqliteStore::open(&path).unwrap();
+            store
+                .record_signin(&SignIn {
+                    id: "s".into(),
+                    created_ms: 1,
+                    expires_ms: 10_000,
+                    address: None,
+                })
+                .await
+                .unwrap();
+            store.end_signin("s", 2).await.unwrap();
+            (
+                store.signing_secret().await.unwrap(),
+                store.ended_signins(3).await.unwrap(),
+            )
+        };
+        let reopened = SqliteStore::open(&path).unwrap();
+        assert_eq!(reopened.signing_secret().await.unwrap(), secret);
+        assert_eq!(reopened.ended_signins(3).await.unwrap(), ended);
+        assert_eq!(ended, [("s".to_string(), 10_000)]);
+        drop(reopened);
+        remove_db(&path);
     }
 
     /// The record `store` loads for the chat `"chat"`.

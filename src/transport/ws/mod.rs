@@ -38,12 +38,14 @@ use frame::{Message, OpCode};
 use futures::future::Either;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
-use self::socket::{Handshake, Socket, SocketError, Upgrade};
+pub use self::socket::is_upgrade;
+use self::socket::{Handshake, Socket, SocketError, SocketOptions, Upgrade};
 use super::{
     answers::{extract, is_answer, user_content},
+    edge::{Client, limits::TokenBucket},
     error::ApiError,
-    guard::Client,
     sse::seed_message,
 };
 use crate::{
@@ -57,7 +59,7 @@ use crate::{
         ChatRequest, Chunk, ClientFrame, Dialect, EnvelopeError, ServerControl,
         sse::{DONE_FRAME, encode_chunk},
     },
-    server::AppState,
+    state::AppState,
 };
 
 /// WebSocket close codes used here (RFC 6455 §7.4.1, plus an application code).
@@ -100,41 +102,42 @@ async fn upgrade(
         Some("full") => Dialect::Full,
         _ => Dialect::V6Strict,
     };
-    let limit = state.http.ws_max_frame_bytes;
+    let options = SocketOptions {
+        limit: state.http.ws_max_frame_bytes,
+        write_timeout: state.http.write_timeout,
+    };
     let connection = Connection::new(&state, timing, dialect, client);
-    handshake.accept(limit, move |upgrade| connection.run(upgrade))
+    handshake.accept(options, &state.edge.sockets, move |upgrade| {
+        connection.run(upgrade)
+    })
 }
 
-/// A token bucket: `rate` frames per second, bursts of `2 × rate`.
-struct RateLimiter {
-    rate: f32,
-    tokens: f32,
-    last: Instant,
+/// Frames over its rate a socket may send before it is closed (1008).
+const STRIKES_BEFORE_CLOSE: u32 = 50;
+
+/// Every frame a client sends (text, binary, ping, pong) takes a token: `rate` a second, bursts
+/// of twice that. Frames over the rate are dropped; too many of them close the socket.
+struct FrameLimiter {
+    bucket: TokenBucket,
     strikes: u32,
 }
 
-impl RateLimiter {
-    fn new(rate: u32) -> Self {
-        RateLimiter {
-            rate: rate as f32,
-            tokens: rate as f32 * 2.0,
-            last: Instant::now(),
+impl FrameLimiter {
+    fn new(rate: u32, now: Instant) -> Self {
+        let rate = f64::from(rate);
+        FrameLimiter {
+            bucket: TokenBucket::new(rate * 2.0, rate, now),
             strikes: 0,
         }
     }
 
-    fn allow(&mut self) -> bool {
-        let now = Instant::now();
-        let elapsed = now.duration_since(self.last).as_secs_f32();
-        self.last = now;
-        self.tokens = (self.tokens + elapsed * self.rate).min(self.rate * 2.0);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
+    /// Whether a frame arriving at `now` may be handled.
+    fn allow(&mut self, now: Instant) -> bool {
+        let allowed = self.bucket.take(now).is_ok();
+        if !allowed {
             self.strikes += 1;
-            false
         }
+        allowed
     }
 }
 
@@ -151,9 +154,11 @@ struct Connection {
     following: Option<Following>,
     /// The turn this socket forwards.
     turn: Option<Forwarding>,
-    limiter: RateLimiter,
+    limiter: FrameLimiter,
     /// Who is on the other end (for the audit log).
     client: Client,
+    /// Cancelled when the server shuts down.
+    shutdown: CancellationToken,
 }
 
 /// Where a socket is in the turn it forwards. While the turn waits for the person the socket
@@ -188,6 +193,8 @@ enum Wake {
     Signal,
     /// Time to check on the client.
     Ping,
+    /// The server is shutting down.
+    Shutdown,
 }
 
 /// What the connection loop should do after handling something.
@@ -212,8 +219,9 @@ impl Connection {
             chat: None,
             following: None,
             turn: None,
-            limiter: RateLimiter::new(state.http.ws_rate),
+            limiter: FrameLimiter::new(state.http.ws_rate, Instant::now()),
             client,
+            shutdown: state.edge.shutdown.clone(),
         }
     }
 
@@ -233,7 +241,15 @@ impl Connection {
             ping.tick().await;
             let mut last_heard = Instant::now();
             let next = loop {
-                let Some(wake) = wait(&self.turn, &self.following, &socket, &mut ping).await else {
+                let Some(wake) = wait(
+                    &self.turn,
+                    &self.following,
+                    &socket,
+                    &mut ping,
+                    &self.shutdown,
+                )
+                .await
+                else {
                     break Next::Gone;
                 };
                 match Box::pin(self.on_wake(wake, &mut socket, &mut last_heard)).await {
@@ -293,6 +309,7 @@ impl Connection {
                     Next::Continue
                 }
             }
+            Wake::Shutdown => Next::Close(close::GOING_AWAY, "the server is shutting down".into()),
             Wake::Ping => {
                 if last_heard.elapsed() >= self.idle {
                     Next::Close(close::GOING_AWAY, "idle timeout".into())
@@ -306,6 +323,18 @@ impl Connection {
     }
 
     async fn on_message(&mut self, message: Message, socket: &mut Socket) -> Next {
+        if !matches!(message, Message::Close(_)) && !self.limiter.allow(Instant::now()) {
+            if self.limiter.strikes > STRIKES_BEFORE_CLOSE {
+                // One log line (the close), however many frames the flood had.
+                return Next::Close(close::POLICY, "too many frames".into());
+            }
+            if self.limiter.strikes == 1 {
+                return self
+                    .send_error(socket, "Too many frames: slow down (rate limit).")
+                    .await;
+            }
+            return Next::Continue;
+        }
         let text = match message {
             Message::Text(text) => text,
             Message::Binary(_) => {
@@ -325,14 +354,6 @@ impl Connection {
             }
             Message::Pong(_) => return Next::Continue,
         };
-        if !self.limiter.allow() {
-            if self.limiter.strikes > 50 {
-                return Next::Close(close::POLICY, "too many frames".into());
-            }
-            return self
-                .send_error(socket, "Too many frames: slow down (rate limit).")
-                .await;
-        }
         let value: Value = match serde_json::from_str(&text) {
             Ok(value) => value,
             Err(e) => {
@@ -522,11 +543,11 @@ impl Connection {
             let record = match runtime.existing_session(&chat_id).await {
                 Ok(Some(session)) => session.snapshot(),
                 Ok(None) => SessionRecord::new(&chat_id, 0),
-                Err(e) => return self.send_error(socket, &e.to_string()).await,
+                Err(e) => return self.send_api_error(socket, ApiError::from(e)).await,
             };
             let inputs = match extract(last, &record) {
                 Ok(inputs) => inputs,
-                Err(e) => return self.send_error(socket, &e.message).await,
+                Err(e) => return self.send_api_error(socket, e).await,
             };
             if inputs.is_empty() {
                 return Next::Continue;
@@ -546,7 +567,7 @@ impl Connection {
                 self.turn = Some(Forwarding::at(started.turn_id, &started.log, 0));
                 Next::Continue
             }
-            Err(e) => self.send_error(socket, &ApiError::from(e).message).await,
+            Err(e) => self.send_api_error(socket, ApiError::from(e)).await,
         }
     }
 
@@ -568,7 +589,7 @@ impl Connection {
                 }
                 Next::Continue
             }
-            Err(e) => self.send_error(socket, &ApiError::from(e).message).await,
+            Err(e) => self.send_api_error(socket, ApiError::from(e)).await,
         }
     }
 
@@ -582,7 +603,7 @@ impl Connection {
                     .send_error(socket, &format!("There is no chat {chat_id} to resume."))
                     .await;
             }
-            Err(e) => return self.send_error(socket, &e.to_string()).await,
+            Err(e) => return self.send_api_error(socket, ApiError::from(e)).await,
         };
         let Some((turn_id, log)) = session.current_turn() else {
             return self
@@ -734,6 +755,13 @@ impl Connection {
         }
     }
 
+    /// An error with its stable code: the code in the text after the message, the details (if
+    /// any) only in the log.
+    async fn send_api_error(&mut self, socket: &mut Socket, error: ApiError) -> Next {
+        let text = format!("{} ({})", error.message, error.code);
+        self.send_error(socket, &text).await
+    }
+
     async fn send_error(&mut self, socket: &mut Socket, message: &str) -> Next {
         tracing::warn!(connection = self.id, chat = ?self.chat, message, "frame rejected");
         self.send_chunk(socket, &Chunk::error(message)).await
@@ -754,6 +782,7 @@ async fn wait(
     following: &Option<Following>,
     socket: &Socket,
     ping: &mut tokio::time::Interval,
+    shutdown: &CancellationToken,
 ) -> Option<Wake> {
     let entry = match turn.as_ref().and_then(|t| t.reader.as_ref()) {
         Some(reader) => Either::Left(reader.ready()),
@@ -768,6 +797,7 @@ async fn wait(
         () = entry => Some(Wake::Entry),
         () = signal => Some(Wake::Signal),
         _ = ping.tick() => Some(Wake::Ping),
+        () = shutdown.cancelled() => Some(Wake::Shutdown),
     }
 }
 
@@ -776,9 +806,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_rate_limiter_allows_bursts_then_refuses() {
-        let mut limiter = RateLimiter::new(5);
-        let allowed = (0..20).filter(|_| limiter.allow()).count();
+    fn the_frame_limiter_allows_bursts_then_counts_strikes() {
+        let now = Instant::now();
+        let mut limiter = FrameLimiter::new(5, now);
+        let allowed = (0..20).filter(|_| limiter.allow(now)).count();
         assert_eq!(allowed, 10);
         assert_eq!(limiter.strikes, 10);
     }

@@ -11,7 +11,7 @@
 //! `101 Switching Protocols`; hyper then hands over the connection, which this server always
 //! serves from a [`TcpStream`] (`server::serve`).
 
-use std::io;
+use std::{io, sync::Arc};
 
 use axum::{
     extract::FromRequestParts,
@@ -20,14 +20,37 @@ use axum::{
 };
 use hyper_util::rt::TokioIo;
 use tokio::{io::AsyncWriteExt, net::TcpStream};
+use tokio_util::task::TaskTracker;
 
 use super::frame::{self, Assembler, FrameError, Message, OpCode, Parsed};
-use crate::transport::ApiError;
+use crate::transport::{
+    ApiError,
+    edge::connections::{Admission, WriteDeadline},
+};
 
 /// A valid WebSocket upgrade request, ready to be answered.
 pub struct Handshake {
     key: HeaderValue,
     on_upgrade: hyper::upgrade::OnUpgrade,
+    /// The connection's place under the edge's caps, which the socket keeps.
+    admission: Option<Arc<Admission>>,
+}
+
+/// Whether a request asks to become a WebSocket: `Connection` has the token `upgrade` and
+/// `Upgrade` the token `websocket` (each a comma-separated list, any case). The edge guard and the
+/// handshake decide with this one function, so no request is an upgrade to one and not to the
+/// other.
+pub fn is_upgrade(headers: &HeaderMap) -> bool {
+    has_token(headers, header::CONNECTION, "upgrade")
+        && has_token(headers, header::UPGRADE, "websocket")
+}
+
+/// Whether `key` is a valid `Sec-WebSocket-Key`: 16 bytes, base64 (RFC 6455 §4.1).
+fn valid_key(key: &HeaderValue) -> bool {
+    use base64::{Engine, engine::general_purpose::STANDARD};
+    STANDARD
+        .decode(key.as_bytes())
+        .is_ok_and(|bytes| bytes.len() == 16)
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Handshake {
@@ -43,9 +66,10 @@ impl<S: Send + Sync> FromRequestParts<S> for Handshake {
         if parts.method != Method::GET {
             return Err(refuse("A WebSocket upgrade is a GET request"));
         }
-        if !has_token(&parts.headers, header::CONNECTION, "upgrade")
-            || !has_token(&parts.headers, header::UPGRADE, "websocket")
-        {
+        if parts.version != axum::http::Version::HTTP_11 {
+            return Err(refuse("A WebSocket upgrade is an HTTP/1.1 request"));
+        }
+        if !is_upgrade(&parts.headers) {
             return Err(refuse(
                 "The request does not ask for an upgrade to websocket",
             ));
@@ -64,14 +88,23 @@ impl<S: Send + Sync> FromRequestParts<S> for Handshake {
         let key = parts
             .headers
             .get(header::SEC_WEBSOCKET_KEY)
-            .filter(|k| !k.is_empty())
             .cloned()
             .ok_or_else(|| refuse("Sec-WebSocket-Key is missing"))?;
+        if !valid_key(&key) {
+            return Err(refuse(
+                "Sec-WebSocket-Key must be 16 bytes in base64 (RFC 6455 section 4.1)",
+            ));
+        }
         let on_upgrade = parts
             .extensions
             .remove::<hyper::upgrade::OnUpgrade>()
             .ok_or_else(|| refuse("This connection cannot be upgraded"))?;
-        Ok(Handshake { key, on_upgrade })
+        let admission = parts.extensions.get::<Arc<Admission>>().cloned();
+        Ok(Handshake {
+            key,
+            on_upgrade,
+            admission,
+        })
     }
 }
 
@@ -86,17 +119,25 @@ fn has_token(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool
 }
 
 impl Handshake {
-    /// Answers `101 Switching Protocols` and spawns `serve` with the connection to come. The
-    /// connection's whole life is that one task: it awaits the upgrade itself (so no second
-    /// future waits around it).
-    pub fn accept<F, Fut>(self, limit: usize, serve: F) -> Response
+    /// Answers `101 Switching Protocols` and spawns `serve` with the connection to come on
+    /// `tasks` (which shutdown waits for). The connection's whole life is that one task: it
+    /// awaits the upgrade itself (so no second future waits around it).
+    pub fn accept<F, Fut>(self, options: SocketOptions, tasks: &TaskTracker, serve: F) -> Response
     where
         F: FnOnce(Upgrade) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let Handshake { key, on_upgrade } = self;
+        let Handshake {
+            key,
+            on_upgrade,
+            admission,
+        } = self;
         let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
-        tokio::spawn(serve(Upgrade { on_upgrade, limit }));
+        tasks.spawn(serve(Upgrade {
+            on_upgrade,
+            options,
+            admission,
+        }));
         let mut response = Response::new(axum::body::Body::empty());
         *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
         let headers = response.headers_mut();
@@ -109,10 +150,20 @@ impl Handshake {
     }
 }
 
+/// What a socket is allowed.
+#[derive(Debug, Clone, Copy)]
+pub struct SocketOptions {
+    /// The largest message accepted.
+    pub limit: usize,
+    /// How long a frame may wait for the client to take it.
+    pub write_timeout: std::time::Duration,
+}
+
 /// A connection hyper hands over once the `101` response is out.
 pub struct Upgrade {
     on_upgrade: hyper::upgrade::OnUpgrade,
-    limit: usize,
+    options: SocketOptions,
+    admission: Option<Arc<Admission>>,
 }
 
 impl Upgrade {
@@ -125,12 +176,17 @@ impl Upgrade {
                 return None;
             }
         };
-        match upgraded.downcast::<TokioIo<TcpStream>>() {
-            Ok(parts) => Some(Socket::new(
-                parts.io.into_inner(),
-                &parts.read_buf,
-                self.limit,
-            )),
+        match upgraded.downcast::<TokioIo<WriteDeadline<TcpStream>>>() {
+            Ok(parts) => {
+                let mut socket = Socket::new(
+                    parts.io.into_inner().into_inner(),
+                    &parts.read_buf,
+                    self.options.limit,
+                );
+                socket.write_timeout = self.options.write_timeout;
+                socket.admission = self.admission;
+                Some(socket)
+            }
             Err(_) => {
                 tracing::error!("an upgraded connection is not a TCP stream; closing it");
                 None
@@ -138,6 +194,9 @@ impl Upgrade {
         }
     }
 }
+
+/// A socket's write timeout unless the server's settings give one.
+const DEFAULT_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Bytes asked of the kernel per read when no frame says how many it needs.
 const READ_CHUNK: usize = 4096;
@@ -169,6 +228,10 @@ pub struct Socket {
     assembler: Assembler,
     /// The largest message accepted.
     limit: usize,
+    /// How long a frame may wait for the client to take it.
+    write_timeout: std::time::Duration,
+    /// The connection's place under the edge's caps (kept as long as the socket lives).
+    admission: Option<Arc<Admission>>,
 }
 
 impl Socket {
@@ -182,6 +245,8 @@ impl Socket {
             more: !early.is_empty(),
             assembler: Assembler::default(),
             limit,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
+            admission: None,
         }
     }
 
@@ -267,9 +332,17 @@ impl Socket {
         self.send(OpCode::Text, text.as_bytes()).await
     }
 
-    /// Sends one whole frame.
+    /// Sends one whole frame. A client that does not take it within the write timeout (it
+    /// stopped reading) fails the send, and the socket with it; nothing waits on it forever.
     pub async fn send(&mut self, opcode: OpCode, payload: &[u8]) -> io::Result<()> {
-        self.stream.write_all(&frame::encode(opcode, payload)).await
+        let frame = frame::encode(opcode, payload);
+        match tokio::time::timeout(self.write_timeout, self.stream.write_all(&frame)).await {
+            Ok(result) => result,
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client did not take a frame in time",
+            )),
+        }
     }
 
     /// Answers a client's close and ends the connection.
@@ -278,7 +351,7 @@ impl Socket {
             Some((code, _)) => frame::encode_close(code, ""),
             None => frame::encode(OpCode::Close, &[]),
         };
-        let _ = self.stream.write_all(&frame).await;
+        let _ = tokio::time::timeout(self.write_timeout, self.stream.write_all(&frame)).await;
         let _ = self.stream.shutdown().await;
     }
 
@@ -286,12 +359,11 @@ impl Socket {
     /// client's close or the end of its stream (bounded by [`CLOSE_WAIT`]) so the close frame is
     /// not lost to a reset, and lets the connection go.
     pub async fn close(mut self, code: u16, reason: &str) {
-        if self
-            .stream
-            .write_all(&frame::encode_close(code, reason))
-            .await
-            .is_err()
-        {
+        let frame = frame::encode_close(code, reason);
+        if !matches!(
+            tokio::time::timeout(self.write_timeout, self.stream.write_all(&frame)).await,
+            Ok(Ok(()))
+        ) {
             return;
         }
         let drain = async {

@@ -13,7 +13,7 @@ use crate::{
         tools::{ApprovalPolicy, ToolLocation},
     },
     protocol::audit::{AuditKind, AuditQuery},
-    server::AppState,
+    state::AppState,
 };
 
 /// The model in use and the tools it may call.

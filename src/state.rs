@@ -1,0 +1,168 @@
+//! What every handler shares ([`AppState`]), and how it is built from the configuration.
+
+use std::{net::SocketAddr, sync::Arc};
+
+use axum::extract::FromRef;
+use leptos::config::LeptosOptions;
+
+use crate::{
+    agent::{
+        Runtime, RuntimeSettings, TextTiming,
+        clock::{RandomIds, SystemClock},
+        demo::DemoModel,
+        store::{MemoryStore, SessionStore, SignInStore, sqlite::SqliteStore},
+        tools::{ToolRegistry, ToolSettings, WeatherSource},
+    },
+    config::{
+        AgentSettings, Config, HttpSettings, StoreSetting, TextTimingSetting, WeatherSetting,
+    },
+    transport::{edge::Edge, site::Site},
+};
+
+/// State shared by every handler.
+#[derive(Clone)]
+pub struct AppState {
+    pub leptos_options: LeptosOptions,
+    /// Where the site settings came from (shown in the banner).
+    pub config_source: Arc<str>,
+    /// The agent runtime: model, tools, sessions.
+    pub runtime: Arc<Runtime>,
+    pub http: HttpSettings,
+    /// The edge: host names, credentials, rate limits, connection caps, shutdown.
+    pub edge: Arc<Edge>,
+    /// The built site: where its files are and what the page's bundle is called.
+    pub site: Arc<Site>,
+    /// Where sign-in sessions are kept (the sessions' database).
+    pub signin_store: Arc<dyn SignInStore>,
+}
+
+impl AppState {
+    /// The production state: the configured model, the real clock, unguessable ids.
+    pub fn new(config: Config) -> Result<Self, StartupError> {
+        let (sessions, signins) = open_stores(&config.agent.store)?;
+        let runtime = build_runtime(&config.agent, sessions)?;
+        Ok(Self::with_stores(config, runtime, signins))
+    }
+
+    /// A state around a given runtime (tests inject deterministic clocks and ids), with its
+    /// sign-ins in memory.
+    pub fn with_runtime(config: Config, runtime: Arc<Runtime>) -> Self {
+        Self::with_stores(config, runtime, Arc::new(MemoryStore::default()))
+    }
+
+    /// A state around a given runtime and sign-in store.
+    pub fn with_stores(
+        config: Config,
+        runtime: Arc<Runtime>,
+        signin_store: Arc<dyn SignInStore>,
+    ) -> Self {
+        let edge = Edge::new(config.site.site_addr, &config.http);
+        let mut leptos_options = config.site;
+        let site = Arc::new(Site::discover(&mut leptos_options));
+        AppState {
+            leptos_options,
+            site,
+            config_source: config.source.into(),
+            runtime,
+            http: config.http,
+            edge,
+            signin_store,
+        }
+    }
+
+    /// Where the server really listens (its port when configured with port 0): the names it
+    /// answers to follow it.
+    pub fn bind(&self, addr: SocketAddr) {
+        self.edge.hosts.bind(addr);
+    }
+}
+
+/// Why the server cannot start with these settings.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("model provider: {0}")]
+    Model(#[from] crate::agent::providers::ConfigError),
+    #[error("replay model: {0}")]
+    Replay(#[from] crate::agent::replay::ReplayError),
+    #[error("chunk log: {0}")]
+    ChunkLog(#[from] crate::agent::chunk_log::ChunkLogError),
+    #[error("COUNTERSIGN_DB: {0}")]
+    Store(#[from] crate::agent::session::StoreError),
+}
+
+/// The sessions' store and the sign-ins' store, of one database.
+pub type Stores = (Arc<dyn SessionStore>, Arc<dyn SignInStore>);
+
+/// The stores `setting` names.
+pub fn open_stores(setting: &StoreSetting) -> Result<Stores, StartupError> {
+    Ok(match setting {
+        StoreSetting::Memory => {
+            let store = Arc::new(MemoryStore::default());
+            (store.clone(), store)
+        }
+        StoreSetting::Sqlite { path, durability } => {
+            let store = Arc::new(SqliteStore::open_with(path, *durability)?);
+            (store.clone(), store)
+        }
+    })
+}
+
+/// Builds the runtime the settings describe on `store`: a replayed log, the configured provider,
+/// or the demo model; with the chunk log when one is configured.
+pub fn build_runtime(
+    agent: &AgentSettings,
+    store: Arc<dyn SessionStore>,
+) -> Result<Arc<Runtime>, StartupError> {
+    let tools = ToolRegistry::standard(&tool_settings(agent));
+    let model: Arc<dyn crate::agent::model::Model> = match (&agent.replay, &agent.provider) {
+        (Some(path), _) => Arc::new(crate::agent::replay::ReplayModel::from_file(path)?),
+        (None, Some(provider)) => provider.clone().build()?,
+        (None, None) => Arc::new(DemoModel::new(agent.demo_delay)),
+    };
+    let runtime = Runtime::new(
+        model,
+        tools,
+        Arc::new(SystemClock),
+        Arc::new(RandomIds),
+        store,
+        runtime_settings(agent),
+    );
+    if let Some(live) = &agent.live {
+        let model = crate::agent::providers::GeminiLiveModel::new(live.clone())?;
+        runtime.set_live_model(Arc::new(model));
+    }
+    if let Some(dir) = &agent.chunk_log {
+        let log = crate::agent::chunk_log::ChunkLog::new(dir.clone())?;
+        runtime.set_chunk_log(Arc::new(log));
+    }
+    Ok(runtime)
+}
+
+/// The tool settings the agent settings describe.
+pub fn tool_settings(agent: &AgentSettings) -> ToolSettings {
+    ToolSettings {
+        approval_timeout: agent.approval_timeout,
+        browser_timeout: agent.browser_timeout,
+        weather: match agent.weather {
+            WeatherSetting::Live => WeatherSource::open_meteo(),
+            WeatherSetting::Offline => WeatherSource::Offline,
+        },
+    }
+}
+
+/// The runtime settings the agent settings describe.
+pub fn runtime_settings(agent: &AgentSettings) -> RuntimeSettings {
+    RuntimeSettings {
+        text_timing: match agent.text_timing {
+            TextTimingSetting::Hold => TextTiming::Hold,
+            TextTimingSetting::Progressive => TextTiming::Progressive,
+        },
+        ..RuntimeSettings::default()
+    }
+}
+
+impl FromRef<AppState> for LeptosOptions {
+    fn from_ref(state: &AppState) -> Self {
+        state.leptos_options.clone()
+    }
+}

@@ -1,0 +1,406 @@
+//! Who may call when the server has an API key (`COUNTERSIGN_API_KEY`).
+//!
+//! * **The key** is compared in constant time, as SHA-256 digests of equal length (`subtle`), so
+//!   neither the time taken nor the key's length says how much of a guess was right.
+//! * **Guessing is throttled.** Every failed authentication (a wrong key in a header or the
+//!   sign-in form, a cookie or WebSocket ticket that does not verify) takes a token from the
+//!   client address's bucket (`COUNTERSIGN_AUTH_FAILURE_RATE` a minute, IPv6 by /64); while the
+//!   bucket is empty, that address gets 429 with `Retry-After` before any credential it sends is
+//!   looked at — the right key included. Other addresses are not affected.
+//! * **A sign-in is a session, not a digest of the key.** The cookie holds a random session id,
+//!   its expiry and an HMAC-SHA256 over both and a digest of the current key, under a random
+//!   secret the server keeps in its database. Nothing in it lets anyone recover or test the key
+//!   offline; changing the key ends every session (the MAC no longer verifies); signing out ends
+//!   one (its id is recorded as ended, also across restarts).
+//! * **Browsers' WebSockets** cannot send a header: same-origin pages carry the cookie, and
+//!   another origin asks `POST /api/live/ticket` (with the key) for a single-use ticket valid for
+//!   a minute, sent as `?ticket=` on the upgrade URL.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::limits::RateLimits;
+use crate::agent::{
+    clock::Millis,
+    store::{SignIn, SignInStore, StoreError, lock},
+};
+
+/// The sign-in cookie's name over plain HTTP.
+pub const SESSION_COOKIE: &str = "countersign_session";
+/// Its name over HTTPS: the `__Host-` prefix makes the browser insist on `Secure`, `Path=/` and no
+/// `Domain`, so no other host can plant or overwrite it.
+pub const SECURE_SESSION_COOKIE: &str = "__Host-countersign_session";
+
+/// How long a WebSocket ticket is valid.
+pub const TICKET_LIFETIME: Duration = Duration::from_secs(60);
+
+/// The shortest key accepted at start-up.
+pub const MIN_KEY_LENGTH: usize = 16;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// The configured API key, kept only as its digest.
+#[derive(Clone)]
+pub struct ApiKey {
+    digest: [u8; 32],
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(…)")
+    }
+}
+
+impl ApiKey {
+    pub fn new(key: &str) -> Self {
+        ApiKey {
+            digest: Sha256::digest(key.as_bytes()).into(),
+        }
+    }
+
+    /// Whether `given` is the key (surrounding spaces ignored), in constant time.
+    pub fn matches(&self, given: &str) -> bool {
+        let given: [u8; 32] = Sha256::digest(given.trim().as_bytes()).into();
+        given.ct_eq(&self.digest).into()
+    }
+}
+
+/// Failed authentications per client address.
+#[derive(Debug)]
+pub struct Failures {
+    limits: RateLimits,
+}
+
+impl Failures {
+    /// `per_minute` failures a minute per address (a minute's worth at once); 0 = no limit.
+    pub fn new(per_minute: u32) -> Self {
+        Failures {
+            limits: RateLimits::new(per_minute),
+        }
+    }
+
+    /// `Err(wait)` while `address` may not try again.
+    pub fn check(&self, address: &str, now: Instant) -> Result<(), Duration> {
+        self.limits.check(address, now)
+    }
+
+    /// Counts one failure of `address`.
+    pub fn record(&self, address: &str, now: Instant) {
+        let _ = self.limits.take(address, now);
+    }
+}
+
+/// A verified sign-in session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub id: String,
+    pub expires_ms: Millis,
+}
+
+/// Why a session cookie was not accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    #[error("the session token is malformed")]
+    Malformed,
+    #[error("the session token's signature does not verify")]
+    BadSignature,
+    #[error("the session has expired")]
+    Expired,
+    #[error("the session was ended")]
+    Ended,
+}
+
+/// Sign-in sessions: issued, verified, ended.
+pub struct SignIns {
+    secret: [u8; 32],
+    key: ApiKey,
+    lifetime: Duration,
+    /// Ended sessions that have not expired yet (by id, with their expiry).
+    ended: Mutex<HashMap<String, Millis>>,
+    store: Arc<dyn SignInStore>,
+}
+
+impl std::fmt::Debug for SignIns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignIns")
+            .field("lifetime", &self.lifetime)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SignIns {
+    /// The sessions of `key`, signed with the store's secret; the ended ones still valid by
+    /// time are loaded so a signed-out cookie stays refused after a restart.
+    pub async fn load(
+        store: Arc<dyn SignInStore>,
+        key: ApiKey,
+        lifetime: Duration,
+        now: Millis,
+    ) -> Result<Self, StoreError> {
+        let secret = store.signing_secret().await?;
+        let ended = store.ended_signins(now).await?.into_iter().collect();
+        Ok(SignIns {
+            secret,
+            key,
+            lifetime,
+            ended: Mutex::new(ended),
+            store,
+        })
+    }
+
+    fn mac(&self, id: &str, expires_ms: Millis) -> Result<HmacSha256, SessionError> {
+        let mut mac =
+            HmacSha256::new_from_slice(&self.secret).map_err(|_| SessionError::BadSignature)?;
+        mac.update(b"countersign sign-in v1\0");
+        mac.update(id.as_bytes());
+        mac.update(b"\0");
+        mac.update(expires_ms.to_string().as_bytes());
+        mac.update(b"\0");
+        // The key's digest: a new key makes every session's signature wrong.
+        mac.update(&self.key.digest);
+        Ok(mac)
+    }
+
+    /// A new session from `now`, recorded in the store, and its cookie value.
+    pub async fn issue(
+        &self,
+        now: Millis,
+        address: Option<String>,
+    ) -> Result<(Session, String), StoreError> {
+        let id = random_token(16).map_err(|e| StoreError(e.to_string()))?;
+        let expires_ms = now + self.lifetime.as_millis() as Millis;
+        self.store
+            .record_signin(&SignIn {
+                id: id.clone(),
+                created_ms: now,
+                expires_ms,
+                address,
+            })
+            .await?;
+        let signature = self
+            .mac(&id, expires_ms)
+            .map(|m| URL_SAFE_NO_PAD.encode(m.finalize().into_bytes()))
+            .map_err(|e| StoreError(e.to_string()))?;
+        let token = format!("v1.{id}.{expires_ms}.{signature}");
+        Ok((Session { id, expires_ms }, token))
+    }
+
+    /// The session a cookie value names, if it verifies, has not expired and was not ended.
+    pub fn verify(&self, token: &str, now: Millis) -> Result<Session, SessionError> {
+        let mut parts = token.split('.');
+        let (Some("v1"), Some(id), Some(expires), Some(signature), None) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
+            return Err(SessionError::Malformed);
+        };
+        let expires_ms: Millis = expires.parse().map_err(|_| SessionError::Malformed)?;
+        let signature = URL_SAFE_NO_PAD
+            .decode(signature)
+            .map_err(|_| SessionError::Malformed)?;
+        self.mac(id, expires_ms)?
+            .verify_slice(&signature)
+            .map_err(|_| SessionError::BadSignature)?;
+        if expires_ms <= now {
+            return Err(SessionError::Expired);
+        }
+        if lock(&self.ended).contains_key(id) {
+            return Err(SessionError::Ended);
+        }
+        Ok(Session {
+            id: id.to_owned(),
+            expires_ms,
+        })
+    }
+
+    /// Ends `session` (signing out): its cookie is refused from now on, also after a restart.
+    pub async fn end(&self, session: &Session, now: Millis) -> Result<(), StoreError> {
+        {
+            let mut ended = lock(&self.ended);
+            ended.retain(|_, expires| *expires > now);
+            ended.insert(session.id.clone(), session.expires_ms);
+        }
+        self.store.end_signin(&session.id, now).await
+    }
+}
+
+/// Single-use WebSocket tickets.
+#[derive(Debug, Default)]
+pub struct Tickets {
+    issued: Mutex<HashMap<String, Instant>>,
+}
+
+/// Tickets outstanding at once, at most (the oldest are dropped first when over).
+const TICKETS_KEPT: usize = 10_000;
+
+impl Tickets {
+    /// A new ticket, valid for [`TICKET_LIFETIME`] from `now`.
+    pub fn issue(&self, now: Instant) -> Result<String, NoRandomness> {
+        let ticket = random_token(24)?;
+        let mut issued = lock(&self.issued);
+        issued.retain(|_, expires| *expires > now);
+        if issued.len() >= TICKETS_KEPT
+            && let Some(oldest) = issued
+                .iter()
+                .min_by_key(|(_, e)| **e)
+                .map(|(t, _)| t.clone())
+        {
+            issued.remove(&oldest);
+        }
+        issued.insert(ticket.clone(), now + TICKET_LIFETIME);
+        Ok(ticket)
+    }
+
+    /// Uses `ticket` up: true once, if it was issued and has not expired.
+    pub fn redeem(&self, ticket: &str, now: Instant) -> bool {
+        lock(&self.issued)
+            .remove(ticket)
+            .is_some_and(|expires| expires > now)
+    }
+}
+
+/// The operating system's random source failed: no token can be made safely.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the operating system's random source failed: {0}")]
+pub struct NoRandomness(String);
+
+/// `bytes` random bytes from the operating system, base64url.
+pub fn random_token(bytes: usize) -> Result<String, NoRandomness> {
+    let mut buffer = vec![0u8; bytes];
+    getrandom::fill(&mut buffer).map_err(|e| NoRandomness(e.to_string()))?;
+    Ok(URL_SAFE_NO_PAD.encode(buffer))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::store::MemoryStore;
+
+    const KEY: &str = "a-key-of-sixteen-or-more";
+
+    async fn signins(key: &str, store: Arc<dyn SignInStore>) -> SignIns {
+        SignIns::load(store, ApiKey::new(key), Duration::from_secs(3600), 1_000)
+            .await
+            .unwrap()
+    }
+
+    #[test]
+    fn the_key_matches_only_itself() {
+        let key = ApiKey::new(KEY);
+        assert!(key.matches(KEY));
+        assert!(key.matches(&format!("  {KEY}\n")));
+        assert!(!key.matches("a-key-of-sixteen-or-mor"));
+        assert!(!key.matches(""));
+        assert!(!format!("{key:?}").contains("sixteen"));
+    }
+
+    #[tokio::test]
+    async fn a_session_verifies_until_it_expires_and_never_shows_the_key() {
+        let store: Arc<dyn SignInStore> = Arc::new(MemoryStore::default());
+        let signins = signins(KEY, store).await;
+        let (session, token) = signins.issue(1_000, None).await.unwrap();
+        assert!(!token.contains(KEY));
+        assert_eq!(signins.verify(&token, 2_000), Ok(session.clone()));
+        assert_eq!(
+            signins.verify(&token, session.expires_ms),
+            Err(SessionError::Expired)
+        );
+        // A changed expiry or id, or a token of another server, does not verify.
+        let forged = token.replacen(&session.expires_ms.to_string(), "9999999999999", 1);
+        assert_eq!(
+            signins.verify(&forged, 2_000),
+            Err(SessionError::BadSignature)
+        );
+        let other = super::SignIns::load(
+            Arc::new(MemoryStore::default()),
+            ApiKey::new(KEY),
+            Duration::from_secs(3600),
+            1_000,
+        )
+        .await
+        .unwrap();
+        assert_eq!(other.verify(&token, 2_000), Err(SessionError::BadSignature));
+        for malformed in [
+            "",
+            "v1",
+            "v2.a.1.x",
+            "v1.a.notanumber.x",
+            "v1.a.1.!!!",
+            "v1.a.1.x.y",
+        ] {
+            assert_eq!(
+                signins.verify(malformed, 2_000),
+                Err(SessionError::Malformed),
+                "{malformed}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_new_key_ends_every_session_and_signing_out_ends_one_for_good() {
+        let store: Arc<dyn SignInStore> = Arc::new(MemoryStore::default());
+        let signins = signins(KEY, store.clone()).await;
+        let (first, first_token) = signins.issue(1_000, None).await.unwrap();
+        let (_, second_token) = signins.issue(1_000, None).await.unwrap();
+        signins.end(&first, 1_500).await.unwrap();
+        assert_eq!(
+            signins.verify(&first_token, 2_000),
+            Err(SessionError::Ended)
+        );
+        assert!(signins.verify(&second_token, 2_000).is_ok());
+        // After a restart (same store): still ended.
+        let restarted = self::signins(KEY, store.clone()).await;
+        assert_eq!(
+            restarted.verify(&first_token, 2_000),
+            Err(SessionError::Ended)
+        );
+        assert!(restarted.verify(&second_token, 2_000).is_ok());
+        // With another key: nothing verifies.
+        let rekeyed = self::signins("another-key-entirely-16", store).await;
+        assert_eq!(
+            rekeyed.verify(&second_token, 2_000),
+            Err(SessionError::BadSignature)
+        );
+    }
+
+    #[test]
+    fn failures_throttle_one_address_only() {
+        let failures = Failures::new(3);
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            assert!(failures.check("a", t0).is_ok());
+            failures.record("a", t0);
+        }
+        assert!(failures.check("a", t0).is_err());
+        assert!(failures.check("b", t0).is_ok());
+        assert!(failures.check("a", t0 + Duration::from_secs(21)).is_ok());
+    }
+
+    #[test]
+    fn a_ticket_is_good_once_and_for_a_minute() {
+        let tickets = Tickets::default();
+        let t0 = Instant::now();
+        let ticket = tickets.issue(t0).unwrap();
+        assert!(ticket.len() >= 32);
+        assert!(!tickets.redeem("made-up", t0));
+        assert!(tickets.redeem(&ticket, t0 + Duration::from_secs(1)));
+        assert!(
+            !tickets.redeem(&ticket, t0 + Duration::from_secs(2)),
+            "single use"
+        );
+        let late = tickets.issue(t0).unwrap();
+        assert!(!tickets.redeem(&late, t0 + TICKET_LIFETIME));
+        assert_ne!(tickets.issue(t0).unwrap(), tickets.issue(t0).unwrap());
+    }
+}

@@ -1,0 +1,463 @@
+//! The edge: what stands between the network and the routes (ADR 0016). In the order a request
+//! meets it:
+//!
+//! 1. **Connections** (`server::accept`, [`connections`]): caps per client address and in all,
+//!    idle and header timeouts, a write deadline on every connection, a minimum pace for bodies.
+//! 2. **Host** ([`hosts`], middleware [`check_host`]): a request for a name that is not the
+//!    server's own gets 421 — DNS rebinding ends here, key or no key.
+//! 3. **CORS** ([`cors`]): preflights are answered before authentication; only the origins of
+//!    `COUNTERSIGN_ALLOWED_ORIGINS` get `Access-Control-Allow-*`.
+//! 4. **Guard** (middleware [`guard`]):
+//!    * *authentication*, when `COUNTERSIGN_API_KEY` is set ([`auth`]): every route but
+//!      `/healthz`, the site's files and the sign-in pages needs the key (`Authorization: Bearer`,
+//!      `X-API-Key`), a sign-in session cookie, or for a WebSocket upgrade a single-use ticket;
+//!      failed attempts are throttled per address before any credential is checked again;
+//!    * *origin* (CSRF): a browser request that changes state or opens a WebSocket must come
+//!      from the server's own origin or an allowed one;
+//!    * *rate limits* on what costs work (POST and upgrades) per address, and per chat for
+//!      `POST /api/chat` ([`check_chat_rate`]).
+//!
+//! TLS is the reverse proxy's job; behind one, `COUNTERSIGN_ALLOWED_HOSTS` names the public host.
+
+pub mod auth;
+pub mod connections;
+pub mod cors;
+pub mod hosts;
+pub mod limits;
+pub mod signin;
+
+use std::{
+    net::SocketAddr,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use axum::{
+    extract::{ConnectInfo, FromRequestParts, Request, State},
+    http::{HeaderMap, Method, StatusCode, header, request::Parts},
+    middleware::Next,
+    response::{IntoResponse, Redirect, Response},
+};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use self::{
+    auth::{ApiKey, Failures, SignIns, Tickets},
+    connections::{BodyPace, ConnectionLimits, MinRateBody},
+    hosts::HostAllowlist,
+    limits::{RateLimits, TooMany, address_key},
+};
+use super::error::ApiError;
+use crate::{agent::store::Actor, config::HttpSettings, state::AppState};
+
+/// What the edge keeps between requests.
+pub struct Edge {
+    pub hosts: HostAllowlist,
+    pub by_address: RateLimits,
+    pub by_chat: RateLimits,
+    /// The API key, when one is configured.
+    pub key: Option<ApiKey>,
+    pub failures: Failures,
+    /// Sign-in sessions (loaded from the store on first use, or at start by `server::serve`).
+    pub signins: tokio::sync::OnceCell<SignIns>,
+    signin_lifetime: Duration,
+    pub tickets: Tickets,
+    pub connections: Arc<ConnectionLimits>,
+    pub pace: BodyPace,
+    /// Cancelled when the server shuts down: open WebSockets close with 1001.
+    pub shutdown: CancellationToken,
+    /// The WebSockets' tasks, which shutdown waits for.
+    pub sockets: TaskTracker,
+}
+
+impl std::fmt::Debug for Edge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Edge")
+            .field("hosts", &self.hosts)
+            .field("key", &self.key.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Edge {
+    /// The edge for a server listening on `addr` with `http`'s settings.
+    pub fn new(addr: SocketAddr, http: &HttpSettings) -> Arc<Self> {
+        Arc::new(Edge {
+            hosts: HostAllowlist::new(addr, &http.allowed_hosts),
+            by_address: RateLimits::new(http.ip_rate),
+            by_chat: RateLimits::new(http.chat_rate),
+            key: http.api_key.as_deref().map(ApiKey::new),
+            failures: Failures::new(http.auth_failure_rate),
+            signins: tokio::sync::OnceCell::new(),
+            signin_lifetime: http.signin_lifetime,
+            tickets: Tickets::default(),
+            connections: ConnectionLimits::new(
+                http.max_connections,
+                http.max_connections_per_address,
+            ),
+            pace: BodyPace {
+                grace: http.body_grace,
+                min_rate: http.body_min_rate,
+            },
+            shutdown: CancellationToken::new(),
+            sockets: TaskTracker::new(),
+        })
+    }
+
+    /// The sign-in sessions (`None` without a key), loading them from the store the first time.
+    pub async fn signins(&self, state: &AppState) -> Result<Option<&SignIns>, ApiError> {
+        let Some(key) = &self.key else {
+            return Ok(None);
+        };
+        let store = state.signin_store.clone();
+        let now = state.runtime.clock.now_ms();
+        self.signins
+            .get_or_try_init(|| SignIns::load(store, key.clone(), self.signin_lifetime, now))
+            .await
+            .map(Some)
+            .map_err(ApiError::from)
+    }
+}
+
+/// Who is calling: the address the connection came from and the user agent.
+#[derive(Debug, Clone, Default)]
+pub struct Client {
+    pub address: Option<SocketAddr>,
+    pub user_agent: Option<String>,
+}
+
+impl Client {
+    pub fn from_parts(parts: &Parts) -> Self {
+        Client {
+            address: parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|c| c.0),
+            user_agent: parts
+                .headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .map(|s| s.chars().take(200).collect()),
+        }
+    }
+
+    /// The audit log's view of this client on `transport`.
+    pub fn actor(&self, transport: &str) -> Actor {
+        Actor {
+            transport: transport.to_owned(),
+            address: self.address.map(|a| a.to_string()),
+            user_agent: self.user_agent.clone(),
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Client {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Client::from_parts(parts))
+    }
+}
+
+/// Paths anyone may fetch, signed in or not.
+fn is_public(path: &str) -> bool {
+    path == "/healthz"
+        || path == "/signin"
+        || path == "/signout"
+        || path == "/favicon.ico"
+        || path == "/favicon.svg"
+        || path == "/robots.txt"
+        || path.starts_with("/pkg/")
+        || path.starts_with("/bgm/")
+}
+
+/// Paths that are API routes (401 instead of a redirect to the sign-in page).
+fn is_api(path: &str) -> bool {
+    path.starts_with("/api/") || path == "/stream" || path == "/live"
+}
+
+/// Middleware: refuses a request for a name that is not the server's own (421).
+pub async fn check_host(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .map(|h| h.to_str().unwrap_or("\u{fffd}"))
+        .or_else(|| request.uri().authority().map(|a| a.as_str()));
+    if let Some(host) = host
+        && !state.edge.hosts.allows(host)
+    {
+        tracing::warn!(host, path = %request.uri().path(), "request for a name this server does not answer to");
+        let shown: String = host.chars().take(100).collect();
+        return ApiError::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            "host_not_allowed",
+            format!(
+                "This server does not answer to the name {shown:?}. It answers to {}; set \
+                 COUNTERSIGN_ALLOWED_HOSTS to add a name (behind a reverse proxy: its public name).",
+                state.edge.hosts.describe()
+            ),
+        )
+        .into_response();
+    }
+    next.run(request).await
+}
+
+/// What a request presents to prove it may call.
+#[derive(Debug, PartialEq, Eq)]
+enum Credential<'a> {
+    None,
+    Key(&'a str),
+    Session(&'a str),
+    Ticket(String),
+}
+
+fn credential<'a>(headers: &'a HeaderMap, query: Option<&str>, upgrade: bool) -> Credential<'a> {
+    let header_key = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()));
+    if let Some(key) = header_key {
+        return Credential::Key(key);
+    }
+    if let Some(token) = signin::session_cookie(headers) {
+        return Credential::Session(token);
+    }
+    if upgrade && let Some(ticket) = query.and_then(|q| crate::ui::url::query_param(q, "ticket")) {
+        return Credential::Ticket(ticket);
+    }
+    Credential::None
+}
+
+/// The middleware: authentication, origin, rate limits, and the body's pace.
+pub async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let now = Instant::now();
+    let path = request.uri().path().to_owned();
+    let headers = request.headers();
+    let upgrade = crate::transport::ws::is_upgrade(headers);
+    let address = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0);
+    let edge = &state.edge;
+    if let Some(key) = &edge.key
+        && !is_public(&path)
+    {
+        let presented = credential(headers, request.uri().query(), upgrade);
+        if presented == Credential::None {
+            return unauthorized(&path);
+        }
+        let client = address_key(address);
+        if let Err(wait) = edge.failures.check(&client, now) {
+            tracing::warn!(%client, %path, "refused: too many failed authentications");
+            return TooMany {
+                wait,
+                what: "after failed authentications from this address",
+            }
+            .into_response();
+        }
+        let valid = match &presented {
+            Credential::Key(given) => key.matches(given),
+            Credential::Session(token) => match edge.signins(&state).await {
+                Ok(Some(signins)) => signins
+                    .verify(token, state.runtime.clock.now_ms())
+                    .inspect_err(|e| tracing::debug!(%client, error = %e, "session refused"))
+                    .is_ok(),
+                Ok(None) => false,
+                Err(e) => return e.into_response(),
+            },
+            Credential::Ticket(ticket) => edge.tickets.redeem(ticket, now),
+            Credential::None => false,
+        };
+        if !valid {
+            edge.failures.record(&client, now);
+            tracing::warn!(%client, %path, "failed authentication");
+            return unauthorized(&path);
+        }
+    }
+    let changes_state = !matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    );
+    if changes_state || upgrade {
+        if let Err(e) = check_origin(headers, &state.http.allowed_origins) {
+            return e.into_response();
+        }
+        let client = address_key(address);
+        if let Err(wait) = edge.by_address.take(&client, now) {
+            tracing::warn!(%client, %path, "rate limited (address)");
+            return TooMany {
+                wait,
+                what: "from this address",
+            }
+            .into_response();
+        }
+    }
+    let request = if http_body::Body::is_end_stream(request.body()) {
+        request
+    } else {
+        let pace = edge.pace;
+        request.map(|body| axum::body::Body::new(MinRateBody::new(body, pace)))
+    };
+    next.run(request).await
+}
+
+/// 401 for the API, the sign-in page for a page.
+fn unauthorized(path: &str) -> Response {
+    if is_api(path) {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "this server needs its API key: send `Authorization: Bearer <key>` or `X-API-Key`, \
+             or sign in at /signin (a browser's WebSocket: sign in, or add `?ticket=` from \
+             POST /api/live/ticket)",
+        )
+        .into_response()
+    } else {
+        Redirect::to(&format!("/signin?next={}", encode_component(path))).into_response()
+    }
+}
+
+/// Applies the per-chat limit (called by `POST /api/chat` once it knows the chat id).
+pub fn check_chat_rate(state: &AppState, chat_id: &str) -> Result<(), TooMany> {
+    state
+        .edge
+        .by_chat
+        .take(chat_id, Instant::now())
+        .map_err(|wait| {
+            tracing::warn!(chat = %chat_id, "rate limited (chat)");
+            TooMany {
+                wait,
+                what: "for this chat",
+            }
+        })
+}
+
+/// Same-origin or allow-listed browsers only; non-browser clients pass.
+pub fn check_origin(headers: &HeaderMap, allowed: &[String]) -> Result<(), ApiError> {
+    let forbidden = |from: &str| {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            "origin_not_allowed",
+            format!("requests from {from} are not allowed"),
+        )
+    };
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        // No Origin: a non-browser client, or an old browser's same-origin GET. A browser that
+        // says the request is cross-site is refused anyway.
+        let cross_site = headers
+            .get("sec-fetch-site")
+            .is_some_and(|v| v.as_bytes() == b"cross-site");
+        return if cross_site {
+            Err(forbidden("another site"))
+        } else {
+            Ok(())
+        };
+    };
+    let origin = origin.trim_end_matches('/');
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let same_origin = origin
+        .split_once("://")
+        .is_some_and(|(_, rest)| !host.is_empty() && rest.eq_ignore_ascii_case(host));
+    if same_origin || allowed.iter().any(|a| a.eq_ignore_ascii_case(origin)) {
+        Ok(())
+    } else {
+        Err(forbidden(origin))
+    }
+}
+
+/// Characters a path keeps in the sign-in page's `next` parameter.
+const PATH_COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b'/');
+
+fn encode_component(text: &str) -> String {
+    utf8_percent_encode(text, PATH_COMPONENT).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn origins_same_allowed_or_absent_pass_others_do_not() {
+        let host = ("host", "127.0.0.1:3000");
+        assert!(check_origin(&headers(&[host]), &[]).is_ok());
+        assert!(check_origin(&headers(&[host, ("origin", "http://127.0.0.1:3000")]), &[]).is_ok());
+        let evil = headers(&[host, ("origin", "https://evil.example")]);
+        assert_eq!(
+            check_origin(&evil, &[]).unwrap_err().status,
+            StatusCode::FORBIDDEN
+        );
+        assert!(check_origin(&evil, &["https://evil.example".into()]).is_ok());
+        let cross = headers(&[host, ("sec-fetch-site", "cross-site")]);
+        assert!(check_origin(&cross, &[]).is_err());
+        // A look-alike host is not the same origin.
+        let lookalike = headers(&[host, ("origin", "http://127.0.0.1:3000.evil.example")]);
+        assert!(check_origin(&lookalike, &[]).is_err());
+    }
+
+    #[test]
+    fn credentials_are_read_from_headers_the_cookie_or_an_upgrades_ticket() {
+        let key = "a-key-of-sixteen-or-more";
+        assert_eq!(
+            credential(
+                &headers(&[("authorization", &format!("Bearer {key}"))]),
+                None,
+                false
+            ),
+            Credential::Key(key)
+        );
+        assert_eq!(
+            credential(&headers(&[("x-api-key", key)]), None, false),
+            Credential::Key(key)
+        );
+        assert_eq!(
+            credential(
+                &headers(&[("cookie", "a=b; countersign_session=v1.x.1.y")]),
+                None,
+                false
+            ),
+            Credential::Session("v1.x.1.y")
+        );
+        assert_eq!(
+            credential(
+                &headers(&[("cookie", "__Host-countersign_session=t")]),
+                None,
+                false
+            ),
+            Credential::Session("t")
+        );
+        assert_eq!(
+            credential(&HeaderMap::new(), Some("ticket=abc&x=1"), true),
+            Credential::Ticket("abc".into())
+        );
+        assert_eq!(
+            credential(&HeaderMap::new(), Some("ticket=abc"), false),
+            Credential::None,
+            "a ticket only opens a WebSocket"
+        );
+        assert_eq!(credential(&HeaderMap::new(), None, true), Credential::None);
+    }
+
+    #[test]
+    fn sign_in_redirects_keep_the_path_encoded() {
+        assert_eq!(encode_component("/a b?c"), "/a%20b%3Fc");
+        assert_eq!(encode_component("/audit"), "/audit");
+    }
+}

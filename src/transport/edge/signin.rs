@@ -1,0 +1,301 @@
+//! Signing in and out with the API key, and WebSocket tickets.
+//!
+//! * `GET /signin`: the key form (plain HTML: it works before the app's code has loaded), or,
+//!   with a valid session, a "signed in" page with a sign-out button.
+//! * `POST /signin`: checks the key (throttled like every other attempt), starts a session and
+//!   sets its cookie: `HttpOnly`, `SameSite=Strict`, `Path=/`, and over HTTPS `Secure` under the
+//!   `__Host-` name.
+//! * `POST /signout`: ends the session (for good, also across restarts) and clears the cookie.
+//! * `POST /api/live/ticket` (authenticated): a single-use ticket for a browser's WebSocket on
+//!   another origin, valid for a minute: `/api/live?ticket=…`.
+
+use std::time::Instant;
+
+use axum::{
+    Json,
+    extract::{Query, State},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
+    response::{Html, IntoResponse, Redirect, Response},
+};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{
+    Client,
+    auth::{SECURE_SESSION_COOKIE, SESSION_COOKIE, TICKET_LIFETIME},
+    limits::{TooMany, address_key},
+};
+use crate::{state::AppState, transport::ApiError};
+
+/// The session cookie's value, whichever name it goes by.
+pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .find(|(name, _)| *name == SESSION_COOKIE || *name == SECURE_SESSION_COOKIE)
+        .map(|(_, value)| value)
+}
+
+/// Whether the browser reached the server over HTTPS: the page's origin says so, or the reverse
+/// proxy in front (`X-Forwarded-Proto`).
+fn over_https(headers: &HeaderMap) -> bool {
+    let forwarded = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"));
+    let origin = headers
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|o| o.starts_with("https://"));
+    forwarded || origin
+}
+
+/// The `Set-Cookie` value that stores `token` for `max_age_secs` (0: deletes it).
+fn session_set_cookie(headers: &HeaderMap, token: &str, max_age_secs: i64) -> String {
+    if over_https(headers) {
+        format!(
+            "{SECURE_SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Secure; Max-Age={max_age_secs}"
+        )
+    } else {
+        format!(
+            "{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_secs}"
+        )
+    }
+}
+
+/// Only local paths are followed after signing in (no open redirect).
+fn safe_next(next: Option<&str>) -> String {
+    match next {
+        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.to_owned(),
+        _ => "/".to_owned(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SignInQuery {
+    next: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SignInForm {
+    key: String,
+    next: Option<String>,
+}
+
+/// Whether `headers` carry a session that verifies now.
+async fn signed_in(state: &AppState, headers: &HeaderMap) -> Option<super::auth::Session> {
+    let token = session_cookie(headers)?;
+    let signins = state.edge.signins(state).await.ok()??;
+    signins.verify(token, state.runtime.clock.now_ms()).ok()
+}
+
+/// `GET /signin`.
+pub async fn page(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(query): Query<SignInQuery>,
+) -> Response {
+    if state.edge.key.is_none() {
+        return Redirect::to("/").into_response();
+    }
+    let next = safe_next(query.next.as_deref());
+    if signed_in(&state, &headers).await.is_some() {
+        return signed_in_html(&state, &next).into_response();
+    }
+    signin_html(&state, &next, None).into_response()
+}
+
+/// `POST /signin`.
+pub async fn submit(
+    State(state): State<AppState>,
+    client: Client,
+    headers: HeaderMap,
+    form: Result<axum::Form<SignInForm>, axum::extract::rejection::FormRejection>,
+) -> Response {
+    let axum::Form(form) = match form {
+        Ok(form) => form,
+        Err(rejection) => {
+            return ApiError::from_body_rejection(rejection.status(), &rejection).into_response();
+        }
+    };
+    let next = safe_next(form.next.as_deref());
+    let Some(key) = &state.edge.key else {
+        return Redirect::to(&next).into_response();
+    };
+    let now = Instant::now();
+    let address = address_key(client.address);
+    if let Err(wait) = state.edge.failures.check(&address, now) {
+        tracing::warn!(client = %address, "sign-in refused: too many failed attempts");
+        return TooMany {
+            wait,
+            what: "after failed sign-ins from this address",
+        }
+        .into_response();
+    }
+    if !key.matches(&form.key) {
+        state.edge.failures.record(&address, now);
+        tracing::warn!(client = %address, "sign-in with a wrong key");
+        let mut response =
+            signin_html(&state, &next, Some("That key is not right.")).into_response();
+        *response.status_mut() = StatusCode::UNAUTHORIZED;
+        return response;
+    }
+    let signins = match state.edge.signins(&state).await {
+        Ok(Some(signins)) => signins,
+        Ok(None) => return Redirect::to(&next).into_response(),
+        Err(e) => return e.into_response(),
+    };
+    let now_ms = state.runtime.clock.now_ms();
+    let (session, token) = match signins.issue(now_ms, Some(address.clone())).await {
+        Ok(issued) => issued,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    tracing::info!(client = %address, session = %session.id, "signed in");
+    let max_age = (session.expires_ms - now_ms) / 1000;
+    let mut response = Redirect::to(&next).into_response();
+    if let Ok(v) = HeaderValue::from_str(&session_set_cookie(&headers, &token, max_age)) {
+        response.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    response
+}
+
+/// `POST /signout`.
+pub async fn signout(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Some(session) = signed_in(&state, &headers).await
+        && let Ok(Some(signins)) = state.edge.signins(&state).await
+    {
+        if let Err(e) = signins.end(&session, state.runtime.clock.now_ms()).await {
+            return ApiError::from(e).into_response();
+        }
+        tracing::info!(session = %session.id, "signed out");
+    }
+    let mut response = Redirect::to("/signin").into_response();
+    if let Ok(v) = HeaderValue::from_str(&session_set_cookie(&headers, "", 0)) {
+        response.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    response
+}
+
+/// `POST /api/live/ticket`: a ticket for one WebSocket upgrade (the guard already checked the
+/// caller's key or session).
+pub async fn ticket(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
+    let ticket = state.edge.tickets.issue(Instant::now()).map_err(|e| {
+        tracing::error!(error = %e, "cannot issue a WebSocket ticket");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ticket_unavailable",
+            "No ticket can be issued right now. Try again.",
+        )
+    })?;
+    Ok(Json(json!({
+        "ticket": ticket,
+        "expiresInSeconds": TICKET_LIFETIME.as_secs(),
+    })))
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn document(state: &AppState, body: &str) -> Html<String> {
+    Html(format!(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>Sign in · Countersign</title><link rel=\"stylesheet\" href=\"{css}\">\
+         <link rel=\"icon\" href=\"/favicon.svg\" type=\"image/svg+xml\">\
+         </head><body><main class=\"signin\"><h1>Countersign</h1>{body}</main></body></html>",
+        css = escape(&state.site.css_href()),
+    ))
+}
+
+fn signin_html(state: &AppState, next: &str, error: Option<&str>) -> Html<String> {
+    let error = error
+        .map(|e| format!("<p class=\"signin-error\" role=\"alert\">{}</p>", escape(e)))
+        .unwrap_or_default();
+    document(
+        state,
+        &format!(
+            "<p>This server is protected by a key. Ask whoever runs it.</p>{error}\
+             <form method=\"post\" action=\"/signin\">\
+             <label for=\"key\">Key</label>\
+             <input id=\"key\" name=\"key\" type=\"password\" autocomplete=\"current-password\" required autofocus>\
+             <input type=\"hidden\" name=\"next\" value=\"{next}\">\
+             <button type=\"submit\">Sign in</button></form>",
+            next = escape(next),
+        ),
+    )
+}
+
+fn signed_in_html(state: &AppState, next: &str) -> Html<String> {
+    document(
+        state,
+        &format!(
+            "<p data-testid=\"signed-in\">You are signed in on this browser.</p>\
+             <p><a href=\"{next}\">Continue</a></p>\
+             <form method=\"post\" action=\"/signout\">\
+             <button type=\"submit\" data-testid=\"signout\">Sign out</button></form>",
+            next = escape(next),
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn only_local_paths_are_followed_after_signing_in() {
+        assert_eq!(safe_next(Some("/audit?x=1")), "/audit?x=1");
+        assert_eq!(safe_next(Some("//evil.example")), "/");
+        assert_eq!(safe_next(Some("https://evil.example")), "/");
+        assert_eq!(safe_next(Some("/\\evil")), "/");
+        assert_eq!(safe_next(None), "/");
+    }
+
+    #[test]
+    fn the_cookie_is_secure_under_its_host_name_over_https() {
+        let plain = session_set_cookie(&HeaderMap::new(), "t", 60);
+        assert_eq!(
+            plain,
+            "countersign_session=t; Path=/; HttpOnly; SameSite=Strict; Max-Age=60"
+        );
+        for https in [
+            headers(&[("origin", "https://chat.example")]),
+            headers(&[("x-forwarded-proto", "https")]),
+        ] {
+            let cookie = session_set_cookie(&https, "t", 60);
+            assert!(
+                cookie.starts_with("__Host-countersign_session=t;"),
+                "{cookie}"
+            );
+            assert!(
+                cookie.contains("; Secure;") && cookie.contains("Path=/"),
+                "{cookie}"
+            );
+            assert!(!cookie.contains("Domain"));
+        }
+        assert_eq!(
+            session_cookie(&headers(&[("cookie", "x=1; countersign_session=abc")])),
+            Some("abc")
+        );
+        assert_eq!(
+            session_cookie(&headers(&[("cookie", "countersign_sessionx=abc")])),
+            None
+        );
+    }
+}
