@@ -43,6 +43,15 @@ if (!external) {
 // The third server (tests/security.spec.ts): its "model" replays an answer full of XSS payloads,
 // it holds secrets that must never reach a browser, and it is guarded by an API key.
 process.env.COUNTERSIGN_E2E_API_KEY ??= "e2e-api-key-7f3a9c";
+// A frontend on another origin that the third server allows: tests/edge.spec.ts serves a page on
+// this loopback port (a real server, so Chromium sees a loopback page calling a loopback API).
+if (!process.env.COUNTERSIGN_E2E_FRONTEND_ORIGIN) {
+  let port = freePort();
+  while ([process.env.COUNTERSIGN_E2E_PORT, process.env.COUNTERSIGN_E2E_EXPIRY_PORT, process.env.COUNTERSIGN_E2E_HOSTILE_PORT].includes(port)) {
+    port = freePort();
+  }
+  process.env.COUNTERSIGN_E2E_FRONTEND_ORIGIN = `http://localhost:${port}`;
+}
 process.env.COUNTERSIGN_E2E_GEMINI_KEY ??= "AIzaSy-e2e-provider-secret-4b1d";
 const baseURL = external ?? `http://127.0.0.1:${process.env.COUNTERSIGN_E2E_PORT}`;
 const serverBin = process.env.COUNTERSIGN_BIN ?? "./target/release/countersign";
@@ -131,6 +140,7 @@ export default defineConfig({
           COUNTERSIGN_MODEL: "replay:end2end/fixtures/hostile-model.jsonl",
           GEMINI_API_KEY: process.env.COUNTERSIGN_E2E_GEMINI_KEY!,
           COUNTERSIGN_API_KEY: process.env.COUNTERSIGN_E2E_API_KEY!,
+          COUNTERSIGN_ALLOWED_ORIGINS: process.env.COUNTERSIGN_E2E_FRONTEND_ORIGIN!,
         }),
       ],
 });

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Runs the protocol fuzz targets (fuzz/, issue #8) for a bounded time each. Not part of CI.
+# Runs the fuzz targets (fuzz/: the wire protocol, the WebSocket framing, the Markdown parser) for
+# a bounded time each. Fuzzing needs nightly and cargo-fuzz, so it is not part of CI; CI replays
+# the committed inputs on stable instead (fuzz/tests/corpus.rs).
 #
 #   scripts/fuzz.sh                 # every target, 60 s each
 #   scripts/fuzz.sh 300             # every target, 300 s each
 #   FUZZ_SECS=10 scripts/fuzz.sh sse_decoder chunk_decode
+#   FUZZ_KEEP=1 scripts/fuzz.sh     # then minimise each corpus (cargo fuzz cmin) into
+#                                   # fuzz/minimized/<target>/, the inputs CI replays
 #
 # Each target keeps its growing corpus in fuzz/corpus/<target>/ (git-ignored) and also reads the
 # committed seeds in fuzz/seeds/<target>/. A crash stops that target, leaves the input in
@@ -15,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../fuzz"
 
-TARGETS=(sse_decoder chunk_decode ws_envelope ws_frame)
+TARGETS=(sse_decoder chunk_decode ws_envelope ws_frame markdown)
 secs="${FUZZ_SECS:-60}"
 if [[ $# -gt 0 && "$1" =~ ^[0-9]+$ ]]; then
     secs="$1"
@@ -70,6 +74,19 @@ for target in "${TARGETS[@]}"; do
     echo "$line"
     summary+=("$line")
 done
+
+if [[ "${FUZZ_KEEP:-}" == 1 && $status -eq 0 ]]; then
+    for target in "${TARGETS[@]}"; do
+        echo "== minimising corpus/$target into minimized/$target"
+        rm -rf "minimized/$target.new"
+        mkdir -p "minimized/$target.new"
+        cargo +nightly fuzz run "$target" "minimized/$target.new" "corpus/$target" "seeds/$target" \
+            -- -merge=1 -dict=protocol.dict >"logs/$target.merge.log" 2>&1
+        rm -rf "minimized/$target"
+        mv "minimized/$target.new" "minimized/$target"
+        echo "   $(find "minimized/$target" -type f | wc -l) inputs"
+    done
+fi
 
 echo
 echo "== summary (${secs}s per target)"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up this machine if needed and runs every test: formatting, clippy (-D warnings) for both
-# feature sets, the Rust tests of both feature sets (`cargo leptos test`), the AI SDK
+# feature sets, the Rust tests of both feature sets (`cargo leptos test`), the fuzz targets'
+# committed inputs replayed on stable (fuzz/tests/corpus.rs), the AI SDK
 # conformance suite (the real npm `ai` package, 6.0.0 and 7, driving /api/chat) and the
 # Playwright suite, each against a freshly built release server started on a free port and
 # stopped again.
@@ -25,6 +26,9 @@ cargo clippy --lib --no-default-features --features hydrate --target wasm32-unkn
 
 step "Rust tests, both feature sets (cargo leptos test)"
 cargo leptos test
+
+step "fuzz corpus replayed on stable (protocol, WebSocket framing, Markdown vs pulldown-cmark)"
+(cd fuzz && cargo test --no-default-features --locked)
 
 step "release build of the site (plain cargo-leptos: the settings are where it reads them)"
 cargo leptos build --release --precompress

@@ -14,7 +14,7 @@ def write(target, data):
         data = data.encode()
     (out / hashlib.sha1(data).hexdigest()).write_bytes(data)
 
-for target in ("sse_decoder", "chunk_decode", "ws_envelope", "ws_frame"):
+for target in ("sse_decoder", "chunk_decode", "ws_envelope", "ws_frame", "markdown"):
     shutil.rmtree(HERE / target, ignore_errors=True)
 
 fixtures = sorted(TESTDATA.glob("*.jsonl"))
@@ -100,3 +100,34 @@ write("ws_frame", b"\x00" * 8 + ws(0x1, "x" * 600))
 write("ws_frame", b"\x03" * 8 + ws(0x1, b"\xff\xfe"))
 write("ws_frame", b"\x04" * 8 + ws(0x3, "reserved") + ws(0x8, b"\x03"))
 write("ws_frame", b"\x06" * 8 + bytes([0x81, 0x05]) + b"hello")
+
+# markdown: each byte picks one of src/targets/markdown.rs's PIECES (by index modulo their
+# count). Sequences shaped like what models write, then a fixed pseudo-random spread.
+PIECES = ["word", "other", " ", "  ", "**", "*", "_", "__", "~~", "`", "```", "[", "](https://x.test)",
+    "]", "](/local \"title\")", "\n", "\n\n", "- ", "* ", "+ ", "1. ", "2) ", "> ", "# ", "## ",
+    "|", "| --- |", "\\", "&amp;", "&#35;", "<", ">", "<https://a.test>", "    ", "\t", "---",
+    "a_b", "3*4", "。", "日本", "!", "(", ")", "[ref]", "\n[ref]: https://r.test\n", "~~~",
+    "<b>", "    code", "1.", "-"]
+def md(*pieces):
+    write("markdown", bytes(PIECES.index(p) for p in pieces))
+md("# ", "word", "\n\n", "**", "word", "**", " ", "other")
+md("- ", "word", "\n", "- ", "other", "\n", "  ", "- ", "word")
+md("1. ", "word", "\n", "2) ", "other")
+md("> ", "word", "\n", "> ", "- ", "other")
+md("```", "\n", "    code", "\n", "```")
+md("|", "word", "|", "\n", "| --- |", "\n", "|", "other", "|")
+md("[", "word", "](https://x.test)", " ", "[ref]", "\n[ref]: https://r.test\n")
+md("*", "word", " ", "__", "other", "__", "*", " ", "~~", "word", "~~")
+md("`", "word", "`", " ", "&amp;", " ", "&#35;", " ", "<https://a.test>")
+md("日本", "。", "**", "日本", "**", "\n", "a_b", " ", "3*4")
+md("word", "  ", "\n", "other", "\\", "\n", "word")
+md("---", "\n\n", "## ", "word", "\n", "    code")
+state = 0x2545F4914F6CDD1D
+for i in range(24):
+    out = []
+    for _ in range(1 + i * 2):
+        state ^= (state << 13) & 0xFFFFFFFFFFFFFFFF
+        state ^= state >> 7
+        state ^= (state << 17) & 0xFFFFFFFFFFFFFFFF
+        out.append(state % 256)
+    write("markdown", bytes(out))

@@ -13,6 +13,20 @@ pub mod protocol;
 #[path = "../../src/transport/ws/frame.rs"]
 pub mod ws_frame;
 
+/// The page's Markdown parser (`ui::markdown::syntax`, no Leptos in it) and the pulldown-cmark
+/// reference the unit tests check it against (`ui::markdown::reference`).
+pub mod markdown;
+
+/// The targets' code: each `check` panics when one of its invariants does not hold.
+/// `fuzz_targets/` hands them libFuzzer's inputs; `tests/corpus.rs` replays the committed corpus.
+pub mod targets {
+    pub mod chunk_decode;
+    pub mod markdown;
+    pub mod sse_decoder;
+    pub mod ws_envelope;
+    pub mod ws_frame;
+}
+
 use protocol::{SseError, SseEvent};
 use serde_json::Value;
 

@@ -51,6 +51,20 @@ pub fn copy(text: &str) {
 }
 
 /// The page's path and query (without `?`).
+/// Whether the server rendered this page for a signed-in session: it says so in the head
+/// (`<meta name="countersign-session">`), which the server wrote from the same request the
+/// hydrated header must agree with.
+pub fn signed_in() -> bool {
+    window()
+        .and_then(|w| w.document())
+        .and_then(|d| {
+            d.query_selector("meta[name=\"countersign-session\"]")
+                .ok()
+                .flatten()
+        })
+        .is_some()
+}
+
 pub fn location() -> (String, String) {
     let location = window().map(|w| w.location());
     let path = location

@@ -34,6 +34,7 @@ pub fn shell(options: LeptosOptions, stylesheet: std::sync::Arc<str>) -> impl In
                 <meta name="description" content="An agent chat where no sensitive tool runs until you countersign it."/>
                 <meta name="color-scheme" content="light dark"/>
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
+                {platform::signed_in().then(|| view! { <meta name="countersign-session" content="signed-in"/> })}
                 <link id="leptos" rel="stylesheet" href=stylesheet.to_string()/>
             </head>
             <body>
@@ -95,6 +96,11 @@ fn Header() -> impl IntoView {
             <nav class="app-nav" aria-label="Pages">
                 <a href="/">"Chat"</a>
                 <a href="/audit" data-testid="nav-audit">"Audit log"</a>
+                {platform::signed_in().then(|| view! {
+                    <form method="post" action="/signout" class="signout">
+                        <button type="submit" class="link-button" data-testid="header-signout">"Sign out"</button>
+                    </form>
+                })}
             </nav>
         </header>
     }

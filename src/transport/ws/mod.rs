@@ -329,8 +329,12 @@ impl Connection {
                 return Next::Close(close::POLICY, "too many frames".into());
             }
             if self.limiter.strikes == 1 {
+                // Said once, and not logged: a flood is one log line, its close.
                 return self
-                    .send_error(socket, "Too many frames: slow down (rate limit).")
+                    .send_chunk(
+                        socket,
+                        &Chunk::error("Too many frames: slow down (rate limit)."),
+                    )
                     .await;
             }
             return Next::Continue;

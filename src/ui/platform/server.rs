@@ -31,6 +31,14 @@ pub fn location() -> (String, String) {
         .unwrap_or_else(|| ("/".to_owned(), String::new()))
 }
 
+/// Whether the request being rendered carries a sign-in session (the page offers to sign out).
+/// A page is only rendered for an authenticated request, so the cookie is a valid one.
+pub fn signed_in() -> bool {
+    leptos::prelude::use_context::<axum::http::request::Parts>().is_some_and(|parts| {
+        crate::transport::edge::signin::session_cookie(&parts.headers).is_some()
+    })
+}
+
 /// Marks the response being rendered as 404 Not Found.
 pub fn respond_not_found() {
     if let Some(response) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() {

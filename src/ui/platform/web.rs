@@ -9,7 +9,7 @@ use crate::{browser, protocol::Frame};
 
 pub use browser::dom::{
     copy, download, every, focus, is_near_bottom, location, now_ms, random_id, scroll_to_bottom,
-    sleep, storage_get, storage_set, ws_base,
+    signed_in, sleep, storage_get, storage_set, ws_base,
 };
 
 /// The browser sets the status; the page only renders.
