@@ -659,42 +659,53 @@ async fn one_address_cannot_take_every_connection() {
     }
 }
 
-/// The real binary at a 1024-descriptor limit: 2,000 idle connections from one address, and
-/// another address is still served at once.
-#[tokio::test]
-async fn at_a_1024_descriptor_limit_a_flood_from_one_address_leaves_room_for_others() {
+/// The real server binary on a free loopback port, with its database at `db` and, when given,
+/// an open-file limit of `nofile`. Returns the process and its address.
+fn spawn_binary(db: &str, nofile: Option<u64>) -> (std::process::Child, String) {
     use std::os::unix::process::CommandExt;
     let port = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().port()
     };
     let addr = format!("127.0.0.1:{port}");
-    let db = std::env::temp_dir().join(format!("countersign-edge-{}.db", std::process::id()));
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"));
     command
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("LEPTOS_SITE_ADDR", &addr)
         .env("LEPTOS_SITE_ROOT", std::env::temp_dir())
-        .env("COUNTERSIGN_DB", &db)
+        .env("COUNTERSIGN_DB", db)
         .env("COUNTERSIGN_WEATHER", "offline")
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
-    unsafe {
-        command.pre_exec(|| {
-            let limit = libc::rlimit {
-                rlim_cur: 1024,
-                rlim_max: 1024,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+    if let Some(nofile) = nofile {
+        // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
+        unsafe {
+            command.pre_exec(move || {
+                let limit = libc::rlimit {
+                    rlim_cur: nofile,
+                    rlim_max: nofile,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
     }
-    let mut child = command.spawn().expect("the countersign binary starts");
+    (
+        command.spawn().expect("the countersign binary starts"),
+        addr,
+    )
+}
+
+/// The real binary at a 1024-descriptor limit: 2,000 idle connections from one address, and
+/// another address is still served at once.
+#[tokio::test]
+async fn at_a_1024_descriptor_limit_a_flood_from_one_address_leaves_room_for_others() {
+    let db = std::env::temp_dir().join(format!("countersign-edge-{}.db", std::process::id()));
+    let (mut child, addr) = spawn_binary(&db.display().to_string(), Some(1024));
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if try_connect_from("127.0.0.1", &addr, None).await.is_ok()
@@ -733,22 +744,7 @@ async fn at_a_1024_descriptor_limit_a_flood_from_one_address_leaves_room_for_oth
 /// SIGTERM: the open WebSockets hear 1001 before the server exits.
 #[tokio::test]
 async fn shutdown_closes_websockets_with_going_away() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
-    let addr = format!("127.0.0.1:{port}");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("LEPTOS_SITE_ADDR", &addr)
-        .env("LEPTOS_SITE_ROOT", std::env::temp_dir())
-        .env("COUNTERSIGN_DB", ":memory:")
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("the countersign binary starts");
+    let (mut child, addr) = spawn_binary(":memory:", None);
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut socket = loop {
         if let Ok((socket, _)) =

@@ -11,7 +11,7 @@
 //!   the documented deliberate differences);
 //! * every prefix of the text (a streamed answer is re-parsed at every delta) parses too.
 
-use crate::markdown::{Node, parse, reference};
+use crate::markdown::{parse, reference};
 
 /// What the input's bytes choose from.
 const PIECES: &[&str] = &[
@@ -70,32 +70,6 @@ const PIECES: &[&str] = &[
 /// The deepest tree the parser may build (it cuts hostile nesting off at a fixed depth).
 pub const MAX_DEPTH: usize = 40;
 
-fn depth(nodes: &[Node]) -> usize {
-    nodes
-        .iter()
-        .map(|node| {
-            let children: Vec<&[Node]> = match node {
-                Node::Paragraph(c)
-                | Node::Heading(_, c)
-                | Node::Quote(c)
-                | Node::Emphasis(c)
-                | Node::Strong(c)
-                | Node::Strike(c)
-                | Node::Link { children: c, .. } => vec![c],
-                Node::List { items, .. } => items.iter().map(Vec::as_slice).collect(),
-                Node::Table { head, rows } => head
-                    .iter()
-                    .chain(rows.iter().flatten())
-                    .map(Vec::as_slice)
-                    .collect(),
-                _ => Vec::new(),
-            };
-            1 + children.into_iter().map(depth).max().unwrap_or(0)
-        })
-        .max()
-        .unwrap_or(0)
-}
-
 /// One fuzz input: panics when an invariant above does not hold.
 pub fn check(input: &[u8]) {
     let text: String = input
@@ -104,7 +78,10 @@ pub fn check(input: &[u8]) {
         .map(|&b| PIECES[usize::from(b) % PIECES.len()])
         .collect();
     let nodes = parse(&text);
-    assert!(depth(&nodes) <= MAX_DEPTH, "{text:?} nests too deep");
+    assert!(
+        reference::depth(&nodes) <= MAX_DEPTH,
+        "{text:?} nests too deep"
+    );
     if let Err((ours, theirs)) = reference::compare(&text) {
         panic!("{text:?}\n  ours:   {ours:?}\n  theirs: {theirs:?}");
     }

@@ -381,18 +381,19 @@ fn encode_component(text: &str) -> String {
     utf8_percent_encode(text, PATH_COMPONENT).to_string()
 }
 
+/// Headers from name-value pairs (the edge's unit tests).
+#[cfg(test)]
+pub(crate) fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for (k, v) in pairs {
+        h.append(*k, axum::http::HeaderValue::from_str(v).unwrap());
+    }
+    h
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderValue;
-
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.append(*k, HeaderValue::from_str(v).unwrap());
-        }
-        h
-    }
 
     #[test]
     fn origins_same_allowed_or_absent_pass_others_do_not() {

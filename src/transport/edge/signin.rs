@@ -249,14 +249,7 @@ fn signed_in_html(state: &AppState, next: &str) -> Html<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.append(*k, HeaderValue::from_str(v).unwrap());
-        }
-        h
-    }
+    use crate::transport::edge::headers;
 
     #[test]
     fn only_local_paths_are_followed_after_signing_in() {
