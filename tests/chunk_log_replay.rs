@@ -78,7 +78,7 @@ async fn conversation(rt: &Arc<Runtime>) -> Vec<String> {
             "bug",
             UserTurn {
                 text: "check the weather in Paris, then send Bob $5".into(),
-                transport: "sse",
+                transport: countersign::agent::Transport::Sse,
                 ..UserTurn::default()
             },
             None,

@@ -832,7 +832,7 @@ async fn the_socket_hears_what_an_answer_from_elsewhere_and_a_turn_from_elsewher
             "c",
             UserTurn {
                 text: "hello".into(),
-                transport: "api",
+                transport: countersign::agent::Transport::Api,
                 ..UserTurn::default()
             },
             None,

@@ -3,8 +3,8 @@
 //!
 //! Read in this order: [`model`] (what a model is) → [`history`] (what it sees) → [`tools`] (what
 //! it can call) → [`gate`] (who must countersign) → [`session`] (where state lives) → [`store`]
-//! (where it is kept, with the audit log) → [`runner`] (the turn loop) → [`demo`] (the offline
-//! model).
+//! (where it is kept, with the audit log) → [`runtime`] (live sessions and their lifecycle) →
+//! [`turn`] (the turn loop) → [`demo`] (the offline model).
 
 pub mod chunk_log;
 pub mod clock;
@@ -15,7 +15,8 @@ pub mod history;
 pub mod model;
 pub mod providers;
 pub mod replay;
-pub mod runner;
+pub mod runtime;
+pub mod turn;
 /// Tool-argument validation lives in `protocol` (the browser checks edits with it too).
 pub use crate::protocol::schema;
 pub mod session;
@@ -23,5 +24,42 @@ pub mod store;
 pub mod tools;
 
 pub use gate::{ApprovalDecision, BrowserResult, InputError, PersonInput};
-pub use runner::{Runtime, RuntimeSettings, TextTiming, TurnError, TurnStarted, UserTurn};
+
+/// How a turn reached the server: it picks the model (BIDI turns may have their own), labels the
+/// chunk log and the audit log, and is kept with the turn so a resumed turn stays the same.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// `POST /api/chat`: the AI SDK's `useChat` over SSE.
+    Sse,
+    /// `/api/live`: one WebSocket per chat, many turns.
+    Bidi,
+    /// The original system's own routes (`POST /stream`, `/live`).
+    Seed,
+    /// Anything else (a direct call of the runtime; older records without the field).
+    #[default]
+    #[serde(other)]
+    Api,
+}
+
+impl Transport {
+    /// The name on the wire, in the chunk log and in the audit log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Sse => "sse",
+            Transport::Bidi => "bidi",
+            Transport::Seed => "seed",
+            Transport::Api => "api",
+        }
+    }
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+pub use runtime::{Runtime, RuntimeSettings, TextTiming, TurnError, TurnStarted, UserTurn};
 pub use session::{Session, SessionRecord, SessionStore, TurnEntry, TurnLog, TurnStatus};

@@ -21,10 +21,13 @@ pub(crate) use super::store::lock;
 pub use super::store::{MemoryStore, SessionStore, StoreError};
 use super::{
     clock::Millis,
-    gate::{ApprovalDecision, ApprovalResolution, CallPhase, InputError, PersonInput, StepCall},
+    gate::{
+        Answered, ApprovalDecision, ApprovalResolution, CallPhase, Gate, InputError, PersonInput,
+        StepCall, stale,
+    },
     history::HistoryItem,
     model::Usage,
-    runner::TextTiming,
+    runtime::TextTiming,
     store::AuditEvent,
     tools::{ToolEffects, ToolLocation, ToolRegistry, Wallet},
 };
@@ -76,10 +79,10 @@ pub struct TurnRecord {
     pub usage: Usage,
     /// Bumped by every accepted person input, so the turn knows a waiting response must end.
     pub inputs: u64,
-    /// The transport that started the turn (`sse`, `bidi`, `api`): the chunk log's label, kept so
-    /// a turn resumed after a restart is labelled the same.
+    /// The transport that started the turn: kept so a turn resumed after a restart answers with
+    /// the same model and is logged the same.
     #[serde(default)]
-    pub transport: String,
+    pub transport: super::Transport,
     /// The text timing the turn was started with (ADR 0004), kept for a resumed turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing: Option<TextTiming>,
@@ -519,22 +522,12 @@ impl Session {
             live.as_ref().map(|t| t.log.clone()),
             turn.as_mut().filter(|t| !t.status.is_over()),
         ) else {
-            return Err(stale_answer(inputs, resolved_approvals));
+            return Err(stale(inputs, resolved_approvals));
         };
 
-        // Validate against a copy; commit only if every input is acceptable.
-        let mut calls = turn.calls.clone();
-        let mut resolutions = Vec::new();
-        for input in inputs {
-            apply_input(
-                &mut calls,
-                resolved_approvals,
-                input,
-                tools,
-                now_ms,
-                &mut resolutions,
-            )?;
-        }
+        // Decided on a copy; applied only if every input is acceptable.
+        let Answered { calls, resolutions } =
+            Gate::new(tools).answer(Some(&turn.calls), resolved_approvals, inputs, now_ms)?;
         let undo = Undo {
             calls: std::mem::replace(&mut turn.calls, calls.clone()),
             applied_calls: calls,
@@ -609,112 +602,6 @@ impl Session {
                 true
             }
             _ => false,
-        }
-    }
-}
-
-/// Why input for a chat with no waiting turn is refused: an answer to an approval that was
-/// already answered (or expired) says so; anything else finds no turn.
-fn stale_answer(
-    inputs: &[PersonInput],
-    resolved: &BTreeMap<String, ApprovalResolution>,
-) -> InputError {
-    for input in inputs {
-        if let PersonInput::Approval { approval_id, .. } = input
-            && let Some(resolution) = resolved.get(approval_id)
-        {
-            return resolution.refusal(approval_id);
-        }
-    }
-    InputError::NoActiveTurn
-}
-
-/// Applies one input to the step's calls (a working copy).
-fn apply_input(
-    calls: &mut [StepCall],
-    resolved: &BTreeMap<String, ApprovalResolution>,
-    input: &PersonInput,
-    tools: &ToolRegistry,
-    now_ms: Millis,
-    resolutions: &mut Vec<(String, ApprovalResolution)>,
-) -> Result<(), InputError> {
-    match input {
-        PersonInput::Approval {
-            approval_id,
-            decision,
-        } => {
-            let Some(call) = calls.iter_mut().find(|c| {
-                matches!(&c.phase, CallPhase::AwaitingApproval { approval_id: id, .. } if id == approval_id)
-            }) else {
-                if resolutions.iter().any(|(id, _)| id == approval_id) {
-                    return Err(InputError::ApprovalAlreadyAnswered {
-                        approval_id: approval_id.clone(),
-                    });
-                }
-                return Err(match resolved.get(approval_id) {
-                    Some(resolution) => resolution.refusal(approval_id),
-                    None => InputError::UnknownApproval {
-                        approval_id: approval_id.clone(),
-                    },
-                });
-            };
-            let CallPhase::AwaitingApproval { deadline_ms, .. } = call.phase else {
-                return Err(InputError::UnknownApproval {
-                    approval_id: approval_id.clone(),
-                });
-            };
-            if now_ms >= deadline_ms {
-                return Err(InputError::ApprovalExpired {
-                    approval_id: approval_id.clone(),
-                });
-            }
-            let resolution =
-                call.decide(decision, tools, now_ms)
-                    .map_err(|error| InputError::InvalidEdit {
-                        approval_id: approval_id.clone(),
-                        error,
-                    })?;
-            resolutions.push((approval_id.clone(), resolution));
-            Ok(())
-        }
-        PersonInput::BrowserResult {
-            tool_call_id,
-            result,
-        } => {
-            let Some(call) = calls.iter_mut().find(|c| &c.call.id == tool_call_id) else {
-                return Err(InputError::UnknownToolCall {
-                    tool_call_id: tool_call_id.clone(),
-                });
-            };
-            if call.location != ToolLocation::Browser {
-                return Err(InputError::NotABrowserTool {
-                    tool_call_id: tool_call_id.clone(),
-                    tool: call.call.name.clone(),
-                });
-            }
-            match &call.phase {
-                CallPhase::AwaitingBrowser { args, edited, .. } => {
-                    let edited_args = edited.then(|| args.clone());
-                    call.phase = CallPhase::Done {
-                        outcome: result.clone().into_outcome(),
-                        edited_args,
-                    };
-                    call.announced = false;
-                    Ok(())
-                }
-                CallPhase::AwaitingApproval { .. } => Err(InputError::NotApprovedYet {
-                    tool_call_id: tool_call_id.clone(),
-                }),
-                CallPhase::Done {
-                    outcome: super::history::Outcome::Denied { .. },
-                    ..
-                } => Err(InputError::CallWasDenied {
-                    tool_call_id: tool_call_id.clone(),
-                }),
-                _ => Err(InputError::ResultAlreadyReceived {
-                    tool_call_id: tool_call_id.clone(),
-                }),
-            }
         }
     }
 }

@@ -19,7 +19,7 @@ use super::error::ApiError;
 use crate::{
     agent::{
         ApprovalDecision, BrowserResult, PersonInput, SessionRecord,
-        gate::{ApprovalResolution, CallPhase},
+        gate::{CallPhase, Gate},
     },
     protocol::{ToolPart, ToolState, UiMessage, UiPart},
 };
@@ -98,15 +98,9 @@ fn approval_input(
     record: &SessionRecord,
     pending: &impl Fn(&str) -> bool,
 ) -> Result<Option<PersonInput>, ApiError> {
-    if !pending(approval_id)
-        && let Some(resolution) = record.resolved_approvals.get(approval_id)
-    {
-        let approved = !matches!(decision, ApprovalDecision::Deny { .. });
-        return match resolution {
-            ApprovalResolution::Approved { .. } if approved => Ok(None),
-            ApprovalResolution::Denied { .. } if !approved => Ok(None),
-            other => Err(ApiError::from(other.refusal(approval_id))),
-        };
+    let approved = !matches!(decision, ApprovalDecision::Deny { .. });
+    if !pending(approval_id) && Gate::echo(&record.resolved_approvals, approval_id, approved)? {
+        return Ok(None);
     }
     Ok(Some(PersonInput::Approval {
         approval_id: approval_id.to_string(),
@@ -236,6 +230,7 @@ pub fn user_content(message: &UiMessage) -> (String, Vec<crate::agent::history::
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::gate::ApprovalResolution;
     use crate::{
         agent::{
             gate::StepCall,
@@ -258,7 +253,7 @@ mod tests {
             held_text: vec![],
             usage: Default::default(),
             inputs: 0,
-            transport: "sse".into(),
+            transport: crate::agent::Transport::Sse,
             timing: None,
         });
         record

@@ -29,6 +29,7 @@ use super::{
     error::ApiError,
 };
 use crate::{
+    agent::Transport,
     agent::{
         SessionRecord, TextTiming, TurnEntry, TurnLog, TurnStatus, UserTurn, session::LogReader,
         store::Actor,
@@ -73,7 +74,7 @@ async fn chat(
         request,
         dialect(&headers),
         timing(&headers),
-        client.actor("sse"),
+        client.actor(Transport::Sse),
     )
     .await
 }
@@ -154,7 +155,7 @@ async fn run(
         message_id: (!last.id.is_empty()).then(|| last.id.clone()),
         text,
         attachments,
-        transport: "sse",
+        transport: Transport::Sse,
     };
     let started = runtime.start_turn(chat_id, user, timing).await?;
     tracing::info!(chat = chat_id, turn = %started.turn_id, "turn started");
@@ -247,7 +248,7 @@ async fn seed_stream(
         request,
         Dialect::V6Strict,
         timing(&headers),
-        client.actor("seed"),
+        client.actor(Transport::Seed),
     )
     .await
 }

@@ -289,7 +289,7 @@ mod tests {
             held_text: Vec::new(),
             usage: Default::default(),
             inputs: 0,
-            transport: "sse".into(),
+            transport: crate::agent::Transport::Sse,
             timing: None,
         }
     }

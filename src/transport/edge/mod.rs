@@ -48,7 +48,11 @@ use self::{
     limits::{RateLimits, TooMany, address_key},
 };
 use super::error::ApiError;
-use crate::{agent::store::Actor, config::HttpSettings, state::AppState};
+use crate::{
+    agent::{Transport, store::Actor},
+    config::HttpSettings,
+    state::AppState,
+};
 
 /// What the edge keeps between requests.
 pub struct Edge {
@@ -142,9 +146,9 @@ impl Client {
     }
 
     /// The audit log's view of this client on `transport`.
-    pub fn actor(&self, transport: &str) -> Actor {
+    pub fn actor(&self, transport: Transport) -> Actor {
         Actor {
-            transport: transport.to_owned(),
+            transport: transport.as_str().to_owned(),
             address: self.address.map(|a| a.to_string()),
             user_agent: self.user_agent.clone(),
         }

@@ -49,6 +49,7 @@ use super::{
     sse::seed_message,
 };
 use crate::{
+    agent::Transport,
     agent::{
         ApprovalDecision, BrowserResult, PersonInput, Runtime, SessionRecord, TextTiming,
         TurnEntry, UserTurn,
@@ -423,7 +424,7 @@ impl Connection {
                 Next::Continue
             }
             ClientFrame::AudioChunk { .. } | ClientFrame::AudioControl { .. } => {
-                let label = self.runtime.model_for("bidi").label();
+                let label = self.runtime.model_for(Transport::Bidi).label();
                 self.send_error(
                     socket,
                     &format!("Voice input is not supported by this model ({label})."),
@@ -563,7 +564,7 @@ impl Connection {
             message_id: (!last.id.is_empty()).then(|| last.id.clone()),
             text,
             attachments,
-            transport: "bidi",
+            transport: Transport::Bidi,
         };
         match runtime.start_turn(&chat_id, user, self.timing).await {
             Ok(started) => {
@@ -576,7 +577,7 @@ impl Connection {
     }
 
     async fn submit(&mut self, chat: &str, inputs: Vec<PersonInput>, socket: &mut Socket) -> Next {
-        let actor = self.client.actor("bidi");
+        let actor = self.client.actor(Transport::Bidi);
         match self.runtime.submit_as(chat, &inputs, &actor).await {
             Ok(receipt) => {
                 match &mut self.turn {

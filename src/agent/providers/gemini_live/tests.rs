@@ -1555,7 +1555,7 @@ async fn payment_awaiting_approval(
                 message_id: None,
                 text: "Pay Hanako 50 dollars".into(),
                 attachments: Vec::new(),
-                transport: "bidi",
+                transport: crate::agent::Transport::Bidi,
             },
             None,
         ),

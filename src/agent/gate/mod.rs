@@ -1,4 +1,4 @@
-//! The approval gate: the reason Countersign exists.
+//! The approval gate: the reason Countersign exists (ADR 0017).
 //!
 //! A tool call that needs the person's countersignature waits in the server's session as a
 //! [`StepCall`] in phase [`CallPhase::AwaitingApproval`], keyed by a server-issued approval id and
@@ -8,15 +8,24 @@
 //! [`InputError`] and changes nothing. Edited arguments are validated against the tool's schema
 //! again. Browser tools wait in [`CallPhase::AwaitingBrowser`] for the result of *their*
 //! toolCallId (never matched by tool name).
+//!
+//! The gate is a pure state machine over a step's calls ([`machine`]): *request* (the step's
+//! calls, now) → pending approvals; *answer* (the person's inputs, now) → accepted resolutions
+//! or an [`InputError`]; *tick* (now) → expiries. No tokio, no locks, no I/O: the turn loop turns
+//! its transitions into chunks, audit events and commits. Every acceptance rule lives in it.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod machine;
+
+pub use machine::{Answered, Expiry, Gate, Request, next_deadline, stale};
+
 use super::{
     clock::Millis,
     history::{Outcome, ToolCall},
-    schema::{SchemaError, validate},
-    tools::{ToolLocation, ToolRegistry},
+    schema::SchemaError,
+    tools::ToolLocation,
 };
 
 /// The person's answer to an approval request.
@@ -125,57 +134,6 @@ impl StepCall {
             _ => None,
         }
     }
-
-    /// Applies the person's decision to a call awaiting approval.
-    pub fn decide(
-        &mut self,
-        decision: &ApprovalDecision,
-        tools: &ToolRegistry,
-        now_ms: Millis,
-    ) -> Result<ApprovalResolution, SchemaError> {
-        let tool = tools.get(&self.call.name);
-        let (args, edited) = match decision {
-            ApprovalDecision::Deny { reason } => {
-                let reason = reason
-                    .as_ref()
-                    .map(|r| r.trim().to_string())
-                    .filter(|r| !r.is_empty());
-                self.phase = CallPhase::Done {
-                    outcome: Outcome::Denied {
-                        reason: reason.clone(),
-                    },
-                    edited_args: None,
-                };
-                self.announced = false;
-                return Ok(ApprovalResolution::Denied {
-                    at_ms: now_ms,
-                    reason,
-                });
-            }
-            ApprovalDecision::Approve => (self.call.args.clone(), false),
-            ApprovalDecision::ApproveWithEdits { args } => {
-                if let Some(tool) = tool {
-                    validate(&tool.spec.parameters, args)?;
-                }
-                (args.clone(), args != &self.call.args)
-            }
-        };
-        self.phase = match self.location {
-            ToolLocation::Server => CallPhase::Ready { args, edited },
-            ToolLocation::Browser => CallPhase::AwaitingBrowser {
-                args,
-                edited,
-                deadline_ms: now_ms
-                    + tool
-                        .map(|t| t.spec.result_timeout.as_millis() as Millis)
-                        .unwrap_or(30_000),
-            },
-        };
-        Ok(ApprovalResolution::Approved {
-            at_ms: now_ms,
-            edited,
-        })
-    }
 }
 
 /// What the browser reports for a delegated tool call.
@@ -274,130 +232,6 @@ impl InputError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::tools::ToolSettings;
-    use serde_json::json;
-
-    fn pending(name: &str, location: ToolLocation, args: Value) -> StepCall {
-        StepCall {
-            gated_by: None,
-            call: ToolCall {
-                id: "call-1".into(),
-                name: name.into(),
-                args,
-                provider_data: None,
-            },
-            location,
-            phase: CallPhase::AwaitingApproval {
-                approval_id: "apv-1".into(),
-                requested_at_ms: 0,
-                deadline_ms: 1_000,
-            },
-            announced: false,
-        }
-    }
-
-    #[test]
-    fn approving_a_server_call_makes_it_ready_with_the_original_args() {
-        let tools = ToolRegistry::standard(&ToolSettings::default());
-        let args = json!({"amount": 50, "recipient": "Hanako"});
-        let mut call = pending("process_payment", ToolLocation::Server, args.clone());
-        let r = call.decide(&ApprovalDecision::Approve, &tools, 10).unwrap();
-        assert_eq!(
-            r,
-            ApprovalResolution::Approved {
-                at_ms: 10,
-                edited: false
-            }
-        );
-        assert_eq!(
-            call.phase,
-            CallPhase::Ready {
-                args,
-                edited: false
-            }
-        );
-    }
-
-    #[test]
-    fn edits_are_validated_and_marked() {
-        let tools = ToolRegistry::standard(&ToolSettings::default());
-        let mut call = pending(
-            "process_payment",
-            ToolLocation::Server,
-            json!({"amount": 50, "recipient": "Hanako"}),
-        );
-        let bad = ApprovalDecision::ApproveWithEdits {
-            args: json!({"amount": -1, "recipient": "Hanako"}),
-        };
-        let err = call.decide(&bad, &tools, 10).unwrap_err();
-        assert_eq!(err.path, "$.amount");
-        assert!(
-            matches!(call.phase, CallPhase::AwaitingApproval { .. }),
-            "unchanged"
-        );
-
-        let edited = json!({"amount": 20, "recipient": "Hanako"});
-        let good = ApprovalDecision::ApproveWithEdits {
-            args: edited.clone(),
-        };
-        assert_eq!(
-            call.decide(&good, &tools, 10).unwrap(),
-            ApprovalResolution::Approved {
-                at_ms: 10,
-                edited: true
-            }
-        );
-        assert_eq!(
-            call.phase,
-            CallPhase::Ready {
-                args: edited,
-                edited: true
-            }
-        );
-    }
-
-    #[test]
-    fn denial_ends_the_call_with_the_reason() {
-        let tools = ToolRegistry::standard(&ToolSettings::default());
-        let mut call = pending("process_payment", ToolLocation::Server, json!({}));
-        let r = call
-            .decide(
-                &ApprovalDecision::Deny {
-                    reason: Some("  too much ".into()),
-                },
-                &tools,
-                5,
-            )
-            .unwrap();
-        assert_eq!(
-            r,
-            ApprovalResolution::Denied {
-                at_ms: 5,
-                reason: Some("too much".into())
-            }
-        );
-        assert!(matches!(
-            call.phase,
-            CallPhase::Done { outcome: Outcome::Denied { reason: Some(ref r) }, .. } if r == "too much"
-        ));
-    }
-
-    #[test]
-    fn an_approved_browser_call_waits_for_the_browser_with_a_deadline() {
-        let settings = ToolSettings::default();
-        let tools = ToolRegistry::standard(&settings);
-        let mut call = pending("get_location", ToolLocation::Browser, json!({}));
-        call.decide(&ApprovalDecision::Approve, &tools, 100)
-            .unwrap();
-        assert_eq!(
-            call.phase,
-            CallPhase::AwaitingBrowser {
-                args: json!({}),
-                edited: false,
-                deadline_ms: 100 + settings.browser_timeout.as_millis() as Millis
-            }
-        );
-    }
 
     #[test]
     fn every_input_error_has_a_distinct_code() {

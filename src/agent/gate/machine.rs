@@ -1,0 +1,388 @@
+//! The gate's transitions over one step's calls (ADR 0017):
+//!
+//! * [`Gate::request`] — at the end of a model step, each call cleared to run either waits for
+//!   the person (its tool's policy asks, for these arguments), waits for the browser, or stays
+//!   ready to run on the server;
+//! * [`Gate::answer`] — the person's inputs (approval answers, browser results), all or
+//!   nothing: every acceptance rule (unknown, foreign, already answered, expired, withdrawn,
+//!   edited arguments against the schema, a result for the wrong kind of call) is decided here;
+//! * [`Gate::tick`] — deadlines: approvals and browser calls past theirs end;
+//! * [`Gate::echo`] — whether an answer a client sends again merely repeats how an approval was
+//!   resolved (AI SDK clients resend the whole conversation).
+//!
+//! Pure: time comes in as `now`, new approval ids from the caller, nothing is awaited, locked or
+//! written. The turn loop turns the transitions into chunks, audit events and commits.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use serde_json::Value;
+
+use super::{ApprovalDecision, ApprovalResolution, CallPhase, InputError, PersonInput, StepCall};
+use crate::agent::{
+    clock::Millis,
+    history::Outcome,
+    schema::validate,
+    tools::{ToolLocation, ToolRegistry},
+};
+
+/// The gate of a runtime's tools.
+#[derive(Clone, Copy)]
+pub struct Gate<'a> {
+    tools: &'a ToolRegistry,
+}
+
+/// An approval the gate asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub tool_call_id: String,
+    pub approval_id: String,
+    pub deadline_ms: Millis,
+}
+
+/// A wait that ran out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expiry {
+    /// The person did not answer in time: the call ended as expired.
+    Approval {
+        tool_call_id: String,
+        approval_id: String,
+        deadline_ms: Millis,
+    },
+    /// The browser did not return a result in time: the call ended with an error.
+    Browser {
+        tool_call_id: String,
+        waited: Duration,
+    },
+}
+
+/// Inputs the gate accepted: the step's calls after them, and how each approval they answered
+/// was resolved, in input order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answered {
+    pub calls: Vec<StepCall>,
+    pub resolutions: Vec<(String, ApprovalResolution)>,
+}
+
+/// The deadline of a browser call when its tool is unknown (it cannot be: calls of unknown tools
+/// never get this far).
+const FALLBACK_RESULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl<'a> Gate<'a> {
+    pub fn new(tools: &'a ToolRegistry) -> Self {
+        Gate { tools }
+    }
+
+    /// How long `tool`'s browser result may take.
+    fn result_timeout(&self, tool: &str) -> Duration {
+        self.tools
+            .get(tool)
+            .map_or(FALLBACK_RESULT_TIMEOUT, |t| t.spec.result_timeout)
+    }
+
+    /// When a browser call of `tool` dispatched at `now` times out.
+    fn browser_deadline(&self, tool: &str, now: Millis) -> Millis {
+        now + self.result_timeout(tool).as_millis() as Millis
+    }
+
+    /// At the end of a step: each call cleared to run (`Ready`) waits for the person when its
+    /// tool's policy asks for these arguments (with an approval id from `next_id`), else waits
+    /// for the browser when it is a browser tool, else stays ready to run on the server.
+    pub fn request(
+        &self,
+        calls: &mut [StepCall],
+        now: Millis,
+        mut next_id: impl FnMut() -> String,
+    ) -> Vec<Request> {
+        let mut requests = Vec::new();
+        for call in calls {
+            let CallPhase::Ready { args, .. } = &call.phase else {
+                continue;
+            };
+            let Some(tool) = self.tools.get(&call.call.name) else {
+                continue;
+            };
+            if tool.spec.approval.requires_approval(args) {
+                let approval_id = next_id();
+                let deadline_ms = now + tool.spec.approval_timeout.as_millis() as Millis;
+                call.gated_by = Some(approval_id.clone());
+                call.phase = CallPhase::AwaitingApproval {
+                    approval_id: approval_id.clone(),
+                    requested_at_ms: now,
+                    deadline_ms,
+                };
+                requests.push(Request {
+                    tool_call_id: call.call.id.clone(),
+                    approval_id,
+                    deadline_ms,
+                });
+            } else if tool.spec.location == ToolLocation::Browser {
+                call.phase = CallPhase::AwaitingBrowser {
+                    args: args.clone(),
+                    edited: false,
+                    deadline_ms: self.browser_deadline(&call.call.name, now),
+                };
+            }
+        }
+        requests
+    }
+
+    /// The person's `inputs` for the waiting step's `calls` (`None`: no turn waits), all or
+    /// nothing: on any refusal nothing is answered and the error says why.
+    pub fn answer(
+        &self,
+        calls: Option<&[StepCall]>,
+        resolved: &BTreeMap<String, ApprovalResolution>,
+        inputs: &[PersonInput],
+        now: Millis,
+    ) -> Result<Answered, InputError> {
+        let Some(calls) = calls else {
+            return Err(stale(inputs, resolved));
+        };
+        let mut calls = calls.to_vec();
+        let mut resolutions = Vec::new();
+        for input in inputs {
+            self.apply(&mut calls, resolved, input, now, &mut resolutions)?;
+        }
+        Ok(Answered { calls, resolutions })
+    }
+
+    /// Applies one input to the working copy of the calls.
+    fn apply(
+        &self,
+        calls: &mut [StepCall],
+        resolved: &BTreeMap<String, ApprovalResolution>,
+        input: &PersonInput,
+        now: Millis,
+        resolutions: &mut Vec<(String, ApprovalResolution)>,
+    ) -> Result<(), InputError> {
+        match input {
+            PersonInput::Approval {
+                approval_id,
+                decision,
+            } => {
+                let waiting = calls.iter_mut().find(|c| {
+                    matches!(&c.phase, CallPhase::AwaitingApproval { approval_id: id, .. } if id == approval_id)
+                });
+                let Some(call) = waiting else {
+                    if resolutions.iter().any(|(id, _)| id == approval_id) {
+                        return Err(InputError::ApprovalAlreadyAnswered {
+                            approval_id: approval_id.clone(),
+                        });
+                    }
+                    return Err(match resolved.get(approval_id) {
+                        Some(resolution) => resolution.refusal(approval_id),
+                        None => InputError::UnknownApproval {
+                            approval_id: approval_id.clone(),
+                        },
+                    });
+                };
+                let CallPhase::AwaitingApproval { deadline_ms, .. } = call.phase else {
+                    return Err(InputError::UnknownApproval {
+                        approval_id: approval_id.clone(),
+                    });
+                };
+                if now >= deadline_ms {
+                    return Err(InputError::ApprovalExpired {
+                        approval_id: approval_id.clone(),
+                    });
+                }
+                let resolution =
+                    self.decide(call, decision, now)
+                        .map_err(|error| InputError::InvalidEdit {
+                            approval_id: approval_id.clone(),
+                            error,
+                        })?;
+                resolutions.push((approval_id.clone(), resolution));
+                Ok(())
+            }
+            PersonInput::BrowserResult {
+                tool_call_id,
+                result,
+            } => {
+                let Some(call) = calls.iter_mut().find(|c| &c.call.id == tool_call_id) else {
+                    return Err(InputError::UnknownToolCall {
+                        tool_call_id: tool_call_id.clone(),
+                    });
+                };
+                if call.location != ToolLocation::Browser {
+                    return Err(InputError::NotABrowserTool {
+                        tool_call_id: tool_call_id.clone(),
+                        tool: call.call.name.clone(),
+                    });
+                }
+                match &call.phase {
+                    CallPhase::AwaitingBrowser { args, edited, .. } => {
+                        let edited_args = edited.then(|| args.clone());
+                        call.phase = CallPhase::Done {
+                            outcome: result.clone().into_outcome(),
+                            edited_args,
+                        };
+                        call.announced = false;
+                        Ok(())
+                    }
+                    CallPhase::AwaitingApproval { .. } => Err(InputError::NotApprovedYet {
+                        tool_call_id: tool_call_id.clone(),
+                    }),
+                    CallPhase::Done {
+                        outcome: Outcome::Denied { .. },
+                        ..
+                    } => Err(InputError::CallWasDenied {
+                        tool_call_id: tool_call_id.clone(),
+                    }),
+                    _ => Err(InputError::ResultAlreadyReceived {
+                        tool_call_id: tool_call_id.clone(),
+                    }),
+                }
+            }
+        }
+    }
+
+    /// The person's decision on a call awaiting approval: denied (with the trimmed reason), or
+    /// approved — with the original arguments, or edited ones valid against the tool's schema
+    /// (a full replacement) — and then ready to run, or waiting for the browser.
+    fn decide(
+        &self,
+        call: &mut StepCall,
+        decision: &ApprovalDecision,
+        now: Millis,
+    ) -> Result<ApprovalResolution, crate::agent::schema::SchemaError> {
+        let (args, edited): (Value, bool) = match decision {
+            ApprovalDecision::Deny { reason } => {
+                let reason = reason
+                    .as_ref()
+                    .map(|r| r.trim().to_string())
+                    .filter(|r| !r.is_empty());
+                call.phase = CallPhase::Done {
+                    outcome: Outcome::Denied {
+                        reason: reason.clone(),
+                    },
+                    edited_args: None,
+                };
+                call.announced = false;
+                return Ok(ApprovalResolution::Denied { at_ms: now, reason });
+            }
+            ApprovalDecision::Approve => (call.call.args.clone(), false),
+            ApprovalDecision::ApproveWithEdits { args } => {
+                if let Some(tool) = self.tools.get(&call.call.name) {
+                    validate(&tool.spec.parameters, args)?;
+                }
+                (args.clone(), args != &call.call.args)
+            }
+        };
+        call.phase = match call.location {
+            ToolLocation::Server => CallPhase::Ready { args, edited },
+            ToolLocation::Browser => CallPhase::AwaitingBrowser {
+                args,
+                edited,
+                deadline_ms: self.browser_deadline(&call.call.name, now),
+            },
+        };
+        Ok(ApprovalResolution::Approved { at_ms: now, edited })
+    }
+
+    /// Deadlines at `now`: an approval past its deadline ends as expired (and is recorded in
+    /// `resolved`, so a late answer is told so), a browser call past its deadline ends with an
+    /// error.
+    pub fn tick(
+        &self,
+        calls: &mut [StepCall],
+        resolved: &mut BTreeMap<String, ApprovalResolution>,
+        now: Millis,
+    ) -> Vec<Expiry> {
+        let mut expiries = Vec::new();
+        for call in calls {
+            match &call.phase {
+                CallPhase::AwaitingApproval {
+                    approval_id,
+                    deadline_ms,
+                    ..
+                } if now >= *deadline_ms => {
+                    resolved.insert(
+                        approval_id.clone(),
+                        ApprovalResolution::Expired { at_ms: now },
+                    );
+                    expiries.push(Expiry::Approval {
+                        tool_call_id: call.call.id.clone(),
+                        approval_id: approval_id.clone(),
+                        deadline_ms: *deadline_ms,
+                    });
+                    call.phase = CallPhase::Done {
+                        outcome: Outcome::Expired,
+                        edited_args: None,
+                    };
+                    call.announced = false;
+                }
+                CallPhase::AwaitingBrowser {
+                    deadline_ms,
+                    args,
+                    edited,
+                } if now >= *deadline_ms => {
+                    let waited = self.result_timeout(&call.call.name);
+                    call.phase = CallPhase::Done {
+                        outcome: Outcome::Error {
+                            message: format!(
+                                "The browser did not return a result within {} s.",
+                                waited.as_secs()
+                            ),
+                        },
+                        edited_args: edited.then(|| args.clone()),
+                    };
+                    call.announced = false;
+                    expiries.push(Expiry::Browser {
+                        tool_call_id: call.call.id.clone(),
+                        waited,
+                    });
+                }
+                _ => {}
+            }
+        }
+        expiries
+    }
+
+    /// Whether an answer to approval `approval_id`, which no call waits for any more, merely
+    /// repeats how it was resolved (`Ok(true)`: nothing to do), is for the gate to judge
+    /// (`Ok(false)`: the id was never resolved here), or contradicts the resolution (`Err`).
+    pub fn echo(
+        resolved: &BTreeMap<String, ApprovalResolution>,
+        approval_id: &str,
+        approved: bool,
+    ) -> Result<bool, InputError> {
+        match resolved.get(approval_id) {
+            None => Ok(false),
+            Some(ApprovalResolution::Approved { .. }) if approved => Ok(true),
+            Some(ApprovalResolution::Denied { .. }) if !approved => Ok(true),
+            Some(other) => Err(other.refusal(approval_id)),
+        }
+    }
+}
+
+/// Why input for a chat with no waiting turn is refused: an answer to an approval that was
+/// already answered (or expired, or withdrawn) says so; anything else finds no turn.
+pub fn stale(
+    inputs: &[PersonInput],
+    resolved: &BTreeMap<String, ApprovalResolution>,
+) -> InputError {
+    for input in inputs {
+        if let PersonInput::Approval { approval_id, .. } = input
+            && let Some(resolution) = resolved.get(approval_id)
+        {
+            return resolution.refusal(approval_id);
+        }
+    }
+    InputError::NoActiveTurn
+}
+
+/// The earliest deadline among the calls still waiting.
+pub fn next_deadline(calls: &[StepCall]) -> Option<Millis> {
+    calls
+        .iter()
+        .filter_map(|c| match &c.phase {
+            CallPhase::AwaitingApproval { deadline_ms, .. }
+            | CallPhase::AwaitingBrowser { deadline_ms, .. } => Some(*deadline_ms),
+            _ => None,
+        })
+        .min()
+}
+
+#[cfg(test)]
+mod tests;
