@@ -204,29 +204,6 @@ pub fn is_answer(message: &UiMessage) -> bool {
         })
 }
 
-/// The text and attachments of a user message.
-pub fn user_content(message: &UiMessage) -> (String, Vec<crate::agent::history::Attachment>) {
-    let mut text = String::new();
-    let mut attachments = Vec::new();
-    for part in &message.parts {
-        match part {
-            UiPart::Text(t) => {
-                if !text.is_empty() {
-                    text.push('\n');
-                }
-                text.push_str(&t.text);
-            }
-            UiPart::File(f) => attachments.push(crate::agent::history::Attachment {
-                media_type: f.media_type.clone(),
-                url: f.url.clone(),
-                filename: f.filename.clone(),
-            }),
-            _ => {}
-        }
-    }
-    (text, attachments)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -480,21 +457,5 @@ mod tests {
         let mut other = message(vec![]);
         other.id = "msg-somewhere-else".into();
         assert_eq!(extract(&other, &record).unwrap_err().code, "stale_message");
-    }
-
-    #[test]
-    fn user_content_joins_text_and_collects_files() {
-        let mut m = UiMessage::user_text("u", "hello");
-        m.parts
-            .push(UiPart::File(crate::protocol::message::FilePart {
-                media_type: "image/png".into(),
-                url: "data:image/png;base64,AAAA".into(),
-                filename: Some("a.png".into()),
-                provider_metadata: None,
-            }));
-        let (text, files) = user_content(&m);
-        assert_eq!(text, "hello");
-        assert_eq!(files.len(), 1);
-        assert_eq!(files[0].media_type, "image/png");
     }
 }

@@ -6,6 +6,8 @@
 //!   system's `POST /stream` alias.
 //! * [`ws`]: `GET /api/live` — one WebSocket per chat for many turns (and `/live`, the seed
 //!   system's alias).
+//! * [`request`]: one decoder for every client's chat request, with one set of checks.
+//! * [`seed`]: the original system's dialect (its envelope, frames and confirmations).
 //! * [`answers`]: reads the person's answers out of the client's copy of the conversation.
 //! * [`error`]: the one error type every route returns, as `{error: {code, message}}`.
 //! * [`edge`]: what stands in front of every route: connection caps and deadlines, the host
@@ -19,6 +21,8 @@ pub mod app;
 pub mod audit;
 pub mod edge;
 pub mod error;
+pub mod request;
+pub mod seed;
 pub mod site;
 pub mod sse;
 pub mod ws;

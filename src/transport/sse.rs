@@ -24,18 +24,19 @@ use futures::stream;
 use serde_json::{Value, json};
 
 use super::{
-    answers::{extract, is_answer, user_content},
+    answers::extract,
     edge::{Client, check_chat_rate},
     error::ApiError,
+    request::ChatCommand,
+    seed,
 };
 use crate::{
-    agent::Transport,
     agent::{
-        SessionRecord, TextTiming, TurnEntry, TurnLog, TurnStatus, UserTurn, session::LogReader,
+        SessionRecord, TextTiming, Transport, TurnEntry, TurnLog, TurnStatus, session::LogReader,
         store::Actor,
     },
     protocol::{
-        ChatRequest, Chunk, Dialect, FinishReason, Role, UiMessage,
+        ChatRequest, Chunk, Dialect, FinishReason,
         sse::{DONE_FRAME, KEEP_ALIVE_FRAME, UI_MESSAGE_STREAM_HEADERS, encode_chunk},
     },
     state::AppState,
@@ -72,6 +73,7 @@ async fn chat(
     run(
         &state,
         request,
+        Transport::Sse,
         dialect(&headers),
         timing(&headers),
         client.actor(Transport::Sse),
@@ -83,79 +85,45 @@ async fn chat(
 async fn run(
     state: &AppState,
     request: ChatRequest,
+    transport: Transport,
     dialect: Dialect,
     timing: Option<TextTiming>,
     actor: Actor,
 ) -> Result<Response, ApiError> {
-    let chat_id = request.id.trim();
-    if chat_id.is_empty() {
-        return Err(ApiError::bad_request(
-            "missing_chat_id",
-            "the request has no chat `id`",
-        ));
-    }
-    if chat_id.len() > 200 {
-        return Err(ApiError::bad_request(
-            "invalid_chat_id",
-            "the chat id is longer than 200 characters",
-        ));
-    }
-    let Some(last) = request.messages.last() else {
-        return Err(ApiError::bad_request(
-            "empty_messages",
-            "the request has no messages",
-        ));
-    };
+    let command = ChatCommand::decode(request, transport)?;
+    let chat_id = command.chat_id().to_owned();
+    let chat_id = chat_id.as_str();
     if let Err(limited) = check_chat_rate(state, chat_id) {
         return Ok(limited.into_response());
     }
     let keep_alive = state.http.keep_alive;
     let runtime = &state.runtime;
-
-    if is_answer(last) {
-        let session = runtime
-            .existing_session(chat_id)
-            .await
-            .map_err(store_error)?;
-        let record = session
-            .as_ref()
-            .map(|s| s.snapshot())
-            .unwrap_or_else(|| SessionRecord::new(chat_id, 0));
-        let inputs = extract(last, &record)?;
-        if inputs.is_empty() {
-            return Err(nothing_to_continue(&record));
+    let user = match command {
+        ChatCommand::Answer { message, .. } => {
+            let session = runtime
+                .existing_session(chat_id)
+                .await
+                .map_err(store_error)?;
+            let record = session
+                .as_ref()
+                .map(|s| s.snapshot())
+                .unwrap_or_else(|| SessionRecord::new(chat_id, 0));
+            let inputs = extract(&message, &record)?;
+            if inputs.is_empty() {
+                return Err(nothing_to_continue(&record));
+            }
+            let receipt = runtime.submit_as(chat_id, &inputs, &actor).await?;
+            tracing::info!(chat = chat_id, answers = inputs.len(), "continuing turn");
+            return Ok(stream_response(
+                receipt.log,
+                receipt.from,
+                Some(receipt.message_id),
+                dialect,
+                keep_alive,
+                false,
+            ));
         }
-        let receipt = runtime.submit_as(chat_id, &inputs, &actor).await?;
-        tracing::info!(chat = chat_id, answers = inputs.len(), "continuing turn");
-        return Ok(stream_response(
-            receipt.log,
-            receipt.from,
-            Some(receipt.message_id),
-            dialect,
-            keep_alive,
-            false,
-        ));
-    }
-
-    if last.role != Role::User {
-        return Err(ApiError::bad_request(
-            "invalid_last_message",
-            "the last message must be the person's new message or the assistant message with their answers",
-        ));
-    }
-    if request.trigger == Some(crate::protocol::Trigger::RegenerateMessage) {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "regenerate_unsupported",
-            "regenerating an answer is not supported; send the message again instead",
-        ));
-    }
-    let (text, attachments) = user_content(last);
-    let user = UserTurn {
-        message_id: (!last.id.is_empty()).then(|| last.id.clone()),
-        text,
-        attachments,
-        transport: Transport::Sse,
+        ChatCommand::Start { user, .. } => user,
     };
     let started = runtime.start_turn(chat_id, user, timing).await?;
     tracing::info!(chat = chat_id, turn = %started.turn_id, "turn started");
@@ -242,95 +210,16 @@ async fn seed_stream(
     let body = body.map_err(body_error)?;
     let value: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request("invalid_json", format!("the body is not JSON: {e}")))?;
-    let request = seed_request(&value)?;
+    let request = seed::request(&value)?;
     run(
         &state,
         request,
+        Transport::Seed,
         Dialect::V6Strict,
         timing(&headers),
         client.actor(Transport::Seed),
     )
     .await
-}
-
-/// Converts the seed system's request into a [`ChatRequest`]: only the last message matters.
-fn seed_request(value: &Value) -> Result<ChatRequest, ApiError> {
-    let messages = value
-        .get("messages")
-        .and_then(Value::as_array)
-        .filter(|m| !m.is_empty())
-        .ok_or_else(|| ApiError::bad_request("empty_messages", "the request has no messages"))?;
-    let chat_id = value
-        .get("id")
-        .or_else(|| value.get("chatId"))
-        .and_then(Value::as_str)
-        .unwrap_or("seed-default")
-        .to_string();
-    let last = messages.last().cloned().unwrap_or(Value::Null);
-    let message = seed_message(&last)?;
-    Ok(ChatRequest {
-        id: chat_id,
-        messages: vec![message],
-        trigger: None,
-        message_id: None,
-    })
-}
-
-/// Normalises one seed message into a [`UiMessage`].
-pub(crate) fn seed_message(value: &Value) -> Result<UiMessage, ApiError> {
-    let role = match value.get("role").and_then(Value::as_str) {
-        Some("assistant") => "assistant",
-        Some("system") => "system",
-        _ => "user",
-    };
-    let mut parts = Vec::new();
-    if let Some(text) = value.get("content").and_then(Value::as_str) {
-        parts.push(json!({"type": "text", "text": text}));
-    }
-    for part in value
-        .get("parts")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let kind = part.get("type").and_then(Value::as_str).unwrap_or_default();
-        match kind {
-            "text" => parts.push(part.clone()),
-            "tool-result" => parts.push(json!({
-                "type": "tool-browser_result",
-                "toolCallId": part.get("toolCallId").cloned().unwrap_or(Value::Null),
-                "state": "output-available",
-                "output": part.get("result").cloned().unwrap_or(Value::Null),
-            })),
-            "image" => {
-                let media = part
-                    .get("media_type")
-                    .and_then(Value::as_str)
-                    .unwrap_or("image/png");
-                let data = part.get("data").and_then(Value::as_str).unwrap_or_default();
-                parts.push(json!({"type": "file", "mediaType": media, "url": format!("data:{media};base64,{data}")}));
-            }
-            k if k.starts_with("tool-") && part.get("toolCallId").is_some() => {
-                let mut part = part.clone();
-                if part.get("state").and_then(Value::as_str) == Some("call") {
-                    continue;
-                }
-                if let Some(obj) = part.as_object_mut() {
-                    obj.entry("state").or_insert(json!("approval-responded"));
-                }
-                parts.push(part);
-            }
-            // Step markers and anything else: ignored, as the seed backend does.
-            _ => {}
-        }
-    }
-    let message = json!({"id": "", "role": role, "parts": parts});
-    serde_json::from_value(message).map_err(|e| {
-        ApiError::bad_request(
-            "invalid_message",
-            format!("the last message cannot be read: {e}"),
-        )
-    })
 }
 
 fn dialect(headers: &HeaderMap) -> Dialect {
@@ -438,34 +327,6 @@ pub fn stream_response(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn seed_messages_are_normalised() {
-        let text = seed_message(&json!({"role": "user", "content": "東京の天気を教えて"})).unwrap();
-        assert_eq!(text.text(), "東京の天気を教えて");
-
-        let answers = seed_message(&json!({"role": "user", "parts": [
-            {"type": "tool-adk_request_confirmation", "toolCallId": "apv-1", "toolName": "adk_request_confirmation",
-             "state": "approval-responded", "approval": {"id": "apv-1", "approved": true}},
-            {"type": "tool-result", "toolCallId": "call-1", "result": {"latitude": 1}},
-            {"type": "step-start"}
-        ]}))
-        .unwrap();
-        assert_eq!(answers.parts.len(), 2);
-        assert!(is_answer(&answers));
-    }
-
-    #[test]
-    fn seed_requests_need_messages() {
-        assert_eq!(seed_request(&json!({})).unwrap_err().code, "empty_messages");
-        assert_eq!(
-            seed_request(&json!({"messages": []})).unwrap_err().code,
-            "empty_messages"
-        );
-        let request =
-            seed_request(&json!({"messages": [{"role": "user", "content": "hi"}]})).unwrap();
-        assert_eq!(request.id, "seed-default");
-    }
 
     #[test]
     fn headers_choose_dialect_and_text_timing() {

@@ -43,16 +43,16 @@ use tokio_util::sync::CancellationToken;
 pub use self::socket::is_upgrade;
 use self::socket::{Handshake, Socket, SocketError, SocketOptions, Upgrade};
 use super::{
-    answers::{extract, is_answer, user_content},
+    answers::extract,
     edge::{Client, limits::TokenBucket},
     error::ApiError,
-    sse::seed_message,
+    request::ChatCommand,
+    seed,
 };
 use crate::{
     agent::Transport,
     agent::{
-        ApprovalDecision, BrowserResult, PersonInput, Runtime, SessionRecord, TextTiming,
-        TurnEntry, UserTurn,
+        PersonInput, Runtime, SessionRecord, TextTiming, TurnEntry,
         followers::Following,
         session::{LogReader, Read, TurnLog},
     },
@@ -367,7 +367,9 @@ impl Connection {
                     .await;
             }
         };
-        let value = self.normalise(value);
+        let connection = self.id;
+        let value =
+            seed::normalise_frame(value, self.chat.as_deref(), || format!("live-{connection}"));
         match ClientFrame::from_value(value) {
             Ok(frame) => self.on_frame(frame, socket).await,
             Err(EnvelopeError::UnknownType { type_name }) => {
@@ -379,35 +381,6 @@ impl Connection {
                     .await
             }
         }
-    }
-
-    /// Accepts the seed system's looser `message` frames: no chat id (the socket's, or a new
-    /// one), and messages with `content` strings or seed-only parts.
-    fn normalise(&self, mut value: Value) -> Value {
-        if value.get("type").and_then(Value::as_str) != Some("message") {
-            return value;
-        }
-        if let Some(obj) = value.as_object_mut() {
-            if obj.get("id").and_then(Value::as_str).is_none() {
-                let id = match &self.chat {
-                    Some(chat) => chat.to_string(),
-                    None => format!("live-{}", self.id),
-                };
-                obj.insert("id".into(), json!(id));
-            }
-            if let Some(Value::Array(messages)) = obj.get_mut("messages") {
-                for message in messages.iter_mut() {
-                    if serde_json::from_value::<crate::protocol::UiMessage>(message.clone())
-                        .is_err()
-                        && let Ok(normalised) = seed_message(message)
-                        && let Ok(v) = serde_json::to_value(normalised)
-                    {
-                        *message = v;
-                    }
-                }
-            }
-        }
-        value
     }
 
     async fn on_frame(&mut self, frame: ClientFrame, socket: &mut Socket) -> Next {
@@ -462,72 +435,21 @@ impl Connection {
     }
 
     /// A `tool_result` frame: a browser tool's output, or — as in the seed's draft — a
-    /// confirmation `{confirmed: bool}` addressed to an approval id.
+    /// confirmation addressed to an approval id (`transport::seed::tool_result`).
     async fn tool_result_input(&self, chat: &str, id: String, result: Value) -> PersonInput {
-        let id = id
-            .strip_prefix("confirmation-")
-            .map(str::to_string)
-            .unwrap_or(id);
-        let is_approval = match self.runtime.existing_session(chat).await {
-            Ok(Some(session)) => session.has_pending_approval(&id),
-            _ => false,
-        };
-        if is_approval
-            || result.get("confirmed").is_some() && result.as_object().is_some_and(|o| o.len() <= 2)
-        {
-            let approved = result
-                .get("confirmed")
-                .or_else(|| result.get("approved"))
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
-            let decision = if approved {
-                ApprovalDecision::Approve
-            } else {
-                ApprovalDecision::Deny {
-                    reason: result
-                        .get("reason")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
-                }
-            };
-            return PersonInput::Approval {
-                approval_id: id,
-                decision,
-            };
-        }
-        let failed = result.get("success").and_then(Value::as_bool) == Some(false)
-            || (result.get("error").is_some()
-                && result.get("result").is_none()
-                && result
-                    .as_object()
-                    .is_some_and(|o| !o.contains_key("latitude")));
-        let result = if failed {
-            BrowserResult::Error {
-                message: result
-                    .get("error")
-                    .and_then(Value::as_str)
-                    .unwrap_or("the browser reported an error")
-                    .to_string(),
-            }
-        } else {
-            BrowserResult::Output { output: result }
-        };
-        PersonInput::BrowserResult {
-            tool_call_id: id,
-            result,
-        }
+        let session = self.runtime.existing_session(chat).await.ok().flatten();
+        seed::tool_result(id, result, |id| {
+            session.as_ref().is_some_and(|s| s.has_pending_approval(id))
+        })
     }
 
     async fn on_chat(&mut self, request: ChatRequest, socket: &mut Socket) -> Next {
-        let chat_id = request.id.trim().to_string();
-        if chat_id.is_empty() {
-            return self
-                .send_error(socket, "The message frame has no chat id.")
-                .await;
-        }
+        // A socket serves one chat: a frame for another is refused whatever else it holds.
         if let Some(bound) = &self.chat
-            && **bound != *chat_id
+            && !request.id.trim().is_empty()
+            && **bound != *request.id.trim()
         {
+            let chat_id = request.id.trim();
             return self
                 .send_error(
                     socket,
@@ -537,42 +459,39 @@ impl Connection {
                 )
                 .await;
         }
+        let command = match ChatCommand::decode(request, Transport::Bidi) {
+            Ok(command) => command,
+            Err(e) => return self.send_api_error(socket, e).await,
+        };
+        let chat_id = command.chat_id().to_owned();
         self.bind(&chat_id);
-        let Some(last) = request.messages.last() else {
-            return self
-                .send_error(socket, "The message frame has no messages.")
-                .await;
-        };
         let runtime = self.runtime.clone();
-        if is_answer(last) {
-            let record = match runtime.existing_session(&chat_id).await {
-                Ok(Some(session)) => session.snapshot(),
-                Ok(None) => SessionRecord::new(&chat_id, 0),
-                Err(e) => return self.send_api_error(socket, ApiError::from(e)).await,
-            };
-            let inputs = match extract(last, &record) {
-                Ok(inputs) => inputs,
-                Err(e) => return self.send_api_error(socket, e).await,
-            };
-            if inputs.is_empty() {
-                return Next::Continue;
+        match command {
+            ChatCommand::Answer { message, .. } => {
+                let record = match runtime.existing_session(&chat_id).await {
+                    Ok(Some(session)) => session.snapshot(),
+                    Ok(None) => SessionRecord::new(&chat_id, 0),
+                    Err(e) => return self.send_api_error(socket, ApiError::from(e)).await,
+                };
+                let inputs = match extract(&message, &record) {
+                    Ok(inputs) => inputs,
+                    Err(e) => return self.send_api_error(socket, e).await,
+                };
+                if inputs.is_empty() {
+                    return Next::Continue;
+                }
+                self.submit(&chat_id, inputs, socket).await
             }
-            return self.submit(&chat_id, inputs, socket).await;
-        }
-        let (text, attachments) = user_content(last);
-        let user = UserTurn {
-            message_id: (!last.id.is_empty()).then(|| last.id.clone()),
-            text,
-            attachments,
-            transport: Transport::Bidi,
-        };
-        match runtime.start_turn(&chat_id, user, self.timing).await {
-            Ok(started) => {
-                tracing::info!(connection = self.id, chat = %chat_id, turn = %started.turn_id, "turn started");
-                self.turn = Some(Forwarding::at(started.turn_id, &started.log, 0));
-                Next::Continue
+            ChatCommand::Start { user, .. } => {
+                match runtime.start_turn(&chat_id, user, self.timing).await {
+                    Ok(started) => {
+                        tracing::info!(connection = self.id, chat = %chat_id, turn = %started.turn_id, "turn started");
+                        self.turn = Some(Forwarding::at(started.turn_id, &started.log, 0));
+                        Next::Continue
+                    }
+                    Err(e) => self.send_api_error(socket, ApiError::from(e)).await,
+                }
             }
-            Err(e) => self.send_api_error(socket, ApiError::from(e)).await,
         }
     }
 

@@ -1,0 +1,217 @@
+//! One decoder for what every client asks of a chat: the AI SDK's `POST /api/chat` body, the
+//! original system's envelope (`transport::seed` turns it into the same request), a WebSocket
+//! `message` frame. Each becomes a [`ChatCommand`] through the same checks, so the transports
+//! cannot disagree about what a valid request is.
+
+use axum::http::StatusCode;
+
+use super::{answers::is_answer, error::ApiError};
+use crate::{
+    agent::{Transport, UserTurn},
+    protocol::{ChatRequest, Role, Trigger, UiMessage, UiPart},
+};
+
+/// The longest chat id accepted.
+pub const MAX_CHAT_ID: usize = 200;
+
+/// What a chat request asks.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChatCommand {
+    /// A new turn with the person's message.
+    Start { chat_id: String, user: UserTurn },
+    /// Answers for the chat's waiting turn, in `message` (the client's copy of the assistant
+    /// message, or the seed's message carrying them): read against the session by
+    /// `answers::extract`, which trusts only what the person alone can say.
+    Answer { chat_id: String, message: UiMessage },
+}
+
+impl ChatCommand {
+    /// Decodes `request`, which came in on `transport`.
+    pub fn decode(request: ChatRequest, transport: Transport) -> Result<Self, ApiError> {
+        let chat_id = request.id.trim().to_owned();
+        if chat_id.is_empty() {
+            return Err(ApiError::bad_request(
+                "missing_chat_id",
+                "the request has no chat `id`",
+            ));
+        }
+        if chat_id.chars().count() > MAX_CHAT_ID {
+            return Err(ApiError::bad_request(
+                "invalid_chat_id",
+                format!("the chat id is longer than {MAX_CHAT_ID} characters"),
+            ));
+        }
+        let Some(last) = request.messages.into_iter().last() else {
+            return Err(ApiError::bad_request(
+                "empty_messages",
+                "the request has no messages",
+            ));
+        };
+        if is_answer(&last) {
+            return Ok(ChatCommand::Answer {
+                chat_id,
+                message: last,
+            });
+        }
+        if last.role != Role::User {
+            return Err(ApiError::bad_request(
+                "invalid_last_message",
+                "the last message must be the person's new message or the assistant message with their answers",
+            ));
+        }
+        if request.trigger == Some(Trigger::RegenerateMessage) {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "regenerate_unsupported",
+                "regenerating an answer is not supported; send the message again instead",
+            ));
+        }
+        let (text, attachments) = user_content(&last);
+        Ok(ChatCommand::Start {
+            chat_id,
+            user: UserTurn {
+                message_id: (!last.id.is_empty()).then(|| last.id.clone()),
+                text,
+                attachments,
+                transport,
+            },
+        })
+    }
+
+    pub fn chat_id(&self) -> &str {
+        match self {
+            ChatCommand::Start { chat_id, .. } | ChatCommand::Answer { chat_id, .. } => chat_id,
+        }
+    }
+}
+
+/// The text and attachments of a user message.
+pub fn user_content(message: &UiMessage) -> (String, Vec<crate::agent::history::Attachment>) {
+    let mut text = String::new();
+    let mut attachments = Vec::new();
+    for part in &message.parts {
+        match part {
+            UiPart::Text(t) => {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(&t.text);
+            }
+            UiPart::File(f) => attachments.push(crate::agent::history::Attachment {
+                media_type: f.media_type.clone(),
+                url: f.url.clone(),
+                filename: f.filename.clone(),
+            }),
+            _ => {}
+        }
+    }
+    (text, attachments)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn request(value: serde_json::Value) -> ChatRequest {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn user(text: &str) -> serde_json::Value {
+        json!({"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]})
+    }
+
+    #[test]
+    fn a_new_message_starts_a_turn_and_every_bad_request_says_why() {
+        let started = ChatCommand::decode(
+            request(json!({"id": " c1 ", "messages": [user("hi")]})),
+            Transport::Sse,
+        )
+        .unwrap();
+        assert_eq!(
+            started,
+            ChatCommand::Start {
+                chat_id: "c1".into(),
+                user: UserTurn {
+                    message_id: Some("u1".into()),
+                    text: "hi".into(),
+                    attachments: vec![],
+                    transport: Transport::Sse,
+                }
+            }
+        );
+        for (body, code) in [
+            (
+                json!({"id": "", "messages": [user("hi")]}),
+                "missing_chat_id",
+            ),
+            (
+                json!({"id": "  ", "messages": [user("hi")]}),
+                "missing_chat_id",
+            ),
+            (
+                json!({"id": "x".repeat(201), "messages": [user("hi")]}),
+                "invalid_chat_id",
+            ),
+            (json!({"id": "c", "messages": []}), "empty_messages"),
+            (
+                json!({"id": "c", "messages": [{"id": "s", "role": "system", "parts": []}]}),
+                "invalid_last_message",
+            ),
+            (
+                json!({"id": "c", "trigger": "regenerate-message", "messages": [user("again")]}),
+                "regenerate_unsupported",
+            ),
+        ] {
+            for transport in [Transport::Sse, Transport::Bidi, Transport::Seed] {
+                let err = ChatCommand::decode(request(body.clone()), transport).unwrap_err();
+                assert_eq!(err.code, code, "{body} on {transport}");
+            }
+        }
+        // 200 characters (not bytes) is still fine.
+        let id = "é".repeat(200);
+        assert!(
+            ChatCommand::decode(
+                request(json!({"id": id, "messages": [user("hi")]})),
+                Transport::Bidi
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn an_assistant_message_with_answers_answers() {
+        let answer = json!({"id": "m1", "role": "assistant", "parts": [{
+            "type": "tool-process_payment", "toolCallId": "call-1", "state": "approval-responded",
+            "input": {}, "approval": {"id": "apv-1", "approved": true}}]});
+        match ChatCommand::decode(
+            request(json!({"id": "c", "messages": [user("pay"), answer]})),
+            Transport::Sse,
+        )
+        .unwrap()
+        {
+            ChatCommand::Answer { chat_id, message } => {
+                assert_eq!(chat_id, "c");
+                assert_eq!(message.id, "m1");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn user_content_joins_text_and_collects_files() {
+        let mut m = UiMessage::user_text("u", "hello");
+        m.parts
+            .push(UiPart::File(crate::protocol::message::FilePart {
+                media_type: "image/png".into(),
+                url: "data:image/png;base64,AAAA".into(),
+                filename: Some("a.png".into()),
+                provider_metadata: None,
+            }));
+        let (text, files) = user_content(&m);
+        assert_eq!(text, "hello");
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].media_type, "image/png");
+    }
+}
