@@ -87,7 +87,7 @@ pub enum StartupError {
     #[error("chunk log: {0}")]
     ChunkLog(#[from] crate::agent::chunk_log::ChunkLogError),
     #[error("COUNTERSIGN_DB: {0}")]
-    Store(#[from] crate::agent::session::StoreError),
+    Store(#[from] crate::agent::store::StoreError),
 }
 
 /// The sessions' store and the sign-ins' store, of one database.

@@ -54,13 +54,14 @@
 //! session (while the session's handle stays registered), the session's chunks are dropped
 //! until the end of the turn, and the next turn tries to open the file again.
 
+use crate::agent::lock;
 use std::{
     collections::HashMap,
     fmt,
     fs::{DirBuilder, File, OpenOptions},
     io::{self, BufWriter, Read, Seek, SeekFrom, Write},
     path::{Path, PathBuf},
-    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    sync::{Arc, Mutex},
 };
 
 use serde::Deserialize;
@@ -549,12 +550,6 @@ fn count_lines(file: &mut File) -> io::Result<u64> {
 fn json_string(s: &str) -> String {
     // Serializing a `str` cannot fail (serde_json only fails on I/O and non-string map keys).
     serde_json::to_string(s).unwrap_or_else(|_| String::from("\"\""))
-}
-
-/// Locks a mutex, taking over the data if a panicking thread poisoned it: a half-written line
-/// in a debug log is better than a recorder that stops for good.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::{
 
 use tokio::sync::Notify;
 
-use super::store::lock;
+use super::lock;
 
 /// What a follower waits on.
 #[derive(Debug, Default)]

@@ -25,6 +25,15 @@ pub mod tools;
 
 pub use gate::{ApprovalDecision, BrowserResult, InputError, PersonInput};
 
+/// Locks a std mutex, recovering the data if a panicking thread poisoned it: every mutation
+/// under these locks is a plain assignment, so the data stays consistent. The one helper for
+/// the whole server.
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// How a turn reached the server: it picks the model (BIDI turns may have their own), labels the
 /// chunk log and the audit log, and is kept with the turn so a resumed turn stays the same.
 #[derive(
@@ -62,4 +71,5 @@ impl std::fmt::Display for Transport {
     }
 }
 pub use runtime::{Runtime, RuntimeSettings, TextTiming, TurnError, TurnStarted, UserTurn};
-pub use session::{Session, SessionRecord, SessionStore, TurnEntry, TurnLog, TurnStatus};
+pub use session::{Session, SessionRecord, TurnEntry, TurnLog, TurnStatus};
+pub use store::SessionStore;

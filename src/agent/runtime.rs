@@ -39,10 +39,10 @@ use super::{
     history::{Attachment, HistoryItem},
     model::{Model, ModelRequest, Usage},
     session::{
-        LiveTurn, Parked, Receipt, Session, SessionRecord, SessionStore, StoreError, TurnEntry,
-        TurnLog, TurnRecord, TurnStatus, lock,
+        LiveTurn, Parked, Receipt, Session, SessionRecord, SessionState, TurnEntry, TurnLog,
+        TurnRecord, TurnStatus, lock,
     },
-    store::{Actor, StoredSession},
+    store::{Actor, SessionStore, StoreError, StoredSession},
     tools::ToolRegistry,
     turn::{Entry, TurnDriver, answer_events},
 };
@@ -316,9 +316,8 @@ impl Runtime {
         let session = self.session(chat_id).await?;
         loop {
             let superseded = {
-                // Lock order everywhere: record, then live.
-                let mut record = lock(&session.record);
-                let mut live = lock(&session.live);
+                let mut state = session.state();
+                let SessionState { record, live, .. } = &mut *state;
                 match live.as_mut() {
                     Some(turn) if !turn.log.is_ended() => {
                         let status = record.turn.as_ref().map(|t| t.status);
@@ -328,12 +327,11 @@ impl Runtime {
                         *lock(&turn.interrupt_reason) = Some("superseded by a new message".into());
                         turn.cancel.cancel();
                         // A parked turn needs a task to end itself.
-                        self.unpark_locked(&session, &record, turn);
+                        self.unpark_locked(&session, record, turn);
                         turn.task.take()
                     }
                     _ => {
-                        let started =
-                            self.begin_turn(&session, &mut record, &mut live, user, timing);
+                        let started = self.begin_turn(&session, record, live, user, timing);
                         return Ok(started);
                     }
                 }
@@ -508,10 +506,10 @@ impl Runtime {
 
     /// [`Runtime::unpark_locked`], taking the locks.
     fn unpark(self: &Arc<Self>, session: &Arc<Session>) {
-        let record = lock(&session.record);
-        let mut live = lock(&session.live);
+        let mut state = session.state();
+        let SessionState { record, live, .. } = &mut *state;
         if let Some(turn) = live.as_mut() {
-            self.unpark_locked(session, &record, turn);
+            self.unpark_locked(session, record, turn);
         }
     }
 
@@ -519,10 +517,10 @@ impl Runtime {
     /// a waiting one is woken.
     fn wake(self: &Arc<Self>, session: &Arc<Session>) {
         {
-            let record = lock(&session.record);
-            let mut live = lock(&session.live);
+            let mut state = session.state();
+            let SessionState { record, live, .. } = &mut *state;
             if let Some(turn) = live.as_mut().filter(|t| t.parked.is_some()) {
-                self.unpark_locked(session, &record, turn);
+                self.unpark_locked(session, record, turn);
                 return;
             }
         }
@@ -606,9 +604,8 @@ impl Runtime {
     /// parked, its log exactly as clients saw it (ADR 0011); it gets a task at once only if it
     /// has something to do (an answer applied before a restart, a deadline that passed).
     fn revive(self: &Arc<Self>, session: &Arc<Session>, paused_log: Option<Vec<TurnEntry>>) {
-        // Lock order everywhere: record, then live.
-        let mut record = lock(&session.record);
-        let mut live = lock(&session.live);
+        let mut state = session.state();
+        let SessionState { record, live, .. } = &mut *state;
         if live.is_some() {
             return;
         }
@@ -652,7 +649,7 @@ impl Runtime {
                 }),
             });
             if due {
-                self.unpark_locked(session, &record, turn_state);
+                self.unpark_locked(session, record, turn_state);
             } else {
                 if let Some(deadline) = deadline {
                     self.wake_at(deadline, &session.id);
@@ -680,14 +677,13 @@ impl Runtime {
                 existing,
             )
         };
-        drop(record);
         tracing::info!(session = %session.id, turn = %turn_id, "resuming a turn after a restart");
         let reducer = match existing {
             Some(message) => MessageReducer::continuing(message),
             None => MessageReducer::new(message_id.clone()),
         };
         self.spawn_driver(
-            session, &mut live, turn_id, message_id, reducer, timing, transport,
+            session, live, turn_id, message_id, reducer, timing, transport,
         );
     }
 
@@ -733,19 +729,22 @@ impl Runtime {
         {
             // Approvals of calls whose effects are in this record: the turn runs them at once
             // and commits answer, effect and result together before it emits anything.
-            lock(&session.unsaved_audit).extend(events);
+            session.state().unsaved_audit.extend(events);
             self.wake(&session);
             return Ok(applied.receipt);
         }
         // Earlier answers still waiting for their turn's commit go with this one: the record
         // written here contains them.
-        let earlier = std::mem::take(&mut *lock(&session.unsaved_audit));
+        let earlier = std::mem::take(&mut session.state().unsaved_audit);
         let count = earlier.len();
         let events = [earlier, events].concat();
         let snapshot = session.snapshot();
         if let Err(e) = self.store.commit(&snapshot, &events).await {
             tracing::error!(session = %chat_id, error = %e, "cannot record the person's answer");
-            lock(&session.unsaved_audit).splice(0..0, events.into_iter().take(count));
+            session
+                .state()
+                .unsaved_audit
+                .splice(0..0, events.into_iter().take(count));
             session.undo(applied.undo);
             return Err(InputError::NotRecorded {
                 message: e.to_string(),

@@ -17,8 +17,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use super::store::lock;
-pub use super::store::{MemoryStore, SessionStore, StoreError};
+pub(crate) use super::lock;
 use super::{
     clock::Millis,
     gate::{
@@ -28,10 +27,9 @@ use super::{
     history::HistoryItem,
     model::Usage,
     runtime::TextTiming,
-    store::AuditEvent,
     tools::{ToolEffects, ToolLocation, ToolRegistry, Wallet},
 };
-use crate::protocol::{Chunk, UiMessage};
+use crate::protocol::{Chunk, UiMessage, audit::AuditEvent};
 
 /// Where a turn stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -343,19 +341,26 @@ pub(crate) struct Parked {
     pub inputs: u64,
 }
 
-/// A live session.
+/// A live session: its state behind one lock ([`Session::state`]), the signal that wakes its
+/// turn, and whether memory is ahead of the store.
 pub struct Session {
     pub id: String,
-    pub(crate) record: Mutex<SessionRecord>,
-    pub(crate) live: Mutex<Option<LiveTurn>>,
+    state: Mutex<SessionState>,
     /// Wakes the turn task: person input arrived.
-    pub(crate) wake: Notify,
-    /// Audit events of answers applied but not committed yet: the turn's next commit (the
-    /// result of the tool they approved, see [`ToolEffects::InRecord`]) carries them.
-    pub(crate) unsaved_audit: Mutex<Vec<AuditEvent>>,
+    wake: Notify,
     /// The last commit of this session failed: memory is ahead of the store, so the session
     /// must stay in memory.
-    pub(crate) dirty: std::sync::atomic::AtomicBool,
+    dirty: std::sync::atomic::AtomicBool,
+}
+
+/// What a live session holds, all under its one lock.
+pub(crate) struct SessionState {
+    pub(crate) record: SessionRecord,
+    /// The current turn's task, log and cancellation, once one was started or revived.
+    pub(crate) live: Option<LiveTurn>,
+    /// Audit events of answers applied but not committed yet: the turn's next commit (the
+    /// result of the tool they approved, see [`ToolEffects::InRecord`]) carries them.
+    pub(crate) unsaved_audit: Vec<AuditEvent>,
 }
 
 /// Person input applied to a session, not yet committed.
@@ -392,12 +397,30 @@ impl Session {
     pub fn new(record: SessionRecord) -> Self {
         Session {
             id: record.id.clone(),
-            record: Mutex::new(record),
-            live: Mutex::new(None),
+            state: Mutex::new(SessionState {
+                record,
+                live: None,
+                unsaved_audit: Vec::new(),
+            }),
             wake: Notify::new(),
-            unsaved_audit: Mutex::new(Vec::new()),
             dirty: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// The session's state, locked. Hold the guard briefly and never across an `.await`; the
+    /// one lock means there is no order to keep.
+    pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, SessionState> {
+        lock(&self.state)
+    }
+
+    /// A future that completes when person input wakes the turn.
+    pub(crate) fn woken(&self) -> tokio::sync::futures::Notified<'_> {
+        self.wake.notified()
+    }
+
+    /// Records whether the last commit of this session failed.
+    pub(crate) fn set_dirty(&self, dirty: bool) {
+        self.dirty.store(dirty, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Whether nothing happens in this session and memory holds nothing the store lacks: no
@@ -405,17 +428,19 @@ impl Session {
     /// last commit succeeded. Returns the identity of the last turn's log (`0`: none), so a
     /// caller can tell a session that stayed idle from one that ran a turn meanwhile.
     pub(crate) fn idle_turn(&self) -> Option<usize> {
-        if self.dirty.load(std::sync::atomic::Ordering::SeqCst)
-            || !lock(&self.unsaved_audit).is_empty()
+        let state = self.state();
+        if self.dirty.load(std::sync::atomic::Ordering::SeqCst) || !state.unsaved_audit.is_empty() {
+            return None;
+        }
+        if state
+            .record
+            .turn
+            .as_ref()
+            .is_some_and(|t| !t.status.is_over())
         {
             return None;
         }
-        let record = lock(&self.record);
-        if record.turn.as_ref().is_some_and(|t| !t.status.is_over()) {
-            return None;
-        }
-        let live = lock(&self.live);
-        match live.as_ref() {
+        match state.live.as_ref() {
             None => Some(0),
             Some(turn)
                 if turn.log.is_ended()
@@ -429,7 +454,7 @@ impl Session {
 
     /// A copy of the record, for the store and for `load_session`.
     pub fn snapshot(&self) -> SessionRecord {
-        lock(&self.record).clone()
+        self.state().record.clone()
     }
 
     /// Whether every one of `resolutions` approved a server call that is now ready to run and
@@ -440,8 +465,8 @@ impl Session {
         resolutions: &[(String, ApprovalResolution)],
         tools: &ToolRegistry,
     ) -> bool {
-        let record = lock(&self.record);
-        let Some(turn) = record.turn.as_ref() else {
+        let state = self.state();
+        let Some(turn) = state.record.turn.as_ref() else {
             return false;
         };
         !resolutions.is_empty()
@@ -460,46 +485,47 @@ impl Session {
 
     /// Runs `f` on the wallet under the session lock.
     pub fn with_wallet<R>(&self, f: impl FnOnce(&mut Wallet) -> R) -> R {
-        f(&mut lock(&self.record).wallet)
+        f(&mut self.state().record.wallet)
     }
 
     /// Whether the current turn waits for the person with no task driving it (ADR 0010).
     pub fn is_parked(&self) -> bool {
-        lock(&self.live)
+        self.state()
+            .live
             .as_ref()
             .is_some_and(|t| t.parked.is_some() && t.task.is_none())
     }
 
     /// The log of the current turn, if one was started since this session went live.
     pub fn current_log(&self) -> Option<Arc<TurnLog>> {
-        lock(&self.live).as_ref().map(|t| t.log.clone())
+        self.state().live.as_ref().map(|t| t.log.clone())
     }
 
     /// The current turn's id and log, if the session has a live turn.
     pub fn current_turn(&self) -> Option<(String, Arc<TurnLog>)> {
-        let record = lock(&self.record);
-        let live = lock(&self.live);
-        Some((record.turn.as_ref()?.id.clone(), live.as_ref()?.log.clone()))
+        let state = self.state();
+        Some((
+            state.record.turn.as_ref()?.id.clone(),
+            state.live.as_ref()?.log.clone(),
+        ))
     }
 
     /// Whether memory holds nothing of this session that the store lacks while its turn waits
     /// for the person: parked (no task), its whole log committed with the record, no answer
     /// waiting for a commit, and the last commit succeeded (ADR 0011).
     pub(crate) fn parked_and_stored(&self) -> bool {
-        if self.dirty.load(std::sync::atomic::Ordering::SeqCst)
-            || !lock(&self.unsaved_audit).is_empty()
-        {
+        let state = self.state();
+        if self.dirty.load(std::sync::atomic::Ordering::SeqCst) || !state.unsaved_audit.is_empty() {
             return false;
         }
-        let _record = lock(&self.record);
-        lock(&self.live).as_ref().is_some_and(|turn| {
+        state.live.as_ref().is_some_and(|turn| {
             turn.parked.is_some() && turn.task.is_none() && turn.saved == turn.log.len()
         })
     }
 
     /// Whether a turn is generating right now (not waiting for the person, not over).
     pub fn turn_status(&self) -> Option<TurnStatus> {
-        lock(&self.record).turn.as_ref().map(|t| t.status)
+        self.state().record.turn.as_ref().map(|t| t.status)
     }
 
     /// Applies approval answers and browser results, all or nothing. The caller commits the
@@ -511,13 +537,13 @@ impl Session {
         tools: &ToolRegistry,
         now_ms: Millis,
     ) -> Result<Applied, InputError> {
-        let mut record = lock(&self.record);
-        let live = lock(&self.live);
+        let mut state = self.state();
+        let SessionState { record, live, .. } = &mut *state;
         let SessionRecord {
             turn,
             resolved_approvals,
             ..
-        } = &mut *record;
+        } = record;
         let (Some(log), Some(turn)) = (
             live.as_ref().map(|t| t.log.clone()),
             turn.as_mut().filter(|t| !t.status.is_over()),
@@ -557,12 +583,12 @@ impl Session {
     /// Takes back input applied by [`Session::apply`] whose commit failed — unless the turn has
     /// moved on since (then the input stands: undoing it would lose what the turn did with it).
     pub fn undo(&self, undo: Undo) {
-        let mut record = lock(&self.record);
+        let mut state = self.state();
         let SessionRecord {
             turn,
             resolved_approvals,
             ..
-        } = &mut *record;
+        } = &mut state.record;
         let Some(turn) = turn.as_mut() else {
             return;
         };
@@ -585,7 +611,8 @@ impl Session {
     /// Whether this session has a pending approval with this id (used to tell a forged id from
     /// another chat's).
     pub fn has_pending_approval(&self, approval_id: &str) -> bool {
-        lock(&self.record)
+        self.state()
+            .record
             .turn
             .as_ref()
             .is_some_and(|t| t.pending_approvals().contains(&approval_id))
@@ -594,8 +621,8 @@ impl Session {
     /// Cancels the running turn (Stop / Esc / interrupt frame). Returns false when no turn was
     /// running or waiting.
     pub fn interrupt(&self, reason: impl Into<String>) -> bool {
-        let live = lock(&self.live);
-        match live.as_ref() {
+        let state = self.state();
+        match state.live.as_ref() {
             Some(turn) if !turn.cancel.is_cancelled() && !turn.log.is_ended() => {
                 *lock(&turn.interrupt_reason) = Some(reason.into());
                 turn.cancel.cancel();

@@ -244,7 +244,7 @@ fn body_error(rejection: BytesRejection) -> ApiError {
     ApiError::from_body_rejection(rejection.status(), &rejection)
 }
 
-fn store_error(e: crate::agent::session::StoreError) -> ApiError {
+fn store_error(e: crate::agent::store::StoreError) -> ApiError {
     ApiError::from(e)
 }
 

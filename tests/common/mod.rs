@@ -9,7 +9,7 @@ use countersign::{
         Runtime, RuntimeSettings, TextTiming,
         clock::{SequentialIds, SystemClock},
         demo::DemoModel,
-        session::MemoryStore,
+        store::MemoryStore,
         tools::{ToolRegistry, ToolSettings, WeatherSource},
     },
     config::Config,

@@ -120,6 +120,7 @@
 //! cancellation is also published on [`GeminiLiveModel::call_cancellations`] so the runner can
 //! expire the pending approval.
 
+use crate::agent::lock;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -443,12 +444,6 @@ fn live_url(value: &str) -> Option<String> {
             .then(|| (scheme, &value[prefix.len()..]))
     })?;
     (!rest.is_empty() && !rest.starts_with('/')).then(|| format!("{scheme}{rest}"))
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 // ---------------------------------------------------------------------------------------------

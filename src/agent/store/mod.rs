@@ -19,15 +19,13 @@
 pub mod audit;
 pub mod sqlite;
 
-use std::{
-    collections::HashMap,
-    sync::{Mutex, MutexGuard},
-};
+use std::{collections::HashMap, sync::Mutex};
 
 use async_trait::async_trait;
 
 pub use audit::{Actor, AuditEvent, AuditKind, AuditQuery, AuditRecord};
 
+pub(crate) use super::lock;
 use super::{
     clock::Millis,
     session::{SessionRecord, TurnEntry},
@@ -262,14 +260,6 @@ impl SignInStore for MemoryStore {
             .map(|(s, _)| (s.id.clone(), s.expires_ms))
             .collect())
     }
-}
-
-/// Locks a std mutex, recovering the data if a panicking thread poisoned it: the data stays
-/// consistent because every mutation under the lock is a plain assignment.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

@@ -20,7 +20,8 @@ use super::{
     model::{CallNotice, ModelEvent},
     schema::validate,
     session::{
-        HeldText, Parked, Session, SessionRecord, TurnEntry, TurnLog, TurnRecord, TurnStatus, lock,
+        HeldText, Parked, Session, SessionRecord, SessionState, TurnEntry, TurnLog, TurnRecord,
+        TurnStatus, lock,
     },
     store::{Actor, AuditEvent, AuditKind},
     tools::{Executor, ToolContext, ToolLocation, ToolRegistry},
@@ -135,7 +136,8 @@ impl TurnDriver {
             self.set_status(TurnStatus::Running);
             self.emit(Chunk::start_step());
             let (session_id, history) = {
-                let record = lock(&self.session.record);
+                let state = self.session.state();
+                let record = &state.record;
                 (record.id.clone(), record.history.clone())
             };
             let mut stream = self
@@ -386,7 +388,8 @@ impl TurnDriver {
             let mut to_emit = Vec::new();
             let mut to_run = Vec::new();
             let (waiting, next_deadline, all_done, inputs) = {
-                let mut record = lock(&self.session.record);
+                let mut state = self.session.state();
+                let record = &mut state.record;
                 let SessionRecord {
                     turn,
                     resolved_approvals,
@@ -484,7 +487,8 @@ impl TurnDriver {
                 () = self.cancel.cancelled() => return Flow::Interrupted,
                 Some((call_id, outcome)) = running.next(), if !running.is_empty() => {
                     let executed = {
-                        let mut record = lock(&self.session.record);
+                        let mut state = self.session.state();
+                        let record = &mut state.record;
                         let now = self.rt.clock.now_ms();
                         let turn_id = record.turn.as_ref().map(|t| t.id.clone()).unwrap_or_default();
                         match record
@@ -519,7 +523,7 @@ impl TurnDriver {
                     // A tool's effect (a payment) is on disk before its output is announced.
                     self.save().await;
                 }
-                () = self.session.wake.notified() => {}
+                () = self.session.woken() => {}
                 () = tokio::time::sleep(sleep.unwrap_or(Duration::ZERO)), if sleep.is_some() => {}
                 Some(notice) = next_notice(&mut self.notices), if self.notices.is_some() => {
                     self.withdraw(notice);
@@ -541,7 +545,8 @@ impl TurnDriver {
         let now = self.rt.clock.now_ms();
         let mut events = Vec::new();
         {
-            let mut record = lock(&self.session.record);
+            let mut state = self.session.state();
+            let record = &mut state.record;
             let SessionRecord {
                 turn,
                 resolved_approvals,
@@ -616,7 +621,8 @@ impl TurnDriver {
 
     /// Moves the results of a finished step into the history (one result per call, in order).
     fn commit_results(&mut self) {
-        let mut record = lock(&self.session.record);
+        let mut state = self.session.state();
+        let record = &mut state.record;
         let Some(turn) = record.turn.as_mut() else {
             return;
         };
@@ -655,7 +661,9 @@ impl TurnDriver {
             })
             .collect();
         if !parts.is_empty() {
-            lock(&self.session.record)
+            self.session
+                .state()
+                .record
                 .history
                 .push(HistoryItem::Assistant { parts });
         }
@@ -730,7 +738,9 @@ impl TurnDriver {
                 edited_args: None,
             });
         }
-        lock(&self.session.record)
+        self.session
+            .state()
+            .record
             .history
             .push(HistoryItem::ToolResults { results });
     }
@@ -748,7 +758,8 @@ impl TurnDriver {
             self.with_turn(|t| t.calls = calls);
         }
         let open: Vec<(String, String)> = {
-            let mut record = lock(&self.session.record);
+            let mut state = self.session.state();
+            let record = &mut state.record;
             let mut open = Vec::new();
             if let Some(turn) = record.turn.as_mut() {
                 let now = self.rt.clock.now_ms();
@@ -848,8 +859,8 @@ impl TurnDriver {
             return false;
         }
         {
-            let record = lock(&self.session.record);
-            let mut live = lock(&self.session.live);
+            let mut state = self.session.state();
+            let SessionState { record, live, .. } = &mut *state;
             let Some(turn) = live.as_mut().filter(|t| Arc::ptr_eq(&t.log, &self.log)) else {
                 return false;
             };
@@ -880,7 +891,8 @@ impl TurnDriver {
         let stored = self.save_with(Some(&entries)).await;
         self.push(TurnEntry::Pause);
         if stored {
-            let mut live = lock(&self.session.live);
+            let mut state = self.session.state();
+            let live = &mut state.live;
             if let Some(turn) = live.as_mut().filter(|t| Arc::ptr_eq(&t.log, &self.log)) {
                 turn.saved = entries.len();
             }
@@ -943,7 +955,8 @@ impl TurnDriver {
     /// Writes the assistant message as the client now sees it into the session record.
     fn sync_messages(&mut self) {
         let message = self.reducer.message().clone();
-        let mut record = lock(&self.session.record);
+        let mut state = self.session.state();
+        let record = &mut state.record;
         match record.messages.last_mut() {
             Some(last) if last.id == message.id => *last = message,
             _ => record.messages.push(message),
@@ -959,16 +972,14 @@ impl TurnDriver {
     /// [`TurnDriver::save`], with the turn's log when it pauses. True when it was committed.
     async fn save_with(&mut self, paused_log: Option<&[TurnEntry]>) -> bool {
         // Answers applied but not committed yet come first: they precede what they caused.
-        let mut audit = std::mem::take(&mut *lock(&self.session.unsaved_audit));
+        let mut audit = std::mem::take(&mut self.session.state().unsaved_audit);
         audit.append(&mut self.audit);
         let snapshot = self.session.snapshot();
         let result = match paused_log {
             Some(log) => self.rt.store.commit_paused(&snapshot, &audit, log).await,
             None => self.rt.store.commit(&snapshot, &audit).await,
         };
-        self.session
-            .dirty
-            .store(result.is_err(), std::sync::atomic::Ordering::SeqCst);
+        self.session.set_dirty(result.is_err());
         match result {
             Ok(()) => true,
             Err(e) => {
@@ -1002,7 +1013,7 @@ impl TurnDriver {
     }
 
     fn with_turn<R>(&self, f: impl FnOnce(&mut TurnRecord) -> R) -> Option<R> {
-        lock(&self.session.record).turn.as_mut().map(f)
+        self.session.state().record.turn.as_mut().map(f)
     }
 }
 
@@ -1058,7 +1069,8 @@ pub(crate) fn answer_events(
     actor: &Actor,
     now: Millis,
 ) -> Vec<AuditEvent> {
-    let record = lock(&session.record);
+    let state = session.state();
+    let record = &state.record;
     let Some(turn) = record.turn.as_ref() else {
         return Vec::new();
     };
@@ -1224,7 +1236,7 @@ mod tests {
             ToolRegistry::default(),
             Arc::new(super::super::clock::SystemClock),
             Arc::new(super::super::clock::SequentialIds::default()),
-            Arc::new(super::super::session::MemoryStore::default()),
+            Arc::new(super::super::store::MemoryStore::default()),
             RuntimeSettings::default(),
         );
         let started = runtime

@@ -34,7 +34,7 @@ use tokio::{
 };
 
 use super::limits::address_key;
-use crate::agent::store::lock;
+use crate::agent::lock;
 
 /// Open connections, in all and per client address.
 #[derive(Debug)]

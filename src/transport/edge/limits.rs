@@ -105,7 +105,7 @@ impl RateLimits {
             return None;
         }
         let capacity = f64::from(self.per_minute);
-        let mut buckets = crate::agent::store::lock(&self.buckets);
+        let mut buckets = crate::agent::lock(&self.buckets);
         if buckets.len() > KEYS_KEPT {
             buckets.retain(|_, b| !b.is_full(now));
         }

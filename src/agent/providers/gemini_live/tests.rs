@@ -1525,7 +1525,7 @@ async fn payment_awaiting_approval(
         Runtime, RuntimeSettings, TextTiming, TurnEntry, UserTurn,
         clock::{SequentialIds, SystemClock},
         demo::DemoModel,
-        session::MemoryStore,
+        store::MemoryStore,
         tools::{ToolRegistry, ToolSettings, WeatherSource},
     };
     use crate::protocol::Chunk;
