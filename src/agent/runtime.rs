@@ -63,7 +63,9 @@ pub enum TextTiming {
 /// Runtime-wide settings.
 #[derive(Debug, Clone)]
 pub struct RuntimeSettings {
-    pub system_prompt: String,
+    /// The instruction every model gets; `None`: written from the tool registry
+    /// ([`ToolRegistry::system_prompt`]).
+    pub system_prompt: Option<String>,
     pub text_timing: TextTiming,
     /// A turn stops after this many model steps (a model that keeps calling tools).
     pub max_steps: u32,
@@ -72,20 +74,12 @@ pub struct RuntimeSettings {
 impl Default for RuntimeSettings {
     fn default() -> Self {
         RuntimeSettings {
-            system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
+            system_prompt: None,
             text_timing: TextTiming::Hold,
             max_steps: 16,
         }
     }
 }
-
-/// The instruction every model gets.
-pub const DEFAULT_SYSTEM_PROMPT: &str = "You are Countersign's assistant. You can check the \
-weather (get_weather), send payments from the person's wallet (process_payment), find where \
-the person is (get_location) and switch the background music (change_bgm). Use the tools to do \
-what is asked instead of describing what you would do. Payments and location need the \
-person's approval: if they deny a call, do not retry it unless they ask; if an approval \
-expires, say nothing was done. Answer in the language the person writes in, briefly.";
 
 /// Why a turn could not start.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -136,6 +130,8 @@ pub struct Runtime {
     pub ids: Arc<dyn IdGen>,
     pub store: Arc<dyn SessionStore>,
     pub settings: RuntimeSettings,
+    /// The instruction every model gets (the settings' own, or written from the tools).
+    system_prompt: String,
     /// Where every emitted chunk is recorded (`COUNTERSIGN_CHUNK_LOG`), if anywhere.
     chunk_log: std::sync::OnceLock<Arc<ChunkLog>>,
     /// The model of BIDI turns when it differs from `model` (Gemini Live).
@@ -193,8 +189,13 @@ impl Runtime {
         store: Arc<dyn SessionStore>,
         settings: RuntimeSettings,
     ) -> Arc<Self> {
+        let system_prompt = settings
+            .system_prompt
+            .clone()
+            .unwrap_or_else(|| tools.system_prompt());
         Arc::new(Runtime {
             model,
+            system_prompt,
             tools,
             clock,
             ids,
@@ -977,7 +978,7 @@ impl Runtime {
     ) -> ModelRequest {
         ModelRequest {
             session_id: session_id.to_owned(),
-            system: self.settings.system_prompt.clone(),
+            system: self.system_prompt.clone(),
             history,
             tools: self.tools.declarations(),
         }

@@ -114,6 +114,10 @@ pub struct SessionRecord {
     /// The conversation as the person sees it (the server's own reduction of what it sent).
     pub messages: Vec<UiMessage>,
     pub wallet: Wallet,
+    /// What tools keep between calls, by tool name, as the tool encoded it
+    /// ([`ToolContext::with_state`](super::tools::ToolContext::with_state)).
+    #[serde(default)]
+    pub tool_state: BTreeMap<String, Value>,
     pub turn: Option<TurnRecord>,
     /// Approvals already answered (or expired), so a late or repeated answer gets a precise error.
     pub resolved_approvals: BTreeMap<String, ApprovalResolution>,
@@ -128,6 +132,7 @@ impl SessionRecord {
             history: Vec::new(),
             messages: Vec::new(),
             wallet: Wallet::default(),
+            tool_state: BTreeMap::new(),
             turn: None,
             resolved_approvals: BTreeMap::new(),
         }
@@ -486,6 +491,19 @@ impl Session {
     /// Runs `f` on the wallet under the session lock.
     pub fn with_wallet<R>(&self, f: impl FnOnce(&mut Wallet) -> R) -> R {
         f(&mut self.state().record.wallet)
+    }
+
+    /// Runs `f` on what `tool` keeps in this session (`None` before its first call; leaving
+    /// `None` forgets it), under the session lock.
+    pub fn with_tool_state<R>(&self, tool: &str, f: impl FnOnce(&mut Option<Value>) -> R) -> R {
+        let mut state = self.state();
+        let kept = &mut state.record.tool_state;
+        let mut slot = kept.remove(tool);
+        let result = f(&mut slot);
+        if let Some(value) = slot {
+            kept.insert(tool.to_owned(), value);
+        }
+        result
     }
 
     /// Whether the current turn waits for the person with no task driving it (ADR 0010).

@@ -22,6 +22,8 @@
 //!   and [`Conversation`], the `useChat` message list with its write-back rule.
 //! - [`sse`]: `data: {json}\n\n` framing and an incremental, size-capped
 //!   decoder (§A.1).
+//! - [`presentation`]: how a tool shows itself to the person (card title, the sentence they
+//!   countersign, field labels), declared by the tool and sent with the tool list.
 //! - [`schema`]: the JSON Schema subset tool arguments are checked against, on the server
 //!   before a call runs or an edit is accepted, and in the browser before an edit is sent.
 //! - [`audit`]: the audit log's records (`/api/audit`, the `/audit` page).
@@ -38,6 +40,7 @@ pub mod chunk;
 pub mod envelope;
 pub mod message;
 pub mod partial_json;
+pub mod presentation;
 pub mod reducer;
 pub mod schema;
 pub mod sse;
@@ -52,6 +55,7 @@ pub use message::{
     last_assistant_message_is_complete_with_tool_calls,
 };
 pub use partial_json::{PartialJson, parse_partial_json};
+pub use presentation::ToolPresentation;
 pub use reducer::{Applied, Conversation, MessageReducer, ReduceError};
 pub use sse::{
     ChunkStreamDecoder, DONE_FRAME, DecodeError, Frame, SseDecoder, SseError, SseEvent,

@@ -8,12 +8,16 @@ use leptos::{
 use serde_json::{Map, Value};
 
 use super::{
+    api::ToolInfo,
     controller::{Answer, ChatCtl},
     markdown::Markdown,
     platform,
 };
 use crate::protocol::{
-    Role, ToolPart, ToolState, UiMessage, UiPart, chunk::APPROVAL_EXPIRED_PREFIX, schema,
+    Role, ToolPart, ToolPresentation, ToolState, UiMessage, UiPart,
+    chunk::APPROVAL_EXPIRED_PREFIX,
+    presentation::{show, unknown_tool_sentence},
+    schema,
 };
 
 /// Which part of a message a keyed child renders: tool parts by their call id (their cards keep
@@ -188,40 +192,10 @@ fn describe_state(tool: &ToolPart, runs_in_browser: bool) -> (&'static str, &'st
     }
 }
 
-fn title_of(name: &str) -> &str {
-    match name {
-        "get_weather" => "Weather",
-        "process_payment" => "Payment",
-        "get_location" => "Location",
-        "change_bgm" => "Music",
-        other => other,
-    }
-}
-
-/// A short human rendering of a JSON value.
-fn show(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Null => "—".into(),
-        Value::Number(n) => n.to_string(),
-        Value::Bool(b) => if *b { "yes" } else { "no" }.into(),
-        other => other.to_string(),
-    }
-}
-
-/// The readable fields of a value, leaving out empty ones and those that repeat `except`
-/// (a result that echoes its arguments shows only what is new).
-fn fields(value: &Value, except: Option<&Value>) -> Vec<(String, String)> {
-    match value {
-        Value::Object(map) => map
-            .iter()
-            .filter(|(_, v)| !(v.is_null() || v.as_str() == Some("")))
-            .filter(|(k, v)| except.and_then(|e| e.get(k.as_str())) != Some(*v))
-            .map(|(k, v)| (k.replace('_', " "), show(v)))
-            .collect(),
-        Value::Null => Vec::new(),
-        other => vec![("result".into(), show(other))],
-    }
+/// What a tool says about itself, tracked (`None` when it left the registry since the call).
+fn described(ctl: ChatCtl, name: &str) -> Option<ToolInfo> {
+    ctl.tools
+        .with(|tools| tools.iter().find(|t| t.name == name).cloned())
 }
 
 /// One tool call: what it is, where it stands, its arguments and result.
@@ -234,10 +208,18 @@ fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView 
     });
     let show_raw = RwSignal::new(false);
     let name = move || tool.with(|t| t.as_ref().map(|t| t.tool_name.clone()).unwrap_or_default());
-    let runs_in_browser = move || {
-        let name = name();
-        ctl.tools
-            .with(|tools| tools.iter().any(|t| t.name == name && t.runs_in_browser))
+    // What the tool says about itself (nothing when it left the registry since the call).
+    let info = Memo::new(move |_| described(ctl, &name()));
+    let runs_in_browser = move || info.with(|i| i.as_ref().is_some_and(|i| i.runs_in_browser));
+    let title = move || {
+        info.with(|i| i.as_ref().map(|i| i.presentation.title.clone()))
+            .unwrap_or_else(name)
+    };
+    let fields = move |value: &Value, except: Option<&Value>| {
+        info.with(|i| match i {
+            Some(i) => i.presentation.fields(value, except),
+            None => ToolPresentation::default().fields(value, except),
+        })
     };
     let state = move || {
         tool.with(|t| t.as_ref().map(|t| describe_state(t, runs_in_browser())))
@@ -279,10 +261,10 @@ fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView 
             data-testid="tool-card"
             data-tool=name
             data-state=move || state().1
-            aria-label=move || format!("{} tool: {}", title_of(&name()), state().0)
+            aria-label=move || format!("{} tool: {}", title(), state().0)
         >
             <header class="tool-head">
-                <span class="tool-title">{move || title_of(&name()).to_string()}</span>
+                <span class="tool-title">{title}</span>
                 <span class="tool-status" data-testid="tool-status" role="status">{move || state().0}</span>
             </header>
             {move || {
@@ -321,27 +303,6 @@ fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView 
     }
 }
 
-/// "Pay 50.00 USD to Hanako": the sentence the person countersigns.
-pub fn approval_sentence(name: &str, input: &Value) -> String {
-    match name {
-        "process_payment" => {
-            let amount = input["amount"].as_f64().unwrap_or(0.0);
-            let currency = input["currency"].as_str().unwrap_or("USD");
-            let recipient = input["recipient"].as_str().unwrap_or("?");
-            let description = input["description"].as_str().unwrap_or_default();
-            if description.is_empty() {
-                format!("Pay {amount:.2} {currency} to {recipient}")
-            } else {
-                format!("Pay {amount:.2} {currency} to {recipient} for {description}")
-            }
-        }
-        "get_location" => "Share your location".into(),
-        "change_bgm" => format!("Switch the music to track {}", show(&input["track"])),
-        "get_weather" => format!("Look up the weather in {}", show(&input["location"])),
-        other => format!("Run {other}"),
-    }
-}
-
 fn countdown(remaining_ms: i64) -> String {
     if remaining_ms <= 0 {
         return "Expiring…".into();
@@ -373,7 +334,12 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
                 .unwrap_or(Value::Null)
         })
     };
-    let sentence = move || approval_sentence(&name(), &input());
+    let info = Memo::new(move |_| described(ctl, &name()));
+    // "Pay 50.00 USD to Hanako": the sentence the person countersigns, in the tool's words.
+    let sentence = move || {
+        info.with(|i| i.as_ref().map(|i| i.presentation.sentence(&input())))
+            .unwrap_or_else(|| unknown_tool_sentence(&name()))
+    };
     let deadline_id = approval_id.clone();
     let remaining = move || {
         ctl.deadlines
@@ -390,14 +356,7 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
         }
     });
     let schema = move || {
-        let name = name();
-        ctl.tools
-            .with(|tools| {
-                tools
-                    .iter()
-                    .find(|t| t.name == name)
-                    .map(|t| t.parameters.clone())
-            })
+        info.with(|i| i.as_ref().map(|i| i.parameters.clone()))
             .unwrap_or(Value::Null)
     };
     let id_approve = approval_id.clone();
@@ -546,29 +505,6 @@ fn show_input(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn approval_sentences_read_naturally() {
-        assert_eq!(
-            approval_sentence(
-                "process_payment",
-                &json!({"amount": 50, "recipient": "Hanako", "currency": "USD"})
-            ),
-            "Pay 50.00 USD to Hanako"
-        );
-        assert_eq!(
-            approval_sentence(
-                "process_payment",
-                &json!({"amount": 12.5, "recipient": "Bob", "description": "lunch"})
-            ),
-            "Pay 12.50 USD to Bob for lunch"
-        );
-        assert_eq!(
-            approval_sentence("get_location", &json!({})),
-            "Share your location"
-        );
-    }
 
     #[test]
     fn tool_states_are_named_for_people() {

@@ -52,6 +52,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     ),
     (4, include_str!("../../../migrations/0004_narrow_views.sql")),
     (5, include_str!("../../../migrations/0005_signins.sql")),
+    (6, include_str!("../../../migrations/0006_tool_state.sql")),
 ];
 
 /// How far a commit goes before it returns (`COUNTERSIGN_DB_SYNC`).
@@ -527,6 +528,7 @@ struct Write {
     history: String,
     messages: String,
     wallet: String,
+    tool_state: String,
     turn: Option<String>,
     resolved: String,
     /// The paused turn's id and log (a JSON array), when the commit carries one.
@@ -611,6 +613,7 @@ impl Write {
             history: to_json(&record.history)?,
             messages: to_json(&record.messages)?,
             wallet: to_json(&record.wallet)?,
+            tool_state: to_json(&record.tool_state)?,
             turn: record.turn.as_ref().map(to_json).transpose()?,
             resolved: to_json(&record.resolved_approvals)?,
             turn_over: record.turn.as_ref().is_some_and(|t| t.status.is_over()),
@@ -755,12 +758,13 @@ fn write_one(
 ) -> Result<(), StoreError> {
     tx.prepare_cached(
         "INSERT INTO sessions (id, created_at_ms, updated_at_ms, turn_status, history, messages,
-                               wallet, turn, resolved_approvals)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                               wallet, turn, resolved_approvals, tool_state)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
          ON CONFLICT (id) DO UPDATE SET
              updated_at_ms = excluded.updated_at_ms, turn_status = excluded.turn_status,
              history = excluded.history, messages = excluded.messages, wallet = excluded.wallet,
-             turn = excluded.turn, resolved_approvals = excluded.resolved_approvals",
+             turn = excluded.turn, resolved_approvals = excluded.resolved_approvals,
+             tool_state = excluded.tool_state",
     )
     .and_then(|mut stmt| {
         stmt.execute(params![
@@ -773,6 +777,7 @@ fn write_one(
             w.wallet,
             w.turn,
             w.resolved,
+            w.tool_state,
         ])
     })
     .map_err(err("cannot write the session"))?;
@@ -885,13 +890,14 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(json_err("cannot encode the session"))
 }
 
-fn read_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<[String; 5]> {
+fn read_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<[String; 6]> {
     Ok([
         row.get(0)?,
         row.get(1)?,
         row.get(2)?,
         row.get::<_, Option<String>>(3)?.unwrap_or_default(),
         row.get(4)?,
+        row.get(5)?,
     ])
 }
 
@@ -906,22 +912,24 @@ impl SessionStore for SqliteStore {
                 .map_err(err("cannot begin reading the session"))?;
             let row = conn
                 .prepare_cached(
-                    "SELECT history, messages, wallet, turn, resolved_approvals, created_at_ms,
-                            updated_at_ms
+                    "SELECT history, messages, wallet, turn, resolved_approvals, tool_state,
+                            created_at_ms, updated_at_ms
                      FROM sessions WHERE id = ?1",
                 )
                 .and_then(|mut stmt| {
                     stmt.query_row([&id], |row| {
                         Ok((
                             read_record(row)?,
-                            row.get::<_, i64>(5)?,
                             row.get::<_, i64>(6)?,
+                            row.get::<_, i64>(7)?,
                         ))
                     })
                     .optional()
                 })
                 .map_err(err("cannot read the session"))?;
-            let Some(([history, messages, wallet, turn, resolved], created, updated)) = row else {
+            let Some(([history, messages, wallet, turn, resolved, tool_state], created, updated)) =
+                row
+            else {
                 return Ok(None);
             };
             let context = |what: &'static str| {
@@ -939,6 +947,7 @@ impl SessionStore for SqliteStore {
                 history: serde_json::from_str(&history).map_err(context("history"))?,
                 messages: serde_json::from_str(&messages).map_err(context("messages"))?,
                 wallet: serde_json::from_str(&wallet).map_err(context("wallet"))?,
+                tool_state: serde_json::from_str(&tool_state).map_err(context("tool state"))?,
                 turn: if turn.is_empty() {
                     None
                 } else {

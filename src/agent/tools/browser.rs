@@ -4,6 +4,7 @@
 use serde_json::json;
 
 use super::{ApprovalPolicy, ToolEffects, ToolLocation, ToolSettings, ToolSpec};
+use crate::protocol::ToolPresentation;
 
 /// `get_location()`: the browser's Geolocation API, after the person approves.
 pub fn get_location_spec(settings: &ToolSettings) -> ToolSpec {
@@ -11,6 +12,8 @@ pub fn get_location_spec(settings: &ToolSettings) -> ToolSpec {
         name: "get_location",
         description: "Get the person's current location (latitude, longitude, accuracy in metres) \
                       from their browser's Geolocation API. Needs their approval.",
+        purpose: "find where the person is",
+        presentation: ToolPresentation::new("Location", "Share your location"),
         parameters: json!({
             "type": "object",
             "properties": {},
@@ -29,6 +32,8 @@ pub fn change_bgm_spec(settings: &ToolSettings) -> ToolSpec {
     ToolSpec {
         name: "change_bgm",
         description: "Switch the background music playing in the person's browser to track 1 or 2.",
+        purpose: "switch the background music",
+        presentation: ToolPresentation::new("Music", "Switch the music to track {track}"),
         parameters: json!({
             "type": "object",
             "properties": {
@@ -42,5 +47,27 @@ pub fn change_bgm_spec(settings: &ToolSettings) -> ToolSpec {
         approval_timeout: settings.approval_timeout,
         result_timeout: settings.browser_timeout,
         effects: ToolEffects::External,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_approval_sentences_read_naturally() {
+        let settings = ToolSettings::default();
+        assert_eq!(
+            get_location_spec(&settings)
+                .presentation
+                .sentence(&json!({})),
+            "Share your location"
+        );
+        assert_eq!(
+            change_bgm_spec(&settings)
+                .presentation
+                .sentence(&json!({"track": 2})),
+            "Switch the music to track 2"
+        );
     }
 }

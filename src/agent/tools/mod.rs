@@ -1,8 +1,13 @@
 //! The tool registry and the four tools of Countersign.
 //!
-//! Each tool declares its name, description and JSON Schema (what the model is told), where it
-//! runs (on the server, or delegated to the browser), its approval policy and its timeouts. The
-//! runner consults the registry; it never special-cases a tool by name.
+//! Each tool describes itself in one [`ToolSpec`]: its name, description and JSON Schema (what
+//! the model is told), the phrase the system prompt lists it with, how the person sees it (card
+//! title, the sentence they countersign, field labels: [`ToolPresentation`]), where it runs (on
+//! the server, or delegated to the browser), its approval policy and its timeouts. A server tool
+//! that keeps state between calls keeps it through [`ToolContext::with_state`], in the session
+//! record under its name, with no schema of its own. Nothing else names a tool: the turn loop,
+//! the gate, the system prompt ([`ToolRegistry::system_prompt`]) and the browser's tool cards
+//! all read the registry, so adding a tool is its file plus one `register` line.
 
 mod browser;
 mod payment;
@@ -11,6 +16,7 @@ mod weather;
 use std::{fmt, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
+use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
 use super::{
@@ -18,6 +24,7 @@ use super::{
     model::ToolDeclaration,
     session::Session,
 };
+use crate::protocol::ToolPresentation;
 
 pub use browser::{change_bgm_spec, get_location_spec};
 pub use payment::{PaymentError, PaymentTool, Transaction, Wallet};
@@ -66,7 +73,12 @@ impl fmt::Debug for ApprovalPolicy {
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
     pub name: &'static str,
+    /// What the model is told the tool does (its declaration).
     pub description: &'static str,
+    /// What the assistant can do with it, as the system prompt lists it ("check the weather").
+    pub purpose: &'static str,
+    /// How the person sees it: card title, the sentence they countersign, field labels.
+    pub presentation: ToolPresentation,
     /// JSON Schema of the arguments (the subset `agent::schema` checks).
     pub parameters: Value,
     pub location: ToolLocation,
@@ -113,9 +125,50 @@ pub struct ToolError(pub String);
 pub struct ToolContext {
     /// The session the call belongs to (its wallet, its id).
     pub session: Arc<Session>,
+    /// The tool being called (its state is kept under this name).
+    pub tool: &'static str,
     pub tool_call_id: String,
     pub clock: Arc<dyn Clock>,
     pub ids: Arc<dyn IdGen>,
+}
+
+impl ToolContext {
+    /// Runs `f` on this tool's durable state in the session: a `T` kept as JSON in the session
+    /// record under the tool's name (`T::default()` the first time). What `f` leaves there is
+    /// committed with the call's result, and comes back after a restart. State that no longer
+    /// reads as a `T` (a tool changed its type) is an error, never silently reset.
+    pub fn with_state<T, R>(&self, f: impl FnOnce(&mut T) -> R) -> Result<R, ToolError>
+    where
+        T: Serialize + DeserializeOwned + Default,
+    {
+        self.session.with_tool_state(self.tool, |slot| {
+            let mut state = match slot.take() {
+                None => T::default(),
+                Some(value) => match serde_json::from_value::<T>(value.clone()) {
+                    Ok(state) => state,
+                    Err(e) => {
+                        *slot = Some(value);
+                        tracing::error!(tool = self.tool, error = %e, "a tool's stored state does not decode");
+                        return Err(ToolError(format!(
+                            "{}'s saved state cannot be read; nothing was done",
+                            self.tool
+                        )));
+                    }
+                },
+            };
+            let result = f(&mut state);
+            match serde_json::to_value(&state) {
+                Ok(value) => {
+                    *slot = Some(value);
+                    Ok(result)
+                }
+                Err(e) => {
+                    tracing::error!(tool = self.tool, error = %e, "a tool's state does not encode");
+                    Err(ToolError(format!("{}'s state cannot be saved", self.tool)))
+                }
+            }
+        })
+    }
 }
 
 /// A tool the server runs.
@@ -179,8 +232,12 @@ impl ToolRegistry {
         registry
     }
 
-    /// Adds (or replaces) a tool.
+    /// Adds (or replaces) a tool. A presentation that does not fit the tool's parameters is
+    /// logged (its cards then show the raw sentence), not fatal: the tool still works.
     pub fn register(&mut self, spec: ToolSpec, executor: Executor) {
+        if let Err(e) = spec.presentation.check(&spec.parameters) {
+            tracing::warn!(tool = spec.name, error = %e, "the tool's presentation does not fit its parameters");
+        }
         self.tools.retain(|t| t.spec.name != spec.name);
         self.tools.push(Tool { spec, executor });
     }
@@ -195,6 +252,65 @@ impl ToolRegistry {
 
     pub fn names(&self) -> Vec<&'static str> {
         self.tools.iter().map(|t| t.spec.name).collect()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Tool> {
+        self.tools.iter()
+    }
+
+    /// The instruction every model gets, written from the tools it may call: what each is for,
+    /// which need the person's approval and what to do when they say no.
+    pub fn system_prompt(&self) -> String {
+        let mut prompt = String::from("You are Countersign's assistant.");
+        let can: Vec<String> = self
+            .tools
+            .iter()
+            .map(|t| format!("{} ({})", t.spec.purpose, t.spec.name))
+            .collect();
+        if !can.is_empty() {
+            prompt.push_str(&format!(
+                " You can {}. Use the tools to do what is asked instead of describing what you \
+                 would do.",
+                join(&can)
+            ));
+        }
+        let gated = |sometimes: bool| -> Vec<String> {
+            self.tools
+                .iter()
+                .filter(|t| match t.spec.approval {
+                    ApprovalPolicy::Never => false,
+                    ApprovalPolicy::Always => !sometimes,
+                    ApprovalPolicy::When(_) => sometimes,
+                })
+                .map(|t| t.spec.name.to_string())
+                .collect()
+        };
+        let (always, sometimes) = (gated(false), gated(true));
+        let mut needs = Vec::new();
+        if !always.is_empty() {
+            needs.push(format!("{} always", join(&always)));
+        }
+        if !sometimes.is_empty() {
+            needs.push(format!("{} sometimes", join(&sometimes)));
+        }
+        if !needs.is_empty() {
+            prompt.push_str(&format!(
+                " Calls to {} need the person's approval: if they deny a call, do not retry it \
+                 unless they ask; if an approval expires, say nothing was done.",
+                needs.join(" and ")
+            ));
+        }
+        prompt.push_str(" Answer in the language the person writes in, briefly.");
+        prompt
+    }
+}
+
+/// "a", "a and b", "a, b and c".
+fn join(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
     }
 }
 
@@ -279,6 +395,107 @@ mod tests {
         for decl in ToolRegistry::standard(&ToolSettings::default()).declarations() {
             walk(&decl.parameters);
         }
+    }
+
+    #[test]
+    fn every_standard_tool_presents_itself_with_its_own_parameters() {
+        for tool in ToolRegistry::standard(&ToolSettings::default()).iter() {
+            let spec = &tool.spec;
+            assert_eq!(
+                spec.presentation.check(&spec.parameters),
+                Ok(()),
+                "{}",
+                spec.name
+            );
+            assert!(!spec.purpose.is_empty(), "{}", spec.name);
+        }
+    }
+
+    #[test]
+    fn the_system_prompt_is_written_from_the_registry() {
+        let registry = ToolRegistry::standard(&ToolSettings::default());
+        assert_eq!(
+            registry.system_prompt(),
+            "You are Countersign's assistant. You can check the weather (get_weather), send \
+             payments from the person's wallet (process_payment), find where the person is \
+             (get_location) and switch the background music (change_bgm). Use the tools to do \
+             what is asked instead of describing what you would do. Calls to process_payment \
+             and get_location always need the person's approval: if they deny a call, do not \
+             retry it unless they ask; if an approval expires, say nothing was done. Answer in \
+             the language the person writes in, briefly."
+        );
+        let mut one = ToolRegistry::default();
+        let mut spec = get_location_spec(&ToolSettings::default());
+        spec.approval = ApprovalPolicy::When(Arc::new(|_: &Value| true));
+        one.register(spec, Executor::Browser);
+        let prompt = one.system_prompt();
+        assert!(
+            prompt.contains("You can find where the person is (get_location)."),
+            "{prompt}"
+        );
+        assert!(
+            prompt.contains("Calls to get_location sometimes need"),
+            "{prompt}"
+        );
+        let none = ToolRegistry::default().system_prompt();
+        assert_eq!(
+            none,
+            "You are Countersign's assistant. Answer in the language the person writes in, briefly."
+        );
+    }
+
+    #[derive(Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Tally {
+        calls: u32,
+    }
+
+    fn context(session: Arc<Session>) -> ToolContext {
+        use crate::agent::clock::{SequentialIds, SystemClock};
+        ToolContext {
+            session,
+            tool: "tally",
+            tool_call_id: "c".into(),
+            clock: Arc::new(SystemClock),
+            ids: Arc::new(SequentialIds::default()),
+        }
+    }
+
+    #[test]
+    fn a_tool_keeps_its_state_in_the_session_record_under_its_name() {
+        use crate::agent::session::SessionRecord;
+        let session = Arc::new(Session::new(SessionRecord::new("s", 0)));
+        let ctx = context(session.clone());
+        let bump = || {
+            ctx.with_state(|t: &mut Tally| {
+                t.calls += 1;
+                t.calls
+            })
+        };
+        assert_eq!(bump(), Ok(1));
+        assert_eq!(bump(), Ok(2));
+        let record = session.snapshot();
+        assert_eq!(record.tool_state["tally"], json!({"calls": 2}));
+        // A record read back (after a restart) carries the state on.
+        let revived = Arc::new(Session::new(record));
+        assert_eq!(context(revived).with_state(|t: &mut Tally| t.calls), Ok(2));
+    }
+
+    #[test]
+    fn state_that_no_longer_decodes_is_an_error_and_is_kept() {
+        use crate::agent::session::SessionRecord;
+        let mut record = SessionRecord::new("s", 0);
+        record
+            .tool_state
+            .insert("tally".into(), json!({"calls": "many"}));
+        let session = Arc::new(Session::new(record));
+        let e = context(session.clone())
+            .with_state(|t: &mut Tally| t.calls)
+            .unwrap_err();
+        assert_eq!(e.0, "tally's saved state cannot be read; nothing was done");
+        assert_eq!(
+            session.snapshot().tool_state["tally"],
+            json!({"calls": "many"})
+        );
     }
 
     #[test]

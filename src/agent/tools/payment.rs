@@ -14,6 +14,7 @@ use super::{
     ToolSpec,
 };
 use crate::agent::clock::{IdKind, Millis, rfc3339};
+use crate::protocol::ToolPresentation;
 
 /// The only currency the demo wallet holds.
 pub const WALLET_CURRENCY: &str = "USD";
@@ -162,6 +163,13 @@ impl PaymentTool {
             name: "process_payment",
             description: "Send money from the person's wallet (US dollars) to a recipient. \
                           Always needs the person's approval; they may change the amount.",
+            purpose: "send payments from the person's wallet",
+            presentation: ToolPresentation::new(
+                "Payment",
+                "Pay {amount:.2} {currency|USD} to {recipient}[ for {description}]",
+            )
+            .label("wallet_balance", "balance after")
+            .hide("success"),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -268,6 +276,20 @@ mod tests {
         assert_eq!(w, Wallet::default());
         // The whole balance can be spent.
         assert_eq!(pay(&mut w, "z", 1000.0).unwrap().balance_after_cents, 0);
+    }
+
+    #[test]
+    fn the_approval_sentence_reads_naturally() {
+        let spec = PaymentTool::spec(&ToolSettings::default());
+        let say = |args: Value| spec.presentation.sentence(&args);
+        assert_eq!(
+            say(json!({"amount": 50, "recipient": "Hanako", "currency": "USD"})),
+            "Pay 50.00 USD to Hanako"
+        );
+        assert_eq!(
+            say(json!({"amount": 12.5, "recipient": "Bob", "description": "lunch"})),
+            "Pay 12.50 USD to Bob for lunch"
+        );
     }
 
     #[test]

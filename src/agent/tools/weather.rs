@@ -11,6 +11,7 @@ use super::{
     ApprovalPolicy, ServerTool, ToolContext, ToolEffects, ToolError, ToolLocation, ToolSettings,
     ToolSpec,
 };
+use crate::protocol::ToolPresentation;
 
 /// Where weather comes from.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,6 +61,12 @@ impl WeatherTool {
             name: "get_weather",
             description: "Get the current weather for a city. Pass the city name in English \
                           (e.g. \"Tokyo\", not \"東京\").",
+            purpose: "check the weather",
+            presentation: ToolPresentation::new("Weather", "Look up the weather in {location}")
+                .label("temperature_c", "temperature (°C)")
+                .label("humidity", "humidity (%)")
+                .label("wind_kmh", "wind (km/h)")
+                .label("observed_at", "observed at"),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -260,6 +267,7 @@ mod tests {
     fn ctx() -> ToolContext {
         ToolContext {
             session: Arc::new(Session::new(SessionRecord::new("s", 0))),
+            tool: "get_weather",
             tool_call_id: "c".into(),
             clock: Arc::new(SystemClock),
             ids: Arc::new(SequentialIds::default()),

@@ -597,9 +597,11 @@ impl TurnDriver {
         args: Value,
         _edited: bool,
     ) -> BoxFuture<'static, (String, Outcome)> {
-        let executor = self.rt.tools.get(&call.name).map(|t| t.executor.clone());
+        let tool = self.rt.tools.get(&call.name);
+        let executor = tool.map(|t| t.executor.clone());
         let ctx = ToolContext {
             session: self.session.clone(),
+            tool: tool.map_or("", |t| t.spec.name),
             tool_call_id: call.id.clone(),
             clock: self.rt.clock.clone(),
             ids: self.rt.ids.clone(),

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::protocol::UiMessage;
+use crate::protocol::{ToolPresentation, UiMessage};
 
 #[cfg(feature = "ssr")]
 mod server;
@@ -41,6 +41,8 @@ pub struct ToolInfo {
     pub needs_approval: bool,
     pub runs_in_browser: bool,
     pub approval_timeout_secs: u64,
+    /// How its card reads: title, the sentence the person countersigns, field labels.
+    pub presentation: ToolPresentation,
 }
 
 /// What the page shows before the first message.

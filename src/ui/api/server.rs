@@ -21,9 +21,7 @@ pub fn app_info(state: &AppState) -> AppInfo {
     let runtime = &state.runtime;
     let tools = runtime
         .tools
-        .names()
-        .into_iter()
-        .filter_map(|name| runtime.tools.get(name))
+        .iter()
         .map(|tool| ToolInfo {
             name: tool.spec.name.to_string(),
             description: tool.spec.description.to_string(),
@@ -31,6 +29,7 @@ pub fn app_info(state: &AppState) -> AppInfo {
             needs_approval: !matches!(tool.spec.approval, ApprovalPolicy::Never),
             runs_in_browser: tool.spec.location == ToolLocation::Browser,
             approval_timeout_secs: tool.spec.approval_timeout.as_secs(),
+            presentation: tool.spec.presentation.clone(),
         })
         .collect();
     AppInfo {
