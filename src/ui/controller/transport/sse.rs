@@ -84,7 +84,11 @@ impl SseTransport {
             if let Err(error) = result {
                 ctl.banner.set(Some(failure_banner(error)));
             }
-            this.auto_send(ctl);
+            // Answers given meanwhile go out now, unless the page switched to BIDI (where each
+            // answer went out on the socket as it was given).
+            if ctl.mode.get_untracked() == Mode::Sse {
+                this.auto_send(ctl);
+            }
         });
     }
 
