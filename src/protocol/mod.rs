@@ -16,6 +16,8 @@
 //!   `ai@6.0.0` client rejects off the wire (§A.0, §A.2).
 //! - [`message`]: `UIMessage` and its parts exactly as `useChat` sends and
 //!   stores them, plus the two `sendAutomaticallyWhen` predicates (§A.3, §A.7).
+//! - [`auto_send`]: Countersign's own client's `sendAutomaticallyWhen`: when the answers of a
+//!   step (approvals, browser tools' results) go to the server by themselves.
 //! - [`partial_json`]: best-effort parsing of a JSON prefix, for
 //!   `tool-input-delta`.
 //! - [`reducer`]: chunk → message, the AI SDK's `processUIMessageStream` rules,
@@ -36,6 +38,7 @@
 //! broken fields is an error.
 
 pub mod audit;
+pub mod auto_send;
 pub mod chunk;
 pub mod envelope;
 pub mod message;
@@ -47,6 +50,7 @@ pub mod sse;
 
 mod json_util;
 
+pub use auto_send::{AnswerSet, answers_to_send};
 pub use chunk::{Chunk, ChunkDecodeError, Dialect, FinishReason, ProviderMetadata, ToolMetadata};
 pub use envelope::{ChatRequest, ClientFrame, EnvelopeError, ServerControl, Trigger};
 pub use message::{

@@ -1,0 +1,132 @@
+//! What the server tells the page, folded into the chat state: chunks from either transport,
+//! the chat snapshot loaded on opening a chat, and approvals whose deadline passed.
+
+use leptos::{prelude::*, task::spawn_local};
+use serde_json::Value;
+
+use super::{CONVERSATION_ID, ChatCtl, state};
+use crate::{
+    protocol::{Chunk, Conversation},
+    ui::{api::ChatSnapshot, platform},
+};
+
+/// How long an approval waits when its tool does not say (the server's default).
+const DEFAULT_APPROVAL_TIMEOUT_SECS: u64 = 300;
+
+impl ChatCtl {
+    /// Loads the current chat from the server (its messages, pending approvals, deadlines).
+    pub(super) fn reload(self) {
+        let id = self.chat_id.get_untracked();
+        spawn_local(async move {
+            match crate::ui::api::load_chat(id).await {
+                Ok(snapshot) => self.apply_snapshot(snapshot),
+                Err(e) => self.show_error(format!("Cannot load this chat: {e}"), false),
+            }
+        });
+    }
+
+    fn apply_snapshot(self, snapshot: ChatSnapshot) {
+        if snapshot.chat_id != self.chat_id.get_untracked() {
+            return;
+        }
+        let skew = platform::now_ms() - snapshot.server_now_ms;
+        self.deadlines.update(|d| {
+            for p in &snapshot.pending {
+                d.insert(p.approval_id.clone(), p.deadline_ms + skew);
+            }
+        });
+        // Calls that already ran are not run again by this browser.
+        self.executed
+            .update_value(|e| e.extend(state::finished_calls(&snapshot.messages)));
+        self.conversation
+            .set_value(Conversation::new(snapshot.messages.clone()));
+        self.messages.set(snapshot.messages);
+        let waiting = self.messages.with(|m| state::waits_for_person(m));
+        let transport = self.transport();
+        if snapshot.streaming || (waiting && transport.follows_waiting_turns()) {
+            // Follow the turn live again: SSE re-attaches to a streaming turn; BIDI replays the
+            // waiting turn from its start, then sees its expiry or continuation as it happens.
+            transport.resume(self);
+        }
+    }
+
+    /// Every second: a pending approval whose deadline passed while nothing is streaming has
+    /// expired on the server; fetch what the server did (SSE holds no connection meanwhile).
+    pub(super) fn check_deadlines(self) {
+        if self.conversation.with_value(|c| c.active().is_some()) {
+            return;
+        }
+        let now = platform::now_ms();
+        let overdue = self.messages.with_untracked(|messages| {
+            self.deadlines
+                .with_untracked(|deadlines| state::overdue_approvals(messages, deadlines, now))
+        });
+        let fresh: Vec<String> = overdue
+            .into_iter()
+            .filter(|id| {
+                self.refreshed
+                    .try_update_value(|r| r.insert(id.clone()))
+                    .unwrap_or(false)
+            })
+            .collect();
+        if !fresh.is_empty() {
+            self.reload();
+        }
+    }
+
+    /// Folds one chunk that arrived over transport `mode` into the conversation, and reacts to
+    /// what it asks of the page: an approval card to focus, a browser tool to run, an error.
+    pub(super) fn on_chunk(self, chunk: Chunk, mode: &'static str) {
+        self.status.set(super::Status::Streaming);
+        let value = serde_json::to_value(&chunk).unwrap_or(Value::Null);
+        self.log_in(value, mode);
+        let applied = self.conversation.try_update_value(|c| c.apply(&chunk));
+        match applied {
+            Some(Err(e)) => {
+                self.show_error(format!("The stream broke the protocol: {e}"), false);
+                return;
+            }
+            None => return,
+            Some(Ok(_)) => {}
+        }
+        self.publish();
+        match &chunk {
+            Chunk::ToolApprovalRequest(request) => {
+                let tool = self.tool_of_call(&request.tool_call_id);
+                let timeout = tool
+                    .map(|t| t.approval_timeout_secs)
+                    .unwrap_or(DEFAULT_APPROVAL_TIMEOUT_SECS) as i64;
+                let deadline = platform::now_ms() + timeout * 1000;
+                let id = request.approval_id.clone();
+                self.deadlines.update(|d| {
+                    d.entry(id.clone()).or_insert(deadline);
+                });
+                self.focus_approval.set(Some(id));
+            }
+            Chunk::ToolInputAvailable(input) => {
+                // A browser tool that needs no approval runs as soon as its input is complete.
+                if let Some(tool) = self.tool_info(&input.tool_name)
+                    && tool.runs_in_browser
+                    && !tool.needs_approval
+                {
+                    self.run_browser_tool(
+                        input.tool_call_id.clone(),
+                        input.tool_name.clone(),
+                        input.input.clone(),
+                    );
+                }
+            }
+            Chunk::Error(error) => self.show_error(error.error_text.clone(), false),
+            _ => {}
+        }
+        if platform::is_near_bottom(CONVERSATION_ID) {
+            platform::scroll_to_bottom(CONVERSATION_ID);
+        }
+    }
+
+    /// Copies the conversation's messages into the signal the page renders.
+    pub(super) fn publish(self) {
+        let messages = self.conversation.with_value(|c| c.messages().to_vec());
+        self.messages.set(messages);
+    }
+}

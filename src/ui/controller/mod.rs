@@ -1,0 +1,316 @@
+//! The chat controller: the page's state and everything that changes it.
+//!
+//! All state is reactive signals, so components only read; every change goes through a method
+//! of [`ChatCtl`]. Chunks from either transport are folded by the one `protocol` reducer
+//! ([`Conversation`]) into the messages the page renders.
+//!
+//! * this file: [`ChatCtl`], its signals, and the verbs the page calls (send, answer, stop,
+//!   switch transport, open a chat);
+//! * `state`: the page's types and the pure rules over the conversation;
+//! * `incoming`: chunks, chat snapshots and expired deadlines folded into the state;
+//! * `transport`: the `ChatTransport` trait and its SSE and WebSocket implementations, which
+//!   carry requests and chunks and own connections, outbox, reconnect and resume;
+//! * `browser_tools`: the tools the browser runs, a registry keyed by tool name;
+//! * `music`, `storage`, `chunk_log`: the BGM control, what localStorage keeps, the chunk log.
+//!
+//! When answers go out is the transport's business: SSE batches a step's answers and sends them
+//! once the step is fully answered (`protocol::answers_to_send`, never twice for the same
+//! answers); BIDI sends each answer the moment it is given, because the server's turn is alive
+//! and waiting.
+
+mod browser_tools;
+mod chunk_log;
+mod incoming;
+mod music;
+mod state;
+mod storage;
+mod transport;
+
+use std::{
+    collections::{HashMap, HashSet},
+    rc::Rc,
+};
+
+use leptos::{prelude::*, task::spawn_local};
+use serde_json::{Value, json};
+
+pub use chunk_log::LoggedChunk;
+pub use state::{Answer, Banner, Link, Mode, Status};
+pub use storage::ChatEntry;
+
+use super::{api::ToolInfo, platform};
+use crate::protocol::{Conversation, UiMessage};
+use transport::{ChatTransport, Transports};
+
+/// The conversation's scroll container.
+pub const CONVERSATION_ID: &str = "conversation";
+
+/// The controller; `Copy`, so every handler can hold it.
+#[derive(Clone, Copy)]
+pub struct ChatCtl {
+    pub chat_id: RwSignal<String>,
+    pub messages: RwSignal<Vec<UiMessage>>,
+    pub status: RwSignal<Status>,
+    pub mode: RwSignal<Mode>,
+    pub link: RwSignal<Link>,
+    pub banner: RwSignal<Option<Banner>>,
+    pub log: RwSignal<Vec<LoggedChunk>>,
+    /// Approval id → deadline on this browser's clock.
+    pub deadlines: RwSignal<HashMap<String, i64>>,
+    pub tools: RwSignal<Vec<ToolInfo>>,
+    pub model: RwSignal<String>,
+    /// The BGM track playing, if any.
+    pub bgm: RwSignal<Option<u8>>,
+    /// This browser's clock, ticking every second (countdowns).
+    pub now: RwSignal<i64>,
+    pub chats: RwSignal<Vec<ChatEntry>>,
+    /// The newest approval card, to receive focus.
+    pub focus_approval: RwSignal<Option<String>>,
+    /// The page has hydrated (the wasm is running).
+    pub hydrated: RwSignal<bool>,
+    conversation: StoredValue<Conversation>,
+    transports: StoredValue<Transports, LocalStorage>,
+    /// Browser tool calls already started.
+    executed: StoredValue<HashSet<String>>,
+    /// Approval id → the arguments the person edited (sent as `approval.editedInput`).
+    edits: StoredValue<HashMap<String, Value>>,
+    /// Overdue approvals already refreshed from the server.
+    refreshed: StoredValue<HashSet<String>>,
+    /// The chunk log's last sequence number.
+    sequence: StoredValue<u64>,
+}
+
+impl ChatCtl {
+    pub fn new() -> Self {
+        ChatCtl {
+            chat_id: RwSignal::new(String::new()),
+            messages: RwSignal::new(Vec::new()),
+            status: RwSignal::new(Status::Ready),
+            mode: RwSignal::new(Mode::Sse),
+            link: RwSignal::new(Link::Offline),
+            banner: RwSignal::new(None),
+            log: RwSignal::new(Vec::new()),
+            deadlines: RwSignal::new(HashMap::new()),
+            tools: RwSignal::new(Vec::new()),
+            model: RwSignal::new(String::new()),
+            bgm: RwSignal::new(None),
+            now: RwSignal::new(0),
+            chats: RwSignal::new(Vec::new()),
+            focus_approval: RwSignal::new(None),
+            hydrated: RwSignal::new(false),
+            conversation: StoredValue::new(Conversation::new(Vec::new())),
+            transports: StoredValue::new_local(Transports::new()),
+            executed: StoredValue::new(HashSet::new()),
+            edits: StoredValue::new(HashMap::new()),
+            refreshed: StoredValue::new(HashSet::new()),
+            sequence: StoredValue::new(0),
+        }
+    }
+
+    // ----- start-up ---------------------------------------------------------------------------
+
+    /// Runs once in the browser after hydration.
+    pub fn start(self) {
+        self.hydrated.set(true);
+        self.now.set(platform::now_ms());
+        platform::every(1000, move || {
+            self.now.set(platform::now_ms());
+            self.check_deadlines();
+        });
+        if storage::saved_mode() == Mode::Bidi {
+            self.mode.set(Mode::Bidi);
+        }
+        self.chats.set(storage::saved_chats());
+        let chat = storage::saved_chat().unwrap_or_else(|| platform::random_id("chat"));
+        self.open_chat(chat);
+        spawn_local(async move {
+            match super::api::get_app_info().await {
+                Ok(info) => {
+                    self.model.set(info.model);
+                    self.tools.set(info.tools);
+                }
+                Err(e) => self.show_error(format!("Cannot load the tools: {e}"), false),
+            }
+        });
+    }
+
+    /// Shows chat `id` (loading it from the server).
+    pub fn open_chat(self, id: String) {
+        let transport = self.transport();
+        transport.disconnect(self);
+        storage::save_chat(&id);
+        self.chat_id.set(id);
+        self.reset_local();
+        transport.connect(self);
+        self.reload();
+    }
+
+    /// Starts an empty chat.
+    pub fn new_chat(self) {
+        self.open_chat(platform::random_id("chat"));
+    }
+
+    fn reset_local(self) {
+        self.conversation.set_value(Conversation::new(Vec::new()));
+        self.messages.set(Vec::new());
+        self.deadlines.set(HashMap::new());
+        for transport in self.transports.with_value(Transports::all) {
+            transport.forget_chat();
+        }
+        self.executed.set_value(HashSet::new());
+        self.status.set(Status::Ready);
+        self.banner.set(None);
+    }
+
+    // ----- sending ----------------------------------------------------------------------------
+
+    /// Whether a request is in flight and the person cannot send a new message.
+    pub fn busy(self) -> bool {
+        let waiting = self.messages.with(|m| state::waits_for_person(m));
+        matches!(self.status.get(), Status::Submitted | Status::Streaming) && !waiting
+    }
+
+    /// Sends the person's message (an example prompt).
+    pub fn send_text(self, text: String) {
+        self.send(text, Vec::new());
+    }
+
+    /// The largest image the current transport carries.
+    pub fn max_attachment_bytes(self) -> u64 {
+        self.transport_for(self.mode.get()).max_attachment_bytes()
+    }
+
+    /// Shows a problem the person can fix (e.g. a file too large).
+    pub fn report(self, message: String) {
+        self.show_error(message, false);
+    }
+
+    /// Sends the person's message with its attached images.
+    pub fn send(self, text: String, files: Vec<platform::PickedFile>) {
+        let text = text.trim();
+        if (text.is_empty() && files.is_empty()) || self.busy() {
+            return;
+        }
+        platform::bgm_unlock();
+        self.banner.set(None);
+        let message = state::user_message(platform::random_id("u"), text, files);
+        self.conversation.update_value(|c| c.push(message.clone()));
+        self.publish();
+        self.remember_chat(state::chat_title(text));
+        self.transport().send_message(self, &message);
+    }
+
+    /// Stop (the button, or Esc): the server cancels the turn and ends its stream.
+    pub fn stop(self) {
+        self.log_out(json!({"type": "stop"}));
+        self.transport().stop(self);
+    }
+
+    /// Switches the transport; the conversation stays (the server owns it).
+    pub fn set_mode(self, mode: Mode) {
+        let previous = self.mode.get_untracked();
+        if previous == mode {
+            return;
+        }
+        storage::save_mode(mode);
+        self.mode.set(mode);
+        self.transport_for(previous).disconnect(self);
+        self.transport_for(mode).connect(self);
+    }
+
+    /// "Try again": re-sends the last request. Only an HTTP request fails in a way the person
+    /// retries (the socket re-sends its outbox by itself), so it is the SSE transport's, even
+    /// after a switch to BIDI.
+    pub fn retry(self) {
+        self.banner.set(None);
+        self.transport_for(Mode::Sse).retry(self);
+    }
+
+    // ----- answers ----------------------------------------------------------------------------
+
+    /// The person answered approval card `approval_id`.
+    pub fn answer(self, approval_id: String, answer: Answer) {
+        let approved = answer.approved();
+        let call = self
+            .conversation
+            .with_value(|c| state::call_of_approval(c.messages(), &approval_id, answer.edited()));
+        if let Some(args) = answer.edited() {
+            self.edits.update_value(|e| {
+                e.insert(approval_id.clone(), args.clone());
+            });
+        }
+        self.conversation.update_value(|c| {
+            c.add_tool_approval_response(&approval_id, approved, answer.reason());
+        });
+        self.publish();
+        self.banner.set(None);
+        let Some(call) = call else {
+            self.show_error("That approval is no longer pending.".into(), false);
+            return;
+        };
+        let browser_runs_it = approved
+            && self
+                .tool_info(&call.tool_name)
+                .is_some_and(|t| t.runs_in_browser);
+        self.transport().send_answer(self, browser_runs_it);
+        if browser_runs_it {
+            self.run_browser_tool(call.call_id, call.tool_name, call.args);
+        }
+    }
+
+    /// The messages as they are sent: our `editedInput` extension added to edited approvals.
+    fn outgoing(self, messages: Vec<UiMessage>) -> Vec<UiMessage> {
+        self.edits
+            .with_value(|edits| state::with_edits(messages, edits))
+    }
+
+    // ----- helpers ----------------------------------------------------------------------------
+
+    /// The transport of the mode the page is in.
+    fn transport(self) -> Rc<dyn ChatTransport> {
+        self.transport_for(self.mode.get_untracked())
+    }
+
+    fn transport_for(self, mode: Mode) -> Rc<dyn ChatTransport> {
+        self.transports.with_value(|t| t.get(mode))
+    }
+
+    /// Closes the socket as a network drop would (tests: `window.__countersign.dropSocket()`).
+    pub fn drop_socket(self) {
+        self.transport_for(Mode::Bidi).drop_connection();
+    }
+
+    pub fn tool_info(self, name: &str) -> Option<ToolInfo> {
+        self.tools
+            .with_untracked(|t| t.iter().find(|t| t.name == name).cloned())
+    }
+
+    fn tool_of_call(self, call_id: &str) -> Option<ToolInfo> {
+        let name = self.conversation.with_value(|c| {
+            c.messages()
+                .last()
+                .and_then(|m| m.find_tool_part(call_id))
+                .map(|t| t.tool_name.clone())
+        })?;
+        self.tool_info(&name)
+    }
+
+    fn show_error(self, message: String, retry: bool) {
+        self.banner.set(Some(Banner { message, retry }));
+    }
+
+    fn remember_chat(self, text: &str) {
+        let id = self.chat_id.get_untracked();
+        let now = platform::now_ms();
+        self.chats.update(|chats| {
+            storage::remember(chats, &id, text, now);
+            storage::save_chats(chats);
+        });
+    }
+}
+
+impl Default for ChatCtl {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,292 @@
+//! BIDI mode: one WebSocket to `/api/live` for the whole chat. Frames sent while it is not open
+//! wait in an outbox; a dropped socket reconnects with backoff and resumes the turn it followed
+//! by the count of frames already received (decisions in [`super::reconnect`]).
+
+use std::{
+    cell::{Cell, RefCell},
+    rc::{Rc, Weak},
+};
+
+use leptos::{prelude::*, task::spawn_local};
+use serde_json::{Value, json};
+
+use super::{
+    ChatTransport,
+    reconnect::{self, AfterClose},
+};
+use crate::{
+    protocol::{Chunk, Frame, Trigger, UiMessage},
+    ui::{
+        controller::{ChatCtl, Link, Mode, Status},
+        platform::{self, Socket, SocketEvent},
+    },
+};
+
+/// The data chunk that announces pending approvals to other readers: logged, not folded.
+const PENDING_ANNOUNCEMENT: &str = "countersign-pending";
+
+/// A handle on the WebSocket transport's state (the socket's event handler holds a weak one).
+#[derive(Clone, Default)]
+pub(in crate::ui::controller) struct WebSocketTransport(Rc<SocketState>);
+
+#[derive(Default)]
+struct SocketState {
+    socket: RefCell<Option<Socket>>,
+    /// Frames sent while the socket was not open.
+    outbox: RefCell<Vec<String>>,
+    /// Whether a turn is being followed, and how many of its frames arrived.
+    turn_open: Cell<bool>,
+    turn_frames: Cell<u64>,
+    /// Reconnect attempts since the socket was last open.
+    reconnects: Cell<u32>,
+}
+
+impl WebSocketTransport {
+    fn is_open(&self) -> bool {
+        self.0.socket.borrow().as_ref().is_some_and(Socket::is_open)
+    }
+
+    /// Opens the socket unless it is open or opening.
+    fn ensure_socket(&self, ctl: ChatCtl) {
+        if self.is_open() || matches!(ctl.link.get_untracked(), Link::Connecting) {
+            return;
+        }
+        ctl.link
+            .set(reconnect::opening_link(self.0.reconnects.get()));
+        let url = format!(
+            "{}/api/live?text=progressive&dialect=full",
+            platform::ws_base()
+        );
+        let state: Weak<SocketState> = Rc::downgrade(&self.0);
+        let handler: Rc<dyn Fn(SocketEvent)> = Rc::new(move |event| {
+            if let Some(state) = state.upgrade() {
+                WebSocketTransport(state).on_event(ctl, event);
+            }
+        });
+        match Socket::connect(&url, handler) {
+            Ok(socket) => *self.0.socket.borrow_mut() = Some(socket),
+            Err(e) => {
+                ctl.link.set(Link::Offline);
+                ctl.show_error(format!("Cannot open the live connection: {e}"), false);
+            }
+        }
+    }
+
+    fn close_socket(&self, ctl: ChatCtl) {
+        let socket = self.0.socket.borrow_mut().take();
+        if let Some(socket) = socket {
+            socket.close();
+        }
+        ctl.link.set(Link::Offline);
+        self.0.outbox.borrow_mut().clear();
+    }
+
+    /// Sends `frame` now, or queues it and opens the socket.
+    fn send(&self, ctl: ChatCtl, frame: Value) {
+        ctl.log_out(frame.clone());
+        let text = frame.to_string();
+        let sent = self
+            .0
+            .socket
+            .borrow()
+            .as_ref()
+            .filter(|s| s.is_open())
+            .map(|s| s.send(&text));
+        if sent != Some(Ok(())) {
+            self.0.outbox.borrow_mut().push(text);
+            self.ensure_socket(ctl);
+        }
+    }
+
+    /// Asks the server for the frames of the current turn after those received.
+    fn send_resume(&self, ctl: ChatCtl) {
+        let frame = json!({
+            "type": "resume",
+            "id": ctl.chat_id.get_untracked(),
+            "received": self.0.turn_frames.get(),
+        });
+        ctl.log_out(frame.clone());
+        if let Some(socket) = self.0.socket.borrow().as_ref() {
+            let _ = socket.send(&frame.to_string());
+        }
+    }
+
+    /// A new turn (or a resumed one) is followed from its first frame.
+    fn follow_turn(&self) {
+        self.0.turn_frames.set(0);
+        self.0.turn_open.set(true);
+    }
+
+    fn count_frame(&self) {
+        self.0.turn_frames.set(self.0.turn_frames.get() + 1);
+    }
+
+    fn on_event(&self, ctl: ChatCtl, event: SocketEvent) {
+        match event {
+            SocketEvent::Open => self.on_open(ctl),
+            SocketEvent::Frame(Frame::Chunk(chunk)) => {
+                if matches!(&chunk, Chunk::Data(d) if d.name == PENDING_ANNOUNCEMENT) {
+                    let value = serde_json::to_value(&chunk).unwrap_or(Value::Null);
+                    ctl.log_in(value, Mode::Bidi.as_str());
+                    return;
+                }
+                self.count_frame();
+                let active = ctl.conversation.with_value(|c| c.active().is_some());
+                if !active {
+                    ctl.conversation.update_value(|c| {
+                        c.begin_stream(Trigger::SubmitMessage, platform::random_id("m"))
+                    });
+                }
+                ctl.on_chunk(chunk, Mode::Bidi.as_str());
+            }
+            SocketEvent::Frame(Frame::Done) => {
+                self.count_frame();
+                self.0.turn_open.set(false);
+                ctl.log_in(json!("[DONE]"), Mode::Bidi.as_str());
+                ctl.conversation.update_value(|c| {
+                    c.end_stream();
+                });
+                ctl.publish();
+                ctl.status.set(Status::Ready);
+            }
+            SocketEvent::Control(value) => ctl.log_in(value, Mode::Bidi.as_str()),
+            SocketEvent::Closed {
+                code,
+                reason,
+                by_us,
+            } => self.on_closed(ctl, code, &reason, by_us),
+        }
+    }
+
+    fn on_open(&self, ctl: ChatCtl) {
+        ctl.link.set(Link::Live);
+        let reconnected = self.0.reconnects.replace(0) > 0;
+        let outbox_empty = self.0.outbox.borrow().is_empty();
+        if reconnect::resume_on_open(self.0.turn_open.get(), reconnected, outbox_empty) {
+            self.send_resume(ctl);
+        }
+        let queued = std::mem::take(&mut *self.0.outbox.borrow_mut());
+        if let Some(socket) = self.0.socket.borrow().as_ref() {
+            for text in &queued {
+                let _ = socket.send(text);
+            }
+        }
+    }
+
+    fn on_closed(&self, ctl: ChatCtl, code: u16, reason: &str, by_us: bool) {
+        *self.0.socket.borrow_mut() = None;
+        let in_use = ctl.mode.get_untracked() == Mode::Bidi;
+        match reconnect::after_close(code, by_us, in_use) {
+            AfterClose::Offline => ctl.link.set(Link::Offline),
+            AfterClose::TakenOver => {
+                ctl.link.set(Link::Offline);
+                ctl.show_error(
+                    "This chat was opened in another tab or window; this page stopped following it."
+                        .into(),
+                    false,
+                );
+            }
+            AfterClose::Reconnect => {
+                leptos::logging::log!("socket closed {code} {reason}; reconnecting");
+                ctl.link.set(Link::Reconnecting);
+                let attempt = self.0.reconnects.get() + 1;
+                self.0.reconnects.set(attempt);
+                let this = self.clone();
+                spawn_local(async move {
+                    platform::sleep(reconnect::reconnect_delay_ms(attempt)).await;
+                    let closed = this.0.socket.borrow().is_none();
+                    if ctl.mode.get_untracked() == Mode::Bidi && closed {
+                        ctl.link.set(Link::Offline);
+                        this.ensure_socket(ctl);
+                        ctl.link.set(Link::Reconnecting);
+                    }
+                });
+            }
+        }
+    }
+}
+
+impl ChatTransport for WebSocketTransport {
+    fn connect(&self, ctl: ChatCtl) {
+        self.ensure_socket(ctl);
+    }
+
+    fn disconnect(&self, ctl: ChatCtl) {
+        self.close_socket(ctl);
+    }
+
+    fn forget_chat(&self) {
+        self.0.turn_open.set(false);
+        self.0.turn_frames.set(0);
+    }
+
+    fn follows_waiting_turns(&self) -> bool {
+        true
+    }
+
+    /// A WebSocket message is capped at 1 MiB by default, and a `data:` URL is a third larger
+    /// than the file.
+    fn max_attachment_bytes(&self) -> u64 {
+        700 * 1024
+    }
+
+    fn send_message(&self, ctl: ChatCtl, message: &UiMessage) {
+        ctl.conversation
+            .update_value(|c| c.begin_stream(Trigger::SubmitMessage, platform::random_id("m")));
+        self.follow_turn();
+        ctl.status.set(Status::Submitted);
+        let frame = json!({
+            "type": "message",
+            "id": ctl.chat_id.get_untracked(),
+            "trigger": "submit-message",
+            "messages": [message],
+        });
+        self.send(ctl, frame);
+    }
+
+    /// Sends the last assistant message: it carries the answer.
+    fn send_answer(&self, ctl: ChatCtl, _browser_runs_it: bool) {
+        let last = ctl
+            .conversation
+            .with_value(|c| c.messages().last().cloned());
+        if let Some(last) = ctl.outgoing(last.into_iter().collect()).pop() {
+            self.send(
+                ctl,
+                json!({"type": "message", "id": ctl.chat_id.get_untracked(), "messages": [last]}),
+            );
+        }
+    }
+
+    fn send_tool_result(&self, ctl: ChatCtl, call_id: &str, result: Result<Value, String>) {
+        let result = match result {
+            Ok(output) => output,
+            Err(message) => json!({"success": false, "error": message}),
+        };
+        self.send(
+            ctl,
+            json!({"type": "tool_result", "toolCallId": call_id, "result": result}),
+        );
+    }
+
+    /// Replays the turn from its start (the server sends the frames after `received: 0`).
+    fn resume(&self, ctl: ChatCtl) {
+        ctl.conversation
+            .update_value(|c| c.begin_resume(platform::random_id("m")));
+        self.follow_turn();
+        if self.is_open() {
+            self.send_resume(ctl);
+        } else {
+            self.ensure_socket(ctl);
+        }
+    }
+
+    fn stop(&self, ctl: ChatCtl) {
+        self.send(ctl, json!({"type": "interrupt", "reason": "user_abort"}));
+    }
+
+    fn drop_connection(&self) {
+        if let Some(socket) = self.0.socket.borrow().as_ref() {
+            socket.drop_abnormally();
+        }
+    }
+}
