@@ -96,6 +96,23 @@ test("switching the mode mid-conversation keeps the conversation, and the mode i
   await expectTurnFinished(page);
 });
 
+test("BIDI: opening another chat moves to one new socket, and the old one's close does not take it down", async ({
+  page,
+}) => {
+  await startChat(page, "bidi");
+  const opened: string[] = [];
+  page.on("websocket", (ws) => opened.push(ws.url()));
+  await page.getByTestId("new-chat").click();
+  await expect(page.getByTestId("empty-state")).toBeVisible();
+  await expect(page.getByTestId("connection-status")).toHaveText("Live");
+  await send(page, "What's the weather in Tokyo?");
+  await expectAnswer(page, "Tokyo", /18\s?°C/);
+  await expectTurnFinished(page);
+  await expect(page.getByTestId("connection-status")).toHaveText("Live");
+  // The new chat's socket carried the turn: no third socket was needed.
+  expect(opened).toHaveLength(1);
+});
+
 test("BIDI: the socket drops while an approval is pending, reconnects, and the approval still works", async ({
   page,
 }) => {

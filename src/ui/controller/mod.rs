@@ -158,6 +158,10 @@ impl ChatCtl {
             transport.forget_chat();
         }
         self.executed.set_value(HashSet::new());
+        // Edits and refreshes belong to the chat that was open (approval ids are unique, but
+        // nothing of one chat should ride along into another's requests).
+        self.edits.set_value(HashMap::new());
+        self.refreshed.set_value(HashSet::new());
         self.status.set(Status::Ready);
         self.banner.set(None);
     }

@@ -16,6 +16,7 @@ use crate::{
     ui::{
         controller::{Banner, ChatCtl, Mode, Status},
         platform::{self, FetchError},
+        url::encode,
     },
 };
 
@@ -116,6 +117,11 @@ impl SseTransport {
     }
 }
 
+/// `/api/chat/{chat}/{action}`, the chat id percent-encoded (it may come from the page's URL).
+fn chat_url(chat: &str, action: &str) -> String {
+    format!("{CHAT_URL}/{}/{action}", encode(chat))
+}
+
 /// What the person sees when a request failed: a refused request is final unless the server was
 /// overloaded or failed (429, 5xx); a network failure is worth another try.
 fn failure_banner(error: FetchError) -> Banner {
@@ -144,6 +150,8 @@ impl ChatTransport for SseTransport {
 
     fn forget_chat(&self) {
         self.0.sent.borrow_mut().clear();
+        // "Try again" must never resend another chat's request.
+        self.0.last_request.borrow_mut().take();
     }
 
     fn follows_waiting_turns(&self) -> bool {
@@ -171,13 +179,13 @@ impl ChatTransport for SseTransport {
 
     fn resume(&self, ctl: ChatCtl) {
         let chat = ctl.chat_id.get_untracked();
-        self.run(ctl, "GET", format!("{CHAT_URL}/{chat}/stream"), None);
+        self.run(ctl, "GET", chat_url(&chat, "stream"), None);
     }
 
     fn stop(&self, ctl: ChatCtl) {
         let chat = ctl.chat_id.get_untracked();
         spawn_local(async move {
-            let url = format!("{CHAT_URL}/{chat}/stop");
+            let url = chat_url(&chat, "stop");
             if let Err(e) = platform::stream("POST", &url, None, &[], |_| {}).await {
                 ctl.show_error(format!("Could not stop: {e}"), false);
             }
@@ -195,6 +203,15 @@ impl ChatTransport for SseTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chat_ids_are_one_path_segment() {
+        assert_eq!(chat_url("chat-1", "stop"), "/api/chat/chat-1/stop");
+        assert_eq!(
+            chat_url("a/../b?c#d", "stream"),
+            "/api/chat/a%2F..%2Fb%3Fc%23d/stream"
+        );
+    }
 
     #[test]
     fn only_failures_that_may_pass_offer_to_try_again() {

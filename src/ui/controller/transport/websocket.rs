@@ -39,6 +39,9 @@ struct SocketState {
     turn_frames: Cell<u64>,
     /// Reconnect attempts since the socket was last open.
     reconnects: Cell<u32>,
+    /// Which socket is the current one: events of a socket this page already let go of (its
+    /// close arriving after a new chat opened a new one) are ignored.
+    generation: Cell<u64>,
 }
 
 impl WebSocketTransport {
@@ -57,9 +60,13 @@ impl WebSocketTransport {
             "{}/api/live?text=progressive&dialect=full",
             platform::ws_base()
         );
+        let generation = self.0.generation.get() + 1;
+        self.0.generation.set(generation);
         let state: Weak<SocketState> = Rc::downgrade(&self.0);
         let handler: Rc<dyn Fn(SocketEvent)> = Rc::new(move |event| {
-            if let Some(state) = state.upgrade() {
+            if let Some(state) = state.upgrade()
+                && state.generation.get() == generation
+            {
                 WebSocketTransport(state).on_event(ctl, event);
             }
         });
@@ -73,6 +80,8 @@ impl WebSocketTransport {
     }
 
     fn close_socket(&self, ctl: ChatCtl) {
+        // What the closed socket still reports (its close, a late frame) is no longer news.
+        self.0.generation.set(self.0.generation.get() + 1);
         let socket = self.0.socket.borrow_mut().take();
         if let Some(socket) = socket {
             socket.close();
