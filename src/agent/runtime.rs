@@ -44,7 +44,7 @@ use super::{
     },
     store::{Actor, SessionStore, StoreError, StoredSession},
     tools::ToolRegistry,
-    turn::{Entry, TurnDriver, answer_events},
+    turn::{DriveFrom, TurnDriver, answer_events},
 };
 use crate::protocol::{MessageReducer, UiMessage, UiPart, message::FilePart};
 
@@ -427,7 +427,7 @@ impl Runtime {
             timing,
             transport,
         );
-        turn.task = Some(driver.spawn(Entry::Start));
+        turn.task = Some(driver.spawn(DriveFrom::Start));
         let log = turn.log.clone();
         *live = Some(turn);
         TurnStarted {
@@ -501,7 +501,7 @@ impl Runtime {
             current.timing,
             current.transport,
         );
-        turn.task = Some(driver.spawn(Entry::Unpark(parked)));
+        turn.task = Some(driver.spawn(DriveFrom::Pause(parked)));
     }
 
     /// [`Runtime::unpark_locked`], taking the locks.

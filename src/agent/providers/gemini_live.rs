@@ -138,7 +138,7 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::gemini::{self, Content, Part};
-use super::{ApiKey, ConfigError, http};
+use super::{ApiKey, ProviderConfigError, http};
 use crate::agent::history::{AssistantPart, HistoryItem, ToolCall, ToolResult};
 use crate::agent::model::{
     Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolDeclaration, Usage,
@@ -329,12 +329,13 @@ struct Shared {
 }
 
 impl GeminiLiveModel {
-    pub fn new(config: GeminiLiveConfig) -> Result<Self, ConfigError> {
-        let url = live_url(&config.live_url).ok_or_else(|| ConfigError::InvalidLiveUrl {
-            value: config.live_url.clone(),
-        })?;
+    pub fn new(config: GeminiLiveConfig) -> Result<Self, ProviderConfigError> {
+        let url =
+            live_url(&config.live_url).ok_or_else(|| ProviderConfigError::InvalidLiveUrl {
+                value: config.live_url.clone(),
+            })?;
         let mut key = HeaderValue::from_str(config.api_key.expose()).map_err(|_| {
-            ConfigError::Client(
+            ProviderConfigError::Client(
                 "the Gemini API key has characters an HTTP header cannot carry".into(),
             )
         })?;
@@ -500,7 +501,7 @@ enum Incoming {
 }
 
 /// How a step's read loop ended.
-enum Outcome {
+enum StepEnd {
     /// `Finish` was sent.
     Finished,
     /// The runner dropped the stream.
@@ -885,9 +886,9 @@ impl SessionActor {
                 continue;
             }
             match self.read_step(step).await {
-                Outcome::Finished | Outcome::Dropped => return Ok(()),
-                Outcome::Failed(error) => return Err(error),
-                Outcome::Lost(reason) => {
+                StepEnd::Finished | StepEnd::Dropped => return Ok(()),
+                StepEnd::Failed(error) => return Err(error),
+                StepEnd::Lost(reason) => {
                     self.conn = None;
                     reconnects += 1;
                     if reconnects > MAX_RECONNECTS_PER_STEP {
@@ -1232,7 +1233,7 @@ impl SessionActor {
     }
 
     /// Reads the socket until the step ends.
-    async fn read_step(&mut self, step: &mut Step) -> Outcome {
+    async fn read_step(&mut self, step: &mut Step) -> StepEnd {
         enum Ev {
             Dropped,
             Frame(Option<Result<Message, WsError>>),
@@ -1242,7 +1243,7 @@ impl SessionActor {
         let silence = self.timeouts().silence;
         loop {
             let Some(conn) = self.conn.as_mut() else {
-                return Outcome::Lost("no socket".into());
+                return StepEnd::Lost("no socket".into());
             };
             let silent_at = step.last_heard + silence;
             let grace = step.grace;
@@ -1256,11 +1257,11 @@ impl SessionActor {
             match ev {
                 Ev::Dropped => {
                     self.on_dropped(step).await;
-                    return Outcome::Dropped;
+                    return StepEnd::Dropped;
                 }
                 Ev::Silence => {
                     self.close_connection();
-                    return Outcome::Failed(ModelError::Transport(format!(
+                    return StepEnd::Failed(ModelError::Transport(format!(
                         "Gemini Live sent nothing for {} s",
                         silence.as_secs_f32()
                     )));
@@ -1274,7 +1275,7 @@ impl SessionActor {
                         conn.stray_turn_complete = true;
                     }
                     self.finish(step, None);
-                    return Outcome::Finished;
+                    return StepEnd::Finished;
                 }
                 Ev::Frame(frame) => {
                     step.last_heard = Instant::now();
@@ -1282,7 +1283,7 @@ impl SessionActor {
                         Incoming::Ignore => {}
                         Incoming::Broken(error) => {
                             self.close_connection();
-                            return Outcome::Failed(error);
+                            return StepEnd::Failed(error);
                         }
                         Incoming::Closed { code, reason } => {
                             self.conn = None;
@@ -1292,9 +1293,9 @@ impl SessionActor {
                                         // The session may be what the server objects to.
                                         self.reset("Gemini Live closed the socket with an error");
                                     }
-                                    Outcome::Failed(close_error(code, &reason))
+                                    StepEnd::Failed(close_error(code, &reason))
                                 }
-                                _ => Outcome::Lost(format!(
+                                _ => StepEnd::Lost(format!(
                                     "closed ({}{reason})",
                                     code.map(|c| format!("{c} ")).unwrap_or_default()
                                 )),
@@ -1302,9 +1303,9 @@ impl SessionActor {
                         }
                         Incoming::Message(message) => {
                             match self.on_step_message(step, *message).await {
-                                Ok(true) => return Outcome::Finished,
+                                Ok(true) => return StepEnd::Finished,
                                 Ok(false) => {}
-                                Err(reason) => return Outcome::Lost(reason),
+                                Err(reason) => return StepEnd::Lost(reason),
                             }
                         }
                     }

@@ -43,11 +43,11 @@ enum Flow {
 
 /// Where a driver enters its turn.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Entry {
+pub(crate) enum DriveFrom {
     /// A new turn, or one picked up after a restart: a new log that begins with `start`.
     Start,
-    /// A parked turn: its log goes on where it paused.
-    Unpark(Parked),
+    /// A parked turn (unparked): its log goes on where it paused.
+    Pause(Parked),
 }
 
 /// The running turn: owns the reducer that mirrors what the client sees.
@@ -91,24 +91,24 @@ struct StepOutput {
 impl TurnDriver {
     /// Runs the turn on a task of its own. When the task parks the turn, its session may leave
     /// memory as soon as the task is gone (ADR 0011).
-    pub(crate) fn spawn(self, entry: Entry) -> tokio::task::JoinHandle<()> {
+    pub(crate) fn spawn(self, from: DriveFrom) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
             let runtime = self.rt.clone();
             let chat = self.session.id.clone();
-            if self.run(entry).await {
+            if self.run(from).await {
                 runtime.release_parked(&chat);
             }
         })
     }
 
     /// Drives the turn until it ends (false) or parks (true).
-    async fn run(mut self, entry: Entry) -> bool {
-        let mut paused_at = match entry {
-            Entry::Start => {
+    async fn run(mut self, from: DriveFrom) -> bool {
+        let mut paused_at = match from {
+            DriveFrom::Start => {
                 self.emit(Chunk::start(self.message_id.clone()));
                 None
             }
-            Entry::Unpark(parked) => Some(parked.inputs),
+            DriveFrom::Pause(parked) => Some(parked.inputs),
         };
         loop {
             // Phase A: the calls of the previous step, until every one has its result.

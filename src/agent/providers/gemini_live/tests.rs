@@ -1458,7 +1458,7 @@ fn live_urls_are_checked() {
     config.live_url = "example.com".into();
     assert!(matches!(
         GeminiLiveModel::new(config),
-        Err(ConfigError::InvalidLiveUrl { .. })
+        Err(ProviderConfigError::InvalidLiveUrl { .. })
     ));
 }
 
