@@ -86,7 +86,8 @@ pub enum StartupError {
     Replay(#[from] crate::agent::replay::ReplayError),
     #[error("chunk log: {0}")]
     ChunkLog(#[from] crate::agent::chunk_log::ChunkLogError),
-    #[error("COUNTERSIGN_DB: {0}")]
+    /// Says what underlies the store's failure too (it is printed, not logged, at start).
+    #[error("COUNTERSIGN_DB: {}", .0.report())]
     Store(#[from] crate::agent::store::StoreError),
 }
 

@@ -98,14 +98,15 @@ pub enum TurnError {
     Store(#[from] StoreErrorText),
 }
 
-/// A store error as text (so `TurnError` stays `Clone + PartialEq`).
+/// A store error as text, with its whole cause chain ([`StoreError::report`]), so `TurnError`
+/// stays `Clone + PartialEq`. For logs: a client is told only that the store failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0}")]
 pub struct StoreErrorText(pub String);
 
 impl From<StoreError> for TurnError {
     fn from(e: StoreError) -> Self {
-        TurnError::Store(StoreErrorText(e.to_string()))
+        TurnError::Store(StoreErrorText(e.report()))
     }
 }
 
@@ -576,7 +577,7 @@ impl Runtime {
                                 Ok(Some(session)) => runtime.unpark(&session),
                                 Ok(None) => {}
                                 Err(e) => {
-                                    tracing::error!(session = %chat, error = %e, "cannot load a session whose deadline came");
+                                    tracing::error!(session = %chat, error = &e as &dyn std::error::Error, "cannot load a session whose deadline came");
                                 }
                             }
                         });
@@ -740,7 +741,7 @@ impl Runtime {
         let events = [earlier, events].concat();
         let snapshot = session.snapshot();
         if let Err(e) = self.store.commit(&snapshot, &events).await {
-            tracing::error!(session = %chat_id, error = %e, "cannot record the person's answer");
+            tracing::error!(session = %chat_id, error = &e as &dyn std::error::Error, "cannot record the person's answer");
             session
                 .state()
                 .unsaved_audit
@@ -793,7 +794,10 @@ impl Runtime {
             || match self.store.approval_owner(&approval_id).await {
                 Ok(owner) => owner.is_some_and(|owner| owner != chat_id),
                 Err(e) => {
-                    tracing::warn!(error = %e, "cannot look up whose approval this is");
+                    tracing::warn!(
+                        error = &e as &dyn std::error::Error,
+                        "cannot look up whose approval this is"
+                    );
                     false
                 }
             };
@@ -953,7 +957,7 @@ impl Runtime {
             Ok(Some(session)) => session,
             Ok(None) => return false,
             Err(e) => {
-                tracing::error!(session = %chat_id, error = %e, "cannot load the chat to interrupt");
+                tracing::error!(session = %chat_id, error = &e as &dyn std::error::Error, "cannot load the chat to interrupt");
                 return false;
             }
         };

@@ -983,7 +983,7 @@ impl TurnDriver {
         match result {
             Ok(()) => true,
             Err(e) => {
-                tracing::error!(session = %self.session.id, error = %e, "cannot save the session");
+                tracing::error!(session = %self.session.id, error = &e as &dyn std::error::Error, "cannot save the session");
                 // Keep the events for the next commit rather than lose them.
                 self.audit.splice(0..0, audit);
                 false
