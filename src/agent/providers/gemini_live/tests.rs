@@ -18,8 +18,11 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::{WebSocketStream, accept_hdr_async};
 
+use super::wire::{close_error, is_normal_close, map_turn_complete_reason};
 use super::*;
-use crate::agent::history::{Outcome, ToolResult};
+use crate::agent::history::{AssistantPart, HistoryItem, Outcome, ToolCall, ToolResult};
+use crate::agent::model::{ToolDeclaration, Usage};
+use crate::protocol::FinishReason;
 
 const WAIT: Duration = Duration::from_secs(5);
 const BLOCKING_MODEL: &str = "gemini-3.1-flash-live-preview";
