@@ -8,7 +8,7 @@
 //! `LEPTOS_ENV`) override it.
 //!
 //! The agent and the HTTP edge are configured by `COUNTERSIGN_*` variables (see [`AgentSettings`]
-//! and [`HttpSettings`]); a `.env` file in the working directory is read first (variables already
+//! and [`EdgeSettings`]); a `.env` file in the working directory is read first (variables already
 //! set win).
 //!
 //! Resolution is a pure function of (embedded text, environment lookup) so that every rule is
@@ -163,7 +163,7 @@ impl Default for AgentSettings {
 
 /// Settings of the HTTP and WebSocket edge.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HttpSettings {
+pub struct EdgeSettings {
     /// `COUNTERSIGN_MAX_BODY_BYTES`: largest accepted request body (default 20 MiB, room for
     /// images).
     pub max_body_bytes: usize,
@@ -221,9 +221,9 @@ pub struct HttpSettings {
     pub cors_credentials: bool,
 }
 
-impl Default for HttpSettings {
+impl Default for EdgeSettings {
     fn default() -> Self {
-        HttpSettings {
+        EdgeSettings {
             max_body_bytes: 20 * 1024 * 1024,
             api_key: None,
             keep_alive: Duration::from_secs(15),
@@ -255,7 +255,7 @@ pub struct Config {
     /// Where the site settings came from, for the banner and logs.
     pub source: String,
     pub agent: AgentSettings,
-    pub http: HttpSettings,
+    pub http: EdgeSettings,
 }
 
 impl Config {
@@ -378,7 +378,7 @@ impl Config {
             )
         };
         let agent = agent_settings(&env)?;
-        let http = http_settings(&env)?;
+        let http = edge_settings(&env)?;
         Ok(Config {
             site,
             source,
@@ -545,8 +545,8 @@ fn agent_settings(env: &impl Fn(&str) -> Option<String>) -> Result<AgentSettings
     })
 }
 
-fn http_settings(env: &impl Fn(&str) -> Option<String>) -> Result<HttpSettings, ConfigError> {
-    let defaults = HttpSettings::default();
+fn edge_settings(env: &impl Fn(&str) -> Option<String>) -> Result<EdgeSettings, ConfigError> {
+    let defaults = EdgeSettings::default();
     let max_body_bytes = number(env, "COUNTERSIGN_MAX_BODY_BYTES", defaults.max_body_bytes)?;
     if max_body_bytes < 1024 {
         return Err(invalid(
@@ -657,7 +657,7 @@ fn http_settings(env: &impl Fn(&str) -> Option<String>) -> Result<HttpSettings, 
             ));
         }
     };
-    Ok(HttpSettings {
+    Ok(EdgeSettings {
         allowed_hosts,
         auth_failure_rate: number(
             env,
@@ -804,7 +804,7 @@ mod tests {
     fn agent_and_http_settings_come_from_countersign_variables() {
         let config = Config::resolve(env_of(&[])).unwrap();
         assert_eq!(config.agent, AgentSettings::default());
-        assert_eq!(config.http, HttpSettings::default());
+        assert_eq!(config.http, EdgeSettings::default());
 
         let config = Config::resolve(env_of(&[
             ("COUNTERSIGN_DEMO_DELAY_MS", "0"),

@@ -180,7 +180,10 @@ pub async fn serve(
             turns = n,
             "resumed the turns that were open when the server stopped"
         ),
-        Err(e) => tracing::error!(error = %e, "cannot resume the open turns"),
+        Err(e) => tracing::error!(
+            error = &e as &dyn std::error::Error,
+            "cannot resume the open turns"
+        ),
     }
     runtime.spawn_sweeper(SESSION_SWEEP);
     spawn_memory_return(runtime.clone());

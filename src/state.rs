@@ -14,7 +14,7 @@ use crate::{
         tools::{ToolRegistry, ToolSettings, WeatherSource},
     },
     config::{
-        AgentSettings, Config, HttpSettings, StoreSetting, TextTimingSetting, WeatherSetting,
+        AgentSettings, Config, EdgeSettings, StoreSetting, TextTimingSetting, WeatherSetting,
     },
     transport::{edge::Edge, site::Site},
 };
@@ -27,7 +27,7 @@ pub struct AppState {
     pub config_source: Arc<str>,
     /// The agent runtime: model, tools, sessions.
     pub runtime: Arc<Runtime>,
-    pub http: HttpSettings,
+    pub http: EdgeSettings,
     /// The edge: host names, credentials, rate limits, connection caps, shutdown.
     pub edge: Arc<Edge>,
     /// The built site: where its files are and what the page's bundle is called.
@@ -81,12 +81,13 @@ impl AppState {
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
     #[error("model provider: {0}")]
-    Model(#[from] crate::agent::providers::ConfigError),
+    Model(#[from] crate::agent::providers::ProviderConfigError),
     #[error("replay model: {0}")]
     Replay(#[from] crate::agent::replay::ReplayError),
     #[error("chunk log: {0}")]
     ChunkLog(#[from] crate::agent::chunk_log::ChunkLogError),
-    #[error("COUNTERSIGN_DB: {0}")]
+    /// Says what underlies the store's failure too (it is printed, not logged, at start).
+    #[error("COUNTERSIGN_DB: {}", .0.report())]
     Store(#[from] crate::agent::store::StoreError),
 }
 

@@ -159,8 +159,8 @@ enum State {
     Closed,
 }
 
-/// What a write did.
-enum Outcome {
+/// What a write into a session's slot did.
+enum SlotWrite {
     Done,
     /// The slot was evicted between lookup and lock.
     Retry,
@@ -259,8 +259,8 @@ impl ChunkLog {
             let slot = self.slot(session);
             let mut slot = lock(&slot);
             match slot.write(session, &head, chunk_json) {
-                Outcome::Retry => continue,
-                Outcome::Done => {
+                SlotWrite::Retry => continue,
+                SlotWrite::Done => {
                     if end_of_turn {
                         slot.end_turn(session);
                     }
@@ -318,7 +318,7 @@ impl Registry {
 }
 
 impl Slot {
-    fn write(&mut self, session: &str, head: &str, chunk_json: &str) -> Outcome {
+    fn write(&mut self, session: &str, head: &str, chunk_json: &str) -> SlotWrite {
         if matches!(self.state, State::Unopened) {
             match open(&self.path) {
                 Ok((out, next_sequence)) => {
@@ -326,13 +326,13 @@ impl Slot {
                 }
                 Err(error) => {
                     self.fail(session, "open", error);
-                    return Outcome::Done;
+                    return SlotWrite::Done;
                 }
             }
         }
         let result = match &mut self.state {
-            State::Closed => return Outcome::Retry,
-            State::Unopened | State::Failed => return Outcome::Done,
+            State::Closed => return SlotWrite::Retry,
+            State::Unopened | State::Failed => return SlotWrite::Done,
             State::Open { out, next_sequence } => {
                 let sequence = *next_sequence;
                 *next_sequence = sequence.saturating_add(1);
@@ -342,7 +342,7 @@ impl Slot {
         if let Err(error) = result {
             self.fail(session, "write", error);
         }
-        Outcome::Done
+        SlotWrite::Done
     }
 
     fn flush(&mut self, session: &str) {

@@ -63,9 +63,16 @@ impl ApiError {
 }
 
 impl From<StoreError> for ApiError {
-    /// The store's details are logged, never sent.
+    /// The store's details are logged (with the errors underneath), never sent.
     fn from(e: StoreError) -> Self {
-        tracing::error!(error = %e, "session store failed");
+        tracing::error!(error = &e as &dyn std::error::Error, "session store failed");
+        ApiError::store_unavailable()
+    }
+}
+
+impl ApiError {
+    /// The session store failed: what the client is told, whatever the cause.
+    fn store_unavailable() -> Self {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "store_unavailable",
@@ -131,7 +138,10 @@ impl From<TurnError> for ApiError {
         match e {
             TurnError::Busy => ApiError::conflict("turn_in_progress", e.to_string()),
             TurnError::EmptyMessage => ApiError::bad_request("empty_message", e.to_string()),
-            TurnError::Store(inner) => ApiError::from(StoreError(inner.0)),
+            TurnError::Store(inner) => {
+                tracing::error!(error = %inner, "session store failed");
+                ApiError::store_unavailable()
+            }
         }
     }
 }
@@ -140,6 +150,21 @@ impl From<TurnError> for ApiError {
 mod tests {
     use super::*;
     use http_body_util::BodyExt;
+
+    #[test]
+    fn a_store_failure_tells_the_client_nothing_of_its_cause() {
+        let cause = std::io::Error::other("/var/lib/secret.db: disk I/O error");
+        let direct = ApiError::from(StoreError::caused_by("cannot commit", cause));
+        let through_a_turn = ApiError::from(TurnError::from(StoreError::new("cannot load")));
+        for e in [direct, through_a_turn] {
+            assert_eq!(e.status, StatusCode::INTERNAL_SERVER_ERROR);
+            assert_eq!(e.code, "store_unavailable");
+            assert_eq!(
+                e.message,
+                "The conversation could not be loaded or saved. Try again."
+            );
+        }
+    }
 
     #[tokio::test]
     async fn errors_render_as_json_with_code_and_message() {

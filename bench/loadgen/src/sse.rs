@@ -51,7 +51,7 @@ impl Conn {
     }
 
     /// POSTs JSON to `path` and reads the SSE answer to its end.
-    pub async fn post(&mut self, path: &str, body: &Value, watch: &Watch) -> Result<Outcome> {
+    pub async fn post(&mut self, path: &str, body: &Value, watch: &Watch) -> Result<ResponseStats> {
         let request = Request::post(path)
             .header(header::HOST, &self.host)
             .header(header::CONTENT_TYPE, "application/json")
@@ -69,10 +69,10 @@ impl Conn {
             .send_request(request)
             .await
             .map_err(|e| format!("request: {e}"))?;
-        let mut out = Outcome {
+        let mut out = ResponseStats {
             status: response.status().as_u16(),
             headers: sent.elapsed(),
-            ..Outcome::default()
+            ..ResponseStats::default()
         };
         let mut body = response.into_body();
         let mut parser = Parser::default();
@@ -101,7 +101,7 @@ pub struct Watch {
 
 /// What one response did, times from the moment the request was handed to the socket.
 #[derive(Debug, Default)]
-pub struct Outcome {
+pub struct ResponseStats {
     pub status: u16,
     pub headers: Duration,
     pub first_chunk: Option<Duration>,
@@ -116,7 +116,7 @@ pub struct Outcome {
     pub error_body: String,
 }
 
-impl Outcome {
+impl ResponseStats {
     fn on_payload(&mut self, payload: &[u8], now: Duration, watch: &Watch) {
         if payload == b"[DONE]" {
             self.done.get_or_insert(now);
@@ -208,7 +208,7 @@ fn turn_body(chat: &str, text: &str) -> Value {
     })
 }
 
-fn stream_report(o: &Outcome) -> Value {
+fn stream_report(o: &ResponseStats) -> Value {
     let total_s = o.total.as_secs_f64().max(1e-9);
     json!({
         "headers_ms": round(ms(o.headers)),

@@ -165,15 +165,7 @@ fn outcomes_since(since: &[HistoryItem]) -> Vec<ToolOutcome> {
                         .find(|c| c.id == result.call_id)
                         .map(|c| c.args.clone())
                         .unwrap_or(Value::Null);
-                    let outcome = match &result.outcome {
-                        Outcome::Output { output } => nlu::Outcome::Ok(output.clone()),
-                        Outcome::Error { message } => nlu::Outcome::Failed(message.clone()),
-                        Outcome::Denied { reason } => nlu::Outcome::Denied {
-                            reason: reason.clone(),
-                        },
-                        Outcome::Expired => nlu::Outcome::Expired,
-                        Outcome::Interrupted => nlu::Outcome::Failed("interrupted".into()),
-                    };
+                    let outcome = result.outcome.clone();
                     let outcome = match &result.edited_args {
                         Some(edited) => ToolOutcome::new(&result.name, edited.clone(), outcome)
                             .with_proposed(proposed),

@@ -44,8 +44,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::http::{self, HttpSettings, PreparedRequest, WireDecoder};
-use super::{ApiKey, ConfigError};
+use super::http::{self, PreparedRequest, ProviderHttp, WireDecoder};
+use super::{ApiKey, ProviderConfigError};
 use crate::agent::history::{AssistantPart, Attachment, HistoryItem, ToolCall};
 use crate::agent::model::{
     Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolDeclaration, Usage,
@@ -68,7 +68,7 @@ pub struct GeminiConfig {
     pub model: String,
     /// Ask for thought summaries (`thinkingConfig.includeThoughts`); they stream as reasoning.
     pub include_thoughts: bool,
-    pub http: HttpSettings,
+    pub http: ProviderHttp,
 }
 
 /// A Gemini model behind the REST API.
@@ -80,12 +80,13 @@ pub struct GeminiModel {
 }
 
 impl GeminiModel {
-    pub fn new(config: GeminiConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: GeminiConfig) -> Result<Self, ProviderConfigError> {
         use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 
-        let client = http::client(&config.http).map_err(|e| ConfigError::Client(e.to_string()))?;
+        let client =
+            http::client(&config.http).map_err(|e| ProviderConfigError::Client(e.to_string()))?;
         let mut key = HeaderValue::from_str(config.api_key.expose()).map_err(|_| {
-            ConfigError::Client(
+            ProviderConfigError::Client(
                 "the Gemini API key has characters an HTTP header cannot carry".into(),
             )
         })?;

@@ -37,7 +37,7 @@ use crate::protocol::{SseDecoder, SseEvent};
 
 /// Timeouts and retries of a provider's HTTP calls.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpSettings {
+pub struct ProviderHttp {
     /// Bound on establishing the TCP (and TLS) connection.
     pub connect_timeout: Duration,
     /// Bound on the wait for the response headers (and for reading an error body).
@@ -48,7 +48,7 @@ pub struct HttpSettings {
     pub retry: RetryPolicy,
 }
 
-impl Default for HttpSettings {
+impl Default for ProviderHttp {
     fn default() -> Self {
         Self {
             connect_timeout: Duration::from_secs(10),
@@ -94,7 +94,7 @@ impl RetryPolicy {
 }
 
 /// Builds the HTTP client a provider keeps for its lifetime (connection pool, TLS config).
-pub(crate) fn client(settings: &HttpSettings) -> Result<reqwest::Client, reqwest::Error> {
+pub(crate) fn client(settings: &ProviderHttp) -> Result<reqwest::Client, reqwest::Error> {
     reqwest::Client::builder()
         .connect_timeout(settings.connect_timeout)
         .build()
@@ -138,7 +138,7 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 /// Starts the request and streams its events (see the module docs for the rules).
 pub(crate) fn sse_stream<D: WireDecoder>(
     request: PreparedRequest,
-    settings: HttpSettings,
+    settings: ProviderHttp,
     new_decoder: fn() -> D,
     map_error: ErrorMapper,
 ) -> ModelStream {
@@ -165,7 +165,7 @@ pub(crate) fn failed(error: ModelError) -> ModelStream {
 
 struct Driver<D> {
     request: PreparedRequest,
-    settings: HttpSettings,
+    settings: ProviderHttp,
     new_decoder: fn() -> D,
     map_error: ErrorMapper,
     /// Attempts started so far.
@@ -263,7 +263,7 @@ impl<D: WireDecoder> Driver<D> {
 /// parts it needs, so the future does not borrow the whole driver (which is `Send`, not `Sync`).
 async fn open<D: WireDecoder>(
     request: &PreparedRequest,
-    settings: &HttpSettings,
+    settings: &ProviderHttp,
     new_decoder: fn() -> D,
     map_error: ErrorMapper,
 ) -> Result<Reading<D>, ModelError> {

@@ -63,7 +63,7 @@ pub use gemini_live::{
     DEFAULT_LIVE_MODEL, DEFAULT_LIVE_URL, GeminiLiveConfig, GeminiLiveModel, LiveTimeouts,
     ToolBehavior, ToolBehaviorPolicy,
 };
-pub use http::{HttpSettings, RetryPolicy};
+pub use http::{ProviderHttp, RetryPolicy};
 pub use openai::{OpenAiConfig, OpenAiModel};
 
 use super::model::Model;
@@ -106,7 +106,7 @@ pub enum ProviderConfig {
 
 impl ProviderConfig {
     /// Builds the model (its HTTP client is created once, here).
-    pub fn build(self) -> Result<Arc<dyn Model>, ConfigError> {
+    pub fn build(self) -> Result<Arc<dyn Model>, ProviderConfigError> {
         Ok(match self {
             ProviderConfig::Gemini(config) => Arc::new(GeminiModel::new(config)?),
             ProviderConfig::OpenAi(config) => Arc::new(OpenAiModel::new(config)?),
@@ -116,7 +116,7 @@ impl ProviderConfig {
 
 /// Why the environment does not describe a usable model.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
+pub enum ProviderConfigError {
     #[error("COUNTERSIGN_MODEL={model:?} asks for {provider}; set {needed}")]
     MissingCredentials {
         provider: &'static str,
@@ -164,7 +164,9 @@ fn split_prefix(value: &str) -> (Option<Prefix>, &str) {
 
 /// Decides the model from the environment (see the module docs for the table). `env` is a
 /// lookup such as `|k| std::env::var(k).ok()`, injected so the decision is testable.
-pub fn select(env: impl Fn(&str) -> Option<String>) -> Result<Option<ProviderConfig>, ConfigError> {
+pub fn select(
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Option<ProviderConfig>, ProviderConfigError> {
     let var = |name: &str| {
         env(name)
             .map(|v| v.trim().to_owned())
@@ -175,7 +177,7 @@ pub fn select(env: impl Fn(&str) -> Option<String>) -> Result<Option<ProviderCon
         Some(value) => {
             let (prefix, name) = split_prefix(value);
             if name.is_empty() {
-                return Err(ConfigError::EmptyModel {
+                return Err(ProviderConfigError::EmptyModel {
                     value: value.to_owned(),
                 });
             }
@@ -190,14 +192,14 @@ pub fn select(env: impl Fn(&str) -> Option<String>) -> Result<Option<ProviderCon
 
     let provider = match prefix {
         Some(Prefix::Gemini) if gemini_key.is_none() => {
-            return Err(ConfigError::MissingCredentials {
+            return Err(ProviderConfigError::MissingCredentials {
                 provider: "Gemini",
                 model: model_var.unwrap_or_default(),
                 needed: "GEMINI_API_KEY or GOOGLE_API_KEY",
             });
         }
         Some(Prefix::OpenAi) if !openai_configured => {
-            return Err(ConfigError::MissingCredentials {
+            return Err(ProviderConfigError::MissingCredentials {
                 provider: "an OpenAI-compatible endpoint",
                 model: model_var.unwrap_or_default(),
                 needed: "OPENAI_BASE_URL or OPENAI_API_KEY",
@@ -232,7 +234,7 @@ pub fn select(env: impl Fn(&str) -> Option<String>) -> Result<Option<ProviderCon
                 base_url,
                 model: model.unwrap_or_else(|| DEFAULT_GEMINI_MODEL.to_owned()),
                 include_thoughts,
-                http: HttpSettings::default(),
+                http: ProviderHttp::default(),
             })
         }
         Prefix::OpenAi => {
@@ -244,7 +246,7 @@ pub fn select(env: impl Fn(&str) -> Option<String>) -> Result<Option<ProviderCon
                 api_key: openai_key.map(ApiKey::new),
                 base_url,
                 model: model.unwrap_or_else(|| DEFAULT_OPENAI_MODEL.to_owned()),
-                http: HttpSettings::default(),
+                http: ProviderHttp::default(),
             })
         }
     }))
@@ -253,7 +255,7 @@ pub fn select(env: impl Fn(&str) -> Option<String>) -> Result<Option<ProviderCon
 /// The Gemini Live model for BIDI turns, if the environment asks for one (module docs).
 pub fn select_live(
     env: impl Fn(&str) -> Option<String>,
-) -> Result<Option<GeminiLiveConfig>, ConfigError> {
+) -> Result<Option<GeminiLiveConfig>, ProviderConfigError> {
     let var = |name: &str| {
         env(name)
             .map(|v| v.trim().to_owned())
@@ -268,7 +270,7 @@ pub fn select_live(
     }
     let Some(key) = var("GEMINI_API_KEY").or_else(|| var("GOOGLE_API_KEY")) else {
         return match live_model {
-            Some(model) => Err(ConfigError::MissingCredentials {
+            Some(model) => Err(ProviderConfigError::MissingCredentials {
                 provider: "Gemini Live",
                 model,
                 needed: "GEMINI_API_KEY or GOOGLE_API_KEY",
@@ -299,7 +301,7 @@ pub fn select_live(
             ToolBehaviorPolicy::Fixed(ToolBehavior::NonBlocking)
         }
         Some(other) => {
-            return Err(ConfigError::InvalidChoice {
+            return Err(ProviderConfigError::InvalidChoice {
                 var: "COUNTERSIGN_LIVE_TOOL_BEHAVIOR",
                 value: other.to_owned(),
                 choices: "auto, blocking or non_blocking",
@@ -312,11 +314,11 @@ pub fn select_live(
 /// [`select`] then [`ProviderConfig::build`]: `Ok(None)` means "use the demo model".
 pub fn model_from_env(
     env: impl Fn(&str) -> Option<String>,
-) -> Result<Option<Arc<dyn Model>>, ConfigError> {
+) -> Result<Option<Arc<dyn Model>>, ProviderConfigError> {
     select(env)?.map(ProviderConfig::build).transpose()
 }
 
-fn checked_url(var: &'static str, value: String) -> Result<String, ConfigError> {
+fn checked_url(var: &'static str, value: String) -> Result<String, ProviderConfigError> {
     let lower = value.to_ascii_lowercase();
     let rest = lower
         .strip_prefix("https://")
@@ -325,15 +327,15 @@ fn checked_url(var: &'static str, value: String) -> Result<String, ConfigError> 
         Some(host) if !host.is_empty() && !host.starts_with('/') => {
             Ok(value.trim_end_matches('/').to_owned())
         }
-        _ => Err(ConfigError::InvalidBaseUrl { var, value }),
+        _ => Err(ProviderConfigError::InvalidBaseUrl { var, value }),
     }
 }
 
-fn flag(var: &'static str, value: &str) -> Result<bool, ConfigError> {
+fn flag(var: &'static str, value: &str) -> Result<bool, ProviderConfigError> {
     match value.to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" => Ok(false),
-        _ => Err(ConfigError::InvalidFlag {
+        _ => Err(ProviderConfigError::InvalidFlag {
             var,
             value: value.to_owned(),
         }),
@@ -356,7 +358,7 @@ mod tests {
     /// What a selection came to, in a form one table row can state: (provider, model, base URL).
     type Selected = Option<(String, String, String)>;
 
-    fn outcome(pairs: &[(&str, &str)]) -> Result<Selected, ConfigError> {
+    fn outcome(pairs: &[(&str, &str)]) -> Result<Selected, ProviderConfigError> {
         Ok(select(env(pairs))?.map(|config| match config {
             ProviderConfig::Gemini(c) => ("gemini".into(), c.model, c.base_url),
             ProviderConfig::OpenAi(c) => ("openai".into(), c.model, c.base_url),
@@ -413,14 +415,14 @@ mod tests {
         );
         assert!(matches!(
             live(&[("COUNTERSIGN_LIVE_MODEL", "gemini-3.8-live")]),
-            Err(ConfigError::MissingCredentials { .. })
+            Err(ProviderConfigError::MissingCredentials { .. })
         ));
         assert!(matches!(
             live(&[
                 ("GEMINI_API_KEY", "k"),
                 ("COUNTERSIGN_LIVE_TOOL_BEHAVIOR", "sometimes")
             ]),
-            Err(ConfigError::InvalidChoice { .. })
+            Err(ProviderConfigError::InvalidChoice { .. })
         ));
     }
 
@@ -428,7 +430,10 @@ mod tests {
     fn each_environment_selects_a_provider_or_a_typed_error() {
         let gemini = DEFAULT_GEMINI_BASE_URL;
         let openai = DEFAULT_OPENAI_BASE_URL;
-        type Row<'a> = (&'a [(&'a str, &'a str)], Result<Selected, ConfigError>);
+        type Row<'a> = (
+            &'a [(&'a str, &'a str)],
+            Result<Selected, ProviderConfigError>,
+        );
         let table: Vec<Row> = vec![
             (&[], Ok(None)),
             (&[("GEMINI_API_KEY", "  ")], Ok(None)),
@@ -498,7 +503,7 @@ mod tests {
             // Contradictions and bad values.
             (
                 &[("GEMINI_API_KEY", "k"), ("COUNTERSIGN_MODEL", "openai:x")],
-                Err(ConfigError::MissingCredentials {
+                Err(ProviderConfigError::MissingCredentials {
                     provider: "an OpenAI-compatible endpoint",
                     model: "openai:x".into(),
                     needed: "OPENAI_BASE_URL or OPENAI_API_KEY",
@@ -509,7 +514,7 @@ mod tests {
                     ("OPENAI_API_KEY", "k"),
                     ("COUNTERSIGN_MODEL", "gemini:gemini-3-flash-preview"),
                 ],
-                Err(ConfigError::MissingCredentials {
+                Err(ProviderConfigError::MissingCredentials {
                     provider: "Gemini",
                     model: "gemini:gemini-3-flash-preview".into(),
                     needed: "GEMINI_API_KEY or GOOGLE_API_KEY",
@@ -517,20 +522,20 @@ mod tests {
             ),
             (
                 &[("OPENAI_API_KEY", "k"), ("COUNTERSIGN_MODEL", "openai:")],
-                Err(ConfigError::EmptyModel {
+                Err(ProviderConfigError::EmptyModel {
                     value: "openai:".into(),
                 }),
             ),
             (
                 &[("OPENAI_BASE_URL", "localhost:11434/v1")],
-                Err(ConfigError::InvalidBaseUrl {
+                Err(ProviderConfigError::InvalidBaseUrl {
                     var: "OPENAI_BASE_URL",
                     value: "localhost:11434/v1".into(),
                 }),
             ),
             (
                 &[("GEMINI_API_KEY", "k"), ("GEMINI_BASE_URL", "https://")],
-                Err(ConfigError::InvalidBaseUrl {
+                Err(ProviderConfigError::InvalidBaseUrl {
                     var: "GEMINI_BASE_URL",
                     value: "https://".into(),
                 }),
@@ -540,7 +545,7 @@ mod tests {
                     ("GEMINI_API_KEY", "k"),
                     ("COUNTERSIGN_INCLUDE_THOUGHTS", "maybe"),
                 ],
-                Err(ConfigError::InvalidFlag {
+                Err(ProviderConfigError::InvalidFlag {
                     var: "COUNTERSIGN_INCLUDE_THOUGHTS",
                     value: "maybe".into(),
                 }),

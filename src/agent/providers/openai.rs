@@ -50,8 +50,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::http::{self, HttpSettings, PreparedRequest, WireDecoder};
-use super::{ApiKey, ConfigError};
+use super::http::{self, PreparedRequest, ProviderHttp, WireDecoder};
+use super::{ApiKey, ProviderConfigError};
 use crate::agent::history::{AssistantPart, Attachment, HistoryItem, ToolCall};
 use crate::agent::model::{
     Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolDeclaration, Usage,
@@ -69,7 +69,7 @@ pub struct OpenAiConfig {
     /// The API root, e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`.
     pub base_url: String,
     pub model: String,
-    pub http: HttpSettings,
+    pub http: ProviderHttp,
 }
 
 /// A model behind an OpenAI-compatible Chat Completions endpoint.
@@ -80,17 +80,18 @@ pub struct OpenAiModel {
 }
 
 impl OpenAiModel {
-    pub fn new(config: OpenAiConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: OpenAiConfig) -> Result<Self, ProviderConfigError> {
         use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 
-        let client = http::client(&config.http).map_err(|e| ConfigError::Client(e.to_string()))?;
+        let client =
+            http::client(&config.http).map_err(|e| ProviderConfigError::Client(e.to_string()))?;
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         if let Some(key) = &config.api_key {
             let mut value =
                 HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
-                    ConfigError::Client(
+                    ProviderConfigError::Client(
                         "the OpenAI API key has characters an HTTP header cannot carry".into(),
                     )
                 })?;

@@ -17,7 +17,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use super::http::{HttpSettings, RetryPolicy};
+use super::http::{ProviderHttp, RetryPolicy};
 use crate::agent::model::{ModelError, ModelEvent, ModelStream};
 
 /// One recorded request.
@@ -230,8 +230,8 @@ impl Drop for CloseGuard {
 }
 
 /// Short timeouts and near-zero backoff, so failure tests take milliseconds.
-pub(crate) fn quick_http() -> HttpSettings {
-    HttpSettings {
+pub(crate) fn quick_http() -> ProviderHttp {
+    ProviderHttp {
         connect_timeout: Duration::from_secs(2),
         response_timeout: Duration::from_secs(5),
         idle_timeout: Duration::from_secs(5),

@@ -19,7 +19,10 @@
 pub mod audit;
 pub mod sqlite;
 
-use std::{collections::HashMap, sync::Mutex};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
 
 use async_trait::async_trait;
 
@@ -31,10 +34,55 @@ use super::{
     session::{SessionRecord, TurnEntry},
 };
 
-/// A failure of the session store.
+/// A failure of the session store: what the store was doing, and the error underneath (the
+/// database's, the file system's, a decoder's) as its [`source`](std::error::Error::source), so
+/// a log line shows the whole chain.
+///
+/// Its message names only what failed (`session store: cannot open data/countersign.db`); the
+/// underlying error is in the chain, for logs. Clients get a fixed text (the API error of
+/// `transport::error`) or, in a few replies, this message without the chain.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("session store: {0}")]
-pub struct StoreError(pub String);
+#[error("session store: {context}")]
+pub struct StoreError {
+    context: String,
+    /// Shared so the error stays `Clone`.
+    #[source]
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl StoreError {
+    /// A failure with nothing underneath (e.g. a database newer than this build).
+    pub fn new(context: impl Into<String>) -> Self {
+        StoreError {
+            context: context.into(),
+            source: None,
+        }
+    }
+
+    /// `context` failed because of `source`.
+    pub fn caused_by(
+        context: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        StoreError {
+            context: context.into(),
+            source: Some(Arc::new(source)),
+        }
+    }
+
+    /// The message followed by every error underneath, `: `-separated: the whole story, for a
+    /// log or an operator (never for a client).
+    pub fn report(&self) -> String {
+        let mut text = self.to_string();
+        let mut next = std::error::Error::source(self);
+        while let Some(error) = next {
+            text.push_str(": ");
+            text.push_str(&error.to_string());
+            next = error.source();
+        }
+        text
+    }
+}
 
 /// A session as the store keeps it.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,7 +108,7 @@ pub struct SignIn {
 pub(crate) fn fresh_secret() -> Result<[u8; 32], StoreError> {
     let mut secret = [0u8; 32];
     getrandom::fill(&mut secret)
-        .map_err(|e| StoreError(format!("the operating system's random source failed: {e}")))?;
+        .map_err(|e| StoreError::caused_by("the operating system's random source failed", e))?;
     Ok(secret)
 }
 
@@ -418,5 +466,15 @@ mod tests {
         record.turn = Some(turn(TurnStatus::Finished));
         store.commit(&record, &[]).await.unwrap();
         assert!(lock(&store.paused_logs).is_empty());
+    }
+
+    #[test]
+    fn a_store_error_keeps_its_cause_apart_from_its_message() {
+        let e = StoreError::caused_by("cannot commit", std::io::Error::other("disk on fire"));
+        assert_eq!(e.to_string(), "session store: cannot commit");
+        let cause = std::error::Error::source(&e).map(ToString::to_string);
+        assert_eq!(cause.as_deref(), Some("disk on fire"));
+        assert_eq!(e.report(), "session store: cannot commit: disk on fire");
+        assert_eq!(StoreError::new("gone").report(), "session store: gone");
     }
 }

@@ -144,15 +144,15 @@ const EXPIRED_SIGNINS_KEPT_MS: i64 = 30 * 24 * 3600 * 1000;
 const MAX_GROUP: usize = 256;
 
 fn err(context: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
-    move |e| StoreError(format!("{context}: {e}"))
+    move |e| StoreError::caused_by(context, e)
 }
 
 fn json_err(context: &str) -> impl Fn(serde_json::Error) -> StoreError + '_ {
-    move |e| StoreError(format!("{context}: {e}"))
+    move |e| StoreError::caused_by(context, e)
 }
 
 fn gone() -> StoreError {
-    StoreError("the store's writer thread has stopped".into())
+    StoreError::new("the store's writer thread has stopped")
 }
 
 impl SqliteStore {
@@ -173,14 +173,11 @@ impl SqliteStore {
     ) -> Result<Self, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| {
-                StoreError(format!(
-                    "cannot create the directory {}: {e}",
-                    dir.display()
-                ))
+                StoreError::caused_by(format!("cannot create the directory {}", dir.display()), e)
             })?;
         }
         let conn = Connection::open(path)
-            .map_err(|e| StoreError(format!("cannot open {}: {e}", path.display())))?;
+            .map_err(|e| StoreError::caused_by(format!("cannot open {}", path.display()), e))?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(err("cannot switch to WAL"))?;
         // Checkpoints run on their own thread (see `checkpointer`), never inside a commit.
@@ -245,7 +242,7 @@ impl SqliteStore {
         std::thread::Builder::new()
             .name("countersign-store".into())
             .spawn(move || Writer::new(conn, checkpoints).run(queue))
-            .map_err(|e| StoreError(format!("cannot start the store's writer thread: {e}")))?;
+            .map_err(|e| StoreError::caused_by("cannot start the store's writer thread", e))?;
         Ok(SqliteStore {
             jobs,
             reads,
@@ -368,7 +365,7 @@ fn spawn_checkpointer(
     writer: Weak<std::sync::mpsc::Sender<Job>>,
 ) -> Result<WalFrames, StoreError> {
     let conn = Connection::open(path)
-        .map_err(|e| StoreError(format!("cannot open {}: {e}", path.display())))?;
+        .map_err(|e| StoreError::caused_by(format!("cannot open {}", path.display()), e))?;
     conn.pragma_update(None, "synchronous", durability.synchronous())
         .map_err(err("cannot set synchronous"))?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
@@ -377,7 +374,7 @@ fn spawn_checkpointer(
     std::thread::Builder::new()
         .name("countersign-checkpoint".into())
         .spawn(move || checkpointer(&conn, &commits, &writer, policy))
-        .map_err(|e| StoreError(format!("cannot start the checkpoint thread: {e}")))?;
+        .map_err(|e| StoreError::caused_by("cannot start the checkpoint thread", e))?;
     Ok(notify)
 }
 
@@ -459,7 +456,7 @@ fn start_wal_over(conn: &mut Connection) {
 /// A read-only connection with the reader's page cache, waiting up to `busy_secs` for a lock.
 fn read_connection(path: &Path, busy_secs: u64) -> Result<Connection, StoreError> {
     let conn = Connection::open(path)
-        .map_err(|e| StoreError(format!("cannot open {}: {e}", path.display())))?;
+        .map_err(|e| StoreError::caused_by(format!("cannot open {}", path.display()), e))?;
     conn.pragma_update(None, "query_only", "ON")
         .map_err(err("cannot make the reader read-only"))?;
     conn.pragma_update(None, "cache_size", -READER_CACHE_KIB)
@@ -482,7 +479,7 @@ fn spawn_reader(path: &Path) -> Result<std::sync::mpsc::Sender<ConnJob>, StoreEr
                 job(&mut conn);
             }
         })
-        .map_err(|e| StoreError(format!("cannot start the store's reader thread: {e}")))?;
+        .map_err(|e| StoreError::caused_by("cannot start the store's reader thread", e))?;
     Ok(reads)
 }
 
@@ -492,7 +489,7 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         .map_err(err("cannot read the schema version"))?;
     let newest = MIGRATIONS.last().map(|(v, _)| *v).unwrap_or(0);
     if current > newest {
-        return Err(StoreError(format!(
+        return Err(StoreError::new(format!(
             "the database has schema version {current}, newer than this build knows ({newest}); \
              use a newer Countersign or another COUNTERSIGN_DB"
         )));
@@ -502,7 +499,7 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
             .transaction()
             .map_err(err("cannot begin a migration"))?;
         tx.execute_batch(sql)
-            .map_err(|e| StoreError(format!("migration {version} failed: {e}")))?;
+            .map_err(|e| StoreError::caused_by(format!("migration {version} failed"), e))?;
         tx.pragma_update(None, "user_version", version)
             .map_err(err("cannot record the schema version"))?;
         tx.commit().map_err(err("cannot commit a migration"))?;
@@ -514,7 +511,7 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
 fn status_name(status: TurnStatus) -> Result<String, StoreError> {
     match serde_json::to_value(status).map_err(json_err("turn status"))? {
         serde_json::Value::String(s) => Ok(s),
-        other => Err(StoreError(format!("unexpected turn status {other}"))),
+        other => Err(StoreError::new(format!("unexpected turn status {other}"))),
     }
 }
 
@@ -935,9 +932,10 @@ impl SessionStore for SqliteStore {
             let context = |what: &'static str| {
                 let id = id.clone();
                 move |e: serde_json::Error| {
-                    StoreError(format!(
-                        "session {id}: the stored {what} is unreadable: {e}"
-                    ))
+                    StoreError::caused_by(
+                        format!("session {id}: the stored {what} is unreadable"),
+                        e,
+                    )
                 }
             };
             let record = SessionRecord {
@@ -1074,7 +1072,7 @@ impl SessionStore for SqliteStore {
                     Ok(AuditRecord {
                         seq,
                         event: serde_json::from_str(&event).map_err(|e| {
-                            StoreError(format!("audit entry {seq} is unreadable: {e}"))
+                            StoreError::caused_by(format!("audit entry {seq} is unreadable"), e)
                         })?,
                     })
                 })
@@ -1104,7 +1102,7 @@ impl SignInStore for SqliteStore {
                 .map_err(err("cannot read the sign-in secret"))?;
             value
                 .try_into()
-                .map_err(|_| StoreError("the stored sign-in secret is not 32 bytes".into()))
+                .map_err(|_| StoreError::new("the stored sign-in secret is not 32 bytes"))
         })
         .await
     }
@@ -1327,7 +1325,7 @@ mod tests {
             conn.pragma_update(None, "user_version", 99).unwrap();
         }
         let e = SqliteStore::open(&path).unwrap_err();
-        assert!(e.0.contains("schema version 99"), "{e}");
+        assert!(e.to_string().contains("schema version 99"), "{e}");
         let _ = std::fs::remove_file(&path);
     }
 
@@ -1365,7 +1363,7 @@ mod tests {
         }
         assert_eq!(failed.len(), 1, "{failed:?}");
         assert_eq!(failed[0].0, 32);
-        assert!(failed[0].1.0.contains("ledger"), "{}", failed[0].1);
+        assert!(failed[0].1.report().contains("ledger"), "{}", failed[0].1);
         assert!(store.load("bad").await.unwrap().is_none());
         assert_eq!(store.list().await.unwrap().len(), 63);
         let audit = store.audit(&AuditQuery::default()).await.unwrap();
@@ -1565,7 +1563,10 @@ mod tests {
             .await
             .unwrap();
         let e = store.load("x").await.unwrap_err();
-        assert!(e.0.contains("session x") && e.0.contains("history"), "{e}");
+        assert!(
+            e.to_string().contains("session x") && e.to_string().contains("history"),
+            "{e}"
+        );
     }
 
     /// The WAL header's checkpoint sequence number: how many times the WAL started over.

@@ -175,7 +175,8 @@ impl SignIns {
         now: Millis,
         address: Option<String>,
     ) -> Result<(Session, String), StoreError> {
-        let id = random_token(16).map_err(|e| StoreError(e.to_string()))?;
+        let id =
+            random_token(16).map_err(|e| StoreError::caused_by("cannot make a sign-in id", e))?;
         let expires_ms = now + self.lifetime.as_millis() as Millis;
         self.store
             .record_signin(&SignIn {
@@ -188,7 +189,7 @@ impl SignIns {
         let signature = self
             .mac(&id, expires_ms)
             .map(|m| URL_SAFE_NO_PAD.encode(m.finalize().into_bytes()))
-            .map_err(|e| StoreError(e.to_string()))?;
+            .map_err(|e| StoreError::caused_by("cannot sign the sign-in", e))?;
         let token = format!("v1.{id}.{expires_ms}.{signature}");
         Ok((Session { id, expires_ms }, token))
     }

@@ -50,7 +50,7 @@ use self::{
 use super::error::ApiError;
 use crate::{
     agent::{Transport, store::Actor},
-    config::HttpSettings,
+    config::EdgeSettings,
     state::AppState,
 };
 
@@ -85,7 +85,7 @@ impl std::fmt::Debug for Edge {
 
 impl Edge {
     /// The edge for a server listening on `addr` with `http`'s settings.
-    pub fn new(addr: SocketAddr, http: &HttpSettings) -> Arc<Self> {
+    pub fn new(addr: SocketAddr, http: &EdgeSettings) -> Arc<Self> {
         Arc::new(Edge {
             hosts: HostAllowlist::new(addr, &http.allowed_hosts),
             by_address: RateLimits::new(http.ip_rate),

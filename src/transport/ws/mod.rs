@@ -613,7 +613,7 @@ impl Connection {
             Ok(Some(session)) => session,
             Ok(None) => return,
             Err(e) => {
-                tracing::error!(connection = self.id, chat = %chat, error = %e, "cannot load the chat to follow it");
+                tracing::error!(connection = self.id, chat = %chat, error = &e as &dyn std::error::Error, "cannot load the chat to follow it");
                 return;
             }
         };

@@ -30,6 +30,5 @@ mod reply;
 pub use intent::understand;
 pub use intent::{Clarification, Intent, Lang, Plan, ToolCall};
 pub use lexicon::{CHANGE_BGM, GET_LOCATION, GET_WEATHER, PROCESS_PAYMENT};
-pub use reply::Outcome;
 pub use reply::ToolOutcome;
 pub use reply::{capabilities, clarify, direct, greeting, lorem, not_understood, summary};

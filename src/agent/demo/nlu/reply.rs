@@ -11,21 +11,7 @@ use serde_json::Value;
 
 use super::intent::{Clarification, Intent, Lang};
 use super::lexicon::{self, Failure};
-
-/// How one tool call ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    /// The tool ran and returned this output. An output with `"success": false` or an `error`
-    /// field is still reported as a failure.
-    Ok(Value),
-    /// The tool or the browser reported an error (e.g. "Insufficient funds", "User denied
-    /// Geolocation").
-    Failed(String),
-    /// The person declined the approval request, optionally saying why.
-    Denied { reason: Option<String> },
-    /// Nobody answered the approval request in time; the tool never ran.
-    Expired,
-}
+use crate::agent::history::Outcome;
 
 /// A finished tool call, as the summary needs it.
 #[derive(Debug, Clone, PartialEq)]
@@ -321,7 +307,10 @@ pub fn direct(lang: Lang, intent: &Intent) -> Option<String> {
 // One tool outcome → sentences
 // ---------------------------------------------------------------------------------------------
 
-/// An [`Outcome`] with failures hidden inside successful outputs brought to the surface.
+/// An [`Outcome`] with failures hidden inside successful outputs brought to the surface: an
+/// output with `"success": false` or an `error` field is still a failure. An error message is
+/// what the tool or the browser said (e.g. "Insufficient funds", "User denied Geolocation"); an
+/// interrupted call reads as the failure "interrupted".
 enum Settled<'a> {
     Done(&'a Value),
     Failed {
@@ -334,7 +323,7 @@ enum Settled<'a> {
 
 fn settle(outcome: &Outcome) -> Settled<'_> {
     match outcome {
-        Outcome::Ok(output) => {
+        Outcome::Output { output } => {
             let succeeded = output.get("success").and_then(Value::as_bool);
             let error = text(output, "error");
             if succeeded == Some(false) || (succeeded.is_none() && error.is_some()) {
@@ -346,8 +335,12 @@ fn settle(outcome: &Outcome) -> Settled<'_> {
                 Settled::Done(output)
             }
         }
-        Outcome::Failed(error) => Settled::Failed {
-            error: error.clone(),
+        Outcome::Error { message } => Settled::Failed {
+            error: message.clone(),
+            output: None,
+        },
+        Outcome::Interrupted => Settled::Failed {
+            error: "interrupted".into(),
             output: None,
         },
         Outcome::Denied { reason } => {
@@ -1027,6 +1020,14 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::json;
 
+    fn ran(output: Value) -> Outcome {
+        Outcome::Output { output }
+    }
+
+    fn errored(message: String) -> Outcome {
+        Outcome::Error { message }
+    }
+
     fn one(lang: Lang, tool: &str, args: Value, outcome: Outcome) -> String {
         summary(lang, &[ToolOutcome::new(tool, args, outcome)])
     }
@@ -1055,19 +1056,14 @@ mod tests {
     #[test]
     fn weather_reports_readings_and_source() {
         let args = json!({"location": "Tokyo"});
-        let english = one(
-            Lang::En,
-            "get_weather",
-            args.clone(),
-            Outcome::Ok(tokyo_weather()),
-        );
+        let english = one(Lang::En, "get_weather", args.clone(), ran(tokyo_weather()));
         assert_eq!(
             english,
             "Weather in Tokyo: partly cloudy, 18°C (humidity 65%, wind 12.3 km/h). \
              Source: Open-Meteo."
         );
         assert_eq!(
-            one(Lang::Ja, "get_weather", args, Outcome::Ok(tokyo_weather())),
+            one(Lang::Ja, "get_weather", args, ran(tokyo_weather())),
             "東京の天気: 晴れ時々曇り、18°C（湿度65%、風速12.3km/h）。出典: Open-Meteo。"
         );
     }
@@ -1077,16 +1073,11 @@ mod tests {
         let result = json!({"location": "Paris", "temperature_c": 9.6, "condition": "Rain", "source": "offline"});
         let args = json!({"location": "Paris"});
         assert_eq!(
-            one(
-                Lang::En,
-                "get_weather",
-                args.clone(),
-                Outcome::Ok(result.clone())
-            ),
+            one(Lang::En, "get_weather", args.clone(), ran(result.clone())),
             "Weather in Paris: rain, 9.6°C. This is offline sample data, not a live reading."
         );
         assert_eq!(
-            one(Lang::Ja, "get_weather", args, Outcome::Ok(result)),
+            one(Lang::Ja, "get_weather", args, ran(result)),
             "パリの天気: 雨、9.6°C。※オフラインのサンプルデータで、実際の天気ではありません。"
         );
     }
@@ -1094,7 +1085,7 @@ mod tests {
     #[test]
     fn weather_failure_names_the_city_and_the_error() {
         let args = json!({"location": "Atlantis"});
-        let failed = || Outcome::Failed("City not found.".into());
+        let failed = || errored("City not found.".into());
         assert_eq!(
             one(Lang::En, "get_weather", args.clone(), failed()),
             "I couldn't get the weather for Atlantis: City not found."
@@ -1108,7 +1099,7 @@ mod tests {
     #[test]
     fn payment_success_gives_amount_recipient_transaction_and_balance() {
         let args = payment_args(50.0, "USD", "Hanako");
-        let ok = || Outcome::Ok(paid(50.0, "USD", "Hanako", "", 950.0));
+        let ok = || ran(paid(50.0, "USD", "Hanako", "", 950.0));
         assert_eq!(
             one(Lang::En, "process_payment", args.clone(), ok()),
             "Sent $50 to Hanako (transaction txn_60fb721bc781). Your balance is now $950."
@@ -1127,7 +1118,7 @@ mod tests {
                 &[ToolOutcome::new(
                     "process_payment",
                     payment_args(30.0, "EUR", "Bob"),
-                    Outcome::Ok(paid(30.0, "EUR", "Bob", "lunch", 970.0)),
+                    ran(paid(30.0, "EUR", "Bob", "lunch", 970.0)),
                 )
                 .with_proposed(payment_args(50.0, "EUR", "Bob"))],
             )
@@ -1152,7 +1143,7 @@ mod tests {
             Lang::En,
             "process_payment",
             payment_args(25.0, "USD", "Bob"),
-            Outcome::Ok(json!({"success": true})),
+            ran(json!({"success": true})),
         );
         assert_eq!(text, "Sent $25 to Bob.");
     }
@@ -1187,9 +1178,8 @@ mod tests {
     #[test]
     fn payment_insufficient_funds_says_so() {
         let args = payment_args(2000.0, "USD", "Bob");
-        let failed = || {
-            Outcome::Failed("Insufficient funds. Balance: 1000.0 USD, Requested: 2000 USD".into())
-        };
+        let failed =
+            || errored("Insufficient funds. Balance: 1000.0 USD, Requested: 2000 USD".into());
         assert_eq!(
             one(Lang::En, "process_payment", args.clone(), failed()),
             "I couldn't send $2,000 to Bob: insufficient funds."
@@ -1199,9 +1189,8 @@ mod tests {
             "残高不足のため、Bobへの2,000ドルの送金はできませんでした。"
         );
         // A tool that reports failure inside a normal output is still a failure.
-        let in_output = Outcome::Ok(
-            json!({"success": false, "error": "Insufficient funds", "wallet_balance": 1000.0}),
-        );
+        let in_output =
+            ran(json!({"success": false, "error": "Insufficient funds", "wallet_balance": 1000.0}));
         assert_eq!(
             one(Lang::En, "process_payment", args, in_output),
             "I couldn't send $2,000 to Bob: insufficient funds. Your balance is $1,000."
@@ -1211,7 +1200,7 @@ mod tests {
     #[test]
     fn payment_other_failures() {
         let negative = payment_args(-5.0, "USD", "Bob");
-        let invalid = || Outcome::Failed("Invalid amount: -5. Amount must be positive.".into());
+        let invalid = || errored("Invalid amount: -5. Amount must be positive.".into());
         assert_eq!(
             one(Lang::En, "process_payment", negative.clone(), invalid()),
             "I couldn't send -$5 to Bob: the amount must be greater than zero."
@@ -1221,7 +1210,7 @@ mod tests {
             "金額は0より大きくする必要があるため、Bobへの-5ドルの送金はできませんでした。"
         );
         let yen = payment_args(1200.0, "JPY", "Taro");
-        let offline = || Outcome::Failed("bank offline".into());
+        let offline = || errored("bank offline".into());
         assert_eq!(
             one(Lang::En, "process_payment", yen.clone(), offline()),
             "I couldn't send ¥1,200 to Taro: bank offline."
@@ -1236,7 +1225,7 @@ mod tests {
     fn payment_refusals_from_the_wallet() {
         let euros = payment_args(20.0, "EUR", "Bob");
         let unsupported =
-            || Outcome::Failed("Unsupported currency EUR: this wallet holds USD only.".into());
+            || errored("Unsupported currency EUR: this wallet holds USD only.".into());
         assert_eq!(
             one(Lang::En, "process_payment", euros.clone(), unsupported()),
             "I couldn't send €20 to Bob: the wallet can't pay in EUR."
@@ -1247,7 +1236,7 @@ mod tests {
         );
         let precise = payment_args(1.234, "USD", "Bob");
         let too_precise =
-            || Outcome::Failed("Invalid amount 1.234: use at most two decimal places.".into());
+            || errored("Invalid amount 1.234: use at most two decimal places.".into());
         assert_eq!(
             one(Lang::En, "process_payment", precise.clone(), too_precise()),
             "I couldn't send 1.234 USD to Bob: amounts can have at most two decimal places."
@@ -1274,7 +1263,7 @@ mod tests {
     #[test]
     fn location_reports_city_and_coordinates() {
         let with_city = || {
-            Outcome::Ok(
+            ran(
                 json!({"latitude": 35.6762, "longitude": 139.6503, "accuracy": 20,
                                "city": "Tokyo", "country": "Japan"}),
             )
@@ -1287,7 +1276,7 @@ mod tests {
             one(Lang::Ja, "get_location", json!({}), with_city()),
             "現在地は東京です（緯度35.6762、経度139.6503、誤差約20m）。"
         );
-        let bare = || Outcome::Ok(json!({"latitude": 48.8566, "longitude": 2.3522}));
+        let bare = || ran(json!({"latitude": 48.8566, "longitude": 2.3522}));
         assert_eq!(
             one(Lang::En, "get_location", json!({}), bare()),
             "You're at 48.8566, 2.3522."
@@ -1300,7 +1289,7 @@ mod tests {
 
     #[test]
     fn location_browser_errors_in_words() {
-        let denied = || Outcome::Failed("User denied Geolocation".into());
+        let denied = || errored("User denied Geolocation".into());
         assert_eq!(
             one(Lang::En, "get_location", json!({}), denied()),
             "Your browser blocked location access (permission denied). Allow it in the site \
@@ -1311,7 +1300,7 @@ mod tests {
             "ブラウザが位置情報へのアクセスをブロックしました（許可されていません）。\
              サイトの設定で許可してから、もう一度お試しください。"
         );
-        let timeout = || Outcome::Failed("Timeout expired".into());
+        let timeout = || errored("Timeout expired".into());
         assert_eq!(
             one(Lang::En, "get_location", json!({}), timeout()),
             "Your browser couldn't determine your location in time. Please try again."
@@ -1346,7 +1335,7 @@ mod tests {
     #[test]
     fn bgm_reports_the_track_or_the_blocked_audio() {
         let args = json!({"track": 2});
-        let playing = || Outcome::Ok(json!({"track": 2, "playing": true}));
+        let playing = || ran(json!({"track": 2, "playing": true}));
         assert_eq!(
             one(Lang::En, "change_bgm", args.clone(), playing()),
             "Now playing track 2."
@@ -1357,16 +1346,13 @@ mod tests {
         );
         // Browser executors wrap their result in "output".
         let wrapped =
-            Outcome::Ok(json!({"success": true, "output": {"track": 1, "message": "BGM changed"}}));
+            ran(json!({"success": true, "output": {"track": 1, "message": "BGM changed"}}));
         assert_eq!(
             one(Lang::En, "change_bgm", json!({"track": 1}), wrapped),
             "Now playing track 1."
         );
-        let blocked = || {
-            Outcome::Failed(
-                "NotAllowedError: play() failed because the user didn't interact".into(),
-            )
-        };
+        let blocked =
+            || errored("NotAllowedError: play() failed because the user didn't interact".into());
         assert_eq!(
             one(Lang::En, "change_bgm", args.clone(), blocked()),
             "Your browser blocked audio playback. Click anywhere on the page, then ask again."
@@ -1383,7 +1369,7 @@ mod tests {
             ToolOutcome::new(
                 "process_payment",
                 payment_args(30.0, "USD", "Alice"),
-                Outcome::Ok(paid(30.0, "USD", "Alice", "", 970.0)),
+                ran(paid(30.0, "USD", "Alice", "", 970.0)),
             ),
             ToolOutcome::new(
                 "process_payment",
@@ -1402,16 +1388,11 @@ mod tests {
     #[test]
     fn unknown_tools_still_get_an_honest_sentence() {
         assert_eq!(
-            one(Lang::En, "get_time", json!({}), Outcome::Ok(json!({}))),
+            one(Lang::En, "get_time", json!({}), ran(json!({}))),
             "The “get_time” call finished."
         );
         assert_eq!(
-            one(
-                Lang::Ja,
-                "get_time",
-                json!({}),
-                Outcome::Failed(String::new())
-            ),
+            one(Lang::Ja, "get_time", json!({}), errored(String::new())),
             "「get_time」の実行に失敗しました（不明なエラー）。"
         );
     }
@@ -1435,18 +1416,13 @@ mod tests {
         ] {
             for value in &odd {
                 for lang in [Lang::En, Lang::Ja] {
-                    let text = one(lang, tool, value.clone(), Outcome::Ok(value.clone()));
+                    let text = one(lang, tool, value.clone(), ran(value.clone()));
                     assert!(!text.trim().is_empty(), "{tool} {value}");
                 }
             }
         }
         assert_eq!(
-            one(
-                Lang::En,
-                "process_payment",
-                json!({}),
-                Outcome::Ok(json!({}))
-            ),
+            one(Lang::En, "process_payment", json!({}), ran(json!({}))),
             "Sent the payment."
         );
         assert_eq!(
@@ -1454,7 +1430,7 @@ mod tests {
                 Lang::En,
                 "get_weather",
                 json!({"location": "Oslo"}),
-                Outcome::Ok(json!({}))
+                ran(json!({}))
             ),
             "I got a weather result for Oslo, but it had no temperature or conditions."
         );
@@ -1635,8 +1611,8 @@ mod tests {
             "get_weather", "process_payment", "get_location", "change_bgm", "x",
         ]), kind in 0u8..4, ja in any::<bool>()) {
             let outcome = match kind {
-                0 => Outcome::Ok(value.clone()),
-                1 => Outcome::Failed(value.to_string()),
+                0 => ran(value.clone()),
+                1 => errored(value.to_string()),
                 2 => Outcome::Denied { reason: value.as_str().map(str::to_string) },
                 _ => Outcome::Expired,
             };

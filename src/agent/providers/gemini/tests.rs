@@ -10,7 +10,7 @@ use super::*;
 use crate::agent::history::{Outcome, ToolResult};
 use crate::agent::providers::testing::{After, FakeServer, Reply, collect, quick_http};
 
-fn model_at(server: &FakeServer, model: &str, http: HttpSettings) -> GeminiModel {
+fn model_at(server: &FakeServer, model: &str, http: ProviderHttp) -> GeminiModel {
     GeminiModel::new(GeminiConfig {
         api_key: ApiKey::new("test-key"),
         base_url: format!("{}/v1beta", server.base_url),

@@ -1,0 +1,359 @@
+//! How sessions come and go from memory: a loaded session's turn revived (ADR 0011), parked
+//! turns woken at their deadlines (ADR 0010), parked sessions released, idle ones evicted, the
+//! logs a reader still holds kept.
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    sync::{Arc, Mutex, OnceLock, atomic::Ordering},
+    time::Duration,
+};
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::Runtime;
+use crate::agent::{
+    clock::{Millis, until},
+    gate::{CallPhase, next_deadline},
+    session::{
+        LiveTurn, Parked, Session, SessionRecord, SessionState, TurnEntry, TurnLog, TurnStatus,
+        lock,
+    },
+    store::StoreError,
+};
+use crate::protocol::MessageReducer;
+
+/// See [`Runtime::release_parked`].
+#[derive(Default)]
+pub(super) struct ReleaseLater {
+    chats: Mutex<BTreeSet<String>>,
+    added: Notify,
+    task: OnceLock<()>,
+}
+
+/// `held_logs` is not cleaned below this size.
+const HELD_LOGS_CLEANUP: usize = 64;
+
+/// How long a parked session that something still held waits before it is tried again.
+const RELEASE_RETRY: Duration = Duration::from_millis(200);
+
+/// The deadlines of parked turns (ADR 0010): one timer task for the runtime instead of a
+/// sleeping task per turn waiting for a person. By chat id: a parked session may have left
+/// memory (ADR 0011), and the timer brings it back.
+#[derive(Default)]
+pub(super) struct Deadlines {
+    /// (deadline, chat) for every parked turn that must wake then.
+    queue: Mutex<BTreeSet<(Millis, String)>>,
+    /// An earlier deadline was added: the timer sleeps too long.
+    earlier: Notify,
+    timer: OnceLock<()>,
+}
+
+impl Runtime {
+    /// Wakes `chat`'s parked turn at `deadline` (once; a turn that is not parked then is left
+    /// alone).
+    pub(crate) fn wake_at(self: &Arc<Self>, deadline: Millis, chat: &str) {
+        let deadlines = &self.deadlines;
+        let earliest = {
+            let mut queue = lock(&deadlines.queue);
+            let key = (deadline, chat.to_owned());
+            let earliest = queue.first().is_none_or(|first| key < *first);
+            queue.insert(key);
+            earliest
+        };
+        deadlines.timer.get_or_init(|| self.spawn_deadline_timer());
+        if earliest {
+            deadlines.earlier.notify_one();
+        }
+    }
+
+    /// The task behind [`Runtime::wake_at`]: sleeps until the earliest deadline (or until an
+    /// earlier one is added), then unparks every turn whose deadline came, bringing its session
+    /// back into memory if it had left.
+    fn spawn_deadline_timer(self: &Arc<Self>) {
+        let runtime = Arc::downgrade(self);
+        let deadlines = self.deadlines.clone();
+        let clock = self.clock.clone();
+        tokio::spawn(async move {
+            loop {
+                let now = clock.now_ms();
+                let (due, next) = {
+                    let mut queue = lock(&deadlines.queue);
+                    let later = queue.split_off(&(now + 1, String::new()));
+                    let due = std::mem::replace(&mut *queue, later);
+                    (due, queue.first().map(|(at, _)| *at))
+                };
+                if !due.is_empty() {
+                    let Some(runtime) = runtime.upgrade() else {
+                        return;
+                    };
+                    for (_, chat) in due {
+                        if let Some(session) = runtime.live_session(&chat) {
+                            runtime.unpark(&session);
+                            continue;
+                        }
+                        // Only a session that left memory needs a task: its load awaits the store.
+                        let runtime = runtime.clone();
+                        tokio::spawn(async move {
+                            match runtime.existing_session(&chat).await {
+                                Ok(Some(session)) => runtime.unpark(&session),
+                                Ok(None) => {}
+                                Err(e) => {
+                                    tracing::error!(session = %chat, error = &e as &dyn std::error::Error, "cannot load a session whose deadline came");
+                                }
+                            }
+                        });
+                    }
+                }
+                match next {
+                    Some(at) => {
+                        tokio::select! {
+                            () = tokio::time::sleep(until(clock.now_ms(), at)) => {}
+                            () = deadlines.earlier.notified() => {}
+                        }
+                    }
+                    None => deadlines.earlier.notified().await,
+                }
+            }
+        });
+    }
+
+    /// Picks up a turn that was running or waiting for the person when the server stopped: its
+    /// record came back from the store but no task drives it. Calls that were running start
+    /// again (server tools are idempotent by tool call id: a payment is never made twice);
+    /// approvals keep their deadlines (wall-clock), so one that ran out meanwhile expires now.
+    ///
+    /// A turn that waited for the person and whose log the store kept (`paused_log`) comes back
+    /// parked, its log exactly as clients saw it (ADR 0011); it gets a task at once only if it
+    /// has something to do (an answer applied before a restart, a deadline that passed).
+    pub(super) fn revive(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        paused_log: Option<Vec<TurnEntry>>,
+    ) {
+        let mut state = session.state();
+        let SessionState { record, live, .. } = &mut *state;
+        if live.is_some() {
+            return;
+        }
+        if let Some(turn) = record.turn.as_mut().filter(|t| !t.status.is_over()) {
+            // A call that was running when the server stopped runs again (idempotent tools).
+            for call in &mut turn.calls {
+                if let CallPhase::Running { args, edited } = &call.phase {
+                    call.phase = CallPhase::Ready {
+                        args: args.clone(),
+                        edited: *edited,
+                    };
+                }
+            }
+        }
+        if let Some(entries) = paused_log
+            && let Some(turn) = record
+                .turn
+                .as_ref()
+                .filter(|t| t.status == TurnStatus::AwaitingPerson)
+        {
+            let now = self.clock.now_ms();
+            let deadline = next_deadline(&turn.calls);
+            let due = deadline.is_some_and(|d| d <= now)
+                || turn
+                    .calls
+                    .iter()
+                    .any(|c| matches!(c.phase, CallPhase::Ready { .. }));
+            // The very log a reader may still hold, or the stored one.
+            let held = lock(&self.held_logs)
+                .remove(&session.id)
+                .and_then(|log| log.upgrade())
+                .filter(|log| log.len() == entries.len());
+            let turn_state = live.insert(LiveTurn {
+                saved: entries.len(),
+                log: held.unwrap_or_else(|| Arc::new(TurnLog::restored(entries))),
+                cancel: CancellationToken::new(),
+                interrupt_reason: Arc::new(Mutex::new(None)),
+                task: None,
+                parked: Some(Parked {
+                    inputs: turn.inputs,
+                }),
+            });
+            if due {
+                self.unpark_locked(session, record, turn_state);
+            } else {
+                if let Some(deadline) = deadline {
+                    self.wake_at(deadline, &session.id);
+                }
+                // Loaded to be looked at or answered: if nothing wakes it, it goes again.
+                self.release_soon(&session.id);
+            }
+            return;
+        }
+        let (turn_id, message_id, timing, transport, existing) = {
+            let SessionRecord { turn, messages, .. } = &*record;
+            let Some(turn) = turn.as_ref().filter(|t| !t.status.is_over()) else {
+                return;
+            };
+            let existing = messages
+                .iter()
+                .rev()
+                .find(|m| m.id == turn.message_id)
+                .cloned();
+            (
+                turn.id.clone(),
+                turn.message_id.clone(),
+                turn.timing,
+                turn.transport,
+                existing,
+            )
+        };
+        tracing::info!(session = %session.id, turn = %turn_id, "resuming a turn after a restart");
+        let reducer = match existing {
+            Some(message) => MessageReducer::continuing(message),
+            None => MessageReducer::new(message_id.clone()),
+        };
+        self.spawn_driver(
+            session, live, turn_id, message_id, reducer, timing, transport,
+        );
+    }
+
+    /// Resumes every turn the store says was not over (at start-up). Returns how many.
+    pub async fn resume_unfinished(self: &Arc<Self>) -> Result<usize, StoreError> {
+        let ids = self.store.unfinished().await?;
+        for id in &ids {
+            drop(self.session(id).await?);
+            // A turn that came back parked waits in the store, not in memory.
+            self.release_parked(id);
+        }
+        Ok(ids.len())
+    }
+
+    /// Lets idle sessions leave memory (the store has them; the next request loads them
+    /// again). A session goes when it was idle — no turn running or waiting, nobody holding
+    /// it, nothing uncommitted — at this sweep and at the previous one, with the same last
+    /// turn: so a finished turn stays replayable (SSE resume, a BIDI reconnect) for at least
+    /// one sweep interval. `marked` carries the candidates from one sweep to the next.
+    /// Returns how many sessions left.
+    pub fn evict_idle(&self, marked: &mut HashMap<String, usize>) -> usize {
+        let mut live = lock(&self.live);
+        let mut next = HashMap::new();
+        let before = live.len();
+        live.retain(|id, session| {
+            // Every holder clones under this lock, so a count of one cannot grow meanwhile.
+            if Arc::strong_count(session) != 1 {
+                return true;
+            }
+            // A parked turn whose log is stored comes back exactly: no need to wait a sweep.
+            if session.parked_and_stored() {
+                self.let_go(session);
+                return false;
+            }
+            let Some(turn) = session.idle_turn() else {
+                return true;
+            };
+            if marked.get(id) == Some(&turn) {
+                return false;
+            }
+            next.insert(id.clone(), turn);
+            true
+        });
+        *marked = next;
+        self.prune_held_logs(&mut lock(&self.held_logs));
+        before - live.len()
+    }
+
+    /// Lets `chat_id`'s session leave memory if its turn is parked with its whole log stored and
+    /// nobody holds the session (ADR 0011). Called when a turn's task parks it.
+    /// A request that still holds the session (it answered, or looked) makes it wait: it is
+    /// tried again a moment later.
+    pub(crate) fn release_parked(self: &Arc<Self>, chat_id: &str) {
+        let mut live = lock(&self.live);
+        let Some(session) = live.get(chat_id).filter(|s| s.parked_and_stored()) else {
+            return;
+        };
+        // Every holder clones under this lock, so a count of one cannot grow meanwhile.
+        if Arc::strong_count(session) == 1 {
+            if let Some(session) = live.remove(chat_id) {
+                self.let_go(&session);
+            }
+            return;
+        }
+        drop(live);
+        self.release_soon(chat_id);
+    }
+
+    /// Tries [`Runtime::release_parked`] for `chat_id` again in a moment: it is held by a
+    /// request now, or was just loaded by one (to look at it, to resume a socket).
+    fn release_soon(self: &Arc<Self>, chat_id: &str) {
+        let later = &self.release_later;
+        lock(&later.chats).insert(chat_id.to_owned());
+        later.task.get_or_init(|| {
+            let runtime = Arc::downgrade(self);
+            let later = later.clone();
+            tokio::spawn(async move {
+                loop {
+                    if lock(&later.chats).is_empty() {
+                        later.added.notified().await;
+                    }
+                    tokio::time::sleep(RELEASE_RETRY).await;
+                    let Some(runtime) = runtime.upgrade() else {
+                        return;
+                    };
+                    let chats = std::mem::take(&mut *lock(&later.chats));
+                    for chat in chats {
+                        runtime.release_parked(&chat);
+                    }
+                }
+            });
+        });
+        later.added.notify_one();
+    }
+
+    /// A session removed from `live` leaves memory: its log stays reachable while a reader
+    /// holds it, and the release is counted.
+    fn let_go(&self, session: &Session) {
+        self.hold_log(session);
+        self.released.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Remembers the log of a session leaving memory if a reader still holds it. (A socket
+    /// usually lets go a moment later, at the pause: entries whose log is gone are dropped at
+    /// every sweep, and whenever the map has doubled since it was last cleaned.)
+    fn hold_log(&self, session: &Session) {
+        let Some(log) = session.current_log() else {
+            return;
+        };
+        if Arc::strong_count(&log) <= 2 {
+            return;
+        }
+        let mut held = lock(&self.held_logs);
+        if held.len() >= HELD_LOGS_CLEANUP.max(2 * self.held_logs_kept.load(Ordering::Relaxed)) {
+            self.prune_held_logs(&mut held);
+        }
+        held.insert(session.id.clone(), Arc::downgrade(&log));
+    }
+
+    /// Drops the held logs no reader holds any more.
+    fn prune_held_logs(&self, held: &mut HashMap<String, std::sync::Weak<TurnLog>>) {
+        held.retain(|_, log| log.strong_count() > 0);
+        self.held_logs_kept.store(held.len(), Ordering::Relaxed);
+    }
+
+    /// Runs [`Runtime::evict_idle`] every `every` for as long as the runtime exists.
+    pub fn spawn_sweeper(self: &Arc<Self>, every: Duration) {
+        let runtime = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut marked = HashMap::new();
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let Some(runtime) = runtime.upgrade() else {
+                    return;
+                };
+                let evicted = runtime.evict_idle(&mut marked);
+                if evicted > 0 {
+                    tracing::debug!(evicted, "idle sessions left memory");
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,378 @@
+//! The transports' entry points — start a turn, submit the person's input, interrupt — and how
+//! a turn gets its task (a new driver, or a parked turn unparked).
+
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Runtime, TextTiming, TurnError, TurnStarted, UserTurn};
+use crate::agent::{
+    Transport,
+    clock::IdKind,
+    gate::{InputError, PersonInput},
+    history::HistoryItem,
+    model::Usage,
+    session::{
+        LiveTurn, Receipt, Session, SessionRecord, SessionState, TurnLog, TurnRecord, TurnStatus,
+        lock,
+    },
+    store::Actor,
+    turn::{DriveFrom, TurnDriver, answer_events},
+};
+use crate::protocol::{MessageReducer, UiMessage, UiPart, message::FilePart};
+
+impl Runtime {
+    /// Starts a turn for a new user message. A turn that is waiting for the person is
+    /// superseded (its open calls end as interrupted, so the history stays valid); a turn that is
+    /// generating makes this fail with [`TurnError::Busy`].
+    pub async fn start_turn(
+        self: &Arc<Self>,
+        chat_id: &str,
+        user: UserTurn,
+        timing: Option<TextTiming>,
+    ) -> Result<TurnStarted, TurnError> {
+        if user.text.trim().is_empty() && user.attachments.is_empty() {
+            return Err(TurnError::EmptyMessage);
+        }
+        let session = self.session(chat_id).await?;
+        loop {
+            let superseded = {
+                let mut state = session.state();
+                let SessionState { record, live, .. } = &mut *state;
+                match live.as_mut() {
+                    Some(turn) if !turn.log.is_ended() => {
+                        let status = record.turn.as_ref().map(|t| t.status);
+                        if status != Some(TurnStatus::AwaitingPerson) {
+                            return Err(TurnError::Busy);
+                        }
+                        *lock(&turn.interrupt_reason) = Some("superseded by a new message".into());
+                        turn.cancel.cancel();
+                        // A parked turn needs a task to end itself.
+                        self.unpark_locked(&session, record, turn);
+                        turn.task.take()
+                    }
+                    _ => {
+                        let started = self.begin_turn(&session, record, live, user, timing);
+                        return Ok(started);
+                    }
+                }
+            };
+            if let Some(task) = superseded {
+                let _ = task.await;
+            } else {
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+
+    /// Creates the turn record and spawns its task (the caller holds both locks).
+    fn begin_turn(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        record: &mut SessionRecord,
+        live: &mut Option<LiveTurn>,
+        user: UserTurn,
+        timing: Option<TextTiming>,
+    ) -> TurnStarted {
+        let now = self.clock.now_ms();
+        let turn_id = self.ids.next_id(IdKind::Turn);
+        let message_id = self.ids.next_id(IdKind::Message);
+        let transport = user.transport;
+        {
+            let user_id = user
+                .message_id
+                .clone()
+                .unwrap_or_else(|| self.ids.next_id(IdKind::Message));
+            let mut message = UiMessage::user_text(user_id, user.text.clone());
+            for a in &user.attachments {
+                message.parts.push(UiPart::File(FilePart {
+                    media_type: a.media_type.clone(),
+                    url: a.url.clone(),
+                    filename: a.filename.clone(),
+                    provider_metadata: None,
+                }));
+            }
+            record.messages.push(message);
+            record.history.push(HistoryItem::User {
+                text: user.text,
+                attachments: user.attachments,
+            });
+            record.turn = Some(TurnRecord {
+                id: turn_id.clone(),
+                message_id: message_id.clone(),
+                status: TurnStatus::Running,
+                steps: 0,
+                calls: Vec::new(),
+                held_text: Vec::new(),
+                usage: Usage::default(),
+                inputs: 0,
+                transport,
+                timing,
+            });
+            record.updated_at_ms = now;
+        }
+        let reducer = MessageReducer::new(message_id.clone());
+        let started = self.spawn_driver(
+            session, live, turn_id, message_id, reducer, timing, transport,
+        );
+        self.followers.notify(&session.id);
+        started
+    }
+
+    /// Spawns the task that drives a turn (new or resumed) and makes it the session's live turn.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn spawn_driver(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        live: &mut Option<LiveTurn>,
+        turn_id: String,
+        message_id: String,
+        reducer: MessageReducer,
+        timing: Option<TextTiming>,
+        transport: Transport,
+    ) -> TurnStarted {
+        let mut turn = LiveTurn {
+            log: Arc::new(TurnLog::default()),
+            cancel: CancellationToken::new(),
+            interrupt_reason: Arc::new(Mutex::new(None)),
+            task: None,
+            parked: None,
+            saved: 0,
+        };
+        let driver = self.driver(
+            session,
+            &turn,
+            &turn_id,
+            &message_id,
+            reducer,
+            timing,
+            transport,
+        );
+        turn.task = Some(driver.spawn(DriveFrom::Start));
+        let log = turn.log.clone();
+        *live = Some(turn);
+        TurnStarted {
+            turn_id,
+            message_id,
+            log,
+        }
+    }
+
+    /// A driver for `turn`, writing its log.
+    #[allow(clippy::too_many_arguments)]
+    fn driver(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        turn: &LiveTurn,
+        turn_id: &str,
+        message_id: &str,
+        reducer: MessageReducer,
+        timing: Option<TextTiming>,
+        transport: Transport,
+    ) -> TurnDriver {
+        TurnDriver {
+            rt: self.clone(),
+            session: session.clone(),
+            log: turn.log.clone(),
+            cancel: turn.cancel.clone(),
+            interrupt_reason: turn.interrupt_reason.clone(),
+            timing: timing.unwrap_or(self.settings.text_timing),
+            reducer,
+            message_id: message_id.to_owned(),
+            transport,
+            turn_id: turn_id.to_owned(),
+            audit: Vec::new(),
+            notices: self.model_for(transport).call_notices(),
+        }
+    }
+
+    /// Gives a parked turn a task again, continuing its log where it paused (the caller holds
+    /// both locks of `session`, the record's first). Nothing happens if the turn is not parked.
+    pub(super) fn unpark_locked(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        record: &SessionRecord,
+        turn: &mut LiveTurn,
+    ) {
+        let Some(parked) = turn.parked else {
+            return;
+        };
+        let Some(current) = record.turn.as_ref() else {
+            tracing::error!(session = %session.id, "a parked turn has no record");
+            return;
+        };
+        turn.parked = None;
+        // The record's copy of the message is exactly what the reducer had: the turn synced it
+        // when it paused, and every text or reasoning block was closed.
+        let reducer = match record
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.id == current.message_id)
+        {
+            Some(message) => MessageReducer::continuing(message.clone()),
+            None => MessageReducer::new(current.message_id.clone()),
+        };
+        let driver = self.driver(
+            session,
+            turn,
+            &current.id,
+            &current.message_id,
+            reducer,
+            current.timing,
+            current.transport,
+        );
+        turn.task = Some(driver.spawn(DriveFrom::Pause(parked)));
+    }
+
+    /// [`Runtime::unpark_locked`], taking the locks.
+    pub(super) fn unpark(self: &Arc<Self>, session: &Arc<Session>) {
+        let mut state = session.state();
+        let SessionState { record, live, .. } = &mut *state;
+        if let Some(turn) = live.as_mut() {
+            self.unpark_locked(session, record, turn);
+        }
+    }
+
+    /// Tells `session`'s turn that person input was applied: a parked turn gets a task again,
+    /// a waiting one is woken.
+    fn wake(self: &Arc<Self>, session: &Arc<Session>) {
+        {
+            let mut state = session.state();
+            let SessionState { record, live, .. } = &mut *state;
+            if let Some(turn) = live.as_mut().filter(|t| t.parked.is_some()) {
+                self.unpark_locked(session, record, turn);
+                return;
+            }
+        }
+        session.wake();
+    }
+
+    /// Applies the person's answers to `chat_id`'s waiting turn. An approval id that belongs to
+    /// another chat is reported as such. Nothing an answer causes reaches any client before the
+    /// answer and its audit entries are on disk: they are committed before the turn is woken
+    /// (when the store fails, the answers are undone and the error says so), or, for approvals
+    /// of tools whose effects stay in the record (`ToolEffects::InRecord`, a payment), by the
+    /// turn in the same transaction as the result, before the output is emitted.
+    pub async fn submit_as(
+        self: &Arc<Self>,
+        chat_id: &str,
+        inputs: &[PersonInput],
+        actor: &Actor,
+    ) -> Result<Receipt, InputError> {
+        let session = match self.existing_session(chat_id).await {
+            Ok(Some(session)) => session,
+            Ok(None) | Err(_) => {
+                return Err(self
+                    .explain_foreign(chat_id, inputs, InputError::NoActiveTurn)
+                    .await);
+            }
+        };
+        let now = self.clock.now_ms();
+        let applied = match session.apply(inputs, &self.tools, now) {
+            Ok(applied) => applied,
+            Err(e) => return Err(self.explain_foreign(chat_id, inputs, e).await),
+        };
+        let events = answer_events(&session, inputs, &applied.resolutions, actor, now);
+        if applied.resolutions.len() == inputs.len()
+            && session.runs_in_record(&applied.resolutions, &self.tools)
+        {
+            // Approvals of calls whose effects are in this record: the turn runs them at once
+            // and commits answer, effect and result together before it emits anything.
+            session.state().unsaved_audit.extend(events);
+            self.wake(&session);
+            return Ok(applied.receipt);
+        }
+        // Earlier answers still waiting for their turn's commit go with this one: the record
+        // written here contains them.
+        let earlier = std::mem::take(&mut session.state().unsaved_audit);
+        let count = earlier.len();
+        let events = [earlier, events].concat();
+        let snapshot = session.snapshot();
+        if let Err(e) = self.store.commit(&snapshot, &events).await {
+            tracing::error!(session = %chat_id, error = &e as &dyn std::error::Error, "cannot record the person's answer");
+            session
+                .state()
+                .unsaved_audit
+                .splice(0..0, events.into_iter().take(count));
+            session.undo(applied.undo);
+            return Err(InputError::NotRecorded {
+                message: e.to_string(),
+            });
+        }
+        self.wake(&session);
+        Ok(applied.receipt)
+    }
+
+    /// [`Runtime::submit_as`] for a caller the audit log knows only as the API.
+    pub async fn submit(
+        self: &Arc<Self>,
+        chat_id: &str,
+        inputs: &[PersonInput],
+    ) -> Result<Receipt, InputError> {
+        let actor = Actor {
+            transport: Transport::Api.as_str().into(),
+            ..Actor::default()
+        };
+        self.submit_as(chat_id, inputs, &actor).await
+    }
+
+    /// Turns "unknown approval" into "approval of another chat" when another live chat has it.
+    async fn explain_foreign(
+        &self,
+        chat_id: &str,
+        inputs: &[PersonInput],
+        error: InputError,
+    ) -> InputError {
+        let approval_id = match &error {
+            InputError::UnknownApproval { approval_id } => approval_id.clone(),
+            InputError::NoActiveTurn => match inputs.iter().find_map(|i| match i {
+                PersonInput::Approval { approval_id, .. } => Some(approval_id.clone()),
+                _ => None,
+            }) {
+                Some(id) => id,
+                None => return error,
+            },
+            _ => return error,
+        };
+        // The chat waiting for it may be in memory or only in the store (a parked turn).
+        let in_memory = lock(&self.live)
+            .iter()
+            .any(|(id, s)| id != chat_id && s.has_pending_approval(&approval_id));
+        let foreign = in_memory
+            || match self.store.approval_owner(&approval_id).await {
+                Ok(owner) => owner.is_some_and(|owner| owner != chat_id),
+                Err(e) => {
+                    tracing::warn!(
+                        error = &e as &dyn std::error::Error,
+                        "cannot look up whose approval this is"
+                    );
+                    false
+                }
+            };
+        if foreign {
+            InputError::ApprovalOfOtherChat { approval_id }
+        } else {
+            error
+        }
+    }
+
+    /// Interrupts `chat_id`'s turn. False when nothing was running or waiting.
+    pub async fn interrupt(self: &Arc<Self>, chat_id: &str, reason: &str) -> bool {
+        // A turn waiting for the person may be parked in the store only (ADR 0011).
+        let session = match self.existing_session(chat_id).await {
+            Ok(Some(session)) => session,
+            Ok(None) => return false,
+            Err(e) => {
+                tracing::error!(session = %chat_id, error = &e as &dyn std::error::Error, "cannot load the chat to interrupt");
+                return false;
+            }
+        };
+        let interrupted = session.interrupt(reason);
+        if interrupted {
+            // A parked turn needs a task to end itself.
+            self.unpark(&session);
+        }
+        interrupted
+    }
+}

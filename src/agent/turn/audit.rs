@@ -1,0 +1,151 @@
+//! The audit events a turn records: approvals requested, answered, expired, interrupted, and
+//! the execution of gated calls.
+
+use serde_json::{Value, json};
+
+use super::TurnDriver;
+use crate::agent::{
+    clock::Millis,
+    gate::{ApprovalResolution, CallPhase, PersonInput, StepCall},
+    history::{Outcome, ToolCall},
+    session::Session,
+    store::{Actor, AuditEvent, AuditKind},
+};
+
+impl TurnDriver {
+    pub(super) fn audit_event(
+        &self,
+        kind: AuditKind,
+        call: &ToolCall,
+        approval_id: &str,
+        now: Millis,
+    ) -> AuditEvent {
+        audit_event(
+            kind,
+            &self.session.id,
+            &self.turn_id,
+            call,
+            approval_id,
+            now,
+        )
+    }
+}
+
+/// An audit event about `call`, gated by `approval_id`.
+pub(super) fn audit_event(
+    kind: AuditKind,
+    session_id: &str,
+    turn_id: &str,
+    call: &ToolCall,
+    approval_id: &str,
+    now: Millis,
+) -> AuditEvent {
+    let mut event = crate::agent::store::audit::event(
+        kind, now, session_id, turn_id, &call.id, &call.name, &call.args,
+    );
+    event.approval_id = Some(approval_id.to_owned());
+    event
+}
+
+/// The `executed` event of a gated call that just finished.
+pub(super) fn executed_event(
+    session_id: &str,
+    turn_id: &str,
+    call: &StepCall,
+    approval_id: &str,
+    outcome: &Outcome,
+    edited_args: Option<Value>,
+    now: Millis,
+) -> AuditEvent {
+    let mut event = audit_event(
+        AuditKind::Executed,
+        session_id,
+        turn_id,
+        &call.call,
+        approval_id,
+        now,
+    );
+    event.edited_args = edited_args;
+    event.outcome = Some(match outcome {
+        Outcome::Output { output } => json!({ "ok": output }),
+        Outcome::Error { message } => json!({ "error": message }),
+        other => json!({ "error": other.model_view() }),
+    });
+    event
+}
+
+/// The audit events of accepted person input: each approval answer, and the execution of a
+/// gated browser tool whose result came in.
+pub(crate) fn answer_events(
+    session: &Session,
+    inputs: &[PersonInput],
+    resolutions: &[(String, ApprovalResolution)],
+    actor: &Actor,
+    now: Millis,
+) -> Vec<AuditEvent> {
+    let state = session.state();
+    let record = &state.record;
+    let Some(turn) = record.turn.as_ref() else {
+        return Vec::new();
+    };
+    let mut events = Vec::new();
+    for (approval_id, resolution) in resolutions {
+        let Some(call) = turn
+            .calls
+            .iter()
+            .find(|c| c.gated_by.as_deref() == Some(approval_id.as_str()))
+        else {
+            continue;
+        };
+        let kind = match resolution {
+            ApprovalResolution::Approved { edited: true, .. } => AuditKind::Edited,
+            ApprovalResolution::Approved { .. } => AuditKind::Approved,
+            ApprovalResolution::Denied { .. } => AuditKind::Denied,
+            ApprovalResolution::Expired { .. } => AuditKind::Expired,
+            ApprovalResolution::Withdrawn { .. } => AuditKind::Interrupted,
+        };
+        let mut event = audit_event(kind, &record.id, &turn.id, &call.call, approval_id, now);
+        event.actor = Some(actor.clone());
+        if let ApprovalResolution::Denied { reason, .. } = resolution {
+            event.reason = reason.clone();
+        }
+        if kind == AuditKind::Edited {
+            event.edited_args = match &call.phase {
+                CallPhase::Ready { args, .. } | CallPhase::AwaitingBrowser { args, .. } => {
+                    Some(args.clone())
+                }
+                _ => None,
+            };
+        }
+        events.push(event);
+    }
+    for input in inputs {
+        let PersonInput::BrowserResult { tool_call_id, .. } = input else {
+            continue;
+        };
+        let Some(call) = turn.calls.iter().find(|c| &c.call.id == tool_call_id) else {
+            continue;
+        };
+        if let (
+            Some(approval_id),
+            CallPhase::Done {
+                outcome,
+                edited_args,
+            },
+        ) = (&call.gated_by, &call.phase)
+        {
+            let mut event = executed_event(
+                &record.id,
+                &turn.id,
+                call,
+                approval_id,
+                outcome,
+                edited_args.clone(),
+                now,
+            );
+            event.actor = Some(actor.clone());
+            events.push(event);
+        }
+    }
+    events
+}

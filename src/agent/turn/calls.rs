@@ -1,0 +1,379 @@
+//! Phase A of the loop: the calls of a step until every one has its result — server tools run,
+//! deadlines expire, the turn pauses (or parks) for the person, the model withdraws calls — and
+//! the results committed to the history.
+
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt, future::BoxFuture, stream::FuturesUnordered};
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use super::audit::{audit_event, executed_event};
+use super::{Flow, TurnDriver};
+use crate::agent::{
+    clock::until,
+    gate::{ApprovalResolution, CallPhase, Expiry, Gate, StepCall, next_deadline},
+    history::{HistoryItem, Outcome, ToolCall, ToolResult},
+    model::CallNotice,
+    session::{SessionRecord, TurnStatus},
+    store::AuditKind,
+    tools::{Executor, ToolContext, ToolRegistry},
+};
+use crate::protocol::Chunk;
+
+impl TurnDriver {
+    /// Phase A: waits until every call of the step has its result, running server tools,
+    /// expiring deadlines and pausing for the person. `paused_at`: the input count at which
+    /// the turn last paused, when it continues after being parked.
+    pub(super) async fn resolve_calls(&mut self, paused_at: Option<u64>) -> Flow {
+        let mut running: FuturesUnordered<BoxFuture<'static, (String, Outcome)>> =
+            FuturesUnordered::new();
+        let mut last_pause_inputs: Option<u64> = paused_at;
+        let mut emitted_since_pause = false;
+        loop {
+            let now = self.rt.clock.now_ms();
+            let mut to_emit = Vec::new();
+            let mut to_run = Vec::new();
+            let (waiting, next_deadline, all_done, inputs) = {
+                let mut state = self.session.state();
+                let record = &mut state.record;
+                let SessionRecord {
+                    turn,
+                    resolved_approvals,
+                    ..
+                } = &mut *record;
+                let Some(turn) = turn.as_mut() else {
+                    return Flow::Continue;
+                };
+                let turn_id = turn.id.clone();
+                for expiry in
+                    Gate::new(&self.rt.tools).tick(&mut turn.calls, resolved_approvals, now)
+                {
+                    if let Expiry::Approval {
+                        tool_call_id,
+                        approval_id,
+                        deadline_ms,
+                    } = expiry
+                        && let Some(call) = turn.calls.iter().find(|c| c.call.id == tool_call_id)
+                    {
+                        let mut event = audit_event(
+                            AuditKind::Expired,
+                            &self.session.id,
+                            &turn_id,
+                            &call.call,
+                            &approval_id,
+                            now,
+                        );
+                        event.deadline_ms = Some(deadline_ms);
+                        self.audit.push(event);
+                    }
+                }
+                for call in &mut turn.calls {
+                    if let CallPhase::Ready { args, edited } = &call.phase {
+                        to_run.push((call.call.clone(), args.clone(), *edited));
+                        call.phase = CallPhase::Running {
+                            args: args.clone(),
+                            edited: *edited,
+                        };
+                    }
+                    if let CallPhase::Done { outcome, .. } = &call.phase
+                        && !call.announced
+                    {
+                        call.announced = true;
+                        to_emit.push(result_chunk(
+                            &call.call.id,
+                            outcome,
+                            &self.rt.tools,
+                            &call.call.name,
+                        ));
+                    }
+                }
+                let waiting = turn.calls.iter().any(StepCall::is_waiting);
+                let next_deadline = next_deadline(&turn.calls);
+                let all_done = turn.calls.iter().all(StepCall::is_done);
+                let inputs = turn.inputs;
+                turn.status = if waiting && running.is_empty() && to_run.is_empty() {
+                    TurnStatus::AwaitingPerson
+                } else {
+                    TurnStatus::Running
+                };
+                (waiting, next_deadline, all_done, inputs)
+            };
+            let announced = !to_emit.is_empty();
+            if announced {
+                emitted_since_pause = true;
+            }
+            for chunk in to_emit {
+                self.emit(chunk);
+            }
+            if announced {
+                // The sockets following this turn were woken on this thread, behind this task:
+                // let them send the results before the model's next step takes the thread.
+                tokio::task::yield_now().await;
+            }
+            for (call, args, edited) in to_run {
+                running.push(self.run_server_tool(call, args, edited));
+            }
+            if all_done && running.is_empty() {
+                return Flow::Continue;
+            }
+            if running.is_empty()
+                && waiting
+                && (emitted_since_pause || last_pause_inputs != Some(inputs))
+            {
+                self.pause().await;
+                last_pause_inputs = Some(inputs);
+                emitted_since_pause = false;
+            }
+            if running.is_empty() && waiting && self.park(inputs, next_deadline) {
+                return Flow::Parked;
+            }
+            let sleep = next_deadline.map(|d| until(self.rt.clock.now_ms(), d));
+            tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return Flow::Interrupted,
+                Some((call_id, outcome)) = running.next(), if !running.is_empty() => {
+                    let executed = {
+                        let mut state = self.session.state();
+                        let record = &mut state.record;
+                        let now = self.rt.clock.now_ms();
+                        let turn_id = record.turn.as_ref().map(|t| t.id.clone()).unwrap_or_default();
+                        match record
+                            .turn
+                            .as_mut()
+                            .and_then(|t| t.calls.iter_mut().find(|c| c.call.id == call_id))
+                        {
+                            Some(call) => match &call.phase {
+                                CallPhase::Running { args, edited } => {
+                                    let edited_args = edited.then(|| args.clone());
+                                    let event = call.gated_by.as_ref().map(|approval_id| {
+                                        executed_event(
+                                            &self.session.id,
+                                            &turn_id,
+                                            call,
+                                            approval_id,
+                                            &outcome,
+                                            edited_args.clone(),
+                                            now,
+                                        )
+                                    });
+                                    call.phase = CallPhase::Done { outcome, edited_args };
+                                    call.announced = false;
+                                    event
+                                }
+                                _ => None,
+                            },
+                            None => None,
+                        }
+                    };
+                    self.audit.extend(executed);
+                    // A tool's effect (a payment) is on disk before its output is announced.
+                    self.save().await;
+                }
+                () = self.session.woken() => {}
+                () = tokio::time::sleep(sleep.unwrap_or(Duration::ZERO)), if sleep.is_some() => {}
+                Some(notice) = next_notice(&mut self.notices), if self.notices.is_some() => {
+                    self.withdraw(notice);
+                }
+            }
+        }
+    }
+
+    /// The model withdrew a call: if it still waits for the person or the browser, it ends
+    /// (its approval can no longer be answered) and nothing runs.
+    fn withdraw(&mut self, notice: CallNotice) {
+        let CallNotice::Withdrawn {
+            session_id,
+            provider_call_id,
+        } = notice;
+        if session_id != self.session.id {
+            return;
+        }
+        let now = self.rt.clock.now_ms();
+        let mut events = Vec::new();
+        {
+            let mut state = self.session.state();
+            let record = &mut state.record;
+            let SessionRecord {
+                turn,
+                resolved_approvals,
+                ..
+            } = &mut *record;
+            let Some(turn) = turn.as_mut() else {
+                return;
+            };
+            for call in &mut turn.calls {
+                if !is_provider_call(&call.call, &provider_call_id) || !call.is_waiting() {
+                    continue;
+                }
+                if let CallPhase::AwaitingApproval { approval_id, .. } = &call.phase {
+                    resolved_approvals.insert(
+                        approval_id.clone(),
+                        ApprovalResolution::Withdrawn { at_ms: now },
+                    );
+                    let mut event = audit_event(
+                        AuditKind::Interrupted,
+                        &self.session.id,
+                        &turn.id,
+                        &call.call,
+                        approval_id,
+                        now,
+                    );
+                    event.reason = Some("withdrawn by the model".into());
+                    events.push(event);
+                }
+                tracing::info!(session = %self.session.id, call = %call.call.id, "the model withdrew a call");
+                call.phase = CallPhase::Done {
+                    outcome: Outcome::Error {
+                        message:
+                            "The model withdrew this call before it was answered. Nothing was done."
+                                .into(),
+                    },
+                    edited_args: None,
+                };
+                call.announced = false;
+            }
+        }
+        self.audit.extend(events);
+    }
+
+    /// Runs a server tool; the future resolves to (call id, outcome).
+    fn run_server_tool(
+        &self,
+        call: ToolCall,
+        args: Value,
+        _edited: bool,
+    ) -> BoxFuture<'static, (String, Outcome)> {
+        let tool = self.rt.tools.get(&call.name);
+        let executor = tool.map(|t| t.executor.clone());
+        let ctx = ToolContext {
+            session: self.session.clone(),
+            tool: tool.map_or("", |t| t.spec.name),
+            tool_call_id: call.id.clone(),
+            clock: self.rt.clock.clone(),
+            ids: self.rt.ids.clone(),
+        };
+        async move {
+            let outcome = match executor {
+                Some(Executor::Server(tool)) => match tool.call(args, ctx).await {
+                    Ok(output) => Outcome::Output { output },
+                    Err(e) => Outcome::Error { message: e.0 },
+                },
+                Some(Executor::Browser) | None => Outcome::Error {
+                    message: format!("{} cannot run on the server", call.name),
+                },
+            };
+            (call.id, outcome)
+        }
+        .boxed()
+    }
+
+    /// Moves the results of a finished step into the history (one result per call, in order).
+    pub(super) fn commit_results(&mut self) {
+        let mut state = self.session.state();
+        let record = &mut state.record;
+        let Some(turn) = record.turn.as_mut() else {
+            return;
+        };
+        if turn.calls.is_empty() || !turn.calls.iter().all(StepCall::is_done) {
+            return;
+        }
+        let results: Vec<ToolResult> = std::mem::take(&mut turn.calls)
+            .into_iter()
+            .map(|c| match c.phase {
+                CallPhase::Done {
+                    outcome,
+                    edited_args,
+                } => ToolResult {
+                    call_id: c.call.id,
+                    name: c.call.name,
+                    outcome,
+                    edited_args,
+                },
+                _ => ToolResult {
+                    call_id: c.call.id,
+                    name: c.call.name,
+                    outcome: Outcome::Interrupted,
+                    edited_args: None,
+                },
+            })
+            .collect();
+        record.history.push(HistoryItem::ToolResults { results });
+    }
+}
+
+/// The next notice, skipping any the receiver missed; `None` once the sender is gone.
+async fn next_notice(notices: &mut Option<broadcast::Receiver<CallNotice>>) -> Option<CallNotice> {
+    let receiver = notices.as_mut()?;
+    loop {
+        match receiver.recv().await {
+            Ok(notice) => return Some(notice),
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, "call notices were missed");
+            }
+            Err(broadcast::error::RecvError::Closed) => {
+                *notices = None;
+                return None;
+            }
+        }
+    }
+}
+
+/// Whether `call` is the provider's call `provider_call_id` (any provider namespace's `id`).
+fn is_provider_call(call: &ToolCall, provider_call_id: &str) -> bool {
+    call.provider_data
+        .as_ref()
+        .and_then(Value::as_object)
+        .is_some_and(|namespaces| {
+            namespaces
+                .values()
+                .any(|data| data.get("id").and_then(Value::as_str) == Some(provider_call_id))
+        })
+}
+
+/// The chunk that reports how a call ended.
+fn result_chunk(call_id: &str, outcome: &Outcome, tools: &ToolRegistry, name: &str) -> Chunk {
+    match outcome {
+        Outcome::Output { output } => Chunk::tool_output_available(call_id, output.clone()),
+        Outcome::Error { message } => Chunk::tool_output_error(call_id, message.clone()),
+        Outcome::Denied { .. } => Chunk::tool_output_denied(call_id),
+        Outcome::Expired => {
+            let timeout = tools
+                .get(name)
+                .map(|t| humanize(t.spec.approval_timeout))
+                .unwrap_or_else(|| "its deadline".into());
+            Chunk::tool_output_error(
+                call_id,
+                format!(
+                    "{}: nobody answered within {timeout}. Nothing was done.",
+                    crate::protocol::chunk::APPROVAL_EXPIRED_PREFIX
+                ),
+            )
+        }
+        Outcome::Interrupted => Chunk::tool_output_error(call_id, "Interrupted before it ran."),
+    }
+}
+
+/// "5 minutes", "30 seconds".
+fn humanize(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs >= 60 && secs.is_multiple_of(60) {
+        let m = secs / 60;
+        format!("{m} minute{}", if m == 1 { "" } else { "s" })
+    } else {
+        format!("{secs} second{}", if secs == 1 { "" } else { "s" })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(humanize(Duration::from_secs(300)), "5 minutes");
+        assert_eq!(humanize(Duration::from_secs(60)), "1 minute");
+        assert_eq!(humanize(Duration::from_secs(30)), "30 seconds");
+        assert_eq!(humanize(Duration::from_secs(1)), "1 second");
+    }
+}

@@ -1,0 +1,275 @@
+//! How a turn ends, pauses and parks, and what every chunk goes through: the server's reducer,
+//! the chunk log, the turn's log; and the commits of the session record.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::{StepOutput, TurnDriver, audit::audit_event};
+use crate::agent::{
+    clock::Millis,
+    gate::CallPhase,
+    history::Outcome,
+    session::{Parked, SessionState, TurnEntry, TurnRecord, TurnStatus, lock},
+    store::AuditKind,
+};
+use crate::protocol::{
+    Chunk, FinishReason,
+    chunk::{Abort, Finish},
+};
+
+impl TurnDriver {
+    /// Ends the turn after an interrupt: open calls end as interrupted, held text is delivered,
+    /// and the stream closes with `abort` + `finish`.
+    pub(super) async fn finish_interrupted(&mut self, step: Option<StepOutput>) {
+        let reason = lock(&self.interrupt_reason)
+            .clone()
+            .unwrap_or_else(|| "interrupted".to_string());
+        if let Some(mut step) = step {
+            self.close_blocks(&mut step);
+            self.record_step(&mut step);
+            let calls = std::mem::take(&mut step.calls);
+            self.with_turn(|t| t.calls = calls);
+        }
+        let open: Vec<(String, String)> = {
+            let mut state = self.session.state();
+            let record = &mut state.record;
+            let mut open = Vec::new();
+            if let Some(turn) = record.turn.as_mut() {
+                let now = self.rt.clock.now_ms();
+                for call in &mut turn.calls {
+                    if let CallPhase::AwaitingApproval { approval_id, .. } = &call.phase {
+                        let mut event = audit_event(
+                            AuditKind::Interrupted,
+                            &self.session.id,
+                            &turn.id,
+                            &call.call,
+                            approval_id,
+                            now,
+                        );
+                        event.reason = Some(reason.clone());
+                        self.audit.push(event);
+                    }
+                    if !call.is_done() {
+                        call.phase = CallPhase::Done {
+                            outcome: Outcome::Interrupted,
+                            edited_args: None,
+                        };
+                    }
+                    if !call.announced {
+                        call.announced = true;
+                        let text = match &call.phase {
+                            CallPhase::Done {
+                                outcome: Outcome::Interrupted,
+                                ..
+                            } => {
+                                format!("Interrupted ({reason}) before it ran.")
+                            }
+                            _ => String::new(),
+                        };
+                        open.push((call.call.id.clone(), text));
+                    }
+                }
+            }
+            open
+        };
+        for (id, text) in open {
+            if !text.is_empty() {
+                self.emit(Chunk::tool_output_error(id, text));
+            }
+        }
+        self.commit_results();
+        self.flush_held_text();
+        if self.reducer_in_step() {
+            self.emit(Chunk::finish_step());
+        }
+        self.emit(Chunk::Abort(Abort {
+            reason: Some(reason),
+        }));
+        self.finish(FinishReason::Other, TurnStatus::Interrupted)
+            .await;
+    }
+
+    /// Ends the turn with an `error` chunk.
+    pub(super) async fn fail(&mut self, message: String) {
+        tracing::warn!(session = %self.session.id, %message, "turn failed");
+        self.emit(Chunk::error(message));
+        self.set_status(TurnStatus::Failed);
+        self.sync_messages();
+        self.record_done();
+        self.end().await;
+    }
+
+    pub(super) async fn finish(&mut self, reason: FinishReason, status: TurnStatus) {
+        let usage = self.with_turn(|t| t.usage).unwrap_or_default();
+        let metadata = json!({
+            "model": self.rt.model_for(self.transport).label(),
+            "usage": usage,
+        });
+        self.emit(Chunk::Finish(Finish {
+            finish_reason: Some(reason),
+            message_metadata: Some(metadata),
+        }));
+        self.set_status(status);
+        self.sync_messages();
+        self.record_done();
+        self.end().await;
+    }
+
+    /// Commits the ended turn, then logs its end (`[DONE]`): a client that saw the end finds
+    /// the turn over after a crash or restart, and its next request does not queue behind this
+    /// commit.
+    async fn end(&mut self) {
+        self.save().await;
+        self.push(TurnEntry::End);
+    }
+
+    /// Parks the turn when it can wait for the person without a task (ADR 0010): nothing
+    /// uncommitted, no provider notices to listen to, no input or interrupt since `inputs` was
+    /// read. The check and the mark happen under the session's locks, where input is applied
+    /// and interrupts are raised, so nothing that should wake the turn can be missed.
+    pub(super) fn park(&mut self, inputs: u64, deadline: Option<Millis>) -> bool {
+        if self.notices.is_some() || !self.audit.is_empty() {
+            return false;
+        }
+        {
+            let mut state = self.session.state();
+            let SessionState { record, live, .. } = &mut *state;
+            let Some(turn) = live.as_mut().filter(|t| Arc::ptr_eq(&t.log, &self.log)) else {
+                return false;
+            };
+            if self.cancel.is_cancelled() || record.turn.as_ref().map(|t| t.inputs) != Some(inputs)
+            {
+                return false;
+            }
+            turn.parked = Some(Parked { inputs });
+            // This very task: dropping its handle lets its memory go as soon as it returns.
+            turn.task = None;
+        }
+        if let Some(deadline) = deadline {
+            self.rt.wake_at(deadline, &self.session.id);
+        }
+        true
+    }
+
+    /// The turn waits for the person: the record is committed with the turn's whole log up to
+    /// this pause (so the turn can leave memory while it waits, ADR 0011), then the pause is
+    /// logged (an SSE response ends there).
+    pub(super) async fn pause(&mut self) {
+        self.sync_messages();
+        if let Some(log) = self.rt.chunk_log() {
+            log.flush(&self.session.id);
+        }
+        let mut entries = self.log.entries_from(0);
+        entries.push(TurnEntry::Pause);
+        let stored = self.save_with(Some(&entries)).await;
+        self.push(TurnEntry::Pause);
+        if stored {
+            let mut state = self.session.state();
+            let live = &mut state.live;
+            if let Some(turn) = live.as_mut().filter(|t| Arc::ptr_eq(&t.log, &self.log)) {
+                turn.saved = entries.len();
+            }
+        }
+    }
+
+    /// Appends to the turn's log. Output after a pause is news for the chat's follower, which
+    /// stopped reading there.
+    pub(super) fn push(&self, entry: TurnEntry) {
+        if self.log.push(entry) {
+            self.rt.followers.notify(&self.session.id);
+        }
+    }
+
+    /// Whether a step is open in what was emitted (start-step without its finish-step).
+    fn reducer_in_step(&self) -> bool {
+        let entries = self.log.entries_from(0);
+        let mut open = false;
+        for entry in entries {
+            match entry {
+                TurnEntry::Chunk(Chunk::StartStep) => open = true,
+                TurnEntry::Chunk(Chunk::FinishStep) => open = false,
+                _ => {}
+            }
+        }
+        open
+    }
+
+    pub(super) fn emit(&mut self, chunk: Chunk) {
+        self.apply(&chunk);
+        if let Some(log) = self.rt.chunk_log() {
+            log.record(
+                &self.session.id,
+                self.transport.as_str(),
+                &chunk,
+                self.rt.clock.now_ms(),
+            );
+        }
+        self.push(TurnEntry::Chunk(chunk));
+    }
+
+    /// Marks the end of the turn in the chunk log.
+    fn record_done(&self) {
+        if let Some(log) = self.rt.chunk_log() {
+            log.record_done(
+                &self.session.id,
+                self.transport.as_str(),
+                self.rt.clock.now_ms(),
+            );
+        }
+    }
+
+    /// Folds a chunk into the server's copy of the assistant message.
+    fn apply(&mut self, chunk: &Chunk) {
+        if let Err(e) = self.reducer.apply(chunk) {
+            tracing::error!(session = %self.session.id, error = %e, ?chunk, "the runner emitted a chunk its own reducer rejects");
+        }
+    }
+
+    /// Writes the assistant message as the client now sees it into the session record.
+    pub(super) fn sync_messages(&mut self) {
+        let message = self.reducer.message().clone();
+        let mut state = self.session.state();
+        let record = &mut state.record;
+        match record.messages.last_mut() {
+            Some(last) if last.id == message.id => *last = message,
+            _ => record.messages.push(message),
+        }
+        record.updated_at_ms = self.rt.clock.now_ms();
+    }
+
+    /// Commits the session record with the audit events gathered since the last commit.
+    pub(super) async fn save(&mut self) {
+        self.save_with(None).await;
+    }
+
+    /// [`TurnDriver::save`], with the turn's log when it pauses. True when it was committed.
+    async fn save_with(&mut self, paused_log: Option<&[TurnEntry]>) -> bool {
+        // Answers applied but not committed yet come first: they precede what they caused.
+        let mut audit = std::mem::take(&mut self.session.state().unsaved_audit);
+        audit.append(&mut self.audit);
+        let snapshot = self.session.snapshot();
+        let result = match paused_log {
+            Some(log) => self.rt.store.commit_paused(&snapshot, &audit, log).await,
+            None => self.rt.store.commit(&snapshot, &audit).await,
+        };
+        self.session.set_dirty(result.is_err());
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(session = %self.session.id, error = &e as &dyn std::error::Error, "cannot save the session");
+                // Keep the events for the next commit rather than lose them.
+                self.audit.splice(0..0, audit);
+                false
+            }
+        }
+    }
+
+    pub(super) fn set_status(&self, status: TurnStatus) {
+        self.with_turn(|t| t.status = status);
+    }
+
+    pub(super) fn with_turn<R>(&self, f: impl FnOnce(&mut TurnRecord) -> R) -> Option<R> {
+        self.session.state().record.turn.as_mut().map(f)
+    }
+}

@@ -1,0 +1,283 @@
+//! One model step as it streams in: text and reasoning blocks, tool calls validated and given
+//! our ids, the step recorded in the history, its calls sent through the gate.
+
+use super::{Block, StepOutput, TurnDriver};
+use crate::agent::{
+    clock::IdKind,
+    gate::{CallPhase, Gate, StepCall},
+    history::{AssistantPart, HistoryItem, Outcome, ToolCall, ToolResult},
+    model::ModelEvent,
+    runtime::TextTiming,
+    schema::validate,
+    session::HeldText,
+    store::AuditKind,
+    tools::ToolLocation,
+};
+use crate::protocol::Chunk;
+
+impl TurnDriver {
+    /// Handles one model event. Returns true when the step is over.
+    pub(super) fn on_model_event(&mut self, step: &mut StepOutput, event: ModelEvent) -> bool {
+        match event {
+            ModelEvent::TextDelta(delta) => {
+                if delta.is_empty() {
+                    return false;
+                }
+                if let Some(block) = step.reasoning.take() {
+                    self.end_reasoning(step, block);
+                }
+                let progressive = self.timing == TextTiming::Progressive;
+                let block = step.text.get_or_insert_with(|| {
+                    let id = self.rt.ids.next_id(IdKind::Text);
+                    Block {
+                        id,
+                        text: String::new(),
+                        provider_data: None,
+                    }
+                });
+                if progressive && block.text.is_empty() {
+                    let id = block.id.clone();
+                    self.emit(Chunk::text_start(id));
+                }
+                block.text.push_str(&delta);
+                if progressive {
+                    let id = step.text.as_ref().map(|b| b.id.clone()).unwrap_or_default();
+                    self.emit(Chunk::text_delta(id, delta));
+                }
+            }
+            ModelEvent::TextData(data) => {
+                // The open text block's, or else the step's last text part's; a signature that
+                // comes before any text (Gemini 3 may sign an empty last part) gets a part of
+                // its own, so it still goes back.
+                if let Some(block) = step.text.as_mut() {
+                    block.provider_data = Some(data);
+                } else if let Some(AssistantPart::Text { provider_data, .. }) = step
+                    .parts
+                    .iter_mut()
+                    .rev()
+                    .find(|p| matches!(p, AssistantPart::Text { .. }))
+                {
+                    *provider_data = Some(data);
+                } else {
+                    step.parts.push(AssistantPart::Text {
+                        text: String::new(),
+                        provider_data: Some(data),
+                    });
+                }
+            }
+            ModelEvent::ReasoningDelta {
+                text,
+                provider_data,
+            } => {
+                if text.is_empty() {
+                    return false;
+                }
+                if let Some(block) = step.text.take() {
+                    self.end_text(step, block);
+                }
+                if step.reasoning.is_none() {
+                    let id = self.rt.ids.next_id(IdKind::Reasoning);
+                    self.emit(Chunk::reasoning_start(id.clone()));
+                    step.reasoning = Some(Block {
+                        id,
+                        text: String::new(),
+                        provider_data: None,
+                    });
+                }
+                if let Some(block) = step.reasoning.as_mut() {
+                    block.text.push_str(&text);
+                    if provider_data.is_some() {
+                        block.provider_data = provider_data;
+                    }
+                    let id = block.id.clone();
+                    self.emit(Chunk::reasoning_delta(id, text));
+                }
+            }
+            ModelEvent::ToolCall(call) => {
+                self.close_blocks(step);
+                self.accept_call(step, call);
+            }
+            ModelEvent::Finish { reason, usage } => {
+                self.with_turn(|t| t.usage.add(usage));
+                step.finish = Some(reason);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Validates a call, gives it our id and emits its input chunks.
+    fn accept_call(&mut self, step: &mut StepOutput, mut call: ToolCall) {
+        call.id = self.rt.ids.next_id(IdKind::ToolCall);
+        let rt = self.rt.clone();
+        let tool = rt.tools.get(&call.name);
+        let problem = match tool {
+            None => Some(format!(
+                "Unknown tool {:?}. Available tools: {}.",
+                call.name,
+                self.rt.tools.names().join(", ")
+            )),
+            Some(tool) => validate(&tool.spec.parameters, &call.args)
+                .err()
+                .map(|e| format!("Invalid arguments for {}: {e}", call.name)),
+        };
+        self.emit(Chunk::tool_input_start(call.id.clone(), call.name.clone()));
+        let location = tool
+            .map(|t| t.spec.location)
+            .unwrap_or(ToolLocation::Server);
+        let phase = match problem {
+            Some(message) => {
+                self.emit(Chunk::tool_input_error(
+                    call.id.clone(),
+                    call.name.clone(),
+                    call.args.clone(),
+                    message.clone(),
+                ));
+                CallPhase::Done {
+                    outcome: Outcome::Error { message },
+                    edited_args: None,
+                }
+            }
+            None => {
+                self.emit(Chunk::tool_input_available(
+                    call.id.clone(),
+                    call.name.clone(),
+                    call.args.clone(),
+                ));
+                // Decided at the end of the step (gate_calls).
+                CallPhase::Ready {
+                    args: call.args.clone(),
+                    edited: false,
+                }
+            }
+        };
+        let announced = matches!(phase, CallPhase::Done { .. });
+        step.parts
+            .push(AssistantPart::ToolCall { call: call.clone() });
+        step.calls.push(StepCall {
+            call,
+            location,
+            phase,
+            announced,
+            gated_by: None,
+        });
+    }
+
+    /// At the end of a step: each valid call either waits for approval, waits for the browser,
+    /// or is ready to run on the server.
+    pub(super) fn gate_calls(&mut self, step: &mut StepOutput) {
+        let now = self.rt.clock.now_ms();
+        let rt = self.rt.clone();
+        let requests =
+            Gate::new(&rt.tools).request(&mut step.calls, now, || rt.ids.next_id(IdKind::Approval));
+        for request in requests {
+            if let Some(call) = step
+                .calls
+                .iter()
+                .find(|c| c.call.id == request.tool_call_id)
+            {
+                let mut event =
+                    self.audit_event(AuditKind::Requested, &call.call, &request.approval_id, now);
+                event.deadline_ms = Some(request.deadline_ms);
+                self.audit.push(event);
+            }
+            self.emit(Chunk::tool_approval_request(
+                request.approval_id,
+                request.tool_call_id,
+            ));
+        }
+    }
+
+    /// Adds the step's assistant item to the history.
+    pub(super) fn record_step(&mut self, step: &mut StepOutput) {
+        let parts: Vec<AssistantPart> = std::mem::take(&mut step.parts)
+            .into_iter()
+            .filter(|p| {
+                !matches!(p, AssistantPart::Text { text, provider_data: None } if text.is_empty())
+            })
+            .collect();
+        if !parts.is_empty() {
+            self.session
+                .state()
+                .record
+                .history
+                .push(HistoryItem::Assistant { parts });
+        }
+    }
+
+    pub(super) fn close_blocks(&mut self, step: &mut StepOutput) {
+        if let Some(block) = step.reasoning.take() {
+            self.end_reasoning(step, block);
+        }
+        if let Some(block) = step.text.take() {
+            self.end_text(step, block);
+        }
+    }
+
+    fn end_reasoning(&mut self, step: &mut StepOutput, block: Block) {
+        self.emit(Chunk::reasoning_end(block.id));
+        step.parts.push(AssistantPart::Reasoning {
+            text: block.text,
+            provider_data: block.provider_data,
+        });
+    }
+
+    /// Ends a text block: emitted now in progressive mode, kept for the step's end in hold mode.
+    fn end_text(&mut self, step: &mut StepOutput, block: Block) {
+        if self.timing == TextTiming::Progressive {
+            self.emit(Chunk::text_end(block.id));
+        } else {
+            self.with_turn(|t| {
+                t.held_text.push(HeldText {
+                    id: block.id.clone(),
+                    text: block.text.clone(),
+                })
+            });
+        }
+        step.parts.push(AssistantPart::Text {
+            text: block.text,
+            provider_data: block.provider_data,
+        });
+    }
+
+    /// Emits all held text (hold mode) as complete text blocks, in generation order.
+    pub(super) fn flush_held_text(&mut self) {
+        let held = self
+            .with_turn(|t| std::mem::take(&mut t.held_text))
+            .unwrap_or_default();
+        for block in held {
+            self.emit(Chunk::text_start(block.id.clone()));
+            self.emit(Chunk::text_delta(block.id.clone(), block.text));
+            self.emit(Chunk::text_end(block.id));
+        }
+    }
+
+    /// Ends every call of a failed step with the failure.
+    pub(super) fn fail_calls(&mut self, step: &mut StepOutput, message: &str) {
+        if step.calls.is_empty() {
+            return;
+        }
+        let mut results = Vec::new();
+        for call in step.calls.drain(..) {
+            let outcome = match call.phase {
+                CallPhase::Done { outcome, .. } => outcome,
+                _ => {
+                    let text = format!("Not run: {message}");
+                    self.emit(Chunk::tool_output_error(call.call.id.clone(), text.clone()));
+                    Outcome::Error { message: text }
+                }
+            };
+            results.push(ToolResult {
+                call_id: call.call.id,
+                name: call.call.name,
+                outcome,
+                edited_args: None,
+            });
+        }
+        self.session
+            .state()
+            .record
+            .history
+            .push(HistoryItem::ToolResults { results });
+    }
+}
