@@ -15,10 +15,10 @@
 //! [`parse`] reports a malformed template with its position; [`ToolPresentation::check`] also
 //! checks that every field it names is one of the tool's parameters.
 
-use std::{collections::BTreeMap, fmt::Write as _};
+use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// What the person sees of a tool.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -28,10 +28,12 @@ pub struct ToolPresentation {
     /// The sentence the person countersigns, a template over the arguments
     /// (`Pay {amount:.2} {currency|USD} to {recipient}[ for {description}]`).
     pub approval: String,
-    /// Labels of argument and result fields by field name (`wallet_balance` → `balance`);
-    /// a field without one reads as its name with spaces for underscores.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
+    /// Labels of argument and result fields by field name (`wallet_balance` → `balance`; a
+    /// JSON object of strings); a field without one reads as its name with spaces for
+    /// underscores. (A JSON map rather than a typed one: the browser already decodes those,
+    /// and a typed map's decoder costs the bundle ~1 KB.)
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub labels: Map<String, Value>,
     /// Result fields the card leaves out (the raw JSON still shows them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hidden: Vec<String>,
@@ -42,14 +44,15 @@ impl ToolPresentation {
         ToolPresentation {
             title: title.into(),
             approval: approval.into(),
-            labels: BTreeMap::new(),
+            labels: Map::new(),
             hidden: Vec::new(),
         }
     }
 
     /// Adds a label for a field.
     pub fn label(mut self, field: &str, label: &str) -> Self {
-        self.labels.insert(field.to_owned(), label.to_owned());
+        self.labels
+            .insert(field.to_owned(), Value::String(label.to_owned()));
         self
     }
 
@@ -87,8 +90,8 @@ impl ToolPresentation {
     fn label_of(&self, field: &str) -> String {
         self.labels
             .get(field)
-            .cloned()
-            .unwrap_or_else(|| field.replace('_', " "))
+            .and_then(Value::as_str)
+            .map_or_else(|| field.replace('_', " "), str::to_owned)
     }
 
     /// Checks that the title is there, the template parses and every field it names is one of
