@@ -123,7 +123,8 @@ pub struct AgentSettings {
     pub approval_timeout: Duration,
     /// `COUNTERSIGN_BROWSER_TIMEOUT_SECS`: how long a browser tool waits (default 30).
     pub browser_timeout: Duration,
-    /// `COUNTERSIGN_TEXT_TIMING`: `hold` (default) or `progressive`.
+    /// `COUNTERSIGN_TEXT_TIMING`: `hold` (default) or `progressive`, for the seed system's routes
+    /// (`/stream`, `/live`); Countersign's own routes stream text unless a request asks to hold it.
     pub text_timing: TextTimingSetting,
     /// `COUNTERSIGN_WEATHER`: `live` (default) or `offline`.
     pub weather: WeatherSetting,

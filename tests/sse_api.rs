@@ -150,8 +150,11 @@ async fn a_payment_takes_two_requests_and_one_assistant_message() {
         json!({"type": "start", "messageId": message_id}),
         "same assistant message"
     );
+    // Text streams as the model writes it (ADR 0004): one or more deltas.
+    let mut kinds = types(&chunks);
+    kinds.dedup();
     assert_eq!(
-        types(&chunks),
+        kinds,
         [
             "start",
             "tool-output-available",
@@ -506,4 +509,37 @@ async fn the_seed_stream_alias_speaks_the_seed_shape_behind_its_api_key() {
     assert_eq!(response.status(), 200);
     let (chunks, _) = parse(&response.bytes().await.unwrap());
     assert_eq!(types(&chunks)[..2], ["start", "tool-output-denied"]);
+}
+
+/// How many `text-delta` chunks a "/lorem 30" answer arrives in on `path`, with `headers`.
+async fn lorem_deltas(server: &Server, path: &str, headers: &[(&str, &str)]) -> usize {
+    let mut request = client()
+        .post(format!("{}{path}", server.base))
+        .json(&json!({"id": format!("timing-{path}-{}", headers.len()), "messages": [user("u", "/lorem 30")]}));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let (chunks, done) = parse(&response.bytes().await.unwrap());
+    assert!(done);
+    types(&chunks).iter().filter(|t| *t == "text-delta").count()
+}
+
+#[tokio::test]
+async fn text_streams_by_default_on_our_route_and_is_held_on_the_seeds() {
+    let server = server().await;
+    // A stock AI SDK client sends no header of ours: every word is its own delta.
+    assert_eq!(lorem_deltas(&server, "/api/chat", &[]).await, 30);
+    // Held on request (ADR 0004)…
+    assert_eq!(
+        lorem_deltas(&server, "/api/chat", &[("x-countersign-text", "hold")]).await,
+        1
+    );
+    // …and by default on the seed's route, whose own frontend needs it.
+    assert_eq!(lorem_deltas(&server, "/stream", &[]).await, 1);
+    assert_eq!(
+        lorem_deltas(&server, "/stream", &[("x-countersign-text", "progressive")]).await,
+        30
+    );
 }

@@ -7,9 +7,10 @@
 //
 // Two text timings (ADR 0004), chosen per request with the server's `x-countersign-text` header
 // through DefaultChatTransport's own `headers` option:
-//  - progressive: text streams word by word; the connection is dropped after 100 words arrived,
+//  - progressive (the default of /api/chat): text streams word by word; the connection is
+//    dropped after 100 words arrived,
 //    so the replay must repeat exactly those words and then continue live;
-//  - hold (the server default): the text of a step is delivered only when the step ends (for
+//  - hold (opt-in, the seed routes' default): the text of a step is delivered only when the step ends (for
 //    /lorem: one 2000-word delta after ~6 s); the connection is dropped once `start` has arrived.
 // Two ways a real app resumes:
 //  - same chat object: stop(), then resumeStream() on it (the partial assistant message is still
@@ -26,8 +27,8 @@ import {
 const WORDS = 2000;
 const CUT_AFTER = 100; // progressive: words received before the connection is dropped
 const TIMINGS = {
-  progressive: { 'x-countersign-text': 'progressive' },
-  hold: undefined, // the server default
+  progressive: undefined, // the default of /api/chat
+  hold: { 'x-countersign-text': 'hold' },
 };
 
 /** Sends "/lorem 2000", waits until mid-stream, then chat.stop() (aborts the fetch). */

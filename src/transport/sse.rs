@@ -45,7 +45,8 @@ use crate::{
 /// Header with which a client asks for chunk keys newer than `ai@6.0.0` (value `full`).
 pub const DIALECT_HEADER: &str = "x-countersign-dialect";
 /// Header with which a client asks for progressive text (value `progressive`) or held text
-/// (`hold`), overriding the server's default for this turn (ADR 0004).
+/// (`hold`) for this turn (ADR 0004). Without it `/api/chat` streams text progressively and the
+/// seed's `/stream` follows `COUNTERSIGN_TEXT_TIMING` (default `hold`).
 pub const TEXT_TIMING_HEADER: &str = "x-countersign-text";
 
 /// The SSE routes.
@@ -75,7 +76,8 @@ async fn chat(
         request,
         Transport::Sse,
         dialect(&headers),
-        timing(&headers),
+        // Our own route streams text as it is generated unless the client asks to hold it.
+        Some(timing(&headers).unwrap_or(TextTiming::Progressive)),
         client.actor(Transport::Sse),
     )
     .await

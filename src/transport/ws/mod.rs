@@ -73,8 +73,8 @@ pub mod close {
 /// The BIDI routes: `/api/live`, and `/live` as the seed system's alias.
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/api/live", get(upgrade))
-        .route("/live", get(upgrade))
+        .route("/api/live", get(upgrade_api))
+        .route("/live", get(upgrade_seed))
 }
 
 /// Per-socket options from the upgrade URL: `?text=progressive|hold&dialect=full`.
@@ -87,17 +87,45 @@ struct LiveQuery {
 /// Connection numbers, for the logs.
 static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
 
+/// `/api/live`: text streams as it is generated unless `?text=hold`.
+async fn upgrade_api(
+    state: State<AppState>,
+    client: Client,
+    query: Query<LiveQuery>,
+    handshake: Handshake,
+) -> Response {
+    upgrade(
+        state,
+        client,
+        query,
+        handshake,
+        Some(TextTiming::Progressive),
+    )
+}
+
+/// `/live`, the seed system's route: text timing from `COUNTERSIGN_TEXT_TIMING` (default
+/// `hold`, seed ADR 0004) unless `?text=`.
+async fn upgrade_seed(
+    state: State<AppState>,
+    client: Client,
+    query: Query<LiveQuery>,
+    handshake: Handshake,
+) -> Response {
+    upgrade(state, client, query, handshake, None)
+}
+
 /// The upgrade. The origin check (CSRF) and the per-address rate limit ran in the edge guard.
-async fn upgrade(
+fn upgrade(
     State(state): State<AppState>,
     client: Client,
     Query(query): Query<LiveQuery>,
     handshake: Handshake,
+    default_timing: Option<TextTiming>,
 ) -> Response {
     let timing = match query.text.as_deref() {
         Some("progressive") => Some(TextTiming::Progressive),
         Some("hold") => Some(TextTiming::Hold),
-        _ => None,
+        _ => default_timing,
     };
     let dialect = match query.dialect.as_deref() {
         Some("full") => Dialect::Full,
