@@ -482,13 +482,13 @@ async fn a_websocket_reader_that_stops_reading_loses_its_socket_not_the_turn() {
         .await
         .unwrap();
     tcp.set_nodelay(true).unwrap();
-    tcp.write_all(upgrade("/api/live", &addr, "").as_bytes())
+    tcp.write_all(upgrade("/api/live?text=hold", &addr, "").as_bytes())
         .await
         .unwrap();
     let mut head = vec![0u8; 256];
     let n = tcp.read(&mut head).await.unwrap();
     assert!(head[..n].starts_with(b"HTTP/1.1 101"));
-    // Turn after turn of 100,000 words (~600 KB each) into a socket nobody reads: once the
+    // Turn after turn of 100,000 words (~600 KB each, held: one frame) into a socket nobody reads: once the
     // kernel's buffers are full, the server's next frame waits, and after the write timeout the
     // socket is let go — while every turn it started finishes anyway.
     let mut turns = 0;

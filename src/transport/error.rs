@@ -5,11 +5,12 @@
 
 use axum::{
     Json,
-    http::StatusCode,
+    http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
 use serde_json::json;
 
+use super::edge::limits::TooMany;
 use crate::agent::{InputError, TurnError, store::StoreError};
 
 /// An API error: status, stable code, human message.
@@ -18,6 +19,8 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// When to try again (a rate limit's `Retry-After`, in whole seconds).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -26,6 +29,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
         }
     }
 
@@ -102,11 +106,32 @@ impl IntoResponse for ApiError {
         } else {
             tracing::warn!(status = self.status.as_u16(), code = self.code, message = %self.message, "request rejected");
         }
-        (
+        let mut response = (
             self.status,
             Json(json!({"error": {"code": self.code, "message": self.message}})),
         )
-            .into_response()
+            .into_response();
+        if let Some(secs) = self.retry_after
+            && let Ok(value) = HeaderValue::from_str(&secs.to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        response
+    }
+}
+
+impl From<TooMany> for ApiError {
+    /// A 429 with the wait in the message and in `Retry-After`.
+    fn from(limited: TooMany) -> Self {
+        let secs = limited.wait.as_secs_f64().ceil().max(1.0) as u64;
+        ApiError {
+            retry_after: Some(secs),
+            ..ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                format!("too many requests {}; retry in {secs} s", limited.what),
+            )
+        }
     }
 }
 

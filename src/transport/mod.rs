@@ -6,6 +6,8 @@
 //!   system's `POST /stream` alias.
 //! * [`ws`]: `GET /api/live` — one WebSocket per chat for many turns (and `/live`, the seed
 //!   system's alias).
+//! * [`segment`]: one segment of a turn (what a request starts or continues, up to its pause or
+//!   end), which SSE and the ai@7 WebSocket frame for their wires.
 //! * [`request`]: one decoder for every client's chat request, with one set of checks.
 //! * [`seed`]: the original system's dialect (its envelope, frames and confirmations).
 //! * [`answers`]: reads the person's answers out of the client's copy of the conversation.
@@ -23,6 +25,7 @@ pub mod edge;
 pub mod error;
 pub mod request;
 pub mod seed;
+pub mod segment;
 pub mod site;
 pub mod sse;
 pub mod ws;

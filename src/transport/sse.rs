@@ -10,7 +10,7 @@
 //! cancel the turn (it finishes on the server and can be resumed); only `POST
 //! /api/chat/{id}/stop` does.
 
-use std::{convert::Infallible, sync::Arc, time::Duration};
+use std::convert::Infallible;
 
 use axum::{
     Json, Router,
@@ -24,20 +24,16 @@ use futures::stream;
 use serde_json::{Value, json};
 
 use super::{
-    answers::extract,
-    edge::{Client, check_chat_rate},
+    edge::Client,
     error::ApiError,
-    request::ChatCommand,
     seed,
+    segment::{self, Piece, Segment},
 };
 use crate::{
-    agent::{
-        SessionRecord, TextTiming, Transport, TurnEntry, TurnLog, TurnStatus, session::LogReader,
-        store::Actor,
-    },
+    agent::{TextTiming, Transport, store::Actor},
     protocol::{
-        ChatRequest, Chunk, Dialect, FinishReason,
-        sse::{DONE_FRAME, KEEP_ALIVE_FRAME, UI_MESSAGE_STREAM_HEADERS, encode_chunk},
+        ChatRequest, Dialect,
+        sse::{DONE_FRAME, KEEP_ALIVE_FRAME, UI_MESSAGE_STREAM_HEADERS},
     },
     state::AppState,
 };
@@ -92,68 +88,12 @@ async fn run(
     timing: Option<TextTiming>,
     actor: Actor,
 ) -> Result<Response, ApiError> {
-    let command = ChatCommand::decode(request, transport)?;
-    let chat_id = command.chat_id().to_owned();
-    let chat_id = chat_id.as_str();
-    if let Err(limited) = check_chat_rate(state, chat_id) {
-        return Ok(limited.into_response());
-    }
-    let keep_alive = state.http.keep_alive;
-    let runtime = &state.runtime;
-    let user = match command {
-        ChatCommand::Answer { message, .. } => {
-            let session = runtime
-                .existing_session(chat_id)
-                .await
-                .map_err(store_error)?;
-            let record = session
-                .as_ref()
-                .map(|s| s.snapshot())
-                .unwrap_or_else(|| SessionRecord::new(chat_id, 0));
-            let inputs = extract(&message, &record)?;
-            if inputs.is_empty() {
-                return Err(nothing_to_continue(&record));
-            }
-            let receipt = runtime.submit_as(chat_id, &inputs, &actor).await?;
-            tracing::info!(chat = chat_id, answers = inputs.len(), "continuing turn");
-            return Ok(stream_response(
-                receipt.log,
-                receipt.from,
-                Some(receipt.message_id),
-                dialect,
-                keep_alive,
-                false,
-            ));
-        }
-        ChatCommand::Start { user, .. } => user,
-    };
-    let started = runtime.start_turn(chat_id, user, timing).await?;
-    tracing::info!(chat = chat_id, turn = %started.turn_id, "turn started");
-    Ok(stream_response(
-        started.log,
-        0,
-        None,
+    let opened = segment::open(state, request, transport, timing, &actor).await?;
+    Ok(stream_response(Segment::new(
+        opened,
         dialect,
-        keep_alive,
-        false,
-    ))
-}
-
-fn nothing_to_continue(record: &SessionRecord) -> ApiError {
-    match record.turn.as_ref().map(|t| t.status) {
-        Some(TurnStatus::Running) => ApiError::conflict(
-            "turn_in_progress",
-            "the turn is still running; follow it with GET /api/chat/{id}/stream",
-        ),
-        Some(TurnStatus::AwaitingPerson) => ApiError::conflict(
-            "nothing_to_continue",
-            "the request answers none of the pending approvals or browser calls",
-        ),
-        _ => ApiError::conflict(
-            "no_active_turn",
-            "this chat has no turn waiting for an answer",
-        ),
-    }
+        state.http.keep_alive,
+    )))
 }
 
 /// `GET /api/chat/{id}/stream`: re-attaches to a turn that is still streaming. The replay starts
@@ -164,31 +104,14 @@ async fn resume(
     Path(chat_id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let Some(session) = state
-        .runtime
-        .existing_session(&chat_id)
-        .await
-        .map_err(store_error)?
-    else {
-        return Ok(StatusCode::NO_CONTENT.into_response());
-    };
-    let Some(log) = session.current_log() else {
-        return Ok(StatusCode::NO_CONTENT.into_response());
-    };
-    let entries = log.entries_from(0);
-    match entries.last() {
-        None | Some(TurnEntry::End) | Some(TurnEntry::Pause) => {
-            Ok(StatusCode::NO_CONTENT.into_response())
-        }
-        Some(_) => Ok(stream_response(
+    Ok(match segment::streaming_log(&state, &chat_id).await? {
+        None => StatusCode::NO_CONTENT.into_response(),
+        Some(log) => stream_response(Segment::replay(
             log,
-            0,
-            None,
             dialect(&headers),
             state.http.keep_alive,
-            true,
         )),
-    }
+    })
 }
 
 /// `POST /api/chat/{id}/stop`: cancels the chat's running or waiting turn.
@@ -246,72 +169,22 @@ fn body_error(rejection: BytesRejection) -> ApiError {
     ApiError::from_body_rejection(rejection.status(), &rejection)
 }
 
-fn store_error(e: crate::agent::store::StoreError) -> ApiError {
-    ApiError::from(e)
-}
-
-/// Where the response stream is.
-enum Phase {
-    Prefix(Option<String>, LogReader),
-    Reading(LogReader),
-    Done,
-}
-
-/// Streams `log` from `from` as SSE until the turn pauses or ends.
-///
-/// `continuation`: the assistant message id to open with (`start`), when the log segment does
-/// not begin with the turn's own `start`. `replay`: skip earlier pauses (a resume replays the
-/// whole message).
-pub fn stream_response(
-    log: Arc<TurnLog>,
-    from: usize,
-    continuation: Option<String>,
-    dialect: Dialect,
-    keep_alive: Duration,
-    replay: bool,
-) -> Response {
-    let replay_until = if replay { log.len() } else { 0 };
-    let reader = log.subscribe(from);
-    let phase = Phase::Prefix(continuation, reader);
-    let body = stream::unfold(phase, move |phase| async move {
-        let mut reader = match phase {
-            Phase::Done => return None,
-            Phase::Prefix(Some(message_id), reader) => {
-                let frame = encode_chunk(&Chunk::start(message_id), dialect).unwrap_or_default();
-                return Some((
-                    Ok::<_, Infallible>(Bytes::from(frame)),
-                    Phase::Reading(reader),
-                ));
+/// Streams a segment of a turn as SSE: a `data:` event per chunk, `[DONE]` at its end, a
+/// comment when the line is quiet.
+pub fn stream_response(segment: Segment) -> Response {
+    let body = stream::unfold(segment, |mut segment| async move {
+        let frame = match segment.next().await? {
+            Piece::Chunk(json) => {
+                let mut frame = String::with_capacity(json.len() + 8);
+                frame.push_str("data: ");
+                frame.push_str(&json);
+                frame.push_str("\n\n");
+                Bytes::from(frame)
             }
-            Phase::Prefix(None, reader) | Phase::Reading(reader) => reader,
+            Piece::KeepAlive => Bytes::from_static(KEEP_ALIVE_FRAME.as_bytes()),
+            Piece::End => Bytes::from_static(DONE_FRAME.as_bytes()),
         };
-        loop {
-            let next = match tokio::time::timeout(keep_alive, reader.next()).await {
-                Err(_) => {
-                    return Some((
-                        Ok(Bytes::from_static(KEEP_ALIVE_FRAME.as_bytes())),
-                        Phase::Reading(reader),
-                    ));
-                }
-                Ok(next) => next,
-            };
-            match next {
-                None | Some(TurnEntry::End) => {
-                    return Some((Ok(Bytes::from_static(DONE_FRAME.as_bytes())), Phase::Done));
-                }
-                Some(TurnEntry::Pause) if reader.position() <= replay_until => continue,
-                Some(TurnEntry::Pause) => {
-                    let finish = encode_chunk(&Chunk::finish(FinishReason::ToolCalls), dialect)
-                        .unwrap_or_default();
-                    return Some((Ok(Bytes::from(finish + DONE_FRAME)), Phase::Done));
-                }
-                Some(TurnEntry::Chunk(chunk)) => {
-                    if let Some(frame) = encode_chunk(&chunk, dialect) {
-                        return Some((Ok(Bytes::from(frame)), Phase::Reading(reader)));
-                    }
-                }
-            }
-        }
+        Some((Ok::<_, Infallible>(frame), segment))
     });
     let mut response = Response::new(Body::from_stream(body));
     for (name, value) in UI_MESSAGE_STREAM_HEADERS {

@@ -8,10 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use axum::{
-    http::{HeaderValue, StatusCode, header},
-    response::{IntoResponse, Response},
-};
+use axum::response::{IntoResponse, Response};
 
 use crate::transport::ApiError;
 
@@ -151,17 +148,7 @@ pub struct TooMany {
 
 impl IntoResponse for TooMany {
     fn into_response(self) -> Response {
-        let secs = self.wait.as_secs_f64().ceil().max(1.0) as u64;
-        let mut response = ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
-            format!("too many requests {}; retry in {secs} s", self.what),
-        )
-        .into_response();
-        if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
-            response.headers_mut().insert(header::RETRY_AFTER, v);
-        }
-        response
+        ApiError::from(self).into_response()
     }
 }
 
