@@ -111,6 +111,24 @@ pub async fn streaming_log(
     Ok(streaming.then_some(log))
 }
 
+/// The dialect a client names (`full`: every key of the newest AI SDK; anything else: the keys
+/// `ai@6.0.0` accepts), from a header, a query parameter or a frame's headers.
+pub fn dialect_named(name: Option<&str>) -> Dialect {
+    match name {
+        Some(v) if v.trim().eq_ignore_ascii_case("full") => Dialect::Full,
+        _ => Dialect::V6Strict,
+    }
+}
+
+/// The text timing a client names (`progressive` / `hold`), if it names one (ADR 0004).
+pub fn timing_named(name: Option<&str>) -> Option<TextTiming> {
+    match name.map(str::trim) {
+        Some(v) if v.eq_ignore_ascii_case("progressive") => Some(TextTiming::Progressive),
+        Some(v) if v.eq_ignore_ascii_case("hold") => Some(TextTiming::Hold),
+        _ => None,
+    }
+}
+
 /// What a segment yields next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Piece {

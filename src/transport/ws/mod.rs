@@ -17,6 +17,7 @@
 //! a person holds its TCP stream, one small task and no buffers (bench/: 1.9 KiB per idle
 //! socket, 7.2 KiB with tungstenite).
 
+pub mod chat;
 mod frame;
 mod socket;
 
@@ -48,6 +49,7 @@ use super::{
     error::ApiError,
     request::ChatCommand,
     seed,
+    segment::{dialect_named, timing_named},
 };
 use crate::{
     agent::Transport,
@@ -79,9 +81,9 @@ pub fn routes() -> Router<AppState> {
 
 /// Per-socket options from the upgrade URL: `?text=progressive|hold&dialect=full`.
 #[derive(Debug, Default, Deserialize)]
-struct LiveQuery {
-    text: Option<String>,
-    dialect: Option<String>,
+pub struct LiveQuery {
+    pub text: Option<String>,
+    pub dialect: Option<String>,
 }
 
 /// Connection numbers, for the logs.
@@ -122,15 +124,8 @@ fn upgrade(
     handshake: Handshake,
     default_timing: Option<TextTiming>,
 ) -> Response {
-    let timing = match query.text.as_deref() {
-        Some("progressive") => Some(TextTiming::Progressive),
-        Some("hold") => Some(TextTiming::Hold),
-        _ => default_timing,
-    };
-    let dialect = match query.dialect.as_deref() {
-        Some("full") => Dialect::Full,
-        _ => Dialect::V6Strict,
-    };
+    let timing = timing_named(query.text.as_deref()).or(default_timing);
+    let dialect = dialect_named(query.dialect.as_deref());
     let options = SocketOptions {
         limit: state.http.ws_max_frame_bytes,
         write_timeout: state.http.write_timeout,
