@@ -190,9 +190,7 @@ impl McpConfig {
                             _ => Err(at(format!("\"{key}\".{k:?} must be a string"))),
                         })
                         .collect(),
-                    Some(_) => Err(at(format!(
-                        "\"{key}\" must be an object of strings"
-                    ))),
+                    Some(_) => Err(at(format!("\"{key}\" must be an object of strings"))),
                 }
             };
             let flag = |key: &str| -> Result<bool, McpConfigError> {
@@ -259,7 +257,9 @@ impl McpConfig {
                         }
                     }
                     if !(url.starts_with("http://") || url.starts_with("https://")) {
-                        return Err(at(format!("\"url\" must be http:// or https://, not {url:?}")));
+                        return Err(at(format!(
+                            "\"url\" must be http:// or https://, not {url:?}"
+                        )));
                     }
                     McpTransport::Http {
                         url,
@@ -430,8 +430,16 @@ mod tests {
     #[test]
     fn broken_files_are_errors_that_name_the_line() {
         for (text, line, says) in [
-            ("{\"mcpServers\": {\n  \"a\": {\"command\": \"x\",}\n}}", Some(2), "trailing comma"),
-            ("{\"mcpServers\": {\n  \"a\": {}\n}}", Some(2), "needs \"command\""),
+            (
+                "{\"mcpServers\": {\n  \"a\": {\"command\": \"x\",}\n}}",
+                Some(2),
+                "trailing comma",
+            ),
+            (
+                "{\"mcpServers\": {\n  \"a\": {}\n}}",
+                Some(2),
+                "needs \"command\"",
+            ),
             (
                 "{\"mcpServers\": {\n\n  \"a\": {\"command\": \"x\", \"url\": \"http://h\"}}}",
                 Some(3),

@@ -52,7 +52,11 @@ mod tests {
         assert_ne!(tool_name("a", "search"), tool_name("b", "search"));
         let odd = tool_name("files", "read.file");
         assert!(odd.starts_with("files__read_file_"), "{odd}");
-        assert_ne!(odd, tool_name("files", "read_file"), "distinct from its look-alike");
+        assert_ne!(
+            odd,
+            tool_name("files", "read_file"),
+            "distinct from its look-alike"
+        );
         let long = tool_name("server", &"x".repeat(100));
         assert_eq!(long.len(), MAX_TOOL_NAME);
         assert_eq!(long, tool_name("server", &"x".repeat(100)), "stable");
