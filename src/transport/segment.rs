@@ -63,8 +63,10 @@ pub async fn open(
                 continuation: Some(receipt.message_id),
             })
         }
-        ChatCommand::Start { user, .. } => {
-            let started = runtime.start_turn(chat_id, user, timing).await?;
+        ChatCommand::Start { user, context, .. } => {
+            let started = runtime
+                .start_turn_with_context(chat_id, user, context, timing)
+                .await?;
             tracing::info!(chat = chat_id, turn = %started.turn_id, %transport, "turn started");
             Ok(Opened {
                 log: started.log,

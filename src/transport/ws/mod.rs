@@ -13,6 +13,12 @@
 //! socket stays open while the person decides. One socket per chat: a newer one takes over and
 //! the older is closed with a reason.
 //!
+//! Whose chat a frame addresses depends on the route ([`ChatScope`]): on `/api/live` the
+//! client's `id` names it; on the seed's `/live` every connection has its own chat, as the seed
+//! gave each connection its own session (its frontend sends one constant id per endpoint, so two
+//! tabs would otherwise share and take over one chat). A `resume` frame naming a chat still
+//! re-attaches to it on either route.
+//!
 //! The WebSocket itself is ours ([`socket`], RFC 6455 framing in [`frame`]): a socket waiting for
 //! a person holds its TCP stream, one small task and no buffers (bench/: 1.9 KiB per idle
 //! socket, 7.2 KiB with tungstenite).
@@ -47,12 +53,13 @@ use super::{
     answers::extract,
     edge::{Client, limits::TokenBucket},
     error::ApiError,
-    request::ChatCommand,
+    request::{ChatCommand, MAX_CHAT_ID},
     seed,
     segment::{dialect_named, timing_named},
 };
 use crate::{
     agent::Transport,
+    agent::clock::IdKind,
     agent::{
         PersonInput, Runtime, SessionRecord, TextTiming, TurnEntry,
         followers::Following,
@@ -89,6 +96,16 @@ pub struct LiveQuery {
 /// Connection numbers, for the logs.
 static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
 
+/// Whose chat a socket's `message` frames address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChatScope {
+    /// The client's `id` names the chat (`/api/live`).
+    Client,
+    /// The connection has its own chat, named by the server, unguessable (`/live`); the
+    /// client's `id` is only logged.
+    Connection,
+}
+
 /// `/api/live`: text streams as it is generated unless `?text=hold`.
 async fn upgrade_api(
     state: State<AppState>,
@@ -102,18 +119,19 @@ async fn upgrade_api(
         query,
         handshake,
         Some(TextTiming::Progressive),
+        ChatScope::Client,
     )
 }
 
 /// `/live`, the seed system's route: text timing from `COUNTERSIGN_TEXT_TIMING` (default
-/// `hold`, seed ADR 0004) unless `?text=`.
+/// `hold`, seed ADR 0004) unless `?text=`; a chat per connection (seed ADR 0001).
 async fn upgrade_seed(
     state: State<AppState>,
     client: Client,
     query: Query<LiveQuery>,
     handshake: Handshake,
 ) -> Response {
-    upgrade(state, client, query, handshake, None)
+    upgrade(state, client, query, handshake, None, ChatScope::Connection)
 }
 
 /// The upgrade. The origin check (CSRF) and the per-address rate limit ran in the edge guard.
@@ -123,6 +141,7 @@ fn upgrade(
     Query(query): Query<LiveQuery>,
     handshake: Handshake,
     default_timing: Option<TextTiming>,
+    scope: ChatScope,
 ) -> Response {
     let timing = timing_named(query.text.as_deref()).or(default_timing);
     let dialect = dialect_named(query.dialect.as_deref());
@@ -130,7 +149,7 @@ fn upgrade(
         limit: state.http.ws_max_frame_bytes,
         write_timeout: state.http.write_timeout,
     };
-    let connection = Connection::new(&state, timing, dialect, client);
+    let connection = Connection::new(&state, timing, dialect, scope, client);
     handshake.accept(options, &state.edge.sockets, move |upgrade| {
         connection.run(upgrade)
     })
@@ -172,6 +191,7 @@ struct Connection {
     idle: Duration,
     timing: Option<TextTiming>,
     dialect: Dialect,
+    scope: ChatScope,
     id: u64,
     chat: Option<Arc<str>>,
     /// This socket as its chat's follower (set once it knows its chat).
@@ -233,12 +253,19 @@ enum Next {
 }
 
 impl Connection {
-    fn new(state: &AppState, timing: Option<TextTiming>, dialect: Dialect, client: Client) -> Self {
+    fn new(
+        state: &AppState,
+        timing: Option<TextTiming>,
+        dialect: Dialect,
+        scope: ChatScope,
+        client: Client,
+    ) -> Self {
         Connection {
             runtime: state.runtime.clone(),
             idle: state.http.ws_idle,
             timing,
             dialect,
+            scope,
             id: CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1,
             chat: None,
             following: None,
@@ -466,7 +493,10 @@ impl Connection {
         })
     }
 
-    async fn on_chat(&mut self, request: ChatRequest, socket: &mut Socket) -> Next {
+    async fn on_chat(&mut self, mut request: ChatRequest, socket: &mut Socket) -> Next {
+        if self.scope == ChatScope::Connection {
+            request.id = self.connection_chat(&request.id).to_string();
+        }
         // A socket serves one chat: a frame for another is refused whatever else it holds.
         if let Some(bound) = &self.chat
             && !request.id.trim().is_empty()
@@ -505,8 +535,11 @@ impl Connection {
                 }
                 self.submit(&chat_id, inputs, socket).await
             }
-            ChatCommand::Start { user, .. } => {
-                match runtime.start_turn(&chat_id, user, self.timing).await {
+            ChatCommand::Start { user, context, .. } => {
+                match runtime
+                    .start_turn_with_context(&chat_id, user, context, self.timing)
+                    .await
+                {
                     Ok(started) => {
                         tracing::info!(connection = self.id, chat = %chat_id, turn = %started.turn_id, "turn started");
                         self.turn = Some(Forwarding::at(started.turn_id, &started.log, 0));
@@ -605,6 +638,19 @@ impl Connection {
         }
         self.turn = Some(Forwarding::at(turn_id, &log, position));
         Next::Continue
+    }
+
+    /// The chat of a [`ChatScope::Connection`] socket: the one it is bound to (its own, or one
+    /// it resumed), else a new one named by the server. `client_id` is only logged.
+    fn connection_chat(&mut self, client_id: &str) -> Arc<str> {
+        if let Some(chat) = &self.chat {
+            return chat.clone();
+        }
+        let chat = self.runtime.ids.next_id(IdKind::ConnectionChat);
+        let client_id: String = client_id.chars().take(MAX_CHAT_ID).collect();
+        tracing::info!(connection = self.id, chat = %chat, client_id = ?client_id, "the connection has its own chat");
+        self.bind(&chat);
+        Arc::from(chat)
     }
 
     /// Makes this socket its chat's follower (a previous socket of the chat is replaced).
