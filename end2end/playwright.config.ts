@@ -35,6 +35,19 @@ if (!external) {
     }
     process.env.COUNTERSIGN_E2E_HOSTILE_PORT = port;
   }
+  // The fourth server (tests/seed-ui.spec.ts): the original system's frontend, copied, against
+  // the seed routes /stream and /live.
+  if (!process.env.COUNTERSIGN_E2E_SEED_PORT) {
+    const taken = [
+      process.env.COUNTERSIGN_E2E_PORT,
+      process.env.COUNTERSIGN_E2E_EXPIRY_PORT,
+      process.env.COUNTERSIGN_E2E_HOSTILE_PORT,
+    ];
+    let port = freePort();
+    while (taken.includes(port)) port = freePort();
+    process.env.COUNTERSIGN_E2E_SEED_PORT = port;
+  }
+  process.env.COUNTERSIGN_E2E_SEED_URL = `http://127.0.0.1:${process.env.COUNTERSIGN_E2E_SEED_PORT}`;
   // Read by tests/chat.ts (the expiry test); set here so that the workers inherit it.
   process.env.COUNTERSIGN_E2E_EXPIRY_URL = `http://127.0.0.1:${process.env.COUNTERSIGN_E2E_EXPIRY_PORT}`;
   process.env.COUNTERSIGN_E2E_HOSTILE_URL = `http://127.0.0.1:${process.env.COUNTERSIGN_E2E_HOSTILE_PORT}`;
@@ -47,10 +60,26 @@ process.env.COUNTERSIGN_E2E_API_KEY ??= "e2e-api-key-7f3a9c";
 // this loopback port (a real server, so Chromium sees a loopback page calling a loopback API).
 if (!process.env.COUNTERSIGN_E2E_FRONTEND_ORIGIN) {
   let port = freePort();
-  while ([process.env.COUNTERSIGN_E2E_PORT, process.env.COUNTERSIGN_E2E_EXPIRY_PORT, process.env.COUNTERSIGN_E2E_HOSTILE_PORT].includes(port)) {
+  while ([process.env.COUNTERSIGN_E2E_PORT, process.env.COUNTERSIGN_E2E_EXPIRY_PORT, process.env.COUNTERSIGN_E2E_HOSTILE_PORT, process.env.COUNTERSIGN_E2E_SEED_PORT].includes(port)) {
     port = freePort();
   }
   process.env.COUNTERSIGN_E2E_FRONTEND_ORIGIN = `http://localhost:${port}`;
+}
+// The seed UI copy (end2end/seed-ui) is served by tests/seed-ui.spec.ts on this origin, on the
+// same host as the seed server (127.0.0.1: same site, so the server's sign-in cookie goes with
+// the page's WebSocket; see the spec), and the seed server allows it.
+process.env.COUNTERSIGN_E2E_SEED_API_KEY ??= "seed-ui-e2e-key-5c2e81";
+if (!process.env.COUNTERSIGN_E2E_SEED_UI_ORIGIN) {
+  const taken = [
+    process.env.COUNTERSIGN_E2E_PORT,
+    process.env.COUNTERSIGN_E2E_EXPIRY_PORT,
+    process.env.COUNTERSIGN_E2E_HOSTILE_PORT,
+    process.env.COUNTERSIGN_E2E_SEED_PORT,
+    new URL(process.env.COUNTERSIGN_E2E_FRONTEND_ORIGIN).port,
+  ];
+  let port = freePort();
+  while (taken.includes(port)) port = freePort();
+  process.env.COUNTERSIGN_E2E_SEED_UI_ORIGIN = `http://127.0.0.1:${port}`;
 }
 process.env.COUNTERSIGN_E2E_GEMINI_KEY ??= "AIzaSy-e2e-provider-secret-4b1d";
 const baseURL = external ?? `http://127.0.0.1:${process.env.COUNTERSIGN_E2E_PORT}`;
@@ -141,6 +170,14 @@ export default defineConfig({
           GEMINI_API_KEY: process.env.COUNTERSIGN_E2E_GEMINI_KEY!,
           COUNTERSIGN_API_KEY: process.env.COUNTERSIGN_E2E_API_KEY!,
           COUNTERSIGN_ALLOWED_ORIGINS: process.env.COUNTERSIGN_E2E_FRONTEND_ORIGIN!,
+        }),
+        // What the seed's frontend needs of a backend: an API key of at least 16 characters
+        // (its NEXT_PUBLIC_API_KEY), its page's origin allowed, and the seed's timeouts.
+        server(process.env.COUNTERSIGN_E2E_SEED_URL!, {
+          COUNTERSIGN_API_KEY: process.env.COUNTERSIGN_E2E_SEED_API_KEY!,
+          COUNTERSIGN_ALLOWED_ORIGINS: process.env.COUNTERSIGN_E2E_SEED_UI_ORIGIN!,
+          COUNTERSIGN_APPROVAL_TIMEOUT_SECS: "30",
+          COUNTERSIGN_BROWSER_TIMEOUT_SECS: "10",
         }),
       ],
 });

@@ -68,8 +68,9 @@ else
   cargo install wasm-bindgen-cli --version "$wb_version" --force
 fi
 
-step "npm packages in end2end/ (Playwright, and binaryen's wasm-opt 132 for release builds)"
+step "npm packages in end2end/ (Playwright, binaryen's wasm-opt 132 for release builds, and ai + esbuild for the seed UI copy)"
 if [ -x end2end/node_modules/.bin/playwright ] && [ -x end2end/node_modules/.bin/wasm-opt ] \
+  && [ -x end2end/node_modules/.bin/esbuild ] && [ -d end2end/node_modules/ai ] \
   && [ end2end/node_modules/.package-lock.json -nt end2end/package-lock.json ]; then
   echo "present"
 else
