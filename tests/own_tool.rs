@@ -41,9 +41,9 @@ struct Notes {
 impl Notebook {
     fn spec() -> ToolSpec {
         ToolSpec {
-            name: "keep_note",
-            description: "Keep a short note for the person. Needs their approval.",
-            purpose: "keep notes for the person",
+            name: "keep_note".into(),
+            description: "Keep a short note for the person. Needs their approval.".into(),
+            purpose: "keep notes for the person".into(),
             presentation: ToolPresentation::new("Notebook", "Keep the note “{text}”")
                 .label("count", "notes kept"),
             parameters: json!({

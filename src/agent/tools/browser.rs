@@ -9,10 +9,11 @@ use crate::protocol::ToolPresentation;
 /// `get_location()`: the browser's Geolocation API, after the person approves.
 pub fn get_location_spec(settings: &ToolSettings) -> ToolSpec {
     ToolSpec {
-        name: "get_location",
+        name: "get_location".into(),
         description: "Get the person's current location (latitude, longitude, accuracy in metres) \
-                      from their browser's Geolocation API. Needs their approval.",
-        purpose: "find where the person is",
+                      from their browser's Geolocation API. Needs their approval."
+            .into(),
+        purpose: "find where the person is".into(),
         presentation: ToolPresentation::new("Location", "Share your location"),
         parameters: json!({
             "type": "object",
@@ -30,9 +31,10 @@ pub fn get_location_spec(settings: &ToolSettings) -> ToolSpec {
 /// `change_bgm(track)`: switches the background music the browser plays (Web Audio).
 pub fn change_bgm_spec(settings: &ToolSettings) -> ToolSpec {
     ToolSpec {
-        name: "change_bgm",
-        description: "Switch the background music playing in the person's browser to track 1 or 2.",
-        purpose: "switch the background music",
+        name: "change_bgm".into(),
+        description: "Switch the background music playing in the person's browser to track 1 or 2."
+            .into(),
+        purpose: "switch the background music".into(),
         presentation: ToolPresentation::new("Music", "Switch the music to track {track}"),
         parameters: json!({
             "type": "object",

@@ -13,7 +13,12 @@ mod browser;
 mod payment;
 mod weather;
 
-use std::{fmt, sync::Arc, time::Duration};
+use std::{
+    borrow::Cow,
+    fmt,
+    sync::{Arc, RwLock},
+    time::Duration,
+};
 
 use async_trait::async_trait;
 use serde::{Serialize, de::DeserializeOwned};
@@ -72,11 +77,12 @@ impl fmt::Debug for ApprovalPolicy {
 /// What a tool declares about itself.
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
-    pub name: &'static str,
+    /// The name the model calls it by (for an MCP server's tool, `<server>__<tool>`).
+    pub name: Cow<'static, str>,
     /// What the model is told the tool does (its declaration).
-    pub description: &'static str,
+    pub description: Cow<'static, str>,
     /// What the assistant can do with it, as the system prompt lists it ("check the weather").
-    pub purpose: &'static str,
+    pub purpose: Cow<'static, str>,
     /// How the person sees it: card title, the sentence they countersign, field labels.
     pub presentation: ToolPresentation,
     /// JSON Schema of the arguments (the subset `agent::schema` checks).
@@ -126,7 +132,7 @@ pub struct ToolContext {
     /// The session the call belongs to (its wallet, its id).
     pub session: Arc<Session>,
     /// The tool being called (its state is kept under this name).
-    pub tool: &'static str,
+    pub tool: Arc<str>,
     pub tool_call_id: String,
     pub clock: Arc<dyn Clock>,
     pub ids: Arc<dyn IdGen>,
@@ -141,14 +147,14 @@ impl ToolContext {
     where
         T: Serialize + DeserializeOwned + Default,
     {
-        self.session.with_tool_state(self.tool, |slot| {
+        self.session.with_tool_state(&self.tool, |slot| {
             let mut state = match slot.take() {
                 None => T::default(),
                 Some(value) => match serde_json::from_value::<T>(value.clone()) {
                     Ok(state) => state,
                     Err(e) => {
                         *slot = Some(value);
-                        tracing::error!(tool = self.tool, error = %e, "a tool's stored state does not decode");
+                        tracing::error!(tool = %self.tool, error = %e, "a tool's stored state does not decode");
                         return Err(ToolError(format!(
                             "{}'s saved state cannot be read; nothing was done",
                             self.tool
@@ -163,7 +169,7 @@ impl ToolContext {
                     Ok(result)
                 }
                 Err(e) => {
-                    tracing::error!(tool = self.tool, error = %e, "a tool's state does not encode");
+                    tracing::error!(tool = %self.tool, error = %e, "a tool's state does not encode");
                     Err(ToolError(format!("{}'s state cannot be saved", self.tool)))
                 }
             }
@@ -210,9 +216,18 @@ impl Default for ToolSettings {
 }
 
 /// The tools a session may use, in declaration order.
-#[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: Vec<Tool>,
+    /// Swapped whole when a group of tools changes (an MCP server's list): a reader holds the
+    /// list it read, unchanged, for as long as it needs.
+    tools: RwLock<Arc<Vec<Arc<Tool>>>>,
+}
+
+impl Default for ToolRegistry {
+    fn default() -> Self {
+        ToolRegistry {
+            tools: RwLock::new(Arc::new(Vec::new())),
+        }
+    }
 }
 
 impl ToolRegistry {
@@ -235,35 +250,74 @@ impl ToolRegistry {
     /// Adds (or replaces) a tool. A presentation that does not fit the tool's parameters is
     /// logged (its cards then show the raw sentence), not fatal: the tool still works.
     pub fn register(&mut self, spec: ToolSpec, executor: Executor) {
-        if let Err(e) = spec.presentation.check(&spec.parameters) {
-            tracing::warn!(tool = spec.name, error = %e, "the tool's presentation does not fit its parameters");
-        }
-        self.tools.retain(|t| t.spec.name != spec.name);
-        self.tools.push(Tool { spec, executor });
+        self.add(spec, executor);
     }
 
-    pub fn get(&self, name: &str) -> Option<&Tool> {
-        self.tools.iter().find(|t| t.spec.name == name)
+    /// [`register`](Self::register) on a registry already in use.
+    pub fn add(&self, spec: ToolSpec, executor: Executor) {
+        if let Err(e) = spec.presentation.check(&spec.parameters) {
+            tracing::warn!(tool = %spec.name, error = %e, "the tool's presentation does not fit its parameters");
+        }
+        let tool = Arc::new(Tool { spec, executor });
+        self.update(|tools| {
+            tools.retain(|t| t.spec.name != tool.spec.name);
+            tools.push(tool);
+        });
+    }
+
+    /// Replaces every tool whose name starts with `prefix` (an MCP server's `<server>__`) with
+    /// `tools`, at once: a turn sees the old list or the new one, never half of each.
+    pub fn replace_prefixed(&self, prefix: &str, tools: Vec<Tool>) {
+        for tool in &tools {
+            if let Err(e) = tool.spec.presentation.check(&tool.spec.parameters) {
+                tracing::warn!(tool = %tool.spec.name, error = %e, "the tool's presentation does not fit its parameters");
+            }
+        }
+        self.update(|list| {
+            list.retain(|t| !t.spec.name.starts_with(prefix));
+            list.extend(tools.into_iter().map(Arc::new));
+        });
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Vec<Arc<Tool>>)) {
+        let mut guard = self.tools.write().unwrap_or_else(|p| p.into_inner());
+        let mut list = Vec::clone(&guard);
+        f(&mut list);
+        *guard = Arc::new(list);
+    }
+
+    /// The tools as they are now.
+    pub fn snapshot(&self) -> Arc<Vec<Arc<Tool>>> {
+        self.tools.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<Tool>> {
+        self.snapshot()
+            .iter()
+            .find(|t| t.spec.name == name)
+            .cloned()
     }
 
     pub fn declarations(&self) -> Vec<ToolDeclaration> {
-        self.tools.iter().map(|t| t.spec.declaration()).collect()
+        self.snapshot()
+            .iter()
+            .map(|t| t.spec.declaration())
+            .collect()
     }
 
-    pub fn names(&self) -> Vec<&'static str> {
-        self.tools.iter().map(|t| t.spec.name).collect()
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &Tool> {
-        self.tools.iter()
+    pub fn names(&self) -> Vec<String> {
+        self.snapshot()
+            .iter()
+            .map(|t| t.spec.name.to_string())
+            .collect()
     }
 
     /// The instruction every model gets, written from the tools it may call: what each is for,
     /// which need the person's approval and what to do when they say no.
     pub fn system_prompt(&self) -> String {
+        let tools = self.snapshot();
         let mut prompt = String::from("You are Countersign's assistant.");
-        let can: Vec<String> = self
-            .tools
+        let can: Vec<String> = tools
             .iter()
             .map(|t| format!("{} ({})", t.spec.purpose, t.spec.name))
             .collect();
@@ -275,7 +329,7 @@ impl ToolRegistry {
             ));
         }
         let gated = |sometimes: bool| -> Vec<String> {
-            self.tools
+            tools
                 .iter()
                 .filter(|t| match t.spec.approval {
                     ApprovalPolicy::Never => false,
@@ -370,7 +424,10 @@ mod tests {
 
     #[test]
     fn every_standard_tool_presents_itself_with_its_own_parameters() {
-        for tool in ToolRegistry::standard(&ToolSettings::default()).iter() {
+        for tool in ToolRegistry::standard(&ToolSettings::default())
+            .snapshot()
+            .iter()
+        {
             let spec = &tool.spec;
             assert_eq!(
                 spec.presentation.check(&spec.parameters),
@@ -424,7 +481,7 @@ mod tests {
         use crate::agent::clock::{SequentialIds, SystemClock};
         ToolContext {
             session,
-            tool: "tally",
+            tool: "tally".into(),
             tool_call_id: "c".into(),
             clock: Arc::new(SystemClock),
             ids: Arc::new(SequentialIds::default()),

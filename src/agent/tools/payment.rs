@@ -160,10 +160,11 @@ pub struct PaymentTool;
 impl PaymentTool {
     pub fn spec(settings: &ToolSettings) -> ToolSpec {
         ToolSpec {
-            name: "process_payment",
+            name: "process_payment".into(),
             description: "Send money from the person's wallet (US dollars) to a recipient. \
-                          Always needs the person's approval; they may change the amount.",
-            purpose: "send payments from the person's wallet",
+                          Always needs the person's approval; they may change the amount."
+                .into(),
+            purpose: "send payments from the person's wallet".into(),
             presentation: ToolPresentation::new(
                 "Payment",
                 "Pay {amount:.2} {currency|USD} to {recipient}[ for {description}]",

@@ -58,10 +58,11 @@ impl WeatherTool {
 
     pub fn spec(_settings: &ToolSettings) -> ToolSpec {
         ToolSpec {
-            name: "get_weather",
+            name: "get_weather".into(),
             description: "Get the current weather for a city. Pass the city name in English \
-                          (e.g. \"Tokyo\", not \"東京\").",
-            purpose: "check the weather",
+                          (e.g. \"Tokyo\", not \"東京\")."
+                .into(),
+            purpose: "check the weather".into(),
             presentation: ToolPresentation::new("Weather", "Look up the weather in {location}")
                 .label("temperature_c", "temperature (°C)")
                 .label("humidity", "humidity (%)")
@@ -267,7 +268,7 @@ mod tests {
     fn ctx() -> ToolContext {
         ToolContext {
             session: Arc::new(Session::new(SessionRecord::new("s", 0))),
-            tool: "get_weather",
+            tool: "get_weather".into(),
             tool_call_id: "c".into(),
             clock: Arc::new(SystemClock),
             ids: Arc::new(SequentialIds::default()),

@@ -245,10 +245,13 @@ impl TurnDriver {
         _edited: bool,
     ) -> BoxFuture<'static, (String, Outcome)> {
         let tool = self.rt.tools.get(&call.name);
-        let executor = tool.map(|t| t.executor.clone());
+        let executor = tool.as_ref().map(|t| t.executor.clone());
         let ctx = ToolContext {
             session: self.session.clone(),
-            tool: tool.map_or("", |t| t.spec.name),
+            tool: tool.map_or_else(
+                || std::sync::Arc::from(""),
+                |t| std::sync::Arc::from(&*t.spec.name),
+            ),
             tool_call_id: call.id.clone(),
             clock: self.rt.clock.clone(),
             ids: self.rt.ids.clone(),

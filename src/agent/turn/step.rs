@@ -111,7 +111,7 @@ impl TurnDriver {
         call.id = self.rt.ids.next_id(IdKind::ToolCall);
         let rt = self.rt.clone();
         let tool = rt.tools.get(&call.name);
-        let problem = match tool {
+        let problem = match &tool {
             None => Some(format!(
                 "Unknown tool {:?}. Available tools: {}.",
                 call.name,

@@ -21,6 +21,7 @@ pub fn app_info(state: &AppState) -> AppInfo {
     let runtime = &state.runtime;
     let tools = runtime
         .tools
+        .snapshot()
         .iter()
         .map(|tool| ToolInfo {
             name: tool.spec.name.to_string(),
@@ -111,13 +112,7 @@ pub async fn audit_page(state: &AppState, filters: AuditFilters) -> Result<Audit
     Ok(AuditPage {
         records,
         limit: query.limit(),
-        tools: state
-            .runtime
-            .tools
-            .names()
-            .into_iter()
-            .map(str::to_owned)
-            .collect(),
+        tools: state.runtime.tools.names(),
     })
 }
 

@@ -91,7 +91,7 @@ mod tests {
     fn every_tool_the_server_sends_to_the_browser_runs_here() {
         use crate::agent::tools::{ToolLocation, ToolRegistry, ToolSettings};
         let registry = ToolRegistry::standard(&ToolSettings::default());
-        let browser: Vec<&str> = registry
+        let browser: Vec<String> = registry
             .names()
             .into_iter()
             .filter(|name| {
@@ -103,7 +103,7 @@ mod tests {
         assert!(!browser.is_empty());
         for name in browser {
             assert!(
-                browser_tool(name).is_some(),
+                browser_tool(&name).is_some(),
                 "{name} has no browser handler"
             );
         }
