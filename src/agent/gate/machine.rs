@@ -24,6 +24,7 @@ use crate::agent::{
     schema::validate,
     tools::{ToolLocation, ToolRegistry},
 };
+use crate::protocol::chunk::BROWSER_TIMEOUT_PREFIX;
 
 /// The gate of a runtime's tools.
 #[derive(Clone, Copy)]
@@ -320,10 +321,7 @@ impl<'a> Gate<'a> {
                     let waited = self.result_timeout(&call.call.name);
                     call.phase = CallPhase::Done {
                         outcome: Outcome::Error {
-                            message: format!(
-                                "The browser did not return a result within {} s.",
-                                waited.as_secs()
-                            ),
+                            message: format!("{BROWSER_TIMEOUT_PREFIX} {} s.", waited.as_secs()),
                         },
                         edited_args: edited.then(|| args.clone()),
                     };
