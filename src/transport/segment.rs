@@ -184,7 +184,7 @@ impl Segment {
         };
         if let Encoding::Seed { encoder, .. } = &mut segment.encoding {
             for entry in opened.log.entries_from(0).iter().take(opened.from) {
-                encoder.prime(entry_of(entry, None));
+                encoder.prime(entry_of(entry));
             }
         }
         segment
@@ -318,11 +318,12 @@ impl Encoding {
     }
 }
 
-/// A log entry as an encoder is fed it.
-pub fn entry_of<'a>(entry: &'a TurnEntry, pause_metadata: Option<&'a Value>) -> Entry<'a> {
+/// A log entry as an encoder is primed with it (a pause without its metadata: nothing is
+/// written).
+pub fn entry_of(entry: &TurnEntry) -> Entry<'_> {
     match entry {
         TurnEntry::Chunk(chunk) => Entry::Chunk(chunk),
-        TurnEntry::Pause => Entry::Pause(pause_metadata),
+        TurnEntry::Pause => Entry::Pause(None),
         TurnEntry::End => Entry::End,
     }
 }
