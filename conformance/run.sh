@@ -2,8 +2,10 @@
 # Countersign AI SDK conformance suite.
 #
 # Drives the SSE endpoint (POST /api/chat, GET /api/chat/{id}/stream) with the real AI SDK client
-# code — AbstractChat + DefaultChatTransport + sendAutomaticallyWhen, as useChat does — from two
-# installs of the npm `ai` package: ai@6.0.0 ("ai6", strict chunk schema: any unknown key fails the
+# code — AbstractChat + DefaultChatTransport + sendAutomaticallyWhen, as useChat does — and the
+# WebSocket endpoint (GET /api/chat upgraded) with ai@7's AbstractChat + WebSocketChatTransport
+# over the npm `ws` package (test/websocket.test.mjs, lib/ws-driver.mjs), from two installs of
+# the npm `ai` package: ai@6.0.0 ("ai6", strict chunk schema: any unknown key fails the
 # stream) and the latest ai@7 ("ai7"). See lib/driver.mjs for the harness, test/*.test.mjs for
 # the scenarios.
 #

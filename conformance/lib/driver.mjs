@@ -166,8 +166,10 @@ export class Harness {
    * @param {Array}  [o.messages]         initial messages (a "reloaded page")
    * @param {string} [o.chatId]
    * @param {object} [o.headers]          extra request headers (DefaultChatTransport's `headers` option)
+   * @param {Function} [o.transport]      (harness) => ChatTransport, instead of the recording
+   *                                      DefaultChatTransport (lib/ws-driver.mjs: WebSocketChatTransport)
    */
-  constructor({ version, scenario, baseUrl = BASE_URL, autoSend = 'standard', maxPosts = 6, messages = [], chatId, headers }) {
+  constructor({ version, scenario, baseUrl = BASE_URL, autoSend = 'standard', maxPosts = 6, messages = [], chatId, headers, transport }) {
     const { sdk } = SDKS[version];
     this.version = version;
     this.sdk = sdk;
@@ -197,7 +199,9 @@ export class Harness {
           }[autoSend];
     if (autoSend !== 'none' && typeof predicate !== 'function') throw new Error(`unknown autoSend ${autoSend}`);
 
-    this.transport = new sdk.DefaultChatTransport({ api: this.api, headers, fetch: this.recordingFetch() });
+    this.transport = transport
+      ? transport(this)
+      : new sdk.DefaultChatTransport({ api: this.api, headers, fetch: this.recordingFetch() });
     this.chat = new sdk.AbstractChat({
       id: this.chatId,
       state: this.state,

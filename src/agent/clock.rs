@@ -73,6 +73,8 @@ pub enum IdKind {
     Approval,
     Transaction,
     Turn,
+    /// The chat of one connection to the seed's `/live` (each connection has its own).
+    ConnectionChat,
 }
 
 impl IdKind {
@@ -85,6 +87,7 @@ impl IdKind {
             IdKind::Approval => "apv",
             IdKind::Transaction => "txn",
             IdKind::Turn => "turn",
+            IdKind::ConnectionChat => "live",
         }
     }
 }
@@ -108,7 +111,7 @@ impl IdGen for RandomIds {
 /// `msg-1`, `msg-2`, `call-1` … one counter per kind: readable, deterministic test ids.
 #[derive(Debug, Default)]
 pub struct SequentialIds {
-    counters: [AtomicU64; 7],
+    counters: [AtomicU64; 8],
 }
 
 impl IdGen for SequentialIds {
@@ -121,6 +124,7 @@ impl IdGen for SequentialIds {
             IdKind::Approval => 4,
             IdKind::Transaction => 5,
             IdKind::Turn => 6,
+            IdKind::ConnectionChat => 7,
         };
         let n = self.counters[slot].fetch_add(1, Ordering::Relaxed) + 1;
         format!("{}-{n}", kind.prefix())

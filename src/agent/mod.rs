@@ -12,6 +12,7 @@ pub mod demo;
 pub mod followers;
 pub mod gate;
 pub mod history;
+pub mod mcp;
 pub mod model;
 pub mod providers;
 pub mod replay;
@@ -45,6 +46,9 @@ pub enum Transport {
     Sse,
     /// `/api/live`: one WebSocket per chat, many turns.
     Bidi,
+    /// `GET /api/chat` upgraded: the AI SDK's `WebSocketChatTransport` (a request and its
+    /// response, as over SSE, many multiplexed on one socket).
+    Ws,
     /// The original system's own routes (`POST /stream`, `/live`).
     Seed,
     /// Anything else (a direct call of the runtime; older records without the field).
@@ -59,6 +63,7 @@ impl Transport {
         match self {
             Transport::Sse => "sse",
             Transport::Bidi => "bidi",
+            Transport::Ws => "ws",
             Transport::Seed => "seed",
             Transport::Api => "api",
         }

@@ -37,7 +37,7 @@ use super::{
     chunk_log::ChunkLog,
     clock::{Clock, IdGen},
     followers::Followers,
-    history::{Attachment, HistoryItem},
+    history::{self, Attachment, HistoryItem},
     model::{Model, ModelRequest, Usage},
     session::{Session, SessionRecord, TurnLog, lock},
     store::{SessionStore, StoreError, StoredSession},
@@ -307,9 +307,19 @@ impl Runtime {
         session_id: &str,
         history: Vec<HistoryItem>,
     ) -> ModelRequest {
+        // A chat that began with a client's copy of earlier messages (ADR 0020) tells the model
+        // what that is; other chats' instruction stays as it was.
+        let system = match (
+            history::has_context(&history),
+            self.system_prompt.is_empty(),
+        ) {
+            (true, false) => format!("{}\n\n{}", self.system_prompt, history::CONTEXT_NOTE),
+            (true, true) => history::CONTEXT_NOTE.to_owned(),
+            (false, _) => self.system_prompt.clone(),
+        };
         ModelRequest {
             session_id: session_id.to_owned(),
-            system: self.system_prompt.clone(),
+            system,
             history,
             tools: self.tools.declarations(),
         }

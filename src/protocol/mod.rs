@@ -33,6 +33,8 @@
 //! - [`audit`]: the audit log's records (`/api/audit`, the `/audit` page).
 //! - [`envelope`]: the request bodies: the SSE `POST` body and the WebSocket
 //!   client frames (seed-system.md §2.1, §2.2).
+//! - [`chat_socket`]: ai@7's `WebSocketChatTransport` frames (`send` / `resume` / `abort`;
+//!   `start` / `chunk` with its `sequence` / `end` / `error` / `no-active`).
 //!
 //! Conventions: wire structs mirror the spec with serde renames; anything that
 //! came from outside is decoded into typed errors, never `unwrap`ped; a chunk
@@ -41,6 +43,7 @@
 
 pub mod audit;
 pub mod auto_send;
+pub mod chat_socket;
 pub mod chunk;
 pub mod envelope;
 pub mod message;

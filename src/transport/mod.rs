@@ -9,6 +9,7 @@
 //! * [`segment`]: one segment of a turn (what a request starts or continues, up to its pause or
 //!   end), which SSE and the ai@7 WebSocket frame for their wires.
 //! * [`request`]: one decoder for every client's chat request, with one set of checks.
+//! * [`context`]: what a new chat may adopt from the client's earlier messages (text only).
 //! * [`seed`]: the original system's dialect (its envelope, frames and confirmations).
 //! * [`answers`]: reads the person's answers out of the client's copy of the conversation.
 //! * [`error`]: the one error type every route returns, as `{error: {code, message}}`.
@@ -21,6 +22,7 @@
 pub mod answers;
 pub mod app;
 pub mod audit;
+pub mod context;
 pub mod edge;
 pub mod error;
 pub mod request;

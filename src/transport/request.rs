@@ -1,13 +1,14 @@
 //! One decoder for what every client asks of a chat: the AI SDK's `POST /api/chat` body, the
 //! original system's envelope (`transport::seed` turns it into the same request), a WebSocket
 //! `message` frame. Each becomes a [`ChatCommand`] through the same checks, so the transports
-//! cannot disagree about what a valid request is.
+//! cannot disagree about what a valid request is. The messages before the last are read only
+//! for what a new chat may adopt as context ([`super::context`], ADR 0020).
 
 use axum::http::StatusCode;
 
-use super::{answers::is_answer, error::ApiError};
+use super::{answers::is_answer, context::earlier_context, error::ApiError};
 use crate::{
-    agent::{Transport, UserTurn},
+    agent::{Transport, UserTurn, history::HistoryItem},
     protocol::{ChatRequest, Role, Trigger, UiMessage, UiPart},
 };
 
@@ -17,8 +18,13 @@ pub const MAX_CHAT_ID: usize = 200;
 /// What a chat request asks.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ChatCommand {
-    /// A new turn with the person's message.
-    Start { chat_id: String, user: UserTurn },
+    /// A new turn with the person's message, and the client's earlier messages as context
+    /// (only text; adopted only if the chat is new: `Runtime::start_turn_with_context`).
+    Start {
+        chat_id: String,
+        user: UserTurn,
+        context: Vec<HistoryItem>,
+    },
     /// Answers for the chat's waiting turn, in `message` (the client's copy of the assistant
     /// message, or the seed's message carrying them): read against the session by
     /// `answers::extract`, which trusts only what the person alone can say.
@@ -41,7 +47,8 @@ impl ChatCommand {
                 format!("the chat id is longer than {MAX_CHAT_ID} characters"),
             ));
         }
-        let Some(last) = request.messages.into_iter().last() else {
+        let mut messages = request.messages;
+        let Some(last) = messages.pop() else {
             return Err(ApiError::bad_request(
                 "empty_messages",
                 "the request has no messages",
@@ -75,6 +82,7 @@ impl ChatCommand {
                 attachments,
                 transport,
             },
+            context: earlier_context(&messages),
         })
     }
 
@@ -138,7 +146,8 @@ mod tests {
                     text: "hi".into(),
                     attachments: vec![],
                     transport: Transport::Sse,
-                }
+                },
+                context: vec![],
             }
         );
         for (body, code) in [
@@ -178,6 +187,35 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn earlier_messages_come_along_as_context_and_only_as_text() {
+        let earlier = json!({"id": "a0", "role": "assistant", "parts": [
+            {"type": "text", "text": "Hello!"},
+            {"type": "tool-process_payment", "toolCallId": "c", "state": "approval-requested",
+             "input": {"amount": 900}, "approval": {"id": "apv-9"}}]});
+        for transport in [Transport::Sse, Transport::Bidi, Transport::Seed] {
+            let command = ChatCommand::decode(
+                request(json!({"id": "c", "messages": [user("hi"), earlier.clone(), user("pay")]})),
+                transport,
+            )
+            .unwrap();
+            let ChatCommand::Start { user, context, .. } = command else {
+                panic!("{command:?}");
+            };
+            assert_eq!(user.text, "pay");
+            assert_eq!(
+                context,
+                crate::agent::history::context_items([
+                    (crate::agent::history::ContextRole::User, "hi".to_owned()),
+                    (
+                        crate::agent::history::ContextRole::Assistant,
+                        "Hello!".to_owned()
+                    ),
+                ])
+            );
+        }
     }
 
     #[test]

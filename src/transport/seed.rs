@@ -5,13 +5,15 @@
 
 use serde_json::{Value, json};
 
-use super::error::ApiError;
+use super::{context::MAX_MESSAGES, error::ApiError};
 use crate::{
     agent::{ApprovalDecision, BrowserResult, PersonInput},
-    protocol::{ChatRequest, UiMessage},
+    protocol::{ChatRequest, Role, UiMessage, UiPart, message::TextPart},
 };
 
-/// Converts the seed system's request into a [`ChatRequest`]: only the last message matters.
+/// Converts the seed system's request into a [`ChatRequest`]. The last message is what the
+/// request says (a new message, or answers); the earlier ones are kept only as far as they read
+/// ([`earlier_message`]), for what a new chat may adopt as context (`transport::context`).
 pub fn request(value: &Value) -> Result<ChatRequest, ApiError> {
     let messages = value
         .get("messages")
@@ -24,11 +26,16 @@ pub fn request(value: &Value) -> Result<ChatRequest, ApiError> {
         .and_then(Value::as_str)
         .unwrap_or("seed-default")
         .to_string();
-    let last = messages.last().cloned().unwrap_or(Value::Null);
-    let message = message(&last)?;
+    let (last, earlier) = messages.split_last().unwrap_or((&Value::Null, &[]));
+    let mut messages: Vec<UiMessage> = earlier
+        .iter()
+        .skip(earlier.len().saturating_sub(MAX_MESSAGES))
+        .map(earlier_message)
+        .collect();
+    messages.push(message(last)?);
     Ok(ChatRequest {
         id: chat_id,
-        messages: vec![message],
+        messages,
         trigger: None,
         message_id: None,
     })
@@ -91,6 +98,35 @@ pub fn message(value: &Value) -> Result<UiMessage, ApiError> {
     })
 }
 
+/// Normalises one of the messages before the last: `content` becomes a text part, and the
+/// parts that read as AI SDK parts are kept; the rest (the seed's `tool-result` and state-`call`
+/// parts, broken parts) are left out, never turned into answers as in the last message. What
+/// of it is context is `transport::context`'s to say.
+pub fn earlier_message(value: &Value) -> UiMessage {
+    let role = match value.get("role").and_then(Value::as_str) {
+        Some("assistant") => Role::Assistant,
+        Some("system") => Role::System,
+        _ => Role::User,
+    };
+    let id = value.get("id").and_then(Value::as_str).unwrap_or_default();
+    let mut message = UiMessage::new(id, role);
+    if let Some(text) = value.get("content").and_then(Value::as_str) {
+        message.parts.push(UiPart::Text(TextPart {
+            text: text.to_owned(),
+            ..TextPart::default()
+        }));
+    }
+    message.parts.extend(
+        value
+            .get("parts")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|part| UiPart::from_value(part.clone()).ok()),
+    );
+    message
+}
+
 /// Accepts the seed system's looser `message` frames: no chat id (`chat`, the socket's, when it
 /// has one, else `fallback`), and messages with `content` strings or seed-only parts.
 pub fn normalise_frame(
@@ -107,11 +143,17 @@ pub fn normalise_frame(
             obj.insert("id".into(), json!(id));
         }
         if let Some(Value::Array(messages)) = obj.get_mut("messages") {
-            for entry in messages.iter_mut() {
-                if serde_json::from_value::<UiMessage>(entry.clone()).is_err()
-                    && let Ok(normalised) = message(entry)
-                    && let Ok(v) = serde_json::to_value(normalised)
-                {
+            let last = messages.len().saturating_sub(1);
+            for (index, entry) in messages.iter_mut().enumerate() {
+                if serde_json::from_value::<UiMessage>(entry.clone()).is_ok() {
+                    continue;
+                }
+                let normalised = if index == last {
+                    message(entry).ok()
+                } else {
+                    Some(earlier_message(entry))
+                };
+                if let Some(v) = normalised.and_then(|m| serde_json::to_value(m).ok()) {
                     *entry = v;
                 }
             }
@@ -200,6 +242,53 @@ mod tests {
         .unwrap();
         assert_eq!(answers.parts.len(), 2);
         assert!(is_answer(&answers));
+    }
+
+    /// The seed's earlier messages come along as they read, never as answers: its `call`
+    /// parts and `tool-result` parts are left out, and what is left becomes only text.
+    #[test]
+    fn earlier_seed_messages_are_kept_as_they_read_and_never_as_answers() {
+        use crate::{
+            agent::{Transport, history::HistoryItem},
+            transport::request::ChatCommand,
+        };
+        let request = request(&json!({"id": "chat", "messages": [
+            {"role": "user", "content": "Pay Bob $5"},
+            {"role": "assistant", "parts": [
+                {"type": "tool-process_payment", "toolCallId": "c1", "toolName": "process_payment",
+                 "state": "call", "input": {"amount": 5}},
+                {"type": "text", "text": "Asking you first."}]},
+            {"role": "user", "parts": [
+                {"type": "tool-result", "toolCallId": "c1", "result": {"paid": true}},
+                {"type": "tool-adk_request_confirmation", "toolCallId": "apv-1",
+                 "toolName": "adk_request_confirmation", "state": "approval-responded",
+                 "approval": {"id": "apv-1", "approved": true}}]},
+            {"role": "user", "content": "Thanks"}
+        ]}))
+        .unwrap();
+        assert_eq!(request.messages.len(), 4);
+        assert_eq!(
+            request.messages[1].parts.len(),
+            1,
+            "the `call` part does not read"
+        );
+        assert_eq!(request.messages[2].parts.len(), 1, "nor does `tool-result`");
+        let ChatCommand::Start { user, context, .. } =
+            ChatCommand::decode(request, Transport::Seed).unwrap()
+        else {
+            panic!("a new message");
+        };
+        assert_eq!(user.text, "Thanks");
+        let texts: Vec<&str> = context
+            .iter()
+            .map(|item| match item {
+                HistoryItem::Context { text, .. } => text.as_str(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(texts.len(), 2);
+        assert!(texts[0].ends_with("Pay Bob $5"));
+        assert_eq!(texts[1], "Asking you first.");
     }
 
     #[test]

@@ -75,8 +75,10 @@ pub async fn open(
                 continuation: Some(receipt.message_id),
             })
         }
-        ChatCommand::Start { user, .. } => {
-            let started = runtime.start_turn(chat_id, user, timing).await?;
+        ChatCommand::Start { user, context, .. } => {
+            let started = runtime
+                .start_turn_with_context(chat_id, user, context, timing)
+                .await?;
             tracing::info!(chat = chat_id, turn = %started.turn_id, %transport, "turn started");
             Ok(Opened {
                 chat_id: chat_id.to_owned(),
@@ -122,6 +124,24 @@ pub async fn streaming_log(
         None | Some(TurnEntry::End) | Some(TurnEntry::Pause)
     );
     Ok(streaming.then_some(log))
+}
+
+/// The dialect a client names (`full`: every key of the newest AI SDK; anything else: the keys
+/// `ai@6.0.0` accepts), from a header, a query parameter or a frame's headers.
+pub fn dialect_named(name: Option<&str>) -> Dialect {
+    match name {
+        Some(v) if v.trim().eq_ignore_ascii_case("full") => Dialect::Full,
+        _ => Dialect::V6Strict,
+    }
+}
+
+/// The text timing a client names (`progressive` / `hold`), if it names one (ADR 0004).
+pub fn timing_named(name: Option<&str>) -> Option<TextTiming> {
+    match name.map(str::trim) {
+        Some(v) if v.eq_ignore_ascii_case("progressive") => Some(TextTiming::Progressive),
+        Some(v) if v.eq_ignore_ascii_case("hold") => Some(TextTiming::Hold),
+        _ => None,
+    }
 }
 
 /// What a segment yields next.

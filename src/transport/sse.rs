@@ -48,7 +48,8 @@ pub const TEXT_TIMING_HEADER: &str = "x-countersign-text";
 /// The SSE routes.
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/api/chat", post(chat))
+        // POST: SSE; GET with an upgrade: the AI SDK's WebSocketChatTransport.
+        .route("/api/chat", post(chat).get(super::ws::chat::upgrade))
         .route("/api/chat/{id}/stream", get(resume))
         .route("/api/chat/{id}/stop", post(stop))
         .route("/stream", post(seed_stream))
@@ -167,21 +168,15 @@ async fn seed_stream(
 }
 
 fn dialect(headers: &HeaderMap) -> Dialect {
-    match headers.get(DIALECT_HEADER).and_then(|v| v.to_str().ok()) {
-        Some(v) if v.eq_ignore_ascii_case("full") => Dialect::Full,
-        _ => Dialect::V6Strict,
-    }
+    segment::dialect_named(headers.get(DIALECT_HEADER).and_then(|v| v.to_str().ok()))
 }
 
 fn timing(headers: &HeaderMap) -> Option<TextTiming> {
-    match headers
-        .get(TEXT_TIMING_HEADER)
-        .and_then(|v| v.to_str().ok())
-    {
-        Some(v) if v.eq_ignore_ascii_case("progressive") => Some(TextTiming::Progressive),
-        Some(v) if v.eq_ignore_ascii_case("hold") => Some(TextTiming::Hold),
-        _ => None,
-    }
+    segment::timing_named(
+        headers
+            .get(TEXT_TIMING_HEADER)
+            .and_then(|v| v.to_str().ok()),
+    )
 }
 
 fn body_error(rejection: BytesRejection) -> ApiError {

@@ -9,6 +9,7 @@ use countersign::{
         Runtime, RuntimeSettings, TextTiming,
         clock::{SequentialIds, SystemClock},
         demo::DemoModel,
+        model::Model,
         store::MemoryStore,
         tools::{ToolRegistry, ToolSettings, WeatherSource},
     },
@@ -24,6 +25,8 @@ pub struct Opts {
     pub browser: Duration,
     /// Extra `COUNTERSIGN_*` settings.
     pub env: Vec<(String, String)>,
+    /// The model (default: the demo model with `delay`).
+    pub model: Option<Arc<dyn Model>>,
 }
 
 impl Default for Opts {
@@ -33,6 +36,7 @@ impl Default for Opts {
             approval: Duration::from_secs(60),
             browser: Duration::from_secs(10),
             env: Vec::new(),
+            model: None,
         }
     }
 }
@@ -50,8 +54,11 @@ pub async fn start(opts: Opts) -> Server {
     let config =
         Config::resolve(move |k| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone()))
             .expect("valid test configuration");
+    let model = opts
+        .model
+        .unwrap_or_else(|| Arc::new(DemoModel::new(opts.delay)));
     let runtime = Runtime::new(
-        Arc::new(DemoModel::new(opts.delay)),
+        model,
         ToolRegistry::standard(&ToolSettings {
             approval_timeout: opts.approval,
             browser_timeout: opts.browser,

@@ -21,9 +21,6 @@ use crate::{
     stats::{ms, round, summary},
 };
 
-/// Asks Countersign for progressive text (Node ignores it): every token is its own chunk.
-const TEXT_HEADER: &str = "x-countersign-text";
-
 pub const PAYMENT_PROMPT: &str = "Send $50 to Hanako";
 
 /// One HTTP/1.1 connection.
@@ -56,7 +53,6 @@ impl Conn {
             .header(header::HOST, &self.host)
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::ACCEPT, "text/event-stream")
-            .header(TEXT_HEADER, "progressive")
             .body(Full::new(Bytes::from(body.to_string())))
             .map_err(|e| e.to_string())?;
         self.sender

@@ -63,7 +63,7 @@ async fn open(addr: SocketAddr, chat: Option<String>, timeout: Duration) -> Resu
         .await
         .map_err(|e| format!("connect {addr}: {e}"))?;
     tcp.set_nodelay(true).map_err(|e| e.to_string())?;
-    let url = format!("ws://{addr}/api/live?text=progressive");
+    let url = format!("ws://{addr}/api/live");
     // Small buffers: tungstenite zero-fills its whole read buffer (128 KiB by default) on every
     // read, which for 10k sockets would be 1.3 GB in this process.
     let config = WebSocketConfig::default()

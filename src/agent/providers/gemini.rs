@@ -46,7 +46,7 @@ use serde_json::{Map, Value, json};
 
 use super::http::{self, PreparedRequest, ProviderHttp, WireDecoder};
 use super::{ApiKey, ProviderConfigError};
-use crate::agent::history::{AssistantPart, Attachment, HistoryItem, ToolCall};
+use crate::agent::history::{AssistantPart, Attachment, ContextRole, HistoryItem, ToolCall};
 use crate::agent::model::{
     Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolDeclaration, Usage,
 };
@@ -414,6 +414,14 @@ pub(super) fn contents(history: &[HistoryItem], sign_missing: bool) -> Vec<Conte
                     })
                     .collect();
                 ("user", parts)
+            }
+            // A client's copy of earlier messages (ADR 0020): plain text, never calls.
+            HistoryItem::Context { speaker, text } => {
+                let role = match speaker {
+                    ContextRole::User => "user",
+                    ContextRole::Assistant => "model",
+                };
+                (role, vec![text_part(text.clone())])
             }
         };
         if parts.is_empty() {

@@ -52,7 +52,7 @@ use serde_json::{Value, json};
 
 use super::http::{self, PreparedRequest, ProviderHttp, WireDecoder};
 use super::{ApiKey, ProviderConfigError};
-use crate::agent::history::{AssistantPart, Attachment, HistoryItem, ToolCall};
+use crate::agent::history::{AssistantPart, Attachment, ContextRole, HistoryItem, ToolCall};
 use crate::agent::model::{
     Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolDeclaration, Usage,
 };
@@ -341,6 +341,16 @@ fn build_request<'a>(request: &ModelRequest, model: &'a str) -> ChatRequest<'a> 
                     tool_calls,
                 });
             }
+            // A client's copy of earlier messages (ADR 0020): plain text, never calls.
+            HistoryItem::Context { speaker, text } => messages.push(match speaker {
+                ContextRole::User => Message::User {
+                    content: UserContent::Text(text.clone()),
+                },
+                ContextRole::Assistant => Message::Assistant {
+                    content: Some(text.clone()),
+                    tool_calls: Vec::new(),
+                },
+            }),
             HistoryItem::ToolResults { results } => {
                 for (i, result) in results.iter().enumerate() {
                     let call = last_calls

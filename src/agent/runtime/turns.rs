@@ -21,6 +21,29 @@ use crate::agent::{
 };
 use crate::protocol::{MessageReducer, UiMessage, UiPart, message::FilePart};
 
+/// Puts a client's earlier conversation at the start of `record`'s history if the chat is
+/// empty (nothing said, no turn): only `Context` items, which are text and nothing else.
+fn adopt_context(record: &mut SessionRecord, context: Vec<HistoryItem>) {
+    if context.is_empty() {
+        return;
+    }
+    let empty = record.history.is_empty() && record.messages.is_empty() && record.turn.is_none();
+    if !empty {
+        return;
+    }
+    let before = record.history.len();
+    record.history.extend(
+        context
+            .into_iter()
+            .filter(|item| matches!(item, HistoryItem::Context { .. })),
+    );
+    tracing::info!(
+        chat = %record.id,
+        items = record.history.len() - before,
+        "a new chat adopted the client's earlier messages as context"
+    );
+}
+
 impl Runtime {
     /// Starts a turn for a new user message. A turn that is waiting for the person is
     /// superseded (its open calls end as interrupted, so the history stays valid); a turn that is
@@ -29,6 +52,21 @@ impl Runtime {
         self: &Arc<Self>,
         chat_id: &str,
         user: UserTurn,
+        timing: Option<TextTiming>,
+    ) -> Result<TurnStarted, TurnError> {
+        self.start_turn_with_context(chat_id, user, Vec::new(), timing)
+            .await
+    }
+
+    /// [`Runtime::start_turn`], where the client also sent its copy of the earlier
+    /// conversation, as [`HistoryItem::Context`] items (ADR 0020). They are adopted only by a
+    /// chat that is still empty, before the person's message; any other chat already has its
+    /// history and the client's copy is an echo. Items other than `Context` are never adopted.
+    pub async fn start_turn_with_context(
+        self: &Arc<Self>,
+        chat_id: &str,
+        user: UserTurn,
+        context: Vec<HistoryItem>,
         timing: Option<TextTiming>,
     ) -> Result<TurnStarted, TurnError> {
         if user.text.trim().is_empty() && user.attachments.is_empty() {
@@ -52,6 +90,7 @@ impl Runtime {
                         turn.task.take()
                     }
                     _ => {
+                        adopt_context(record, context);
                         let started = self.begin_turn(&session, record, live, user, timing);
                         return Ok(started);
                     }

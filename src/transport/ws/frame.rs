@@ -54,6 +54,8 @@ pub mod code {
     pub const NORMAL: u16 = 1000;
     pub const GOING_AWAY: u16 = 1001;
     pub const PROTOCOL_ERROR: u16 = 1002;
+    /// A kind of data the endpoint does not accept (binary frames where JSON text is spoken).
+    pub const UNSUPPORTED: u16 = 1003;
     pub const INVALID_PAYLOAD: u16 = 1007;
     pub const POLICY: u16 = 1008;
     pub const TOO_BIG: u16 = 1009;

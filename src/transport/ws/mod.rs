@@ -13,6 +13,12 @@
 //! socket stays open while the person decides. One socket per chat: a newer one takes over and
 //! the older is closed with a reason.
 //!
+//! Whose chat a frame addresses depends on the route ([`ChatScope`]): on `/api/live` the
+//! client's `id` names it; on the seed's `/live` every connection has its own chat, as the seed
+//! gave each connection its own session (its frontend sends one constant id per endpoint, so two
+//! tabs would otherwise share and take over one chat). A `resume` frame naming a chat still
+//! re-attaches to it on either route.
+//!
 //! `/live` speaks the seed's dialect ([`Dialect::Seed`], ADR 0019): the log goes through a
 //! [`SeedEncoder`] (approval requests in their own `start-step` … `finish-step` group at the
 //! pause, no other step markers, the seed's denial texts, Python-style JSON), and frames the seed
@@ -23,6 +29,7 @@
 //! a person holds its TCP stream, one small task and no buffers (bench/: 1.9 KiB per idle
 //! socket, 7.2 KiB with tungstenite).
 
+pub mod chat;
 mod frame;
 mod socket;
 
@@ -52,12 +59,13 @@ use super::{
     answers::extract,
     edge::{Client, limits::TokenBucket},
     error::ApiError,
-    request::ChatCommand,
+    request::{ChatCommand, MAX_CHAT_ID},
     seed,
-    segment::entry_of,
+    segment::{dialect_named, entry_of, timing_named},
 };
 use crate::{
     agent::Transport,
+    agent::clock::IdKind,
     agent::{
         PersonInput, Runtime, SessionRecord, TextTiming, TurnEntry,
         followers::Following,
@@ -88,13 +96,23 @@ pub fn routes() -> Router<AppState> {
 
 /// Per-socket options from the upgrade URL: `?text=progressive|hold&dialect=full`.
 #[derive(Debug, Default, Deserialize)]
-struct LiveQuery {
-    text: Option<String>,
-    dialect: Option<String>,
+pub struct LiveQuery {
+    pub text: Option<String>,
+    pub dialect: Option<String>,
 }
 
 /// Connection numbers, for the logs.
 static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+
+/// Whose chat a socket's `message` frames address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChatScope {
+    /// The client's `id` names the chat (`/api/live`).
+    Client,
+    /// The connection has its own chat, named by the server, unguessable (`/live`); the
+    /// client's `id` is only logged.
+    Connection,
+}
 
 /// `/api/live`: text streams as it is generated unless `?text=hold`.
 async fn upgrade_api(
@@ -109,12 +127,14 @@ async fn upgrade_api(
         query,
         handshake,
         Some(TextTiming::Progressive),
+        ChatScope::Client,
         None,
     )
 }
 
-/// `/live`, the seed system's route: its dialect (ADR 0019), and text timing from
-/// `COUNTERSIGN_TEXT_TIMING` (default `hold`, seed ADR 0004) unless `?text=`.
+/// `/live`, the seed system's route: its dialect (ADR 0019), text timing from
+/// `COUNTERSIGN_TEXT_TIMING` (default `hold`, seed ADR 0004) unless `?text=`, and a chat per
+/// connection (seed ADR 0001).
 async fn upgrade_seed(
     state: State<AppState>,
     client: Client,
@@ -127,6 +147,7 @@ async fn upgrade_seed(
         query,
         handshake,
         None,
+        ChatScope::Connection,
         Some(Dialect::Seed(SeedTransport::Bidi)),
     )
 }
@@ -139,22 +160,16 @@ fn upgrade(
     Query(query): Query<LiveQuery>,
     handshake: Handshake,
     default_timing: Option<TextTiming>,
+    scope: ChatScope,
     route_dialect: Option<Dialect>,
 ) -> Response {
-    let timing = match query.text.as_deref() {
-        Some("progressive") => Some(TextTiming::Progressive),
-        Some("hold") => Some(TextTiming::Hold),
-        _ => default_timing,
-    };
-    let dialect = route_dialect.unwrap_or(match query.dialect.as_deref() {
-        Some("full") => Dialect::Full,
-        _ => Dialect::V6Strict,
-    });
+    let timing = timing_named(query.text.as_deref()).or(default_timing);
+    let dialect = route_dialect.unwrap_or_else(|| dialect_named(query.dialect.as_deref()));
     let options = SocketOptions {
         limit: state.http.ws_max_frame_bytes,
         write_timeout: state.http.write_timeout,
     };
-    let connection = Connection::new(&state, timing, dialect, client);
+    let connection = Connection::new(&state, timing, dialect, scope, client);
     handshake.accept(options, &state.edge.sockets, move |upgrade| {
         connection.run(upgrade)
     })
@@ -198,6 +213,7 @@ struct Connection {
     dialect: Dialect,
     /// In the seed's dialect: what writes the forwarded turn's frames.
     seed: Option<SeedEncoder>,
+    scope: ChatScope,
     id: u64,
     chat: Option<Arc<str>>,
     /// This socket as its chat's follower (set once it knows its chat).
@@ -259,7 +275,13 @@ enum Next {
 }
 
 impl Connection {
-    fn new(state: &AppState, timing: Option<TextTiming>, dialect: Dialect, client: Client) -> Self {
+    fn new(
+        state: &AppState,
+        timing: Option<TextTiming>,
+        dialect: Dialect,
+        scope: ChatScope,
+        client: Client,
+    ) -> Self {
         Connection {
             runtime: state.runtime.clone(),
             idle: state.http.ws_idle,
@@ -269,6 +291,7 @@ impl Connection {
                 Dialect::Seed(transport) => Some(SeedEncoder::new(transport)),
                 _ => None,
             },
+            scope,
             id: CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1,
             chat: None,
             following: None,
@@ -511,7 +534,10 @@ impl Connection {
         })
     }
 
-    async fn on_chat(&mut self, request: ChatRequest, socket: &mut Socket) -> Next {
+    async fn on_chat(&mut self, mut request: ChatRequest, socket: &mut Socket) -> Next {
+        if self.scope == ChatScope::Connection {
+            request.id = self.connection_chat(&request.id).to_string();
+        }
         // A socket serves one chat: a frame for another is refused whatever else it holds.
         if let Some(bound) = &self.chat
             && !request.id.trim().is_empty()
@@ -550,8 +576,11 @@ impl Connection {
                 }
                 self.submit(&chat_id, inputs, socket).await
             }
-            ChatCommand::Start { user, .. } => {
-                match runtime.start_turn(&chat_id, user, self.timing).await {
+            ChatCommand::Start { user, context, .. } => {
+                match runtime
+                    .start_turn_with_context(&chat_id, user, context, self.timing)
+                    .await
+                {
                     Ok(started) => {
                         tracing::info!(connection = self.id, chat = %chat_id, turn = %started.turn_id, "turn started");
                         self.follow(started.turn_id, &started.log, 0);
@@ -642,8 +671,12 @@ impl Connection {
             "countersign-pending",
             json!({ "pending": pending, "resumedAt": received }),
         );
-        if let Next::Close(code, reason) = self.send_chunk(socket, &announce).await {
-            return Next::Close(code, reason);
+        // Only a client that speaks our protocol resumes (the seed's never does), so this goes
+        // out even on `/live`, past the seed's encoder (which drops data chunks).
+        if let Some(frame) = encode_chunk(&announce, self.dialect)
+            && let Next::Gone = self.send_text(socket, frame).await
+        {
+            return Next::Gone;
         }
         self.follow(turn_id, &log, position);
         Next::Continue
@@ -659,6 +692,19 @@ impl Connection {
             }
         }
         self.turn = Some(Forwarding::at(turn_id, log, from));
+    }
+
+    /// The chat of a [`ChatScope::Connection`] socket: the one it is bound to (its own, or one
+    /// it resumed), else a new one named by the server. `client_id` is only logged.
+    fn connection_chat(&mut self, client_id: &str) -> Arc<str> {
+        if let Some(chat) = &self.chat {
+            return chat.clone();
+        }
+        let chat = self.runtime.ids.next_id(IdKind::ConnectionChat);
+        let client_id: String = client_id.chars().take(MAX_CHAT_ID).collect();
+        tracing::info!(connection = self.id, chat = %chat, client_id = ?client_id, "the connection has its own chat");
+        self.bind(&chat);
+        Arc::from(chat)
     }
 
     /// Makes this socket its chat's follower (a previous socket of the chat is replaced).

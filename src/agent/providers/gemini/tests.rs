@@ -767,3 +767,29 @@ fn a_plain_data_url_is_sent_as_base64() {
     let url = DataUrl::parse("data:image/png;base64,AAAA").unwrap();
     assert_eq!(url.base64(), "AAAA");
 }
+
+/// A client's copy of earlier messages (ADR 0020) goes as plain user and model text, the
+/// person's message after it, and no function parts at all.
+#[test]
+fn client_context_is_plain_text_turns() {
+    use crate::agent::history::{CONTEXT_MARKER, ContextRole, context_items};
+    let mut history = context_items([
+        (ContextRole::User, "What time is it?".to_owned()),
+        (
+            ContextRole::Assistant,
+            "[The tool get_current_time was called with {} and returned {\"time\":\"10:00\"}]"
+                .to_owned(),
+        ),
+    ]);
+    history.push(HistoryItem::user("Thanks"));
+    let body = serde_json::to_value(build_request(&request(history), "gemini-2.5-flash", true))
+        .expect("json");
+    assert_eq!(
+        body["contents"],
+        json!([
+            {"role": "user", "parts": [{"text": format!("{CONTEXT_MARKER}\nWhat time is it?")}]},
+            {"role": "model", "parts": [{"text": "[The tool get_current_time was called with {} and returned {\"time\":\"10:00\"}]"}]},
+            {"role": "user", "parts": [{"text": "Thanks"}]}
+        ])
+    );
+}

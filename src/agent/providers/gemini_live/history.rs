@@ -10,12 +10,17 @@ use super::NAMESPACE;
 use crate::agent::history::{AssistantPart, HistoryItem, ToolResult};
 use crate::agent::providers::gemini::{self, Content, Part};
 
-/// Splits a tail into context (up to and including the last assistant item) and trigger (the
-/// trailing results and user messages).
+/// Splits a tail into context (up to and including the last assistant item, or the client's
+/// earlier messages a chat began with) and trigger (the trailing results and user messages).
 pub(super) fn split_tail(tail: &[HistoryItem]) -> (&[HistoryItem], &[HistoryItem]) {
     let at = tail
         .iter()
-        .rposition(|item| matches!(item, HistoryItem::Assistant { .. }))
+        .rposition(|item| {
+            matches!(
+                item,
+                HistoryItem::Assistant { .. } | HistoryItem::Context { .. }
+            )
+        })
         .map_or(0, |i| i + 1);
     tail.split_at(at)
 }

@@ -607,3 +607,25 @@ async fn a_server_that_ignores_streaming_gets_a_clear_error() {
         "{error:?}"
     );
 }
+
+/// A client's copy of earlier messages (ADR 0020) goes as plain user and assistant messages,
+/// without tool calls.
+#[test]
+fn client_context_is_plain_messages() {
+    use crate::agent::history::{CONTEXT_MARKER, ContextRole, context_items};
+    let mut history = context_items([
+        (ContextRole::User, "Pay Bob $5".to_owned()),
+        (ContextRole::Assistant, "Done.".to_owned()),
+    ]);
+    history.push(HistoryItem::user("Thanks"));
+    let body = serde_json::to_value(build_request(&request(history), "m")).expect("json");
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(
+        messages[1..],
+        [
+            json!({"role": "user", "content": format!("{CONTEXT_MARKER}\nPay Bob $5")}),
+            json!({"role": "assistant", "content": "Done."}),
+            json!({"role": "user", "content": "Thanks"}),
+        ]
+    );
+}

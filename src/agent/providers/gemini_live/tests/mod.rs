@@ -28,7 +28,10 @@ use tokio_tungstenite::{WebSocketStream, accept_hdr_async};
 
 use super::wire::{close_error, is_normal_close, map_turn_complete_reason};
 use super::*;
-use crate::agent::history::{AssistantPart, HistoryItem, Outcome, ToolCall, ToolResult};
+use crate::agent::history::{
+    AssistantPart, CONTEXT_MARKER, ContextRole, HistoryItem, Outcome, ToolCall, ToolResult,
+    context_items,
+};
 use crate::agent::model::{ToolDeclaration, Usage};
 use crate::protocol::FinishReason;
 

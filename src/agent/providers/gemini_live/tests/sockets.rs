@@ -122,6 +122,38 @@ async fn a_fresh_socket_seeds_the_history() {
     assert_eq!(text_of(&until_finish(&mut stream).await), "You're welcome.");
 }
 
+/// A chat that began with a client's copy of earlier messages (ADR 0020): the copy goes as the
+/// seeded history, as plain text turns, and the person's message is the trigger.
+#[tokio::test]
+async fn client_context_seeds_a_fresh_socket_as_text() {
+    let mut server = FakeLive::start().await;
+    let model = live(&server, NON_BLOCKING_MODEL);
+    let mut chat = Chat::new();
+    chat.history = context_items([
+        (ContextRole::User, "What time is it?".to_owned()),
+        (ContextRole::Assistant, "It is 10:00.".to_owned()),
+    ]);
+    chat.user("And in Tokyo?");
+    let mut stream = model.stream(chat.request());
+    let mut conn = server.next_conn().await;
+    let setup = conn.setup().await;
+    assert_eq!(
+        setup["historyConfig"],
+        json!({"initialHistoryInClientContent": true})
+    );
+    assert_eq!(
+        conn.recv().await,
+        json!({"clientContent": {"turns": [
+            {"role": "user", "parts": [{"text": format!("{CONTEXT_MARKER}\nWhat time is it?")}]},
+            {"role": "model", "parts": [{"text": "It is 10:00."}]}
+        ], "turnComplete": true}})
+    );
+    assert_eq!(conn.recv().await, user_turn("And in Tokyo?"));
+    conn.say("19:00.").await;
+    conn.turn_complete().await;
+    assert_eq!(text_of(&until_finish(&mut stream).await), "19:00.");
+}
+
 /// History that is not what the socket saw (a restarted runner, an edited chat): a fresh,
 /// seeded socket.
 #[tokio::test]

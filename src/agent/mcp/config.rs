@@ -1,0 +1,494 @@
+//! `COUNTERSIGN_MCP_CONFIG`: the MCP servers to gate, in the `mcpServers` file shape the desktop
+//! and editor clients use, plus Countersign's own keys:
+//!
+//! ```json
+//! {"mcpServers": {
+//!   "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"],
+//!             "env": {"TOKEN": "${FILES_TOKEN}"}, "trustAnnotations": true,
+//!             "tools": {"write_file": {"approval": "always"}, "move_file": {"disabled": true}}},
+//!   "search": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ${KEY}"}}
+//! }}
+//! ```
+//!
+//! `${VAR}` (and `${VAR:-default}`) in `command`, `args`, `env`, `url` and `headers` are read from
+//! the environment, so secrets stay out of the file. Unknown keys are ignored with a warning; a
+//! file that cannot be used is an error naming its line.
+
+use std::{collections::BTreeMap, path::Path};
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// The MCP servers of the configuration file, by name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpConfig {
+    pub servers: Vec<McpServerConfig>,
+    /// What was ignored (unknown keys), for the start-up log.
+    pub warnings: Vec<String>,
+}
+
+/// One server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpServerConfig {
+    /// The key in `mcpServers`: shown to the person, and the prefix of its tools' names.
+    pub name: String,
+    pub transport: McpTransport,
+    /// Tools whose annotations say `readOnlyHint` run without asking (annotations are the
+    /// server's claims: untrusted unless this is set).
+    pub trust_annotations: bool,
+    /// Per-tool overrides, by the tool's name on its server.
+    pub tools: BTreeMap<String, ToolOverride>,
+    /// The whole server is off.
+    pub disabled: bool,
+}
+
+/// How to reach a server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum McpTransport {
+    /// A child process speaking MCP over its stdin/stdout.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        /// The child's working directory (`cwd`).
+        cwd: Option<String>,
+    },
+    /// Streamable HTTP.
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// What the file says about one tool.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolOverride {
+    pub approval: Option<ApprovalOverride>,
+    pub disabled: bool,
+}
+
+/// `"approval": "always" | "never"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalOverride {
+    Always,
+    Never,
+}
+
+/// Why the file cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}{}: {message}", line.map(|l| format!(", line {l}")).unwrap_or_default())]
+pub struct McpConfigError {
+    pub path: String,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+#[derive(Deserialize)]
+struct FileShape {
+    #[serde(rename = "mcpServers")]
+    mcp_servers: Option<serde_json::Map<String, Value>>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolShape {
+    #[serde(default)]
+    approval: Option<ApprovalOverride>,
+    #[serde(default)]
+    disabled: bool,
+}
+
+/// The keys a server entry may have (ours and the common ones of other clients).
+const SERVER_KEYS: &[&str] = &[
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "type",
+    "trustAnnotations",
+    "tools",
+    "disabled",
+];
+
+impl McpConfig {
+    /// Reads the file at `path`.
+    pub fn load(path: &Path) -> Result<Self, McpConfigError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| McpConfigError {
+            path: shown.clone(),
+            line: None,
+            message: format!("cannot read the file: {e}"),
+        })?;
+        Self::parse(&text, &shown, &|name| std::env::var(name).ok())
+    }
+
+    /// Reads the file's `text` (`path` names it in errors); `env` resolves `${VAR}`.
+    pub fn parse(
+        text: &str,
+        path: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, McpConfigError> {
+        let error = |line: Option<usize>, message: String| McpConfigError {
+            path: path.to_owned(),
+            line,
+            message,
+        };
+        let file: FileShape =
+            serde_json::from_str(text).map_err(|e| error(Some(e.line()), clean(&e)))?;
+        let mut warnings = Vec::new();
+        for key in file.extra.keys() {
+            warnings.push(format!("{path}: unknown key {key:?} ignored"));
+        }
+        let Some(entries) = file.mcp_servers else {
+            return Err(error(None, "no \"mcpServers\" object".into()));
+        };
+        let mut servers = Vec::new();
+        for (name, entry) in entries {
+            let line = line_of_key(text, &name);
+            let at = |message: String| error(line, format!("server {name:?}: {message}"));
+            let Value::Object(entry) = entry else {
+                return Err(at("must be an object".into()));
+            };
+            for key in entry.keys() {
+                if !SERVER_KEYS.contains(&key.as_str()) {
+                    warnings.push(format!(
+                        "{path}: server {name:?}: unknown key {key:?} ignored"
+                    ));
+                }
+            }
+            if !valid_server_name(&name) {
+                return Err(at(
+                    "the name must be 1 to 32 letters, digits, '-' or '_' (it prefixes the names the model sees)".into(),
+                ));
+            }
+            let expand = |value: &str, what: &str| {
+                expand_vars(value, env).map_err(|var| {
+                    at(format!(
+                        "{what} uses ${{{var}}}, which is not set in the environment"
+                    ))
+                })
+            };
+            let string = |key: &str| -> Result<Option<String>, McpConfigError> {
+                match entry.get(key) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(Value::String(s)) => expand(s, key).map(Some),
+                    Some(_) => Err(at(format!("\"{key}\" must be a string"))),
+                }
+            };
+            let strings = |key: &str| -> Result<BTreeMap<String, String>, McpConfigError> {
+                match entry.get(key) {
+                    None | Some(Value::Null) => Ok(BTreeMap::new()),
+                    Some(Value::Object(map)) => map
+                        .iter()
+                        .map(|(k, v)| match v {
+                            Value::String(s) => Ok((k.clone(), expand(s, &format!("{key}.{k}"))?)),
+                            _ => Err(at(format!("\"{key}\".{k:?} must be a string"))),
+                        })
+                        .collect(),
+                    Some(_) => Err(at(format!("\"{key}\" must be an object of strings"))),
+                }
+            };
+            let flag = |key: &str| -> Result<bool, McpConfigError> {
+                match entry.get(key) {
+                    None | Some(Value::Null) => Ok(false),
+                    Some(Value::Bool(b)) => Ok(*b),
+                    Some(_) => Err(at(format!("\"{key}\" must be true or false"))),
+                }
+            };
+            let kind = string("type")?;
+            let command = string("command")?;
+            let url = string("url")?;
+            let transport = match (command, url) {
+                (Some(_), Some(_)) => {
+                    return Err(at(
+                        "has both \"command\" (stdio) and \"url\" (HTTP); choose one".into(),
+                    ));
+                }
+                (None, None) => {
+                    return Err(at(
+                        "needs \"command\" (a stdio server) or \"url\" (a streamable HTTP server)"
+                            .into(),
+                    ));
+                }
+                (Some(command), None) => {
+                    if let Some(kind) = kind.as_deref()
+                        && kind != "stdio"
+                    {
+                        return Err(at(format!(
+                            "\"type\": {kind:?} does not fit \"command\" (a stdio server)"
+                        )));
+                    }
+                    let args = match entry.get("args") {
+                        None | Some(Value::Null) => Vec::new(),
+                        Some(Value::Array(items)) => items
+                            .iter()
+                            .map(|v| match v {
+                                Value::String(s) => expand(s, "args"),
+                                _ => Err(at("\"args\" must be an array of strings".into())),
+                            })
+                            .collect::<Result<_, _>>()?,
+                        Some(_) => {
+                            return Err(at("\"args\" must be an array of strings".into()));
+                        }
+                    };
+                    McpTransport::Stdio {
+                        command,
+                        args,
+                        env: strings("env")?,
+                        cwd: string("cwd")?,
+                    }
+                }
+                (None, Some(url)) => {
+                    match kind.as_deref() {
+                        None | Some("http") | Some("streamable-http") | Some("streamableHttp") => {}
+                        Some("sse") => {
+                            return Err(at(
+                                "the legacy HTTP+SSE transport is not supported; use the server's streamable HTTP endpoint"
+                                    .into(),
+                            ));
+                        }
+                        Some(other) => {
+                            return Err(at(format!("\"type\": {other:?} does not fit \"url\"")));
+                        }
+                    }
+                    if !(url.starts_with("http://") || url.starts_with("https://")) {
+                        return Err(at(format!(
+                            "\"url\" must be http:// or https://, not {url:?}"
+                        )));
+                    }
+                    McpTransport::Http {
+                        url,
+                        headers: strings("headers")?,
+                    }
+                }
+            };
+            let mut tools = BTreeMap::new();
+            match entry.get("tools") {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(map)) => {
+                    for (tool, value) in map {
+                        let shape: ToolShape =
+                            serde_json::from_value(value.clone()).map_err(|e| {
+                                at(format!(
+                                    "tool {tool:?}: {} (use {{\"approval\": \"always\" | \"never\", \"disabled\": true}})",
+                                    clean(&e)
+                                ))
+                            })?;
+                        tools.insert(
+                            tool.clone(),
+                            ToolOverride {
+                                approval: shape.approval,
+                                disabled: shape.disabled,
+                            },
+                        );
+                    }
+                }
+                Some(_) => return Err(at("\"tools\" must be an object".into())),
+            }
+            servers.push(McpServerConfig {
+                trust_annotations: flag("trustAnnotations")?,
+                disabled: flag("disabled")?,
+                name,
+                transport,
+                tools,
+            });
+        }
+        Ok(McpConfig { servers, warnings })
+    }
+}
+
+/// A serde error's message without its " at line L column C" tail (the line is said apart).
+fn clean(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
+    }
+}
+
+/// Server names prefix tool names the models see: they keep to what every provider accepts.
+fn valid_server_name(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// The line of the first `"key":` in `text` (1-based), for errors about that entry.
+fn line_of_key(text: &str, key: &str) -> Option<usize> {
+    let quoted = serde_json::to_string(key).ok()?;
+    let mut from = 0;
+    while let Some(found) = text[from..].find(&quoted) {
+        let at = from + found;
+        let rest = text[at + quoted.len()..].trim_start();
+        if rest.starts_with(':') {
+            return Some(text[..at].matches('\n').count() + 1);
+        }
+        from = at + quoted.len();
+    }
+    None
+}
+
+/// Replaces `${VAR}` and `${VAR:-default}` with the environment's values; `Err(VAR)` when one
+/// is not set and has no default. `$` alone, or `${` without a closing `}`, stays as written.
+fn expand_vars(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            out.push_str(&rest[start..]);
+            return Ok(out);
+        };
+        let inner = &after[..end];
+        let (name, default) = match inner.split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (inner, None),
+        };
+        match env(name).filter(|v| !v.is_empty()) {
+            Some(v) => out.push_str(&v),
+            None => match default {
+                Some(d) => out.push_str(d),
+                None => return Err(name.to_owned()),
+            },
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "TOKEN" => Some("s3cret".into()),
+            _ => None,
+        }
+    }
+
+    fn parse(text: &str) -> Result<McpConfig, McpConfigError> {
+        McpConfig::parse(text, "mcp.json", &env)
+    }
+
+    #[test]
+    fn the_common_file_shape_with_our_keys() {
+        let config = parse(
+            r#"{"mcpServers": {
+                "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp/x"],
+                          "env": {"T": "${TOKEN}"}, "trustAnnotations": true,
+                          "tools": {"write_file": {"approval": "always"}, "move_file": {"disabled": true}}},
+                "remote": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"},
+                           "type": "http", "alwaysAllow": []}
+            }, "globalShortcut": "x"}"#,
+        )
+        .unwrap();
+        assert_eq!(config.servers.len(), 2);
+        let files = &config.servers[0];
+        assert_eq!(files.name, "files");
+        assert!(files.trust_annotations);
+        assert_eq!(
+            files.transport,
+            McpTransport::Stdio {
+                command: "npx".into(),
+                args: vec![
+                    "-y".into(),
+                    "@modelcontextprotocol/server-filesystem".into(),
+                    "/tmp/x".into()
+                ],
+                env: BTreeMap::from([("T".into(), "s3cret".into())]),
+                cwd: None,
+            }
+        );
+        assert_eq!(
+            files.tools["write_file"].approval,
+            Some(ApprovalOverride::Always)
+        );
+        assert!(files.tools["move_file"].disabled);
+        let remote = &config.servers[1];
+        assert_eq!(
+            remote.transport,
+            McpTransport::Http {
+                url: "https://mcp.example.com/mcp".into(),
+                headers: BTreeMap::from([("Authorization".into(), "Bearer s3cret".into())]),
+            }
+        );
+        assert!(!remote.trust_annotations);
+        assert_eq!(config.warnings.len(), 2, "{:?}", config.warnings);
+        assert!(config.warnings.iter().any(|w| w.contains("alwaysAllow")));
+        assert!(config.warnings.iter().any(|w| w.contains("globalShortcut")));
+    }
+
+    #[test]
+    fn broken_files_are_errors_that_name_the_line() {
+        for (text, line, says) in [
+            (
+                "{\"mcpServers\": {\n  \"a\": {\"command\": \"x\",}\n}}",
+                Some(2),
+                "trailing comma",
+            ),
+            (
+                "{\"mcpServers\": {\n  \"a\": {}\n}}",
+                Some(2),
+                "needs \"command\"",
+            ),
+            (
+                "{\"mcpServers\": {\n\n  \"a\": {\"command\": \"x\", \"url\": \"http://h\"}}}",
+                Some(3),
+                "both",
+            ),
+            (
+                "{\"mcpServers\": {\n  \"a\": {\"command\": \"x\",\n \"tools\": {\"t\": {\"approval\": \"sometimes\"}}}}}",
+                Some(2),
+                "unknown variant `sometimes`",
+            ),
+            (
+                "{\"mcpServers\": {\"a\": {\"command\": \"x\", \"args\": [1]}}}",
+                Some(1),
+                "array of strings",
+            ),
+            (
+                "{\"mcpServers\": {\"a\": {\"url\": \"http://h\", \"type\": \"sse\"}}}",
+                Some(1),
+                "legacy",
+            ),
+            (
+                "{\"mcpServers\": {\"a\": {\"url\": \"ftp://h\"}}}",
+                Some(1),
+                "http:// or https://",
+            ),
+            (
+                "{\"mcpServers\": {\"a b\": {\"command\": \"x\"}}}",
+                Some(1),
+                "the name must be",
+            ),
+            (
+                "{\"mcpServers\": {\"a\": {\"command\": \"x\", \"env\": {\"K\": \"${MISSING}\"}}}}",
+                Some(1),
+                "${MISSING}",
+            ),
+            ("{\"servers\": {}}", None, "no \"mcpServers\""),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.line, line, "{text}: {e}");
+            assert!(e.to_string().contains(says), "{text}: {e}");
+            assert!(e.to_string().starts_with("mcp.json"), "{e}");
+        }
+    }
+
+    #[test]
+    fn variables_expand_with_defaults() {
+        assert_eq!(expand_vars("a${TOKEN}b", &env).unwrap(), "as3cretb");
+        assert_eq!(expand_vars("${NOPE:-dflt}", &env).unwrap(), "dflt");
+        assert_eq!(expand_vars("$HOME ${open", &env).unwrap(), "$HOME ${open");
+        assert_eq!(expand_vars("${NOPE}", &env).unwrap_err(), "NOPE");
+    }
+}
