@@ -56,6 +56,7 @@ impl Notebook {
             approval: ApprovalPolicy::Always,
             approval_timeout: Duration::from_secs(60),
             result_timeout: Duration::from_secs(10),
+            acknowledgment: None,
             effects: ToolEffects::InRecord,
         }
     }

@@ -507,8 +507,11 @@ async fn the_seed_stream_alias_speaks_the_seed_shape_behind_its_api_key() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    let (chunks, _) = parse(&response.bytes().await.unwrap());
-    assert_eq!(types(&chunks)[..2], ["start", "tool-output-denied"]);
+    let (chunks, done) = parse(&response.bytes().await.unwrap());
+    assert!(done);
+    // The seed's words for a denial (its frontend has no state for `tool-output-denied`).
+    assert_eq!(types(&chunks)[..2], ["start", "tool-output-error"]);
+    assert_eq!(chunks[1]["errorText"], "This tool call is rejected.");
 }
 
 /// How many `text-delta` chunks a "/lorem 30" answer arrives in on `path`, with `headers`.

@@ -122,6 +122,11 @@ pub type ModelStream = BoxStream<'static, Result<ModelEvent, ModelError>>;
 pub trait Model: Send + Sync + 'static {
     /// How the model is named to the person (banner, UI, `finish` metadata).
     fn label(&self) -> String;
+    /// The model's own id (`gemini-2.5-flash`), for clients that show which model answered
+    /// (`finish` metadata `modelVersion`, as the seed's frontend reads it). Defaults to the label.
+    fn model_version(&self) -> String {
+        self.label()
+    }
     /// Starts one model step.
     fn stream(&self, request: ModelRequest) -> ModelStream;
     /// Notices about calls of earlier steps, for models that send them (Gemini Live).

@@ -38,12 +38,13 @@ use super::{
     clock::{Clock, IdGen},
     followers::Followers,
     history::{self, Attachment, HistoryItem},
-    model::{Model, ModelRequest},
+    model::{Model, ModelRequest, Usage},
     session::{Session, SessionRecord, TurnLog, lock},
     store::{SessionStore, StoreError, StoredSession},
     tools::ToolRegistry,
 };
 use lifecycle::{Deadlines, ReleaseLater};
+use serde_json::{Value, json};
 
 /// When text reaches the client (ADR 0004).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -201,6 +202,18 @@ impl Runtime {
             Some(live) if transport == Transport::Bidi => live,
             _ => &self.model,
         }
+    }
+
+    /// What a turn's `finish` carries: the model that answered (`model`, its label for people;
+    /// `modelVersion`, its id for clients that show it, like the seed's frontend) and the turn's
+    /// token usage.
+    pub fn finish_metadata(&self, transport: Transport, usage: Usage) -> Value {
+        let model = self.model_for(transport);
+        json!({
+            "model": model.label(),
+            "modelVersion": model.model_version(),
+            "usage": usage,
+        })
     }
 
     /// The model(s) in use, as the banner and the UI name them.

@@ -541,6 +541,11 @@ impl Session {
         })
     }
 
+    /// The current (or last) turn's token usage so far.
+    pub fn turn_usage(&self) -> Option<Usage> {
+        self.state().record.turn.as_ref().map(|t| t.usage)
+    }
+
     /// Whether a turn is generating right now (not waiting for the person, not over).
     pub fn turn_status(&self) -> Option<TurnStatus> {
         self.state().record.turn.as_ref().map(|t| t.status)

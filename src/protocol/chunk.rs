@@ -50,6 +50,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use super::json_util::{TagError, Tagged, keep_null, split_tagged};
+use super::seed::SeedTransport;
 
 /// `providerMetadata`: `Record<string, Record<string, JSONValue>>`, keyed by
 /// provider (`{"google": {"thoughtSignature": "..."}}`). Kept as a JSON object
@@ -72,6 +73,11 @@ pub enum Dialect {
     /// Every key this module models, for clients known to be `ai@6.0.231`+
     /// (loose schema) or our own wasm client.
     Full,
+    /// The original system's frontend on its own routes (`POST /stream`, `/live`): per chunk the
+    /// keys of [`Dialect::V6Strict`]; what the seed rewrites across chunks (step markers,
+    /// approvals held to the pause, denials, `finish`, Python-style JSON) is a
+    /// [`SeedEncoder`](super::seed::SeedEncoder)'s, which a stream in this dialect goes through.
+    Seed(SeedTransport),
 }
 
 /// Why the model stopped (`finish.finishReason`).
@@ -415,6 +421,9 @@ pub struct DataChunk {
 /// the UI shows such a call as *Expired*, distinct from a failure or a denial.
 pub const APPROVAL_EXPIRED_PREFIX: &str = "Approval expired";
 
+/// How the `errorText` of a browser call whose result never came begins.
+pub const BROWSER_TIMEOUT_PREFIX: &str = "The browser did not return a result within";
+
 /// One UI message stream chunk (protocols.md §A.2).
 ///
 /// Serialize/Deserialize produce and accept the full wire form
@@ -593,7 +602,7 @@ impl Chunk {
     pub fn for_dialect(&self, dialect: Dialect) -> Option<Cow<'_, Chunk>> {
         match dialect {
             Dialect::Full => Some(Cow::Borrowed(self)),
-            Dialect::V6Strict => self.v6_strict(),
+            Dialect::V6Strict | Dialect::Seed(_) => self.v6_strict(),
         }
     }
 

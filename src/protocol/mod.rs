@@ -24,6 +24,8 @@
 //!   and [`Conversation`], the `useChat` message list with its write-back rule.
 //! - [`sse`]: `data: {json}\n\n` framing and an incremental, size-capped
 //!   decoder (§A.1).
+//! - [`seed`]: the original system's dialect of the stream (`POST /stream`, `/live`): a
+//!   stateful encoder from a turn's log to the frames its unmodified frontend expects.
 //! - [`presentation`]: how a tool shows itself to the person (card title, the sentence they
 //!   countersign, field labels), declared by the tool and sent with the tool list.
 //! - [`schema`]: the JSON Schema subset tool arguments are checked against, on the server
@@ -49,6 +51,7 @@ pub mod partial_json;
 pub mod presentation;
 pub mod reducer;
 pub mod schema;
+pub mod seed;
 pub mod sse;
 
 mod json_util;
@@ -64,6 +67,7 @@ pub use message::{
 pub use partial_json::{PartialJson, parse_partial_json};
 pub use presentation::ToolPresentation;
 pub use reducer::{Applied, Conversation, MessageReducer, ReduceError};
+pub use seed::{SeedEncoder, SeedTransport};
 pub use sse::{
     ChunkStreamDecoder, DONE_FRAME, DecodeError, Frame, SseDecoder, SseError, SseEvent,
     encode_chunk,

@@ -9,8 +9,14 @@
 //! stops to wait for the person ends the segment with `finish` (reason `tool-calls`); the end of
 //! the turn ends it too. A resume ([`Segment::replay`]) replays the whole assistant message from
 //! its `start`, skipping the pauses it already went through, then follows it live.
+//!
+//! In the seed's dialect ([`Dialect::Seed`], `POST /stream`) the segment's entries go through a
+//! [`SeedEncoder`] instead, and it yields the encoder's finished frames ([`Piece::Frame`]), its
+//! pause `finish` and `[DONE]` included.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::VecDeque, sync::Arc, time::Duration};
+
+use serde_json::Value;
 
 use super::{answers::extract, edge::check_chat_rate, error::ApiError, request::ChatCommand};
 use crate::{
@@ -18,12 +24,17 @@ use crate::{
         SessionRecord, TextTiming, Transport, TurnEntry, TurnLog, TurnStatus, session::LogReader,
         store::Actor,
     },
-    protocol::{ChatRequest, Chunk, Dialect, FinishReason},
+    protocol::{
+        ChatRequest, Chunk, Dialect, FinishReason,
+        seed::{Entry, SeedEncoder},
+    },
     state::AppState,
 };
 
 /// Where a request's answer starts in its turn's log.
 pub struct Opened {
+    /// The chat the turn belongs to.
+    pub chat_id: String,
     pub log: Arc<TurnLog>,
     pub from: usize,
     /// The assistant message id a continuation opens with (`None`: the segment starts at the
@@ -58,6 +69,7 @@ pub async fn open(
             let receipt = runtime.submit_as(chat_id, &inputs, actor).await?;
             tracing::info!(chat = chat_id, answers = inputs.len(), %transport, "continuing turn");
             Ok(Opened {
+                chat_id: chat_id.to_owned(),
                 log: receipt.log,
                 from: receipt.from,
                 continuation: Some(receipt.message_id),
@@ -69,6 +81,7 @@ pub async fn open(
                 .await?;
             tracing::info!(chat = chat_id, turn = %started.turn_id, %transport, "turn started");
             Ok(Opened {
+                chat_id: chat_id.to_owned(),
                 log: started.log,
                 from: 0,
                 continuation: None,
@@ -136,20 +149,39 @@ pub fn timing_named(name: Option<&str>) -> Option<TextTiming> {
 pub enum Piece {
     /// A chunk, as JSON in the segment's dialect.
     Chunk(String),
+    /// A whole frame as the seed's dialect writes it (`data: …\n\n`, `[DONE]` included): in
+    /// that dialect the segment ends after its last frame, with no [`Piece::End`].
+    Frame(String),
     /// Nothing happened for the keep-alive interval: say something so proxies keep the line.
     KeepAlive,
     /// The segment is over: the turn ended or waits for the person (after its `finish`).
     End,
 }
 
-/// Reads one segment of a turn's log as chunk JSON.
+/// What the turn's `finish` would carry now (see [`Entry::Pause`]).
+pub type PauseMetadata = Box<dyn Fn() -> Option<Value> + Send>;
+
+/// How a segment writes what it reads.
+enum Encoding {
+    /// Chunk JSON in a key dialect; the carrier frames it.
+    Chunks(Dialect),
+    /// The seed's frames, from its encoder.
+    Seed {
+        encoder: SeedEncoder,
+        /// Frames written and not yet yielded.
+        queue: VecDeque<String>,
+        pause_metadata: Option<PauseMetadata>,
+    },
+}
+
+/// Reads one segment of a turn's log as chunk JSON (or, in the seed's dialect, as frames).
 pub struct Segment {
     reader: LogReader,
     /// A continuation's `start`, sent first.
     opening: Option<String>,
     /// Pauses up to this log position were already answered (a replay passes them).
     replay_until: usize,
-    dialect: Dialect,
+    encoding: Encoding,
     keep_alive: Duration,
     /// The `finish` of a pause was sent; `End` follows.
     paused: bool,
@@ -157,17 +189,25 @@ pub struct Segment {
 }
 
 impl Segment {
-    /// The answer to a request [`open`]ed.
+    /// The answer to a request [`open`]ed. In the seed's dialect the encoder first learns what
+    /// the client already has (the log before `from`).
     pub fn new(opened: Opened, dialect: Dialect, keep_alive: Duration) -> Self {
-        Segment {
+        let encoding = Encoding::new(dialect);
+        let mut segment = Segment {
             reader: opened.log.subscribe(opened.from),
             opening: opened.continuation,
             replay_until: 0,
-            dialect,
+            encoding,
             keep_alive,
             paused: false,
             ended: false,
+        };
+        if let Encoding::Seed { encoder, .. } = &mut segment.encoding {
+            for entry in opened.log.entries_from(0).iter().take(opened.from) {
+                encoder.prime(entry_of(entry));
+            }
         }
+        segment
     }
 
     /// A resume: the whole assistant message so far (from the turn's `start`), then live.
@@ -176,15 +216,28 @@ impl Segment {
             replay_until: log.len(),
             reader: log.subscribe(0),
             opening: None,
-            dialect,
+            encoding: Encoding::new(dialect),
             keep_alive,
             paused: false,
             ended: false,
         }
     }
 
-    /// The next piece; `None` after [`Piece::End`].
+    /// Where the seed's dialect gets what its pause `finish` reports (the turn's usage so far
+    /// and the model); without it that `finish` has no metadata. Other dialects ignore it.
+    pub fn with_pause_metadata(mut self, metadata: PauseMetadata) -> Self {
+        if let Encoding::Seed { pause_metadata, .. } = &mut self.encoding {
+            *pause_metadata = Some(metadata);
+        }
+        self
+    }
+
+    /// The next piece; `None` after [`Piece::End`] (in the seed's dialect: after the last
+    /// frame).
     pub async fn next(&mut self) -> Option<Piece> {
+        let Encoding::Chunks(dialect) = self.encoding else {
+            return self.next_seed_frame().await;
+        };
         if self.ended {
             return None;
         }
@@ -193,7 +246,7 @@ impl Segment {
             return Some(Piece::End);
         }
         if let Some(message_id) = self.opening.take()
-            && let Some(json) = Chunk::start(message_id).to_json(self.dialect)
+            && let Some(json) = Chunk::start(message_id).to_json(dialect)
         {
             return Some(Piece::Chunk(json));
         }
@@ -210,7 +263,7 @@ impl Segment {
                 Some(TurnEntry::Pause) if self.reader.position() <= self.replay_until => continue,
                 Some(TurnEntry::Pause) => {
                     self.paused = true;
-                    match Chunk::finish(FinishReason::ToolCalls).to_json(self.dialect) {
+                    match Chunk::finish(FinishReason::ToolCalls).to_json(dialect) {
                         Some(json) => return Some(Piece::Chunk(json)),
                         None => {
                             self.ended = true;
@@ -219,12 +272,79 @@ impl Segment {
                     }
                 }
                 Some(TurnEntry::Chunk(chunk)) => {
-                    if let Some(json) = chunk.to_json(self.dialect) {
+                    if let Some(json) = chunk.to_json(dialect) {
                         return Some(Piece::Chunk(json));
                     }
                 }
             }
         }
+    }
+
+    /// [`Segment::next`] in the seed's dialect: the log's entries through the encoder, which
+    /// ends the segment at the turn's pause or end with `[DONE]` of its own.
+    async fn next_seed_frame(&mut self) -> Option<Piece> {
+        loop {
+            let Encoding::Seed {
+                encoder,
+                queue,
+                pause_metadata,
+            } = &mut self.encoding
+            else {
+                return None;
+            };
+            if let Some(frame) = queue.pop_front() {
+                return Some(Piece::Frame(frame));
+            }
+            if self.ended {
+                return None;
+            }
+            if let Some(message_id) = self.opening.take() {
+                queue.extend(encoder.push(Entry::Chunk(&Chunk::start(message_id))));
+                continue;
+            }
+            let next = match tokio::time::timeout(self.keep_alive, self.reader.next()).await {
+                Err(_) => return Some(Piece::KeepAlive),
+                Ok(next) => next,
+            };
+            match next {
+                Some(TurnEntry::Pause) if self.reader.position() <= self.replay_until => {
+                    encoder.prime(Entry::Pause(None));
+                }
+                Some(TurnEntry::Pause) => {
+                    let metadata = pause_metadata.as_ref().and_then(|m| m());
+                    queue.extend(encoder.push(Entry::Pause(metadata.as_ref())));
+                    self.ended = true;
+                }
+                None | Some(TurnEntry::End) => {
+                    queue.extend(encoder.push(Entry::End));
+                    self.ended = true;
+                }
+                Some(TurnEntry::Chunk(chunk)) => queue.extend(encoder.push(Entry::Chunk(&chunk))),
+            }
+        }
+    }
+}
+
+impl Encoding {
+    fn new(dialect: Dialect) -> Self {
+        match dialect {
+            Dialect::Seed(transport) => Encoding::Seed {
+                encoder: SeedEncoder::new(transport),
+                queue: VecDeque::new(),
+                pause_metadata: None,
+            },
+            dialect => Encoding::Chunks(dialect),
+        }
+    }
+}
+
+/// A log entry as an encoder is primed with it (a pause without its metadata: nothing is
+/// written).
+pub fn entry_of(entry: &TurnEntry) -> Entry<'_> {
+    match entry {
+        TurnEntry::Chunk(chunk) => Entry::Chunk(chunk),
+        TurnEntry::Pause => Entry::Pause(None),
+        TurnEntry::End => Entry::End,
     }
 }
 
@@ -259,6 +379,7 @@ mod tests {
         ];
         let first = Segment::new(
             Opened {
+                chat_id: "c".into(),
                 log: log(entries.clone()),
                 from: 0,
                 continuation: None,
@@ -277,6 +398,7 @@ mod tests {
         );
         let second = Segment::new(
             Opened {
+                chat_id: "c".into(),
                 log: log(entries.clone()),
                 from: 3,
                 continuation: Some("m1".into()),
@@ -295,6 +417,60 @@ mod tests {
         // A replay passes the pause it went through.
         let replay = Segment::replay(log(entries), Dialect::V6Strict, Duration::from_secs(10));
         assert_eq!(drain(replay).await.len(), 4);
+    }
+
+    #[tokio::test]
+    async fn in_the_seeds_dialect_a_segment_is_the_encoders_frames_to_its_own_done() {
+        let entries = vec![
+            TurnEntry::Chunk(Chunk::start("m1")),
+            TurnEntry::Chunk(Chunk::start_step()),
+            TurnEntry::Chunk(Chunk::tool_input_start("c1", "process_payment")),
+            TurnEntry::Chunk(Chunk::tool_approval_request("a1", "c1")),
+            TurnEntry::Chunk(Chunk::finish_step()),
+            TurnEntry::Pause,
+            TurnEntry::Chunk(Chunk::tool_output_denied("c1")),
+            TurnEntry::Chunk(Chunk::start_step()),
+            TurnEntry::End,
+        ];
+        let seed = Dialect::Seed(crate::protocol::SeedTransport::Sse);
+        let opened = |from, continuation: Option<&str>| Opened {
+            chat_id: "c".into(),
+            log: log(entries.clone()),
+            from,
+            continuation: continuation.map(str::to_owned),
+        };
+        let frames = |pieces: Vec<Piece>| -> Vec<String> {
+            pieces
+                .into_iter()
+                .map(|p| match p {
+                    Piece::Frame(frame) => frame,
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        let first = Segment::new(opened(0, None), seed, Duration::from_secs(10))
+            .with_pause_metadata(Box::new(|| {
+                Some(serde_json::json!({"modelVersion": "v", "usage": {"inputTokens": 1}}))
+            }));
+        assert_eq!(
+            frames(drain(first).await),
+            [
+                "data: {\"type\": \"start\", \"messageId\": \"m1\"}\n\n",
+                "data: {\"type\": \"tool-input-start\", \"toolCallId\": \"c1\", \"toolName\": \"process_payment\"}\n\n",
+                "data: {\"type\": \"tool-approval-request\", \"toolCallId\": \"c1\", \"approvalId\": \"a1\"}\n\n",
+                "data: {\"type\": \"finish\", \"finishReason\": \"stop\", \"messageMetadata\": {\"usage\": {\"promptTokens\": 1, \"completionTokens\": null, \"totalTokens\": null}, \"modelVersion\": \"v\"}}\n\n",
+                "data: [DONE]\n\n",
+            ]
+        );
+        let second = Segment::new(opened(6, Some("m1")), seed, Duration::from_secs(10));
+        assert_eq!(
+            frames(drain(second).await),
+            [
+                "data: {\"type\": \"start\", \"messageId\": \"m1\"}\n\n",
+                "data: {\"type\": \"tool-output-error\", \"toolCallId\": \"c1\", \"errorText\": \"This tool call is rejected.\"}\n\n",
+                "data: [DONE]\n\n",
+            ]
+        );
     }
 
     #[tokio::test(start_paused = true)]

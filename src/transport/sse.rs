@@ -27,12 +27,12 @@ use super::{
     edge::Client,
     error::ApiError,
     seed,
-    segment::{self, Piece, Segment},
+    segment::{self, PauseMetadata, Piece, Segment},
 };
 use crate::{
     agent::{TextTiming, Transport, store::Actor},
     protocol::{
-        ChatRequest, Dialect,
+        ChatRequest, Dialect, SeedTransport,
         sse::{DONE_FRAME, KEEP_ALIVE_FRAME, UI_MESSAGE_STREAM_HEADERS},
     },
     state::AppState,
@@ -90,11 +90,28 @@ async fn run(
     actor: Actor,
 ) -> Result<Response, ApiError> {
     let opened = segment::open(state, request, transport, timing, &actor).await?;
-    Ok(stream_response(Segment::new(
-        opened,
-        dialect,
-        state.http.keep_alive,
-    )))
+    let chat_id = opened.chat_id.clone();
+    let mut segment = Segment::new(opened, dialect, state.http.keep_alive);
+    if let Dialect::Seed(_) = dialect {
+        segment = segment.with_pause_metadata(pause_metadata(state, &chat_id, transport).await?);
+    }
+    Ok(stream_response(segment))
+}
+
+/// The seed's SSE response ends at a pause with a `finish` of its own that reports the turn's
+/// usage so far and the model, as the turn's last `finish` will: read from the chat's turn
+/// record when the pause comes.
+async fn pause_metadata(
+    state: &AppState,
+    chat_id: &str,
+    transport: Transport,
+) -> Result<PauseMetadata, ApiError> {
+    let session = state.runtime.existing_session(chat_id).await?;
+    let runtime = state.runtime.clone();
+    Ok(Box::new(move || {
+        let usage = session.as_ref()?.turn_usage()?;
+        Some(runtime.finish_metadata(transport, usage))
+    }))
 }
 
 /// `GET /api/chat/{id}/stream`: re-attaches to a turn that is still streaming. The replay starts
@@ -126,7 +143,9 @@ async fn stop(State(state): State<AppState>, Path(chat_id): Path<String>) -> Jso
 }
 
 /// The seed system's `POST /stream`: its request shape (`content` strings, ADK confirmation
-/// parts, `tool-result` parts). Its `X-API-Key` header is checked by the edge guard.
+/// parts, `tool-result` parts) and its dialect of the stream (ADR 0019: no step markers,
+/// approval requests at the end of a response that closes with `finish{stop}` and `[DONE]`, the
+/// seed's denial texts, Python-style JSON). Its `X-API-Key` header is checked by the edge guard.
 async fn seed_stream(
     State(state): State<AppState>,
     client: Client,
@@ -141,7 +160,7 @@ async fn seed_stream(
         &state,
         request,
         Transport::Seed,
-        Dialect::V6Strict,
+        Dialect::Seed(SeedTransport::Sse),
         timing(&headers),
         client.actor(Transport::Seed),
     )
@@ -176,6 +195,7 @@ pub fn stream_response(segment: Segment) -> Response {
                 frame.push_str("\n\n");
                 Bytes::from(frame)
             }
+            Piece::Frame(frame) => Bytes::from(frame),
             Piece::KeepAlive => Bytes::from_static(KEEP_ALIVE_FRAME.as_bytes()),
             Piece::End => Bytes::from_static(DONE_FRAME.as_bytes()),
         };

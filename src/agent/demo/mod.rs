@@ -24,6 +24,8 @@ use nlu::{Intent, Lang, ToolOutcome};
 
 /// The label people see for this model.
 pub const DEMO_LABEL: &str = "Countersign demo model (offline, deterministic)";
+/// Its model id (`finish` metadata `modelVersion`).
+pub const DEMO_VERSION: &str = "countersign-demo";
 
 /// The demo model.
 #[derive(Debug, Clone)]
@@ -41,6 +43,10 @@ impl DemoModel {
 impl Model for DemoModel {
     fn label(&self) -> String {
         DEMO_LABEL.to_string()
+    }
+
+    fn model_version(&self) -> String {
+        DEMO_VERSION.to_string()
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {

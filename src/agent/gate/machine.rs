@@ -24,11 +24,15 @@ use crate::agent::{
     schema::validate,
     tools::{ToolLocation, ToolRegistry},
 };
+use crate::protocol::chunk::BROWSER_TIMEOUT_PREFIX;
 
 /// The gate of a runtime's tools.
 #[derive(Clone, Copy)]
 pub struct Gate<'a> {
     tools: &'a ToolRegistry,
+    /// The turn's client runs browser calls without reporting back
+    /// ([`Gate::acknowledging_browser_calls`]).
+    acknowledge_browser: bool,
 }
 
 /// An approval the gate asked for.
@@ -69,7 +73,24 @@ const FALLBACK_RESULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl<'a> Gate<'a> {
     pub fn new(tools: &'a ToolRegistry) -> Self {
-        Gate { tools }
+        Gate {
+            tools,
+            acknowledge_browser: false,
+        }
+    }
+
+    /// The gate for a turn whose client runs browser calls itself and never reports their
+    /// results (the seed's `POST /stream` client): a browser call that needs no approval ends at
+    /// once with its tool's acknowledgment ([`ToolSpec::acknowledgment`]) instead of waiting for
+    /// a result that will not come. Calls that need approval, and tools without an
+    /// acknowledgment, wait for the browser as always.
+    ///
+    /// [`ToolSpec::acknowledgment`]: crate::agent::tools::ToolSpec::acknowledgment
+    pub fn acknowledging_browser_calls(self) -> Self {
+        Gate {
+            acknowledge_browser: true,
+            ..self
+        }
     }
 
     /// How long `tool`'s browser result may take.
@@ -86,7 +107,8 @@ impl<'a> Gate<'a> {
 
     /// At the end of a step: each call cleared to run (`Ready`) waits for the person when its
     /// tool's policy asks for these arguments (with an approval id from `next_id`), else waits
-    /// for the browser when it is a browser tool, else stays ready to run on the server.
+    /// for the browser when it is a browser tool (or ends acknowledged, see
+    /// [`Gate::acknowledging_browser_calls`]), else stays ready to run on the server.
     pub fn request(
         &self,
         calls: &mut [StepCall],
@@ -116,11 +138,24 @@ impl<'a> Gate<'a> {
                     deadline_ms,
                 });
             } else if tool.spec.location == ToolLocation::Browser {
-                call.phase = CallPhase::AwaitingBrowser {
-                    args: args.clone(),
-                    edited: false,
-                    deadline_ms: self.browser_deadline(&call.call.name, now),
+                call.phase = match tool
+                    .spec
+                    .acknowledgment
+                    .filter(|_| self.acknowledge_browser)
+                {
+                    Some(acknowledge) => CallPhase::Done {
+                        outcome: Outcome::Output {
+                            output: acknowledge(args),
+                        },
+                        edited_args: None,
+                    },
+                    None => CallPhase::AwaitingBrowser {
+                        args: args.clone(),
+                        edited: false,
+                        deadline_ms: self.browser_deadline(&call.call.name, now),
+                    },
                 };
+                call.announced = false;
             }
         }
         requests
@@ -320,10 +355,7 @@ impl<'a> Gate<'a> {
                     let waited = self.result_timeout(&call.call.name);
                     call.phase = CallPhase::Done {
                         outcome: Outcome::Error {
-                            message: format!(
-                                "The browser did not return a result within {} s.",
-                                waited.as_secs()
-                            ),
+                            message: format!("{BROWSER_TIMEOUT_PREFIX} {} s.", waited.as_secs()),
                         },
                         edited_args: edited.then(|| args.clone()),
                     };

@@ -126,6 +126,10 @@ impl Model for GeminiModel {
         format!("Gemini {} (REST)", self.model)
     }
 
+    fn model_version(&self) -> String {
+        self.model.clone()
+    }
+
     fn stream(&self, request: ModelRequest) -> ModelStream {
         let body = build_request(&request, &self.model, self.config.include_thoughts);
         let body = match serde_json::to_vec(&body) {

@@ -420,6 +420,10 @@ impl Model for GeminiLiveModel {
         format!("gemini-live:{}", self.shared.model)
     }
 
+    fn model_version(&self) -> String {
+        self.shared.model.clone()
+    }
+
     fn call_notices(&self) -> Option<broadcast::Receiver<CallNotice>> {
         Some(self.call_cancellations())
     }

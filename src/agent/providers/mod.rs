@@ -592,6 +592,7 @@ mod tests {
             .build()
             .unwrap();
         assert_eq!(gemini.label(), "Gemini gemini-2.5-flash (REST)");
+        assert_eq!(gemini.model_version(), "gemini-2.5-flash");
         let openai = model_from_env(env(&[
             ("OPENAI_BASE_URL", "http://localhost:11434/v1"),
             ("COUNTERSIGN_MODEL", "qwen3:8b"),
@@ -602,6 +603,7 @@ mod tests {
             openai.label(),
             "OpenAI-compatible qwen3:8b (localhost:11434)"
         );
+        assert_eq!(openai.model_version(), "qwen3:8b");
         assert!(model_from_env(env(&[])).unwrap().is_none());
     }
 }

@@ -122,6 +122,10 @@ impl Model for OpenAiModel {
         format!("OpenAI-compatible {} ({})", self.config.model, self.host())
     }
 
+    fn model_version(&self) -> String {
+        self.config.model.clone()
+    }
+
     fn stream(&self, request: ModelRequest) -> ModelStream {
         let body = build_request(&request, &self.config.model);
         let body = match serde_json::to_vec(&body) {

@@ -1,7 +1,7 @@
 //! Tools the browser runs: the server declares them, asks for approval when needed, dispatches
 //! the call to the browser by its toolCallId and waits for the browser's result.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{ApprovalPolicy, ToolEffects, ToolLocation, ToolSettings, ToolSpec};
 use crate::protocol::ToolPresentation;
@@ -24,6 +24,7 @@ pub fn get_location_spec(settings: &ToolSettings) -> ToolSpec {
         approval: ApprovalPolicy::Always,
         approval_timeout: settings.approval_timeout,
         result_timeout: settings.browser_timeout,
+        acknowledgment: None,
         effects: ToolEffects::External,
     }
 }
@@ -48,8 +49,19 @@ pub fn change_bgm_spec(settings: &ToolSettings) -> ToolSpec {
         approval: ApprovalPolicy::Never,
         approval_timeout: settings.approval_timeout,
         result_timeout: settings.browser_timeout,
+        acknowledgment: Some(bgm_initiated),
         effects: ToolEffects::External,
     }
+}
+
+/// What the seed's own server answers for `change_bgm` (the browser switches the music by itself).
+fn bgm_initiated(args: &Value) -> Value {
+    let track = args.get("track").cloned().unwrap_or(Value::Null);
+    json!({
+        "success": true,
+        "track": track,
+        "message": format!("BGM change to track {track} initiated (frontend handles execution)"),
+    })
 }
 
 #[cfg(test)]
@@ -70,6 +82,22 @@ mod tests {
                 .presentation
                 .sentence(&json!({"track": 2})),
             "Switch the music to track 2"
+        );
+    }
+
+    #[test]
+    fn change_bgm_can_be_acknowledged_in_the_seeds_words() {
+        let spec = change_bgm_spec(&ToolSettings::default());
+        let acknowledge = spec.acknowledgment.unwrap();
+        assert_eq!(
+            acknowledge(&json!({"track": 1})),
+            json!({"success": true, "track": 1,
+                   "message": "BGM change to track 1 initiated (frontend handles execution)"})
+        );
+        assert!(
+            get_location_spec(&ToolSettings::default())
+                .acknowledgment
+                .is_none()
         );
     }
 }

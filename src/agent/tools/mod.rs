@@ -93,6 +93,10 @@ pub struct ToolSpec {
     pub approval_timeout: Duration,
     /// How long a browser tool waits for the browser's result.
     pub result_timeout: Duration,
+    /// For a browser tool that needs no approval: the result the server gives at once, for a
+    /// client that runs such calls itself and never reports back (the seed's `POST /stream`
+    /// client plays the music and sends nothing). `None`: the call always waits for the browser.
+    pub acknowledgment: Option<fn(&Value) -> Value>,
     /// Where a server tool's effects land; decides when an approval of it must be on disk.
     pub effects: ToolEffects,
 }

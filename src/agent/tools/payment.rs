@@ -190,6 +190,7 @@ impl PaymentTool {
             approval: ApprovalPolicy::Always,
             approval_timeout: settings.approval_timeout,
             result_timeout: settings.browser_timeout,
+            acknowledgment: None,
             // The payment is a ledger row in the session record, committed with the result.
             effects: ToolEffects::InRecord,
         }

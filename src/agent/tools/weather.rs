@@ -81,6 +81,7 @@ impl WeatherTool {
             approval: ApprovalPolicy::Never,
             approval_timeout: Duration::from_secs(300),
             result_timeout: Duration::from_secs(30),
+            acknowledgment: None,
             effects: ToolEffects::External,
         }
     }

@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
-
 use super::{StepOutput, TurnDriver, audit::audit_event};
 use crate::agent::{
     clock::Millis,
@@ -102,10 +100,7 @@ impl TurnDriver {
 
     pub(super) async fn finish(&mut self, reason: FinishReason, status: TurnStatus) {
         let usage = self.with_turn(|t| t.usage).unwrap_or_default();
-        let metadata = json!({
-            "model": self.rt.model_for(self.transport).label(),
-            "usage": usage,
-        });
+        let metadata = self.rt.finish_metadata(self.transport, usage);
         self.emit(Chunk::Finish(Finish {
             finish_reason: Some(reason),
             message_metadata: Some(metadata),

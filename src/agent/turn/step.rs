@@ -3,6 +3,7 @@
 
 use super::{Block, StepOutput, TurnDriver};
 use crate::agent::{
+    Transport,
     clock::IdKind,
     gate::{CallPhase, Gate, StepCall},
     history::{AssistantPart, HistoryItem, Outcome, ToolCall, ToolResult},
@@ -168,8 +169,12 @@ impl TurnDriver {
     pub(super) fn gate_calls(&mut self, step: &mut StepOutput) {
         let now = self.rt.clock.now_ms();
         let rt = self.rt.clone();
-        let requests =
-            Gate::new(&rt.tools).request(&mut step.calls, now, || rt.ids.next_id(IdKind::Approval));
+        let mut gate = Gate::new(&rt.tools);
+        if self.transport == Transport::Seed {
+            // The seed's SSE frontend runs `change_bgm` by itself and never sends its result.
+            gate = gate.acknowledging_browser_calls();
+        }
+        let requests = gate.request(&mut step.calls, now, || rt.ids.next_id(IdKind::Approval));
         for request in requests {
             if let Some(call) = step
                 .calls

@@ -379,6 +379,8 @@ impl ChatSocket {
                         Out::Frame(frame)
                     }
                     Piece::KeepAlive => Out::Ping,
+                    // Only the seed's dialect writes whole frames; no request here speaks it.
+                    Piece::Frame(_) => continue,
                     Piece::End => {
                         ending.store(true, Ordering::Release);
                         Out::Frame(ChatSocketResponse::End { request_id: &id }.to_json())

@@ -19,6 +19,12 @@
 //! tabs would otherwise share and take over one chat). A `resume` frame naming a chat still
 //! re-attaches to it on either route.
 //!
+//! `/live` speaks the seed's dialect ([`Dialect::Seed`], ADR 0019): the log goes through a
+//! [`SeedEncoder`] (approval requests in their own `start-step` … `finish-step` group at the
+//! pause, no other step markers, the seed's denial texts, Python-style JSON), and frames the seed
+//! backend would not answer with an error are handled as it does: invalid JSON closes the socket
+//! (1002), unknown or malformed frames and `audio_control` are logged and ignored.
+//!
 //! The WebSocket itself is ours ([`socket`], RFC 6455 framing in [`frame`]): a socket waiting for
 //! a person holds its TCP stream, one small task and no buffers (bench/: 1.9 KiB per idle
 //! socket, 7.2 KiB with tungstenite).
@@ -55,7 +61,7 @@ use super::{
     error::ApiError,
     request::{ChatCommand, MAX_CHAT_ID},
     seed,
-    segment::{dialect_named, timing_named},
+    segment::{dialect_named, entry_of, timing_named},
 };
 use crate::{
     agent::Transport,
@@ -66,7 +72,9 @@ use crate::{
         session::{LogReader, Read, TurnLog},
     },
     protocol::{
-        ChatRequest, Chunk, ClientFrame, Dialect, EnvelopeError, ServerControl,
+        ChatRequest, Chunk, ClientFrame, Dialect, EnvelopeError, SeedEncoder, SeedTransport,
+        ServerControl,
+        seed::Entry,
         sse::{DONE_FRAME, encode_chunk},
     },
     state::AppState,
@@ -120,21 +128,32 @@ async fn upgrade_api(
         handshake,
         Some(TextTiming::Progressive),
         ChatScope::Client,
+        None,
     )
 }
 
-/// `/live`, the seed system's route: text timing from `COUNTERSIGN_TEXT_TIMING` (default
-/// `hold`, seed ADR 0004) unless `?text=`; a chat per connection (seed ADR 0001).
+/// `/live`, the seed system's route: its dialect (ADR 0019), text timing from
+/// `COUNTERSIGN_TEXT_TIMING` (default `hold`, seed ADR 0004) unless `?text=`, and a chat per
+/// connection (seed ADR 0001).
 async fn upgrade_seed(
     state: State<AppState>,
     client: Client,
     query: Query<LiveQuery>,
     handshake: Handshake,
 ) -> Response {
-    upgrade(state, client, query, handshake, None, ChatScope::Connection)
+    upgrade(
+        state,
+        client,
+        query,
+        handshake,
+        None,
+        ChatScope::Connection,
+        Some(Dialect::Seed(SeedTransport::Bidi)),
+    )
 }
 
 /// The upgrade. The origin check (CSRF) and the per-address rate limit ran in the edge guard.
+/// `route_dialect`: the route's own dialect; without one the client may ask for `?dialect=full`.
 fn upgrade(
     State(state): State<AppState>,
     client: Client,
@@ -142,9 +161,10 @@ fn upgrade(
     handshake: Handshake,
     default_timing: Option<TextTiming>,
     scope: ChatScope,
+    route_dialect: Option<Dialect>,
 ) -> Response {
     let timing = timing_named(query.text.as_deref()).or(default_timing);
-    let dialect = dialect_named(query.dialect.as_deref());
+    let dialect = route_dialect.unwrap_or_else(|| dialect_named(query.dialect.as_deref()));
     let options = SocketOptions {
         limit: state.http.ws_max_frame_bytes,
         write_timeout: state.http.write_timeout,
@@ -191,6 +211,8 @@ struct Connection {
     idle: Duration,
     timing: Option<TextTiming>,
     dialect: Dialect,
+    /// In the seed's dialect: what writes the forwarded turn's frames.
+    seed: Option<SeedEncoder>,
     scope: ChatScope,
     id: u64,
     chat: Option<Arc<str>>,
@@ -265,6 +287,10 @@ impl Connection {
             idle: state.http.ws_idle,
             timing,
             dialect,
+            seed: match dialect {
+                Dialect::Seed(transport) => Some(SeedEncoder::new(transport)),
+                _ => None,
+            },
             scope,
             id: CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1,
             chat: None,
@@ -411,6 +437,10 @@ impl Connection {
         };
         let value: Value = match serde_json::from_str(&text) {
             Ok(value) => value,
+            // The seed's backend closes the socket on JSON it cannot parse.
+            Err(e) if self.seed.is_some() => {
+                return Next::Close(close::PROTOCOL_ERROR, format!("Invalid JSON: {e}"));
+            }
             Err(e) => {
                 return self
                     .send_error(socket, &format!("The frame is not valid JSON: {e}"))
@@ -422,6 +452,12 @@ impl Connection {
             seed::normalise_frame(value, self.chat.as_deref(), || format!("live-{connection}"));
         match ClientFrame::from_value(value) {
             Ok(frame) => self.on_frame(frame, socket).await,
+            // …and tolerates valid JSON it does not understand: an error chunk would fail the
+            // seed client's open stream.
+            Err(e) if self.seed.is_some() => {
+                tracing::warn!(connection = self.id, chat = ?self.chat, error = %e, "frame ignored");
+                Next::Continue
+            }
             Err(EnvelopeError::UnknownType { type_name }) => {
                 self.send_error(socket, &format!("Unknown frame type {type_name:?}."))
                     .await
@@ -444,6 +480,11 @@ impl Connection {
                     let reason = reason.unwrap_or_else(|| "interrupted by the person".into());
                     self.runtime.interrupt(chat, &reason).await;
                 }
+                Next::Continue
+            }
+            // The seed's frontend reports push-to-talk state; its backend only logs it.
+            ClientFrame::AudioControl { .. } if self.seed.is_some() => {
+                tracing::debug!(connection = self.id, "audio_control ignored");
                 Next::Continue
             }
             ClientFrame::AudioChunk { .. } | ClientFrame::AudioControl { .. } => {
@@ -542,7 +583,7 @@ impl Connection {
                 {
                     Ok(started) => {
                         tracing::info!(connection = self.id, chat = %chat_id, turn = %started.turn_id, "turn started");
-                        self.turn = Some(Forwarding::at(started.turn_id, &started.log, 0));
+                        self.follow(started.turn_id, &started.log, 0);
                         Next::Continue
                     }
                     Err(e) => self.send_api_error(socket, ApiError::from(e)).await,
@@ -562,10 +603,7 @@ impl Connection {
                             turn.reader = Some(receipt.log.subscribe(turn.sent));
                         }
                     }
-                    _ => {
-                        self.turn =
-                            Some(Forwarding::at(receipt.turn_id, &receipt.log, receipt.from));
-                    }
+                    _ => self.follow(receipt.turn_id, &receipt.log, receipt.from),
                 }
                 Next::Continue
             }
@@ -633,11 +671,27 @@ impl Connection {
             "countersign-pending",
             json!({ "pending": pending, "resumedAt": received }),
         );
-        if let Next::Close(code, reason) = self.send_chunk(socket, &announce).await {
-            return Next::Close(code, reason);
+        // Only a client that speaks our protocol resumes (the seed's never does), so this goes
+        // out even on `/live`, past the seed's encoder (which drops data chunks).
+        if let Some(frame) = encode_chunk(&announce, self.dialect)
+            && let Next::Gone = self.send_text(socket, frame).await
+        {
+            return Next::Gone;
         }
-        self.turn = Some(Forwarding::at(turn_id, &log, position));
+        self.follow(turn_id, &log, position);
         Next::Continue
+    }
+
+    /// Forwards `turn_id`'s `log` from entry `from` on. The seed's encoder starts afresh and
+    /// learns what the client already has of the turn.
+    fn follow(&mut self, turn_id: String, log: &Arc<TurnLog>, from: usize) {
+        if let Some(encoder) = &mut self.seed {
+            *encoder = SeedEncoder::new(encoder.transport());
+            for entry in log.entries_from(0).iter().take(from) {
+                encoder.prime(entry_of(entry));
+            }
+        }
+        self.turn = Some(Forwarding::at(turn_id, log, from));
     }
 
     /// The chat of a [`ChatScope::Connection`] socket: the one it is bound to (its own, or one
@@ -695,9 +749,7 @@ impl Connection {
                     turn.reader = Some(log.subscribe(turn.sent));
                 }
             }
-            _ => {
-                self.turn = Some(Forwarding::at(turn_id, &log, 0));
-            }
+            _ => self.follow(turn_id, &log, 0),
         }
     }
 
@@ -711,7 +763,8 @@ impl Connection {
     }
 
     /// Sends one log entry: a chunk frame, `[DONE]` at the end of the turn, nothing for a pause
-    /// (where the socket lets go of the log if nothing follows yet).
+    /// (where the socket lets go of the log if nothing follows yet) — or, in the seed's dialect,
+    /// what its encoder writes for the entry (the approval group at a pause).
     async fn forward(&mut self, entry: Option<TurnEntry>, socket: &mut Socket) -> Next {
         match entry {
             None => {
@@ -720,6 +773,10 @@ impl Connection {
                 Next::Continue
             }
             Some(TurnEntry::Pause) => {
+                let next = match self.seed.as_mut().map(|e| e.push(Entry::Pause(None))) {
+                    Some(frames) => self.send_frames(socket, frames).await,
+                    None => Next::Continue,
+                };
                 if self
                     .turn
                     .as_ref()
@@ -728,10 +785,14 @@ impl Connection {
                 {
                     self.detach();
                 }
-                Next::Continue
+                next
             }
             Some(TurnEntry::End) => {
-                let next = self.send_text(socket, DONE_FRAME.to_string()).await;
+                let frames = match self.seed.as_mut() {
+                    Some(encoder) => encoder.push(Entry::End),
+                    None => vec![DONE_FRAME.to_string()],
+                };
+                let next = self.send_frames(socket, frames).await;
                 // A newer turn of the chat may have begun meanwhile.
                 self.detach();
                 self.catch_up().await;
@@ -742,10 +803,20 @@ impl Connection {
     }
 
     async fn send_chunk(&mut self, socket: &mut Socket, chunk: &Chunk) -> Next {
-        match encode_chunk(chunk, self.dialect) {
-            Some(frame) => self.send_text(socket, frame).await,
-            None => Next::Continue,
+        let frames = match self.seed.as_mut() {
+            Some(encoder) => encoder.push(Entry::Chunk(chunk)),
+            None => encode_chunk(chunk, self.dialect).into_iter().collect(),
+        };
+        self.send_frames(socket, frames).await
+    }
+
+    async fn send_frames(&mut self, socket: &mut Socket, frames: Vec<String>) -> Next {
+        for frame in frames {
+            if let Next::Gone = self.send_text(socket, frame).await {
+                return Next::Gone;
+            }
         }
+        Next::Continue
     }
 
     /// An error with its stable code: the code in the text after the message, the details (if

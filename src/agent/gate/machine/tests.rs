@@ -653,6 +653,53 @@ fn request_asks_by_policy_and_sends_browser_calls_out_with_one_deadline() {
 }
 
 #[test]
+fn a_client_that_never_reports_gets_browser_calls_acknowledged_unless_they_need_approval() {
+    let tools = tools();
+    let gate = Gate::new(&tools).acknowledging_browser_calls();
+    let mut calls = vec![
+        ready(
+            "c1",
+            "change_bgm",
+            ToolLocation::Browser,
+            json!({"track": 2}),
+        ),
+        ready("c2", "get_location", ToolLocation::Browser, json!({})),
+        ready(
+            "c3",
+            "get_weather",
+            ToolLocation::Server,
+            json!({"city": "Paris"}),
+        ),
+    ];
+    let mut ids = (1..).map(|n| format!("apv-{n}"));
+    let requests = gate.request(&mut calls, 100, || ids.next().unwrap());
+    assert_eq!(
+        calls[0].phase,
+        CallPhase::Done {
+            outcome: Outcome::Output {
+                output: json!({"success": true, "track": 2,
+                    "message": "BGM change to track 2 initiated (frontend handles execution)"})
+            },
+            edited_args: None
+        },
+        "the music is acknowledged at once"
+    );
+    assert!(!calls[0].announced, "its result is still to be announced");
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].tool_call_id, "c2", "the location still asks");
+    assert!(matches!(calls[2].phase, CallPhase::Ready { .. }));
+    // Once approved, a browser call waits for the browser whatever the client: only calls that
+    // need no approval are acknowledged.
+    let answered = gate
+        .answer(Some(&calls), &BTreeMap::new(), &[approve("apv-1")], 200)
+        .unwrap();
+    assert!(matches!(
+        answered.calls[1].phase,
+        CallPhase::AwaitingBrowser { .. }
+    ));
+}
+
+#[test]
 fn tick_expires_what_is_due_and_only_that() {
     let tools = tools();
     let gate = Gate::new(&tools);

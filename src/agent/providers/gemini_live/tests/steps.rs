@@ -8,6 +8,7 @@ async fn setup_asks_for_audio_with_transcripts_tools_and_the_key_header() {
     let mut server = FakeLive::start().await;
     let model = live(&server, NON_BLOCKING_MODEL);
     assert_eq!(model.label(), "gemini-live:gemini-3.8-live");
+    assert_eq!(model.model_version(), "gemini-3.8-live");
     let mut chat = Chat::new();
     chat.user("hi");
     let mut stream = model.stream(chat.request());
