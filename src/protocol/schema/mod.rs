@@ -393,12 +393,14 @@ mod extended;
 #[cfg(not(feature = "ssr"))]
 mod extended {
     pub(super) fn check(
-        _: &super::Checker<'_>,
+        checker: &super::Checker<'_>,
         _: &serde_json::Map<String, serde_json::Value>,
         _: &serde_json::Value,
         _: &str,
         _: usize,
     ) -> Result<(), super::SchemaError> {
+        // References are followed on the server only.
+        let _ = checker.root;
         Ok(())
     }
 }
