@@ -30,6 +30,8 @@ pub enum ConfigError {
     Read { path: PathBuf, message: String },
     #[error("{origin} has no valid [package.metadata.leptos] table: {message}")]
     Parse { origin: String, message: String },
+    #[error("COUNTERSIGN_MCP_CONFIG: {0}")]
+    Mcp(#[from] crate::agent::mcp::config::McpConfigError),
     #[error("{origin}: `{key}` = {value:?} is not valid: {reason}")]
     Invalid {
         origin: String,
@@ -140,6 +142,12 @@ pub struct AgentSettings {
     /// The Gemini Live model BIDI turns use (`GEMINI_API_KEY` + `COUNTERSIGN_LIVE_MODEL` …);
     /// `None`: BIDI turns use the same model as SSE turns.
     pub live: Option<crate::agent::providers::GeminiLiveConfig>,
+    /// `COUNTERSIGN_MCP_CONFIG=<file>`: the MCP servers whose tools the agent may call, under
+    /// the same gate (`mcpServers` shape, see `agent::mcp::config`).
+    pub mcp: Option<crate::agent::mcp::config::McpConfig>,
+    /// `COUNTERSIGN_MCP_CALL_TIMEOUT_SECS`: how long one MCP tool call may take (default 60);
+    /// after it the call is cancelled.
+    pub mcp_call_timeout: Duration,
 }
 
 impl Default for AgentSettings {
@@ -158,6 +166,8 @@ impl Default for AgentSettings {
                 durability: Default::default(),
             },
             live: None,
+            mcp: None,
+            mcp_call_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -543,7 +553,35 @@ fn agent_settings(env: &impl Fn(&str) -> Option<String>) -> Result<AgentSettings
         browser_timeout: Duration::from_secs(browser_secs),
         text_timing,
         weather,
+        mcp: mcp_config(env)?,
+        mcp_call_timeout: Duration::from_secs(
+            number(env, "COUNTERSIGN_MCP_CALL_TIMEOUT_SECS", 60u64)?.max(1),
+        ),
     })
+}
+
+/// The MCP servers' file, when `COUNTERSIGN_MCP_CONFIG` names one; unknown keys in it are
+/// logged, a file that cannot be used stops the start with its line.
+fn mcp_config(
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<crate::agent::mcp::config::McpConfig>, ConfigError> {
+    use crate::agent::mcp::config::{McpConfig, McpConfigError};
+    let Some(path) = env("COUNTERSIGN_MCP_CONFIG")
+        .map(|p| p.trim().to_owned())
+        .filter(|p| !p.is_empty())
+    else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(&path).map_err(|e| McpConfigError {
+        path: path.clone(),
+        line: None,
+        message: format!("cannot read the file: {e}"),
+    })?;
+    let config = McpConfig::parse(&text, &path, &|name| env(name))?;
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
+    Ok(Some(config))
 }
 
 fn edge_settings(env: &impl Fn(&str) -> Option<String>) -> Result<EdgeSettings, ConfigError> {

@@ -171,6 +171,16 @@ pub async fn serve(
             e.message
         )));
     }
+    // MCP servers' tools join the registry before the first turn (and before the open turns
+    // resume: an approval of an MCP tool must find it).
+    state
+        .mcp
+        .start(
+            state.runtime.tools.clone(),
+            state.edge.shutdown.clone(),
+            crate::state::MCP_CONNECT_TIMEOUT,
+        )
+        .await;
     println!("{}", banner(&state, addr));
     tracing::info!(%addr, hosts = %state.edge.hosts.describe(), "listening");
     let runtime = state.runtime.clone();

@@ -8,6 +8,7 @@ use leptos::config::LeptosOptions;
 use crate::{
     agent::{
         Runtime, RuntimeSettings, TextTiming,
+        mcp::{McpHub, McpTimeouts},
         clock::{RandomIds, SystemClock},
         demo::DemoModel,
         store::{MemoryStore, SessionStore, SignInStore, sqlite::SqliteStore},
@@ -34,6 +35,8 @@ pub struct AppState {
     pub site: Arc<Site>,
     /// Where sign-in sessions are kept (the sessions' database).
     pub signin_store: Arc<dyn SignInStore>,
+    /// The MCP servers whose tools are in the runtime's registry.
+    pub mcp: Arc<McpHub>,
 }
 
 impl AppState {
@@ -57,9 +60,18 @@ impl AppState {
         signin_store: Arc<dyn SignInStore>,
     ) -> Self {
         let edge = Edge::new(config.site.site_addr, &config.http);
+        let mcp = Arc::new(McpHub::new(
+            config.agent.mcp.as_ref(),
+            McpTimeouts {
+                connect: MCP_CONNECT_TIMEOUT,
+                call: config.agent.mcp_call_timeout,
+                approval: config.agent.approval_timeout,
+            },
+        ));
         let mut leptos_options = config.site;
         let site = Arc::new(Site::discover(&mut leptos_options));
         AppState {
+            mcp,
             leptos_options,
             site,
             config_source: config.source.into(),
@@ -76,6 +88,10 @@ impl AppState {
         self.edge.hosts.bind(addr);
     }
 }
+
+/// How long an MCP server may take to start and list its tools (the server waits this long at
+/// start for its tools, then serves without a server that has not answered).
+pub const MCP_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Why the server cannot start with these settings.
 #[derive(Debug, thiserror::Error)]

@@ -124,13 +124,15 @@ pub struct TurnStarted {
 /// The agent runtime: model, tools, clock, ids, store and the live sessions.
 pub struct Runtime {
     pub model: Arc<dyn Model>,
-    pub tools: ToolRegistry,
+    /// The tools the model may call (MCP servers' tools come and go while it runs).
+    pub tools: Arc<ToolRegistry>,
     pub clock: Arc<dyn Clock>,
     pub ids: Arc<dyn IdGen>,
     pub store: Arc<dyn SessionStore>,
     pub settings: RuntimeSettings,
-    /// The instruction every model gets (the settings' own, or written from the tools).
-    system_prompt: String,
+    /// The settings' own instruction for every model; `None`: written from the tools at each
+    /// step (the tool list changes when an MCP server's does).
+    system_prompt: Option<String>,
     /// Where every emitted chunk is recorded (`COUNTERSIGN_CHUNK_LOG`), if anywhere.
     chunk_log: std::sync::OnceLock<Arc<ChunkLog>>,
     /// The model of BIDI turns when it differs from `model` (Gemini Live).
@@ -162,14 +164,11 @@ impl Runtime {
         store: Arc<dyn SessionStore>,
         settings: RuntimeSettings,
     ) -> Arc<Self> {
-        let system_prompt = settings
-            .system_prompt
-            .clone()
-            .unwrap_or_else(|| tools.system_prompt());
+        let system_prompt = settings.system_prompt.clone();
         Arc::new(Runtime {
             model,
             system_prompt,
-            tools,
+            tools: Arc::new(tools),
             clock,
             ids,
             store,
@@ -309,13 +308,14 @@ impl Runtime {
     ) -> ModelRequest {
         // A chat that began with a client's copy of earlier messages (ADR 0020) tells the model
         // what that is; other chats' instruction stays as it was.
-        let system = match (
-            history::has_context(&history),
-            self.system_prompt.is_empty(),
-        ) {
-            (true, false) => format!("{}\n\n{}", self.system_prompt, history::CONTEXT_NOTE),
+        let prompt = self
+            .system_prompt
+            .clone()
+            .unwrap_or_else(|| self.tools.system_prompt());
+        let system = match (history::has_context(&history), prompt.is_empty()) {
+            (true, false) => format!("{prompt}\n\n{}", history::CONTEXT_NOTE),
             (true, true) => history::CONTEXT_NOTE.to_owned(),
-            (false, _) => self.system_prompt.clone(),
+            (false, _) => prompt,
         };
         ModelRequest {
             session_id: session_id.to_owned(),

@@ -37,6 +37,13 @@ pub struct ToolPresentation {
     /// Result fields the card leaves out (the raw JSON still shows them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hidden: Vec<String>,
+    /// Where the tool comes from, when it is not Countersign's own ("MCP server files").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// What the person should know before countersigning, in words ("can delete or overwrite
+    /// data"; for an MCP tool, its annotations, which are the server's claims).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl ToolPresentation {
@@ -46,6 +53,8 @@ impl ToolPresentation {
             approval: approval.into(),
             labels: Map::new(),
             hidden: Vec::new(),
+            source: None,
+            notes: Vec::new(),
         }
     }
 

@@ -215,6 +215,11 @@ fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView 
         info.with(|i| i.as_ref().map(|i| i.presentation.title.clone()))
             .unwrap_or_else(name)
     };
+    let source = move || info.with(|i| i.as_ref().and_then(|i| i.presentation.source.clone()));
+    let notes = move || {
+        info.with(|i| i.as_ref().map(|i| i.presentation.notes.join(" · ")))
+            .unwrap_or_default()
+    };
     let fields = move |value: &Value, except: Option<&Value>| {
         info.with(|i| match i {
             Some(i) => i.presentation.fields(value, except),
@@ -265,8 +270,13 @@ fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView 
         >
             <header class="tool-head">
                 <span class="tool-title">{title}</span>
+                {move || source().map(|s| view! { <span class="tool-source" data-testid="tool-source">{s}</span> })}
                 <span class="tool-status" data-testid="tool-status" role="status">{move || state().0}</span>
             </header>
+            {move || {
+                let notes = notes();
+                (!notes.is_empty()).then(|| view! { <p class="tool-notes" data-testid="tool-notes">{notes}</p> })
+            }}
             {move || {
                 let args = args();
                 (!args.is_empty()).then(|| view! {

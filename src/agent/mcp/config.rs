@@ -14,7 +14,7 @@
 //! the environment, so secrets stay out of the file. Unknown keys are ignored with a warning; a
 //! file that cannot be used is an error naming its line.
 
-use std::{collections::BTreeMap, path::Path};
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -116,17 +116,6 @@ const SERVER_KEYS: &[&str] = &[
 ];
 
 impl McpConfig {
-    /// Reads the file at `path`.
-    pub fn load(path: &Path) -> Result<Self, McpConfigError> {
-        let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| McpConfigError {
-            path: shown.clone(),
-            line: None,
-            message: format!("cannot read the file: {e}"),
-        })?;
-        Self::parse(&text, &shown, &|name| std::env::var(name).ok())
-    }
-
     /// Reads the file's `text` (`path` names it in errors); `env` resolves `${VAR}`.
     pub fn parse(
         text: &str,

@@ -1,11 +1,84 @@
-//! MCP servers under the gate: anyone's tools, countersigned like the built-in ones.
+//! MCP servers under the gate: anyone's tools, countersigned like the built-in ones (ADR 0021).
 //!
-//! [`config`] reads `COUNTERSIGN_MCP_CONFIG` (the `mcpServers` file shape); [`tool_name`] gives
-//! each server's tool the stable, provider-legal name the model sees.
+//! [`config`] reads `COUNTERSIGN_MCP_CONFIG` (the `mcpServers` file shape); [`server`] keeps each
+//! server connected through rmcp (a child process or streamable HTTP) and its tools in the
+//! registry; [`tool`] turns an MCP tool into a registry tool (the approval policy from the file
+//! and, when trusted, the annotations; the card's words; results as outputs); [`tool_name`] gives
+//! each server's tool the stable, provider-legal name the model sees. Once in the registry, an
+//! MCP tool goes through the same gate as any other: asked, edited, denied, expired, audited,
+//! durable across restarts.
 
 pub mod config;
+pub mod server;
+pub mod tool;
+
+use std::{sync::Arc, time::Duration};
 
 use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+pub use server::{McpServer, McpTimeouts, ServerStatus};
+
+use super::tools::ToolRegistry;
+use config::McpConfig;
+
+/// Every configured MCP server.
+#[derive(Default)]
+pub struct McpHub {
+    servers: Vec<Arc<McpServer>>,
+}
+
+impl McpHub {
+    pub fn new(config: Option<&McpConfig>, timeouts: McpTimeouts) -> Self {
+        McpHub {
+            servers: config
+                .map(|c| {
+                    c.servers
+                        .iter()
+                        .map(|s| McpServer::new(s.clone(), timeouts))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Starts each server's supervisor and waits (up to `wait`) until every server is connected
+    /// with its tools in `registry`, or known to be down: the first turns then see the tools.
+    /// A server that is down leaves the rest usable; its supervisor keeps trying.
+    pub async fn start(
+        &self,
+        registry: Arc<ToolRegistry>,
+        shutdown: CancellationToken,
+        wait: Duration,
+    ) {
+        if self.servers.is_empty() {
+            return;
+        }
+        // rmcp's HTTP client uses rustls without a provider of its own: ring, as the rest of
+        // the server (already installed is fine).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        for server in &self.servers {
+            tokio::spawn(server.clone().supervise(registry.clone(), shutdown.clone()));
+        }
+        let settled = async {
+            while self
+                .servers
+                .iter()
+                .any(|s| s.status().state == "connecting")
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        let _ = tokio::time::timeout(wait, settled).await;
+        for status in self.statuses() {
+            tracing::info!(server = %status.name, state = status.state, tools = status.tools.len(), error = ?status.error, "MCP server");
+        }
+    }
+
+    pub fn statuses(&self) -> Vec<ServerStatus> {
+        self.servers.iter().map(|s| s.status()).collect()
+    }
+}
 
 /// The longest function name every provider accepts (OpenAI `^[a-zA-Z0-9_-]{1,64}$`, Gemini
 /// 64 characters starting with a letter or `_`).
@@ -16,21 +89,8 @@ pub const MAX_TOOL_NAME: usize = 64;
 /// Stable across restarts (pending approvals name it), distinct per server (two servers may
 /// both have `search`), never a built-in tool's name (those have no `__`).
 pub fn tool_name(server: &str, tool: &str) -> String {
-    let sanitise = |s: &str| -> String {
-        s.chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect()
-    };
-    let mut name = format!("{}__{}", sanitise(server), sanitise(tool));
-    if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
-        name.insert(0, '_');
-    }
+    let mut name = tool_prefix(server);
+    name.push_str(&sanitise(tool));
     if name.len() <= MAX_TOOL_NAME && sanitise(tool) == tool {
         return name;
     }
@@ -40,6 +100,28 @@ pub fn tool_name(server: &str, tool: &str) -> String {
     let suffix: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
     name.truncate(MAX_TOOL_NAME - 9);
     format!("{name}_{suffix}")
+}
+
+/// What every one of `server`'s tool names starts with: `<server>__`.
+pub fn tool_prefix(server: &str) -> String {
+    let mut prefix = sanitise(server);
+    if !prefix.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        prefix.insert(0, '_');
+    }
+    prefix.push_str("__");
+    prefix
+}
+
+fn sanitise(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
