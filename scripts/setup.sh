@@ -83,5 +83,12 @@ if [ -d conformance/node_modules/ai6 ] && [ -d conformance/node_modules/ai7 ] \
 else
   (cd conformance && npm ci --no-audit --no-fund)
 fi
+step "npm packages in tests/mcp-servers/ (real MCP servers for the MCP scenario tests)"
+if [ -f tests/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js ] \
+  && [ tests/mcp-servers/node_modules/.package-lock.json -nt tests/mcp-servers/package-lock.json ]; then
+  echo "present"
+else
+  (cd tests/mcp-servers && npm ci --no-audit --no-fund)
+fi
 echo
 echo "setup: done"

@@ -8,9 +8,9 @@ use leptos::config::LeptosOptions;
 use crate::{
     agent::{
         Runtime, RuntimeSettings, TextTiming,
-        mcp::{McpHub, McpTimeouts},
         clock::{RandomIds, SystemClock},
         demo::DemoModel,
+        mcp::{McpHub, McpTimeouts},
         store::{MemoryStore, SessionStore, SignInStore, sqlite::SqliteStore},
         tools::{ToolRegistry, ToolSettings, WeatherSource},
     },

@@ -14,8 +14,8 @@ use std::{
 use rmcp::{
     ClientHandler, RoleClient, ServiceError, ServiceExt,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities,
-        ClientConfig, Implementation, Tool as McpTool,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+        Implementation, Tool as McpTool,
     },
     service::{NotificationContext, Peer, RunningService},
     transport::{
@@ -119,7 +119,9 @@ impl McpServer {
         let Some(peer) = lock(&self.peer).clone() else {
             return Err(ToolError(format!(
                 "The MCP server {name} is not connected ({}); nothing was done.",
-                self.status().error.unwrap_or_else(|| "still connecting".into())
+                self.status()
+                    .error
+                    .unwrap_or_else(|| "still connecting".into())
             )));
         };
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
@@ -158,14 +160,20 @@ impl McpServer {
 
     /// Keeps the server connected until `shutdown`: connect, list its tools into `registry`,
     /// follow changes, reconnect with backoff (1 s doubling to 60 s) after a failure.
-    pub async fn supervise(self: Arc<Self>, registry: Arc<ToolRegistry>, shutdown: CancellationToken) {
+    pub async fn supervise(
+        self: Arc<Self>,
+        registry: Arc<ToolRegistry>,
+        shutdown: CancellationToken,
+    ) {
         if self.config.disabled {
             return;
         }
         let mut backoff = Duration::from_secs(1);
         loop {
             let (changed_tx, mut changed) = mpsc::unbounded_channel();
-            let handler = Handler { tools_changed: changed_tx };
+            let handler = Handler {
+                tools_changed: changed_tx,
+            };
             let connected = tokio::select! {
                 () = shutdown.cancelled() => return,
                 r = tokio::time::timeout(self.timeouts.connect, self.connect(handler)) => r,
@@ -311,10 +319,11 @@ impl McpServer {
         client: &RunningService<RoleClient, Handler>,
         registry: &ToolRegistry,
     ) -> Result<(), String> {
-        let listed: Vec<McpTool> = tokio::time::timeout(self.timeouts.connect, client.list_all_tools())
-            .await
-            .map_err(|_| "tools/list did not answer".to_owned())?
-            .map_err(|e| format!("tools/list failed: {e}"))?;
+        let listed: Vec<McpTool> =
+            tokio::time::timeout(self.timeouts.connect, client.list_all_tools())
+                .await
+                .map_err(|_| "tools/list did not answer".to_owned())?
+                .map_err(|e| format!("tools/list failed: {e}"))?;
         let mut tools = Vec::new();
         let mut offered = Vec::new();
         let mut skipped = Vec::new();

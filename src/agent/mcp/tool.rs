@@ -104,10 +104,8 @@ pub fn spec_for(
         .as_deref()
         .map(str::to_owned)
         .unwrap_or_else(|| title.clone());
-    let mut presentation = ToolPresentation::new(
-        title.clone(),
-        format!("Let {} run {title}", config.name),
-    );
+    let mut presentation =
+        ToolPresentation::new(title.clone(), format!("Let {} run {title}", config.name));
     presentation.source = Some(format!("MCP server {}", config.name));
     presentation.notes = annotation_words(tool);
     Ok(ToolSpec {
@@ -223,7 +221,9 @@ mod tests {
         McpTool::new(
             name.to_owned(),
             "does a thing",
-            Arc::new(object(json!({"type": "object", "properties": {"path": {"type": "string"}}}))),
+            Arc::new(object(
+                json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            )),
         )
         .annotate(annotations)
     }
@@ -246,12 +246,27 @@ mod tests {
         assert!(asks(approval_for(&trusted, &write)));
         assert!(asks(approval_for(&trusted, &plain)));
         // A read-only claim that also says destructive is not believed.
-        assert!(asks(approval_for(&trusted, &tool("odd", Some(true), Some(true)))));
+        assert!(asks(approval_for(
+            &trusted,
+            &tool("odd", Some(true), Some(true))
+        )));
         let overridden = server(
             true,
             &[
-                ("read_file", ToolOverride { approval: Some(ApprovalOverride::Always), disabled: false }),
-                ("write_file", ToolOverride { approval: Some(ApprovalOverride::Never), disabled: false }),
+                (
+                    "read_file",
+                    ToolOverride {
+                        approval: Some(ApprovalOverride::Always),
+                        disabled: false,
+                    },
+                ),
+                (
+                    "write_file",
+                    ToolOverride {
+                        approval: Some(ApprovalOverride::Never),
+                        disabled: false,
+                    },
+                ),
             ],
         );
         assert!(asks(approval_for(&overridden, &read)));
@@ -260,29 +275,60 @@ mod tests {
 
     #[test]
     fn specs_are_namespaced_presented_and_refused_for_unknown_schema_keywords() {
-        let config = server(false, &[("gone", ToolOverride { approval: None, disabled: true })]);
-        let spec = spec_for(&config, &tool("write_file", Some(false), Some(true)), Duration::from_secs(60)).unwrap();
+        let config = server(
+            false,
+            &[(
+                "gone",
+                ToolOverride {
+                    approval: None,
+                    disabled: true,
+                },
+            )],
+        );
+        let spec = spec_for(
+            &config,
+            &tool("write_file", Some(false), Some(true)),
+            Duration::from_secs(60),
+        )
+        .unwrap();
         assert_eq!(spec.name, "files__write_file");
-        assert_eq!(spec.presentation.source.as_deref(), Some("MCP server files"));
+        assert_eq!(
+            spec.presentation.source.as_deref(),
+            Some("MCP server files")
+        );
         assert_eq!(spec.presentation.notes, ["can delete or overwrite data"]);
-        assert_eq!(spec.presentation.sentence(&json!({})), "Let files run write_file");
-        assert_eq!(spec_for(&config, &tool("gone", None, None), Duration::ZERO).unwrap_err(), Skipped::Disabled);
+        assert_eq!(
+            spec.presentation.sentence(&json!({})),
+            "Let files run write_file"
+        );
+        assert_eq!(
+            spec_for(&config, &tool("gone", None, None), Duration::ZERO).unwrap_err(),
+            Skipped::Disabled
+        );
         let odd = McpTool::new(
             "odd",
             "x",
             Arc::new(object(json!({"type": "object", "if": {}}))),
         );
-        assert!(matches!(spec_for(&config, &odd, Duration::ZERO), Err(Skipped::Schema(_))));
+        assert!(matches!(
+            spec_for(&config, &odd, Duration::ZERO),
+            Err(Skipped::Schema(_))
+        ));
     }
 
     #[test]
     fn results_map_to_outputs_and_errors() {
         let text = CallToolResult::success(vec![ContentBlock::text("Successfully wrote")]);
-        assert_eq!(output_of(text).unwrap(), json!({"text": "Successfully wrote"}));
+        assert_eq!(
+            output_of(text).unwrap(),
+            json!({"text": "Successfully wrote"})
+        );
         let mut structured = CallToolResult::success(vec![ContentBlock::text("x")]);
         structured.structured_content = Some(json!({"content": "hello"}));
         assert_eq!(output_of(structured).unwrap(), json!({"content": "hello"}));
-        let failed = CallToolResult::error(vec![ContentBlock::text("Access denied - path outside allowed directories")]);
+        let failed = CallToolResult::error(vec![ContentBlock::text(
+            "Access denied - path outside allowed directories",
+        )]);
         assert_eq!(
             output_of(failed).unwrap_err().0,
             "Access denied - path outside allowed directories"

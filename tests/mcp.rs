@@ -1,0 +1,452 @@
+//! A real MCP server nobody here wrote (`@modelcontextprotocol/server-filesystem` from npm, over
+//! stdio, against a temp directory) under Countersign's gate, driven by a scripted
+//! OpenAI-compatible model that picks its tools from the request's `tools` (so they were
+//! advertised): a read-only tool runs without asking (trusted annotations), `write_file` waits
+//! for the person, approve writes exactly once (a replayed approval writes nothing more), deny
+//! writes nothing, forged and foreign approvals change nothing, and a pending MCP approval
+//! survives kill -9 of the server. The real binary, as a person runs it.
+#![cfg(all(feature = "ssr", unix))]
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use axum::{Json, Router, extract::State, response::IntoResponse, routing::post};
+use serde_json::{Value, json};
+
+/// The filesystem server's entry point, installed by scripts/setup.sh.
+fn filesystem_server() -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "tests/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+    );
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/setup.sh (it installs tests/mcp-servers)",
+        path.display()
+    );
+    path
+}
+
+/// What the scripted model was asked, request by request.
+type Seen = Arc<Mutex<Vec<Value>>>;
+
+/// A scripted OpenAI-compatible model. The last user message says what to do: `read <path>`
+/// calls the advertised tool ending in `__read_text_file`, `write <path> <text>` the one ending
+/// in `__write_file`; after a tool result it answers with that result in words.
+async fn fake_model() -> (String, Seen) {
+    let seen: Seen = Arc::default();
+    let app = Router::new()
+        .route("/v1/chat/completions", post(complete))
+        .with_state(seen.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.ok();
+    });
+    (format!("http://{addr}/v1"), seen)
+}
+
+fn text_of(message: &Value) -> String {
+    match &message["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}
+
+async fn complete(State(seen): State<Seen>, Json(request): Json<Value>) -> impl IntoResponse {
+    seen.lock().unwrap().push(request.clone());
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "scripted",
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let tool_named = |suffix: &str| -> Option<String> {
+        request["tools"]
+            .as_array()?
+            .iter()
+            .filter_map(|t| t["function"]["name"].as_str())
+            .find(|n| n.ends_with(suffix))
+            .map(str::to_owned)
+    };
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let last = messages.last().cloned().unwrap_or(Value::Null);
+    let events = if last["role"] == "tool" {
+        let result = text_of(&last);
+        vec![
+            chunk(
+                json!({"role": "assistant", "content": format!("Done: {result}")}),
+                Value::Null,
+            ),
+            chunk(json!({}), json!("stop")),
+        ]
+    } else {
+        let said = text_of(&last);
+        let mut words = said.splitn(3, ' ');
+        let (verb, path, rest) = (words.next(), words.next(), words.next());
+        let call = match (verb, path) {
+            (Some("read"), Some(path)) => {
+                tool_named("__read_text_file").map(|name| (name, json!({"path": path})))
+            }
+            (Some("write"), Some(path)) => tool_named("__write_file")
+                .map(|name| (name, json!({"path": path, "content": rest.unwrap_or("")}))),
+            _ => None,
+        };
+        match call {
+            Some((name, args)) => vec![
+                chunk(
+                    json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                        "function": {"name": name, "arguments": args.to_string()}}]}),
+                    Value::Null,
+                ),
+                chunk(json!({}), json!("tool_calls")),
+            ],
+            None => vec![
+                chunk(
+                    json!({"role": "assistant", "content": "I have no such tool."}),
+                    Value::Null,
+                ),
+                chunk(json!({}), json!("stop")),
+            ],
+        }
+    };
+    let mut body: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+    body.push_str("data: [DONE]\n\n");
+    ([("content-type", "text/event-stream")], body)
+}
+
+/// The server binary on a free port, with the filesystem server configured; SIGKILLed when
+/// dropped.
+struct Process {
+    child: Child,
+    base: String,
+}
+
+impl Process {
+    async fn start(db: &Path, model: &str, config: &Path) -> Process {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let site = std::env::temp_dir().join("countersign-mcp-site");
+        std::fs::create_dir_all(&site).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", std::env::var_os("HOME").unwrap_or_default())
+            .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
+            .env("LEPTOS_SITE_ROOT", &site)
+            .env("COUNTERSIGN_DB", db)
+            .env("OPENAI_BASE_URL", model)
+            .env("COUNTERSIGN_MODEL", "openai:scripted")
+            .env("COUNTERSIGN_MCP_CONFIG", config)
+            .env("COUNTERSIGN_TEXT_TIMING", "hold")
+            .env(
+                "RUST_LOG",
+                std::env::var("MCP_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the countersign binary starts");
+        let process = Process {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(r) = reqwest::get(format!("{}/healthz", process.base)).await
+                && r.status().is_success()
+            {
+                return process;
+            }
+            assert!(Instant::now() < deadline, "the server did not come up");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    async fn chat(&self, body: Value) -> (u16, Vec<Value>, String) {
+        let response = reqwest::Client::new()
+            .post(format!("{}/api/chat", self.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let text = tokio::time::timeout(Duration::from_secs(30), response.text())
+            .await
+            .expect("the response ends")
+            .unwrap();
+        let chunks = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter(|d| *d != "[DONE]")
+            .filter_map(|d| serde_json::from_str(d).ok())
+            .collect();
+        (status, chunks, text)
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        reqwest::get(format!("{}{path}", self.base))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A temp directory the filesystem server may use, the config naming it, and a database path.
+struct Fixture {
+    root: PathBuf,
+    config: PathBuf,
+    db: PathBuf,
+}
+
+impl Fixture {
+    fn new(name: &str) -> Fixture {
+        let base =
+            std::env::temp_dir().join(format!("countersign-mcp-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let root = base.join("files");
+        std::fs::create_dir_all(&root).unwrap();
+        // The server resolves symlinks (macOS /tmp); so must the paths the model sends.
+        let root = root.canonicalize().unwrap();
+        std::fs::write(root.join("hello.txt"), "hello from disk").unwrap();
+        let config = base.join("mcp.json");
+        std::fs::write(
+            &config,
+            json!({"mcpServers": {"files": {
+                "command": "node",
+                "args": [filesystem_server(), root],
+                "trustAnnotations": true
+            }}})
+            .to_string(),
+        )
+        .unwrap();
+        Fixture {
+            db: base.join("db.sqlite"),
+            root,
+            config,
+        }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.root.join(name).display().to_string()
+    }
+}
+
+fn user(chat: &str, text: &str) -> Value {
+    json!({"id": chat, "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}
+    ]})
+}
+
+/// (approval id, tool call id, message id, tool name, input) of a paused response.
+fn approval_of(chunks: &[Value]) -> (String, String, String, String, Value) {
+    let request = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-approval-request")
+        .expect("an approval request");
+    let call = request["toolCallId"].as_str().unwrap().to_owned();
+    let input = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-input-available" && c["toolCallId"] == call.as_str())
+        .unwrap();
+    let message = chunks.iter().find(|c| c["type"] == "start").unwrap()["messageId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (
+        request["approvalId"].as_str().unwrap().to_owned(),
+        call,
+        message,
+        input["toolName"].as_str().unwrap().to_owned(),
+        input["input"].clone(),
+    )
+}
+
+fn answer(
+    chat: &str,
+    text: &str,
+    approval: &(String, String, String, String, Value),
+    approved: bool,
+) -> Value {
+    let (approval_id, call, message, tool, input) = approval;
+    json!({"id": chat, "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]},
+        {"id": message, "role": "assistant", "parts": [
+            {"type": format!("tool-{tool}"), "toolCallId": call, "state": "approval-responded",
+             "input": input, "approval": {"id": approval_id, "approved": approved}}
+        ]}
+    ]})
+}
+
+#[tokio::test]
+async fn a_real_mcp_server_is_advertised_gated_and_countersigned() {
+    let fx = Fixture::new("gate");
+    let (model, seen) = fake_model().await;
+    let server = Process::start(&fx.db, &model, &fx.config).await;
+
+    // Its status, and its tools offered to the model under the server's name.
+    let mcp = server.get("/api/mcp").await;
+    let files = &mcp["servers"][0];
+    assert_eq!(files["name"], "files");
+    assert_eq!(files["state"], "connected", "{mcp}");
+    let tools: Vec<&str> = files["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        tools.contains(&"files__write_file") && tools.contains(&"files__read_text_file"),
+        "{tools:?}"
+    );
+
+    // Read-only, annotations trusted: runs without asking.
+    let read = format!("read {}", fx.path("hello.txt"));
+    let (status, chunks, text) = server.chat(user("read", &read)).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        !chunks.iter().any(|c| c["type"] == "tool-approval-request"),
+        "{text}"
+    );
+    let output = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-output-available")
+        .expect(&text);
+    assert_eq!(output["output"]["content"], "hello from disk", "{output}");
+    // The model was offered the tool (it chose it from the request's `tools`) and told of the
+    // server in its instruction.
+    let first = seen.lock().unwrap()[0].clone();
+    assert!(first["tools"].to_string().contains("files__read_text_file"));
+
+    // write_file asks; nothing is written before the person says yes.
+    let target = fx.root.join("note.txt");
+    let write = format!("write {} countersigned", fx.path("note.txt"));
+    let (status, chunks, text) = server.chat(user("write", &write)).await;
+    assert_eq!(status, 200, "{text}");
+    let approval = approval_of(&chunks);
+    assert_eq!(approval.3, "files__write_file");
+    assert!(!target.exists(), "nothing is written before the approval");
+
+    // A forged approval id, and one of another chat, change nothing.
+    let mut forged = approval.clone();
+    forged.0 = "apv_forged".into();
+    let (status, _, text) = server.chat(answer("write", &write, &forged, true)).await;
+    assert!((400..500).contains(&status), "{status} {text}");
+    let (status, _, text) = server.chat(answer("read", &write, &approval, true)).await;
+    assert!((400..500).contains(&status), "{status} {text}");
+    assert!(!target.exists());
+
+    // Approved: written once. The same approval again writes nothing more.
+    let (status, chunks, text) = server.chat(answer("write", &write, &approval, true)).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        chunks.iter().any(|c| c["type"] == "tool-output-available"),
+        "{text}"
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "countersigned");
+    std::fs::write(&target, "changed since").unwrap();
+    let (status, _, _) = server.chat(answer("write", &write, &approval, true)).await;
+    assert_eq!(status, 409);
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "changed since",
+        "not written twice"
+    );
+
+    // Denied: nothing written, the model is told.
+    let other = fx.root.join("never.txt");
+    let deny = format!("write {} no", fx.path("never.txt"));
+    let (_, chunks, _) = server.chat(user("deny", &deny)).await;
+    let approval = approval_of(&chunks);
+    let (status, chunks, text) = server.chat(answer("deny", &deny, &approval, false)).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        chunks.iter().any(|c| c["type"] == "tool-output-denied"),
+        "{text}"
+    );
+    assert!(!other.exists());
+
+    // The audit log has the server's tool like any other.
+    let audit = reqwest::get(format!("{}/api/audit/export?session=write", server.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        audit.contains("files__write_file") && audit.contains("approved"),
+        "{audit}"
+    );
+}
+
+#[tokio::test]
+async fn a_pending_mcp_approval_survives_kill_9() {
+    let fx = Fixture::new("restart");
+    let (model, _) = fake_model().await;
+    let target = fx.root.join("after-restart.txt");
+    let write = format!("write {} durable", fx.path("after-restart.txt"));
+
+    let first = Process::start(&fx.db, &model, &fx.config).await;
+    let (_, chunks, text) = first.chat(user("durable", &write)).await;
+    let approval = approval_of(&chunks);
+    assert_eq!(approval.3, "files__write_file", "{text}");
+    first.kill9();
+    assert!(!target.exists());
+
+    let second = Process::start(&fx.db, &model, &fx.config).await;
+    let (status, chunks, text) = second
+        .chat(answer("durable", &write, &approval, true))
+        .await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        chunks.iter().any(|c| c["type"] == "tool-output-available"),
+        "{text}"
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "durable");
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_start_leaves_the_app_usable_and_says_why() {
+    let fx = Fixture::new("down");
+    std::fs::write(
+        &fx.config,
+        json!({"mcpServers": {"broken": {"command": "/nonexistent/mcp-server"}}}).to_string(),
+    )
+    .unwrap();
+    let (model, _) = fake_model().await;
+    let server = Process::start(&fx.db, &model, &fx.config).await;
+    let mcp = server.get("/api/mcp").await;
+    assert_eq!(mcp["servers"][0]["state"], "down", "{mcp}");
+    assert!(
+        mcp["servers"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot start"),
+        "{mcp}"
+    );
+    let (status, chunks, text) = server.chat(user("still", "hello")).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(chunks.iter().any(|c| c["type"] == "text-delta"), "{text}");
+}
