@@ -1,11 +1,12 @@
-//! The server's share of schema checking: `anyOf`, `oneOf`, `allOf`, `not`, local `$ref`s and
+//! The server's share of schema checking: `const`, `multipleOf`, item and field counts,
+//! `uniqueItems`, positional items, `anyOf`, `oneOf`, `allOf`, `not`, local `$ref`s and
 //! `pattern` (ECMA-262 patterns read by the `regex` crate; a pattern it cannot read fails the
 //! check rather than passing it). Kept out of the browser build: the wasm bundle has a size
 //! budget, and the server checks every edit again.
 
 use serde_json::{Map, Value};
 
-use super::{Checker, SchemaError, fail};
+use super::{Checker, SchemaError, equal_json, fail};
 
 pub(super) fn check(
     checker: &Checker<'_>,
@@ -14,6 +15,52 @@ pub(super) fn check(
     path: &str,
     depth: usize,
 ) -> Result<(), SchemaError> {
+    if let Some(constant) = schema.get("const")
+        && !equal_json(constant, value)
+    {
+        return fail(path, format!("must be {constant}"));
+    }
+    if let (Some(step), Some(n)) = (
+        schema.get("multipleOf").and_then(Value::as_f64),
+        value.as_f64(),
+    ) && step > 0.0
+    {
+        let ratio = n / step;
+        if (ratio - ratio.round()).abs() > 1e-9 {
+            return fail(path, format!("must be a multiple of {step}"));
+        }
+    }
+    if let Some(items) = value.as_array() {
+        counted(schema, "minItems", "maxItems", items.len(), "item(s)", path)?;
+        if schema.get("uniqueItems") == Some(&Value::Bool(true)) {
+            for (i, item) in items.iter().enumerate() {
+                if items[..i].iter().any(|earlier| equal_json(earlier, item)) {
+                    return fail(&format!("{path}[{i}]"), "repeats an earlier item");
+                }
+            }
+        }
+        // Positional schemas: 2020-12 `prefixItems`, or draft 4's list form of `items` (the
+        // core checks `items` as one schema past them).
+        let positional = match (schema.get("prefixItems"), schema.get("items")) {
+            (Some(Value::Array(prefix)), _) | (None, Some(Value::Array(prefix))) => {
+                prefix.as_slice()
+            }
+            _ => &[],
+        };
+        for (i, (item, item_schema)) in items.iter().zip(positional).enumerate() {
+            checker.check(item_schema, item, &format!("{path}[{i}]"), depth + 1)?;
+        }
+    }
+    if let Some(object) = value.as_object() {
+        counted(
+            schema,
+            "minProperties",
+            "maxProperties",
+            object.len(),
+            "field(s)",
+            path,
+        )?;
+    }
     if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
         let Some(target) = resolve(checker.root, reference) else {
             return fail(
@@ -75,6 +122,29 @@ pub(super) fn check(
                 );
             }
         }
+    }
+    Ok(())
+}
+
+/// A count between `min_key` and `max_key`.
+fn counted(
+    schema: &Map<String, Value>,
+    min_key: &str,
+    max_key: &str,
+    count: usize,
+    what: &str,
+    path: &str,
+) -> Result<(), SchemaError> {
+    let count = count as u64;
+    if let Some(min) = schema.get(min_key).and_then(Value::as_u64)
+        && count < min
+    {
+        return fail(path, format!("must have at least {min} {what}"));
+    }
+    if let Some(max) = schema.get(max_key).and_then(Value::as_u64)
+        && count > max
+    {
+        return fail(path, format!("must have at most {max} {what}"));
     }
     Ok(())
 }
@@ -198,6 +268,39 @@ mod tests {
             found.iter().any(|f| f == "$: \"dependentRequired\""),
             "{found:?}"
         );
+    }
+
+    #[test]
+    fn constants_steps_counts_and_positions() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "kind": {"const": "file"},
+                "step": {"type": "number", "multipleOf": 0.5},
+                "tags": {"type": "array", "uniqueItems": true, "maxItems": 3},
+                "pair": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}],
+                         "items": {"type": "boolean"}},
+                "meta": {"type": "object", "maxProperties": 1}
+            }
+        });
+        assert_eq!(
+            validate(&schema, &json!({"kind": "file", "step": 1.5, "tags": ["a", "b"],
+                                       "pair": ["x", 2, true], "meta": {"a": 1}})),
+            Ok(())
+        );
+        for (value, path, says) in [
+            (json!({"kind": "dir"}), "$.kind", "must be \"file\""),
+            (json!({"step": 0.3}), "$.step", "multiple of 0.5"),
+            (json!({"tags": ["a", "a"]}), "$.tags[1]", "repeats"),
+            (json!({"tags": [1, 2, 3, 4]}), "$.tags", "at most 3 item(s)"),
+            (json!({"pair": [1, 2]}), "$.pair[0]", "expected string"),
+            (json!({"pair": ["x", 2, 3]}), "$.pair[2]", "expected boolean"),
+            (json!({"meta": {"a": 1, "b": 2}}), "$.meta", "at most 1 field(s)"),
+        ] {
+            let e = validate(&schema, &value).unwrap_err();
+            assert_eq!(e.path, path, "{value}: {e}");
+            assert!(e.message.contains(says), "{value}: {e}");
+        }
     }
 
     #[test]
