@@ -474,6 +474,21 @@ mod tests {
     }
 
     #[test]
+    fn the_example_file_reads() {
+        let config = McpConfig::parse(
+            include_str!("../../../examples/mcp.json"),
+            "examples/mcp.json",
+            &|_| None,
+        )
+        .unwrap();
+        assert_eq!(config.warnings, Vec::<String>::new());
+        let McpTransport::Stdio { args, .. } = &config.servers[0].transport else {
+            panic!("a stdio server");
+        };
+        assert_eq!(args[1], "/tmp/countersign-files", "the default of ${{COUNTERSIGN_FILES_ROOT}}");
+    }
+
+    #[test]
     fn variables_expand_with_defaults() {
         assert_eq!(expand_vars("a${TOKEN}b", &env).unwrap(), "as3cretb");
         assert_eq!(expand_vars("${NOPE:-dflt}", &env).unwrap(), "dflt");
