@@ -485,7 +485,10 @@ mod tests {
         let McpTransport::Stdio { args, .. } = &config.servers[0].transport else {
             panic!("a stdio server");
         };
-        assert_eq!(args[1], "/tmp/countersign-files", "the default of ${{COUNTERSIGN_FILES_ROOT}}");
+        assert_eq!(
+            args[1], "/tmp/countersign-files",
+            "the default of ${{COUNTERSIGN_FILES_ROOT}}"
+        );
     }
 
     #[test]

@@ -284,8 +284,11 @@ mod tests {
             }
         });
         assert_eq!(
-            validate(&schema, &json!({"kind": "file", "step": 1.5, "tags": ["a", "b"],
-                                       "pair": ["x", 2, true], "meta": {"a": 1}})),
+            validate(
+                &schema,
+                &json!({"kind": "file", "step": 1.5, "tags": ["a", "b"],
+                                       "pair": ["x", 2, true], "meta": {"a": 1}})
+            ),
             Ok(())
         );
         for (value, path, says) in [
@@ -294,8 +297,16 @@ mod tests {
             (json!({"tags": ["a", "a"]}), "$.tags[1]", "repeats"),
             (json!({"tags": [1, 2, 3, 4]}), "$.tags", "at most 3 item(s)"),
             (json!({"pair": [1, 2]}), "$.pair[0]", "expected string"),
-            (json!({"pair": ["x", 2, 3]}), "$.pair[2]", "expected boolean"),
-            (json!({"meta": {"a": 1, "b": 2}}), "$.meta", "at most 1 field(s)"),
+            (
+                json!({"pair": ["x", 2, 3]}),
+                "$.pair[2]",
+                "expected boolean",
+            ),
+            (
+                json!({"meta": {"a": 1, "b": 2}}),
+                "$.meta",
+                "at most 1 field(s)",
+            ),
         ] {
             let e = validate(&schema, &value).unwrap_err();
             assert_eq!(e.path, path, "{value}: {e}");

@@ -1,0 +1,352 @@
+//! An MCP server defined here, over streamable HTTP (rmcp's server in axum): its read-only tool
+//! runs without asking when annotations are trusted, its destructive tool asks and its `isError`
+//! reaches the model as a tool error, a call that hangs is cancelled at the timeout (the server
+//! sees the cancellation), and a server that goes away fails calls clearly and is reconnected
+//! when it comes back.
+#![cfg(feature = "ssr")]
+
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use countersign::{
+    agent::{
+        history::{HistoryItem, ToolCall},
+        model::{Model, ModelEvent, ModelRequest, ModelStream, Usage},
+    },
+    protocol::FinishReason,
+};
+use futures::stream;
+use rmcp::{
+    ServerHandler,
+    handler::server::{router::tool::ToolRouter, wrapper::Parameters},
+    model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig},
+    tool, tool_handler, tool_router,
+    transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    },
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+mod common;
+
+/// How many `hang` calls saw their cancellation.
+static HANG_CANCELLED: AtomicUsize = AtomicUsize::new(0);
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+struct AddArgs {
+    a: i64,
+    b: i64,
+}
+
+#[derive(Clone)]
+struct Probe {
+    tool_router: ToolRouter<Self>,
+}
+
+#[tool_router]
+impl Probe {
+    /// Adds two integers.
+    #[tool(annotations(title = "Add numbers", read_only_hint = true))]
+    async fn add(&self, Parameters(AddArgs { a, b }): Parameters<AddArgs>) -> String {
+        (a + b).to_string()
+    }
+
+    /// Deletes everything (and always refuses).
+    #[tool(annotations(read_only_hint = false, destructive_hint = true))]
+    async fn delete_everything(&self) -> CallToolResult {
+        CallToolResult::error(vec![ContentBlock::text("refused: nothing was deleted")])
+    }
+
+    /// Never answers.
+    #[tool(annotations(read_only_hint = true))]
+    async fn hang(&self, ct: CancellationToken) -> String {
+        tokio::select! {
+            () = ct.cancelled() => {
+                HANG_CANCELLED.fetch_add(1, Ordering::SeqCst);
+                "cancelled".into()
+            }
+            () = tokio::time::sleep(Duration::from_secs(3600)) => "woke".into(),
+        }
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for Probe {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("probe", "1.0.0"))
+    }
+}
+
+/// Serves the probe on `listener` until `stop` is cancelled.
+fn serve_probe(listener: tokio::net::TcpListener, stop: CancellationToken) {
+    let service: StreamableHttpService<Probe, LocalSessionManager> = StreamableHttpService::new(
+        || {
+            Ok(Probe {
+                tool_router: Probe::tool_router(),
+            })
+        },
+        Default::default(),
+        StreamableHttpServerConfig::default()
+            .with_sse_keep_alive(None)
+            .with_cancellation_token(stop.child_token()),
+    );
+    let app = axum::Router::new().nest_service("/mcp", service);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.cancelled_owned().await })
+            .await;
+    });
+}
+
+/// A model that calls what the person names: `call <tool> <json args>`, then reports the result.
+#[derive(Default)]
+struct Scripted {
+    told: Mutex<Vec<ModelRequest>>,
+}
+
+impl Model for Scripted {
+    fn label(&self) -> String {
+        "scripted".into()
+    }
+
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        self.told.lock().unwrap().push(request.clone());
+        let finish = |reason| ModelEvent::Finish {
+            reason,
+            usage: Usage::default(),
+        };
+        let events = match request.history.last() {
+            Some(HistoryItem::User { text, .. }) => {
+                let mut words = text.splitn(3, ' ');
+                match (words.next(), words.next(), words.next()) {
+                    (Some("call"), Some(tool), args) => vec![
+                        ModelEvent::ToolCall(ToolCall {
+                            id: String::new(),
+                            name: tool.to_owned(),
+                            args: serde_json::from_str(args.unwrap_or("{}")).unwrap_or(json!({})),
+                            provider_data: None,
+                        }),
+                        finish(FinishReason::ToolCalls),
+                    ],
+                    _ => vec![
+                        ModelEvent::TextDelta("ok".into()),
+                        finish(FinishReason::Stop),
+                    ],
+                }
+            }
+            _ => vec![
+                ModelEvent::TextDelta("done".into()),
+                finish(FinishReason::Stop),
+            ],
+        };
+        Box::pin(stream::iter(events.into_iter().map(Ok)))
+    }
+}
+
+struct Setup {
+    server: common::Server,
+    base: String,
+    model: Arc<Scripted>,
+    probe_addr: std::net::SocketAddr,
+    probe_stop: CancellationToken,
+}
+
+async fn setup(name: &str) -> Setup {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let probe_addr = listener.local_addr().unwrap();
+    let probe_stop = CancellationToken::new();
+    serve_probe(listener, probe_stop.clone());
+    let config = std::env::temp_dir().join(format!(
+        "countersign-mcp-http-{name}-{}.json",
+        std::process::id()
+    ));
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"probe": {"url": format!("http://{probe_addr}/mcp"), "trustAnnotations": true}}})
+            .to_string(),
+    )
+    .unwrap();
+    let model = Arc::new(Scripted::default());
+    let server = common::start(common::Opts {
+        model: Some(model.clone()),
+        env: vec![
+            (
+                "COUNTERSIGN_MCP_CONFIG".into(),
+                config.display().to_string(),
+            ),
+            ("COUNTERSIGN_MCP_CALL_TIMEOUT_SECS".into(), "1".into()),
+        ],
+        ..common::Opts::default()
+    })
+    .await;
+    let base = format!("http://{}", server.addr);
+    wait_for_state(&base, "connected").await;
+    Setup {
+        server,
+        base,
+        model,
+        probe_addr,
+        probe_stop,
+    }
+}
+
+async fn mcp_status(base: &str) -> Value {
+    reqwest::get(format!("{base}/api/mcp"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn wait_for_state(base: &str, state: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let status = mcp_status(base).await;
+        if status["servers"][0]["state"] == state {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server never got {state}: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn chat(base: &str, chat: &str, text: &str) -> Vec<Value> {
+    let body = reqwest::Client::new()
+        .post(format!("{base}/api/chat"))
+        .json(&json!({"id": chat, "messages": [
+            {"id": "u", "role": "user", "parts": [{"type": "text", "text": text}]}]}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect()
+}
+
+fn find<'a>(chunks: &'a [Value], kind: &str) -> Option<&'a Value> {
+    chunks.iter().find(|c| c["type"] == kind)
+}
+
+#[tokio::test]
+async fn tools_over_streamable_http_run_ask_fail_and_time_out() {
+    let s = setup("calls").await;
+    let status = mcp_status(&s.base).await;
+    let tools = status["servers"][0]["tools"].to_string();
+    assert!(
+        tools.contains("probe__add") && tools.contains("probe__delete_everything"),
+        "{status}"
+    );
+
+    // Read-only and trusted: runs at once, over HTTP.
+    let chunks = chat(&s.base, "add", r#"call probe__add {"a": 2, "b": 3}"#).await;
+    assert!(
+        find(&chunks, "tool-approval-request").is_none(),
+        "{chunks:?}"
+    );
+    assert_eq!(
+        find(&chunks, "tool-output-available").unwrap()["output"],
+        json!({"text": "5"})
+    );
+    // The model was offered the server's tools with their schemas.
+    let told = s.model.told.lock().unwrap()[0].clone();
+    let add = told.tools.iter().find(|t| t.name == "probe__add").unwrap();
+    assert_eq!(add.parameters["required"], json!(["a", "b"]));
+
+    // Bad arguments never reach the server: the schema is checked first.
+    let chunks = chat(&s.base, "bad", r#"call probe__add {"a": "two"}"#).await;
+    assert!(find(&chunks, "tool-input-error").is_some(), "{chunks:?}");
+
+    // Destructive: asks; approved, the server's isError is a tool error.
+    let chunks = chat(&s.base, "del", "call probe__delete_everything {}").await;
+    let request = find(&chunks, "tool-approval-request").expect("it asks");
+    let approval = request["approvalId"].as_str().unwrap();
+    let call = request["toolCallId"].as_str().unwrap();
+    let message = find(&chunks, "start").unwrap()["messageId"]
+        .as_str()
+        .unwrap();
+    let body = reqwest::Client::new()
+        .post(format!("{}/api/chat", s.base))
+        .json(&json!({"id": "del", "messages": [
+            {"id": "u", "role": "user", "parts": [{"type": "text", "text": "call probe__delete_everything {}"}]},
+            {"id": message, "role": "assistant", "parts": [{"type": "tool-probe__delete_everything",
+              "toolCallId": call, "state": "approval-responded", "input": {},
+              "approval": {"id": approval, "approved": true}}]}]}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        body.contains("tool-output-error") && body.contains("refused: nothing was deleted"),
+        "{body}"
+    );
+
+    // A call that hangs is cancelled at the timeout, and the server hears of it.
+    let before = HANG_CANCELLED.load(Ordering::SeqCst);
+    let chunks = chat(&s.base, "hang", "call probe__hang {}").await;
+    let error = find(&chunks, "tool-output-error").expect("a timeout error");
+    assert!(
+        error["errorText"]
+            .as_str()
+            .unwrap()
+            .contains("did not answer"),
+        "{error}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while HANG_CANCELLED.load(Ordering::SeqCst) == before {
+        assert!(
+            Instant::now() < deadline,
+            "the server never saw the cancellation"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(s.server);
+}
+
+#[tokio::test]
+async fn a_server_that_goes_away_fails_calls_clearly_and_is_reconnected() {
+    let s = setup("crash").await;
+    s.probe_stop.cancel();
+    // Gone: a call says so, and nothing hangs.
+    let chunks = chat(&s.base, "gone", r#"call probe__add {"a": 1, "b": 1}"#).await;
+    let error = find(&chunks, "tool-output-error").expect("a clear error");
+    assert!(
+        error["errorText"]
+            .as_str()
+            .unwrap()
+            .contains("MCP server probe"),
+        "{error}"
+    );
+    wait_for_state(&s.base, "down").await;
+    // Back on the same address: reconnected by the supervisor, and calls work again.
+    let listener = loop {
+        match tokio::net::TcpListener::bind(s.probe_addr).await {
+            Ok(l) => break l,
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    serve_probe(listener, CancellationToken::new());
+    wait_for_state(&s.base, "connected").await;
+    let chunks = chat(&s.base, "back", r#"call probe__add {"a": 1, "b": 1}"#).await;
+    assert_eq!(
+        find(&chunks, "tool-output-available").unwrap()["output"],
+        json!({"text": "2"})
+    );
+}
