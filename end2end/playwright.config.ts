@@ -1,6 +1,6 @@
 import { defineConfig } from "@playwright/test";
 import { execFileSync } from "node:child_process";
-import { rmSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -47,10 +47,46 @@ if (!external) {
     while (taken.includes(port)) port = freePort();
     process.env.COUNTERSIGN_E2E_SEED_PORT = port;
   }
+  // The fifth server (tests/mcp.spec.ts): a real MCP server's tools under the gate.
+  if (!process.env.COUNTERSIGN_E2E_MCP_PORT) {
+    const taken = [
+      process.env.COUNTERSIGN_E2E_PORT,
+      process.env.COUNTERSIGN_E2E_EXPIRY_PORT,
+      process.env.COUNTERSIGN_E2E_HOSTILE_PORT,
+      process.env.COUNTERSIGN_E2E_SEED_PORT,
+    ];
+    let port = freePort();
+    while (taken.includes(port)) port = freePort();
+    process.env.COUNTERSIGN_E2E_MCP_PORT = port;
+  }
   process.env.COUNTERSIGN_E2E_SEED_URL = `http://127.0.0.1:${process.env.COUNTERSIGN_E2E_SEED_PORT}`;
   // Read by tests/chat.ts (the expiry test); set here so that the workers inherit it.
   process.env.COUNTERSIGN_E2E_EXPIRY_URL = `http://127.0.0.1:${process.env.COUNTERSIGN_E2E_EXPIRY_PORT}`;
   process.env.COUNTERSIGN_E2E_HOSTILE_URL = `http://127.0.0.1:${process.env.COUNTERSIGN_E2E_HOSTILE_PORT}`;
+}
+
+// The fifth server's MCP servers: @modelcontextprotocol/server-filesystem from npm (installed in
+// tests/mcp-servers by scripts/setup.sh), over stdio, allowed one directory. Its "model" replays
+// end2end/fixtures/mcp-model.jsonl, which calls files__write_file with an absolute path in that
+// directory, so the directory is fixed (the recording names it). Created here, never emptied here
+// (this file is also loaded by the workers while the servers run): the spec empties it per test.
+const mcpBase = "/tmp/countersign-e2e-mcp";
+const mcpServerJs = join(
+  __dirname,
+  "..",
+  "tests/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+);
+const mcpConfig = join(mcpBase, "mcp.json");
+process.env.COUNTERSIGN_E2E_MCP_ROOT = join(mcpBase, "files");
+if (!external && existsSync(mcpServerJs)) {
+  mkdirSync(process.env.COUNTERSIGN_E2E_MCP_ROOT, { recursive: true });
+  const files = {
+    command: process.execPath,
+    args: [mcpServerJs, process.env.COUNTERSIGN_E2E_MCP_ROOT],
+    trustAnnotations: true,
+  };
+  writeFileSync(mcpConfig, JSON.stringify({ mcpServers: { files } }, null, 2) + "\n");
+  process.env.COUNTERSIGN_E2E_MCP_URL = `http://127.0.0.1:${process.env.COUNTERSIGN_E2E_MCP_PORT}`;
 }
 
 // The third server (tests/security.spec.ts): its "model" replays an answer full of XSS payloads,
@@ -60,7 +96,7 @@ process.env.COUNTERSIGN_E2E_API_KEY ??= "e2e-api-key-7f3a9c";
 // this loopback port (a real server, so Chromium sees a loopback page calling a loopback API).
 if (!process.env.COUNTERSIGN_E2E_FRONTEND_ORIGIN) {
   let port = freePort();
-  while ([process.env.COUNTERSIGN_E2E_PORT, process.env.COUNTERSIGN_E2E_EXPIRY_PORT, process.env.COUNTERSIGN_E2E_HOSTILE_PORT, process.env.COUNTERSIGN_E2E_SEED_PORT].includes(port)) {
+  while ([process.env.COUNTERSIGN_E2E_PORT, process.env.COUNTERSIGN_E2E_EXPIRY_PORT, process.env.COUNTERSIGN_E2E_HOSTILE_PORT, process.env.COUNTERSIGN_E2E_SEED_PORT, process.env.COUNTERSIGN_E2E_MCP_PORT].includes(port)) {
     port = freePort();
   }
   process.env.COUNTERSIGN_E2E_FRONTEND_ORIGIN = `http://localhost:${port}`;
@@ -75,6 +111,7 @@ if (!process.env.COUNTERSIGN_E2E_SEED_UI_ORIGIN) {
     process.env.COUNTERSIGN_E2E_EXPIRY_PORT,
     process.env.COUNTERSIGN_E2E_HOSTILE_PORT,
     process.env.COUNTERSIGN_E2E_SEED_PORT,
+    process.env.COUNTERSIGN_E2E_MCP_PORT,
     new URL(process.env.COUNTERSIGN_E2E_FRONTEND_ORIGIN).port,
   ];
   let port = freePort();
@@ -179,5 +216,14 @@ export default defineConfig({
           COUNTERSIGN_APPROVAL_TIMEOUT_SECS: "30",
           COUNTERSIGN_BROWSER_TIMEOUT_SECS: "10",
         }),
+        // Without tests/mcp-servers installed, no fifth server: tests/mcp.spec.ts skips.
+        ...(process.env.COUNTERSIGN_E2E_MCP_URL
+          ? [
+              server(process.env.COUNTERSIGN_E2E_MCP_URL, {
+                COUNTERSIGN_MODEL: "replay:end2end/fixtures/mcp-model.jsonl",
+                COUNTERSIGN_MCP_CONFIG: mcpConfig,
+              }),
+            ]
+          : []),
       ],
 });

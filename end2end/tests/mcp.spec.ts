@@ -1,0 +1,128 @@
+// An MCP server's tool under the gate, in the browser: the fifth server of playwright.config.ts
+// runs @modelcontextprotocol/server-filesystem (from npm, over stdio) with one allowed directory,
+// and its "model" replays end2end/fixtures/mcp-model.jsonl, which asks files__write_file to write
+// note.txt there. The card says which server the tool comes from, its title and what its
+// annotations claim, and shows the arguments; approving really writes the file on disk, denying
+// writes nothing. (The replay plays the same answer after either: it is a recording.)
+
+import { existsSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import * as path from "node:path";
+import type { Locator, Page } from "@playwright/test";
+import { test, expect } from "./fixtures";
+import {
+  expectAnswer,
+  expectCompleted,
+  pendingApproval,
+  send,
+  startChat,
+  toolCards,
+  type Mode,
+} from "./chat";
+
+const MCP_URL = process.env.COUNTERSIGN_E2E_MCP_URL;
+/** The filesystem server's allowed directory (fixed: the recording names a path in it). */
+const ROOT = process.env.COUNTERSIGN_E2E_MCP_ROOT ?? "/tmp/countersign-e2e-mcp/files";
+const NOTE = path.join(ROOT, "note.txt");
+const CONTENT = "Countersigned in the browser.";
+const TOOL = "files__write_file";
+
+test.skip(
+  !MCP_URL,
+  "needs the MCP server of playwright.config.ts (COUNTERSIGN_E2E_MCP_URL; run scripts/setup.sh to install tests/mcp-servers)",
+);
+
+test.beforeAll(async () => {
+  // The recording and this spec must agree on what is written where.
+  const recording = readFileSync(path.join(__dirname, "..", "fixtures", "mcp-model.jsonl"), "utf8");
+  const call = recording
+    .split("\n")
+    .filter((line) => line.trim())
+    .map((line) => JSON.parse(line).chunk)
+    .find((chunk) => chunk?.type === "tool-input-available");
+  expect(call, "the recording calls the MCP tool").toMatchObject({
+    toolName: TOOL,
+    input: { path: NOTE, content: CONTENT },
+  });
+
+  // The page reads the tools once when it starts: wait until the MCP server's are registered.
+  await expect
+    .poll(
+      async () => {
+        const status = await (await fetch(new URL("/api/mcp", MCP_URL))).json();
+        const files = status.servers?.find((s: any) => s.name === "files");
+        return files?.state === "connected" && files.tools.includes(TOOL) ? "ready" : JSON.stringify(status);
+      },
+      { message: "the files MCP server is connected with its tools", timeout: 20_000 },
+    )
+    .toBe("ready");
+});
+
+test.beforeEach(() => {
+  // Empty the allowed directory (not the directory itself: the MCP server is confined to it).
+  for (const entry of readdirSync(ROOT)) rmSync(path.join(ROOT, entry), { recursive: true, force: true });
+});
+
+/** Starts a chat on the MCP server, has the model call write_file, returns its pending card. */
+async function askToWrite(page: Page, mode: Mode) {
+  await startChat(page, mode, MCP_URL);
+  await send(page, "Save a note in the files folder");
+  const card = toolCards(page, TOOL);
+  await expect(card).toHaveCount(1);
+  const approval = await pendingApproval(card);
+  return { card, approval };
+}
+
+/**
+ * The turn is over: the recording's closing words are shown and Stop is gone. (A replay reports
+ * no usage, so there is no usage footer to wait for.)
+ */
+async function expectReplayFinished(page: Page) {
+  await expectAnswer(page, "That is all I was asked to do with note.txt.");
+  await expect(page.getByTestId("stop")).toBeHidden();
+}
+
+/** The `<dt>`/`<dd>` pairs of one of the card's lists. */
+async function pairs(list: Locator): Promise<Record<string, string>> {
+  const terms = await list.locator("dt").allInnerTexts();
+  const details = await list.locator("dd").allInnerTexts();
+  return Object.fromEntries(terms.map((term, i) => [term.trim(), details[i]?.trim()]));
+}
+
+test("the card of an MCP tool says whose it is and what it claims; approving writes the file (sse)", async ({
+  page,
+}) => {
+  const { card, approval } = await askToWrite(page, "sse");
+
+  await expect(card.locator(".tool-head .tool-title")).toHaveText("Write File");
+  await expect(card.getByTestId("tool-source")).toHaveText("MCP server files");
+  await expect(card.getByTestId("tool-notes")).toHaveText(
+    "can delete or overwrite data · repeating it changes nothing more",
+  );
+  expect(await pairs(card.locator("dl.tool-args"))).toEqual({ path: NOTE, content: CONTENT });
+  await expect(approval.getByTestId("approval-summary")).toHaveText("Let files run Write File");
+  expect(existsSync(NOTE), "nothing is written before the approval").toBe(false);
+
+  await approval.getByTestId("approve").click();
+  await expectCompleted(card);
+  expect(readFileSync(NOTE, "utf8")).toBe(CONTENT);
+  expect(readdirSync(ROOT)).toEqual(["note.txt"]);
+  // The server's own answer, shown as the tool's output.
+  await expect(card.locator("dl.tool-output")).toContainText(`Successfully wrote to ${NOTE}`);
+  await expectReplayFinished(page);
+});
+
+test("denying an MCP tool's call writes nothing (bidi)", async ({ page }) => {
+  const { card, approval } = await askToWrite(page, "bidi");
+  await expect(card.getByTestId("tool-source")).toHaveText("MCP server files");
+
+  await approval.getByTestId("deny").click();
+  await approval.getByTestId("deny-reason").fill("not today");
+  await approval.getByTestId("deny-confirm").click();
+
+  await expect(card).toHaveAttribute("data-state", "output-denied");
+  await expect(card.getByTestId("tool-status")).toHaveText(/Denied/);
+  await expect(card.getByTestId("approval-card")).toHaveCount(0);
+  // The recording's next step plays after a denial too; by then the call is long settled.
+  await expectReplayFinished(page);
+  expect(readdirSync(ROOT), "the denied call wrote nothing").toEqual([]);
+});
