@@ -78,7 +78,10 @@ const mcpServerJs = join(
 );
 const mcpConfig = join(mcpBase, "mcp.json");
 process.env.COUNTERSIGN_E2E_MCP_ROOT = join(mcpBase, "files");
-if (!external && existsSync(mcpServerJs)) {
+if (!external && !existsSync(mcpServerJs)) {
+  throw new Error(`${mcpServerJs} is missing: run scripts/setup.sh (it installs tests/mcp-servers)`);
+}
+if (!external) {
   mkdirSync(process.env.COUNTERSIGN_E2E_MCP_ROOT, { recursive: true });
   const files = {
     command: process.execPath,
@@ -216,7 +219,7 @@ export default defineConfig({
           COUNTERSIGN_APPROVAL_TIMEOUT_SECS: "30",
           COUNTERSIGN_BROWSER_TIMEOUT_SECS: "10",
         }),
-        // Without tests/mcp-servers installed, no fifth server: tests/mcp.spec.ts skips.
+        // The fifth server (tests/mcp.spec.ts): a real MCP server's tool, called by a replay.
         ...(process.env.COUNTERSIGN_E2E_MCP_URL
           ? [
               server(process.env.COUNTERSIGN_E2E_MCP_URL, {

@@ -28,7 +28,7 @@ const TOOL = "files__write_file";
 
 test.skip(
   !MCP_URL,
-  "needs the MCP server of playwright.config.ts (COUNTERSIGN_E2E_MCP_URL; run scripts/setup.sh to install tests/mcp-servers)",
+  "against servers started elsewhere (external mode) there is no MCP server: set COUNTERSIGN_E2E_MCP_URL",
 );
 
 test.beforeAll(async () => {
