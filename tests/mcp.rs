@@ -450,3 +450,43 @@ async fn a_server_that_cannot_start_leaves_the_app_usable_and_says_why() {
     assert_eq!(status, 200, "{text}");
     assert!(chunks.iter().any(|c| c["type"] == "text-delta"), "{text}");
 }
+
+#[tokio::test]
+async fn a_crashed_stdio_server_is_restarted_and_its_tools_work_again() {
+    let fx = Fixture::new("crash");
+    let (model, _) = fake_model().await;
+    let server = Process::start(&fx.db, &model, &fx.config).await;
+    let read = format!("read {}", fx.path("hello.txt"));
+    // The filesystem server dies (its command line names this fixture's directory).
+    let killed = Command::new("pkill")
+        .args(["-KILL", "-f", &fx.root.display().to_string()])
+        .status()
+        .expect("pkill runs");
+    assert!(
+        killed.success(),
+        "the MCP server process was found and killed"
+    );
+    // Restarted by its supervisor: connected again, and the read works.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for attempt in 0.. {
+        let (_, chunks, _) = server.chat(user(&format!("again-{attempt}"), &read)).await;
+        if let Some(output) = chunks.iter().find(|c| c["type"] == "tool-output-available") {
+            assert_eq!(output["output"]["content"], "hello from disk");
+            break;
+        }
+        // Meanwhile a call fails with a clear error, not a hang.
+        let error = chunks
+            .iter()
+            .find(|c| c["type"] == "tool-output-error")
+            .expect("an error while it is down");
+        assert!(
+            error["errorText"]
+                .as_str()
+                .unwrap()
+                .contains("MCP server files"),
+            "{error}"
+        );
+        assert!(Instant::now() < deadline, "the server was not restarted");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

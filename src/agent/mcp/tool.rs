@@ -131,10 +131,39 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or(text)
 }
 
+/// The largest output kept (it goes into the chat's record, the page and the model's context):
+/// a bigger one is replaced by its start and a note saying how much was left out.
+pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
+
 /// The tool's output as the model and the card see it: the server's `structuredContent` when it
 /// has one, else its content (one text as `{"text"}`, several blocks as `{"content": [...]}` in
-/// MCP's own shape). An `isError` result is a tool error with the server's text.
+/// MCP's own shape), at most [`MAX_OUTPUT_BYTES`]. An `isError` result is a tool error with the
+/// server's text.
 pub fn output_of(result: CallToolResult) -> Result<Value, ToolError> {
+    let output = full_output(result)?;
+    let size = output.to_string().len();
+    if size <= MAX_OUTPUT_BYTES {
+        return Ok(output);
+    }
+    let text = match &output {
+        Value::Object(o) if o.len() == 1 && o.get("text").is_some_and(Value::is_string) => {
+            o["text"].as_str().unwrap_or_default().to_owned()
+        }
+        other => other.to_string(),
+    };
+    let mut cut = MAX_OUTPUT_BYTES / 2;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Ok(json!({
+        "text": &text[..cut],
+        "truncated": format!(
+            "the server returned {size} bytes; only the first {cut} are kept here"
+        ),
+    }))
+}
+
+fn full_output(result: CallToolResult) -> Result<Value, ToolError> {
     let text = || -> String {
         result
             .content
@@ -336,5 +365,15 @@ mod tests {
         let two = CallToolResult::success(vec![ContentBlock::text("a"), ContentBlock::text("b")]);
         let out = output_of(two).unwrap();
         assert_eq!(out["content"][1]["text"], "b");
+        let huge = CallToolResult::success(vec![ContentBlock::text("é".repeat(MAX_OUTPUT_BYTES))]);
+        let out = output_of(huge).unwrap();
+        assert!(out["text"].as_str().unwrap().len() <= MAX_OUTPUT_BYTES / 2);
+        assert!(
+            out["truncated"]
+                .as_str()
+                .unwrap()
+                .contains("only the first"),
+            "{out}"
+        );
     }
 }
