@@ -451,6 +451,26 @@ async fn a_server_that_cannot_start_leaves_the_app_usable_and_says_why() {
     assert!(chunks.iter().any(|c| c["type"] == "text-delta"), "{text}");
 }
 
+/// SIGKILLs every process whose command line contains `needle`; how many.
+fn kill_processes_naming(needle: &str) -> usize {
+    let mut killed = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&cmdline).contains(needle) && pid != std::process::id() as i32 {
+            // SAFETY: kill(2) with a pid read from /proc and a valid signal number.
+            if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+                killed += 1;
+            }
+        }
+    }
+    killed
+}
+
 #[tokio::test]
 async fn a_crashed_stdio_server_is_restarted_and_its_tools_work_again() {
     let fx = Fixture::new("crash");
@@ -458,14 +478,8 @@ async fn a_crashed_stdio_server_is_restarted_and_its_tools_work_again() {
     let server = Process::start(&fx.db, &model, &fx.config).await;
     let read = format!("read {}", fx.path("hello.txt"));
     // The filesystem server dies (its command line names this fixture's directory).
-    let killed = Command::new("pkill")
-        .args(["-KILL", "-f", &fx.root.display().to_string()])
-        .status()
-        .expect("pkill runs");
-    assert!(
-        killed.success(),
-        "the MCP server process was found and killed"
-    );
+    let killed = kill_processes_naming(&fx.root.display().to_string());
+    assert_eq!(killed, 1, "the MCP server process was found and killed");
     // Restarted by its supervisor: connected again, and the read works.
     let deadline = Instant::now() + Duration::from_secs(20);
     for attempt in 0.. {
