@@ -96,12 +96,27 @@ pub struct AuditEvent {
     pub outcome: Option<Value>,
 }
 
-/// An event as stored: numbered in append order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// An event as stored: numbered in append order (`{"seq", ...event}` on the wire).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AuditRecord {
     pub seq: i64,
     #[serde(flatten)]
     pub event: AuditEvent,
+}
+
+/// Decoded by hand rather than with `flatten`: serde's flattening decoder costs the browser's
+/// bundle ~5 KB, and the page decodes these.
+impl<'de> Deserialize<'de> for AuditRecord {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut map = serde_json::Map::<String, Value>::deserialize(deserializer)?;
+        let seq = map
+            .remove("seq")
+            .and_then(|v| v.as_i64())
+            .ok_or_else(|| D::Error::custom("an audit record needs an integer `seq`"))?;
+        let event = AuditEvent::deserialize(Value::Object(map)).map_err(D::Error::custom)?;
+        Ok(AuditRecord { seq, event })
+    }
 }
 
 /// Which events to list. Empty fields match everything.
@@ -149,5 +164,38 @@ mod tests {
             );
         }
         assert_eq!(AuditKind::parse("nope"), None);
+    }
+
+    #[test]
+    fn records_round_trip_with_seq_beside_the_event() {
+        let record = AuditRecord {
+            seq: 7,
+            event: AuditEvent {
+                at_ms: 1,
+                kind: AuditKind::ALL[0],
+                session_id: "c".into(),
+                turn_id: "t".into(),
+                tool_call_id: "call".into(),
+                approval_id: Some("apv".into()),
+                tool: "process_payment".into(),
+                args: serde_json::json!({"amount": 2.5}),
+                args_digest: "d".into(),
+                deadline_ms: None,
+                edited_args: None,
+                reason: None,
+                actor: None,
+                outcome: Some(serde_json::json!({"ok": null})),
+            },
+        };
+        let wire = serde_json::to_value(&record).unwrap();
+        assert_eq!(wire["seq"], 7);
+        assert_eq!(wire["tool"], "process_payment");
+        assert_eq!(
+            serde_json::from_value::<AuditRecord>(wire.clone()).unwrap(),
+            record
+        );
+        let mut no_seq = wire;
+        no_seq.as_object_mut().unwrap().remove("seq");
+        assert!(serde_json::from_value::<AuditRecord>(no_seq).is_err());
     }
 }
