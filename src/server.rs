@@ -63,6 +63,10 @@ pub fn router(state: AppState) -> Router {
         .route("/signin", get(signin::page).post(signin::submit))
         .route("/signout", post(signin::signout))
         .route("/api/live/ticket", post(signin::ticket))
+        .route(
+            "/tools",
+            get(transport::tools_page::page).layer(axum::middleware::map_response(no_cache_async)),
+        )
         .merge(transport::audit::routes())
         .fallback_service(site::service(state.site.clone(), not_found))
         // Outermost last: the host is checked first, then CORS answers preflights, then the

@@ -253,6 +253,31 @@ async fn tools_over_streamable_http_run_ask_fail_and_time_out() {
         "{status}"
     );
 
+    // The tools page lists them by server with what each needs, beside Countersign's own.
+    let page = reqwest::get(format!("{}/tools", s.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains(r#"data-source="probe" data-state="connected""#),
+        "{page}"
+    );
+    assert!(
+        page.contains(r#"data-tool="probe__add" data-needs="runs""#),
+        "{page}"
+    );
+    assert!(
+        page.contains(r#"data-tool="probe__delete_everything" data-needs="asks""#),
+        "{page}"
+    );
+    assert!(
+        page.contains(r#"data-tool="get_weather" data-needs="runs""#),
+        "{page}"
+    );
+    assert!(page.contains("can delete or overwrite data"), "{page}");
+
     // Read-only and trusted: runs at once, over HTTP.
     let chunks = chat(&s.base, "add", r#"call probe__add {"a": 2, "b": 3}"#).await;
     assert!(

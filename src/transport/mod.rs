@@ -18,6 +18,8 @@
 //! * [`audit`]: the audit log as JSON and as a JSONL export.
 //! * [`app`]: the model and tools, and a chat's snapshot, for the page.
 //! * [`site`]: the built site's files, precompressed and cached by content hash.
+//! * [`tools_page`]: `GET /tools`, the tools by where they come from and what each needs;
+//!   [`html`]: the plain pages' frame.
 
 pub mod answers;
 pub mod app;
@@ -25,11 +27,13 @@ pub mod audit;
 pub mod context;
 pub mod edge;
 pub mod error;
+pub mod html;
 pub mod request;
 pub mod seed;
 pub mod segment;
 pub mod site;
 pub mod sse;
+pub mod tools_page;
 pub mod ws;
 
 pub use ws::is_upgrade;

@@ -73,6 +73,7 @@ pub fn ChatPage() -> impl IntoView {
                 </span>
                 <button type="button" data-testid="chunk-log-toggle" aria-expanded=move || show_log.get().to_string()
                     on:click=move |_| show_log.update(|v| *v = !*v)>"Chunk log"</button>
+                <a class="toolbar-link" href="/tools" data-testid="tools-link" title="The tools the model may call, and what each needs">"Tools"</a>
                 <button type="button" data-testid="chat-list-toggle" aria-expanded=move || show_chats.get().to_string()
                     on:click=move |_| show_chats.update(|v| *v = !*v)>"Chats"</button>
                 <button type="button" class="primary" data-testid="new-chat" on:click=move |_| ctl.new_chat()>"New chat"</button>

@@ -25,7 +25,13 @@ use super::{
     auth::{SECURE_SESSION_COOKIE, SESSION_COOKIE, TICKET_LIFETIME},
     limits::{TooMany, address_key},
 };
-use crate::{state::AppState, transport::ApiError};
+use crate::{
+    state::AppState,
+    transport::{
+        ApiError,
+        html::{self, escape},
+    },
+};
 
 /// The session cookie's value, whichever name it goes by.
 pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
@@ -197,22 +203,13 @@ pub async fn ticket(State(state): State<AppState>) -> Result<Json<serde_json::Va
     })))
 }
 
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 fn document(state: &AppState, body: &str) -> Html<String> {
-    Html(format!(
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>Sign in · Countersign</title><link rel=\"stylesheet\" href=\"{css}\">\
-         <link rel=\"icon\" href=\"/favicon.svg\" type=\"image/svg+xml\">\
-         </head><body><main class=\"signin\"><h1>Countersign</h1>{body}</main></body></html>",
-        css = escape(&state.site.css_href()),
-    ))
+    html::document(
+        state,
+        "Sign in",
+        "signin",
+        &format!("<h1>Countersign</h1>{body}"),
+    )
 }
 
 fn signin_html(state: &AppState, next: &str, error: Option<&str>) -> Html<String> {

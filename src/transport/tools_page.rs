@@ -1,0 +1,71 @@
+//! `GET /tools`: the tools the model may call, by where they come from — Countersign's own and
+//! each MCP server with its state — and what each needs: asks, runs, or off (and why). Written
+//! on the server as plain HTML (a hydrated panel cost the browser's bundle 10 KB; ADR 0021).
+
+use axum::{extract::State, response::Html};
+
+use super::html::{document, escape};
+use crate::{
+    agent::tools::{ApprovalPolicy, Tool},
+    state::AppState,
+};
+
+pub async fn page(State(state): State<AppState>) -> Html<String> {
+    let tools = state.runtime.tools.snapshot();
+    let row = |tool: &Tool| {
+        let needs = match tool.spec.approval {
+            ApprovalPolicy::Never => "runs",
+            ApprovalPolicy::Always => "asks",
+            ApprovalPolicy::When(_) => "asks sometimes",
+        };
+        let notes = if tool.spec.presentation.notes.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " <span class=\"muted\">({})</span>",
+                escape(&tool.spec.presentation.notes.join(", "))
+            )
+        };
+        format!(
+            "<li data-testid=\"tools-page-tool\" data-tool=\"{name}\" data-needs=\"{needs}\">\
+             <strong>{title}</strong> <code>{name}</code> — {needs}{notes}</li>",
+            name = escape(&tool.spec.name),
+            title = escape(&tool.spec.presentation.title),
+        )
+    };
+    let own: String = tools
+        .iter()
+        .filter(|t| t.spec.presentation.source.is_none())
+        .map(|t| row(t))
+        .collect();
+    let mut body = format!(
+        "<h1>Tools</h1><p><a href=\"/\">Back to the chat</a></p>\
+         <section data-testid=\"tools-page-group\" data-source=\"countersign\">\
+         <h2>Countersign</h2><ul>{own}</ul></section>"
+    );
+    for server in state.mcp.statuses() {
+        let source = format!("MCP server {}", server.name);
+        let offered: String = tools
+            .iter()
+            .filter(|t| t.spec.presentation.source.as_deref() == Some(source.as_str()))
+            .map(|t| row(t))
+            .collect();
+        let off: String = server
+            .skipped
+            .iter()
+            .map(|s| format!("<li data-needs=\"off\">{} — off</li>", escape(s)))
+            .collect();
+        let state_text = match &server.error {
+            Some(e) => format!("{}: {}", server.state, escape(e)),
+            None => server.state.to_owned(),
+        };
+        body.push_str(&format!(
+            "<section data-testid=\"tools-page-group\" data-source=\"{name}\" data-state=\"{state}\">\
+             <h2>{source}</h2><p class=\"muted\">{state_text}</p><ul>{offered}{off}</ul></section>",
+            name = escape(&server.name),
+            state = server.state,
+            source = escape(&source),
+        ));
+    }
+    document(&state, "Tools", "tools-page", &body)
+}
