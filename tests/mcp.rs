@@ -9,7 +9,6 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -121,97 +120,29 @@ async fn complete(State(seen): State<Seen>, Json(request): Json<Value>) -> impl 
     ([("content-type", "text/event-stream")], body)
 }
 
-/// The server binary on a free port, with the filesystem server configured; SIGKILLed when
-/// dropped.
-struct Process {
-    child: Child,
-    base: String,
+mod common;
+
+use common::binary::Binary;
+
+/// The server binary with the scripted `model` and the MCP servers of `config`, on `db`.
+async fn start(db: &Path, model: &str, config: &Path) -> Binary {
+    Binary::start(&[
+        ("COUNTERSIGN_DB", db.display().to_string()),
+        ("OPENAI_BASE_URL", model.to_owned()),
+        ("COUNTERSIGN_MODEL", "openai:scripted".to_owned()),
+        ("COUNTERSIGN_MCP_CONFIG", config.display().to_string()),
+        ("COUNTERSIGN_TEXT_TIMING", "hold".to_owned()),
+    ])
+    .await
 }
 
-impl Process {
-    async fn start(db: &Path, model: &str, config: &Path) -> Process {
-        let port = {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            listener.local_addr().unwrap().port()
-        };
-        let site = std::env::temp_dir().join("countersign-mcp-site");
-        std::fs::create_dir_all(&site).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_countersign"))
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", std::env::var_os("HOME").unwrap_or_default())
-            .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
-            .env("LEPTOS_SITE_ROOT", &site)
-            .env("COUNTERSIGN_DB", db)
-            .env("OPENAI_BASE_URL", model)
-            .env("COUNTERSIGN_MODEL", "openai:scripted")
-            .env("COUNTERSIGN_MCP_CONFIG", config)
-            .env("COUNTERSIGN_TEXT_TIMING", "hold")
-            .env(
-                "RUST_LOG",
-                std::env::var("MCP_TEST_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the countersign binary starts");
-        let process = Process {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(r) = reqwest::get(format!("{}/healthz", process.base)).await
-                && r.status().is_success()
-            {
-                return process;
-            }
-            assert!(Instant::now() < deadline, "the server did not come up");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    fn kill9(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    async fn chat(&self, body: Value) -> (u16, Vec<Value>, String) {
-        let response = reqwest::Client::new()
-            .post(format!("{}/api/chat", self.base))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        let status = response.status().as_u16();
-        let text = tokio::time::timeout(Duration::from_secs(30), response.text())
-            .await
-            .expect("the response ends")
-            .unwrap();
-        let chunks = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .filter(|d| *d != "[DONE]")
-            .filter_map(|d| serde_json::from_str(d).ok())
-            .collect();
-        (status, chunks, text)
-    }
-
-    async fn get(&self, path: &str) -> Value {
-        reqwest::get(format!("{}{path}", self.base))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+async fn get(server: &Binary, path: &str) -> Value {
+    reqwest::get(format!("{}{path}", server.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
 }
 
 /// A temp directory the filesystem server may use, the config naming it, and a database path.
@@ -304,10 +235,10 @@ fn answer(
 async fn a_real_mcp_server_is_advertised_gated_and_countersigned() {
     let fx = Fixture::new("gate");
     let (model, seen) = fake_model().await;
-    let server = Process::start(&fx.db, &model, &fx.config).await;
+    let server = start(&fx.db, &model, &fx.config).await;
 
     // Its status, and its tools offered to the model under the server's name.
-    let mcp = server.get("/api/mcp").await;
+    let mcp = get(&server, "/api/mcp").await;
     let files = &mcp["servers"][0];
     assert_eq!(files["name"], "files");
     assert_eq!(files["state"], "connected", "{mcp}");
@@ -408,14 +339,14 @@ async fn a_pending_mcp_approval_survives_kill_9() {
     let target = fx.root.join("after-restart.txt");
     let write = format!("write {} durable", fx.path("after-restart.txt"));
 
-    let first = Process::start(&fx.db, &model, &fx.config).await;
+    let first = start(&fx.db, &model, &fx.config).await;
     let (_, chunks, text) = first.chat(user("durable", &write)).await;
     let approval = approval_of(&chunks);
     assert_eq!(approval.3, "files__write_file", "{text}");
     first.kill9();
     assert!(!target.exists());
 
-    let second = Process::start(&fx.db, &model, &fx.config).await;
+    let second = start(&fx.db, &model, &fx.config).await;
     let (status, chunks, text) = second
         .chat(answer("durable", &write, &approval, true))
         .await;
@@ -436,8 +367,8 @@ async fn a_server_that_cannot_start_leaves_the_app_usable_and_says_why() {
     )
     .unwrap();
     let (model, _) = fake_model().await;
-    let server = Process::start(&fx.db, &model, &fx.config).await;
-    let mcp = server.get("/api/mcp").await;
+    let server = start(&fx.db, &model, &fx.config).await;
+    let mcp = get(&server, "/api/mcp").await;
     assert_eq!(mcp["servers"][0]["state"], "down", "{mcp}");
     assert!(
         mcp["servers"][0]["error"]
@@ -475,7 +406,7 @@ fn kill_processes_naming(needle: &str) -> usize {
 async fn a_crashed_stdio_server_is_restarted_and_its_tools_work_again() {
     let fx = Fixture::new("crash");
     let (model, _) = fake_model().await;
-    let server = Process::start(&fx.db, &model, &fx.config).await;
+    let server = start(&fx.db, &model, &fx.config).await;
     let read = format!("read {}", fx.path("hello.txt"));
     // The filesystem server dies (its command line names this fixture's directory).
     let killed = kill_processes_naming(&fx.root.display().to_string());

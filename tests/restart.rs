@@ -5,112 +5,32 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
 use serde_json::{Value, json};
 
-/// A server process on a free port; killed (SIGKILL) when dropped.
-struct Process {
-    child: Child,
-    base: String,
+mod common;
+
+use common::binary::Binary as Process;
+
+/// The server on `db` with the demo model, approvals waiting `approval_secs`, commits `sync`.
+async fn start_with(db: &Path, approval_secs: u64, sync: &str) -> Process {
+    Process::start(&[
+        ("COUNTERSIGN_DB", db.display().to_string()),
+        ("COUNTERSIGN_DB_SYNC", sync.to_owned()),
+        ("COUNTERSIGN_DEMO_DELAY_MS", "0".to_owned()),
+        ("COUNTERSIGN_WEATHER", "offline".to_owned()),
+        (
+            "COUNTERSIGN_APPROVAL_TIMEOUT_SECS",
+            approval_secs.to_string(),
+        ),
+    ])
+    .await
 }
 
-impl Process {
-    async fn start(db: &Path, approval_secs: u64) -> Process {
-        Self::start_with(db, approval_secs, "full").await
-    }
-
-    async fn start_with(db: &Path, approval_secs: u64, sync: &str) -> Process {
-        let port = {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-            listener.local_addr().expect("bound").port()
-        };
-        let site = std::env::temp_dir().join("countersign-restart-site");
-        std::fs::create_dir_all(&site).expect("site dir");
-        let child = Command::new(env!("CARGO_BIN_EXE_countersign"))
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
-            .env("LEPTOS_SITE_ROOT", &site)
-            .env("COUNTERSIGN_DB", db)
-            .env("COUNTERSIGN_DB_SYNC", sync)
-            .env("COUNTERSIGN_DEMO_DELAY_MS", "0")
-            .env("COUNTERSIGN_WEATHER", "offline")
-            .env(
-                "COUNTERSIGN_APPROVAL_TIMEOUT_SECS",
-                approval_secs.to_string(),
-            )
-            .env(
-                "RUST_LOG",
-                std::env::var("RESTART_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the countersign binary starts");
-        let process = Process {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(r) = reqwest::get(format!("{}/healthz", process.base)).await
-                && r.status().is_success()
-            {
-                return process;
-            }
-            assert!(Instant::now() < deadline, "the server did not come up");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// SIGKILL: no shutdown code runs.
-    fn kill9(mut self) {
-        self.child.kill().expect("kill -9");
-        self.child.wait().expect("reaped");
-    }
-
-    async fn chat(&self, body: Value) -> (u16, Vec<Value>, String) {
-        let response = reqwest::Client::new()
-            .post(format!("{}/api/chat", self.base))
-            .json(&body)
-            .send()
-            .await
-            .expect("request sent");
-        let status = response.status().as_u16();
-        let text = tokio::time::timeout(Duration::from_secs(20), response.text())
-            .await
-            .expect("the response ends")
-            .expect("a body");
-        let chunks = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .filter(|d| *d != "[DONE]")
-            .filter_map(|d| serde_json::from_str(d).ok())
-            .collect();
-        (status, chunks, text)
-    }
-
-    async fn audit(&self, chat: &str) -> Vec<Value> {
-        let text = reqwest::get(format!("{}/api/audit/export?session={chat}", self.base))
-            .await
-            .expect("export")
-            .text()
-            .await
-            .expect("body");
-        text.lines()
-            .map(|l| serde_json::from_str(l).expect("JSONL"))
-            .collect()
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+async fn start(db: &Path, approval_secs: u64) -> Process {
+    start_with(db, approval_secs, "full").await
 }
 
 fn temp_db(name: &str) -> PathBuf {
@@ -141,12 +61,12 @@ async fn approval_across_kill_9(
     ask: &str,
     sync: &str,
 ) -> (Process, (String, String, String, Value)) {
-    let first = Process::start_with(db, 300, sync).await;
+    let first = start_with(db, 300, sync).await;
     let (status, chunks, text) = first.chat(user(chat, ask)).await;
     assert_eq!(status, 200, "{text}");
     let approval = approval_of(&chunks);
     first.kill9();
-    (Process::start_with(db, 300, sync).await, approval)
+    (start_with(db, 300, sync).await, approval)
 }
 
 fn approval_of(chunks: &[Value]) -> (String, String, String, Value) {
@@ -213,7 +133,7 @@ async fn an_approval_survives_kill_9_and_the_payment_happens_once() {
     assert!(text.contains("approval_already_answered"), "{text}");
     second.kill9();
 
-    let third = Process::start(&db, 300).await;
+    let third = start(&db, 300).await;
     let (status, chunks, text) = third.chat(user(chat, "Send $10 to Bob")).await;
     assert_eq!(status, 200, "{text}");
     let approval = approval_of(&chunks);
@@ -266,13 +186,13 @@ async fn a_deadline_keeps_counting_while_the_server_is_down() {
     let chat = "restart-expire";
     let ask = "Send $50 to Hanako";
 
-    let first = Process::start(&db, 2).await;
+    let first = start(&db, 2).await;
     let (_, chunks, _) = first.chat(user(chat, ask)).await;
     let approval = approval_of(&chunks);
     first.kill9();
     tokio::time::sleep(Duration::from_millis(2500)).await;
 
-    let second = Process::start(&db, 2).await;
+    let second = start(&db, 2).await;
     let (status, _, text) = second.chat(answer(chat, ask, &approval, true)).await;
     assert_eq!(status, 409, "{text}");
     assert!(text.contains("approval_expired"), "{text}");
@@ -351,7 +271,7 @@ async fn a_bidi_client_resumes_a_paused_turn_by_frame_count_after_kill_9() {
     let db = temp_db("bidi-resume");
     remove_db(&db);
     let chat = "restart-bidi";
-    let first = Process::start(&db, 300).await;
+    let first = start(&db, 300).await;
     let ws = |p: &Process| format!("{}/api/live", p.base.replace("http://", "ws://"));
     let (mut socket, _) = tokio_tungstenite::connect_async(ws(&first)).await.unwrap();
     let message = json!({"type": "message", "id": chat, "trigger": "submit-message", "messages": [
@@ -376,7 +296,7 @@ async fn a_bidi_client_resumes_a_paused_turn_by_frame_count_after_kill_9() {
     first.kill9();
 
     // A new server on the same database; the client says it got all but the last two frames.
-    let second = Process::start(&db, 300).await;
+    let second = start(&db, 300).await;
     let (mut socket, _) = tokio_tungstenite::connect_async(ws(&second)).await.unwrap();
     let received = before.len() - 2;
     socket

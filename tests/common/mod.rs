@@ -2,6 +2,9 @@
 //! sequential ids, offline weather), for the scenario tests over real sockets.
 #![allow(dead_code)]
 
+#[cfg(unix)]
+pub mod binary;
+
 use std::{sync::Arc, time::Duration};
 
 use countersign::{
