@@ -85,6 +85,7 @@ else
 fi
 step "npm packages in tests/mcp-servers/ (real MCP servers for the MCP scenario tests)"
 if [ -f tests/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js ] \
+  && [ -f tests/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js ] \
   && [ tests/mcp-servers/node_modules/.package-lock.json -nt tests/mcp-servers/package-lock.json ]; then
   echo "present"
 else

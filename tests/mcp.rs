@@ -4,7 +4,10 @@
 //! advertised): a read-only tool runs without asking (trusted annotations), `write_file` waits
 //! for the person, approve writes exactly once (a replayed approval writes nothing more), deny
 //! writes nothing, forged and foreign approvals change nothing, and a pending MCP approval
-//! survives kill -9 of the server. The real binary, as a person runs it.
+//! survives kill -9 of the server. `@modelcontextprotocol/server-everything` asks the person a
+//! question mid-call (a 2025 `elicitation/create`): it reaches the chat as a `data-question`
+//! part, answers that do not fit its form are refused, and the answer reaches the server. The
+//! real binary, as a person runs it.
 #![cfg(all(feature = "ssr", unix))]
 
 use std::{
@@ -29,12 +32,19 @@ fn filesystem_server() -> PathBuf {
     path
 }
 
+/// The everything server's entry point, installed by scripts/setup.sh.
+fn everything_server() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "tests/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    )
+}
+
 /// What the scripted model was asked, request by request.
 type Seen = Arc<Mutex<Vec<Value>>>;
 
 /// A scripted OpenAI-compatible model. The last user message says what to do: `read <path>`
 /// calls the advertised tool ending in `__read_text_file`, `write <path> <text>` the one ending
-/// in `__write_file`; after a tool result it answers with that result in words.
+/// in `__write_file`, `ask` the one ending in `__trigger-elicitation-request`; after a tool result it answers with that result in words.
 async fn fake_model() -> (String, Seen) {
     let seen: Seen = Arc::default();
     let app = Router::new()
@@ -95,6 +105,9 @@ async fn complete(State(seen): State<Seen>, Json(request): Json<Value>) -> impl 
             }
             (Some("write"), Some(path)) => tool_named("__write_file")
                 .map(|name| (name, json!({"path": path, "content": rest.unwrap_or("")}))),
+            (Some("ask"), _) => {
+                tool_named("__trigger-elicitation-request").map(|name| (name, json!({})))
+            }
             _ => None,
         };
         match call {
@@ -122,7 +135,10 @@ async fn complete(State(seen): State<Seen>, Json(request): Json<Value>) -> impl 
 
 mod common;
 
-use common::binary::Binary;
+use common::{
+    binary::Binary,
+    stream::{chat_stream, next_of, reply},
+};
 
 /// The server binary with the scripted `model` and the MCP servers of `config`, on `db`.
 async fn start(db: &Path, model: &str, config: &Path) -> Binary {
@@ -434,4 +450,84 @@ async fn a_crashed_stdio_server_is_restarted_and_its_tools_work_again() {
         assert!(Instant::now() < deadline, "the server was not restarted");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+#[tokio::test]
+async fn a_real_servers_question_reaches_the_person_and_their_answer_the_server() {
+    let fx = Fixture::new("ask");
+    std::fs::write(
+        &fx.config,
+        json!({"mcpServers": {"everything": {
+            "command": "node",
+            "args": [everything_server(), "stdio"],
+            "tools": {"trigger-elicitation-request": {"approval": "never"}}
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    let (model, _) = fake_model().await;
+    let server = start(&fx.db, &model, &fx.config).await;
+    // The server offers its question tool only to a client that says it can ask the person.
+    let tool = "everything__trigger-elicitation-request";
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mcp = get(&server, "/api/mcp").await;
+        if mcp["servers"][0]["tools"].to_string().contains(tool) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{tool} never offered: {mcp}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let mut chunks = chat_stream(&server.base, user("ask", "ask"));
+    let asked = next_of(&mut chunks, "data-question", Some("open")).await;
+    let id = asked["id"].as_str().unwrap().to_owned();
+    assert_eq!(asked["data"]["source"], "MCP server everything");
+    assert_eq!(
+        asked["data"]["message"],
+        "Please provide inputs for the following fields:"
+    );
+    let schema = &asked["data"]["schema"];
+    assert_eq!(schema["required"], json!(["name"]), "{schema}");
+    assert_eq!(schema["properties"]["email"]["format"], "email");
+
+    // What does not fit the form is refused, and the question stays open.
+    let (status, body) = reply(
+        &server.base,
+        "ask",
+        &id,
+        json!({"action": "accept", "content": {"check": true}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    let (status, body) = reply(
+        &server.base,
+        "ask",
+        &id,
+        json!({"action": "accept", "content": {"name": "Ada", "email": "ada-at-example"}}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (422, Some("invalid_answer")),
+        "{body}"
+    );
+    let (status, body) = reply(
+        &server.base,
+        "ask",
+        &id,
+        json!({"action": "accept", "content": {"name": "Ada Lovelace", "check": true,
+            "email": "ada@example.org", "integer": 7, "untitledSingleSelectEnum": "Joey",
+            "titledMultipleSelectEnum": ["fish-2"]}}),
+    )
+    .await;
+    assert_eq!(status, 204, "{body}");
+    next_of(&mut chunks, "data-question", Some("answered")).await;
+    let output = next_of(&mut chunks, "tool-output-available", None).await;
+    let text = output["output"].to_string();
+    assert!(
+        text.contains("- Name: Ada Lovelace") && text.contains("- Email: ada@example.org"),
+        "{output}"
+    );
+    assert!(text.contains("- Favorite Integer: 7"), "{output}");
 }

@@ -1,8 +1,9 @@
 //! An MCP server defined here, over streamable HTTP (rmcp's server in axum): its read-only tool
 //! runs without asking when annotations are trusted, its destructive tool asks and its `isError`
 //! reaches the model as a tool error, a call that hangs is cancelled at the timeout (the server
-//! sees the cancellation), and a server that goes away fails calls clearly and is reconnected
-//! when it comes back.
+//! sees the cancellation), a server that goes away fails calls clearly and is reconnected
+//! when it comes back, and a question the server asks mid-call (2026-07-28 `input_required`)
+//! reaches the person as a `data-question` part and their answer reaches the server.
 #![cfg(feature = "ssr")]
 
 use std::{
@@ -22,9 +23,18 @@ use countersign::{
 };
 use futures::stream;
 use rmcp::{
-    ServerHandler,
-    handler::server::{router::tool::ToolRouter, wrapper::Parameters},
-    model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig},
+    ErrorData, RoleServer, ServerHandler,
+    handler::server::{
+        router::tool::ToolRouter,
+        tool::{InputResponses, RequestState},
+        wrapper::Parameters,
+    },
+    model::{
+        CallToolResponse, CallToolResult, ContentBlock, ElicitRequest, ElicitRequestParams,
+        ElicitationAction, Implementation, InputRequest, InputRequests, InputRequiredResult,
+        ServerCapabilities, ServerConfig,
+    },
+    service::RequestContext,
     tool, tool_handler, tool_router,
     transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
@@ -34,6 +44,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 mod common;
+
+use common::stream::{chat_stream, next_of, reply};
 
 /// How many `hang` calls saw their cancellation.
 static HANG_CANCELLED: AtomicUsize = AtomicUsize::new(0);
@@ -73,6 +85,67 @@ impl Probe {
             }
             () = tokio::time::sleep(Duration::from_secs(3600)) => "woke".into(),
         }
+    }
+
+    /// Asks the person's name: as `input_required` on 2026-07-28 (what this client speaks with
+    /// this server), as `elicitation/create` on a 2025 session.
+    #[tool(annotations(read_only_hint = true))]
+    async fn ask(
+        &self,
+        ctx: RequestContext<RoleServer>,
+        RequestState(state): RequestState,
+        InputResponses(responses): InputResponses,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if ctx.protocol_version().is_none_or(|v| v.has_initialize()) {
+            let result = ctx
+                .peer
+                .create_elicitation(name_question())
+                .await
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            let text = match result.action {
+                ElicitationAction::Accept => format!(
+                    "hello {} (2025)",
+                    result.content.unwrap_or_default()["name"]
+                ),
+                other => format!("no name: {other:?}"),
+            };
+            return Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into());
+        }
+        match (state.as_deref(), responses) {
+            (None, _) => {
+                let mut requests = InputRequests::new();
+                requests.insert(
+                    "name".into(),
+                    InputRequest::Elicitation(ElicitRequest::new(name_question())),
+                );
+                Ok(InputRequiredResult::new(Some(requests), Some("ask-1".into())).into())
+            }
+            (Some("ask-1"), Some(responses)) => {
+                let answer = responses.get("name").cloned().unwrap_or_default();
+                let text = match answer["action"].as_str() {
+                    Some("accept") => format!("hello {} (2026)", answer["content"]["name"]),
+                    _ => format!("no name: {}", answer["action"]),
+                };
+                Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+            }
+            (other, _) => Err(ErrorData::invalid_params(
+                format!("bad requestState {other:?}"),
+                None,
+            )),
+        }
+    }
+}
+
+fn name_question() -> ElicitRequestParams {
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: "What is your name?".into(),
+        requested_schema: serde_json::from_value(json!({
+            "type": "object",
+            "properties": {"name": {"type": "string", "title": "Name", "minLength": 2}},
+            "required": ["name"]
+        }))
+        .expect("a valid elicitation schema"),
     }
 }
 
@@ -374,4 +447,83 @@ async fn a_server_that_goes_away_fails_calls_clearly_and_is_reconnected() {
         find(&chunks, "tool-output-available").unwrap()["output"],
         json!({"text": "2"})
     );
+}
+
+fn ask(chat: &str) -> Value {
+    json!({"id": chat, "messages": [
+        {"id": "u", "role": "user", "parts": [{"type": "text", "text": "call probe__ask {}"}]}]})
+}
+
+#[tokio::test]
+async fn a_question_mid_call_reaches_the_person_and_their_answer_the_server() {
+    let s = setup("questions").await;
+    let mut chunks = chat_stream(&s.base, ask("q-chat"));
+    let asked = next_of(&mut chunks, "data-question", Some("open")).await;
+    let id = asked["id"].as_str().unwrap().to_owned();
+    let call_id = asked["data"]["toolCallId"].as_str().unwrap().to_owned();
+    assert_eq!(asked["data"]["source"], "MCP server probe");
+    assert_eq!(asked["data"]["message"], "What is your name?");
+    assert_eq!(
+        asked["data"]["schema"]["properties"]["name"]["title"],
+        "Name"
+    );
+    assert!(asked["data"]["deadlineMs"].as_i64().is_some(), "{asked}");
+
+    // Another chat cannot answer it, nor can an answer that does not fit the form.
+    let accept = |name: &str| json!({"action": "accept", "content": {"name": name}});
+    let (status, body) = reply(&s.base, "other-chat", &id, accept("Eve")).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("question_not_open"))
+    );
+    let (status, body) = reply(&s.base, "q-chat", &id, accept("A")).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("name"),
+        "{body}"
+    );
+    let (status, _) = reply(&s.base, "q-chat", &id, json!({"action": "perhaps"})).await;
+    assert_eq!(status, 400);
+
+    // The person takes longer than the call timeout (1 s): time spent with them does not count.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (status, body) = reply(&s.base, "q-chat", &id, accept("Ada")).await;
+    assert_eq!(status, 204, "{body}");
+    let closed = next_of(&mut chunks, "data-question", Some("answered")).await;
+    assert_eq!(closed["id"], id.as_str());
+    assert_eq!(closed["data"]["answer"], json!({"name": "Ada"}));
+    let output = next_of(&mut chunks, "tool-output-available", None).await;
+    assert_eq!(output["toolCallId"], call_id.as_str());
+    assert_eq!(output["output"]["text"], "hello \"Ada\" (2026)");
+    let (status, _) = reply(&s.base, "q-chat", &id, accept("Ada")).await;
+    assert_eq!(status, 404, "a question is answered once");
+
+    // Declined: the server hears it and the call goes on.
+    let mut chunks = chat_stream(&s.base, ask("q-chat-2"));
+    let asked = next_of(&mut chunks, "data-question", Some("open")).await;
+    let id = asked["id"].as_str().unwrap().to_owned();
+    let (status, _) = reply(&s.base, "q-chat-2", &id, json!({"action": "decline"})).await;
+    assert_eq!(status, 204);
+    next_of(&mut chunks, "data-question", Some("declined")).await;
+    let output = next_of(&mut chunks, "tool-output-available", None).await;
+    assert_eq!(output["output"]["text"], "no name: \"decline\"");
+
+    // The person stops the turn while the question is open: it closes, cancelled.
+    let mut chunks = chat_stream(&s.base, ask("q-chat-3"));
+    let asked = next_of(&mut chunks, "data-question", Some("open")).await;
+    let id = asked["id"].as_str().unwrap().to_owned();
+    let stopped = reqwest::Client::new()
+        .post(format!("{}/api/chat/q-chat-3/stop", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert!(stopped.status().is_success(), "{}", stopped.status());
+    let closed = next_of(&mut chunks, "data-question", Some("cancelled")).await;
+    assert_eq!(closed["id"], id.as_str());
+    let (status, _) = reply(&s.base, "q-chat-3", &id, accept("Ada")).await;
+    assert_eq!(status, 404);
+    s.probe_stop.cancel();
 }

@@ -75,6 +75,8 @@ pub enum IdKind {
     Turn,
     /// The chat of one connection to the seed's `/live` (each connection has its own).
     ConnectionChat,
+    /// A question a running tool asks the person.
+    Question,
 }
 
 impl IdKind {
@@ -88,6 +90,7 @@ impl IdKind {
             IdKind::Transaction => "txn",
             IdKind::Turn => "turn",
             IdKind::ConnectionChat => "live",
+            IdKind::Question => "q",
         }
     }
 }
@@ -111,7 +114,7 @@ impl IdGen for RandomIds {
 /// `msg-1`, `msg-2`, `call-1` … one counter per kind: readable, deterministic test ids.
 #[derive(Debug, Default)]
 pub struct SequentialIds {
-    counters: [AtomicU64; 8],
+    counters: [AtomicU64; 9],
 }
 
 impl IdGen for SequentialIds {
@@ -125,6 +128,7 @@ impl IdGen for SequentialIds {
             IdKind::Transaction => 5,
             IdKind::Turn => 6,
             IdKind::ConnectionChat => 7,
+            IdKind::Question => 8,
         };
         let n = self.counters[slot].fetch_add(1, Ordering::Relaxed) + 1;
         format!("{}-{n}", kind.prefix())

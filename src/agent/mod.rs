@@ -15,6 +15,7 @@ pub mod history;
 pub mod mcp;
 pub mod model;
 pub mod providers;
+pub mod questions;
 pub mod replay;
 pub mod runtime;
 pub mod turn;

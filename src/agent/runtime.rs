@@ -39,6 +39,7 @@ use super::{
     followers::Followers,
     history::{self, Attachment, HistoryItem},
     model::{Model, ModelRequest, Usage},
+    questions::Questions,
     session::{Session, SessionRecord, TurnLog, lock},
     store::{SessionStore, StoreError, StoredSession},
     tools::ToolRegistry,
@@ -130,6 +131,8 @@ pub struct Runtime {
     pub ids: Arc<dyn IdGen>,
     pub store: Arc<dyn SessionStore>,
     pub settings: RuntimeSettings,
+    /// Questions running tools wait on the person for (MCP elicitation).
+    pub questions: Arc<Questions>,
     /// The settings' own instruction for every model; `None`: written from the tools at each
     /// step (the tool list changes when an MCP server's does).
     system_prompt: Option<String>,
@@ -173,6 +176,7 @@ impl Runtime {
             ids,
             store,
             settings,
+            questions: Arc::default(),
             chunk_log: std::sync::OnceLock::new(),
             live_model: std::sync::OnceLock::new(),
             live: Mutex::new(HashMap::new()),

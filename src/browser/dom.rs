@@ -150,3 +150,34 @@ pub fn is_near_bottom(element_id: &str) -> bool {
         .map(|e| e.scroll_height() - e.scroll_top() - e.client_height() < 80)
         .unwrap_or(true)
 }
+
+/// The name/value entries of the form `event` (a submit) came from, in document order.
+pub fn form_entries(event: &web_sys::Event) -> Vec<(String, String)> {
+    let form = event
+        .target()
+        .and_then(|t| t.dyn_into::<web_sys::HtmlFormElement>().ok());
+    let Some(data) = form.and_then(|f| web_sys::FormData::new_with_form(&f).ok()) else {
+        return Vec::new();
+    };
+    let Ok(Some(entries)) = js_sys::try_iter(&data) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let pair: js_sys::Array = entry.dyn_into().ok()?;
+            Some((pair.get(0).as_string()?, pair.get(1).as_string()?))
+        })
+        .collect()
+}
+
+/// The `data-action` of the element a click landed in (or of its nearest ancestor with one).
+pub fn action_of(event: &web_sys::Event) -> Option<String> {
+    event
+        .target()?
+        .dyn_into::<web_sys::Element>()
+        .ok()?
+        .closest("[data-action]")
+        .ok()??
+        .get_attribute("data-action")
+}

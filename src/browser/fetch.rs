@@ -134,7 +134,8 @@ pub async fn stream(
     Ok(true)
 }
 
-/// A plain JSON `POST` (stop).
-pub async fn post_json(url: &str) -> Result<(), FetchError> {
-    stream("POST", url, None, &[], |_| {}).await.map(|_| ())
+/// A plain `POST` with an optional JSON body (stop, a question's reply); the answer's body is
+/// not read.
+pub async fn post(url: &str, body: Option<String>) -> Result<(), FetchError> {
+    send("POST", url, body, &[]).await.map(|_| ())
 }

@@ -28,6 +28,8 @@
 //!   stateful encoder from a turn's log to the frames its unmodified frontend expects.
 //! - [`presentation`]: how a tool shows itself to the person (card title, the sentence they
 //!   countersign, field labels), declared by the tool and sent with the tool list.
+//! - [`question`]: a question a running tool's server asks the person (`data-question` parts)
+//!   and the person's reply.
 //! - [`schema`]: the JSON Schema subset tool arguments are checked against, on the server
 //!   before a call runs or an edit is accepted, and in the browser before an edit is sent.
 //! - [`audit`]: the audit log's records (`/api/audit`, the `/audit` page).
@@ -49,6 +51,7 @@ pub mod envelope;
 pub mod message;
 pub mod partial_json;
 pub mod presentation;
+pub mod question;
 pub mod reducer;
 pub mod schema;
 pub mod seed;

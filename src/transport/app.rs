@@ -1,16 +1,21 @@
 //! What the pages load besides the chat stream: `GET /api/app` (the model and its tools),
-//! `GET /api/mcp` (the MCP servers' status) and `GET /api/chats/{id}` (a chat's messages and pending approvals, to show it again after a
-//! reload). The data and how it is read live in `ui::api`, shared with server rendering.
+//! `GET /api/mcp` (the MCP servers' status), `GET /api/chats/{id}` (a chat's messages and
+//! pending approvals, to show it again after a reload) and `POST
+//! /api/chats/{id}/questions/{question}` (the person's reply to a question a running tool asks).
+//! The data and how it is read live in `ui::api`, shared with server rendering.
 
 use axum::{
     Json, Router,
-    extract::{Path, State},
+    body::Bytes,
+    extract::{Path, State, rejection::BytesRejection},
     http::StatusCode,
-    routing::get,
+    routing::{get, post},
 };
 
 use super::error::ApiError;
 use crate::{
+    agent::questions::QuestionError,
+    protocol::question::QuestionReply,
     state::AppState,
     ui::api::{self, AppInfo, ChatSnapshot},
 };
@@ -20,6 +25,10 @@ pub fn routes() -> Router<AppState> {
         .route("/api/app", get(app))
         .route("/api/mcp", get(mcp))
         .route("/api/chats/{id}", get(chat))
+        .route(
+            "/api/chats/{id}/questions/{question}",
+            post(answer_question),
+        )
 }
 
 async fn app(State(state): State<AppState>) -> Json<AppInfo> {
@@ -45,4 +54,38 @@ async fn chat(
                 message,
             )
         })
+}
+
+/// The person's reply to a question a running tool asks: `{"action": "accept", "content": {…}}`,
+/// `{"action": "decline"}` or `{"action": "cancel"}`. 204 when it reached the tool; 404 when
+/// the question is not open in this chat; 422 when the form's values do not match it (the
+/// question stays open).
+async fn answer_question(
+    State(state): State<AppState>,
+    Path((chat, question)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<StatusCode, ApiError> {
+    let body = body.map_err(|r| ApiError::from_body_rejection(r.status(), &r))?;
+    let reply: QuestionReply = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_reply",
+            format!(
+                "the reply must be {{\"action\": \"accept\" | \"decline\" | \"cancel\", \
+                 \"content\"?: {{…}}}}: {e}"
+            ),
+        )
+    })?;
+    match state.runtime.questions.answer(&chat, &question, reply) {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Err(e @ QuestionError::NotOpen) => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "question_not_open",
+            e.to_string(),
+        )),
+        Err(QuestionError::Invalid(message)) => Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_answer",
+            message,
+        )),
+    }
 }

@@ -5,13 +5,7 @@ use axum::response::Html;
 
 use crate::state::AppState;
 
-/// Text made safe inside HTML (element content and double-quoted attributes).
-pub fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+pub use crate::ui::html::escape;
 
 /// A whole page: the site's stylesheet, `title`, and `body` (already HTML) in `<main class>`.
 pub fn document(state: &AppState, title: &str, main_class: &str, body: &str) -> Html<String> {
@@ -25,17 +19,4 @@ pub fn document(state: &AppState, title: &str, main_class: &str, body: &str) -> 
         css = escape(&state.site.css_href()),
         main_class = escape(main_class),
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn markup_is_escaped() {
-        assert_eq!(
-            escape(r#"<a href="x">&</a>"#),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;"
-        );
-    }
 }

@@ -1,7 +1,7 @@
 //! Messages, tool cards and approval cards — all rendered from the `protocol` message parts.
 
 use leptos::{
-    either::{Either, EitherOf7},
+    either::{Either, EitherOf3, EitherOf7},
     ev,
     prelude::*,
 };
@@ -10,21 +10,22 @@ use serde_json::{Map, Value};
 use super::{
     api::ToolInfo,
     controller::{Answer, ChatCtl},
+    form,
     markdown::Markdown,
     platform,
+    question::QuestionCard,
 };
 use crate::protocol::{
-    Role, ToolPart, ToolPresentation, ToolState, UiMessage, UiPart,
-    chunk::APPROVAL_EXPIRED_PREFIX,
-    presentation::{show, unknown_tool_sentence},
-    schema,
+    Role, ToolPart, ToolPresentation, ToolState, UiMessage, UiPart, chunk::APPROVAL_EXPIRED_PREFIX,
+    presentation::unknown_tool_sentence, question::QUESTION_PART, schema,
 };
 
-/// Which part of a message a keyed child renders: tool parts by their call id (their cards keep
-/// local state while the message grows), other parts by position.
+/// Which part of a message a keyed child renders: tool parts by their call id and questions by
+/// theirs (their cards keep local state while the message grows), other parts by position.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum PartKey {
     Tool(String),
+    Question(String),
     Other(usize),
 }
 
@@ -35,6 +36,7 @@ fn part_keys(message: &UiMessage) -> Vec<PartKey> {
         .enumerate()
         .filter_map(|(i, p)| match p {
             UiPart::Tool(t) | UiPart::DynamicTool(t) => Some(PartKey::Tool(t.tool_call_id.clone())),
+            UiPart::Data(d) if d.name == QUESTION_PART => d.id.clone().map(PartKey::Question),
             UiPart::StepStart | UiPart::Data(_) | UiPart::Unknown(_) => None,
             _ => Some(PartKey::Other(i)),
         })
@@ -90,8 +92,9 @@ pub fn MessageView(id: String) -> impl IntoView {
                 children=move |key| {
                     let message_id = message_id.clone();
                     match key {
-                        PartKey::Tool(call_id) => Either::Left(view! { <ToolCard message=message call_id=call_id/> }),
-                        PartKey::Other(index) => Either::Right(view! { <PartView message=message index=index message_id=message_id/> }),
+                        PartKey::Tool(call_id) => EitherOf3::A(view! { <ToolCard message=message call_id=call_id/> }),
+                        PartKey::Question(id) => EitherOf3::B(view! { <QuestionCard message=message id=id/> }),
+                        PartKey::Other(index) => EitherOf3::C(view! { <PartView message=message index=index message_id=message_id/> }),
                     }
                 }
             />
@@ -313,7 +316,7 @@ fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView 
     }
 }
 
-fn countdown(remaining_ms: i64) -> String {
+pub(super) fn countdown(remaining_ms: i64) -> String {
     if remaining_ms <= 0 {
         return "Expiring…".into();
     }
@@ -372,16 +375,28 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
     let id_approve = approval_id.clone();
     let id_deny = approval_id.clone();
     let id_edit = approval_id.clone();
-    let form_values: RwSignal<Map<String, Value>> = RwSignal::new(Map::new());
     let start_edit = move |_| {
-        form_values.set(input().as_object().cloned().unwrap_or_default());
         edit_error.set(None);
         mode.set(CardMode::Edit);
     };
     let submit_edit = move |ev: ev::SubmitEvent| {
         ev.prevent_default();
-        let args = Value::Object(form_values.get_untracked());
-        match schema::validate(&schema(), &args) {
+        let schema = schema();
+        // The arguments as they were, with the form's fields in place of the schema's.
+        let mut args = input().as_object().cloned().unwrap_or_default();
+        for name in schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(Map::keys)
+        {
+            args.remove(name);
+        }
+        for (name, value) in form::values_from(&schema, &platform::form_entries(&ev)) {
+            args.insert(name, value);
+        }
+        let args = Value::Object(args);
+        match schema::validate(&schema, &args) {
             Ok(()) => ctl.answer(id_edit.clone(), Answer::ApproveWithEdits(args)),
             Err(e) => edit_error.set(Some(format!(
                 "{}: {}",
@@ -426,7 +441,7 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
             </Show>
             <Show when=move || mode.get() == CardMode::Edit>
                 <form class="edit-form" on:submit=submit_edit.clone()>
-                    {move || edit_fields(schema(), form_values)}
+                    <div class="edit-fields" inner_html=move || form::fields_html(&schema(), input().as_object().unwrap_or(&Map::new()))></div>
                     {move || edit_error.get().map(|e| view! { <p class="edit-error" data-testid="edit-error" role="alert">{e}</p> })}
                     <div class="approval-actions">
                         <button type="submit" class="approve" data-testid="edit-approve">"Approve with changes"</button>
@@ -435,80 +450,6 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
                 </form>
             </Show>
         </div>
-    }
-}
-
-/// Inputs generated from the tool's JSON Schema.
-fn edit_fields(schema: Value, values: RwSignal<Map<String, Value>>) -> impl IntoView {
-    let properties: Vec<(String, Value)> = schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .map(|p| p.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-        .unwrap_or_default();
-    properties
-        .into_iter()
-        .map(|(name, prop)| {
-            let kind = prop.get("type").and_then(Value::as_str).unwrap_or("string").to_string();
-            let choices: Vec<Value> = prop.get("enum").and_then(Value::as_array).cloned().unwrap_or_default();
-            let label = prop
-                .get("description")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .unwrap_or_else(|| name.replace('_', " "));
-            let key = name.clone();
-            let current = move || values.with(|v| v.get(&key).map(show_input).unwrap_or_default());
-            let key = name.clone();
-            let numeric = kind == "number" || kind == "integer";
-            let set = move |raw: String| {
-                values.update(|v| {
-                    let value = if numeric {
-                        // serde_json's number parser: the client already has it (a second
-                        // float parser from core costs ~14 KB of wasm).
-                        raw.trim()
-                            .parse::<serde_json::Number>()
-                            .ok()
-                            .and_then(|n| n.as_f64())
-                            .and_then(|n| {
-                                if n.fract() == 0.0 && n.abs() < 1e15 {
-                                    Some(Value::from(n as i64))
-                                } else {
-                                    serde_json::Number::from_f64(n).map(Value::Number)
-                                }
-                            })
-                            .unwrap_or(Value::String(raw))
-                    } else {
-                        Value::String(raw)
-                    };
-                    v.insert(key.clone(), value);
-                })
-            };
-            let testid = format!("edit-field-{name}");
-            let input = if choices.is_empty() {
-                let kind = if numeric { "number" } else { "text" };
-                Either::Left(view! {
-                    <input type=kind step="any" data-testid=testid prop:value=current
-                        on:input=move |ev| set(event_target_value(&ev))/>
-                })
-            } else {
-                Either::Right(view! {
-                    <select data-testid=testid prop:value=current on:change=move |ev| set(event_target_value(&ev))>
-                        {choices.into_iter().map(|c| {
-                            let text = show(&c);
-                            view! { <option value=text.clone()>{text.clone()}</option> }
-                        }).collect_view()}
-                    </select>
-                })
-            };
-            view! { <label class="edit-field"><span>{label}</span>{input}</label> }
-        })
-        .collect_view()
-}
-
-fn show_input(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
     }
 }
 

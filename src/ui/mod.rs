@@ -6,10 +6,13 @@ mod audit;
 mod chat;
 mod composer;
 pub mod controller;
+mod form;
+pub mod html;
 mod icons;
 pub mod markdown;
 mod message;
 pub mod platform;
+mod question;
 pub mod url;
 
 use leptos::{either::EitherOf3, prelude::*};

@@ -4,6 +4,7 @@
 
 #[cfg(unix)]
 pub mod binary;
+pub mod stream;
 
 use std::{sync::Arc, time::Duration};
 

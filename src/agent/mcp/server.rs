@@ -7,17 +7,25 @@
 use std::{
     collections::HashMap,
     process::Stdio,
-    sync::{Arc, Mutex},
-    time::Duration,
+    sync::{
+        Arc, Mutex, Weak,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
 };
 
 use rmcp::{
-    ClientHandler, RoleClient, ServiceError, ServiceExt,
+    ClientHandler, ErrorData, RoleClient, ServiceError,
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-        Implementation, Tool as McpTool,
+        ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
+        FormElicitationCapability, Implementation, InputRequest, InputResponses, ProtocolVersion,
+        Tool as McpTool, UrlElicitationCapability,
     },
-    service::{NotificationContext, Peer, RunningService},
+    service::{
+        ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer, RequestContext,
+        RunningService,
+    },
     transport::{
         StreamableHttpClientTransport, TokioChildProcess,
         streamable_http_client::StreamableHttpClientTransportConfig,
@@ -35,8 +43,13 @@ use super::{
 };
 use crate::agent::{
     lock,
+    questions::{Ask, AskForm, Asked, Asker},
     tools::{Executor, Tool, ToolError, ToolRegistry},
 };
+use crate::protocol::question::QuestionReply;
+
+/// How many times one call may come back asking for input (2026-07-28 `input_required`).
+const MAX_INPUT_ROUNDS: usize = 8;
 
 /// How a server is doing, for the logs and `/api/app`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -74,6 +87,13 @@ pub struct McpServer {
     status: Mutex<ServerStatus>,
     /// Wakes the supervisor: the connection failed during a call.
     broken: tokio::sync::Notify,
+    /// The calls in flight, oldest first, each with how its chat is asked.
+    in_flight: Mutex<Vec<(u64, Option<Asker>)>>,
+    next_call: AtomicU64,
+    /// Questions of this server open right now, and when the last one closed: time spent with
+    /// the person does not count against a call's timeout.
+    asking: AtomicUsize,
+    last_answer: Mutex<Option<Instant>>,
 }
 
 impl McpServer {
@@ -95,6 +115,10 @@ impl McpServer {
             peer: Mutex::new(None),
             status: Mutex::new(status),
             broken: tokio::sync::Notify::new(),
+            in_flight: Mutex::new(Vec::new()),
+            next_call: AtomicU64::new(0),
+            asking: AtomicUsize::new(0),
+            last_answer: Mutex::new(None),
         })
     }
 
@@ -108,12 +132,14 @@ impl McpServer {
         status.error = error;
     }
 
-    /// Calls `tool` on the server. Nothing is retried: a call that timed out or lost its
-    /// connection may or may not have taken effect, and the model is told so.
+    /// Calls `tool` on the server; questions the server asks meanwhile go to the person
+    /// through `asker`. Nothing is retried: a call that timed out or lost its connection may or
+    /// may not have taken effect, and the model is told so.
     pub async fn call(
         &self,
         tool: &str,
         arguments: Map<String, serde_json::Value>,
+        asker: Option<Asker>,
     ) -> Result<CallToolResult, ToolError> {
         let name = &self.config.name;
         let Some(peer) = lock(&self.peer).clone() else {
@@ -124,36 +150,173 @@ impl McpServer {
                     .unwrap_or_else(|| "still connecting".into())
             )));
         };
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        let seconds = self.timeouts.call.as_secs();
-        match tokio::time::timeout(self.timeouts.call, peer.call_tool_once(params)).await {
-            Err(_) => {
+        let _in_flight = InFlight::enter(self, asker.clone());
+        let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        for _ in 0..MAX_INPUT_ROUNDS {
+            let Some(answered) = self
+                .within_timeout(peer.call_tool_once(params.clone()))
+                .await
+            else {
+                let seconds = self.timeouts.call.as_secs();
                 tracing::warn!(server = %name, tool, seconds, "MCP call timed out (cancelled)");
-                Err(ToolError(format!(
-                    "The MCP server {name} did not answer {tool} within {seconds} s; the call was \
-                     cancelled and may or may not have taken effect."
-                )))
+                return Err(ToolError(format!(
+                    "The MCP server {name} did not answer {tool} within {seconds} s; the call \
+                     was cancelled and may or may not have taken effect."
+                )));
+            };
+            match answered {
+                Ok(CallToolResponse::Complete(result)) => return Ok(result),
+                // 2026-07-28: the server wants answers before it goes on; the state it keeps
+                // between rounds travels with the call.
+                Ok(CallToolResponse::InputRequired(input)) => {
+                    let mut responses = InputResponses::new();
+                    for (key, request) in input.input_requests.unwrap_or_default() {
+                        let InputRequest::Elicitation(request) = request else {
+                            return Err(ToolError(format!(
+                                "The MCP server {name} asked for something other than the \
+                                 person's input during {tool} (only questions are relayed); \
+                                 nothing more was done."
+                            )));
+                        };
+                        let result = match &asker {
+                            Some(asker) => {
+                                self.ask_person(asker, request.params, std::future::pending())
+                                    .await
+                            }
+                            None => ElicitResult::new(ElicitationAction::Decline),
+                        };
+                        let value = serde_json::to_value(result).map_err(|e| {
+                            ToolError(format!("the answer to {name} cannot be encoded: {e}"))
+                        })?;
+                        responses.insert(key, value);
+                    }
+                    params = params.with_input_responses(responses);
+                    params.request_state = input.request_state;
+                }
+                Ok(_) => {
+                    return Err(ToolError(format!(
+                        "The MCP server {name} answered {tool} with a task, which Countersign \
+                         does not follow yet; it may still run on the server."
+                    )));
+                }
+                Err(ServiceError::McpError(e)) => {
+                    return Err(ToolError(format!(
+                        "The MCP server {name} refused {tool}: {}",
+                        e.message
+                    )));
+                }
+                Err(e) => {
+                    tracing::warn!(server = %name, tool, error = %e, "MCP call failed; reconnecting");
+                    self.broken.notify_one();
+                    return Err(ToolError(format!(
+                        "The connection to the MCP server {name} failed during {tool}; the call \
+                         may or may not have taken effect."
+                    )));
+                }
             }
-            Ok(Ok(CallToolResponse::Complete(result))) => Ok(result),
-            Ok(Ok(CallToolResponse::InputRequired(_))) => Err(ToolError(format!(
-                "The MCP server {name} asked for more input during {tool}, which Countersign \
-                 does not relay yet; nothing was done."
-            ))),
-            Ok(Ok(_)) => Err(ToolError(format!(
-                "The MCP server {name} answered {tool} with a task, which Countersign does not \
-                 follow yet; it may still run on the server."
-            ))),
-            Ok(Err(ServiceError::McpError(e))) => Err(ToolError(format!(
-                "The MCP server {name} refused {tool}: {}",
-                e.message
-            ))),
-            Ok(Err(e)) => {
-                tracing::warn!(server = %name, tool, error = %e, "MCP call failed; reconnecting");
-                self.broken.notify_one();
-                Err(ToolError(format!(
-                    "The connection to the MCP server {name} failed during {tool}; the call may \
-                     or may not have taken effect."
-                )))
+        }
+        Err(ToolError(format!(
+            "The MCP server {name} kept asking for more input during {tool} \
+             ({MAX_INPUT_ROUNDS} rounds); Countersign stopped there."
+        )))
+    }
+
+    /// Runs `request` under the call timeout, not counting time the person spends on this
+    /// server's questions (`None`: timed out; the request is dropped, which cancels it).
+    async fn within_timeout<F: Future>(&self, request: F) -> Option<F::Output> {
+        let started = Instant::now();
+        let mut request = std::pin::pin!(request);
+        loop {
+            let from = lock(&self.last_answer).map_or(started, |t| t.max(started));
+            let deadline = from + self.timeouts.call;
+            tokio::select! {
+                out = &mut request => return Some(out),
+                () = tokio::time::sleep_until(deadline.into()) => {
+                    let answered_since = lock(&self.last_answer).is_some_and(|t| t > from);
+                    if self.asking.load(Ordering::SeqCst) == 0 && !answered_since {
+                        return None;
+                    }
+                    if self.asking.load(Ordering::SeqCst) > 0 {
+                        // Waiting for the person: count again from now.
+                        *lock(&self.last_answer) = Some(Instant::now());
+                    }
+                }
+            }
+        }
+    }
+
+    /// The chat a question of this server (a 2025 `elicitation/create`, which names no call)
+    /// belongs to: the one whose calls are in flight. `None` when no call is in flight, or
+    /// calls of several chats are (nobody can tell whose question it is; it is not shown to
+    /// the wrong person).
+    fn asker_of_question(&self) -> Option<Asker> {
+        let in_flight = lock(&self.in_flight);
+        let mut askers = in_flight.iter().filter_map(|(_, asker)| asker.as_ref());
+        let first = askers.next()?;
+        askers
+            .all(|a| a.chat_id() == first.chat_id())
+            .then(|| first.clone())
+    }
+
+    /// Shows the server's question to the person and waits for the reply.
+    async fn ask_person(
+        &self,
+        asker: &Asker,
+        request: ElicitRequestParams,
+        withdrawn: impl Future<Output = ()>,
+    ) -> ElicitResult {
+        let name = &self.config.name;
+        let (message, form) = match request {
+            ElicitRequestParams::FormElicitationParams {
+                message,
+                requested_schema,
+                ..
+            } => match serde_json::to_value(&requested_schema) {
+                Ok(schema) => (message, AskForm::Form(schema)),
+                Err(e) => {
+                    tracing::warn!(server = %name, error = %e, "an elicitation form does not encode; declined");
+                    return ElicitResult::new(ElicitationAction::Decline);
+                }
+            },
+            ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
+                match reqwest::Url::parse(&url) {
+                    Ok(parsed) if matches!(parsed.scheme(), "https" | "http") => {
+                        (message, AskForm::Link(parsed.to_string()))
+                    }
+                    _ => {
+                        tracing::warn!(server = %name, %url, "an elicitation link is not http(s); declined");
+                        return ElicitResult::new(ElicitationAction::Decline);
+                    }
+                }
+            }
+            _ => return ElicitResult::new(ElicitationAction::Decline),
+        };
+        self.asking.fetch_add(1, Ordering::SeqCst);
+        let asked = asker
+            .ask(
+                Ask {
+                    source: format!("MCP server {name}"),
+                    message,
+                    form,
+                    within: self.timeouts.approval,
+                },
+                withdrawn,
+            )
+            .await;
+        *lock(&self.last_answer) = Some(Instant::now());
+        self.asking.fetch_sub(1, Ordering::SeqCst);
+        match asked {
+            Asked::Reply(QuestionReply::Accept { content }) => {
+                let result = ElicitResult::new(ElicitationAction::Accept);
+                if content.is_empty() {
+                    result
+                } else {
+                    result.with_content(serde_json::Value::Object(content))
+                }
+            }
+            Asked::Reply(QuestionReply::Decline) => ElicitResult::new(ElicitationAction::Decline),
+            Asked::Reply(QuestionReply::Cancel) | Asked::Expired | Asked::Withdrawn => {
+                ElicitResult::new(ElicitationAction::Cancel)
             }
         }
     }
@@ -173,6 +336,7 @@ impl McpServer {
             let (changed_tx, mut changed) = mpsc::unbounded_channel();
             let handler = Handler {
                 tools_changed: changed_tx,
+                server: Arc::downgrade(&self),
             };
             let connected = tokio::select! {
                 () = shutdown.cancelled() => return,
@@ -290,7 +454,7 @@ impl McpServer {
                     });
                 }
                 handler
-                    .serve(transport)
+                    .serve_with_lifecycle(transport, lifecycle())
                     .await
                     .map_err(|e| format!("the server did not start MCP: {e}"))
             }
@@ -306,7 +470,10 @@ impl McpServer {
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(custom);
                 handler
-                    .serve(StreamableHttpClientTransport::from_config(config))
+                    .serve_with_lifecycle(
+                        StreamableHttpClientTransport::from_config(config),
+                        lifecycle(),
+                    )
                     .await
                     .map_err(|e| format!("cannot reach {url}: {e}"))
             }
@@ -368,10 +535,40 @@ async fn sleep_or_stop(shutdown: &CancellationToken, backoff: &mut Duration) -> 
     }
 }
 
-/// What the server may ask of us.
+/// The 2026-07-28 protocol where the server speaks it (`server/discover`, questions as
+/// `input_required` results), the 2025 handshake where it does not.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: None,
+    }
+}
+
+/// A call in flight on a server, for as long as it is.
+struct InFlight<'a> {
+    server: &'a McpServer,
+    seq: u64,
+}
+
+impl<'a> InFlight<'a> {
+    fn enter(server: &'a McpServer, asker: Option<Asker>) -> Self {
+        let seq = server.next_call.fetch_add(1, Ordering::Relaxed);
+        lock(&server.in_flight).push((seq, asker));
+        InFlight { server, seq }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        lock(&self.server.in_flight).retain(|(seq, _)| *seq != self.seq);
+    }
+}
+
+/// What the server may ask of us: to follow its tool list, and the person's input.
 #[derive(Clone)]
 struct Handler {
     tools_changed: mpsc::UnboundedSender<()>,
+    server: Weak<McpServer>,
 }
 
 impl ClientHandler for Handler {
@@ -379,9 +576,34 @@ impl ClientHandler for Handler {
         let _ = self.tools_changed.send(());
     }
 
+    /// A 2025 `elicitation/create`: asked of the person whose call is in flight (the request
+    /// does not say which call it belongs to). Withdrawn when the server cancels it.
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let Some(server) = self.server.upgrade() else {
+            return Ok(ElicitResult::new(ElicitationAction::Cancel));
+        };
+        let Some(asker) = server.asker_of_question() else {
+            tracing::warn!(server = %server.config.name, "a question arrived while no call, or calls of several chats, were in flight: cancelled, not shown");
+            return Ok(ElicitResult::new(ElicitationAction::Cancel));
+        };
+        Ok(server
+            .ask_person(&asker, request, context.ct.cancelled_owned())
+            .await)
+    }
+
     fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(
+            ElicitationCapability::new()
+                .with_form(FormElicitationCapability::new().with_schema_validation(true))
+                .with_url(UrlElicitationCapability::new()),
+        );
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("countersign", env!("CARGO_PKG_VERSION")),
         )
     }

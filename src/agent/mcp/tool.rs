@@ -201,7 +201,7 @@ pub struct RemoteTool {
 
 #[async_trait]
 impl ServerTool for RemoteTool {
-    async fn call(&self, args: Value, _ctx: ToolContext) -> Result<Value, ToolError> {
+    async fn call(&self, args: Value, ctx: ToolContext) -> Result<Value, ToolError> {
         let arguments = match args {
             Value::Object(map) => map,
             Value::Null => Map::new(),
@@ -211,7 +211,10 @@ impl ServerTool for RemoteTool {
                 )));
             }
         };
-        let result = self.server.call(&self.remote_name, arguments).await?;
+        let result = self
+            .server
+            .call(&self.remote_name, arguments, ctx.asker)
+            .await?;
         output_of(result)
     }
 }

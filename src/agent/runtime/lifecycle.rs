@@ -15,6 +15,7 @@ use super::Runtime;
 use crate::agent::{
     clock::{Millis, until},
     gate::{CallPhase, next_deadline},
+    questions,
     session::{
         LiveTurn, Parked, Session, SessionRecord, SessionState, TurnEntry, TurnLog, TurnStatus,
         lock,
@@ -145,6 +146,11 @@ impl Runtime {
                         edited: *edited,
                     };
                 }
+            }
+            // Questions those calls asked died with the server (the calls ask again).
+            let message_id = turn.message_id.clone();
+            if let Some(message) = record.messages.iter_mut().rfind(|m| m.id == message_id) {
+                questions::close_stale(message);
             }
         }
         if let Some(entries) = paused_log

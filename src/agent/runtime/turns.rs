@@ -17,7 +17,7 @@ use crate::agent::{
         lock,
     },
     store::Actor,
-    turn::{DriveFrom, TurnDriver, answer_events},
+    turn::{DriveFrom, QuestionParts, TurnDriver, answer_events},
 };
 use crate::protocol::{MessageReducer, UiMessage, UiPart, message::FilePart};
 
@@ -222,6 +222,7 @@ impl Runtime {
             turn_id: turn_id.to_owned(),
             audit: Vec::new(),
             notices: self.model_for(transport).call_notices(),
+            questions: QuestionParts::new(),
         }
     }
 

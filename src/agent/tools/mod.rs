@@ -27,6 +27,7 @@ use serde_json::Value;
 use super::{
     clock::{Clock, IdGen},
     model::ToolDeclaration,
+    questions::Asker,
     session::Session,
 };
 use crate::protocol::ToolPresentation;
@@ -140,6 +141,8 @@ pub struct ToolContext {
     pub tool_call_id: String,
     pub clock: Arc<dyn Clock>,
     pub ids: Arc<dyn IdGen>,
+    /// How the tool asks the person something while it runs (`None` outside a turn).
+    pub asker: Option<Asker>,
 }
 
 impl ToolContext {
@@ -489,6 +492,7 @@ mod tests {
             tool_call_id: "c".into(),
             clock: Arc::new(SystemClock),
             ids: Arc::new(SequentialIds::default()),
+            asker: None,
         }
     }
 

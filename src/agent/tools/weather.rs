@@ -273,6 +273,7 @@ mod tests {
             tool_call_id: "c".into(),
             clock: Arc::new(SystemClock),
             ids: Arc::new(SequentialIds::default()),
+            asker: None,
         }
     }
 

@@ -15,6 +15,7 @@ use crate::agent::{
     gate::{ApprovalResolution, CallPhase, Expiry, Gate, StepCall, next_deadline},
     history::{HistoryItem, Outcome, ToolCall, ToolResult},
     model::CallNotice,
+    questions::Asker,
     session::{SessionRecord, TurnStatus},
     store::AuditKind,
     tools::{Executor, ToolContext, ToolRegistry},
@@ -133,6 +134,8 @@ impl TurnDriver {
                 biased;
                 () = self.cancel.cancelled() => return Flow::Interrupted,
                 Some((call_id, outcome)) = running.next(), if !running.is_empty() => {
+                    // The call's questions closed before it returned: their parts come first.
+                    self.emit_question_parts();
                     let executed = {
                         let mut state = self.session.state();
                         let record = &mut state.record;
@@ -175,7 +178,18 @@ impl TurnDriver {
                 Some(notice) = next_notice(&mut self.notices), if self.notices.is_some() => {
                     self.withdraw(notice);
                 }
+                Some(part) = self.questions.rx.recv() => {
+                    self.emit(part);
+                    self.emit_question_parts();
+                }
             }
+        }
+    }
+
+    /// Emits the question parts running tools have sent so far.
+    pub(super) fn emit_question_parts(&mut self) {
+        while let Ok(part) = self.questions.rx.try_recv() {
+            self.emit(part);
         }
     }
 
@@ -255,6 +269,14 @@ impl TurnDriver {
             tool_call_id: call.id.clone(),
             clock: self.rt.clock.clone(),
             ids: self.rt.ids.clone(),
+            asker: Some(Asker::new(
+                self.rt.questions.clone(),
+                self.session.id.clone(),
+                call.id.clone(),
+                self.questions.tx.clone(),
+                self.rt.clock.clone(),
+                self.rt.ids.clone(),
+            )),
         };
         async move {
             let outcome = match executor {

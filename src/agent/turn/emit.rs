@@ -20,6 +20,8 @@ impl TurnDriver {
     /// Ends the turn after an interrupt: open calls end as interrupted, held text is delivered,
     /// and the stream closes with `abort` + `finish`.
     pub(super) async fn finish_interrupted(&mut self, step: Option<StepOutput>) {
+        // Questions of calls that were running closed when their calls were dropped.
+        self.emit_question_parts();
         let reason = lock(&self.interrupt_reason)
             .clone()
             .unwrap_or_else(|| "interrupted".to_string());

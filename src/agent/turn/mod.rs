@@ -66,6 +66,21 @@ pub(crate) struct TurnDriver {
     pub(crate) audit: Vec<AuditEvent>,
     /// Notices from the model about calls of earlier steps (Gemini Live withdraws calls).
     pub(crate) notices: Option<broadcast::Receiver<CallNotice>>,
+    /// The `data-question` parts running tools send (questions to the person, open and closed).
+    pub(crate) questions: QuestionParts,
+}
+
+/// The channel running tools send their questions' parts on; the turn emits them.
+pub(crate) struct QuestionParts {
+    pub(crate) tx: tokio::sync::mpsc::UnboundedSender<Chunk>,
+    pub(crate) rx: tokio::sync::mpsc::UnboundedReceiver<Chunk>,
+}
+
+impl QuestionParts {
+    pub(crate) fn new() -> Self {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        QuestionParts { tx, rx }
+    }
 }
 
 /// The open text or reasoning block of a model step.

@@ -72,6 +72,16 @@ pub fn random_id(prefix: &str) -> String {
 
 pub fn focus(_element_id: &str) {}
 
+/// Clicks happen only in the browser.
+pub fn action_of(_event: &leptos::ev::Event) -> Option<String> {
+    None
+}
+
+/// Forms are submitted only in the browser.
+pub fn form_entries(_event: &leptos::ev::Event) -> Vec<(String, String)> {
+    Vec::new()
+}
+
 pub fn scroll_to_bottom(_element_id: &str) {}
 
 pub fn is_near_bottom(_element_id: &str) -> bool {
@@ -85,6 +95,10 @@ pub async fn stream(
     _headers: &[(&str, &str)],
     _on_frame: impl FnMut(Frame),
 ) -> Result<bool, FetchError> {
+    Err(FetchError::Network(NOT_IN_A_BROWSER.into()))
+}
+
+pub async fn post(_url: &str, _body: Option<String>) -> Result<(), FetchError> {
     Err(FetchError::Network(NOT_IN_A_BROWSER.into()))
 }
 

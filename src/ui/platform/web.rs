@@ -8,8 +8,8 @@ use super::{FetchError, SocketEvent};
 use crate::{browser, protocol::Frame};
 
 pub use browser::dom::{
-    copy, download, every, focus, is_near_bottom, location, now_ms, random_id, scroll_to_bottom,
-    signed_in, sleep, storage_get, storage_set, ws_base,
+    action_of, copy, download, every, focus, form_entries, is_near_bottom, location, now_ms,
+    random_id, scroll_to_bottom, signed_in, sleep, storage_get, storage_set, ws_base,
 };
 
 /// The browser sets the status; the page only renders.
@@ -23,6 +23,11 @@ pub async fn stream(
     on_frame: impl FnMut(Frame),
 ) -> Result<bool, FetchError> {
     browser::fetch::stream(method, url, body, headers, on_frame).await
+}
+
+/// A `POST` whose answer only matters by its status.
+pub async fn post(url: &str, body: Option<String>) -> Result<(), FetchError> {
+    browser::fetch::post(url, body).await
 }
 
 /// `GET url` and its JSON body.

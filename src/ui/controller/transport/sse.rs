@@ -186,7 +186,7 @@ impl ChatTransport for SseTransport {
         let chat = ctl.chat_id.get_untracked();
         spawn_local(async move {
             let url = chat_url(&chat, "stop");
-            if let Err(e) = platform::stream("POST", &url, None, &[], |_| {}).await {
+            if let Err(e) = platform::post(&url, None).await {
                 ctl.show_error(format!("Could not stop: {e}"), false);
             }
         });

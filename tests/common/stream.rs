@@ -1,0 +1,64 @@
+//! A chat response read as it arrives: for scenarios that act while the turn is still running
+//! (answer a question a tool asks, stop the turn).
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+
+/// `POST {base}/api/chat` with `body`; its chunks, one by one as they come.
+pub fn chat_stream(base: &str, body: Value) -> UnboundedReceiver<Value> {
+    let (tx, rx) = unbounded_channel();
+    let request = reqwest::Client::new()
+        .post(format!("{base}/api/chat"))
+        .json(&body);
+    tokio::spawn(async move {
+        use futures::StreamExt;
+        let Ok(response) = request.send().await else {
+            return;
+        };
+        let mut body = response.bytes_stream();
+        let mut buffer = String::new();
+        while let Some(Ok(bytes)) = body.next().await {
+            buffer.push_str(&String::from_utf8_lossy(&bytes));
+            while let Some(end) = buffer.find("\n\n") {
+                let event: String = buffer.drain(..end + 2).collect();
+                if let Some(data) = event.trim().strip_prefix("data: ")
+                    && let Ok(chunk) = serde_json::from_str::<Value>(data)
+                {
+                    let _ = tx.send(chunk);
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// The next chunk of type `kind` (for a `data-question`, in `state` if given), skipping others.
+pub async fn next_of(
+    chunks: &mut UnboundedReceiver<Value>,
+    kind: &str,
+    state: Option<&str>,
+) -> Value {
+    loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(20), chunks.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no {kind} chunk within 20 s"))
+            .unwrap_or_else(|| panic!("the stream ended before a {kind} chunk"));
+        if chunk["type"] == kind && state.is_none_or(|s| chunk["data"]["state"] == s) {
+            return chunk;
+        }
+    }
+}
+
+/// `POST {base}/api/chats/{chat}/questions/{question}` with `reply`: the status and JSON body.
+pub async fn reply(base: &str, chat: &str, question: &str, reply: Value) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{base}/api/chats/{chat}/questions/{question}"))
+        .json(&reply)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
