@@ -76,10 +76,19 @@ const mcpServerJs = join(
   "..",
   "tests/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
 );
+// And @modelcontextprotocol/server-everything, whose trigger-elicitation-request asks the person
+// a form of questions mid-call (the recording's second turn calls it; it runs without asking).
+const everythingJs = join(
+  __dirname,
+  "..",
+  "tests/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+);
 const mcpConfig = join(mcpBase, "mcp.json");
 process.env.COUNTERSIGN_E2E_MCP_ROOT = join(mcpBase, "files");
-if (!external && !existsSync(mcpServerJs)) {
-  throw new Error(`${mcpServerJs} is missing: run scripts/setup.sh (it installs tests/mcp-servers)`);
+for (const js of [mcpServerJs, everythingJs]) {
+  if (!external && !existsSync(js)) {
+    throw new Error(`${js} is missing: run scripts/setup.sh (it installs tests/mcp-servers)`);
+  }
 }
 if (!external) {
   mkdirSync(process.env.COUNTERSIGN_E2E_MCP_ROOT, { recursive: true });
@@ -88,7 +97,12 @@ if (!external) {
     args: [mcpServerJs, process.env.COUNTERSIGN_E2E_MCP_ROOT],
     trustAnnotations: true,
   };
-  writeFileSync(mcpConfig, JSON.stringify({ mcpServers: { files } }, null, 2) + "\n");
+  const everything = {
+    command: process.execPath,
+    args: [everythingJs, "stdio"],
+    tools: { "trigger-elicitation-request": { approval: "never" } },
+  };
+  writeFileSync(mcpConfig, JSON.stringify({ mcpServers: { files, everything } }, null, 2) + "\n");
   process.env.COUNTERSIGN_E2E_MCP_URL = `http://127.0.0.1:${process.env.COUNTERSIGN_E2E_MCP_PORT}`;
 }
 

@@ -3,7 +3,10 @@
 // and its "model" replays end2end/fixtures/mcp-model.jsonl, which asks files__write_file to write
 // note.txt there. The card says which server the tool comes from, its title and what its
 // annotations claim, and shows the arguments; approving really writes the file on disk, denying
-// writes nothing. (The replay plays the same answer after either: it is a recording.)
+// writes nothing. (The replay plays the same answer after either: it is a recording.) Its second
+// turn calls @modelcontextprotocol/server-everything's trigger-elicitation-request, whose server
+// asks the person a form of questions mid-call: the question is a card in the chat, what does not
+// fit the form is refused, and the answer reaches the server (its tool output repeats it).
 
 import { existsSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import * as path from "node:path";
@@ -25,6 +28,8 @@ const ROOT = process.env.COUNTERSIGN_E2E_MCP_ROOT ?? "/tmp/countersign-e2e-mcp/f
 const NOTE = path.join(ROOT, "note.txt");
 const CONTENT = "Countersigned in the browser.";
 const TOOL = "files__write_file";
+/** The everything server's tool that asks the person questions mid-call. */
+const ASK_TOOL = "everything__trigger-elicitation-request";
 
 test.skip(
   !MCP_URL,
@@ -50,9 +55,14 @@ test.beforeAll(async () => {
       async () => {
         const status = await (await fetch(new URL("/api/mcp", MCP_URL))).json();
         const files = status.servers?.find((s: any) => s.name === "files");
-        return files?.state === "connected" && files.tools.includes(TOOL) ? "ready" : JSON.stringify(status);
+        const everything = status.servers?.find((s: any) => s.name === "everything");
+        return files?.state === "connected" &&
+          files.tools.includes(TOOL) &&
+          everything?.tools.includes(ASK_TOOL)
+          ? "ready"
+          : JSON.stringify(status);
       },
-      { message: "the files MCP server is connected with its tools", timeout: 20_000 },
+      { message: "the MCP servers are connected with their tools", timeout: 20_000 },
     )
     .toBe("ready");
 });
@@ -126,3 +136,71 @@ test("denying an MCP tool's call writes nothing (bidi)", async ({ page }) => {
   await expectReplayFinished(page);
   expect(readdirSync(ROOT), "the denied call wrote nothing").toEqual([]);
 });
+
+for (const mode of ["sse", "bidi"] as Mode[]) {
+  test(`a question an MCP server asks mid-call is a card in the chat, and the answer reaches it (${mode})`, async ({
+    page,
+  }) => {
+    // The recording's first turn: the note, approved.
+    const { card: write, approval } = await askToWrite(page, mode);
+    await approval.getByTestId("approve").click();
+    await expectCompleted(write);
+    await expectReplayFinished(page);
+
+    // Its second turn: the everything server asks while its tool runs.
+    await send(page, "Ask me your questions");
+    const tool = toolCards(page, ASK_TOOL);
+    await expect(tool).toHaveCount(1);
+    await expect(tool.getByTestId("tool-source")).toHaveText("MCP server everything");
+    const question = page.getByTestId("question-card");
+    await expect(question).toHaveCount(1);
+    await expect(question).toHaveAttribute("data-state", "open");
+    await expect(question.getByTestId("question-source")).toHaveText("MCP server everything");
+    await expect(question.getByTestId("question-message")).toHaveText(
+      "Please provide inputs for the following fields:",
+    );
+    // The form follows the server's schema: titles, defaults, choices by their titles.
+    const form = question.getByTestId("question-form");
+    await expect(form.getByTestId("edit-field-firstLine")).toHaveValue("It was a dark and stormy night.");
+    await expect(form.getByTestId("edit-field-integer")).toHaveValue("42");
+    await expect(form.getByTestId("edit-field-titledSingleSelectEnum").locator("option:checked")).toHaveText(
+      "Superman",
+    );
+    await expect(form.getByTestId("edit-field-legacyTitledEnum").locator("option")).toContainText([
+      "Cats",
+      "Dogs",
+    ]);
+
+    // The name is required: refused before it is sent, and the question stays open.
+    await form.getByTestId("question-send").click();
+    await expect(page.getByTestId("question-error")).toContainText("name");
+    await expect(question).toHaveAttribute("data-state", "open");
+
+    await form.getByTestId("edit-field-name").fill("Ada Lovelace");
+    await form.getByTestId("edit-field-check").check();
+    await form.getByTestId("edit-field-email").fill("ada@example.org");
+    await form.getByTestId("edit-field-integer").fill("7");
+    await form.getByTestId("edit-field-untitledSingleSelectEnum").selectOption("Joey");
+    await form.getByTestId("edit-field-titledMultipleSelectEnum").getByLabel("Salmon").check();
+    await form.getByTestId("question-send").click();
+
+    await expect(question).toHaveAttribute("data-state", "answered");
+    await expect(question.getByTestId("question-status")).toHaveText("Answered");
+    await expect(question.getByTestId("question-form")).toHaveCount(0);
+    const answer = await pairs(question.getByTestId("question-answer"));
+    // Each field by the label it had in the form, each choice by its title.
+    expect(answer).toMatchObject({
+      String: "Ada Lovelace",
+      Boolean: "yes",
+      "String with email format": "ada@example.org",
+      Integer: "7",
+      "Titled Multiple Select Enum": "Tuna, Salmon",
+      "Titled Single Select Enum": "Superman",
+    });
+    // The server got the answer: its tool's output repeats it.
+    await expectCompleted(tool);
+    await expect(tool.locator("dl.tool-output")).toContainText("- Name: Ada Lovelace");
+    await expect(tool.locator("dl.tool-output")).toContainText("- Favorite Integer: 7");
+    await expectAnswer(page, "Thank you: the server has your answers.");
+  });
+}

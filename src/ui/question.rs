@@ -15,7 +15,6 @@ use serde_json::{Map, Value};
 use super::{controller::ChatCtl, form, html::escape, platform, url::encode};
 use crate::protocol::{
     UiMessage, UiPart,
-    presentation::show,
     question::{Question, QuestionReply, QuestionState},
     schema,
 };
@@ -90,40 +89,36 @@ pub fn QuestionCard(message: Memo<Option<UiMessage>>, id: String) -> impl IntoVi
     }
 }
 
+/// The buttons of an open question besides its answer.
+const DECLINE_OR_CANCEL: &str = "<button type=\"button\" class=\"deny\" data-action=\"decline\" \
+    data-testid=\"question-decline\">Decline</button><button type=\"button\" class=\"link-button\" \
+    data-action=\"cancel\" data-testid=\"question-cancel\">Cancel the call</button>";
+
 /// The whole card of `question`, escaped.
 pub fn card_html(question: &Question) -> String {
     let open = question.state == QuestionState::Open;
-    let actions = "<div class=\"approval-actions\">\
-        <button type=\"button\" class=\"deny\" data-action=\"decline\" data-testid=\"question-decline\">Decline</button>\
-        <button type=\"button\" class=\"link-button\" data-action=\"cancel\" data-testid=\"question-cancel\">Cancel the call</button></div>";
     let body = match (&question.schema, &question.url) {
         (Some(schema), _) if open => format!(
-            "<form class=\"edit-form\" data-testid=\"question-form\"><div class=\"edit-fields\">{}</div>\
-             <button type=\"submit\" class=\"approve\" data-testid=\"question-send\">Send</button></form>{actions}",
-            form::fields_html(schema, &form::defaults(schema))
+            "<form class=\"edit-form\" data-testid=\"question-form\">{}\
+             <div class=\"approval-actions\"><button type=\"submit\" class=\"approve\" \
+             data-testid=\"question-send\">Send</button>{DECLINE_OR_CANCEL}</div></form>",
+            form::fields_html(schema, &form::defaults(schema)),
         ),
         (_, Some(url)) if open => match super::markdown::safe_href(url) {
             Some(href) => format!(
                 "<p class=\"question-link\"><a href=\"{href}\" target=\"_blank\" rel=\"noopener noreferrer nofollow\" \
                  data-action=\"open\" data-testid=\"question-link\">Open the page</a> \
-                 <span class=\"question-url\" data-testid=\"question-url\">{href}</span></p>{actions}",
+                 <span class=\"question-url\" data-testid=\"question-url\">{href}</span></p>\
+                 <div class=\"approval-actions\">{DECLINE_OR_CANCEL}</div>",
                 href = escape(&href)
             ),
-            None => actions.to_owned(),
+            None => format!("<div class=\"approval-actions\">{DECLINE_OR_CANCEL}</div>"),
         },
         _ => match question.answer.as_ref().and_then(Value::as_object) {
-            Some(answer) => {
-                let mut list =
-                    String::from("<dl class=\"tool-output\" data-testid=\"question-answer\">");
-                for (name, value) in answer {
-                    list.push_str(&format!(
-                        "<dt>{}</dt><dd>{}</dd>",
-                        escape(name),
-                        escape(&show(value))
-                    ));
-                }
-                list + "</dl>"
-            }
+            Some(answer) => format!(
+                "<dl class=\"tool-output\" data-testid=\"question-answer\">{}</dl>",
+                form::answer_html(question.schema.as_ref().unwrap_or(&Value::Null), answer)
+            ),
             None => String::new(),
         },
     };
@@ -196,7 +191,10 @@ mod tests {
         let mut q = question(QuestionState::Answered);
         q.answer = Some(json!({"name": "<b>Ada</b>"}));
         let html = card_html(&q);
-        assert!(html.contains("<dd>&lt;b&gt;Ada&lt;/b&gt;</dd>"), "{html}");
+        assert!(
+            html.contains("<dt>name</dt><dd>&lt;b&gt;Ada&lt;/b&gt;</dd>"),
+            "{html}"
+        );
         assert!(
             !html.contains("<form") && !html.contains("data-action"),
             "{html}"

@@ -185,7 +185,8 @@ fn full_output(result: CallToolResult) -> Result<Value, ToolError> {
     }
     match result.content.as_slice() {
         [] => Ok(json!({})),
-        [ContentBlock::Text(t)] => Ok(json!({ "text": t.text })),
+        // Text only (one block or several): one text, as the person and the model read it.
+        blocks if blocks.iter().all(|b| b.as_text().is_some()) => Ok(json!({ "text": text() })),
         blocks => Ok(json!({
             "content": serde_json::to_value(blocks).unwrap_or(Value::Null)
         })),
@@ -366,8 +367,13 @@ mod tests {
             "Access denied - path outside allowed directories"
         );
         let two = CallToolResult::success(vec![ContentBlock::text("a"), ContentBlock::text("b")]);
-        let out = output_of(two).unwrap();
-        assert_eq!(out["content"][1]["text"], "b");
+        assert_eq!(output_of(two).unwrap(), json!({"text": "a\nb"}));
+        let mixed = CallToolResult::success(vec![
+            ContentBlock::text("a"),
+            ContentBlock::image("iVBORw0KGgo=", "image/png"),
+        ]);
+        let out = output_of(mixed).unwrap();
+        assert_eq!(out["content"][1]["mimeType"], "image/png", "{out}");
         let huge = CallToolResult::success(vec![ContentBlock::text("é".repeat(MAX_OUTPUT_BYTES))]);
         let out = output_of(huge).unwrap();
         assert!(out["text"].as_str().unwrap().len() <= MAX_OUTPUT_BYTES / 2);
