@@ -108,6 +108,14 @@ async fn complete(State(seen): State<Seen>, Json(request): Json<Value>) -> impl 
             (Some("ask"), _) => {
                 tool_named("__trigger-elicitation-request").map(|name| (name, json!({})))
             }
+            (Some("long"), Some(seconds)) => {
+                tool_named("__trigger-long-running-operation").map(|name| {
+                    (
+                        name,
+                        json!({"duration": seconds.parse::<f64>().unwrap_or(1.0), "steps": 1}),
+                    )
+                })
+            }
             _ => None,
         };
         match call {
@@ -530,4 +538,77 @@ async fn a_real_servers_question_reaches_the_person_and_their_answer_the_server(
         "{output}"
     );
     assert!(text.contains("- Favorite Integer: 7"), "{output}");
+}
+
+/// The parts of chat `chat`'s last message, as the server holds them.
+async fn last_parts(server: &Binary, chat: &str) -> Vec<Value> {
+    let snapshot = get(server, &format!("/api/chats/{chat}")).await;
+    snapshot["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["parts"].as_array())
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn an_mcp_call_cut_short_by_kill_9_is_not_repeated() {
+    let fx = Fixture::new("cut-short");
+    let (model, _) = fake_model().await;
+    // Its annotations say read-only and idempotent, but they are not trusted: nobody vouches
+    // that running it twice is harmless.
+    std::fs::write(
+        &fx.config,
+        json!({"mcpServers": {"everything": {
+            "command": "node",
+            "args": [everything_server(), "stdio"],
+            "tools": {"trigger-long-running-operation": {"approval": "never"}}
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    let tool = "everything__trigger-long-running-operation";
+    let first = start(&fx.db, &model, &fx.config).await;
+    let mut chunks = chat_stream(&first.base, user("cut", "long 3"));
+    let call = next_of(&mut chunks, "tool-input-available", None).await;
+    assert_eq!(call["toolName"], tool);
+    // Well into the 3 s operation (the call is on disk as running before it starts).
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    first.kill9();
+
+    let second = start(&fx.db, &model, &fx.config).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let part = loop {
+        let parts = last_parts(&second, "cut").await;
+        let calls: Vec<&Value> = parts
+            .iter()
+            .filter(|p| p["type"].as_str().is_some_and(|t| t.ends_with(tool)))
+            .collect();
+        assert!(calls.len() <= 1, "the model was asked again: {parts:?}");
+        if let Some(part) = calls
+            .first()
+            .filter(|p| p["state"] == "output-error" || p["state"] == "output-available")
+        {
+            break (*part).clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the call never ended: {}",
+            get(&second, "/api/chats/cut").await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // It may have taken effect, so it is not repeated, and the model is told.
+    assert_eq!(
+        part["toolCallId"], call["toolCallId"],
+        "the very call, not a new one"
+    );
+    assert_eq!(part["state"], "output-error", "{part}");
+    assert!(
+        part["errorText"]
+            .as_str()
+            .unwrap()
+            .contains("may or may not have taken effect"),
+        "{part}"
+    );
 }

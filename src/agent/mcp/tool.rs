@@ -5,7 +5,7 @@
 use std::{borrow::Cow, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
-use rmcp::model::{CallToolResult, ContentBlock, Tool as McpTool};
+use rmcp::model::{CallToolResult, Tool as McpTool};
 use serde_json::{Map, Value, json};
 
 use super::{
@@ -122,7 +122,18 @@ pub fn spec_for(
         approval: approval_for(config, tool),
         approval_timeout,
         result_timeout: approval_timeout,
-        effects: ToolEffects::External,
+        // Repeated after a restart only if the server says repeating changes nothing more and
+        // its annotations are trusted.
+        effects: if config.trust_annotations
+            && tool
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.read_only_hint == Some(true) || a.idempotent_hint == Some(true))
+        {
+            ToolEffects::External
+        } else {
+            ToolEffects::ExternalOnce
+        },
         acknowledgment: None,
     })
 }
@@ -224,7 +235,7 @@ impl ServerTool for RemoteTool {
 mod tests {
     use std::collections::BTreeMap;
 
-    use rmcp::model::{ToolAnnotations, object};
+    use rmcp::model::{ContentBlock, ToolAnnotations, object};
 
     use super::*;
     use crate::agent::mcp::config::{McpTransport, ToolOverride};

@@ -15,12 +15,14 @@ use super::Runtime;
 use crate::agent::{
     clock::{Millis, until},
     gate::{CallPhase, next_deadline},
+    history::Outcome,
     questions,
     session::{
         LiveTurn, Parked, Session, SessionRecord, SessionState, TurnEntry, TurnLog, TurnStatus,
         lock,
     },
     store::StoreError,
+    tools::ToolEffects,
 };
 use crate::protocol::MessageReducer;
 
@@ -138,12 +140,31 @@ impl Runtime {
             return;
         }
         if let Some(turn) = record.turn.as_mut().filter(|t| !t.status.is_over()) {
-            // A call that was running when the server stopped runs again (idempotent tools).
+            // A call that was running when the server stopped runs again (idempotent tools),
+            // unless its tool may not be repeated: that one ends saying so.
             for call in &mut turn.calls {
                 if let CallPhase::Running { args, edited } = &call.phase {
-                    call.phase = CallPhase::Ready {
-                        args: args.clone(),
-                        edited: *edited,
+                    let once = self
+                        .tools
+                        .get(&call.call.name)
+                        .is_some_and(|t| t.spec.effects == ToolEffects::ExternalOnce);
+                    call.phase = if once {
+                        tracing::warn!(session = %session.id, call = %call.call.id, tool = %call.call.name, "a call cut short by the restart is not repeated");
+                        CallPhase::Done {
+                            outcome: Outcome::Error {
+                                message: format!(
+                                    "The server restarted while {} was running; it may or may \
+                                     not have taken effect, and it was not run again.",
+                                    call.call.name
+                                ),
+                            },
+                            edited_args: edited.then(|| args.clone()),
+                        }
+                    } else {
+                        CallPhase::Ready {
+                            args: args.clone(),
+                            edited: *edited,
+                        }
                     };
                 }
             }

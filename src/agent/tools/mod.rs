@@ -107,8 +107,13 @@ pub struct ToolSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolEffects {
     /// Outside the session record (a remote service, the browser), or slow: the approval is
-    /// committed before the tool runs.
+    /// committed before the tool runs. Safe to run again for the same call (our tools are
+    /// idempotent by tool call id): a call cut short by a restart runs again.
     External,
+    /// Like [`ToolEffects::External`], but nobody vouches that running it twice is harmless (an
+    /// MCP server's tool): a call cut short by a restart is not run again; it ends with an
+    /// error saying it may or may not have taken effect.
+    ExternalOnce,
     /// Only in the session record (the wallet's ledger), done at once and committed in the same
     /// transaction as the result: the approval is committed with that result, all or nothing,
     /// before the output is emitted. One disk flush instead of two, and a crash in between

@@ -18,7 +18,7 @@ use crate::agent::{
     questions::Asker,
     session::{SessionRecord, TurnStatus},
     store::AuditKind,
-    tools::{Executor, ToolContext, ToolRegistry},
+    tools::{Executor, ToolContext, ToolEffects, ToolRegistry},
 };
 use crate::protocol::Chunk;
 
@@ -111,6 +111,18 @@ impl TurnDriver {
                 // The sockets following this turn were woken on this thread, behind this task:
                 // let them send the results before the model's next step takes the thread.
                 tokio::task::yield_now().await;
+            }
+            // A call that must not run twice is on disk as running before it starts: after a
+            // crash it is reported as cut short, never repeated (nor asked of the model again).
+            let once = |call: &ToolCall| {
+                self.rt
+                    .tools
+                    .get(&call.name)
+                    .is_some_and(|t| t.spec.effects == ToolEffects::ExternalOnce)
+            };
+            if to_run.iter().any(|(call, ..)| once(call)) {
+                self.sync_messages();
+                self.save().await;
             }
             for (call, args, edited) in to_run {
                 running.push(self.run_server_tool(call, args, edited));
