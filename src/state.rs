@@ -11,7 +11,7 @@ use crate::{
         clock::{RandomIds, SystemClock},
         demo::DemoModel,
         mcp::{McpHub, McpTimeouts},
-        store::{MemoryStore, SessionStore, SignInStore, sqlite::SqliteStore},
+        store::{MemoryStore, SessionStore, SignInStore, ToolListStore, sqlite::SqliteStore},
         tools::{ToolRegistry, ToolSettings, WeatherSource},
     },
     config::{
@@ -42,22 +42,29 @@ pub struct AppState {
 impl AppState {
     /// The production state: the configured model, the real clock, unguessable ids.
     pub fn new(config: Config) -> Result<Self, StartupError> {
-        let (sessions, signins) = open_stores(&config.agent.store)?;
-        let runtime = build_runtime(&config.agent, sessions)?;
-        Ok(Self::with_stores(config, runtime, signins))
+        let stores = open_stores(&config.agent.store)?;
+        let runtime = build_runtime(&config.agent, stores.sessions)?;
+        Ok(Self::with_stores(
+            config,
+            runtime,
+            stores.signins,
+            stores.tool_lists,
+        ))
     }
 
     /// A state around a given runtime (tests inject deterministic clocks and ids), with its
-    /// sign-ins in memory.
+    /// sign-ins and MCP tool lists in memory.
     pub fn with_runtime(config: Config, runtime: Arc<Runtime>) -> Self {
-        Self::with_stores(config, runtime, Arc::new(MemoryStore::default()))
+        let memory = Arc::new(MemoryStore::default());
+        Self::with_stores(config, runtime, memory.clone(), memory)
     }
 
-    /// A state around a given runtime and sign-in store.
+    /// A state around a given runtime, sign-in store and store of MCP servers' tool lists.
     pub fn with_stores(
         config: Config,
         runtime: Arc<Runtime>,
         signin_store: Arc<dyn SignInStore>,
+        tool_lists: Arc<dyn ToolListStore>,
     ) -> Self {
         let edge = Edge::new(config.site.site_addr, &config.http);
         let mcp = Arc::new(McpHub::new(
@@ -67,6 +74,7 @@ impl AppState {
                 call: config.agent.mcp_call_timeout,
                 approval: config.agent.approval_timeout,
             },
+            tool_lists,
         ));
         let mut leptos_options = config.site;
         let site = Arc::new(Site::discover(&mut leptos_options));
@@ -107,19 +115,31 @@ pub enum StartupError {
     Store(#[from] crate::agent::store::StoreError),
 }
 
-/// The sessions' store and the sign-ins' store, of one database.
-pub type Stores = (Arc<dyn SessionStore>, Arc<dyn SignInStore>);
+/// The stores of one database: sessions (with the audit log), sign-ins, MCP servers' tool lists.
+pub struct Stores {
+    pub sessions: Arc<dyn SessionStore>,
+    pub signins: Arc<dyn SignInStore>,
+    pub tool_lists: Arc<dyn ToolListStore>,
+}
 
 /// The stores `setting` names.
 pub fn open_stores(setting: &StoreSetting) -> Result<Stores, StartupError> {
     Ok(match setting {
         StoreSetting::Memory => {
             let store = Arc::new(MemoryStore::default());
-            (store.clone(), store)
+            Stores {
+                sessions: store.clone(),
+                signins: store.clone(),
+                tool_lists: store,
+            }
         }
         StoreSetting::Sqlite { path, durability } => {
             let store = Arc::new(SqliteStore::open_with(path, *durability)?);
-            (store.clone(), store)
+            Stores {
+                sessions: store.clone(),
+                signins: store.clone(),
+                tool_lists: store,
+            }
         }
     })
 }

@@ -383,6 +383,60 @@ async fn a_pending_mcp_approval_survives_kill_9() {
 }
 
 #[tokio::test]
+async fn a_pending_approval_of_a_server_down_after_a_restart_is_answered_clearly() {
+    let fx = Fixture::new("down-after");
+    let (model, _) = fake_model().await;
+    let target = fx.root.join("later.txt");
+    let write = format!("write {} later", fx.path("later.txt"));
+    let first = start(&fx.db, &model, &fx.config).await;
+    let (_, chunks, text) = first.chat(user("later", &write)).await;
+    let approval = approval_of(&chunks);
+    assert_eq!(approval.3, "files__write_file", "{text}");
+    first.kill9();
+
+    // The same server, now unable to start.
+    std::fs::write(
+        &fx.config,
+        json!({"mcpServers": {"files": {"command": "/nonexistent/mcp-server", "trustAnnotations": true}}})
+            .to_string(),
+    )
+    .unwrap();
+    let second = start(&fx.db, &model, &fx.config).await;
+    // Its tools as it last listed them, while it is down.
+    let mcp = get(&second, "/api/mcp").await;
+    let files = &mcp["servers"][0];
+    assert_eq!(files["state"], "down", "{mcp}");
+    assert_eq!(files["remembered"], true, "{mcp}");
+    assert!(
+        files["tools"].to_string().contains("files__write_file"),
+        "{mcp}"
+    );
+    let page = reqwest::get(format!("{}/tools", second.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("as it last listed them"), "{page}");
+
+    // Approved: the person is told the server is down; nothing was written.
+    let (status, chunks, text) = second.chat(answer("later", &write, &approval, true)).await;
+    assert_eq!(status, 200, "{text}");
+    let error = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-output-error")
+        .expect(&text);
+    assert!(
+        error["errorText"]
+            .as_str()
+            .unwrap()
+            .contains("MCP server files is not connected"),
+        "{error}"
+    );
+    assert!(!target.exists());
+}
+
+#[tokio::test]
 async fn a_server_that_cannot_start_leaves_the_app_usable_and_says_why() {
     let fx = Fixture::new("down");
     std::fs::write(

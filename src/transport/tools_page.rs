@@ -55,10 +55,13 @@ pub async fn page(State(state): State<AppState>) -> Html<String> {
             .iter()
             .map(|s| format!("<li data-needs=\"off\">{} — off</li>", escape(s)))
             .collect();
-        let state_text = match &server.error {
+        let mut state_text = match &server.error {
             Some(e) => format!("{}: {}", server.state, escape(e)),
             None => server.state.to_owned(),
         };
+        if server.remembered {
+            state_text.push_str(" — its tools as it last listed them");
+        }
         body.push_str(&format!(
             "<section data-testid=\"tools-page-group\" data-source=\"{name}\" data-state=\"{state}\">\
              <h2>{source}</h2><p class=\"muted\">{state_text}</p><ul>{offered}{off}</ul></section>",

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use server::{McpServer, McpTimeouts, ServerStatus};
 
-use super::tools::ToolRegistry;
+use super::{store::ToolListStore, tools::ToolRegistry};
 use config::McpConfig;
 
 /// Every configured MCP server.
@@ -29,13 +29,17 @@ pub struct McpHub {
 }
 
 impl McpHub {
-    pub fn new(config: Option<&McpConfig>, timeouts: McpTimeouts) -> Self {
+    pub fn new(
+        config: Option<&McpConfig>,
+        timeouts: McpTimeouts,
+        tool_lists: Arc<dyn ToolListStore>,
+    ) -> Self {
         McpHub {
             servers: config
                 .map(|c| {
                     c.servers
                         .iter()
-                        .map(|s| McpServer::new(s.clone(), timeouts))
+                        .map(|s| McpServer::new(s.clone(), timeouts, tool_lists.clone()))
                         .collect()
                 })
                 .unwrap_or_default(),

@@ -42,8 +42,10 @@ use super::{
     tool_prefix,
 };
 use crate::agent::{
+    clock::{Clock, SystemClock},
     lock,
     questions::{Ask, AskForm, Asked, Asker},
+    store::ToolListStore,
     tools::{Executor, Tool, ToolError, ToolRegistry},
 };
 use crate::protocol::question::QuestionReply;
@@ -66,6 +68,10 @@ pub struct ServerStatus {
     /// Tools left out, each with why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<String>,
+    /// The tools are the list kept from the last time it was connected (it has not listed them
+    /// since this start).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub remembered: bool,
 }
 
 /// Timeouts of a server's requests.
@@ -83,6 +89,8 @@ pub struct McpTimeouts {
 pub struct McpServer {
     pub config: McpServerConfig,
     timeouts: McpTimeouts,
+    /// Where its last tool list is kept across restarts.
+    tool_lists: Arc<dyn ToolListStore>,
     peer: Mutex<Option<Peer<RoleClient>>>,
     status: Mutex<ServerStatus>,
     /// Wakes the supervisor: the connection failed during a call.
@@ -97,7 +105,11 @@ pub struct McpServer {
 }
 
 impl McpServer {
-    pub fn new(config: McpServerConfig, timeouts: McpTimeouts) -> Arc<Self> {
+    pub fn new(
+        config: McpServerConfig,
+        timeouts: McpTimeouts,
+        tool_lists: Arc<dyn ToolListStore>,
+    ) -> Arc<Self> {
         let status = ServerStatus {
             name: config.name.clone(),
             state: if config.disabled {
@@ -108,10 +120,12 @@ impl McpServer {
             error: None,
             tools: Vec::new(),
             skipped: Vec::new(),
+            remembered: false,
         };
         Arc::new(McpServer {
             config,
             timeouts,
+            tool_lists,
             peer: Mutex::new(None),
             status: Mutex::new(status),
             broken: tokio::sync::Notify::new(),
@@ -331,6 +345,7 @@ impl McpServer {
         if self.config.disabled {
             return;
         }
+        self.restore(&registry).await;
         let mut backoff = Duration::from_secs(1);
         loop {
             let (changed_tx, mut changed) = mpsc::unbounded_channel();
@@ -480,7 +495,8 @@ impl McpServer {
         }
     }
 
-    /// Lists the server's tools and puts them in the registry in place of the previous list.
+    /// Lists the server's tools, puts them in the registry in place of the previous list, and
+    /// keeps the list for the next start.
     async fn list_into(
         self: &Arc<Self>,
         client: &RunningService<RoleClient, Handler>,
@@ -491,10 +507,55 @@ impl McpServer {
                 .await
                 .map_err(|_| "tools/list did not answer".to_owned())?
                 .map_err(|e| format!("tools/list failed: {e}"))?;
+        self.register(&listed, registry, false);
+        match serde_json::to_string(&listed) {
+            Ok(json) => {
+                let now = SystemClock.now_ms();
+                if let Err(e) = self
+                    .tool_lists
+                    .keep_tool_list(&self.config.name, &json, now)
+                    .await
+                {
+                    tracing::warn!(server = %self.config.name, error = %e.report(), "cannot keep the MCP server's tool list");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(server = %self.config.name, error = %e, "the MCP server's tool list does not encode")
+            }
+        }
+        Ok(())
+    }
+
+    /// Offers the tools of the list kept at the last connection until the server lists them
+    /// again: a pending approval of one stays answerable (the call says the server is down).
+    async fn restore(self: &Arc<Self>, registry: &ToolRegistry) {
+        let kept = match self.tool_lists.kept_tool_list(&self.config.name).await {
+            Ok(Some(kept)) => kept,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(server = %self.config.name, error = %e.report(), "cannot read the MCP server's kept tool list");
+                return;
+            }
+        };
+        match serde_json::from_str::<Vec<McpTool>>(&kept) {
+            Ok(listed) => {
+                // Unless the server was quicker.
+                if self.status().tools.is_empty() {
+                    self.register(&listed, registry, true);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(server = %self.config.name, error = %e, "the MCP server's kept tool list does not read; ignored")
+            }
+        }
+    }
+
+    /// Puts `listed` in the registry in place of the server's previous tools.
+    fn register(self: &Arc<Self>, listed: &[McpTool], registry: &ToolRegistry, remembered: bool) {
         let mut tools = Vec::new();
         let mut offered = Vec::new();
         let mut skipped = Vec::new();
-        for tool in &listed {
+        for tool in listed {
             match spec_for(&self.config, tool, self.timeouts.approval) {
                 Ok(spec) => {
                     offered.push(spec.name.to_string());
@@ -521,7 +582,7 @@ impl McpServer {
         let mut status = lock(&self.status);
         status.tools = offered;
         status.skipped = skipped;
-        Ok(())
+        status.remembered = remembered;
     }
 }
 

@@ -167,6 +167,18 @@ pub trait SignInStore: Send + Sync + 'static {
     async fn ended_signins(&self, now: Millis) -> Result<Vec<(String, Millis)>, StoreError>;
 }
 
+/// Where the last tool list of each MCP server is kept (in the sessions' database), so that a
+/// server that is down at start still offers the tools its pending approvals name.
+#[async_trait]
+pub trait ToolListStore: Send + Sync + 'static {
+    /// Keeps `tools` (the server's `tools/list`, as JSON) as `server`'s last list.
+    async fn keep_tool_list(&self, server: &str, tools: &str, at: Millis)
+    -> Result<(), StoreError>;
+
+    /// `server`'s last list, if one was kept.
+    async fn kept_tool_list(&self, server: &str) -> Result<Option<String>, StoreError>;
+}
+
 /// Everything in memory, lost on restart.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
@@ -176,6 +188,7 @@ pub struct MemoryStore {
     audit: Mutex<Vec<AuditRecord>>,
     secret: Mutex<Option<[u8; 32]>>,
     signins: Mutex<HashMap<String, (SignIn, Option<Millis>)>>,
+    tool_lists: Mutex<HashMap<String, String>>,
 }
 
 /// The stored log of `record`'s turn, if the stored one belongs to it and it is not over.
@@ -310,6 +323,23 @@ impl SignInStore for MemoryStore {
     }
 }
 
+#[async_trait]
+impl ToolListStore for MemoryStore {
+    async fn keep_tool_list(
+        &self,
+        server: &str,
+        tools: &str,
+        _at: Millis,
+    ) -> Result<(), StoreError> {
+        lock(&self.tool_lists).insert(server.to_owned(), tools.to_owned());
+        Ok(())
+    }
+
+    async fn kept_tool_list(&self, server: &str) -> Result<Option<String>, StoreError> {
+        Ok(lock(&self.tool_lists).get(server).cloned())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -419,6 +449,21 @@ mod tests {
     }
 
     /// Sign-ins: one secret for good; ended sessions are listed until they expire.
+    pub(crate) async fn tool_list_contract(store: &dyn ToolListStore) {
+        assert_eq!(store.kept_tool_list("files").await.unwrap(), None);
+        store.keep_tool_list("files", "[1]", 1).await.unwrap();
+        store.keep_tool_list("files", "[2]", 2).await.unwrap();
+        store.keep_tool_list("other", "[]", 2).await.unwrap();
+        assert_eq!(
+            store.kept_tool_list("files").await.unwrap().as_deref(),
+            Some("[2]")
+        );
+        assert_eq!(
+            store.kept_tool_list("other").await.unwrap().as_deref(),
+            Some("[]")
+        );
+    }
+
     pub(crate) async fn signin_contract(store: &dyn SignInStore) {
         let secret = store.signing_secret().await.unwrap();
         assert_eq!(store.signing_secret().await.unwrap(), secret);
@@ -451,6 +496,7 @@ mod tests {
     async fn the_memory_store_keeps_the_contract() {
         store_contract(&MemoryStore::default()).await;
         signin_contract(&MemoryStore::default()).await;
+        tool_list_contract(&MemoryStore::default()).await;
     }
 
     #[tokio::test]

@@ -28,7 +28,7 @@ use tokio::sync::oneshot;
 
 use super::{
     AuditEvent, AuditQuery, AuditRecord, SessionStore, SignIn, SignInStore, StoreError,
-    StoredSession, audit::AuditKind, log_of_turn,
+    StoredSession, ToolListStore, audit::AuditKind, log_of_turn,
 };
 use crate::agent::{
     gate::CallPhase,
@@ -53,6 +53,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("../../../migrations/0004_narrow_views.sql")),
     (5, include_str!("../../../migrations/0005_signins.sql")),
     (6, include_str!("../../../migrations/0006_tool_state.sql")),
+    (
+        7,
+        include_str!("../../../migrations/0007_mcp_tool_lists.sql"),
+    ),
 ];
 
 /// How far a commit goes before it returns (`COUNTERSIGN_DB_SYNC`).
@@ -1083,6 +1087,38 @@ impl SessionStore for SqliteStore {
 }
 
 #[async_trait]
+impl ToolListStore for SqliteStore {
+    async fn keep_tool_list(&self, server: &str, tools: &str, at: i64) -> Result<(), StoreError> {
+        let (server, tools) = (server.to_owned(), tools.to_owned());
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT INTO mcp_tool_lists (server, tools, listed_ms) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (server) DO UPDATE SET tools = excluded.tools,
+                 listed_ms = excluded.listed_ms",
+                params![server, tools, at],
+            )
+            .map_err(err("cannot keep an MCP server's tool list"))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn kept_tool_list(&self, server: &str) -> Result<Option<String>, StoreError> {
+        let server = server.to_owned();
+        self.with(move |conn| {
+            conn.query_row(
+                "SELECT tools FROM mcp_tool_lists WHERE server = ?1",
+                [server],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(err("cannot read an MCP server's kept tool list"))
+        })
+        .await
+    }
+}
+
+#[async_trait]
 impl SignInStore for SqliteStore {
     async fn signing_secret(&self) -> Result<[u8; 32], StoreError> {
         let fresh = super::fresh_secret()?;
@@ -1171,7 +1207,7 @@ mod tests {
         gate::StepCall,
         history::ToolCall,
         store::audit,
-        store::tests::{signin_contract, store_contract, turn},
+        store::tests::{signin_contract, store_contract, tool_list_contract, turn},
         tools::{ToolLocation, Wallet},
     };
 
@@ -1179,6 +1215,7 @@ mod tests {
     async fn the_sqlite_store_keeps_the_contract() {
         store_contract(&SqliteStore::in_memory().unwrap()).await;
         signin_contract(&SqliteStore::in_memory().unwrap()).await;
+        tool_list_contract(&SqliteStore::in_memory().unwrap()).await;
     }
 
     fn temp_path(name: &str) -> PathBuf {
