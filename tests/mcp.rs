@@ -6,7 +6,8 @@
 //! writes nothing, forged and foreign approvals change nothing, and a pending MCP approval
 //! survives kill -9 of the server. `@modelcontextprotocol/server-everything` asks the person a
 //! question mid-call (a 2025 `elicitation/create`): it reaches the chat as a `data-question`
-//! part, answers that do not fit its form are refused, and the answer reaches the server. The
+//! part, answers that do not fit its form are refused, and the answer reaches the server; a page to
+//! open is a link (and a script link is declined, never shown). The
 //! real binary, as a person runs it.
 #![cfg(all(feature = "ssr", unix))]
 
@@ -108,6 +109,8 @@ async fn complete(State(seen): State<Seen>, Json(request): Json<Value>) -> impl 
             (Some("ask"), _) => {
                 tool_named("__trigger-elicitation-request").map(|name| (name, json!({})))
             }
+            (Some("open"), Some(url)) => tool_named("__trigger-url-elicitation")
+                .map(|name| (name, json!({"url": url, "message": "Sign in to continue."}))),
             (Some("long"), Some(seconds)) => {
                 tool_named("__trigger-long-running-operation").map(|name| {
                     (
@@ -522,7 +525,10 @@ async fn a_real_servers_question_reaches_the_person_and_their_answer_the_server(
         json!({"mcpServers": {"everything": {
             "command": "node",
             "args": [everything_server(), "stdio"],
-            "tools": {"trigger-elicitation-request": {"approval": "never"}}
+            "tools": {
+                "trigger-elicitation-request": {"approval": "never"},
+                "trigger-url-elicitation": {"approval": "never"}
+            }
         }}})
         .to_string(),
     )
@@ -592,6 +598,49 @@ async fn a_real_servers_question_reaches_the_person_and_their_answer_the_server(
         "{output}"
     );
     assert!(text.contains("- Favorite Integer: 7"), "{output}");
+
+    // A page to open: a link (the card opens it in a new tab), answered by opening it.
+    let mut chunks = chat_stream(
+        &server.base,
+        user("open", "open https://auth.example.org/consent?step=1"),
+    );
+    let asked = next_of(&mut chunks, "data-question", Some("open")).await;
+    assert_eq!(
+        asked["data"]["url"],
+        "https://auth.example.org/consent?step=1"
+    );
+    assert_eq!(asked["data"]["message"], "Sign in to continue.");
+    assert!(asked["data"].get("schema").is_none(), "{asked}");
+    let id = asked["id"].as_str().unwrap().to_owned();
+    let (status, _) = reply(&server.base, "open", &id, json!({"action": "accept"})).await;
+    assert_eq!(status, 204);
+    let output = next_of(&mut chunks, "tool-output-available", None).await;
+    assert!(
+        output["output"]
+            .to_string()
+            .contains("User completed the URL elicitation flow"),
+        "{output}"
+    );
+
+    // A link that is not http(s) is never shown: declined on the person's behalf.
+    let (status, chunks, text) = server
+        .chat(user("script", "open javascript:alert(1)"))
+        .await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        !chunks.iter().any(|c| c["type"] == "data-question"),
+        "{text}"
+    );
+    let output = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-output-available")
+        .expect(&text);
+    assert!(
+        output["output"]
+            .to_string()
+            .contains("declined to open the URL"),
+        "{output}"
+    );
 }
 
 /// The parts of chat `chat`'s last message, as the server holds them.
