@@ -30,6 +30,7 @@
 //! socket, 7.2 KiB with tungstenite).
 
 pub mod chat;
+mod forward;
 mod frame;
 mod socket;
 
@@ -53,6 +54,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use self::forward::Forwarding;
 pub use self::socket::is_upgrade;
 use self::socket::{Handshake, Socket, SocketError, SocketOptions, Upgrade};
 use super::{
@@ -225,28 +227,6 @@ struct Connection {
     client: Client,
     /// Cancelled when the server shuts down.
     shutdown: CancellationToken,
-}
-
-/// Where a socket is in the turn it forwards. While the turn waits for the person the socket
-/// lets go of its log (the turn may leave memory, ADR 0011) and picks it up again when the
-/// chat's signal says the turn goes on.
-struct Forwarding {
-    turn_id: String,
-    /// Entries of the turn's log handled so far (pauses included).
-    sent: usize,
-    /// Reading the log; `None` while the turn waits for the person or after its end.
-    reader: Option<LogReader>,
-}
-
-impl Forwarding {
-    /// Reading `turn_id`'s `log` from entry `from` on.
-    fn at(turn_id: String, log: &Arc<TurnLog>, from: usize) -> Self {
-        Forwarding {
-            reader: Some(log.subscribe(from)),
-            turn_id,
-            sent: from,
-        }
-    }
 }
 
 /// What woke an idle connection.
@@ -680,162 +660,6 @@ impl Connection {
         }
         self.follow(turn_id, &log, position);
         Next::Continue
-    }
-
-    /// Forwards `turn_id`'s `log` from entry `from` on. The seed's encoder starts afresh and
-    /// learns what the client already has of the turn.
-    fn follow(&mut self, turn_id: String, log: &Arc<TurnLog>, from: usize) {
-        if let Some(encoder) = &mut self.seed {
-            *encoder = SeedEncoder::new(encoder.transport());
-            for entry in log.entries_from(0).iter().take(from) {
-                encoder.prime(entry_of(entry));
-            }
-        }
-        self.turn = Some(Forwarding::at(turn_id, log, from));
-    }
-
-    /// The chat of a [`ChatScope::Connection`] socket: the one it is bound to (its own, or one
-    /// it resumed), else a new one named by the server. `client_id` is only logged.
-    fn connection_chat(&mut self, client_id: &str) -> Arc<str> {
-        if let Some(chat) = &self.chat {
-            return chat.clone();
-        }
-        let chat = self.runtime.ids.next_id(IdKind::ConnectionChat);
-        let client_id: String = client_id.chars().take(MAX_CHAT_ID).collect();
-        tracing::info!(connection = self.id, chat = %chat, client_id = ?client_id, "the connection has its own chat");
-        self.bind(&chat);
-        Arc::from(chat)
-    }
-
-    /// Makes this socket its chat's follower (a previous socket of the chat is replaced).
-    fn bind(&mut self, chat: &str) {
-        if self.chat.as_deref() != Some(chat) {
-            if let (Some(old), Some(following)) = (&self.chat, &self.following) {
-                self.runtime.followers.leave(old, following.id);
-            }
-            let chat: Arc<str> = Arc::from(chat);
-            self.following = Some(self.runtime.followers.follow(&chat));
-            self.chat = Some(chat);
-        }
-    }
-
-    /// The chat has news: read the current turn from where this socket stopped (or from the
-    /// start if it is a new turn). Nothing changes while the socket still reads a turn (it
-    /// looks again when that one ends), nor when the turn has nothing new (a paused turn's log
-    /// is not held: it may leave memory).
-    async fn catch_up(&mut self) {
-        if self.turn.as_ref().is_some_and(|t| t.reader.is_some()) {
-            return;
-        }
-        let Some(chat) = self.chat.clone() else {
-            return;
-        };
-        // The turn may have paused and left memory again before this socket looked: its log
-        // comes back from the store with it.
-        let session = match self.runtime.existing_session(&chat).await {
-            Ok(Some(session)) => session,
-            Ok(None) => return,
-            Err(e) => {
-                tracing::error!(connection = self.id, chat = %chat, error = &e as &dyn std::error::Error, "cannot load the chat to follow it");
-                return;
-            }
-        };
-        let Some((turn_id, log)) = session.current_turn() else {
-            return;
-        };
-        match &mut self.turn {
-            Some(turn) if turn.turn_id == turn_id => {
-                if turn.sent < log.len() {
-                    turn.reader = Some(log.subscribe(turn.sent));
-                }
-            }
-            _ => self.follow(turn_id, &log, 0),
-        }
-    }
-
-    /// Stops reading the forwarded turn's log, remembering where.
-    fn detach(&mut self) {
-        if let Some(turn) = &mut self.turn
-            && let Some(reader) = turn.reader.take()
-        {
-            turn.sent = reader.position();
-        }
-    }
-
-    /// Sends one log entry: a chunk frame, `[DONE]` at the end of the turn, nothing for a pause
-    /// (where the socket lets go of the log if nothing follows yet) — or, in the seed's dialect,
-    /// what its encoder writes for the entry (the approval group at a pause).
-    async fn forward(&mut self, entry: Option<TurnEntry>, socket: &mut Socket) -> Next {
-        match entry {
-            None => {
-                self.detach();
-                self.catch_up().await;
-                Next::Continue
-            }
-            Some(TurnEntry::Pause) => {
-                let next = match self.seed.as_mut().map(|e| e.push(Entry::Pause(None))) {
-                    Some(frames) => self.send_frames(socket, frames).await,
-                    None => Next::Continue,
-                };
-                if self
-                    .turn
-                    .as_ref()
-                    .and_then(|t| t.reader.as_ref())
-                    .is_some_and(LogReader::at_end)
-                {
-                    self.detach();
-                }
-                next
-            }
-            Some(TurnEntry::End) => {
-                let frames = match self.seed.as_mut() {
-                    Some(encoder) => encoder.push(Entry::End),
-                    None => vec![DONE_FRAME.to_string()],
-                };
-                let next = self.send_frames(socket, frames).await;
-                // A newer turn of the chat may have begun meanwhile.
-                self.detach();
-                self.catch_up().await;
-                next
-            }
-            Some(TurnEntry::Chunk(chunk)) => self.send_chunk(socket, &chunk).await,
-        }
-    }
-
-    async fn send_chunk(&mut self, socket: &mut Socket, chunk: &Chunk) -> Next {
-        let frames = match self.seed.as_mut() {
-            Some(encoder) => encoder.push(Entry::Chunk(chunk)),
-            None => encode_chunk(chunk, self.dialect).into_iter().collect(),
-        };
-        self.send_frames(socket, frames).await
-    }
-
-    async fn send_frames(&mut self, socket: &mut Socket, frames: Vec<String>) -> Next {
-        for frame in frames {
-            if let Next::Gone = self.send_text(socket, frame).await {
-                return Next::Gone;
-            }
-        }
-        Next::Continue
-    }
-
-    /// An error with its stable code: the code in the text after the message, the details (if
-    /// any) only in the log.
-    async fn send_api_error(&mut self, socket: &mut Socket, error: ApiError) -> Next {
-        let text = format!("{} ({})", error.message, error.code);
-        self.send_error(socket, &text).await
-    }
-
-    async fn send_error(&mut self, socket: &mut Socket, message: &str) -> Next {
-        tracing::warn!(connection = self.id, chat = ?self.chat, message, "frame rejected");
-        self.send_chunk(socket, &Chunk::error(message)).await
-    }
-
-    async fn send_text(&mut self, socket: &mut Socket, text: String) -> Next {
-        match socket.send_text(&text).await {
-            Ok(()) => Next::Continue,
-            Err(_) => Next::Gone,
-        }
     }
 }
 
