@@ -45,12 +45,15 @@
 
 use std::borrow::Cow;
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::json_util::{TagError, Tagged, keep_null, split_tagged};
+#[cfg(test)]
+use super::json_util::keep_null;
+use super::json_util::{TagError, Tagged, split_tagged};
 use super::seed::SeedTransport;
+
+mod decode;
 
 /// `providerMetadata`: `Record<string, Record<string, JSONValue>>`, keyed by
 /// provider (`{"google": {"thoughtSignature": "..."}}`). Kept as a JSON object
@@ -149,12 +152,20 @@ impl<'de> Deserialize<'de> for FinishReason {
 // the wire); optional keys are omitted when `None`. Each derives `Default` so
 // server code can write `ToolInputStart { tool_call_id, tool_name,
 // ..Default::default() }`.
+//
+// Decoding is by hand (`chunk/decode.rs`), not derived: a derived `Deserialize`
+// per payload put a copy of serde_json's map visitor per struct into the
+// browser's wasm (with the message parts, ~20 KB gzip). Only the test build derives it,
+// as the reference the hand-written decoder is checked against
+// (`protocol::decode_tests`); the serde attributes that only concern decoding
+// (`default`, `deserialize_with`) are there for that reference.
 // ---------------------------------------------------------------------------
 
 /// `start`: opens an assistant message. On a continuation the id must equal
 /// the assistant message being continued, or the client duplicates it (§A.2
 /// "How the message is seeded").
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct Start {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -168,7 +179,8 @@ pub struct Start {
 }
 
 /// `finish`: the message is complete.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct Finish {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -182,7 +194,8 @@ pub struct Finish {
 }
 
 /// `abort`: the producer stopped early. `reason` is `ai@6.0.15`+.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct Abort {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -191,14 +204,16 @@ pub struct Abort {
 
 /// `error`: the client's `onError` throws on it, so the chat goes to status
 /// `error`. Never put internals in `error_text`: it is shown to the user.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorChunk {
     pub error_text: String,
 }
 
 /// `message-metadata`: deep-merged into `message.metadata`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct MessageMetadata {
     /// `z.unknown()` in the schema, which also accepts a missing key; that
@@ -209,7 +224,8 @@ pub struct MessageMetadata {
 
 /// `text-start`, `text-end`, `reasoning-start`, `reasoning-end`: open or close
 /// the text/reasoning part with this `id`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct Boundary {
     pub id: String,
@@ -218,7 +234,8 @@ pub struct Boundary {
 }
 
 /// `text-delta`, `reasoning-delta`: append `delta` to the open part `id`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct Delta {
     pub id: String,
@@ -228,7 +245,8 @@ pub struct Delta {
 }
 
 /// `tool-input-start`: a tool call begins; its input streams next.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolInputStart {
     pub tool_call_id: String,
@@ -250,7 +268,8 @@ pub struct ToolInputStart {
 }
 
 /// `tool-input-delta`: raw JSON text of the input, re-parsed as partial JSON.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolInputDelta {
     pub tool_call_id: String,
@@ -259,7 +278,8 @@ pub struct ToolInputDelta {
 
 /// `tool-input-available`: the complete input. Needs no `tool-input-start`.
 /// `provider_metadata` becomes the part's `callProviderMetadata`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolInputAvailable {
     pub tool_call_id: String,
@@ -282,7 +302,8 @@ pub struct ToolInputAvailable {
 
 /// `tool-input-error`: the model produced input that failed validation; the
 /// part goes to `output-error` with the bad input kept as `rawInput`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolInputError {
     pub tool_call_id: String,
@@ -305,7 +326,8 @@ pub struct ToolInputError {
 
 /// `tool-approval-request`: the call waits for a human (§A.7). The part must
 /// already exist on the client.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolApprovalRequest {
     pub approval_id: String,
@@ -317,7 +339,8 @@ pub struct ToolApprovalRequest {
 
 /// `tool-output-available`: the tool's result. `preliminary: true` marks a
 /// partial result that a later output replaces.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolOutputAvailable {
     pub tool_call_id: String,
@@ -339,7 +362,8 @@ pub struct ToolOutputAvailable {
 }
 
 /// `tool-output-error`: the tool ran and failed.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolOutputError {
     pub tool_call_id: String,
@@ -357,14 +381,16 @@ pub struct ToolOutputError {
 }
 
 /// `tool-output-denied`: the user said no; the call never ran.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolOutputDenied {
     pub tool_call_id: String,
 }
 
 /// `source-url`: a cited web source.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct SourceUrl {
     pub source_id: String,
@@ -376,7 +402,8 @@ pub struct SourceUrl {
 }
 
 /// `source-document`: a cited document. `title` is required by the schema.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct SourceDocument {
     pub source_id: String,
@@ -389,7 +416,8 @@ pub struct SourceDocument {
 }
 
 /// `file`: a generated file; `url` may be a `data:` URL.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct File {
     pub url: String,
@@ -401,7 +429,8 @@ pub struct File {
 /// `data-<name>`: application data. With `transient: true` it only reaches
 /// `onData` and is never stored; otherwise a part with the same name and `id`
 /// is replaced in place, or a new part is pushed.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct DataChunk {
     /// The part of the wire `type` after `data-`. Carried by the tag, so it is
@@ -491,14 +520,6 @@ impl From<TagError> for ChunkDecodeError {
     }
 }
 
-/// Deserializes a payload struct, attributing failures to the chunk type.
-fn payload<T: DeserializeOwned>(chunk_type: &str, object: Value) -> Result<T, ChunkDecodeError> {
-    serde_json::from_value(object).map_err(|source| ChunkDecodeError::InvalidFields {
-        chunk_type: chunk_type.to_owned(),
-        source,
-    })
-}
-
 /// Serializes one of our own wire values. This cannot fail: every map has
 /// string keys, `serde_json::Value` cannot hold a non-finite float, and no
 /// `Serialize` impl in this module returns an error.
@@ -522,42 +543,7 @@ impl Chunk {
     /// [`Chunk::Unknown`]; known types with bad fields are errors.
     pub fn from_value(value: Value) -> Result<Self, ChunkDecodeError> {
         let (kind, map) = split_tagged(value)?;
-        let object = Value::Object(map);
-        let chunk = match kind.as_str() {
-            "start" => Self::Start(payload(&kind, object)?),
-            "start-step" => Self::StartStep,
-            "finish-step" => Self::FinishStep,
-            "finish" => Self::Finish(payload(&kind, object)?),
-            "abort" => Self::Abort(payload(&kind, object)?),
-            "error" => Self::Error(payload(&kind, object)?),
-            "message-metadata" => Self::MessageMetadata(payload(&kind, object)?),
-            "text-start" => Self::TextStart(payload(&kind, object)?),
-            "text-delta" => Self::TextDelta(payload(&kind, object)?),
-            "text-end" => Self::TextEnd(payload(&kind, object)?),
-            "reasoning-start" => Self::ReasoningStart(payload(&kind, object)?),
-            "reasoning-delta" => Self::ReasoningDelta(payload(&kind, object)?),
-            "reasoning-end" => Self::ReasoningEnd(payload(&kind, object)?),
-            "tool-input-start" => Self::ToolInputStart(payload(&kind, object)?),
-            "tool-input-delta" => Self::ToolInputDelta(payload(&kind, object)?),
-            "tool-input-available" => Self::ToolInputAvailable(payload(&kind, object)?),
-            "tool-input-error" => Self::ToolInputError(payload(&kind, object)?),
-            "tool-approval-request" => Self::ToolApprovalRequest(payload(&kind, object)?),
-            "tool-output-available" => Self::ToolOutputAvailable(payload(&kind, object)?),
-            "tool-output-error" => Self::ToolOutputError(payload(&kind, object)?),
-            "tool-output-denied" => Self::ToolOutputDenied(payload(&kind, object)?),
-            "source-url" => Self::SourceUrl(payload(&kind, object)?),
-            "source-document" => Self::SourceDocument(payload(&kind, object)?),
-            "file" => Self::File(payload(&kind, object)?),
-            other => match other.strip_prefix("data-") {
-                Some(name) => {
-                    let mut data: DataChunk = payload(&kind, object)?;
-                    data.name = name.to_owned();
-                    Self::Data(data)
-                }
-                None => Self::Unknown(object),
-            },
-        };
-        Ok(chunk)
+        decode::chunk(kind, map)
     }
 
     /// The wire `type` (`"text-delta"`, `"data-weather"`, or an unknown

@@ -10,15 +10,22 @@
 //! verbatim as [`UiPart::Unknown`]; a known part with broken fields is an error,
 //! because it would otherwise silently drop something the user saw (an
 //! approval, a tool result).
+//!
+//! The parts are decoded by hand (`message/decode.rs`) rather than with a derived
+//! `Deserialize` per part struct, which cost the browser's wasm one copy of serde_json's
+//! map visitor each. Only the test build derives `Deserialize` on them, as the reference the
+//! hand-written decoder is checked against (`protocol::decode_tests`); the serde attributes
+//! that only concern decoding (`default`, `deserialize_with`) are there for that reference.
 
 use std::borrow::Cow;
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use super::chunk::{ProviderMetadata, ToolMetadata};
 use super::json_util::{TagError, Tagged, keep_null, split_tagged};
+
+mod decode;
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -55,7 +62,8 @@ pub enum TextState {
 }
 
 /// `{"type":"text", text, state?, providerMetadata?}`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct TextPart {
     pub text: String,
@@ -67,7 +75,8 @@ pub struct TextPart {
 
 /// `{"type":"reasoning", id?, text, state?, providerMetadata?}`. The reducer
 /// of `ai@6.0.264` records the stream's reasoning id on the part.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct ReasoningPart {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -80,7 +89,8 @@ pub struct ReasoningPart {
 }
 
 /// `{"type":"source-url", sourceId, url, title?, providerMetadata?}`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct SourceUrlPart {
     pub source_id: String,
@@ -92,7 +102,8 @@ pub struct SourceUrlPart {
 }
 
 /// `{"type":"source-document", sourceId, mediaType, title, filename?, providerMetadata?}`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct SourceDocumentPart {
     pub source_id: String,
@@ -106,7 +117,8 @@ pub struct SourceDocumentPart {
 
 /// `{"type":"file", mediaType, url, filename?, providerMetadata?}`: an upload
 /// from the user or a generated file; `url` is often a `data:` URL.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct FilePart {
     pub media_type: String,
@@ -118,7 +130,8 @@ pub struct FilePart {
 }
 
 /// `{"type":"data-<name>", id?, data}`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct DataPart {
     /// The part of the `type` after `data-`; carried by the tag.
@@ -167,7 +180,8 @@ impl ToolState {
 }
 
 /// The approval object of a tool part (§A.3, §A.7).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct Approval {
     /// The `approvalId` of the `tool-approval-request`.
@@ -193,7 +207,8 @@ pub struct Approval {
 /// `input`, `output` and `raw_input` are `Option<Value>` where `Some(Null)`
 /// means the key was present with `null` (a tool may legitimately return
 /// `null`) and `None` means it was absent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolPart {
     /// For `tool-<name>` the suffix of the `type`; for `dynamic-tool` the
@@ -319,20 +334,6 @@ impl From<TagError> for PartDecodeError {
     }
 }
 
-fn part_payload<T: DeserializeOwned>(part_type: &str, object: Value) -> Result<T, PartDecodeError> {
-    serde_json::from_value(object).map_err(|source| PartDecodeError::InvalidFields {
-        part_type: part_type.to_owned(),
-        source,
-    })
-}
-
-/// The `toolName` key of a `dynamic-tool` part.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct DynamicToolName {
-    tool_name: String,
-}
-
 /// Serialization shape of a `dynamic-tool` part: `toolName` is a real key.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -346,35 +347,7 @@ impl UiPart {
     /// Decodes one part. Unknown types become [`UiPart::Unknown`].
     pub fn from_value(value: Value) -> Result<Self, PartDecodeError> {
         let (kind, map) = split_tagged(value)?;
-        let object = Value::Object(map);
-        let part = match kind.as_str() {
-            "text" => Self::Text(part_payload(&kind, object)?),
-            "reasoning" => Self::Reasoning(part_payload(&kind, object)?),
-            "source-url" => Self::SourceUrl(part_payload(&kind, object)?),
-            "source-document" => Self::SourceDocument(part_payload(&kind, object)?),
-            "file" => Self::File(part_payload(&kind, object)?),
-            "step-start" => Self::StepStart,
-            "dynamic-tool" => {
-                let DynamicToolName { tool_name } = part_payload(&kind, object.clone())?;
-                let mut tool: ToolPart = part_payload(&kind, object)?;
-                tool.tool_name = tool_name;
-                Self::DynamicTool(tool)
-            }
-            other => {
-                if let Some(name) = other.strip_prefix("tool-") {
-                    let mut tool: ToolPart = part_payload(&kind, object)?;
-                    tool.tool_name = name.to_owned();
-                    Self::Tool(tool)
-                } else if let Some(name) = other.strip_prefix("data-") {
-                    let mut data: DataPart = part_payload(&kind, object)?;
-                    data.name = name.to_owned();
-                    Self::Data(data)
-                } else {
-                    Self::Unknown(object)
-                }
-            }
-        };
-        Ok(part)
+        decode::part(kind, map)
     }
 
     /// The tool invocation of a `tool-*` or `dynamic-tool` part.

@@ -77,4 +77,6 @@ pub use sse::{
 };
 
 #[cfg(test)]
+mod decode_tests;
+#[cfg(test)]
 mod tests;
