@@ -19,6 +19,7 @@ import {
   send,
   startChat,
   toolCards,
+  waitForReloadedApp,
   type Mode,
 } from "./chat";
 
@@ -159,6 +160,12 @@ for (const mode of ["sse", "bidi"] as Mode[]) {
     await expect(question.getByTestId("question-message")).toHaveText(
       "Please provide inputs for the following fields:",
     );
+    // A reload while the server waits: the page re-attaches to the running turn and the
+    // question is there again, still open.
+    await page.reload();
+    await waitForReloadedApp(page);
+    await expect(question).toHaveCount(1);
+    await expect(question).toHaveAttribute("data-state", "open");
     // The form follows the server's schema: titles, defaults, choices by their titles.
     const form = question.getByTestId("question-form");
     await expect(form.getByTestId("edit-field-firstLine")).toHaveValue("It was a dark and stormy night.");
