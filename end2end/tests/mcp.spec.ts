@@ -166,6 +166,7 @@ for (const mode of ["sse", "bidi"] as Mode[]) {
     await waitForReloadedApp(page);
     await expect(question).toHaveCount(1);
     await expect(question).toHaveAttribute("data-state", "open");
+    await expect(page.getByTestId("question-countdown")).toHaveText(/^Expires in \d+:\d\d$/);
     // The form follows the server's schema: titles, defaults, choices by their titles.
     const form = question.getByTestId("question-form");
     await expect(form.getByTestId("edit-field-firstLine")).toHaveValue("It was a dark and stormy night.");
@@ -193,6 +194,7 @@ for (const mode of ["sse", "bidi"] as Mode[]) {
 
     await expect(question).toHaveAttribute("data-state", "answered");
     await expect(question.getByTestId("question-status")).toHaveText("Answered");
+    await expect(page.getByTestId("question-countdown")).toHaveCount(0);
     await expect(question.getByTestId("question-form")).toHaveCount(0);
     const answer = await pairs(question.getByTestId("question-answer"));
     // Each field by the label it had in the form, each choice by its title.

@@ -12,7 +12,7 @@
 use leptos::{ev, prelude::*};
 use serde_json::{Map, Value};
 
-use super::{controller::ChatCtl, form, html::escape, platform, url::encode};
+use super::{controller::ChatCtl, form, html::escape, message::countdown, platform, url::encode};
 use crate::protocol::{
     UiMessage, UiPart,
     question::{Question, QuestionReply, QuestionState},
@@ -82,10 +82,22 @@ pub fn QuestionCard(message: Memo<Option<UiMessage>>, id: String) -> impl IntoVi
             Ok(()) => reply(QuestionReply::Accept { content }),
         }
     };
+    // Its deadline is the server's time; the browser's clock is assumed close to it (the
+    // server closes the question in any case).
+    let remaining = move || {
+        question
+            .with(|q| {
+                q.as_ref()
+                    .filter(|q| q.state == QuestionState::Open)
+                    .and_then(|q| q.deadline_ms)
+            })
+            .map(|deadline| countdown(deadline - ctl.now.get()))
+    };
     view! {
         <div class="question" on:click=on_click on:submit=on_submit
             inner_html=move || question.with(|q| q.as_ref().map(card_html).unwrap_or_default())></div>
         {move || error.get().map(|e| view! { <p class="edit-error" data-testid="question-error" role="alert">{e}</p> })}
+        {move || remaining().map(|r| view! { <p class="approval-countdown" data-testid="question-countdown">{r}</p> })}
     }
 }
 
