@@ -500,6 +500,21 @@ async fn a_question_mid_call_reaches_the_person_and_their_answer_the_server() {
     assert_eq!(output["output"]["text"], "hello \"Ada\" (2026)");
     let (status, _) = reply(&s.base, "q-chat", &id, accept("Ada")).await;
     assert_eq!(status, 404, "a question is answered once");
+    // Audited: who asked what, and what was answered.
+    let audit: Vec<Value> = reqwest::get(format!("{}/api/audit?session=q-chat", s.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let of = |kind: &str| audit.iter().find(|e| e["kind"] == kind).cloned();
+    let asked_event = of("asked").expect("an asked event");
+    assert_eq!(asked_event["approval_id"], id.as_str(), "{asked_event}");
+    assert_eq!(asked_event["tool"], "probe__ask");
+    assert_eq!(asked_event["reason"], "What is your name?");
+    let answered = of("answered").expect("an answered event");
+    assert_eq!(answered["reason"], "answered");
+    assert_eq!(answered["outcome"], json!({"name": "Ada"}));
 
     // Declined: the server hears it and the call goes on.
     let mut chunks = chat_stream(&s.base, ask("q-chat-2"));

@@ -117,14 +117,34 @@ pub enum Asked {
     Withdrawn,
 }
 
+/// What a question tells its turn: the part to emit, and what to audit.
+#[derive(Debug, Clone, PartialEq)]
+pub enum QuestionEvent {
+    /// A `data-question` part (the question opened or closed).
+    Part(Chunk),
+    /// A question of call `tool_call_id` opened.
+    Asked {
+        tool_call_id: String,
+        question_id: String,
+        message: String,
+    },
+    /// It closed: `state`, and what was answered.
+    Closed {
+        tool_call_id: String,
+        question_id: String,
+        state: QuestionState,
+        answer: Option<Value>,
+    },
+}
+
 /// How a running tool asks the person: bound to its chat and call.
 #[derive(Clone)]
 pub struct Asker {
     questions: Arc<Questions>,
     chat_id: String,
     tool_call_id: String,
-    /// To the turn, which emits the parts.
-    parts: mpsc::UnboundedSender<Chunk>,
+    /// To the turn, which emits the parts and records the audit events.
+    events: mpsc::UnboundedSender<QuestionEvent>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGen>,
 }
@@ -134,7 +154,7 @@ impl Asker {
         questions: Arc<Questions>,
         chat_id: String,
         tool_call_id: String,
-        parts: mpsc::UnboundedSender<Chunk>,
+        events: mpsc::UnboundedSender<QuestionEvent>,
         clock: Arc<dyn Clock>,
         ids: Arc<dyn IdGen>,
     ) -> Self {
@@ -142,7 +162,7 @@ impl Asker {
             questions,
             chat_id,
             tool_call_id,
-            parts,
+            events,
             clock,
             ids,
         }
@@ -187,9 +207,18 @@ impl Asker {
             id: &id,
             question: Some(question.clone()),
         };
-        if self.parts.send(question_chunk(&id, &question)).is_err() {
+        if self
+            .events
+            .send(QuestionEvent::Part(question_chunk(&id, &question)))
+            .is_err()
+        {
             return Asked::Withdrawn;
         }
+        let _ = self.events.send(QuestionEvent::Asked {
+            tool_call_id: self.tool_call_id.clone(),
+            question_id: id.clone(),
+            message: question.message.clone(),
+        });
         tracing::info!(chat = %self.chat_id, call = %self.tool_call_id, question = %id, "a tool asks the person");
         let asked = tokio::select! {
             reply = reply_rx => match reply {
@@ -213,8 +242,21 @@ impl Asker {
             Asked::Reply(QuestionReply::Cancel) | Asked::Withdrawn => QuestionState::Cancelled,
             Asked::Expired => QuestionState::Expired,
         };
-        let _ = self.parts.send(question_chunk(&id, &question));
+        self.closed(&id, &question);
         asked
+    }
+
+    /// Tells the turn that question `id` closed as `question` says.
+    fn closed(&self, id: &str, question: &Question) {
+        let _ = self
+            .events
+            .send(QuestionEvent::Part(question_chunk(id, question)));
+        let _ = self.events.send(QuestionEvent::Closed {
+            tool_call_id: self.tool_call_id.clone(),
+            question_id: id.to_owned(),
+            state: question.state,
+            answer: question.answer.clone(),
+        });
     }
 }
 
@@ -231,7 +273,7 @@ impl Drop for OpenGuard<'_> {
             self.asker.questions.close(self.id);
             question.state = QuestionState::Cancelled;
             question.deadline_ms = None;
-            let _ = self.asker.parts.send(question_chunk(self.id, &question));
+            self.asker.closed(self.id, &question);
         }
     }
 }
@@ -441,7 +483,7 @@ mod tests {
         assert!(!is_date_time("2026-11-25T10:00:00+9:00"));
     }
 
-    fn asker(questions: &Arc<Questions>) -> (Asker, mpsc::UnboundedReceiver<Chunk>) {
+    fn asker(questions: &Arc<Questions>) -> (Asker, mpsc::UnboundedReceiver<QuestionEvent>) {
         let (tx, rx) = mpsc::unbounded_channel();
         (
             Asker::new(
@@ -454,6 +496,17 @@ mod tests {
             ),
             rx,
         )
+    }
+
+    /// The next part's (id, state), past the audit events.
+    async fn next_part(events: &mut mpsc::UnboundedReceiver<QuestionEvent>) -> Chunk {
+        loop {
+            match events.recv().await {
+                Some(QuestionEvent::Part(chunk)) => return chunk,
+                Some(_) => continue,
+                None => panic!("no more events"),
+            }
+        }
     }
 
     fn state_of(chunk: &Chunk) -> (String, String) {
@@ -487,7 +540,7 @@ mod tests {
                     .await
             }
         });
-        let opened = parts.recv().await.unwrap();
+        let opened = next_part(&mut parts).await;
         let (id, state) = state_of(&opened);
         assert_eq!((id.as_str(), state.as_str()), ("q-1", "open"));
         let accept = |v: Value| QuestionReply::Accept {
@@ -513,7 +566,7 @@ mod tests {
             task.await.unwrap(),
             Asked::Reply(accept(json!({"name": "Ada"})))
         );
-        let closed = parts.recv().await.unwrap();
+        let closed = next_part(&mut parts).await;
         assert_eq!(state_of(&closed), (id.clone(), "answered".into()));
         let Chunk::Data(data) = closed else {
             unreachable!()
@@ -537,19 +590,19 @@ mod tests {
                 .await,
             Asked::Expired
         );
-        assert_eq!(state_of(&parts.recv().await.unwrap()).1, "open");
-        assert_eq!(state_of(&parts.recv().await.unwrap()).1, "expired");
+        assert_eq!(state_of(&next_part(&mut parts).await).1, "open");
+        assert_eq!(state_of(&next_part(&mut parts).await).1, "expired");
         assert_eq!(
             asker.ask(ask(Duration::from_secs(60)), async {}).await,
             Asked::Withdrawn
         );
-        assert_eq!(state_of(&parts.recv().await.unwrap()).1, "open");
-        assert_eq!(state_of(&parts.recv().await.unwrap()).1, "cancelled");
+        assert_eq!(state_of(&next_part(&mut parts).await).1, "open");
+        assert_eq!(state_of(&next_part(&mut parts).await).1, "cancelled");
         // The call ends (its future is dropped) while the question is open.
         let pending = asker.ask(ask(Duration::from_secs(60)), std::future::pending());
         let _ = tokio::time::timeout(Duration::from_millis(10), pending).await;
-        assert_eq!(state_of(&parts.recv().await.unwrap()).1, "open");
-        assert_eq!(state_of(&parts.recv().await.unwrap()).1, "cancelled");
+        assert_eq!(state_of(&next_part(&mut parts).await).1, "open");
+        assert_eq!(state_of(&next_part(&mut parts).await).1, "cancelled");
         assert_eq!(questions.open_count(), 0);
     }
 

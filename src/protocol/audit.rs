@@ -26,10 +26,16 @@ pub enum AuditKind {
     Interrupted,
     /// The approved call ran; `outcome` says how it went.
     Executed,
+    /// A running tool's server asked the person something (`reason`: the question;
+    /// `approval_id`: the question's id).
+    Asked,
+    /// The question closed (`reason`: answered, declined, cancelled or expired; `outcome`: what
+    /// the person answered).
+    Answered,
 }
 
 impl AuditKind {
-    pub const ALL: [AuditKind; 7] = [
+    pub const ALL: [AuditKind; 9] = [
         AuditKind::Requested,
         AuditKind::Approved,
         AuditKind::Edited,
@@ -37,6 +43,8 @@ impl AuditKind {
         AuditKind::Expired,
         AuditKind::Interrupted,
         AuditKind::Executed,
+        AuditKind::Asked,
+        AuditKind::Answered,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -48,6 +56,8 @@ impl AuditKind {
             AuditKind::Expired => "expired",
             AuditKind::Interrupted => "interrupted",
             AuditKind::Executed => "executed",
+            AuditKind::Asked => "asked",
+            AuditKind::Answered => "answered",
         }
     }
 

@@ -209,6 +209,8 @@ fn kind_label(kind: AuditKind) -> &'static str {
         AuditKind::Expired => "Expired",
         AuditKind::Interrupted => "Interrupted",
         AuditKind::Executed => "Executed",
+        AuditKind::Asked => "Asked the person",
+        AuditKind::Answered => "Question closed",
     }
 }
 

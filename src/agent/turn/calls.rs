@@ -15,7 +15,7 @@ use crate::agent::{
     gate::{ApprovalResolution, CallPhase, Expiry, Gate, StepCall, next_deadline},
     history::{HistoryItem, Outcome, ToolCall, ToolResult},
     model::CallNotice,
-    questions::Asker,
+    questions::{Asker, QuestionEvent},
     session::{SessionRecord, TurnStatus},
     store::AuditKind,
     tools::{Executor, ToolContext, ToolEffects, ToolRegistry},
@@ -190,18 +190,55 @@ impl TurnDriver {
                 Some(notice) = next_notice(&mut self.notices), if self.notices.is_some() => {
                     self.withdraw(notice);
                 }
-                Some(part) = self.questions.rx.recv() => {
-                    self.emit(part);
+                Some(event) = self.questions.rx.recv() => {
+                    self.on_question(event);
                     self.emit_question_parts();
                 }
             }
         }
     }
 
-    /// Emits the question parts running tools have sent so far.
+    /// Handles what running tools have told of their questions so far.
     pub(super) fn emit_question_parts(&mut self) {
-        while let Ok(part) = self.questions.rx.try_recv() {
-            self.emit(part);
+        while let Ok(event) = self.questions.rx.try_recv() {
+            self.on_question(event);
+        }
+    }
+
+    /// A question's part is emitted; its opening and closing are audited (with the call's tool
+    /// and arguments, the question's id where an approval's would be).
+    fn on_question(&mut self, event: QuestionEvent) {
+        let (call_id, question_id, kind, reason, outcome) = match event {
+            QuestionEvent::Part(part) => return self.emit(part),
+            QuestionEvent::Asked {
+                tool_call_id,
+                question_id,
+                message,
+            } => (tool_call_id, question_id, AuditKind::Asked, message, None),
+            QuestionEvent::Closed {
+                tool_call_id,
+                question_id,
+                state,
+                answer,
+            } => (
+                tool_call_id,
+                question_id,
+                AuditKind::Answered,
+                state.as_str().to_owned(),
+                answer,
+            ),
+        };
+        let call = self.with_turn(|t| {
+            t.calls
+                .iter()
+                .find(|c| c.call.id == call_id)
+                .map(|c| c.call.clone())
+        });
+        if let Some(Some(call)) = call {
+            let mut event = self.audit_event(kind, &call, &question_id, self.rt.clock.now_ms());
+            event.reason = Some(reason);
+            event.outcome = outcome;
+            self.audit.push(event);
         }
     }
 

@@ -23,6 +23,7 @@ use super::{
     gate::StepCall,
     history::AssistantPart,
     model::CallNotice,
+    questions::QuestionEvent,
     session::{Parked, Session, TurnLog, TurnStatus},
     store::AuditEvent,
 };
@@ -70,10 +71,11 @@ pub(crate) struct TurnDriver {
     pub(crate) questions: QuestionParts,
 }
 
-/// The channel running tools send their questions' parts on; the turn emits them.
+/// The channel running tools tell their questions on; the turn emits the parts and records the
+/// audit events.
 pub(crate) struct QuestionParts {
-    pub(crate) tx: tokio::sync::mpsc::UnboundedSender<Chunk>,
-    pub(crate) rx: tokio::sync::mpsc::UnboundedReceiver<Chunk>,
+    pub(crate) tx: tokio::sync::mpsc::UnboundedSender<QuestionEvent>,
+    pub(crate) rx: tokio::sync::mpsc::UnboundedReceiver<QuestionEvent>,
 }
 
 impl QuestionParts {
