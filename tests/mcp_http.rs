@@ -326,6 +326,20 @@ async fn tools_over_streamable_http_run_ask_fail_and_time_out() {
         "{status}"
     );
 
+    // The chat's Tools panel gets the same list without the page around it.
+    let panel = reqwest::get(format!("{}/tools?panel", s.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(panel.starts_with("<section"), "{panel}");
+    assert!(
+        panel.contains(r#"data-tool="probe__add" data-needs="runs""#),
+        "{panel}"
+    );
+    assert!(!panel.contains("<html"), "{panel}");
+
     // The tools page lists them by server with what each needs, beside Countersign's own.
     let page = reqwest::get(format!("{}/tools", s.base))
         .await

@@ -122,6 +122,25 @@ test("the card of an MCP tool says whose it is and what it claims; approving wri
   await expectReplayFinished(page);
 });
 
+test("the Tools panel lists every tool by where it comes from, with what each needs", async ({ page }) => {
+  await startChat(page, "sse", MCP_URL);
+  const link = page.getByTestId("tools-link");
+  await link.click();
+  const panel = page.getByTestId("tools-panel");
+  await expect(panel).toBeVisible();
+  expect(new URL(page.url()).pathname, "the chat stays where it is").toBe("/");
+  await expect(link).toHaveAttribute("aria-expanded", "true");
+  const group = (source: string) => panel.locator(`[data-testid="tools-page-group"][data-source="${source}"]`);
+  await expect(group("countersign")).toContainText("process_payment");
+  await expect(group("files")).toHaveAttribute("data-state", "connected");
+  await expect(group("files").locator(`[data-tool="${TOOL}"]`)).toHaveAttribute("data-needs", "asks");
+  await expect(group("files").locator('[data-tool="files__read_text_file"]')).toHaveAttribute("data-needs", "runs");
+  await expect(group("everything").locator(`[data-tool="${ASK_TOOL}"]`)).toHaveAttribute("data-needs", "runs");
+  await page.getByTestId("tools-panel-close").click();
+  await expect(panel).toHaveCount(0);
+  await expect(link).toHaveAttribute("aria-expanded", "false");
+});
+
 test("denying an MCP tool's call writes nothing (bidi)", async ({ page }) => {
   const { card, approval } = await askToWrite(page, "bidi");
   await expect(card.getByTestId("tool-source")).toHaveText("MCP server files");

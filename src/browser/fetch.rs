@@ -76,6 +76,12 @@ async fn text(response: &web_sys::Response) -> Result<String, FetchError> {
         .ok_or_else(|| FetchError::Protocol("the body is not text".into()))
 }
 
+/// `GET url` and its body as text.
+pub async fn get_text(url: &str) -> Result<String, FetchError> {
+    let response = send("GET", url, None, &[]).await?;
+    text(&response).await
+}
+
 /// `GET url` and its JSON body.
 pub async fn get_json<T: serde::de::DeserializeOwned>(url: &str) -> Result<T, FetchError> {
     let response = send("GET", url, None, &[]).await?;

@@ -1,8 +1,13 @@
 //! `GET /tools`: the tools the model may call, by where they come from — Countersign's own and
 //! each MCP server with its state — and what each needs: asks, runs, or off (and why). Written
 //! on the server as plain HTML (a hydrated panel cost the browser's bundle 10 KB; ADR 0021).
+//! `GET /tools?panel` is the same list without the page around it: the chat's Tools panel shows
+//! it (one rendering of the list, and almost nothing in the bundle).
 
-use axum::{extract::State, response::Html};
+use axum::{
+    extract::{RawQuery, State},
+    response::Html,
+};
 
 use super::html::{document, escape};
 use crate::{
@@ -10,7 +15,20 @@ use crate::{
     state::AppState,
 };
 
-pub async fn page(State(state): State<AppState>) -> Html<String> {
+pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> Html<String> {
+    let list = list(&state);
+    if query.is_some_and(|q| {
+        q.split('&')
+            .any(|p| p == "panel" || p.starts_with("panel="))
+    }) {
+        return Html(list);
+    }
+    let body = format!("<h1>Tools</h1><p><a href=\"/\">Back to the chat</a></p>{list}");
+    document(&state, "Tools", "tools-page", &body)
+}
+
+/// The tools by where they come from, as HTML sections.
+fn list(state: &AppState) -> String {
     let tools = state.runtime.tools.snapshot();
     let row = |tool: &Tool| {
         let needs = match tool.spec.approval {
@@ -39,8 +57,7 @@ pub async fn page(State(state): State<AppState>) -> Html<String> {
         .map(|t| row(t))
         .collect();
     let mut body = format!(
-        "<h1>Tools</h1><p><a href=\"/\">Back to the chat</a></p>\
-         <section data-testid=\"tools-page-group\" data-source=\"countersign\">\
+        "<section data-testid=\"tools-page-group\" data-source=\"countersign\">\
          <h2>Countersign</h2><ul>{own}</ul></section>"
     );
     for server in state.mcp.statuses() {
@@ -70,5 +87,5 @@ pub async fn page(State(state): State<AppState>) -> Html<String> {
             source = escape(&source),
         ));
     }
-    document(&state, "Tools", "tools-page", &body)
+    body
 }

@@ -32,6 +32,32 @@ pub fn ChatPage() -> impl IntoView {
 
     let show_log = RwSignal::new(false);
     let show_chats = RwSignal::new(false);
+    // The Tools panel: the server's own list (`/tools?panel`), fetched each time it opens.
+    let tools_panel = RwSignal::new(None::<String>);
+    let open_tools = move |ev: leptos::ev::MouseEvent| {
+        // A modified click opens the page (a new tab) as links do.
+        if ev.ctrl_key() || ev.meta_key() || ev.shift_key() || ev.button() != 0 {
+            return;
+        }
+        ev.prevent_default();
+        if tools_panel.get_untracked().is_some() {
+            tools_panel.set(None);
+            return;
+        }
+        tools_panel.set(Some("<p class=\"muted\">Loading…</p>".into()));
+        leptos::task::spawn_local(async move {
+            let html = match super::platform::get_text("/tools?panel").await {
+                Ok(html) => html,
+                Err(e) => format!(
+                    "<p class=\"edit-error\" role=\"alert\">{}</p>",
+                    super::html::escape(&e.to_string())
+                ),
+            };
+            if tools_panel.get_untracked().is_some() {
+                tools_panel.set(Some(html));
+            }
+        });
+    };
     let streaming = Signal::derive(move || ctl.busy());
     let ids = Memo::new(move |_| {
         ctl.messages
@@ -73,12 +99,24 @@ pub fn ChatPage() -> impl IntoView {
                 </span>
                 <button type="button" data-testid="chunk-log-toggle" aria-expanded=move || show_log.get().to_string()
                     on:click=move |_| show_log.update(|v| *v = !*v)>"Chunk log"</button>
-                <a class="toolbar-link" href="/tools" data-testid="tools-link" title="The tools the model may call, and what each needs">"Tools"</a>
+                <a class="toolbar-link" href="/tools" data-testid="tools-link" title="The tools the model may call, and what each needs"
+                    aria-expanded=move || tools_panel.with(Option::is_some).to_string() on:click=open_tools>"Tools"</a>
                 <button type="button" data-testid="chat-list-toggle" aria-expanded=move || show_chats.get().to_string()
                     on:click=move |_| show_chats.update(|v| *v = !*v)>"Chats"</button>
                 <button type="button" class="primary" data-testid="new-chat" on:click=move |_| ctl.new_chat()>"New chat"</button>
             </div>
 
+            {move || tools_panel.get().map(|html| view! {
+                <aside class="tools-panel" data-testid="tools-panel" aria-label="Tools">
+                    <header>
+                        <strong>"Tools"</strong>
+                        <a href="/tools" target="_blank">"Open as a page"</a>
+                        <button type="button" class="link-button" data-testid="tools-panel-close"
+                            on:click=move |_| tools_panel.set(None)>"Close"</button>
+                    </header>
+                    <div inner_html=html></div>
+                </aside>
+            })}
             <Show when=move || show_chats.get()>
                 <nav class="chat-list" data-testid="chat-list" aria-label="Your chats">
                     <ul>

@@ -102,6 +102,10 @@ pub async fn post(_url: &str, _body: Option<String>) -> Result<(), FetchError> {
     Err(FetchError::Network(NOT_IN_A_BROWSER.into()))
 }
 
+pub async fn get_text(_url: &str) -> Result<String, FetchError> {
+    Err(FetchError::Network(NOT_IN_A_BROWSER.into()))
+}
+
 pub async fn get_json<T: serde::de::DeserializeOwned>(_url: &str) -> Result<T, FetchError> {
     Err(FetchError::Network(NOT_IN_A_BROWSER.into()))
 }

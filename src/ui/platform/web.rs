@@ -30,6 +30,11 @@ pub async fn post(url: &str, body: Option<String>) -> Result<(), FetchError> {
     browser::fetch::post(url, body).await
 }
 
+/// `GET url` and its body as text.
+pub async fn get_text(url: &str) -> Result<String, FetchError> {
+    browser::fetch::get_text(url).await
+}
+
 /// `GET url` and its JSON body.
 pub async fn get_json<T: serde::de::DeserializeOwned>(url: &str) -> Result<T, FetchError> {
     browser::fetch::get_json(url).await
