@@ -25,6 +25,9 @@
 # `node --test test/`, and always stops both servers (trap). Exit status = the tests' status.
 # COUNTERSIGN_WEATHER=offline keeps get_weather on its built-in table (no outbound traffic);
 # COUNTERSIGN_DB=:memory: keeps each run (and the two servers) apart.
+# A third instance (CS_MCP_BASE_URL, test/mcp-question.test.mjs) replays fixtures/mcp-question.jsonl
+# with @modelcontextprotocol/server-everything (tests/mcp-servers, installed by scripts/setup.sh)
+# as its MCP server: a question the server asks mid-call, in a stock client's stream.
 # Server logs: conformance/.logs/server-{fast,slow}.log (tail printed when the tests fail).
 set -euo pipefail
 
@@ -84,33 +87,51 @@ wait_healthy() { # name port pid
 fast_port="$(free_port)"
 slow_port="$(free_port)"
 while [[ "$slow_port" == "$fast_port" ]]; do slow_port="$(free_port)"; done
+mcp_port="$(free_port)"
+while [[ "$mcp_port" == "$fast_port" || "$mcp_port" == "$slow_port" ]]; do mcp_port="$(free_port)"; done
+everything="$repo/tests/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+if [[ ! -f "$everything" ]]; then
+  echo "run.sh: $everything is missing: run scripts/setup.sh (it installs tests/mcp-servers)" >&2
+  exit 2
+fi
+cat >"$logs/mcp.json" <<JSON
+{"mcpServers": {"everything": {"command": "$(command -v node)", "args": ["$everything", "stdio"],
+  "tools": {"trigger-elicitation-request": {"approval": "never"}}}}}
+JSON
 
-launch() { # name delay port
+launch() { # name delay port [VAR=value ...]
+  local name="$1" delay="$2" port="$3"
+  shift 3
   (
     cd "$repo"
-    LEPTOS_SITE_ADDR="127.0.0.1:$3" \
+    if (($#)); then export "$@"; fi
+    LEPTOS_SITE_ADDR="127.0.0.1:$port" \
     LEPTOS_SITE_ROOT="$repo/target/site" \
-    COUNTERSIGN_DEMO_DELAY_MS="$2" \
+    COUNTERSIGN_DEMO_DELAY_MS="$delay" \
     COUNTERSIGN_WEATHER=offline \
     COUNTERSIGN_DB=:memory: \
     RUST_LOG="${RUST_LOG:-info}" \
       exec "$bin"
-  ) >"$logs/server-$1.log" 2>&1 &
+  ) >"$logs/server-$name.log" 2>&1 &
   pids+=("$!")
 }
 launch fast 0 "$fast_port"
 launch slow 2 "$slow_port"
+launch mcp 0 "$mcp_port" COUNTERSIGN_MODEL=replay:conformance/fixtures/mcp-question.jsonl \
+  COUNTERSIGN_MCP_CONFIG="$logs/mcp.json"
 wait_healthy fast "$fast_port" "${pids[0]}"
 wait_healthy slow "$slow_port" "${pids[1]}"
+wait_healthy mcp "$mcp_port" "${pids[2]}"
 
 echo "run.sh: $bin on 127.0.0.1:$fast_port (delay 0 ms) and 127.0.0.1:$slow_port (delay 2 ms)"
 status=0
 CS_BASE_URL="http://127.0.0.1:$fast_port" \
 CS_SLOW_BASE_URL="http://127.0.0.1:$slow_port" \
+CS_MCP_BASE_URL="http://127.0.0.1:$mcp_port" \
   node --test "$@" test/ || status=$?
 
 if [[ $status -ne 0 ]]; then
-  for name in fast slow; do
+  for name in fast slow mcp; do
     echo "--- last lines of $logs/server-$name.log" >&2
     tail -n 30 "$logs/server-$name.log" >&2 || true
   done
