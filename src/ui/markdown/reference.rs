@@ -5,7 +5,7 @@
 
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
-use super::{Node, parse, safe_href};
+use super::{Node, parse, syntax::link};
 
 enum Frame {
     Paragraph,
@@ -17,8 +17,8 @@ enum Frame {
     Emphasis,
     Strong,
     Strike,
-    Link(Option<String>),
-    Image(Option<String>),
+    Link(String),
+    Image(String),
     Table(Vec<Vec<Node>>, Vec<Vec<Vec<Node>>>),
     TableHead,
     Row(Vec<Vec<Node>>),
@@ -55,8 +55,8 @@ pub fn reference(text: &str) -> Vec<Node> {
                     Tag::Emphasis => Frame::Emphasis,
                     Tag::Strong => Frame::Strong,
                     Tag::Strikethrough => Frame::Strike,
-                    Tag::Link { dest_url, .. } => Frame::Link(safe_href(&dest_url)),
-                    Tag::Image { dest_url, .. } => Frame::Image(safe_href(&dest_url)),
+                    Tag::Link { dest_url, .. } => Frame::Link(dest_url.to_string()),
+                    Tag::Image { dest_url, .. } => Frame::Image(dest_url.to_string()),
                     Tag::Table(_) => Frame::Table(Vec::new(), Vec::new()),
                     Tag::TableHead => Frame::TableHead,
                     Tag::TableRow => Frame::Row(Vec::new()),
@@ -87,9 +87,9 @@ pub fn reference(text: &str) -> Vec<Node> {
                     Frame::Emphasis => Some(Node::Emphasis(children)),
                     Frame::Strong => Some(Node::Strong(children)),
                     Frame::Strike => Some(Node::Strike(children)),
-                    Frame::Link(href) => Some(Node::Link { href, children }),
+                    Frame::Link(dest) => Some(link(&dest, children)),
                     // Images are shown as links: no request leaves the page on its own.
-                    Frame::Image(href) => Some(Node::Link { href, children }),
+                    Frame::Image(dest) => Some(link(&dest, children)),
                     Frame::Table(head, rows) => Some(Node::Table { head, rows }),
                     Frame::TableHead => {
                         if let Some((Frame::Table(head, _), _)) = stack.last_mut() {

@@ -536,13 +536,7 @@ impl Parser<'_> {
         self.flush();
         let inner = process_emphasis(self.items.split_off(o + 1));
         let (children, depth) = nest(inner);
-        self.items[o] = Item::Node(
-            Node::Link {
-                href: safe_href(&dest),
-                children,
-            },
-            depth,
-        );
+        self.items[o] = Item::Node(super::link(&dest, children), depth);
         self.brackets.pop();
         if !image {
             // No links inside links.

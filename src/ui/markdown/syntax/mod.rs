@@ -39,6 +39,20 @@ pub enum Node {
     },
 }
 
+/// A link to `dest` (kept only if it cannot run script) showing `children` — or, when its
+/// text is empty (`[](https://…)`), the destination itself, so nothing written is hidden.
+pub fn link(dest: &str, children: Vec<Node>) -> Node {
+    let children = if children.is_empty() && !dest.is_empty() {
+        vec![Node::Text(dest.to_owned())]
+    } else {
+        children
+    };
+    Node::Link {
+        href: safe_href(dest),
+        children,
+    }
+}
+
 /// Keeps only link targets that cannot run script.
 pub fn safe_href(href: &str) -> Option<String> {
     let trimmed = href.trim();
