@@ -148,6 +148,9 @@ pub struct AgentSettings {
     /// `COUNTERSIGN_MCP_CALL_TIMEOUT_SECS`: how long one MCP tool call may take (default 60);
     /// after it the call is cancelled.
     pub mcp_call_timeout: Duration,
+    /// `COUNTERSIGN_POLICY=<file>`: the Cedar rules that decide which calls run, ask or are
+    /// refused (ADR 0023); `None`: each tool's own setting.
+    pub policy: Option<PathBuf>,
 }
 
 impl Default for AgentSettings {
@@ -168,6 +171,7 @@ impl Default for AgentSettings {
             live: None,
             mcp: None,
             mcp_call_timeout: Duration::from_secs(60),
+            policy: None,
         }
     }
 }
@@ -557,6 +561,10 @@ fn agent_settings(env: &impl Fn(&str) -> Option<String>) -> Result<AgentSettings
         mcp_call_timeout: Duration::from_secs(
             number(env, "COUNTERSIGN_MCP_CALL_TIMEOUT_SECS", 60u64)?.max(1),
         ),
+        policy: env("COUNTERSIGN_POLICY")
+            .map(|p| p.trim().to_owned())
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from),
     })
 }
 

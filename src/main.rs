@@ -37,6 +37,15 @@ unsafe impl Sync for JemallocConf {}
 async fn main() -> std::process::ExitCode {
     use countersign::{config::Config, server};
 
+    // `countersign policy check|test …`: the policy file, loaded and decided as the server
+    // would, without starting it.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("policy") {
+        let report = countersign::agent::policy::cli::run(&args[1..]);
+        print!("{}", report.output);
+        return std::process::ExitCode::from(report.code);
+    }
+
     server::init_tracing();
     let config = match Config::load() {
         Ok(config) => config,

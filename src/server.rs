@@ -68,6 +68,8 @@ pub fn router(state: AppState) -> Router {
             get(transport::tools_page::page).layer(axum::middleware::map_response(no_cache_async)),
         )
         .merge(transport::audit::routes())
+        // The page's verbs as Leptos server functions (ui::grants).
+        .route("/api/fn/{*name}", post(server_fn))
         .fallback_service(site::service(state.site.clone(), not_found))
         // Outermost last: the host is checked first, then CORS answers preflights, then the
         // guard authenticates (transport::edge).
@@ -85,6 +87,17 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(compression())
         .with_state(state)
+}
+
+/// The Leptos server functions, with the app's state in their context.
+async fn server_fn(
+    State(state): State<AppState>,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    leptos_axum::handle_server_fns_with_context(move || provide_context(state.clone()), request)
+        .await
+        .into_response()
 }
 
 /// Marks a page as one the browser must check with the server before showing it again.
@@ -185,9 +198,28 @@ pub async fn serve(
             crate::state::MCP_CONNECT_TIMEOUT,
         )
         .await;
+    // Grants and today's spending come back before the first call is decided; the policy file
+    // is followed from now on (and checked against the MCP servers' tools, now listed).
+    let runtime = state.runtime.clone();
+    if let Err(e) = runtime
+        .policy()
+        .restore(state.policy_store.clone(), runtime.clock.now_ms())
+        .await
+    {
+        return Err(std::io::Error::other(format!(
+            "cannot load the grants: {}",
+            e.report()
+        )));
+    }
+    let facts = crate::agent::policy::ToolFacts::all(&runtime.tools);
+    runtime.policy().recheck(&facts);
+    crate::agent::policy::watch(
+        runtime.policy().clone(),
+        runtime.tools.clone(),
+        runtime.clock.clone(),
+    );
     println!("{}", banner(&state, addr));
     tracing::info!(%addr, hosts = %state.edge.hosts.describe(), "listening");
-    let runtime = state.runtime.clone();
     match runtime.resume_unfinished().await {
         Ok(0) => {}
         Ok(n) => tracing::info!(

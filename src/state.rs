@@ -11,7 +11,10 @@ use crate::{
         clock::{RandomIds, SystemClock},
         demo::DemoModel,
         mcp::{McpHub, McpTimeouts},
-        store::{MemoryStore, SessionStore, SignInStore, ToolListStore, sqlite::SqliteStore},
+        policy::{Policy, ToolFacts},
+        store::{
+            MemoryStore, PolicyStore, SessionStore, SignInStore, ToolListStore, sqlite::SqliteStore,
+        },
         tools::{ToolRegistry, ToolSettings, WeatherSource},
     },
     config::{
@@ -37,6 +40,8 @@ pub struct AppState {
     pub signin_store: Arc<dyn SignInStore>,
     /// The MCP servers whose tools are in the runtime's registry.
     pub mcp: Arc<McpHub>,
+    /// Where the policy keeps grants, and reads what the wallets paid (the sessions' database).
+    pub policy_store: Arc<dyn PolicyStore>,
 }
 
 impl AppState {
@@ -44,12 +49,9 @@ impl AppState {
     pub fn new(config: Config) -> Result<Self, StartupError> {
         let stores = open_stores(&config.agent.store)?;
         let runtime = build_runtime(&config.agent, stores.sessions)?;
-        Ok(Self::with_stores(
-            config,
-            runtime,
-            stores.signins,
-            stores.tool_lists,
-        ))
+        let mut state = Self::with_stores(config, runtime, stores.signins, stores.tool_lists);
+        state.policy_store = stores.policy;
+        Ok(state)
     }
 
     /// A state around a given runtime (tests inject deterministic clocks and ids), with its
@@ -57,6 +59,12 @@ impl AppState {
     pub fn with_runtime(config: Config, runtime: Arc<Runtime>) -> Self {
         let memory = Arc::new(MemoryStore::default());
         Self::with_stores(config, runtime, memory.clone(), memory)
+    }
+
+    /// [`AppState::with_runtime`], with the policy's grants kept in `store`.
+    pub fn with_policy_store(mut self, store: Arc<dyn PolicyStore>) -> Self {
+        self.policy_store = store;
+        self
     }
 
     /// A state around a given runtime, sign-in store and store of MCP servers' tool lists.
@@ -80,6 +88,7 @@ impl AppState {
         let site = Arc::new(Site::discover(&mut leptos_options));
         AppState {
             mcp,
+            policy_store: Arc::new(MemoryStore::default()),
             leptos_options,
             site,
             config_source: config.source.into(),
@@ -113,13 +122,17 @@ pub enum StartupError {
     /// Says what underlies the store's failure too (it is printed, not logged, at start).
     #[error("COUNTERSIGN_DB: {}", .0.report())]
     Store(#[from] crate::agent::store::StoreError),
+    #[error("COUNTERSIGN_POLICY: {0}")]
+    Policy(#[from] crate::agent::policy::PolicyError),
 }
 
-/// The stores of one database: sessions (with the audit log), sign-ins, MCP servers' tool lists.
+/// The stores of one database: sessions (with the audit log), sign-ins, MCP servers' tool lists,
+/// the policy's grants.
 pub struct Stores {
     pub sessions: Arc<dyn SessionStore>,
     pub signins: Arc<dyn SignInStore>,
     pub tool_lists: Arc<dyn ToolListStore>,
+    pub policy: Arc<dyn PolicyStore>,
 }
 
 /// The stores `setting` names.
@@ -130,7 +143,8 @@ pub fn open_stores(setting: &StoreSetting) -> Result<Stores, StartupError> {
             Stores {
                 sessions: store.clone(),
                 signins: store.clone(),
-                tool_lists: store,
+                tool_lists: store.clone(),
+                policy: store,
             }
         }
         StoreSetting::Sqlite { path, durability } => {
@@ -138,7 +152,8 @@ pub fn open_stores(setting: &StoreSetting) -> Result<Stores, StartupError> {
             Stores {
                 sessions: store.clone(),
                 signins: store.clone(),
-                tool_lists: store,
+                tool_lists: store.clone(),
+                policy: store,
             }
         }
     })
@@ -171,6 +186,24 @@ pub fn build_runtime(
     if let Some(dir) = &agent.chunk_log {
         let log = crate::agent::chunk_log::ChunkLog::new(dir.clone())?;
         runtime.set_chunk_log(Arc::new(log));
+    }
+    if let Some(path) = &agent.policy {
+        // Checked against Countersign's own tools now; MCP servers' tools are checked when
+        // they list them (a rule naming one is a warning until then).
+        let servers = agent
+            .mcp
+            .as_ref()
+            .map(|c| c.servers.iter().map(|s| s.name.clone()).collect())
+            .unwrap_or_default();
+        let policy = Policy::from_file(
+            path,
+            &ToolFacts::all(&runtime.tools),
+            servers,
+            runtime.clock.now_ms(),
+        )?;
+        let status = policy.status();
+        tracing::info!(file = %path.display(), rules = status.rules.len(), version = ?status.version, "policy loaded");
+        runtime.set_policy(Arc::new(policy));
     }
     Ok(runtime)
 }

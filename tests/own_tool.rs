@@ -57,6 +57,8 @@ impl Notebook {
             approval_timeout: Duration::from_secs(60),
             result_timeout: Duration::from_secs(10),
             acknowledgment: None,
+            server: None,
+            pays: None,
             effects: ToolEffects::InRecord,
         }
     }
@@ -154,6 +156,7 @@ async fn note(rt: &Arc<Runtime>, text: &str) -> String {
                 text: text.into(),
                 attachments: Vec::new(),
                 transport: Transport::Sse,
+                ask_again: None,
             },
             None,
         )

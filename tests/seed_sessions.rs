@@ -547,6 +547,7 @@ async fn adopted_context_survives_a_restart() {
         text: text.into(),
         attachments: Vec::new(),
         transport: Transport::Bidi,
+        ask_again: None,
     };
     let context = context_items([
         (ContextRole::User, "My name is Hanako.".to_owned()),

@@ -77,6 +77,8 @@ pub enum IdKind {
     ConnectionChat,
     /// A question a running tool asks the person.
     Question,
+    /// A grant the person made of an approval.
+    Grant,
 }
 
 impl IdKind {
@@ -91,6 +93,7 @@ impl IdKind {
             IdKind::Turn => "turn",
             IdKind::ConnectionChat => "live",
             IdKind::Question => "q",
+            IdKind::Grant => "grant",
         }
     }
 }
@@ -114,7 +117,7 @@ impl IdGen for RandomIds {
 /// `msg-1`, `msg-2`, `call-1` … one counter per kind: readable, deterministic test ids.
 #[derive(Debug, Default)]
 pub struct SequentialIds {
-    counters: [AtomicU64; 9],
+    counters: [AtomicU64; 10],
 }
 
 impl IdGen for SequentialIds {
@@ -129,6 +132,7 @@ impl IdGen for SequentialIds {
             IdKind::Turn => 6,
             IdKind::ConnectionChat => 7,
             IdKind::Question => 8,
+            IdKind::Grant => 9,
         };
         let n = self.counters[slot].fetch_add(1, Ordering::Relaxed) + 1;
         format!("{}-{n}", kind.prefix())

@@ -38,8 +38,14 @@ pub enum Outcome {
     Denied { reason: Option<String> },
     /// Nobody answered the approval request before its deadline.
     Expired,
-    /// The turn was interrupted (Stop, or a new message) before the call finished.
+    /// The turn was interrupted (Stop) before the call finished.
     Interrupted,
+    /// A policy rule refused the call (never asked the person, or refused their approval).
+    DeniedByRule { rule: String, reason: String },
+    /// The person dismissed the approval without deciding ("not now").
+    Dismissed,
+    /// The person sent a new message while the call waited for them.
+    Superseded,
 }
 
 impl Outcome {
@@ -60,6 +66,26 @@ impl Outcome {
             Outcome::Interrupted => json!({
                 "error": "The person interrupted the turn before this call finished. Nothing was done.",
                 "interrupted": true,
+            }),
+            Outcome::DeniedByRule { rule, reason } => json!({
+                "error": format!(
+                    "The organisation's policy forbids this call (rule {rule:?}): {reason} \
+                     It was not run. Do not retry it; tell the person why."
+                ),
+                "denied": true,
+                "denied_by_rule": rule,
+                "reason": reason,
+            }),
+            Outcome::Dismissed => json!({
+                "error": "The person has not decided on this call: they set it aside for now. \
+                          Nothing was done. Do not call it again unless they ask; they can ask \
+                          for it again from its card.",
+                "undecided": true,
+            }),
+            Outcome::Superseded => json!({
+                "error": "The person sent a new message instead of answering this call. Nothing \
+                          was done.",
+                "superseded": true,
             }),
         }
     }

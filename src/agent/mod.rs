@@ -14,6 +14,7 @@ pub mod gate;
 pub mod history;
 pub mod mcp;
 pub mod model;
+pub mod policy;
 pub mod providers;
 pub mod questions;
 pub mod replay;

@@ -39,6 +39,7 @@ use super::{
     followers::Followers,
     history::{self, Attachment, HistoryItem},
     model::{Model, ModelRequest, Usage},
+    policy::Policy,
     questions::Questions,
     session::{Session, SessionRecord, TurnLog, lock},
     store::{SessionStore, StoreError, StoredSession},
@@ -87,6 +88,9 @@ pub enum TurnError {
     Busy,
     #[error("the message is empty")]
     EmptyMessage,
+    /// "Ask again" for a call that cannot be asked again (unknown, or decided).
+    #[error("call {call_id} cannot be asked again: {why}")]
+    CannotAskAgain { call_id: String, why: String },
     #[error(transparent)]
     Store(#[from] StoreErrorText),
 }
@@ -112,6 +116,9 @@ pub struct UserTurn {
     pub attachments: Vec<Attachment>,
     /// The transport the turn came in on.
     pub transport: Transport,
+    /// "Ask again": the id of an earlier call of this chat that expired or was set aside; the
+    /// turn puts the same call before the person again before the model says anything.
+    pub ask_again: Option<String>,
 }
 
 /// A started turn: read `log` from position 0.
@@ -140,6 +147,8 @@ pub struct Runtime {
     chunk_log: std::sync::OnceLock<Arc<ChunkLog>>,
     /// The model of BIDI turns when it differs from `model` (Gemini Live).
     live_model: std::sync::OnceLock<Arc<dyn Model>>,
+    /// The policy (rules, grants, running totals); each tool's own setting until one is set.
+    policy: std::sync::OnceLock<Arc<Policy>>,
     live: Mutex<HashMap<String, Arc<Session>>>,
     /// When parked turns must wake up to expire what they wait for.
     deadlines: Arc<Deadlines>,
@@ -179,6 +188,7 @@ impl Runtime {
             questions: Arc::default(),
             chunk_log: std::sync::OnceLock::new(),
             live_model: std::sync::OnceLock::new(),
+            policy: std::sync::OnceLock::new(),
             live: Mutex::new(HashMap::new()),
             deadlines: Arc::default(),
             followers: Followers::default(),
@@ -192,6 +202,19 @@ impl Runtime {
     /// Records every chunk of every session in `log` from now on (set once, at start-up).
     pub fn set_chunk_log(&self, log: Arc<ChunkLog>) {
         let _ = self.chunk_log.set(log);
+    }
+
+    /// Decides calls with `policy` (set once, at start-up, before the first turn).
+    pub fn set_policy(&self, policy: Arc<Policy>) {
+        if self.policy.set(policy).is_err() {
+            tracing::error!("the policy was set twice; the first stays");
+        }
+    }
+
+    /// The policy calls are decided with.
+    pub fn policy(&self) -> &Arc<Policy> {
+        self.policy
+            .get_or_init(|| Arc::new(Policy::tool_defaults()))
     }
 
     /// Makes BIDI turns use `model` (set once, at start-up).

@@ -21,11 +21,12 @@ pub(crate) use super::lock;
 use super::{
     clock::Millis,
     gate::{
-        Answered, ApprovalDecision, ApprovalResolution, CallPhase, Gate, InputError, PersonInput,
-        StepCall, stale,
+        Answered, ApprovalDecision, ApprovalResolution, CallPhase, Gate, GrantAsked, InputError,
+        PersonInput, StepCall, stale,
     },
     history::HistoryItem,
     model::Usage,
+    policy::Policy,
     runtime::TextTiming,
     tools::{ToolEffects, ToolLocation, ToolRegistry, Wallet},
 };
@@ -374,6 +375,8 @@ pub struct Applied {
     pub receipt: Receipt,
     /// The approvals the input answered, with how.
     pub resolutions: Vec<(String, ApprovalResolution)>,
+    /// The grants the person asked for with their approvals.
+    pub grants: Vec<GrantAsked>,
     pub undo: Undo,
 }
 
@@ -551,17 +554,19 @@ impl Session {
         self.state().record.turn.as_ref().map(|t| t.status)
     }
 
-    /// Applies approval answers and browser results, all or nothing. The caller commits the
-    /// record, then wakes the turn ([`Session::wake`]) — or undoes the input when the commit
-    /// fails ([`Session::undo`]).
+    /// Applies approval answers and browser results, all or nothing, judged by the gate with
+    /// the policy as it is now. The caller commits the record, then wakes the turn
+    /// ([`Session::wake`]) — or undoes the input when the commit fails ([`Session::undo`]).
     pub fn apply(
         &self,
         inputs: &[PersonInput],
         tools: &ToolRegistry,
+        policy: &Policy,
         now_ms: Millis,
     ) -> Result<Applied, InputError> {
         let mut state = self.state();
         let SessionState { record, live, .. } = &mut *state;
+        let wallet = crate::agent::policy::ChatWallet::of(&record.wallet);
         let SessionRecord {
             turn,
             resolved_approvals,
@@ -575,8 +580,19 @@ impl Session {
         };
 
         // Decided on a copy; applied only if every input is acceptable.
-        let Answered { calls, resolutions } =
-            Gate::new(tools).answer(Some(&turn.calls), resolved_approvals, inputs, now_ms)?;
+        let mut decider = policy.decider(tools, &self.id, wallet);
+        let Answered {
+            calls,
+            resolutions,
+            grants,
+        } = Gate::new(tools).answer(
+            Some(&turn.calls),
+            resolved_approvals,
+            inputs,
+            now_ms,
+            &mut decider,
+        )?;
+        drop(decider);
         let undo = Undo {
             calls: std::mem::replace(&mut turn.calls, calls.clone()),
             applied_calls: calls,
@@ -599,6 +615,7 @@ impl Session {
                 turn_id,
             },
             resolutions,
+            grants,
             undo,
         })
     }
@@ -661,7 +678,8 @@ pub fn decision_summary(decision: &ApprovalDecision) -> (bool, Option<&Value>) {
     match decision {
         ApprovalDecision::Approve => (true, None),
         ApprovalDecision::ApproveWithEdits { args } => (true, Some(args)),
-        ApprovalDecision::Deny { .. } => (false, None),
+        ApprovalDecision::ApproveAndGrant { args, .. } => (true, args.as_ref()),
+        ApprovalDecision::Deny { .. } | ApprovalDecision::Dismiss => (false, None),
     }
 }
 
@@ -719,6 +737,7 @@ mod tests {
                     decision: ApprovalDecision::Approve,
                 }],
                 &ToolRegistry::default(),
+                &Policy::default(),
                 0,
             )
             .unwrap_err();

@@ -32,10 +32,22 @@ pub enum AuditKind {
     /// The question closed (`reason`: answered, declined, cancelled or expired; `outcome`: what
     /// the person answered).
     Answered,
+    /// A policy rule (`rule`) or the person's grant (`grant`) let the call run without asking.
+    Allowed,
+    /// A policy rule (`rule`) refused the call (`reason`: what the model was told).
+    Refused,
+    /// The person set the approval aside without deciding ("not now").
+    Dismissed,
+    /// The person sent a new message while the call waited for them.
+    Superseded,
+    /// The person remembered an approval as a grant (`grant`; `reason`: what it lets run).
+    Granted,
+    /// The person revoked a grant (`grant`).
+    Revoked,
 }
 
 impl AuditKind {
-    pub const ALL: [AuditKind; 9] = [
+    pub const ALL: [AuditKind; 15] = [
         AuditKind::Requested,
         AuditKind::Approved,
         AuditKind::Edited,
@@ -45,6 +57,12 @@ impl AuditKind {
         AuditKind::Executed,
         AuditKind::Asked,
         AuditKind::Answered,
+        AuditKind::Allowed,
+        AuditKind::Refused,
+        AuditKind::Dismissed,
+        AuditKind::Superseded,
+        AuditKind::Granted,
+        AuditKind::Revoked,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -58,6 +76,12 @@ impl AuditKind {
             AuditKind::Executed => "executed",
             AuditKind::Asked => "asked",
             AuditKind::Answered => "answered",
+            AuditKind::Allowed => "allowed",
+            AuditKind::Refused => "refused",
+            AuditKind::Dismissed => "dismissed",
+            AuditKind::Superseded => "superseded",
+            AuditKind::Granted => "granted",
+            AuditKind::Revoked => "revoked",
         }
     }
 
@@ -104,6 +128,15 @@ pub struct AuditEvent {
     /// How the execution went (`executed`): `{"ok": output}` or `{"error": message}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Value>,
+    /// The policy rule that decided (`allowed`, `refused`, or `requested` when a rule asks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The version (digest) of the policy file whose rule decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_version: Option<String>,
+    /// The grant that let the call run (`allowed`), or that was made or revoked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<String>,
 }
 
 /// An event as stored: numbered in append order (`{"seq", ...event}` on the wire).
@@ -195,6 +228,9 @@ mod tests {
                 reason: None,
                 actor: None,
                 outcome: Some(serde_json::json!({"ok": null})),
+                rule: Some("small-payments".into()),
+                policy_version: Some("abc".into()),
+                grant: None,
             },
         };
         let wire = serde_json::to_value(&record).unwrap();

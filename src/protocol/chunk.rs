@@ -39,9 +39,11 @@
 //!
 //! The set of chunk *types* is identical from 6.0.0 to 6.0.264. `finishReason`
 //! is a closed `z.enum` in every v6 tag, so [`FinishReason::Unknown`] is sent
-//! as `"other"` in strict mode. Types only `main` (v7) has
-//! (`tool-approval-response`, `reasoning-file`, `custom`, `reset-step`) are
-//! never sent in strict mode; here they can only exist as [`Chunk::Unknown`].
+//! as `"other"` in strict mode. Types only v7 has are never sent in strict mode:
+//! `tool-approval-response` (with `isAutomatic`, `reason` and `approvalDescriptor`
+//! on `tool-approval-request`, an approval decided by a policy rule or a grant) is
+//! modelled and sent in [`Dialect::Full`]; `reasoning-file`, `custom` and
+//! `reset-step` can only exist as [`Chunk::Unknown`].
 
 use std::borrow::Cow;
 
@@ -73,8 +75,10 @@ pub enum Dialect {
     /// field ai@6.0.0 does not know is never sent unless the client asked").
     #[default]
     V6Strict,
-    /// Every key this module models, for clients known to be `ai@6.0.231`+
-    /// (loose schema) or our own wasm client.
+    /// Every key and chunk type this module models, v7's included
+    /// (`tool-approval-response`, `isAutomatic`): for clients known to be AI SDK v7
+    /// (`x-countersign-dialect: full`) and our own wasm client. A v6 client of any
+    /// version takes the default.
     Full,
     /// The original system's frontend on its own routes (`POST /stream`, `/live`): per chunk the
     /// keys of [`Dialect::V6Strict`]; what the seed rewrites across chunks (step markers,
@@ -335,6 +339,34 @@ pub struct ToolApprovalRequest {
     /// HMAC over the call (`ai@6.0.202`+); dropped in [`Dialect::V6Strict`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
+    /// v7: what is being approved, app-defined (the part's `approval.descriptor`). Countersign
+    /// puts the policy's ruling here (`{"countersign": …}`, [`super::grant::Ruling`]). Dropped
+    /// in [`Dialect::V6Strict`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_descriptor: Option<Value>,
+    /// v7: why it is asked (the part's `approval.requestReason`), e.g. the rule that asks.
+    /// Dropped in [`Dialect::V6Strict`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// v7: decided without the person (a policy rule or a grant); a
+    /// [`ToolApprovalResponse`] follows at once. The whole chunk is left out in
+    /// [`Dialect::V6Strict`], where it would read as a real request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_automatic: Option<bool>,
+}
+
+/// `tool-approval-response` (AI SDK v7): the answer to an approval, sent by the server when it
+/// was decided without the person (`isAutomatic` request). Only in [`Dialect::Full`].
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[cfg_attr(test, derive(Deserialize))]
+#[serde(rename_all = "camelCase")]
+pub struct ToolApprovalResponse {
+    pub approval_id: String,
+    pub approved: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_executed: Option<bool>,
 }
 
 /// `tool-output-available`: the tool's result. `preliminary: true` marks a
@@ -450,6 +482,16 @@ pub struct DataChunk {
 /// the UI shows such a call as *Expired*, distinct from a failure or a denial.
 pub const APPROVAL_EXPIRED_PREFIX: &str = "Approval expired";
 
+/// How the `errorText` of a call whose approval the person set aside ("not now") begins: the
+/// UI shows it as *Not decided*, with a way to ask again.
+pub const DISMISSED_PREFIX: &str = "Not decided";
+
+/// How the `errorText` of a call whose approval a new message replaced begins.
+pub const SUPERSEDED_PREFIX: &str = "Superseded";
+
+/// How the `errorText` of a call the model withdrew while it waited begins.
+pub const WITHDRAWN_PREFIX: &str = "The model withdrew this call";
+
 /// How the `errorText` of a browser call whose result never came begins.
 pub const BROWSER_TIMEOUT_PREFIX: &str = "The browser did not return a result within";
 
@@ -457,6 +499,11 @@ pub const BROWSER_TIMEOUT_PREFIX: &str = "The browser did not return a result wi
 ///
 /// Serialize/Deserialize produce and accept the full wire form
 /// ([`Dialect::Full`]); use [`Chunk::to_json`] to choose the dialect.
+///
+/// The tool chunks' payloads are boxed: they are rare in a stream and large (two optional JSON
+/// maps each, 72 bytes apiece on the server, whose `serde_json` keeps key order), and every
+/// chunk of a turn's log is the size of the largest variant. Boxed, a chunk is the size of a
+/// text delta.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Chunk {
     Start(Start),
@@ -472,13 +519,15 @@ pub enum Chunk {
     ReasoningStart(Boundary),
     ReasoningDelta(Delta),
     ReasoningEnd(Boundary),
-    ToolInputStart(ToolInputStart),
+    ToolInputStart(Box<ToolInputStart>),
     ToolInputDelta(ToolInputDelta),
-    ToolInputAvailable(ToolInputAvailable),
-    ToolInputError(ToolInputError),
-    ToolApprovalRequest(ToolApprovalRequest),
-    ToolOutputAvailable(ToolOutputAvailable),
-    ToolOutputError(ToolOutputError),
+    ToolInputAvailable(Box<ToolInputAvailable>),
+    ToolInputError(Box<ToolInputError>),
+    ToolApprovalRequest(Box<ToolApprovalRequest>),
+    /// v7 only (never sent in [`Dialect::V6Strict`]).
+    ToolApprovalResponse(ToolApprovalResponse),
+    ToolOutputAvailable(Box<ToolOutputAvailable>),
+    ToolOutputError(Box<ToolOutputError>),
     ToolOutputDenied(ToolOutputDenied),
     SourceUrl(SourceUrl),
     SourceDocument(SourceDocument),
@@ -568,6 +617,7 @@ impl Chunk {
             Self::ToolInputAvailable(_) => "tool-input-available",
             Self::ToolInputError(_) => "tool-input-error",
             Self::ToolApprovalRequest(_) => "tool-approval-request",
+            Self::ToolApprovalResponse(_) => "tool-approval-response",
             Self::ToolOutputAvailable(_) => "tool-output-available",
             Self::ToolOutputError(_) => "tool-output-error",
             Self::ToolOutputDenied(_) => "tool-output-denied",
@@ -596,7 +646,10 @@ impl Chunk {
     /// maps an unknown finish reason to `"other"`.
     fn v6_strict(&self) -> Option<Cow<'_, Chunk>> {
         let needs_change = match self {
-            Self::Unknown(_) => return None,
+            Self::Unknown(_) | Self::ToolApprovalResponse(_) => return None,
+            Self::ToolApprovalRequest(request) if request.is_automatic == Some(true) => {
+                return None;
+            }
             Self::Abort(abort) => abort.reason.is_some(),
             Self::Finish(finish) => matches!(finish.finish_reason, Some(FinishReason::Unknown(_))),
             Self::ToolInputStart(start) => {
@@ -604,7 +657,12 @@ impl Chunk {
             }
             Self::ToolInputAvailable(available) => available.tool_metadata.is_some(),
             Self::ToolInputError(error) => error.tool_metadata.is_some(),
-            Self::ToolApprovalRequest(request) => request.signature.is_some(),
+            Self::ToolApprovalRequest(request) => {
+                request.signature.is_some()
+                    || request.approval_descriptor.is_some()
+                    || request.reason.is_some()
+                    || request.is_automatic.is_some()
+            }
             Self::ToolOutputAvailable(output) => {
                 output.provider_metadata.is_some() || output.tool_metadata.is_some()
             }
@@ -626,7 +684,12 @@ impl Chunk {
             }
             Self::ToolInputAvailable(available) => available.tool_metadata = None,
             Self::ToolInputError(error) => error.tool_metadata = None,
-            Self::ToolApprovalRequest(request) => request.signature = None,
+            Self::ToolApprovalRequest(request) => {
+                request.signature = None;
+                request.approval_descriptor = None;
+                request.reason = None;
+                request.is_automatic = None;
+            }
             Self::ToolOutputAvailable(output) => {
                 output.provider_metadata = None;
                 output.tool_metadata = None;
@@ -731,11 +794,11 @@ impl Chunk {
 
     /// `tool-input-start` for a static tool.
     pub fn tool_input_start(tool_call_id: impl Into<String>, tool_name: impl Into<String>) -> Self {
-        Self::ToolInputStart(ToolInputStart {
+        Self::ToolInputStart(Box::new(ToolInputStart {
             tool_call_id: tool_call_id.into(),
             tool_name: tool_name.into(),
             ..Default::default()
-        })
+        }))
     }
 
     /// `tool-input-delta`.
@@ -755,12 +818,12 @@ impl Chunk {
         tool_name: impl Into<String>,
         input: Value,
     ) -> Self {
-        Self::ToolInputAvailable(ToolInputAvailable {
+        Self::ToolInputAvailable(Box::new(ToolInputAvailable {
             tool_call_id: tool_call_id.into(),
             tool_name: tool_name.into(),
             input,
             ..Default::default()
-        })
+        }))
     }
 
     /// `tool-input-error` for a static tool.
@@ -770,13 +833,13 @@ impl Chunk {
         input: Value,
         error_text: impl Into<String>,
     ) -> Self {
-        Self::ToolInputError(ToolInputError {
+        Self::ToolInputError(Box::new(ToolInputError {
             tool_call_id: tool_call_id.into(),
             tool_name: tool_name.into(),
             input,
             error_text: error_text.into(),
             ..Default::default()
-        })
+        }))
     }
 
     /// `tool-approval-request` without a signature.
@@ -784,20 +847,34 @@ impl Chunk {
         approval_id: impl Into<String>,
         tool_call_id: impl Into<String>,
     ) -> Self {
-        Self::ToolApprovalRequest(ToolApprovalRequest {
+        Self::ToolApprovalRequest(Box::new(ToolApprovalRequest {
             approval_id: approval_id.into(),
             tool_call_id: tool_call_id.into(),
-            signature: None,
+            ..Default::default()
+        }))
+    }
+
+    /// `tool-approval-response` (v7): an approval decided without the person.
+    pub fn tool_approval_response(
+        approval_id: impl Into<String>,
+        approved: bool,
+        reason: Option<String>,
+    ) -> Self {
+        Self::ToolApprovalResponse(ToolApprovalResponse {
+            approval_id: approval_id.into(),
+            approved,
+            reason,
+            provider_executed: None,
         })
     }
 
     /// `tool-output-available`.
     pub fn tool_output_available(tool_call_id: impl Into<String>, output: Value) -> Self {
-        Self::ToolOutputAvailable(ToolOutputAvailable {
+        Self::ToolOutputAvailable(Box::new(ToolOutputAvailable {
             tool_call_id: tool_call_id.into(),
             output,
             ..Default::default()
-        })
+        }))
     }
 
     /// `tool-output-error`.
@@ -805,11 +882,11 @@ impl Chunk {
         tool_call_id: impl Into<String>,
         error_text: impl Into<String>,
     ) -> Self {
-        Self::ToolOutputError(ToolOutputError {
+        Self::ToolOutputError(Box::new(ToolOutputError {
             tool_call_id: tool_call_id.into(),
             error_text: error_text.into(),
             ..Default::default()
-        })
+        }))
     }
 
     /// `tool-output-denied`.
@@ -897,7 +974,7 @@ macro_rules! chunk_from_payload {
     ($($payload:ident => $variant:ident),* $(,)?) => {
         $(impl From<$payload> for Chunk {
             fn from(payload: $payload) -> Self {
-                Self::$variant(payload)
+                Self::$variant(payload.into())
             }
         })*
     };
@@ -914,6 +991,7 @@ chunk_from_payload! {
     ToolInputAvailable => ToolInputAvailable,
     ToolInputError => ToolInputError,
     ToolApprovalRequest => ToolApprovalRequest,
+    ToolApprovalResponse => ToolApprovalResponse,
     ToolOutputAvailable => ToolOutputAvailable,
     ToolOutputError => ToolOutputError,
     ToolOutputDenied => ToolOutputDenied,
@@ -954,6 +1032,7 @@ impl Serialize for Chunk {
             Self::ToolInputAvailable(p) => tagged(serializer, &kind, p),
             Self::ToolInputError(p) => tagged(serializer, &kind, p),
             Self::ToolApprovalRequest(p) => tagged(serializer, &kind, p),
+            Self::ToolApprovalResponse(p) => tagged(serializer, &kind, p),
             Self::ToolOutputAvailable(p) => tagged(serializer, &kind, p),
             Self::ToolOutputError(p) => tagged(serializer, &kind, p),
             Self::ToolOutputDenied(p) => tagged(serializer, &kind, p),

@@ -45,6 +45,7 @@ fn old_chunk(value: Value) -> Result<Chunk, ChunkDecodeError> {
         "tool-input-available" => Chunk::ToolInputAvailable(payload(&kind, object)?),
         "tool-input-error" => Chunk::ToolInputError(payload(&kind, object)?),
         "tool-approval-request" => Chunk::ToolApprovalRequest(payload(&kind, object)?),
+        "tool-approval-response" => Chunk::ToolApprovalResponse(payload(&kind, object)?),
         "tool-output-available" => Chunk::ToolOutputAvailable(payload(&kind, object)?),
         "tool-output-error" => Chunk::ToolOutputError(payload(&kind, object)?),
         "tool-output-denied" => Chunk::ToolOutputDenied(payload(&kind, object)?),
@@ -137,6 +138,8 @@ fn chunk_bases() -> Vec<Value> {
         json!({"type": "tool-input-available", "toolCallId": "c1", "toolName": "pay", "input": {"a": 1}, "providerExecuted": false, "providerMetadata": meta, "dynamic": false, "title": "Pay", "toolMetadata": {}}),
         json!({"type": "tool-input-error", "toolCallId": "c1", "toolName": "pay", "input": "{a", "errorText": "bad", "providerExecuted": true, "providerMetadata": meta, "dynamic": true, "title": "Pay", "toolMetadata": {}}),
         json!({"type": "tool-approval-request", "approvalId": "a1", "toolCallId": "c1", "signature": "hmac"}),
+        json!({"type": "tool-approval-request", "approvalId": "a1", "toolCallId": "c1", "approvalDescriptor": {"k": [1]}, "reason": "why", "isAutomatic": true}),
+        json!({"type": "tool-approval-response", "approvalId": "a1", "approved": false, "reason": "no", "providerExecuted": false}),
         json!({"type": "tool-output-available", "toolCallId": "c1", "output": {"ok": true}, "providerExecuted": true, "dynamic": true, "preliminary": true, "providerMetadata": meta, "toolMetadata": {"x": 1}}),
         json!({"type": "tool-output-error", "toolCallId": "c1", "errorText": "no", "providerExecuted": false, "dynamic": false, "providerMetadata": meta, "toolMetadata": {}}),
         json!({"type": "tool-output-denied", "toolCallId": "c1"}),
@@ -292,13 +295,20 @@ fn mutations(base: &Value) -> Vec<Value> {
 }
 
 #[test]
-fn serde_json_maps_iterate_in_key_order() {
-    // `Fields` reports the mistyped key that sorts first because serde's derive reports the
-    // first one in the map's order; that holds while serde_json's `preserve_order` is off.
+fn the_comparisons_feed_objects_in_key_order() {
+    // `Fields` reports the mistyped key that sorts first; serde's derive reports the first one
+    // in the map's order. The browser's serde_json keeps maps sorted; the server's keeps the
+    // order keys came in (`preserve_order`, turned on by the policy engine), where of several
+    // mistyped keys the derive would name the first sent and `Fields` names the first by name.
+    // The comparisons below feed objects with their keys in order, so both name the same one.
     let mut map = Map::new();
     map.insert("b".into(), json!(1));
     map.insert("a".into(), json!(2));
-    assert_eq!(map.keys().collect::<Vec<_>>(), ["a", "b"]);
+    let sorted = super::json_util::sorted(&Value::Object(map));
+    assert_eq!(
+        sorted.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["a", "b"]
+    );
 }
 
 #[test]
@@ -307,6 +317,7 @@ fn chunks_decode_exactly_as_the_derives_did() {
     let mut total = 0;
     for base in chunk_bases() {
         for input in mutations(&base) {
+            let input = super::json_util::sorted(&input);
             let new = Chunk::from_value(input.clone());
             let old = old_chunk(input.clone());
             assert_eq!(format!("{new:?}"), format!("{old:?}"), "{input}");
@@ -327,6 +338,7 @@ fn parts_decode_exactly_as_the_derives_did() {
     let mut total = 0;
     for base in part_bases() {
         for input in mutations(&base) {
+            let input = super::json_util::sorted(&input);
             let new = UiPart::from_value(input.clone());
             let old = old_part(input.clone());
             assert_eq!(format!("{new:?}"), format!("{old:?}"), "{input}");
@@ -347,7 +359,9 @@ fn approvals_decode_exactly_as_the_derive_did() {
     let mut inputs = mutations(&base);
     inputs.extend(palette().into_iter().flatten());
     for approval in inputs {
-        let part = json!({"type": "tool-x", "toolCallId": "c", "state": "approval-responded", "approval": approval});
+        let part = super::json_util::sorted(
+            &json!({"type": "tool-x", "toolCallId": "c", "state": "approval-responded", "approval": approval}),
+        );
         let new = UiPart::from_value(part.clone());
         let old = old_part(part.clone());
         assert_eq!(format!("{new:?}"), format!("{old:?}"), "{part}");
@@ -499,11 +513,11 @@ fn hostile_parts_are_invalid_fields_with_serde_messages() {
         ),
         (
             json!({"type": "tool-x", "toolCallId": "c", "state": "output-denied", "approval": []}),
-            "tool-x: invalid length 0, expected struct Approval with 5 elements",
+            "tool-x: invalid length 0, expected struct Approval with 10 elements",
         ),
         (
-            json!({"type": "tool-x", "toolCallId": "c", "state": "output-denied", "approval": ["a", true, "r", "s", null, 9]}),
-            "tool-x: invalid length 6, expected fewer elements in array",
+            json!({"type": "tool-x", "toolCallId": "c", "state": "output-denied", "approval": ["a", true, "r", "s", null, {}, "why", true, null, false, 9]}),
+            "tool-x: invalid length 11, expected fewer elements in array",
         ),
         (
             json!({"type": "dynamic-tool", "toolCallId": "c", "state": "input-available"}),
@@ -536,6 +550,7 @@ fn approvals_in_array_form_and_with_null_fields_decode_as_the_derive_did() {
         reason: None,
         signature: None,
         edited_input: None,
+        ..Default::default()
     };
     assert_eq!(decode(json!(["a1", true])), Some(expected.clone()));
     // A plain `Option<Value>`: `editedInput: null` is `None`.

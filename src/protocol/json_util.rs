@@ -140,6 +140,14 @@ impl Fields {
         }
     }
 
+    /// A required boolean (`bool`).
+    pub(crate) fn bool(&mut self, key: &'static str) -> bool {
+        match self.required(key) {
+            Some(value) => self.record(key, bool_of(value)),
+            None => false,
+        }
+    }
+
     /// An optional string (`Option<String>`).
     pub(crate) fn opt_string(&mut self, key: &'static str) -> Option<String> {
         let value = self.take(key)?;
@@ -245,6 +253,14 @@ pub(crate) fn opt_string_of(value: Value) -> Result<Option<String>, Error> {
     match value {
         Value::Null => Ok(None),
         other => string_of(other).map(Some),
+    }
+}
+
+/// `bool` (serde's expectation: "a boolean").
+pub(crate) fn bool_of(value: Value) -> Result<bool, Error> {
+    match value {
+        Value::Bool(b) => Ok(b),
+        other => Err(invalid_type(&other, "a boolean")),
     }
 }
 
@@ -359,4 +375,14 @@ mod tests {
         deep_merge(&mut scalar, json!({"a": 1}));
         assert_eq!(scalar, json!({"a": 1}));
     }
+}
+
+/// A copy of `value` whose objects list their keys in sorted order. The browser's `serde_json`
+/// keeps objects sorted; the server's keeps insertion order (a dependency of the policy engine
+/// turns on `preserve_order`), so what both render from a JSON object goes through this, and
+/// the page the server renders is the page the browser hydrates. A no-op copy in the browser.
+pub fn sorted(value: &Value) -> Value {
+    let mut value = value.clone();
+    value.sort_all_objects();
+    value
 }

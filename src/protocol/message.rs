@@ -200,6 +200,24 @@ pub struct Approval {
     /// schema again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edited_input: Option<Value>,
+    /// v7: what is approved, app-defined (`tool-approval-request.approvalDescriptor`);
+    /// Countersign's server puts the policy's ruling there ([`super::grant::Ruling`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub descriptor: Option<Value>,
+    /// v7: why it is asked (`tool-approval-request.reason`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_reason: Option<String>,
+    /// v7: decided without the person (a policy rule or a grant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_automatic: Option<bool>,
+    /// Countersign extension: approve and remember ([`super::grant::GrantRequest`], read by
+    /// the server; sent with `approved: true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<Value>,
+    /// Countersign extension: "not now" — no decision (sent with `approved: false`, so a stock
+    /// client counts it as answered); the call ends undecided and can be asked again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dismissed: Option<bool>,
 }
 
 /// A tool invocation, shared by `tool-<name>` and `dynamic-tool` parts.

@@ -48,7 +48,9 @@ pub mod auto_send;
 pub mod chat_socket;
 pub mod chunk;
 pub mod envelope;
+pub mod grant;
 pub mod message;
+pub mod money;
 pub mod partial_json;
 pub mod presentation;
 pub mod question;
@@ -57,7 +59,7 @@ pub mod schema;
 pub mod seed;
 pub mod sse;
 
-mod json_util;
+pub(crate) mod json_util;
 
 pub use auto_send::{AnswerSet, answers_to_send};
 pub use chunk::{Chunk, ChunkDecodeError, Dialect, FinishReason, ProviderMetadata, ToolMetadata};

@@ -7,6 +7,13 @@
 //!
 //! - `{field}` — the argument as text (`—` when it is missing);
 //! - `{field:.2}` — a number with two decimals (any count from 0 to 9);
+//! - `{amount:money(currency)}` — an amount with the decimals of the currency the argument
+//!   `currency` names (the wallet's when it names none) and thousands separated: "3,000" yen,
+//!   "12.50" dollars;
+//! - `{amount:wallet(currency)}` — that amount converted into the wallet's currency at the rate
+//!   table of [`super::money`] ("20.10"), and *empty* when it is the wallet's own currency, so an
+//!   optional part around it (`[ (≈ {amount:wallet(currency)} USD)]`) shows only for other
+//!   currencies;
 //! - `{field|text}` — `text` when the argument is missing or empty;
 //! - `[ for {description}]` — an optional part, left out when an argument inside it is missing
 //!   or empty.
@@ -82,8 +89,9 @@ impl ToolPresentation {
 
     /// The readable fields of an argument object or a result: empty ones, hidden ones and those
     /// that repeat `except` (a result echoing its arguments) are left out.
+    /// Fields come in the order of their names (on every side: [`super::json_util::sorted`]).
     pub fn fields(&self, value: &Value, except: Option<&Value>) -> Vec<(String, String)> {
-        match value {
+        match &super::json_util::sorted(value) {
             Value::Object(map) => map
                 .iter()
                 .filter(|(_, v)| !(v.is_null() || v.as_str() == Some("")))
@@ -128,6 +136,20 @@ pub fn unknown_tool_sentence(name: &str) -> String {
     format!("Run {name}")
 }
 
+/// `amount` of the currency `currency` names (the wallet's when it names none), if both read.
+fn money(amount: &Value, currency: Option<&Value>) -> Option<super::money::Money> {
+    let code = match currency {
+        None | Some(Value::Null) => super::money::WALLET_CURRENCY,
+        Some(Value::String(code)) if code.is_empty() => super::money::WALLET_CURRENCY,
+        Some(Value::String(code)) => code,
+        Some(_) => return None,
+    };
+    let Value::Number(number) = amount else {
+        return None;
+    };
+    super::money::Money::parse(&number.to_string(), code).ok()
+}
+
 /// A short human rendering of a JSON value.
 pub fn show(value: &Value) -> String {
     match value {
@@ -135,7 +157,7 @@ pub fn show(value: &Value) -> String {
         Value::Null => "—".into(),
         Value::Number(n) => n.to_string(),
         Value::Bool(b) => if *b { "yes" } else { "no" }.into(),
-        other => other.to_string(),
+        other => super::json_util::sorted(other).to_string(),
     }
 }
 
@@ -170,8 +192,19 @@ enum Piece {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Field {
     name: String,
-    decimals: Option<usize>,
+    format: Format,
     default: Option<String>,
+}
+
+/// How a field's value is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Format {
+    Plain,
+    Decimals(usize),
+    /// An amount of the currency named by this other argument.
+    Money(String),
+    /// That amount in the wallet's currency (empty when it is the wallet's currency).
+    Wallet(String),
 }
 
 impl Template {
@@ -181,7 +214,12 @@ impl Template {
             for piece in pieces {
                 match piece {
                     Piece::Text(_) => {}
-                    Piece::Field(f) => out.push(&f.name),
+                    Piece::Field(f) => {
+                        out.push(&f.name);
+                        if let Format::Money(currency) | Format::Wallet(currency) = &f.format {
+                            out.push(currency);
+                        }
+                    }
                     Piece::Optional(inner) => walk(inner, out),
                 }
             }
@@ -259,18 +297,39 @@ fn field(body: &str, at: usize) -> Result<Field, TemplateError> {
         Some((spec, default)) => (spec, Some(default.to_owned())),
         None => (body, None),
     };
-    let (name, decimals) = match spec.split_once(':') {
+    let (name, format) = match spec.split_once(':') {
         Some((name, format)) => {
-            let decimals = format
-                .strip_prefix('.')
-                .and_then(|d| d.parse::<usize>().ok())
-                .filter(|d| *d <= 9)
-                .ok_or_else(|| {
-                    TemplateError::new(at, format!("unknown format :{format} (use :.0 to :.9)"))
-                })?;
-            (name, Some(decimals))
+            let argument = |prefix: &str| {
+                format
+                    .strip_prefix(prefix)
+                    .and_then(|rest| rest.strip_suffix(')'))
+                    .map(str::trim)
+                    .filter(|field| !field.is_empty())
+                    .map(str::to_owned)
+            };
+            let format = if let Some(currency) = argument("money(") {
+                Format::Money(currency)
+            } else if let Some(currency) = argument("wallet(") {
+                Format::Wallet(currency)
+            } else {
+                format
+                    .strip_prefix('.')
+                    .and_then(|d| d.parse::<usize>().ok())
+                    .filter(|d| *d <= 9)
+                    .map(Format::Decimals)
+                    .ok_or_else(|| {
+                        TemplateError::new(
+                            at,
+                            format!(
+                                "unknown format :{format} (use :.0 to :.9, :money(<currency \
+                                 field>) or :wallet(<currency field>))"
+                            ),
+                        )
+                    })?
+            };
+            (name, format)
         }
-        None => (spec, None),
+        None => (spec, Format::Plain),
     };
     let name = name.trim();
     if name.is_empty() {
@@ -278,7 +337,7 @@ fn field(body: &str, at: usize) -> Result<Field, TemplateError> {
     }
     Ok(Field {
         name: name.to_owned(),
-        decimals,
+        format,
         default,
     })
 }
@@ -314,15 +373,35 @@ fn write_piece(piece: &Piece, args: &Value, out: &mut String) -> bool {
                 .get(&field.name)
                 .filter(|v| !(v.is_null() || v.as_str() == Some("")));
             match (value, &field.default) {
-                (Some(value), _) => {
-                    match (field.decimals, value.as_f64()) {
-                        (Some(decimals), Some(number)) => {
-                            let _ = write!(out, "{number:.decimals$}");
+                (Some(value), _) => match &field.format {
+                    Format::Decimals(decimals) => {
+                        match value.as_f64() {
+                            Some(number) => {
+                                let _ = write!(out, "{number:.decimals$}");
+                            }
+                            None => out.push_str(&show(value)),
                         }
-                        _ => out.push_str(&show(value)),
+                        true
                     }
-                    true
-                }
+                    Format::Money(currency) => {
+                        match money(value, args.get(currency)) {
+                            Some(money) => out.push_str(&money.amount_text()),
+                            None => out.push_str(&show(value)),
+                        }
+                        true
+                    }
+                    Format::Wallet(currency) => match money(value, args.get(currency)) {
+                        Some(money) if !money.is_wallet_currency() => {
+                            out.push_str(&super::money::format_minor(money.wallet_cents(), 2));
+                            true
+                        }
+                        _ => false,
+                    },
+                    Format::Plain => {
+                        out.push_str(&show(value));
+                        true
+                    }
+                },
                 (None, Some(default)) => {
                     out.push_str(default);
                     true
@@ -389,6 +468,58 @@ mod tests {
         ];
         for (template, args, want) in cases {
             assert_eq!(sentence(template, args.clone()), want, "{template} {args}");
+        }
+    }
+
+    #[test]
+    fn amounts_read_in_their_currency_and_the_wallets() {
+        let pay = "Pay {amount:money(currency)} {currency|USD}[ (≈ {amount:wallet(currency)} USD)] \
+                   to {recipient}";
+        let cases = [
+            (
+                json!({"amount": 3000, "currency": "JPY", "recipient": "Kenji"}),
+                "Pay 3,000 JPY (≈ 20.10 USD) to Kenji",
+            ),
+            (
+                json!({"amount": 50, "currency": "USD", "recipient": "Hanako"}),
+                "Pay 50.00 USD to Hanako",
+            ),
+            (
+                json!({"amount": 12.5, "recipient": "Bob"}),
+                "Pay 12.50 USD to Bob",
+            ),
+            (
+                json!({"amount": 10, "currency": "eur", "recipient": "Ana"}),
+                "Pay 10.00 eur (≈ 10.84 USD) to Ana",
+            ),
+            // What does not read as money is shown as it is, and converts to nothing.
+            (
+                json!({"amount": 3000.5, "currency": "JPY", "recipient": "K"}),
+                "Pay 3000.5 JPY to K",
+            ),
+            (
+                json!({"amount": 5, "currency": "XAU", "recipient": "K"}),
+                "Pay 5 XAU to K",
+            ),
+        ];
+        for (args, want) in cases {
+            assert_eq!(sentence(pay, args.clone()), want, "{args}");
+        }
+        let template = parse(pay).unwrap();
+        assert_eq!(
+            template.fields(),
+            [
+                "amount",
+                "currency",
+                "currency",
+                "amount",
+                "currency",
+                "recipient"
+            ]
+        );
+        for malformed in ["{a:money(}", "{a:wallet()}", "{a:money(c}"] {
+            let e = parse(malformed).unwrap_err();
+            assert!(e.message.contains("unknown format"), "{malformed}: {e}");
         }
     }
 

@@ -100,6 +100,9 @@ pub enum ReduceError {
         chunk_type: &'static str,
         tool_call_id: String,
     },
+    /// A `tool-approval-response` for an approval no tool part of the message holds.
+    #[error("tool-approval-response: no tool invocation found for approval `{approval_id}`")]
+    UnknownApproval { approval_id: String },
     /// [`Conversation::apply`] without [`Conversation::begin_stream`].
     #[error("no stream is active in this conversation")]
     NoActiveStream,
@@ -468,11 +471,38 @@ impl MessageReducer {
                 tool.state = ToolState::ApprovalRequested;
                 tool.approval = Some(Approval {
                     id: request.approval_id.clone(),
-                    approved: None,
-                    reason: None,
                     signature: request.signature.clone(),
-                    edited_input: None,
+                    descriptor: request.approval_descriptor.clone(),
+                    request_reason: request.reason.clone(),
+                    is_automatic: request.is_automatic.filter(|automatic| *automatic),
+                    ..Approval::default()
                 });
+                Ok(Applied::Updated)
+            }
+            Chunk::ToolApprovalResponse(response) => {
+                // v7: the approval decided without the person (the part keeps what the
+                // request said of it).
+                let tool = self
+                    .message
+                    .parts
+                    .iter_mut()
+                    .filter_map(UiPart::as_tool_mut)
+                    .find(|t| {
+                        t.approval
+                            .as_ref()
+                            .is_some_and(|a| a.id == response.approval_id)
+                    })
+                    .ok_or_else(|| ReduceError::UnknownApproval {
+                        approval_id: response.approval_id.clone(),
+                    })?;
+                tool.state = ToolState::ApprovalResponded;
+                if let Some(approval) = tool.approval.as_mut() {
+                    approval.approved = Some(response.approved);
+                    approval.reason.clone_from(&response.reason);
+                }
+                if response.provider_executed.is_some() {
+                    tool.provider_executed = response.provider_executed;
+                }
                 Ok(Applied::Updated)
             }
             Chunk::ToolOutputDenied(denied) => {
@@ -1113,13 +1143,15 @@ mod tests {
     #[test]
     fn tool_input_available_needs_no_start_and_keeps_call_provider_metadata() {
         let metadata = json!({"google": {"thoughtSignature": "sig"}});
-        let reducer = reduce(&[Chunk::ToolInputAvailable(chunk::ToolInputAvailable {
-            tool_call_id: "c1".into(),
-            tool_name: "get_weather".into(),
-            input: json!({"city": "Oslo"}),
-            provider_metadata: metadata.as_object().cloned(),
-            ..Default::default()
-        })]);
+        let reducer = reduce(&[Chunk::ToolInputAvailable(Box::new(
+            chunk::ToolInputAvailable {
+                tool_call_id: "c1".into(),
+                tool_name: "get_weather".into(),
+                input: json!({"city": "Oslo"}),
+                provider_metadata: metadata.as_object().cloned(),
+                ..Default::default()
+            },
+        ))]);
         assert_eq!(
             serde_json::to_value(&reducer.message().parts[0]).unwrap(),
             json!({"type": "tool-get_weather", "toolCallId": "c1", "state": "input-available",
@@ -1130,13 +1162,13 @@ mod tests {
     #[test]
     fn dynamic_tools_become_dynamic_tool_parts() {
         let reducer = reduce(&[
-            Chunk::ToolInputStart(chunk::ToolInputStart {
+            Chunk::ToolInputStart(Box::new(chunk::ToolInputStart {
                 tool_call_id: "c1".into(),
                 tool_name: "mcp_search".into(),
                 dynamic: Some(true),
                 title: Some("Search".into()),
                 ..Default::default()
-            }),
+            })),
             Chunk::tool_input_delta("c1", "{\"q\":\"ru"),
             Chunk::tool_output_available("c1", json!(["hit"])),
         ]);
@@ -1160,12 +1192,12 @@ mod tests {
         );
         // A dynamic part in the current step decides the kind, whatever the flag says.
         let reducer = reduce(&[
-            Chunk::ToolInputStart(chunk::ToolInputStart {
+            Chunk::ToolInputStart(Box::new(chunk::ToolInputStart {
                 tool_call_id: "c2".into(),
                 tool_name: "d".into(),
                 dynamic: Some(true),
                 ..Default::default()
-            }),
+            })),
             Chunk::tool_input_error("c2", "d", json!({"x": 1}), "bad"),
         ]);
         assert_eq!(reducer.message().parts.len(), 1);
@@ -1185,11 +1217,12 @@ mod tests {
         for chunk in [
             Chunk::start("a1"),
             Chunk::tool_input_available("c1", "transfer_funds", json!({"amount": 25})),
-            Chunk::ToolApprovalRequest(chunk::ToolApprovalRequest {
+            Chunk::ToolApprovalRequest(Box::new(chunk::ToolApprovalRequest {
                 approval_id: "ap1".into(),
                 tool_call_id: "c1".into(),
                 signature: Some("sig".into()),
-            }),
+                ..Default::default()
+            })),
         ] {
             conversation.apply(&chunk).unwrap();
         }
@@ -1216,6 +1249,7 @@ mod tests {
                 reason: None,
                 signature: Some("sig".into()),
                 edited_input: None,
+                ..Default::default()
             })
         );
     }
@@ -1235,6 +1269,7 @@ mod tests {
                 reason: Some("no".into()),
                 signature: None,
                 edited_input: None,
+                ..Default::default()
             });
         }
         reducer = MessageReducer::continuing(message);
@@ -1248,14 +1283,14 @@ mod tests {
     fn output_provider_metadata_goes_to_result_provider_metadata() {
         let reducer = reduce(&[
             Chunk::tool_input_available("c1", "t", json!({})),
-            Chunk::ToolOutputAvailable(chunk::ToolOutputAvailable {
+            Chunk::ToolOutputAvailable(Box::new(chunk::ToolOutputAvailable {
                 tool_call_id: "c1".into(),
                 output: json!(1),
                 provider_metadata: json!({"p": {"k": 1}}).as_object().cloned(),
                 provider_executed: Some(true),
                 preliminary: Some(true),
                 ..Default::default()
-            }),
+            })),
             // A later output without providerExecuted keeps it; preliminary is replaced.
             Chunk::tool_output_available("c1", json!(2)),
         ]);

@@ -158,7 +158,10 @@ impl SeedEncoder {
                     error_text: self.denial_text(&denied.tool_call_id).to_owned(),
                     ..Default::default()
                 };
-                Some((&denied.tool_call_id, Chunk::ToolOutputError(error)))
+                Some((
+                    &denied.tool_call_id,
+                    Chunk::ToolOutputError(Box::new(error)),
+                ))
             }
             _ => None,
         };
@@ -169,7 +172,7 @@ impl SeedEncoder {
         }
         self.flush_outputs(out);
         match chunk {
-            Chunk::ToolApprovalRequest(request) => self.held_approvals.push(request.clone()),
+            Chunk::ToolApprovalRequest(request) => self.held_approvals.push((**request).clone()),
             Chunk::ToolInputStart(start) => {
                 self.remember(&start.tool_call_id, &start.tool_name);
                 out.extend(frame(chunk));
@@ -266,10 +269,10 @@ impl SeedEncoder {
 }
 
 fn tool_output_error(error: &ToolOutputError, error_text: String) -> Chunk {
-    Chunk::ToolOutputError(ToolOutputError {
+    Chunk::ToolOutputError(Box::new(ToolOutputError {
         error_text,
         ..error.clone()
-    })
+    }))
 }
 
 /// `tool-approval-request` with the seed's key order (`toolCallId` first).

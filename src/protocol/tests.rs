@@ -119,6 +119,7 @@ fn approval(id: &str, approved: Option<bool>, reason: Option<&str>) -> Option<Ap
         reason: reason.map(str::to_owned),
         signature: None,
         edited_input: None,
+        ..Default::default()
     })
 }
 
@@ -756,7 +757,7 @@ fn arb_chunk() -> impl Strategy<Value = Chunk> {
                     provider_metadata,
                     tool_metadata,
                 )| {
-                    Chunk::ToolInputStart(chunk::ToolInputStart {
+                    Chunk::ToolInputStart(Box::new(chunk::ToolInputStart {
                         tool_call_id,
                         tool_name,
                         provider_executed,
@@ -764,7 +765,7 @@ fn arb_chunk() -> impl Strategy<Value = Chunk> {
                         title,
                         provider_metadata,
                         tool_metadata,
-                    })
+                    }))
                 }
             ),
         (call_id(), text()).prop_map(|(id, delta)| Chunk::tool_input_delta(id, delta)),
@@ -789,7 +790,7 @@ fn arb_chunk() -> impl Strategy<Value = Chunk> {
                     title,
                     tool_metadata,
                 )| {
-                    Chunk::ToolInputAvailable(chunk::ToolInputAvailable {
+                    Chunk::ToolInputAvailable(Box::new(chunk::ToolInputAvailable {
                         tool_call_id,
                         tool_name,
                         input,
@@ -798,7 +799,7 @@ fn arb_chunk() -> impl Strategy<Value = Chunk> {
                         dynamic,
                         title,
                         tool_metadata,
-                    })
+                    }))
                 }
             ),
         (
@@ -824,7 +825,7 @@ fn arb_chunk() -> impl Strategy<Value = Chunk> {
                     title,
                     tool_metadata,
                 )| {
-                    Chunk::ToolInputError(chunk::ToolInputError {
+                    Chunk::ToolInputError(Box::new(chunk::ToolInputError {
                         tool_call_id,
                         tool_name,
                         input,
@@ -834,17 +835,18 @@ fn arb_chunk() -> impl Strategy<Value = Chunk> {
                         dynamic,
                         title,
                         tool_metadata,
-                    })
+                    }))
                 }
             ),
     ];
     let tool_output = prop_oneof![
         ("ap[12]", call_id(), opt_text()).prop_map(|(approval_id, tool_call_id, signature)| {
-            Chunk::ToolApprovalRequest(chunk::ToolApprovalRequest {
+            Chunk::ToolApprovalRequest(Box::new(chunk::ToolApprovalRequest {
                 approval_id,
                 tool_call_id,
                 signature,
-            })
+                ..Default::default()
+            }))
         }),
         (
             call_id(),
@@ -865,7 +867,7 @@ fn arb_chunk() -> impl Strategy<Value = Chunk> {
                     provider_metadata,
                     tool_metadata,
                 )| {
-                    Chunk::ToolOutputAvailable(chunk::ToolOutputAvailable {
+                    Chunk::ToolOutputAvailable(Box::new(chunk::ToolOutputAvailable {
                         tool_call_id,
                         output,
                         provider_executed,
@@ -873,7 +875,7 @@ fn arb_chunk() -> impl Strategy<Value = Chunk> {
                         preliminary,
                         provider_metadata,
                         tool_metadata,
-                    })
+                    }))
                 }
             ),
         (
@@ -893,14 +895,14 @@ fn arb_chunk() -> impl Strategy<Value = Chunk> {
                     provider_metadata,
                     tool_metadata,
                 )| {
-                    Chunk::ToolOutputError(chunk::ToolOutputError {
+                    Chunk::ToolOutputError(Box::new(chunk::ToolOutputError {
                         tool_call_id,
                         error_text,
                         provider_executed,
                         dynamic,
                         provider_metadata,
                         tool_metadata,
-                    })
+                    }))
                 }
             ),
         call_id().prop_map(Chunk::tool_output_denied),

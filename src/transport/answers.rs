@@ -21,7 +21,7 @@ use crate::{
         ApprovalDecision, BrowserResult, PersonInput, SessionRecord,
         gate::{CallPhase, Gate},
     },
-    protocol::{ToolPart, ToolState, UiMessage, UiPart},
+    protocol::{ToolPart, ToolState, UiMessage, UiPart, grant::GrantRequest},
 };
 
 /// The tool name of the seed system's confirmation parts.
@@ -64,10 +64,21 @@ pub fn extract(message: &UiMessage, record: &SessionRecord) -> Result<Vec<Person
             && let Some(approved) = approval.approved
         {
             let decision = if approved {
-                match &approval.edited_input {
-                    Some(args) => ApprovalDecision::ApproveWithEdits { args: args.clone() },
-                    None => ApprovalDecision::Approve,
+                match (&approval.grant, &approval.edited_input) {
+                    (Some(grant), args) => ApprovalDecision::ApproveAndGrant {
+                        args: args.clone(),
+                        grant: GrantRequest::from_value(grant).map_err(|e| {
+                            ApiError::bad_request(
+                                "invalid_grant",
+                                format!("approval {}: {e}", approval.id),
+                            )
+                        })?,
+                    },
+                    (None, Some(args)) => ApprovalDecision::ApproveWithEdits { args: args.clone() },
+                    (None, None) => ApprovalDecision::Approve,
                 }
+            } else if approval.dismissed == Some(true) {
+                ApprovalDecision::Dismiss
             } else {
                 ApprovalDecision::Deny {
                     reason: approval.reason.clone(),
@@ -98,7 +109,7 @@ fn approval_input(
     record: &SessionRecord,
     pending: &impl Fn(&str) -> bool,
 ) -> Result<Option<PersonInput>, ApiError> {
-    let approved = !matches!(decision, ApprovalDecision::Deny { .. });
+    let approved = decision.approves();
     if !pending(approval_id) && Gate::echo(&record.resolved_approvals, approval_id, approved)? {
         return Ok(None);
     }
@@ -239,6 +250,7 @@ mod tests {
     fn call(id: &str, name: &str, location: ToolLocation, phase: CallPhase) -> StepCall {
         StepCall {
             gated_by: None,
+            ruling: None,
             call: ToolCall {
                 id: id.into(),
                 name: name.into(),

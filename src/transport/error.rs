@@ -142,13 +142,16 @@ impl From<InputError> for ApiError {
                 StatusCode::NOT_FOUND
             }
             InputError::ApprovalOfOtherChat { .. } => StatusCode::FORBIDDEN,
-            InputError::InvalidEdit { .. } | InputError::NotABrowserTool { .. } => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
+            InputError::InvalidEdit { .. }
+            | InputError::NotABrowserTool { .. }
+            | InputError::EditForbidden { .. }
+            | InputError::GrantRefused { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             InputError::NoActiveTurn
             | InputError::ApprovalAlreadyAnswered { .. }
             | InputError::ApprovalExpired { .. }
             | InputError::ApprovalWithdrawn { .. }
+            | InputError::ApprovalDismissed { .. }
+            | InputError::ApprovalSuperseded { .. }
             | InputError::NotApprovedYet { .. }
             | InputError::CallWasDenied { .. }
             | InputError::ResultAlreadyReceived { .. } => StatusCode::CONFLICT,
@@ -163,6 +166,9 @@ impl From<TurnError> for ApiError {
         match e {
             TurnError::Busy => ApiError::conflict("turn_in_progress", e.to_string()),
             TurnError::EmptyMessage => ApiError::bad_request("empty_message", e.to_string()),
+            TurnError::CannotAskAgain { .. } => {
+                ApiError::conflict("cannot_ask_again", e.to_string())
+            }
             TurnError::Store(inner) => {
                 tracing::error!(error = %inner, "session store failed");
                 ApiError::store_unavailable()

@@ -81,6 +81,7 @@ impl ChatCommand {
                 text,
                 attachments,
                 transport,
+                ask_again: ask_again(&last)?,
             },
             context: earlier_context(&messages),
         })
@@ -90,6 +91,26 @@ impl ChatCommand {
         match self {
             ChatCommand::Start { chat_id, .. } | ChatCommand::Answer { chat_id, .. } => chat_id,
         }
+    }
+}
+
+/// The call a user message asks to be asked again (Countersign's
+/// `metadata.countersign.askAgain`), if it names one.
+fn ask_again(message: &UiMessage) -> Result<Option<String>, ApiError> {
+    let Some(value) = message
+        .metadata
+        .as_ref()
+        .and_then(|m| m.get("countersign"))
+        .and_then(|c| c.get("askAgain"))
+    else {
+        return Ok(None);
+    };
+    match value.as_str().map(str::trim) {
+        Some(id) if !id.is_empty() && id.len() <= 200 => Ok(Some(id.to_owned())),
+        _ => Err(ApiError::bad_request(
+            "invalid_ask_again",
+            "metadata.countersign.askAgain must be the id of a call of this chat",
+        )),
     }
 }
 
@@ -146,6 +167,7 @@ mod tests {
                     text: "hi".into(),
                     attachments: vec![],
                     transport: Transport::Sse,
+                    ask_again: None,
                 },
                 context: vec![],
             }

@@ -211,6 +211,12 @@ fn kind_label(kind: AuditKind) -> &'static str {
         AuditKind::Executed => "Executed",
         AuditKind::Asked => "Asked the person",
         AuditKind::Answered => "Question closed",
+        AuditKind::Allowed => "Ran without asking",
+        AuditKind::Refused => "Refused by a rule",
+        AuditKind::Dismissed => "Not decided",
+        AuditKind::Superseded => "Superseded",
+        AuditKind::Granted => "Granted",
+        AuditKind::Revoked => "Grant revoked",
     }
 }
 
@@ -222,6 +228,15 @@ fn details(e: &crate::protocol::audit::AuditEvent) -> String {
     }
     if let Some(edited) = &e.edited_args {
         parts.push(format!("ran with {}", compact(edited)));
+    }
+    if let Some(rule) = &e.rule {
+        match &e.policy_version {
+            Some(version) => parts.push(format!("rule {rule} (policy {version})")),
+            None => parts.push(format!("rule {rule}")),
+        }
+    }
+    if let Some(grant) = &e.grant {
+        parts.push(format!("grant {grant}"));
     }
     if let Some(reason) = &e.reason {
         parts.push(format!("reason: {reason}"));
@@ -238,7 +253,7 @@ fn details(e: &crate::protocol::audit::AuditEvent) -> String {
 
 /// `key: value, …` for an object; JSON otherwise; long text cut.
 fn compact(value: &Value) -> String {
-    let text = match value {
+    let text = match &crate::protocol::json_util::sorted(value) {
         Value::Object(map) => map
             .iter()
             .filter(|(_, v)| !matches!(v, Value::String(s) if s.is_empty()) && !v.is_null())

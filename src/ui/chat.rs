@@ -32,6 +32,7 @@ pub fn ChatPage() -> impl IntoView {
 
     let show_log = RwSignal::new(false);
     let show_chats = RwSignal::new(false);
+    let show_grants = RwSignal::new(false);
     // The Tools panel: the server's own list (`/tools?panel`), fetched each time it opens.
     let tools_panel = RwSignal::new(None::<String>);
     let open_tools = move |ev: leptos::ev::MouseEvent| {
@@ -101,6 +102,9 @@ pub fn ChatPage() -> impl IntoView {
                     on:click=move |_| show_log.update(|v| *v = !*v)>"Chunk log"</button>
                 <a class="toolbar-link" href="/tools" data-testid="tools-link" title="The tools the model may call, and what each needs"
                     aria-expanded=move || tools_panel.with(Option::is_some).to_string() on:click=open_tools>"Tools"</a>
+                <button type="button" data-testid="grants-toggle" aria-expanded=move || show_grants.get().to_string()
+                    title="Approvals you asked to remember, with revoke"
+                    on:click=move |_| show_grants.update(|v| *v = !*v)>"Grants"</button>
                 <button type="button" data-testid="chat-list-toggle" aria-expanded=move || show_chats.get().to_string()
                     on:click=move |_| show_chats.update(|v| *v = !*v)>"Chats"</button>
                 <button type="button" class="primary" data-testid="new-chat" on:click=move |_| ctl.new_chat()>"New chat"</button>
@@ -117,6 +121,9 @@ pub fn ChatPage() -> impl IntoView {
                     <div inner_html=html></div>
                 </aside>
             })}
+            <Show when=move || show_grants.get()>
+                <super::grants::GrantsPanel on_close=Callback::new(move |_| show_grants.set(false))/>
+            </Show>
             <Show when=move || show_chats.get()>
                 <nav class="chat-list" data-testid="chat-list" aria-label="Your chats">
                     <ul>

@@ -12,7 +12,7 @@
 use serde_json::{Map, Value};
 
 use super::html::escape;
-use crate::protocol::presentation::show;
+use crate::protocol::{json_util::sorted, presentation::show};
 
 /// A choice: the value sent and the words shown.
 fn choices(prop: &Value) -> Vec<(Value, String)> {
@@ -43,8 +43,9 @@ fn choices(prop: &Value) -> Vec<(Value, String)> {
         .collect()
 }
 
-/// The properties with whether each is required, the required ones first (the order a server
-/// wrote them in is not kept: JSON objects are read sorted by name).
+/// The properties with whether each is required, the required ones first, each group by name
+/// (the order a server wrote them in is not kept: the browser reads JSON objects sorted by name,
+/// and the server sorts them the same way, `protocol::json_util::sorted`).
 fn ordered(schema: &Value) -> Vec<(&String, &Value, bool)> {
     let required = |name: &str| {
         schema
@@ -74,7 +75,9 @@ fn label_of<'a>(name: &str, prop: &'a Value) -> (String, Option<&'a str>) {
 /// What was answered, as `<dt>`/`<dd>` pairs: each field by its label, each choice by its title.
 pub fn answer_html(schema: &Value, answer: &Map<String, Value>) -> String {
     let mut html = String::new();
-    for (name, value) in answer {
+    let mut answer = answer.clone();
+    answer.sort_keys();
+    for (name, value) in &answer {
         let prop = schema
             .get("properties")
             .and_then(|p| p.get(name))
@@ -101,6 +104,7 @@ pub fn answer_html(schema: &Value, answer: &Map<String, Value>) -> String {
     html
 }
 
+/// A schema's properties, by name (callers pass a schema [`sorted`] first).
 fn properties(schema: &Value) -> impl Iterator<Item = (&String, &Value)> {
     schema
         .get("properties")
@@ -115,6 +119,7 @@ fn kind(prop: &Value) -> &str {
 
 /// The fields of `schema`'s properties as HTML, showing `values`.
 pub fn fields_html(schema: &Value, values: &Map<String, Value>) -> String {
+    let schema = &sorted(schema);
     let mut html = String::new();
     for (name, prop, required) in ordered(schema) {
         let text = |key: &str| prop.get(key).and_then(Value::as_str);

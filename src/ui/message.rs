@@ -16,8 +16,13 @@ use super::{
     question::QuestionCard,
 };
 use crate::protocol::{
-    Role, ToolPart, ToolPresentation, ToolState, UiMessage, UiPart, chunk::APPROVAL_EXPIRED_PREFIX,
-    presentation::unknown_tool_sentence, question::QUESTION_PART, schema,
+    Role, ToolPart, ToolPresentation, ToolState, UiMessage, UiPart,
+    chunk::{APPROVAL_EXPIRED_PREFIX, DISMISSED_PREFIX, SUPERSEDED_PREFIX, WITHDRAWN_PREFIX},
+    grant::{GRANT_DURATIONS, GrantRequest, GrantScope, Ruling},
+    money::format_minor,
+    presentation::unknown_tool_sentence,
+    question::QUESTION_PART,
+    schema,
 };
 
 /// Which part of a message a keyed child renders: tool parts by their call id and questions by
@@ -163,8 +168,20 @@ fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) 
     }
 }
 
+/// What the policy decided for a tool part: the ruling the server put in its approval's
+/// descriptor (`approval.descriptor.countersign`).
+pub(super) fn ruling_of(tool: &ToolPart) -> Option<Ruling> {
+    let descriptor = tool.approval.as_ref()?.descriptor.as_ref()?.as_object()?;
+    Ruling::from_metadata(descriptor)
+}
+
 /// The state of a tool part in words a person understands, and the `data-state` it shows.
 fn describe_state(tool: &ToolPart, runs_in_browser: bool) -> (&'static str, &'static str) {
+    let error_starts = |prefix: &str| {
+        tool.error_text
+            .as_deref()
+            .is_some_and(|e| e.starts_with(prefix))
+    };
     match tool.state {
         ToolState::InputStreaming => ("Preparing", "input-streaming"),
         ToolState::InputAvailable if runs_in_browser => {
@@ -173,7 +190,10 @@ fn describe_state(tool: &ToolPart, runs_in_browser: bool) -> (&'static str, &'st
         ToolState::InputAvailable => ("Running", "input-available"),
         ToolState::ApprovalRequested => ("Waiting for your approval", "approval-requested"),
         ToolState::ApprovalResponded => {
-            if tool.approval.as_ref().and_then(|a| a.approved) == Some(false) {
+            let approval = tool.approval.as_ref();
+            if approval.and_then(|a| a.dismissed) == Some(true) {
+                ("Not decided", "approval-responded")
+            } else if approval.and_then(|a| a.approved) == Some(false) {
                 ("Denied", "approval-responded")
             } else if runs_in_browser {
                 ("Waiting for your browser", "approval-responded")
@@ -182,15 +202,14 @@ fn describe_state(tool: &ToolPart, runs_in_browser: bool) -> (&'static str, &'st
             }
         }
         ToolState::OutputAvailable => ("Completed", "output-available"),
-        ToolState::OutputError
-            if tool
-                .error_text
-                .as_deref()
-                .is_some_and(|e| e.starts_with(APPROVAL_EXPIRED_PREFIX)) =>
-        {
-            ("Expired", "expired")
-        }
+        ToolState::OutputError if error_starts(APPROVAL_EXPIRED_PREFIX) => ("Expired", "expired"),
+        ToolState::OutputError if error_starts(DISMISSED_PREFIX) => ("Not decided", "dismissed"),
+        ToolState::OutputError if error_starts(SUPERSEDED_PREFIX) => ("Superseded", "superseded"),
+        ToolState::OutputError if error_starts(WITHDRAWN_PREFIX) => ("Withdrawn", "withdrawn"),
         ToolState::OutputError => ("Failed", "output-error"),
+        ToolState::OutputDenied if matches!(ruling_of(tool), Some(Ruling::DeniedByRule { .. })) => {
+            ("Refused by a rule", "denied-by-rule")
+        }
         ToolState::OutputDenied => ("Denied", "output-denied"),
     }
 }
@@ -263,6 +282,10 @@ fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView 
                 .and_then(|t| t.approval.as_ref().map(|a| a.id.clone()))
         })
     };
+    let ruling = Memo::new(move |_| tool.with(|t| t.as_ref().and_then(ruling_of)));
+    // Only a call nobody decided can be asked again: it expired, or was set aside.
+    let askable = move || matches!(state().1, "expired" | "dismissed");
+    let ask_call = call_id.clone();
     view! {
         <section
             class=move || format!("tool-card state-{}", state().1)
@@ -288,8 +311,30 @@ fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView 
                     </dl>
                 })
             }}
+            {move || ruling.get().and_then(|ruling| match ruling {
+                Ruling::AllowedByGrant { grant, label } => Some(view! {
+                    <super::grants::GrantChip grant=grant label=label/>
+                }.into_any()),
+                Ruling::AllowedByRule { .. } | Ruling::DeniedByRule { .. } => {
+                    let kind = if matches!(ruling, Ruling::DeniedByRule { .. }) { "denied_by_rule" } else { "allowed_by_rule" };
+                    ruling.sentence().map(|words| view! {
+                        <p class=format!("ruling-chip {kind}") data-testid="ruling-chip" data-ruling=kind>{words}</p>
+                    }.into_any())
+                }
+                Ruling::Asked { .. } => None,
+            })}
             {move || approval_id().map(|id| {
                 view! { <ApprovalCard approval_id=id tool=tool/> }
+            })}
+            {move || askable().then(|| {
+                let call = ask_call.clone();
+                view! {
+                    <div class="approval-actions">
+                        <button type="button" class="edit" data-testid="ask-again"
+                            disabled=move || ctl.busy()
+                            on:click=move |_| ctl.ask_again(call.clone())>"Ask again"</button>
+                    </div>
+                }
             })}
             {move || {
                 let out = output();
@@ -339,6 +384,27 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
     let mode = RwSignal::new(CardMode::Ask);
     let reason = RwSignal::new(String::new());
     let edit_error = RwSignal::new(None::<String>);
+    // "Remember": the grant the person asks for with their approval.
+    let remember = RwSignal::new(false);
+    let scope = RwSignal::new(None::<GrantScope>);
+    let seconds = RwSignal::new(GRANT_DURATIONS[1].0);
+    let budget_usd = RwSignal::new(String::new());
+    let ruling = Memo::new(move |_| tool.with(|t| t.as_ref().and_then(ruling_of)));
+    let grantable = move || {
+        matches!(
+            ruling.get(),
+            Some(Ruling::Asked {
+                grantable: true,
+                ..
+            })
+        )
+    };
+    let asking_rule = move || match ruling.get() {
+        Some(Ruling::Asked {
+            rule: Some(rule), ..
+        }) => Some(rule),
+        _ => None,
+    };
     let name = move || tool.with(|t| t.as_ref().map(|t| t.tool_name.clone()).unwrap_or_default());
     let input = move || {
         tool.with(|t| {
@@ -372,9 +438,57 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
         info.with(|i| i.as_ref().map(|i| i.parameters.clone()))
             .unwrap_or(Value::Null)
     };
+    let pays = move || info.with(|i| i.as_ref().is_some_and(|i| i.pays));
+    // What this call pays in the wallet's cents (a paying tool's `amount` and `currency`).
+    let call_cents = move || {
+        let input = input();
+        let amount = input.get("amount")?.as_f64()?;
+        let code = input
+            .get("currency")
+            .and_then(Value::as_str)
+            .unwrap_or("USD");
+        crate::protocol::money::Money::parse(&amount.to_string(), code)
+            .ok()
+            .map(|m| m.wallet_cents())
+    };
+    let chosen_scope = move || {
+        scope.get().unwrap_or(if pays() {
+            GrantScope::Budget
+        } else {
+            GrantScope::Tool
+        })
+    };
+    // The grant asked for, or why the form does not make one.
+    let grant_request = move || -> Result<Option<GrantRequest>, String> {
+        if !remember.get_untracked() {
+            return Ok(None);
+        }
+        let scope = chosen_scope();
+        let max_cents = if scope == GrantScope::Budget {
+            let text = budget_usd.get_untracked();
+            let text = text.trim();
+            let dollars = if text.is_empty() {
+                call_cents().map_or(5_000, |c| c.max(5_000)) as f64 / 100.0
+            } else {
+                text.parse::<f64>()
+                    .ok()
+                    .filter(|d| d.is_finite() && *d > 0.0)
+                    .ok_or_else(|| format!("{text} is not an amount of US dollars"))?
+            };
+            Some((dollars * 100.0).round() as i64)
+        } else {
+            None
+        };
+        Ok(Some(GrantRequest {
+            scope,
+            seconds: seconds.get_untracked(),
+            max_cents,
+        }))
+    };
     let id_approve = approval_id.clone();
     let id_deny = approval_id.clone();
     let id_edit = approval_id.clone();
+    let id_dismiss = approval_id.clone();
     let start_edit = move |_| {
         edit_error.set(None);
         mode.set(CardMode::Edit);
@@ -396,28 +510,92 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
             args.insert(name, value);
         }
         let args = Value::Object(args);
-        match schema::validate(&schema, &args) {
-            Ok(()) => ctl.answer(id_edit.clone(), Answer::ApproveWithEdits(args)),
-            Err(e) => edit_error.set(Some(format!(
+        if let Err(e) = schema::validate(&schema, &args) {
+            edit_error.set(Some(format!(
                 "{}: {}",
                 e.path.trim_start_matches("$."),
                 e.message
-            ))),
+            )));
+            return;
+        }
+        match grant_request() {
+            Ok(Some(grant)) => ctl.answer(id_edit.clone(), Answer::Remember(Some(args), grant)),
+            Ok(None) => ctl.answer(id_edit.clone(), Answer::ApproveWithEdits(args)),
+            Err(e) => edit_error.set(Some(e)),
         }
     };
+    let grant_error = RwSignal::new(None::<String>);
     view! {
         <div class="approval-card" data-testid="approval-card" data-approval-id=approval_id.clone() role="group" aria-label=move || format!("Approval needed: {}", sentence())>
             <p class="approval-summary" data-testid="approval-summary">{sentence}</p>
+            {move || asking_rule().map(|rule| view! {
+                <p class="approval-rule muted" data-testid="approval-rule">{format!("The policy rule {rule} asks for this call every time.")}</p>
+            })}
             {move || remaining().map(|r| view! { <p class="approval-countdown" data-testid="approval-countdown">{r}</p> })}
+            <Show when=move || grantable() && mode.get() != CardMode::Deny>
+                <div class="grant-form" data-testid="grant-form">
+                    <label>
+                        <input type="checkbox" data-testid="remember" prop:checked=move || remember.get()
+                            on:change=move |ev| remember.set(event_target_checked(&ev))/>
+                        " Remember: let it run without asking"
+                    </label>
+                    <Show when=move || remember.get()>
+                        <select data-testid="grant-scope" aria-label="What to remember"
+                            on:change=move |ev| scope.set(GrantScope::parse(&event_target_value(&ev)))>
+                            {move || if pays() {
+                                view! {
+                                    <option value="budget" selected=move || chosen_scope() == GrantScope::Budget>"payments up to an amount, in every chat"</option>
+                                    <option value="call" selected=move || chosen_scope() == GrantScope::Call>"this exact call, in this chat"</option>
+                                }.into_any()
+                            } else {
+                                view! {
+                                    <option value="tool" selected=move || chosen_scope() == GrantScope::Tool>"this tool, in this chat"</option>
+                                    <option value="call" selected=move || chosen_scope() == GrantScope::Call>"this exact call, in this chat"</option>
+                                }.into_any()
+                            }}
+                        </select>
+                        <Show when=move || chosen_scope() == GrantScope::Budget>
+                            <label>
+                                "up to "
+                                <input type="number" min="1" step="1" class="grant-amount" data-testid="grant-amount"
+                                    placeholder=move || format_minor(call_cents().map_or(5_000, |c| c.max(5_000)), 2)
+                                    prop:value=move || budget_usd.get()
+                                    on:input=move |ev| budget_usd.set(event_target_value(&ev))/>
+                                " USD in all"
+                            </label>
+                        </Show>
+                        <select data-testid="grant-duration" aria-label="For how long"
+                            on:change=move |ev| {
+                                if let Ok(secs) = event_target_value(&ev).parse() {
+                                    seconds.set(secs);
+                                }
+                            }>
+                            {GRANT_DURATIONS.iter().map(|(secs, words)| view! {
+                                <option value=secs.to_string() selected=move || seconds.get() == *secs>{format!("for {words}")}</option>
+                            }).collect_view()}
+                        </select>
+                    </Show>
+                    {move || grant_error.get().map(|e| view! { <p class="edit-error" data-testid="grant-error" role="alert">{e}</p> })}
+                </div>
+            </Show>
             <Show when=move || mode.get() == CardMode::Ask>
                 <div class="approval-actions">
                     <button type="button" class="approve" id=button_id.clone() data-testid="approve"
                         on:click={
                             let id = id_approve.clone();
-                            move |_| ctl.answer(id.clone(), Answer::Approve)
-                        }>"Approve"</button>
+                            move |_| match grant_request() {
+                                Ok(Some(grant)) => ctl.answer(id.clone(), Answer::Remember(None, grant)),
+                                Ok(None) => ctl.answer(id.clone(), Answer::Approve),
+                                Err(e) => grant_error.set(Some(e)),
+                            }
+                        }>{move || if remember.get() { "Approve and remember" } else { "Approve" }}</button>
                     <button type="button" class="deny" data-testid="deny" on:click=move |_| mode.set(CardMode::Deny)>"Deny"</button>
                     <button type="button" class="edit" data-testid="edit" on:click=start_edit>"Edit"</button>
+                    <button type="button" class="link-button" data-testid="dismiss" title="No decision now: nothing runs, and you can ask for it again later"
+                        on:click={
+                            let id = id_dismiss.clone();
+                            move |_| ctl.answer(id.clone(), Answer::Dismiss)
+                        }>"Not now"</button>
                 </div>
             </Show>
             <Show when=move || mode.get() == CardMode::Deny>
@@ -466,6 +644,37 @@ mod tests {
         assert_eq!(describe_state(&tool, false), ("Failed", "output-error"));
         let waiting = ToolPart::new("change_bgm", "c", ToolState::InputAvailable);
         assert_eq!(describe_state(&waiting, true).0, "Waiting for your browser");
+        for (prefix, state) in [
+            (DISMISSED_PREFIX, "dismissed"),
+            (SUPERSEDED_PREFIX, "superseded"),
+            (WITHDRAWN_PREFIX, "withdrawn"),
+        ] {
+            tool.error_text = Some(format!("{prefix}: …"));
+            assert_eq!(describe_state(&tool, false).1, state);
+        }
+        let mut refused = ToolPart::new("process_payment", "c", ToolState::OutputDenied);
+        assert_eq!(describe_state(&refused, false).1, "output-denied");
+        refused.approval = Some(crate::protocol::Approval {
+            id: "a".into(),
+            approved: Some(false),
+            is_automatic: Some(true),
+            descriptor: Some(serde_json::Value::Object(
+                Ruling::DeniedByRule {
+                    rule: "limit".into(),
+                    reason: "too much".into(),
+                }
+                .to_metadata(),
+            )),
+            ..Default::default()
+        });
+        assert_eq!(
+            describe_state(&refused, false),
+            ("Refused by a rule", "denied-by-rule")
+        );
+        assert_eq!(
+            ruling_of(&refused).and_then(|r| r.sentence()),
+            Some("Refused by rule limit: too much".into())
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod chat;
 mod composer;
 pub mod controller;
 mod form;
+pub mod grants;
 pub mod html;
 mod icons;
 pub mod markdown;

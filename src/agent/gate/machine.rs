@@ -1,11 +1,13 @@
 //! The gate's transitions over one step's calls (ADR 0017):
 //!
-//! * [`Gate::request`] — at the end of a model step, each call cleared to run either waits for
-//!   the person (its tool's policy asks, for these arguments), waits for the browser, or stays
+//! * [`Gate::request`] — at the end of a model step, the policy ([`Decide`]) rules on each call
+//!   cleared to run: it waits for the person, or a rule refuses it, or it is let run (by its
+//!   tool's own setting, a rule or the person's grant) — and then waits for the browser or stays
 //!   ready to run on the server;
 //! * [`Gate::answer`] — the person's inputs (approval answers, browser results), all or
 //!   nothing: every acceptance rule (unknown, foreign, already answered, expired, withdrawn,
-//!   edited arguments against the schema, a result for the wrong kind of call) is decided here;
+//!   dismissed, edited arguments against the schema and the rules, a grant the approval may not
+//!   make, a result for the wrong kind of call) is decided here;
 //! * [`Gate::tick`] — deadlines: approvals and browser calls past theirs end;
 //! * [`Gate::echo`] — whether an answer a client sends again merely repeats how an approval was
 //!   resolved (AI SDK clients resend the whole conversation).
@@ -21,10 +23,14 @@ use super::{ApprovalDecision, ApprovalResolution, CallPhase, InputError, PersonI
 use crate::agent::{
     clock::Millis,
     history::Outcome,
+    policy::{Decide, Verdict},
     schema::validate,
     tools::{ToolLocation, ToolRegistry},
 };
-use crate::protocol::chunk::BROWSER_TIMEOUT_PREFIX;
+use crate::protocol::{
+    chunk::BROWSER_TIMEOUT_PREFIX,
+    grant::{GrantRequest, Ruling},
+};
 
 /// The gate of a runtime's tools.
 #[derive(Clone, Copy)]
@@ -35,12 +41,22 @@ pub struct Gate<'a> {
     acknowledge_browser: bool,
 }
 
-/// An approval the gate asked for.
+/// An approval the gate issued: one the person is asked for (`ruling` is
+/// [`Ruling::Asked`], until `deadline_ms`), or one a rule or a grant decided at once (AI SDK v7's
+/// automatic approval: the call was let run or refused).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     pub tool_call_id: String,
     pub approval_id: String,
     pub deadline_ms: Millis,
+    pub ruling: Ruling,
+}
+
+impl Request {
+    /// Whether it was decided without the person.
+    pub fn is_automatic(&self) -> bool {
+        !matches!(self.ruling, Ruling::Asked { .. })
+    }
 }
 
 /// A wait that ran out.
@@ -59,12 +75,24 @@ pub enum Expiry {
     },
 }
 
-/// Inputs the gate accepted: the step's calls after them, and how each approval they answered
-/// was resolved, in input order.
+/// Inputs the gate accepted: the step's calls after them, how each approval they answered
+/// was resolved (in input order), and the grants the person asked for with them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answered {
     pub calls: Vec<StepCall>,
     pub resolutions: Vec<(String, ApprovalResolution)>,
+    pub grants: Vec<GrantAsked>,
+}
+
+/// A grant the person asked for with an approval the gate accepted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GrantAsked {
+    pub approval_id: String,
+    pub tool_call_id: String,
+    pub tool: String,
+    /// The arguments that run (edited or not).
+    pub args: Value,
+    pub request: GrantRequest,
 }
 
 /// The deadline of a browser call when its tool is unknown (it cannot be: calls of unknown tools
@@ -105,15 +133,19 @@ impl<'a> Gate<'a> {
         now + self.result_timeout(tool).as_millis() as Millis
     }
 
-    /// At the end of a step: each call cleared to run (`Ready`) waits for the person when its
-    /// tool's policy asks for these arguments (with an approval id from `next_id`), else waits
-    /// for the browser when it is a browser tool (or ends acknowledged, see
-    /// [`Gate::acknowledging_browser_calls`]), else stays ready to run on the server.
+    /// At the end of a step: the policy rules on each call cleared to run (`Ready`). A call it
+    /// asks for waits for the person (with an approval id from `next_id`); one a rule refuses
+    /// ends denied; one it lets run (a rule, a grant, or its tool's own setting) waits for the
+    /// browser when it is a browser tool (or ends acknowledged, see
+    /// [`Gate::acknowledging_browser_calls`]), else stays ready to run on the server. Calls a
+    /// rule or a grant decided get an approval id too: AI SDK v7 shows them as automatic
+    /// approvals.
     pub fn request(
         &self,
         calls: &mut [StepCall],
         now: Millis,
         mut next_id: impl FnMut() -> String,
+        decide: &mut dyn Decide,
     ) -> Vec<Request> {
         let mut requests = Vec::new();
         for call in calls {
@@ -123,21 +155,45 @@ impl<'a> Gate<'a> {
             let Some(tool) = self.tools.get(&call.call.name) else {
                 continue;
             };
-            if tool.spec.approval.requires_approval(args) {
+            let verdict = decide.decide(&call.call.id, &tool.spec, args, now);
+            if let Verdict::Ruled(ruling) = &verdict {
                 let approval_id = next_id();
                 let deadline_ms = now + tool.spec.approval_timeout.as_millis() as Millis;
                 call.gated_by = Some(approval_id.clone());
-                call.phase = CallPhase::AwaitingApproval {
-                    approval_id: approval_id.clone(),
-                    requested_at_ms: now,
-                    deadline_ms,
-                };
+                call.ruling = Some(ruling.clone());
                 requests.push(Request {
                     tool_call_id: call.call.id.clone(),
-                    approval_id,
+                    approval_id: approval_id.clone(),
                     deadline_ms,
+                    ruling: ruling.clone(),
                 });
-            } else if tool.spec.location == ToolLocation::Browser {
+                match ruling {
+                    Ruling::Asked { .. } => {
+                        call.phase = CallPhase::AwaitingApproval {
+                            approval_id,
+                            requested_at_ms: now,
+                            deadline_ms,
+                        };
+                        continue;
+                    }
+                    Ruling::DeniedByRule { rule, reason } => {
+                        call.phase = CallPhase::Done {
+                            outcome: Outcome::DeniedByRule {
+                                rule: rule.clone(),
+                                reason: reason.clone(),
+                            },
+                            edited_args: None,
+                        };
+                        call.announced = false;
+                        continue;
+                    }
+                    Ruling::AllowedByRule { .. } | Ruling::AllowedByGrant { .. } => {}
+                }
+            }
+            let CallPhase::Ready { args, .. } = &call.phase else {
+                continue;
+            };
+            if tool.spec.location == ToolLocation::Browser {
                 call.phase = match tool
                     .spec
                     .acknowledgment
@@ -163,33 +219,47 @@ impl<'a> Gate<'a> {
 
     /// The person's `inputs` for the waiting step's `calls` (`None`: no turn waits), all or
     /// nothing: on any refusal nothing is answered and the error says why.
+    ///
+    /// An approval is checked against the policy as it is now, with the arguments that will
+    /// run: edited arguments a rule forbids are refused (the person may edit again); an
+    /// approval a rule forbids now (the rules changed while it waited) ends the call denied by
+    /// that rule. A grant is accepted only where the policy left the call to the person.
     pub fn answer(
         &self,
         calls: Option<&[StepCall]>,
         resolved: &BTreeMap<String, ApprovalResolution>,
         inputs: &[PersonInput],
         now: Millis,
+        decide: &mut dyn Decide,
     ) -> Result<Answered, InputError> {
         let Some(calls) = calls else {
             return Err(stale(inputs, resolved));
         };
-        let mut calls = calls.to_vec();
-        let mut resolutions = Vec::new();
+        let mut answered = Answered {
+            calls: calls.to_vec(),
+            resolutions: Vec::new(),
+            grants: Vec::new(),
+        };
         for input in inputs {
-            self.apply(&mut calls, resolved, input, now, &mut resolutions)?;
+            self.apply(&mut answered, resolved, input, now, decide)?;
         }
-        Ok(Answered { calls, resolutions })
+        Ok(answered)
     }
 
     /// Applies one input to the working copy of the calls.
     fn apply(
         &self,
-        calls: &mut [StepCall],
+        answered: &mut Answered,
         resolved: &BTreeMap<String, ApprovalResolution>,
         input: &PersonInput,
         now: Millis,
-        resolutions: &mut Vec<(String, ApprovalResolution)>,
+        decide: &mut dyn Decide,
     ) -> Result<(), InputError> {
+        let Answered {
+            calls,
+            resolutions,
+            grants,
+        } = answered;
         match input {
             PersonInput::Approval {
                 approval_id,
@@ -221,13 +291,9 @@ impl<'a> Gate<'a> {
                         approval_id: approval_id.clone(),
                     });
                 }
-                let resolution =
-                    self.decide(call, decision, now)
-                        .map_err(|error| InputError::InvalidEdit {
-                            approval_id: approval_id.clone(),
-                            error,
-                        })?;
+                let (resolution, grant) = self.decide(call, approval_id, decision, now, decide)?;
                 resolutions.push((approval_id.clone(), resolution));
+                grants.extend(grant);
                 Ok(())
             }
             PersonInput::BrowserResult {
@@ -272,16 +338,19 @@ impl<'a> Gate<'a> {
         }
     }
 
-    /// The person's decision on a call awaiting approval: denied (with the trimmed reason), or
-    /// approved — with the original arguments, or edited ones valid against the tool's schema
-    /// (a full replacement) — and then ready to run, or waiting for the browser.
+    /// The person's decision on a call awaiting approval: denied (with the trimmed reason),
+    /// dismissed, or approved — with the original arguments, or edited ones valid against the
+    /// tool's schema (a full replacement) and not forbidden by a rule — and then ready to run,
+    /// or waiting for the browser; perhaps with a grant to remember.
     fn decide(
         &self,
         call: &mut StepCall,
+        approval_id: &str,
         decision: &ApprovalDecision,
         now: Millis,
-    ) -> Result<ApprovalResolution, crate::agent::schema::SchemaError> {
-        let (args, edited): (Value, bool) = match decision {
+        policy: &mut dyn Decide,
+    ) -> Result<(ApprovalResolution, Option<GrantAsked>), InputError> {
+        let (args, grant): (Value, Option<&GrantRequest>) = match decision {
             ApprovalDecision::Deny { reason } => {
                 let reason = reason
                     .as_ref()
@@ -294,14 +363,95 @@ impl<'a> Gate<'a> {
                     edited_args: None,
                 };
                 call.announced = false;
-                return Ok(ApprovalResolution::Denied { at_ms: now, reason });
+                return Ok((ApprovalResolution::Denied { at_ms: now, reason }, None));
             }
-            ApprovalDecision::Approve => (call.call.args.clone(), false),
-            ApprovalDecision::ApproveWithEdits { args } => {
-                if let Some(tool) = self.tools.get(&call.call.name) {
-                    validate(&tool.spec.parameters, args)?;
+            ApprovalDecision::Dismiss => {
+                call.phase = CallPhase::Done {
+                    outcome: Outcome::Dismissed,
+                    edited_args: None,
+                };
+                call.announced = false;
+                return Ok((ApprovalResolution::Dismissed { at_ms: now }, None));
+            }
+            ApprovalDecision::Approve => (call.call.args.clone(), None),
+            ApprovalDecision::ApproveWithEdits { args } => (args.clone(), None),
+            ApprovalDecision::ApproveAndGrant { args, grant } => (
+                args.clone().unwrap_or_else(|| call.call.args.clone()),
+                Some(grant),
+            ),
+        };
+        let edited = args != call.call.args;
+        let tool = self.tools.get(&call.call.name);
+        if edited && let Some(tool) = &tool {
+            validate(&tool.spec.parameters, &args).map_err(|error| InputError::InvalidEdit {
+                approval_id: approval_id.to_owned(),
+                error,
+            })?;
+        }
+        if let Some(tool) = &tool
+            && let Some((rule, reason)) = policy.forbids(&tool.spec, &args, now)
+        {
+            if edited {
+                return Err(InputError::EditForbidden {
+                    approval_id: approval_id.to_owned(),
+                    rule,
+                    reason,
+                });
+            }
+            call.phase = CallPhase::Done {
+                outcome: Outcome::DeniedByRule {
+                    rule: rule.clone(),
+                    reason: reason.clone(),
+                },
+                edited_args: None,
+            };
+            call.announced = false;
+            return Ok((
+                ApprovalResolution::DeniedByRule {
+                    at_ms: now,
+                    rule,
+                    reason,
+                },
+                None,
+            ));
+        }
+        let grant = match grant {
+            None => None,
+            Some(request) => {
+                let refused = |message: String| InputError::GrantRefused {
+                    approval_id: approval_id.to_owned(),
+                    message,
+                };
+                match &call.ruling {
+                    Some(Ruling::Asked {
+                        grantable: true, ..
+                    }) => {}
+                    Some(Ruling::Asked {
+                        rule: Some(rule), ..
+                    }) => {
+                        return Err(refused(format!(
+                            "the policy rule {rule:?} asks for every such call"
+                        )));
+                    }
+                    _ => {
+                        return Err(refused(
+                            "the policy decides this call; it cannot be remembered".into(),
+                        ));
+                    }
                 }
-                (args.clone(), args != &call.call.args)
+                let Some(tool) = &tool else {
+                    return Err(refused(format!("{} is no longer offered", call.call.name)));
+                };
+                policy
+                    .may_grant(&tool.spec, &args, request)
+                    .map_err(refused)?;
+                Some(GrantAsked {
+                    approval_id: approval_id.to_owned(),
+                    tool_call_id: call.call.id.clone(),
+                    tool: call.call.name.clone(),
+                    args: args.clone(),
+                    request: request.clone(),
+                })
             }
         };
         call.phase = match call.location {
@@ -312,7 +462,7 @@ impl<'a> Gate<'a> {
                 deadline_ms: self.browser_deadline(&call.call.name, now),
             },
         };
-        Ok(ApprovalResolution::Approved { at_ms: now, edited })
+        Ok((ApprovalResolution::Approved { at_ms: now, edited }, grant))
     }
 
     /// Deadlines at `now`: an approval past its deadline ends as expired (and is recorded in
@@ -382,7 +532,16 @@ impl<'a> Gate<'a> {
         match resolved.get(approval_id) {
             None => Ok(false),
             Some(ApprovalResolution::Approved { .. }) if approved => Ok(true),
-            Some(ApprovalResolution::Denied { .. }) if !approved => Ok(true),
+            Some(ApprovalResolution::Denied { .. } | ApprovalResolution::Dismissed { .. })
+                if !approved =>
+            {
+                Ok(true)
+            }
+            Some(ApprovalResolution::Automatic { approved: was, .. }) if *was == approved => {
+                Ok(true)
+            }
+            // The person approved; a rule refused it when the approval came in.
+            Some(ApprovalResolution::DeniedByRule { .. }) if approved => Ok(true),
             Some(other) => Err(other.refusal(approval_id)),
         }
     }

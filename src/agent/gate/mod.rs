@@ -19,7 +19,7 @@ use serde_json::Value;
 
 pub mod machine;
 
-pub use machine::{Answered, Expiry, Gate, Request, next_deadline, stale};
+pub use machine::{Answered, Expiry, Gate, GrantAsked, Request, next_deadline, stale};
 
 use super::{
     clock::Millis,
@@ -27,6 +27,7 @@ use super::{
     schema::SchemaError,
     tools::ToolLocation,
 };
+use crate::protocol::grant::{GrantRequest, Ruling};
 
 /// The person's answer to an approval request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,6 +41,27 @@ pub enum ApprovalDecision {
     Deny {
         reason: Option<String>,
     },
+    /// Approve (with these arguments, when edited) and remember it as a grant.
+    ApproveAndGrant {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        args: Option<Value>,
+        grant: GrantRequest,
+    },
+    /// "Not now": no decision. The call ends undecided (the model is told so) and the person
+    /// can ask for it again from its card.
+    Dismiss,
+}
+
+impl ApprovalDecision {
+    /// Whether the person said yes.
+    pub fn approves(&self) -> bool {
+        matches!(
+            self,
+            ApprovalDecision::Approve
+                | ApprovalDecision::ApproveWithEdits { .. }
+                | ApprovalDecision::ApproveAndGrant { .. }
+        )
+    }
 }
 
 /// How an approval ended (kept after the call is done, to answer late or repeated answers).
@@ -61,6 +83,26 @@ pub enum ApprovalResolution {
     Withdrawn {
         at_ms: Millis,
     },
+    /// The person dismissed it without deciding ("not now").
+    Dismissed {
+        at_ms: Millis,
+    },
+    /// A new message from the person replaced the turn that waited for it.
+    Superseded {
+        at_ms: Millis,
+    },
+    /// Decided without the person, by a policy rule or a grant (AI SDK v7's automatic
+    /// approval): kept so a client that sends it back is recognised.
+    Automatic {
+        at_ms: Millis,
+        approved: bool,
+    },
+    /// The person approved, but a policy rule (loaded after the call asked) forbids it now.
+    DeniedByRule {
+        at_ms: Millis,
+        rule: String,
+        reason: String,
+    },
 }
 
 impl ApprovalResolution {
@@ -70,6 +112,8 @@ impl ApprovalResolution {
         match self {
             ApprovalResolution::Expired { .. } => InputError::ApprovalExpired { approval_id },
             ApprovalResolution::Withdrawn { .. } => InputError::ApprovalWithdrawn { approval_id },
+            ApprovalResolution::Dismissed { .. } => InputError::ApprovalDismissed { approval_id },
+            ApprovalResolution::Superseded { .. } => InputError::ApprovalSuperseded { approval_id },
             _ => InputError::ApprovalAlreadyAnswered { approval_id },
         }
     }
@@ -113,6 +157,10 @@ pub struct StepCall {
     /// The approval id this call was gated by, kept after the answer (for the audit log).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gated_by: Option<String>,
+    /// What the policy decided for it (a rule or a grant let it run or refused it, or it asks);
+    /// `None`: it ran as its tool says, with nothing to show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ruling: Option<Ruling>,
 }
 
 impl StepCall {
@@ -188,6 +236,25 @@ pub enum InputError {
     ApprovalExpired { approval_id: String },
     #[error("approval {approval_id} was withdrawn by the model before it was answered")]
     ApprovalWithdrawn { approval_id: String },
+    #[error(
+        "approval {approval_id} was dismissed without a decision; ask for it again from its card"
+    )]
+    ApprovalDismissed { approval_id: String },
+    #[error("approval {approval_id} ended when a new message replaced its turn")]
+    ApprovalSuperseded { approval_id: String },
+    #[error(
+        "the edited arguments for approval {approval_id} are forbidden by the policy rule {rule:?}: {reason}"
+    )]
+    EditForbidden {
+        approval_id: String,
+        rule: String,
+        reason: String,
+    },
+    #[error("approval {approval_id} cannot be remembered as asked: {message}")]
+    GrantRefused {
+        approval_id: String,
+        message: String,
+    },
     #[error("the edited arguments for approval {approval_id} are invalid: {error}")]
     InvalidEdit {
         approval_id: String,
@@ -218,6 +285,10 @@ impl InputError {
             InputError::ApprovalAlreadyAnswered { .. } => "approval_already_answered",
             InputError::ApprovalExpired { .. } => "approval_expired",
             InputError::ApprovalWithdrawn { .. } => "approval_withdrawn",
+            InputError::ApprovalDismissed { .. } => "approval_dismissed",
+            InputError::ApprovalSuperseded { .. } => "approval_superseded",
+            InputError::EditForbidden { .. } => "edit_forbidden",
+            InputError::GrantRefused { .. } => "grant_refused",
             InputError::InvalidEdit { .. } => "invalid_edit",
             InputError::UnknownToolCall { .. } => "unknown_tool_call",
             InputError::NotABrowserTool { .. } => "not_a_browser_tool",
@@ -248,6 +319,21 @@ mod tests {
             },
             InputError::ApprovalExpired {
                 approval_id: "a".into(),
+            },
+            InputError::ApprovalDismissed {
+                approval_id: "a".into(),
+            },
+            InputError::ApprovalSuperseded {
+                approval_id: "a".into(),
+            },
+            InputError::EditForbidden {
+                approval_id: "a".into(),
+                rule: "r".into(),
+                reason: "no".into(),
+            },
+            InputError::GrantRefused {
+                approval_id: "a".into(),
+                message: "no".into(),
             },
             InputError::InvalidEdit {
                 approval_id: "a".into(),

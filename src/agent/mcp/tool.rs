@@ -135,6 +135,8 @@ pub fn spec_for(
             ToolEffects::ExternalOnce
         },
         acknowledgment: None,
+        server: Some(Cow::Owned(config.name.clone())),
+        pays: None,
     })
 }
 

@@ -237,7 +237,7 @@ impl Runtime {
             None => MessageReducer::new(message_id.clone()),
         };
         self.spawn_driver(
-            session, live, turn_id, message_id, reducer, timing, transport,
+            session, live, turn_id, message_id, reducer, timing, transport, None,
         );
     }
 

@@ -10,16 +10,72 @@ use crate::agent::{
     Transport,
     clock::IdKind,
     gate::{InputError, PersonInput},
-    history::HistoryItem,
+    history::{AssistantPart, HistoryItem, Outcome, ToolCall},
     model::Usage,
     session::{
         LiveTurn, Receipt, Session, SessionRecord, SessionState, TurnLog, TurnRecord, TurnStatus,
         lock,
     },
     store::Actor,
+    turn::SUPERSEDED_BY_MESSAGE,
     turn::{DriveFrom, QuestionParts, TurnDriver, answer_events},
 };
 use crate::protocol::{MessageReducer, UiMessage, UiPart, message::FilePart};
+
+/// The call `call_id` of `record`'s history, for "ask again": only a call nobody decided (its
+/// approval expired, or the person set it aside) of a tool still offered; else why not.
+fn call_to_ask_again(
+    record: &SessionRecord,
+    call_id: &str,
+    tools: &crate::agent::tools::ToolRegistry,
+) -> Result<ToolCall, String> {
+    let outcome = record.history.iter().rev().find_map(|item| match item {
+        HistoryItem::ToolResults { results } => results
+            .iter()
+            .find(|r| r.call_id == call_id)
+            .map(|r| r.outcome.clone()),
+        _ => None,
+    });
+    match outcome {
+        None => return Err("this chat has no such finished call".into()),
+        Some(Outcome::Expired | Outcome::Dismissed) => {}
+        Some(Outcome::Output { .. } | Outcome::Error { .. }) => {
+            return Err("it ran already; ask for it in a new message".into());
+        }
+        Some(Outcome::Denied { .. } | Outcome::DeniedByRule { .. }) => {
+            return Err("it was refused; ask for it in a new message".into());
+        }
+        Some(Outcome::Interrupted | Outcome::Superseded) => {
+            return Err("it ended with its turn; ask for it in a new message".into());
+        }
+    }
+    let call = record
+        .history
+        .iter()
+        .find_map(|item| match item {
+            HistoryItem::Assistant { parts } => parts.iter().find_map(|p| match p {
+                AssistantPart::ToolCall { call } if call.id == call_id => Some(call.clone()),
+                _ => None,
+            }),
+            _ => None,
+        })
+        .ok_or_else(|| "this chat has no such call".to_owned())?;
+    if tools.get(&call.name).is_none() {
+        return Err(format!("{} is no longer offered", call.name));
+    }
+    Ok(call)
+}
+
+/// Why a grant could not be changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrantChange {
+    #[error(transparent)]
+    Refused(#[from] crate::agent::policy::GrantError),
+    #[error(
+        "the grant is revoked, but the revocation could not be written yet: it holds until the server restarts, and is written again with the next change"
+    )]
+    NotRecorded,
+}
 
 /// Puts a client's earlier conversation at the start of `record`'s history if the chat is
 /// empty (nothing said, no turn): only `Context` items, which are text and nothing else.
@@ -83,15 +139,27 @@ impl Runtime {
                         if status != Some(TurnStatus::AwaitingPerson) {
                             return Err(TurnError::Busy);
                         }
-                        *lock(&turn.interrupt_reason) = Some("superseded by a new message".into());
+                        *lock(&turn.interrupt_reason) = Some(SUPERSEDED_BY_MESSAGE.into());
                         turn.cancel.cancel();
                         // A parked turn needs a task to end itself.
                         self.unpark_locked(&session, record, turn);
                         turn.task.take()
                     }
                     _ => {
+                        let reissue = match &user.ask_again {
+                            None => None,
+                            Some(call_id) => {
+                                Some(call_to_ask_again(record, call_id, &self.tools).map_err(
+                                    |why| TurnError::CannotAskAgain {
+                                        call_id: call_id.clone(),
+                                        why,
+                                    },
+                                )?)
+                            }
+                        };
                         adopt_context(record, context);
-                        let started = self.begin_turn(&session, record, live, user, timing);
+                        let started =
+                            self.begin_turn(&session, record, live, user, timing, reissue);
                         return Ok(started);
                     }
                 }
@@ -104,7 +172,8 @@ impl Runtime {
         }
     }
 
-    /// Creates the turn record and spawns its task (the caller holds both locks).
+    /// Creates the turn record and spawns its task (the caller holds both locks). `reissue`: a
+    /// call the turn puts before the person again before the model's first step.
     fn begin_turn(
         self: &Arc<Self>,
         session: &Arc<Session>,
@@ -112,6 +181,7 @@ impl Runtime {
         live: &mut Option<LiveTurn>,
         user: UserTurn,
         timing: Option<TextTiming>,
+        reissue: Option<ToolCall>,
     ) -> TurnStarted {
         let now = self.clock.now_ms();
         let turn_id = self.ids.next_id(IdKind::Turn);
@@ -152,7 +222,7 @@ impl Runtime {
         }
         let reducer = MessageReducer::new(message_id.clone());
         let started = self.spawn_driver(
-            session, live, turn_id, message_id, reducer, timing, transport,
+            session, live, turn_id, message_id, reducer, timing, transport, reissue,
         );
         self.followers.notify(&session.id);
         started
@@ -169,6 +239,7 @@ impl Runtime {
         reducer: MessageReducer,
         timing: Option<TextTiming>,
         transport: Transport,
+        reissue: Option<ToolCall>,
     ) -> TurnStarted {
         let mut turn = LiveTurn {
             log: Arc::new(TurnLog::default()),
@@ -178,7 +249,7 @@ impl Runtime {
             parked: None,
             saved: 0,
         };
-        let driver = self.driver(
+        let mut driver = self.driver(
             session,
             &turn,
             &turn_id,
@@ -187,6 +258,7 @@ impl Runtime {
             timing,
             transport,
         );
+        driver.reissue = reissue;
         turn.task = Some(driver.spawn(DriveFrom::Start));
         let log = turn.log.clone();
         *live = Some(turn);
@@ -223,6 +295,7 @@ impl Runtime {
             audit: Vec::new(),
             notices: self.model_for(transport).call_notices(),
             questions: QuestionParts::new(),
+            reissue: None,
         }
     }
 
@@ -309,11 +382,67 @@ impl Runtime {
             }
         };
         let now = self.clock.now_ms();
-        let applied = match session.apply(inputs, &self.tools, now) {
+        let applied = match session.apply(inputs, &self.tools, self.policy(), now) {
             Ok(applied) => applied,
             Err(e) => return Err(self.explain_foreign(chat_id, inputs, e).await),
         };
-        let events = answer_events(&session, inputs, &applied.resolutions, actor, now);
+        let mut events = answer_events(&session, inputs, &applied.resolutions, actor, now);
+        // The grants the person asked for are kept before anything the answer causes happens
+        // (all or nothing with the answer: if one cannot be kept, the answer is taken back).
+        let mut made = Vec::new();
+        for asked in &applied.grants {
+            let Some(tool) = self.tools.get(&asked.tool) else {
+                continue;
+            };
+            let grant = crate::agent::policy::grants::grant(
+                self.ids.next_id(IdKind::Grant),
+                &tool.spec,
+                &asked.args,
+                &asked.request,
+                chat_id,
+                &asked.approval_id,
+                now,
+            );
+            if let Err(e) = self.policy().save_grant(&grant).await {
+                tracing::error!(session = %chat_id, error = &e as &dyn std::error::Error, "cannot keep a grant");
+                for kept in &made {
+                    let kept: &crate::protocol::grant::Grant = kept;
+                    self.policy().forget_grant(&kept.id);
+                }
+                session.undo(applied.undo);
+                return Err(InputError::NotRecorded {
+                    message: e.to_string(),
+                });
+            }
+            self.policy().add_grant(grant.clone());
+            if let Some(call) = session
+                .snapshot()
+                .turn
+                .as_ref()
+                .and_then(|t| t.call(&asked.tool_call_id).cloned())
+            {
+                let mut event = crate::agent::store::audit::event(
+                    crate::agent::store::AuditKind::Granted,
+                    now,
+                    chat_id,
+                    session
+                        .snapshot()
+                        .turn
+                        .as_ref()
+                        .map(|t| t.id.as_str())
+                        .unwrap_or(""),
+                    &call.call.id,
+                    &call.call.name,
+                    &call.call.args,
+                );
+                event.approval_id = Some(asked.approval_id.clone());
+                event.grant = Some(grant.id.clone());
+                event.reason = Some(grant.label.clone());
+                event.actor = Some(actor.clone());
+                events.push(event);
+            }
+            made.push(grant);
+        }
         if applied.resolutions.len() == inputs.len()
             && session.runs_in_record(&applied.resolutions, &self.tools)
         {
@@ -342,6 +471,41 @@ impl Runtime {
         }
         self.wake(&session);
         Ok(applied.receipt)
+    }
+
+    /// Revokes the person's grant `id`: from now on it lets nothing run. The revocation is kept
+    /// and audited; when it cannot be written it still holds until the server stops, and the
+    /// error says so.
+    pub async fn revoke_grant(
+        &self,
+        id: &str,
+    ) -> Result<crate::protocol::grant::Grant, GrantChange> {
+        let now = self.clock.now_ms();
+        let grant = self.policy().revoke_grant(id, now)?;
+        let mut event = crate::agent::store::audit::event(
+            crate::agent::store::AuditKind::Revoked,
+            now,
+            &grant.granted_in,
+            "",
+            "",
+            &grant.tool,
+            grant.args.as_ref().unwrap_or(&serde_json::Value::Null),
+        );
+        event.approval_id = Some(grant.approval_id.clone());
+        event.grant = Some(grant.id.clone());
+        event.reason = Some(grant.label.clone());
+        let written = match self.policy().save_grant(&grant).await {
+            Ok(()) => self.policy().audit(&[event]).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
+            tracing::error!(grant = %id, error = &e as &dyn std::error::Error, "a revoked grant could not be written");
+            // It stays revoked here, and is written with the next grant that changes.
+            self.policy().mark_grant_changed(id);
+            return Err(GrantChange::NotRecorded);
+        }
+        tracing::info!(grant = %id, "grant revoked");
+        Ok(grant)
     }
 
     /// [`Runtime::submit_as`] for a caller the audit log knows only as the API.

@@ -33,6 +33,9 @@ pub fn event(
         reason: None,
         actor: None,
         outcome: None,
+        rule: None,
+        policy_version: None,
+        grant: None,
     }
 }
 

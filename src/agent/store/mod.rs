@@ -33,6 +33,7 @@ use super::{
     clock::Millis,
     session::{SessionRecord, TurnEntry},
 };
+use crate::protocol::grant::Grant;
 
 /// A failure of the session store: what the store was doing, and the error underneath (the
 /// database's, the file system's, a decoder's) as its [`source`](std::error::Error::source), so
@@ -179,6 +180,23 @@ pub trait ToolListStore: Send + Sync + 'static {
     async fn kept_tool_list(&self, server: &str) -> Result<Option<String>, StoreError>;
 }
 
+/// Where the policy's state lives (in the sessions' database): the person's grants, and what
+/// the wallets paid (the ledger the sessions' commits write), for running totals.
+#[async_trait]
+pub trait PolicyStore: Send + Sync + 'static {
+    /// Writes `grant` (new, or its use or revocation changed).
+    async fn save_grant(&self, grant: &Grant) -> Result<(), StoreError>;
+
+    /// Every grant kept, oldest first.
+    async fn grants(&self) -> Result<Vec<Grant>, StoreError>;
+
+    /// What every wallet paid from `since` on, in the wallets' cents.
+    async fn paid_since(&self, since: Millis) -> Result<i64, StoreError>;
+
+    /// Appends audit events that belong to no session commit (a grant revoked).
+    async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError>;
+}
+
 /// Everything in memory, lost on restart.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
@@ -189,6 +207,7 @@ pub struct MemoryStore {
     secret: Mutex<Option<[u8; 32]>>,
     signins: Mutex<HashMap<String, (SignIn, Option<Millis>)>>,
     tool_lists: Mutex<HashMap<String, String>>,
+    grants: Mutex<Vec<Grant>>,
 }
 
 /// The stored log of `record`'s turn, if the stored one belongs to it and it is not over.
@@ -337,6 +356,43 @@ impl ToolListStore for MemoryStore {
 
     async fn kept_tool_list(&self, server: &str) -> Result<Option<String>, StoreError> {
         Ok(lock(&self.tool_lists).get(server).cloned())
+    }
+}
+
+#[async_trait]
+impl PolicyStore for MemoryStore {
+    async fn save_grant(&self, grant: &Grant) -> Result<(), StoreError> {
+        let mut grants = lock(&self.grants);
+        match grants.iter_mut().find(|g| g.id == grant.id) {
+            Some(kept) => *kept = grant.clone(),
+            None => grants.push(grant.clone()),
+        }
+        Ok(())
+    }
+
+    async fn grants(&self) -> Result<Vec<Grant>, StoreError> {
+        Ok(lock(&self.grants).clone())
+    }
+
+    async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
+        let mut log = lock(&self.audit);
+        for event in events {
+            let seq = log.len() as i64 + 1;
+            log.push(AuditRecord {
+                seq,
+                event: event.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn paid_since(&self, since: Millis) -> Result<i64, StoreError> {
+        Ok(lock(&self.records)
+            .values()
+            .flat_map(|r| &r.wallet.transactions)
+            .filter(|t| t.timestamp_ms >= since)
+            .map(|t| t.amount_cents)
+            .sum())
     }
 }
 

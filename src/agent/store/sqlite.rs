@@ -27,14 +27,15 @@ use rusqlite::{Connection, OptionalExtension, params, types::Value as SqlValue};
 use tokio::sync::oneshot;
 
 use super::{
-    AuditEvent, AuditQuery, AuditRecord, SessionStore, SignIn, SignInStore, StoreError,
-    StoredSession, ToolListStore, audit::AuditKind, log_of_turn,
+    AuditEvent, AuditQuery, AuditRecord, PolicyStore, SessionStore, SignIn, SignInStore,
+    StoreError, StoredSession, ToolListStore, audit::AuditKind, log_of_turn,
 };
 use crate::agent::{
     gate::CallPhase,
     session::{SessionRecord, TurnEntry, TurnStatus},
     tools::Transaction,
 };
+use crate::protocol::grant::Grant;
 
 /// The migrations, in order: `(version, sql)`.
 const MIGRATIONS: &[(i64, &str)] = &[
@@ -56,6 +57,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (
         7,
         include_str!("../../../migrations/0007_mcp_tool_lists.sql"),
+    ),
+    (
+        8,
+        include_str!("../../../migrations/0008_grants_and_ledger_time.sql"),
     ),
 ];
 
@@ -844,8 +849,8 @@ fn write_one(
     for t in &w.ledger[already..] {
         tx.prepare_cached(
             "INSERT INTO ledger (transaction_id, session_id, tool_call_id, amount_cents, currency,
-                 recipient, description, balance_after_cents, at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                 recipient, description, balance_after_cents, at_ms, paid_minor, paid_currency)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
              ON CONFLICT (transaction_id) DO NOTHING",
         )
         .and_then(|mut stmt| {
@@ -859,31 +864,39 @@ fn write_one(
                 t.description,
                 t.balance_after_cents,
                 t.timestamp_ms,
+                t.paid.as_ref().map(|p| p.amount_minor),
+                t.paid.as_ref().map(|p| p.currency.as_str()),
             ])
         })
         .map_err(err("cannot write the ledger"))?;
     }
     for (event, json) in &w.audit {
-        tx.prepare_cached(
-            "INSERT INTO audit (at_ms, kind, session_id, turn_id, tool_call_id, approval_id,
-                 tool, args_digest, event)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        )
-        .and_then(|mut stmt| {
-            stmt.execute(params![
-                event.at_ms,
-                event.kind.as_str(),
-                event.session_id,
-                event.turn_id,
-                event.tool_call_id,
-                event.approval_id,
-                event.tool,
-                event.args_digest,
-                json,
-            ])
-        })
-        .map_err(err("cannot append to the audit log"))?;
+        insert_audit(tx, event, json)?;
     }
+    Ok(())
+}
+
+/// Appends one audit event (its JSON encoded by the caller).
+fn insert_audit(conn: &Connection, event: &AuditEvent, json: &str) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO audit (at_ms, kind, session_id, turn_id, tool_call_id, approval_id,
+             tool, args_digest, event)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            event.at_ms,
+            event.kind.as_str(),
+            event.session_id,
+            event.turn_id,
+            event.tool_call_id,
+            event.approval_id,
+            event.tool,
+            event.args_digest,
+            json,
+        ])
+    })
+    .map_err(err("cannot append to the audit log"))?;
     Ok(())
 }
 
@@ -1081,6 +1094,88 @@ impl SessionStore for SqliteStore {
                     })
                 })
                 .collect()
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl PolicyStore for SqliteStore {
+    async fn save_grant(&self, grant: &Grant) -> Result<(), StoreError> {
+        let body = to_json(grant)?;
+        let grant = grant.clone();
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT INTO grants (id, tool, chat, created_at_ms, expires_at_ms, revoked_at_ms,
+                     body)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (id) DO UPDATE SET revoked_at_ms = excluded.revoked_at_ms,
+                     body = excluded.body",
+                params![
+                    grant.id,
+                    grant.tool,
+                    grant.chat,
+                    grant.created_at_ms,
+                    grant.expires_at_ms,
+                    grant.revoked_at_ms,
+                    body
+                ],
+            )
+            .map_err(err("cannot write a grant"))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn grants(&self) -> Result<Vec<Grant>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare("SELECT id, body FROM grants ORDER BY created_at_ms, id")
+                .map_err(err("cannot read the grants"))?;
+            let rows = stmt
+                .query_map([], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                })
+                .map_err(err("cannot read the grants"))?;
+            let mut grants = Vec::new();
+            for row in rows {
+                let (id, body) = row.map_err(err("cannot read the grants"))?;
+                grants.push(
+                    serde_json::from_str(&body).map_err(|e| {
+                        StoreError::caused_by(format!("grant {id} is unreadable"), e)
+                    })?,
+                );
+            }
+            Ok(grants)
+        })
+        .await
+    }
+
+    async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
+        let events = events
+            .iter()
+            .map(|e| Ok((e.clone(), to_json(e)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        self.with(move |conn| {
+            let tx = conn
+                .transaction()
+                .map_err(err("cannot begin an audit append"))?;
+            for (event, json) in &events {
+                insert_audit(&tx, event, json)?;
+            }
+            tx.commit().map_err(err("cannot commit an audit append"))
+        })
+        .await
+    }
+
+    async fn paid_since(&self, since: i64) -> Result<i64, StoreError> {
+        self.read(move |conn| {
+            conn.query_row(
+                "SELECT COALESCE(SUM(amount_cents), 0) FROM ledger WHERE at_ms >= ?1",
+                [since],
+                |row| row.get(0),
+            )
+            .map_err(err("cannot add up the ledger"))
         })
         .await
     }
@@ -1287,11 +1382,19 @@ mod tests {
             },
             announced: false,
             gated_by: Some(format!("approval-{id}")),
+            ruling: None,
         });
         record.turn = Some(t);
         let mut wallet = Wallet::default();
         wallet
-            .pay("call-0", 10.0, "USD", "Bob", "", 4, || format!("txn-{id}"))
+            .pay(
+                "call-0",
+                crate::protocol::money::Money::parse("10", "USD").unwrap(),
+                "Bob",
+                "",
+                4,
+                || format!("txn-{id}"),
+            )
             .unwrap();
         record.wallet = wallet;
         record
@@ -1374,7 +1477,14 @@ mod tests {
         // transaction ids): it must fail alone while the commits around it land.
         let mut bad = SessionRecord::new("bad", 1);
         bad.wallet
-            .pay("call-9", 1.0, "USD", "A", "", 1, || "txn-a".into())
+            .pay(
+                "call-9",
+                crate::protocol::money::Money::parse("1", "USD").unwrap(),
+                "A",
+                "",
+                1,
+                || "txn-a".into(),
+            )
             .unwrap();
         let mut twin = bad.wallet.transactions[0].clone();
         twin.id = "txn-b".into();
@@ -1464,7 +1574,14 @@ mod tests {
         record.turn.as_mut().unwrap().calls.push(second);
         record
             .wallet
-            .pay("call-3", 5.0, "USD", "Ken", "", 6, || "txn-3".into())
+            .pay(
+                "call-3",
+                crate::protocol::money::Money::parse("5", "USD").unwrap(),
+                "Ken",
+                "",
+                6,
+                || "txn-3".into(),
+            )
             .unwrap();
         store.save(&record).await.unwrap();
         assert_eq!(

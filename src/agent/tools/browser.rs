@@ -25,6 +25,8 @@ pub fn get_location_spec(settings: &ToolSettings) -> ToolSpec {
         approval_timeout: settings.approval_timeout,
         result_timeout: settings.browser_timeout,
         acknowledgment: None,
+        server: None,
+        pays: None,
         effects: ToolEffects::External,
     }
 }
@@ -50,6 +52,8 @@ pub fn change_bgm_spec(settings: &ToolSettings) -> ToolSpec {
         approval_timeout: settings.approval_timeout,
         result_timeout: settings.browser_timeout,
         acknowledgment: Some(bgm_initiated),
+        server: None,
+        pays: None,
         effects: ToolEffects::External,
     }
 }

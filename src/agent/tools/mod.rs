@@ -30,10 +30,10 @@ use super::{
     questions::Asker,
     session::Session,
 };
-use crate::protocol::ToolPresentation;
+use crate::protocol::{ToolPresentation, money::Payment};
 
 pub use browser::{change_bgm_spec, get_location_spec};
-pub use payment::{PaymentError, PaymentTool, Transaction, Wallet};
+pub use payment::{Paid, PaymentError, PaymentTool, Transaction, Wallet, payment_of};
 pub use weather::{WeatherSource, WeatherTool, offline_weather};
 
 /// Where a tool runs.
@@ -100,6 +100,13 @@ pub struct ToolSpec {
     pub acknowledgment: Option<fn(&Value) -> Value>,
     /// Where a server tool's effects land; decides when an approval of it must be on disk.
     pub effects: ToolEffects,
+    /// The MCP server the tool comes from; `None`: Countersign's own (policy rules name it as
+    /// `Server::"<name>"`, or `Server::"builtin"`).
+    pub server: Option<Cow<'static, str>>,
+    /// For a tool that pays: what a call pays and to whom, read from its (validated)
+    /// arguments, or `None` when they do not read as money. Policy rules compare it (`context.amount_cents`, in the
+    /// wallet's currency), running totals add it up, budget grants spend it.
+    pub pays: Option<fn(&Value) -> Option<Payment>>,
 }
 
 /// Where a tool's effects land. The person's approval is always on disk before anything it

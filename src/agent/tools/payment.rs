@@ -1,9 +1,11 @@
-//! `process_payment`: a real per-session wallet ledger.
+//! `process_payment`: a real per-session wallet ledger, in any currency.
 //!
-//! The wallet starts at 1000.00 USD and its balance carries across turns. Amounts are kept in
-//! cents (never floating point). A payment is idempotent by tool call id: running the same call
-//! twice (a retried request, a restart in the middle of execution) returns the first transaction
-//! instead of charging again.
+//! The wallet starts at 1000.00 USD and its balance carries across turns. A payment names an
+//! ISO 4217 currency (USD when it names none); one in another currency is converted at the
+//! wallet's fixed rate table ([`crate::protocol::money`]) and debited in US dollars, and the
+//! transaction keeps both amounts. Amounts are integers of minor units (never floating point).
+//! A payment is idempotent by tool call id: running the same call twice (a retried request, a
+//! restart in the middle of execution) returns the first transaction instead of charging again.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -14,20 +16,34 @@ use super::{
     ToolSpec,
 };
 use crate::agent::clock::{IdKind, Millis, rfc3339};
-use crate::protocol::ToolPresentation;
+use crate::protocol::{
+    ToolPresentation,
+    money::{self, Money, MoneyError, Payment, WALLET_CURRENCY, format_minor},
+};
 
-/// The only currency the demo wallet holds.
-pub const WALLET_CURRENCY: &str = "USD";
 /// The opening balance of every new wallet, in cents.
 pub const OPENING_BALANCE_CENTS: i64 = 100_000;
+
+/// What a payment in another currency paid, as the call named it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Paid {
+    /// In the currency's minor unit (yen; cents).
+    pub amount_minor: i64,
+    pub currency: String,
+}
 
 /// One completed payment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Transaction {
     pub id: String,
     pub tool_call_id: String,
+    /// What the wallet was debited, in its currency's cents.
     pub amount_cents: i64,
+    /// The wallet's currency.
     pub currency: String,
+    /// The amount as the call named it, when that was another currency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paid: Option<Paid>,
     pub recipient: String,
     pub description: String,
     pub balance_after_cents: i64,
@@ -35,18 +51,31 @@ pub struct Transaction {
 }
 
 impl Transaction {
-    /// The tool output the model and the UI see.
+    /// The tool output the model and the UI see: the amount as the call named it, and, when it
+    /// was another currency, what the wallet was charged for it.
     pub fn to_output(&self) -> Value {
-        json!({
+        let mut output = json!({
             "success": true,
             "transaction_id": self.id,
-            "amount": cents_to_number(self.amount_cents),
-            "currency": self.currency,
             "recipient": self.recipient,
             "description": self.description,
             "wallet_balance": cents_to_number(self.balance_after_cents),
             "timestamp": rfc3339(self.timestamp_ms),
-        })
+        });
+        match &self.paid {
+            Some(paid) => {
+                let digits = money::currency(&paid.currency).map_or(2, |c| c.minor_digits);
+                output["amount"] = minor_to_number(paid.amount_minor, digits);
+                output["currency"] = json!(paid.currency);
+                output["charged"] = cents_to_number(self.amount_cents);
+                output["charged_currency"] = json!(self.currency);
+            }
+            None => {
+                output["amount"] = cents_to_number(self.amount_cents);
+                output["currency"] = json!(self.currency);
+            }
+        }
+        output
     }
 }
 
@@ -71,40 +100,70 @@ impl Default for Wallet {
 /// Why a payment was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PaymentError {
-    #[error("Invalid amount {0}: the amount must be positive.")]
-    NotPositive(f64),
-    #[error("Invalid amount {0}: use at most two decimal places.")]
-    TooPrecise(f64),
-    #[error("Unsupported currency {0}: this wallet holds US dollars (USD) only.")]
-    Currency(String),
+    #[error(transparent)]
+    Money(#[from] MoneyError),
     #[error(
-        "Insufficient funds: the balance is {balance:.2} USD, the payment needs {requested:.2} USD."
+        "Insufficient funds: the balance is {} USD, the payment needs {} USD.",
+        format_minor(*.balance_cents, 2),
+        format_minor(*.requested_cents, 2)
     )]
-    InsufficientFunds { balance: f64, requested: f64 },
+    InsufficientFunds {
+        balance_cents: i64,
+        requested_cents: i64,
+    },
     #[error("The recipient must not be empty.")]
     NoRecipient,
 }
 
 fn cents_to_number(cents: i64) -> Value {
-    if cents.rem_euclid(100) == 0 {
-        json!(cents / 100)
+    minor_to_number(cents, 2)
+}
+
+/// Minor units as a JSON number: a whole number when there is no fraction.
+fn minor_to_number(minor: i64, digits: u32) -> Value {
+    let unit = 10_i64.pow(digits);
+    if minor.rem_euclid(unit) == 0 {
+        json!(minor / unit)
     } else {
-        json!(cents as f64 / 100.0)
+        json!(minor as f64 / unit as f64)
     }
 }
 
+/// What a call of `process_payment` pays, from its (validated) arguments.
+pub fn payment_of(args: &Value) -> Result<Money, MoneyError> {
+    let amount = match args.get("amount") {
+        Some(Value::Number(n)) => n.to_string(),
+        Some(other) => return Err(MoneyError::NotPositive(other.to_string())),
+        None => return Err(MoneyError::NotPositive("(none)".into())),
+    };
+    let currency = args
+        .get("currency")
+        .and_then(Value::as_str)
+        .filter(|c| !c.trim().is_empty())
+        .unwrap_or(WALLET_CURRENCY);
+    Money::parse(&amount, currency)
+}
+
 impl Wallet {
-    pub fn balance(&self) -> f64 {
-        self.balance_cents as f64 / 100.0
+    /// What the wallet has paid in all, in its cents.
+    pub fn paid_cents(&self) -> i64 {
+        self.transactions.iter().map(|t| t.amount_cents).sum()
     }
 
-    /// Pays `amount` to `recipient`, or returns the transaction already made for this call.
-    #[allow(clippy::too_many_arguments)]
+    /// Whether the wallet has paid `payee` before (names compared without case or surrounding
+    /// space).
+    pub fn has_paid(&self, payee: &str) -> bool {
+        let payee = payee.trim();
+        self.transactions
+            .iter()
+            .any(|t| t.recipient.trim().eq_ignore_ascii_case(payee))
+    }
+
+    /// Pays `money` to `recipient`, or returns the transaction already made for this call.
     pub fn pay(
         &mut self,
         tool_call_id: &str,
-        amount: f64,
-        currency: &str,
+        money: Money,
         recipient: &str,
         description: &str,
         now_ms: Millis,
@@ -117,25 +176,15 @@ impl Wallet {
         {
             return Ok(done.clone());
         }
-        if !amount.is_finite() || amount <= 0.0 {
-            return Err(PaymentError::NotPositive(amount));
-        }
-        let cents = (amount * 100.0).round();
-        if (cents - amount * 100.0).abs() > 1e-6 {
-            return Err(PaymentError::TooPrecise(amount));
-        }
-        if !currency.eq_ignore_ascii_case(&self.currency) {
-            return Err(PaymentError::Currency(currency.to_string()));
-        }
         let recipient = recipient.trim();
         if recipient.is_empty() {
             return Err(PaymentError::NoRecipient);
         }
-        let cents = cents as i64;
+        let cents = money.wallet_cents();
         if cents > self.balance_cents {
             return Err(PaymentError::InsufficientFunds {
-                balance: self.balance(),
-                requested: cents as f64 / 100.0,
+                balance_cents: self.balance_cents,
+                requested_cents: cents,
             });
         }
         self.balance_cents -= cents;
@@ -144,6 +193,10 @@ impl Wallet {
             tool_call_id: tool_call_id.to_string(),
             amount_cents: cents,
             currency: self.currency.clone(),
+            paid: (money.currency.code != self.currency).then(|| Paid {
+                amount_minor: money.minor,
+                currency: money.currency.code.to_string(),
+            }),
             recipient: recipient.to_string(),
             description: description.to_string(),
             balance_after_cents: self.balance_cents,
@@ -159,27 +212,34 @@ pub struct PaymentTool;
 
 impl PaymentTool {
     pub fn spec(settings: &ToolSettings) -> ToolSpec {
+        let codes: Vec<&str> = money::codes().collect();
         ToolSpec {
             name: "process_payment".into(),
-            description: "Send money from the person's wallet (US dollars) to a recipient. \
-                          Always needs the person's approval; they may change the amount."
+            description: "Send money from the person's wallet to a recipient, in any currency the \
+                          wallet knows (ISO 4217 code; the wallet holds US dollars and converts at \
+                          its fixed rate table). Needs the person's approval unless a policy rule \
+                          or their grant allows it; they may change the amount."
                 .into(),
             purpose: "send payments from the person's wallet".into(),
             presentation: ToolPresentation::new(
                 "Payment",
-                "Pay {amount:.2} {currency|USD} to {recipient}[ for {description}]",
+                "Pay {amount:money(currency)} {currency|USD}[ (≈ {amount:wallet(currency)} USD)] \
+                 to {recipient}[ for {description}]",
             )
             .label("wallet_balance", "balance after")
+            .label("charged", "charged (USD)")
+            .hide("charged_currency")
             .hide("success"),
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "amount": {"type": "number", "exclusiveMinimum": 0, "maximum": 1000000,
-                               "description": "Amount to pay, e.g. 50 or 12.5."},
+                    "amount": {"type": "number", "exclusiveMinimum": 0, "maximum": 1_000_000_000,
+                               "description": "Amount to pay in the currency, e.g. 50 or 12.5 \
+                                               (whole units for currencies without cents, like JPY)."},
                     "recipient": {"type": "string", "minLength": 1, "maxLength": 100,
                                   "description": "Who receives the money (name, email or username)."},
-                    "currency": {"type": "string", "enum": ["USD"], "default": "USD",
-                                 "description": "ISO currency code; the wallet holds USD only."},
+                    "currency": {"type": "string", "enum": codes, "default": "USD",
+                                 "description": "ISO 4217 code of the amount's currency."},
                     "description": {"type": "string", "maxLength": 200, "default": "",
                                     "description": "What the payment is for."}
                 },
@@ -193,6 +253,13 @@ impl PaymentTool {
             acknowledgment: None,
             // The payment is a ledger row in the session record, committed with the result.
             effects: ToolEffects::InRecord,
+            server: None,
+            pays: Some(|args| {
+                Some(Payment {
+                    money: payment_of(args).ok()?,
+                    payee: args.get("recipient")?.as_str()?.trim().to_owned(),
+                })
+            }),
         }
     }
 }
@@ -200,11 +267,8 @@ impl PaymentTool {
 #[async_trait]
 impl ServerTool for PaymentTool {
     async fn call(&self, args: Value, ctx: ToolContext) -> Result<Value, ToolError> {
-        let amount = args["amount"]
-            .as_f64()
-            .ok_or_else(|| ToolError("amount must be a number".into()))?;
+        let money = payment_of(&args).map_err(|e| ToolError(e.to_string()))?;
         let recipient = args["recipient"].as_str().unwrap_or_default();
-        let currency = args["currency"].as_str().unwrap_or(WALLET_CURRENCY);
         let description = args["description"].as_str().unwrap_or_default();
         let now = ctx.clock.now_ms();
         let ids = ctx.ids.clone();
@@ -212,8 +276,7 @@ impl ServerTool for PaymentTool {
             .with_wallet(|wallet| {
                 wallet.pay(
                     &ctx.tool_call_id,
-                    amount,
-                    currency,
+                    money,
                     recipient,
                     description,
                     now,
@@ -229,27 +292,30 @@ impl ServerTool for PaymentTool {
 mod tests {
     use super::*;
 
-    fn pay(wallet: &mut Wallet, call: &str, amount: f64) -> Result<Transaction, PaymentError> {
-        wallet.pay(call, amount, "USD", "Hanako", "", 0, || {
-            format!("txn-{call}")
-        })
+    fn usd(amount: &str) -> Money {
+        Money::parse(amount, "USD").unwrap()
+    }
+
+    fn pay(wallet: &mut Wallet, call: &str, amount: &str) -> Result<Transaction, PaymentError> {
+        wallet.pay(call, usd(amount), "Hanako", "", 0, || format!("txn-{call}"))
     }
 
     #[test]
     fn payments_debit_the_balance_across_calls() {
         let mut w = Wallet::default();
-        let t = pay(&mut w, "a", 50.0).unwrap();
+        let t = pay(&mut w, "a", "50").unwrap();
         assert_eq!(t.balance_after_cents, 95_000);
-        pay(&mut w, "b", 0.25).unwrap();
+        pay(&mut w, "b", "0.25").unwrap();
         assert_eq!(w.balance_cents, 94_975);
         assert_eq!(w.transactions.len(), 2);
+        assert_eq!(w.paid_cents(), 5_025);
     }
 
     #[test]
     fn the_same_call_never_pays_twice() {
         let mut w = Wallet::default();
-        let first = pay(&mut w, "a", 10.0).unwrap();
-        let again = pay(&mut w, "a", 10.0).unwrap();
+        let first = pay(&mut w, "a", "10").unwrap();
+        let again = pay(&mut w, "a", "10").unwrap();
         assert_eq!(first, again);
         assert_eq!(w.balance_cents, 99_000);
     }
@@ -257,27 +323,58 @@ mod tests {
     #[test]
     fn refusals_leave_the_wallet_untouched() {
         let mut w = Wallet::default();
-        assert_eq!(pay(&mut w, "a", 0.0), Err(PaymentError::NotPositive(0.0)));
-        assert_eq!(pay(&mut w, "a", -5.0), Err(PaymentError::NotPositive(-5.0)));
-        assert_eq!(
-            pay(&mut w, "a", 1.005),
-            Err(PaymentError::TooPrecise(1.005))
-        );
         assert!(matches!(
-            pay(&mut w, "a", 1000.01),
+            pay(&mut w, "a", "1000.01"),
             Err(PaymentError::InsufficientFunds { .. })
         ));
         assert_eq!(
-            w.pay("a", 5.0, "EUR", "B", "", 0, || "x".into()),
-            Err(PaymentError::Currency("EUR".into()))
-        );
-        assert_eq!(
-            w.pay("a", 5.0, "USD", "  ", "", 0, || "x".into()),
+            w.pay("a", usd("5"), "  ", "", 0, || "x".into()),
             Err(PaymentError::NoRecipient)
         );
         assert_eq!(w, Wallet::default());
         // The whole balance can be spent.
-        assert_eq!(pay(&mut w, "z", 1000.0).unwrap().balance_after_cents, 0);
+        assert_eq!(pay(&mut w, "z", "1000").unwrap().balance_after_cents, 0);
+    }
+
+    #[test]
+    fn arguments_that_are_not_money_are_refused_in_words() {
+        let error = |args: Value| payment_of(&args).unwrap_err().to_string();
+        assert_eq!(
+            error(json!({"amount": 3000.5, "currency": "JPY", "recipient": "K"})),
+            "Invalid amount 3000.5 JPY: JPY has 0 decimal places."
+        );
+        assert_eq!(
+            error(json!({"amount": 1.005, "recipient": "K"})),
+            "Invalid amount 1.005 USD: USD has 2 decimal places."
+        );
+        assert!(error(json!({"amount": 0, "recipient": "K"})).contains("must be a positive"));
+        assert!(
+            error(json!({"amount": 5, "currency": "XAU"})).contains("Unsupported currency XAU")
+        );
+    }
+
+    #[test]
+    fn another_currency_is_converted_and_both_amounts_kept() {
+        let mut w = Wallet::default();
+        let yen =
+            payment_of(&json!({"amount": 3000, "currency": "JPY", "recipient": "Kenji"})).unwrap();
+        let t = w.pay("k", yen, "Kenji", "", 0, || "txn-k".into()).unwrap();
+        // 3000 JPY at 0.0067 USD.
+        assert_eq!(t.amount_cents, 2_010);
+        assert_eq!(w.balance_cents, 97_990);
+        let out = t.to_output();
+        assert_eq!(out["amount"], 3000);
+        assert_eq!(out["currency"], "JPY");
+        assert_eq!(out["charged"], 20.1);
+        assert_eq!(out["charged_currency"], "USD");
+        assert_eq!(out["wallet_balance"], 979.9);
+        // A stored transaction from before currencies still reads.
+        let old: Transaction = serde_json::from_value(json!({
+            "id": "t", "tool_call_id": "c", "amount_cents": 500, "currency": "USD",
+            "recipient": "B", "description": "", "balance_after_cents": 99_500, "timestamp_ms": 0
+        }))
+        .unwrap();
+        assert_eq!(old.to_output()["amount"], 5);
     }
 
     #[test]
@@ -292,13 +389,30 @@ mod tests {
             say(json!({"amount": 12.5, "recipient": "Bob", "description": "lunch"})),
             "Pay 12.50 USD to Bob for lunch"
         );
+        assert_eq!(
+            say(json!({"amount": 3000, "recipient": "Kenji", "currency": "JPY"})),
+            "Pay 3,000 JPY (≈ 20.10 USD) to Kenji"
+        );
+    }
+
+    #[test]
+    fn every_currency_of_the_schema_is_one_the_wallet_converts() {
+        let spec = PaymentTool::spec(&ToolSettings::default());
+        let codes = spec.parameters["properties"]["currency"]["enum"]
+            .as_array()
+            .unwrap();
+        assert!(codes.len() >= 20);
+        for code in codes {
+            let args = json!({"amount": 1, "currency": code, "recipient": "X"});
+            assert!((spec.pays.unwrap())(&args).is_some(), "{code}");
+        }
     }
 
     #[test]
     fn the_output_names_amount_balance_and_transaction() {
         let mut w = Wallet::default();
         let out = w
-            .pay("a", 12.5, "usd", "Bob", "lunch", 1_700_000_000_000, || {
+            .pay("a", usd("12.5"), "Bob", "lunch", 1_700_000_000_000, || {
                 "txn-1".into()
             })
             .unwrap()

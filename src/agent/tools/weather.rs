@@ -82,6 +82,8 @@ impl WeatherTool {
             approval_timeout: Duration::from_secs(300),
             result_timeout: Duration::from_secs(30),
             acknowledgment: None,
+            server: None,
+            pays: None,
             effects: ToolEffects::External,
         }
     }

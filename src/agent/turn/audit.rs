@@ -103,11 +103,23 @@ pub(crate) fn answer_events(
             ApprovalResolution::Denied { .. } => AuditKind::Denied,
             ApprovalResolution::Expired { .. } => AuditKind::Expired,
             ApprovalResolution::Withdrawn { .. } => AuditKind::Interrupted,
+            ApprovalResolution::Dismissed { .. } => AuditKind::Dismissed,
+            ApprovalResolution::Superseded { .. } => AuditKind::Superseded,
+            ApprovalResolution::Automatic { approved: true, .. } => AuditKind::Allowed,
+            ApprovalResolution::Automatic {
+                approved: false, ..
+            } => AuditKind::Refused,
+            ApprovalResolution::DeniedByRule { .. } => AuditKind::Refused,
         };
         let mut event = audit_event(kind, &record.id, &turn.id, &call.call, approval_id, now);
         event.actor = Some(actor.clone());
-        if let ApprovalResolution::Denied { reason, .. } = resolution {
-            event.reason = reason.clone();
+        match resolution {
+            ApprovalResolution::Denied { reason, .. } => event.reason = reason.clone(),
+            ApprovalResolution::DeniedByRule { rule, reason, .. } => {
+                event.rule = Some(rule.clone());
+                event.reason = Some(format!("approved, but refused by the rule: {reason}"));
+            }
+            _ => {}
         }
         if kind == AuditKind::Edited {
             event.edited_args = match &call.phase {

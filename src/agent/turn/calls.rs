@@ -124,6 +124,10 @@ impl TurnDriver {
                 self.sync_messages();
                 self.save().await;
             }
+            // What grants let run is on disk before it runs (a restart never gives it back).
+            if !to_run.is_empty() {
+                self.rt.policy().flush_grants().await;
+            }
             for (call, args, edited) in to_run {
                 running.push(self.run_server_tool(call, args, edited));
             }
@@ -148,10 +152,11 @@ impl TurnDriver {
                 Some((call_id, outcome)) = running.next(), if !running.is_empty() => {
                     // The call's questions closed before it returned: their parts come first.
                     self.emit_question_parts();
+                    let now = self.rt.clock.now_ms();
+                    let mut paid = None;
                     let executed = {
                         let mut state = self.session.state();
                         let record = &mut state.record;
-                        let now = self.rt.clock.now_ms();
                         let turn_id = record.turn.as_ref().map(|t| t.id.clone()).unwrap_or_default();
                         match record
                             .turn
@@ -160,6 +165,15 @@ impl TurnDriver {
                         {
                             Some(call) => match &call.phase {
                                 CallPhase::Running { args, edited } => {
+                                    if outcome.is_success() {
+                                        paid = self
+                                            .rt
+                                            .tools
+                                            .get(&call.call.name)
+                                            .and_then(|t| t.spec.pays)
+                                            .and_then(|pays| pays(args))
+                                            .map(|payment| payment.money.wallet_cents());
+                                    }
                                     let edited_args = edited.then(|| args.clone());
                                     let event = call.gated_by.as_ref().map(|approval_id| {
                                         executed_event(
@@ -182,8 +196,12 @@ impl TurnDriver {
                         }
                     };
                     self.audit.extend(executed);
+                    // What it paid counts for today's total; a grant's share of a payment that
+                    // was not made goes back to it.
+                    self.rt.policy().settle(&call_id, true, paid, now);
                     // A tool's effect (a payment) is on disk before its output is announced.
                     self.save().await;
+                    self.rt.policy().flush_grants().await;
                 }
                 () = self.session.woken() => {}
                 () = tokio::time::sleep(sleep.unwrap_or(Duration::ZERO)), if sleep.is_some() => {}
@@ -288,9 +306,10 @@ impl TurnDriver {
                 tracing::info!(session = %self.session.id, call = %call.call.id, "the model withdrew a call");
                 call.phase = CallPhase::Done {
                     outcome: Outcome::Error {
-                        message:
-                            "The model withdrew this call before it was answered. Nothing was done."
-                                .into(),
+                        message: format!(
+                            "{} before it was answered. Nothing was done.",
+                            crate::protocol::chunk::WITHDRAWN_PREFIX
+                        ),
                     },
                     edited_args: None,
                 };
@@ -351,6 +370,19 @@ impl TurnDriver {
         };
         if turn.calls.is_empty() || !turn.calls.iter().all(StepCall::is_done) {
             return;
+        }
+        // Calls that ran in the browser keep their grant's use; calls that never ran give it
+        // back (server calls were settled when they ran).
+        let now = self.rt.clock.now_ms();
+        for call in &turn.calls {
+            let ran = matches!(
+                &call.phase,
+                CallPhase::Done {
+                    outcome: Outcome::Output { .. } | Outcome::Error { .. },
+                    ..
+                }
+            );
+            self.rt.policy().settle(&call.call.id, ran, None, now);
         }
         let results: Vec<ToolResult> = std::mem::take(&mut turn.calls)
             .into_iter()
@@ -425,6 +457,22 @@ fn result_chunk(call_id: &str, outcome: &Outcome, tools: &ToolRegistry, name: &s
             )
         }
         Outcome::Interrupted => Chunk::tool_output_error(call_id, "Interrupted before it ran."),
+        // v7 clients read the rule's reason from the automatic approval's response.
+        Outcome::DeniedByRule { .. } => Chunk::tool_output_denied(call_id),
+        Outcome::Dismissed => Chunk::tool_output_error(
+            call_id,
+            format!(
+                "{}: set aside without a decision. Nothing was done; it can be asked again.",
+                crate::protocol::chunk::DISMISSED_PREFIX
+            ),
+        ),
+        Outcome::Superseded => Chunk::tool_output_error(
+            call_id,
+            format!(
+                "{}: a new message was sent before this was answered. Nothing was done.",
+                crate::protocol::chunk::SUPERSEDED_PREFIX
+            ),
+        ),
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::{StepOutput, TurnDriver, audit::audit_event};
 use crate::agent::{
     clock::Millis,
-    gate::CallPhase,
+    gate::{ApprovalResolution, CallPhase},
     history::Outcome,
     session::{Parked, SessionState, TurnEntry, TurnRecord, TurnStatus, lock},
     store::AuditKind,
@@ -31,16 +31,35 @@ impl TurnDriver {
             let calls = std::mem::take(&mut step.calls);
             self.with_turn(|t| t.calls = calls);
         }
+        let superseded = reason == super::SUPERSEDED_BY_MESSAGE;
         let open: Vec<(String, String)> = {
             let mut state = self.session.state();
             let record = &mut state.record;
             let mut open = Vec::new();
-            if let Some(turn) = record.turn.as_mut() {
-                let now = self.rt.clock.now_ms();
+            let now = self.rt.clock.now_ms();
+            let crate::agent::session::SessionRecord {
+                turn,
+                resolved_approvals,
+                ..
+            } = &mut *record;
+            if let Some(turn) = turn.as_mut() {
                 for call in &mut turn.calls {
+                    // A call that waited for the person when they wrote again was superseded;
+                    // anything else the interrupt stopped was interrupted.
+                    let mut outcome = Outcome::Interrupted;
                     if let CallPhase::AwaitingApproval { approval_id, .. } = &call.phase {
+                        let kind = if superseded {
+                            outcome = Outcome::Superseded;
+                            resolved_approvals.insert(
+                                approval_id.clone(),
+                                ApprovalResolution::Superseded { at_ms: now },
+                            );
+                            AuditKind::Superseded
+                        } else {
+                            AuditKind::Interrupted
+                        };
                         let mut event = audit_event(
-                            AuditKind::Interrupted,
+                            kind,
                             &self.session.id,
                             &turn.id,
                             &call.call,
@@ -52,7 +71,7 @@ impl TurnDriver {
                     }
                     if !call.is_done() {
                         call.phase = CallPhase::Done {
-                            outcome: Outcome::Interrupted,
+                            outcome,
                             edited_args: None,
                         };
                     }
@@ -65,6 +84,14 @@ impl TurnDriver {
                             } => {
                                 format!("Interrupted ({reason}) before it ran.")
                             }
+                            CallPhase::Done {
+                                outcome: Outcome::Superseded,
+                                ..
+                            } => format!(
+                                "{}: a new message was sent before this was answered. Nothing \
+                                 was done.",
+                                crate::protocol::chunk::SUPERSEDED_PREFIX
+                            ),
                             _ => String::new(),
                         };
                         open.push((call.call.id.clone(), text));

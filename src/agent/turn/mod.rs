@@ -33,6 +33,10 @@ use super::runtime::{Runtime, TextTiming};
 
 pub(crate) use audit::answer_events;
 
+/// The interrupt reason of a turn that waited for the person when they sent a new message: its
+/// waiting calls end as superseded rather than interrupted.
+pub(crate) const SUPERSEDED_BY_MESSAGE: &str = "superseded by a new message";
+
 /// How a phase of the loop ended.
 enum Flow {
     Continue,
@@ -69,6 +73,8 @@ pub(crate) struct TurnDriver {
     pub(crate) notices: Option<broadcast::Receiver<CallNotice>>,
     /// The `data-question` parts running tools send (questions to the person, open and closed).
     pub(crate) questions: QuestionParts,
+    /// "Ask again": an earlier call put before the person again, as the turn's first step.
+    pub(crate) reissue: Option<super::history::ToolCall>,
 }
 
 /// The channel running tools tell their questions on; the turn emits the parts and records the
@@ -122,6 +128,9 @@ impl TurnDriver {
         let mut paused_at = match from {
             DriveFrom::Start => {
                 self.emit(Chunk::start(self.message_id.clone()));
+                if let Some(call) = self.reissue.take() {
+                    self.reissue_call(call);
+                }
                 None
             }
             DriveFrom::Pause(parked) => Some(parked.inputs),
@@ -220,6 +229,24 @@ impl TurnDriver {
     }
 }
 
+impl TurnDriver {
+    /// "Ask again": the call, with a new id, as a step of the turn's own (no model spoke): its
+    /// input, then the gate decides it as any call (it asks, or a rule or grant decides now).
+    fn reissue_call(&mut self, mut call: super::history::ToolCall) {
+        // A provider's data belonged to the step that made the call (Gemini signs each step).
+        call.provider_data = None;
+        self.emit(Chunk::start_step());
+        let mut step = StepOutput::default();
+        self.accept_call(&mut step, call);
+        self.record_step(&mut step);
+        self.gate_calls(&mut step);
+        self.emit(Chunk::finish_step());
+        let calls = std::mem::take(&mut step.calls);
+        self.with_turn(|t| t.calls = calls);
+        self.sync_messages();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,6 +298,7 @@ mod tests {
                     text: "Train?".into(),
                     attachments: Vec::new(),
                     transport: Transport::Sse,
+                    ask_again: None,
                 },
                 None,
             )

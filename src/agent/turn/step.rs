@@ -2,19 +2,22 @@
 //! our ids, the step recorded in the history, its calls sent through the gate.
 
 use super::{Block, StepOutput, TurnDriver};
+use serde_json::Value;
+
 use crate::agent::{
     Transport,
     clock::IdKind,
-    gate::{CallPhase, Gate, StepCall},
+    gate::{ApprovalResolution, CallPhase, Gate, StepCall},
     history::{AssistantPart, HistoryItem, Outcome, ToolCall, ToolResult},
     model::ModelEvent,
+    policy::ChatWallet,
     runtime::TextTiming,
     schema::validate,
     session::HeldText,
     store::AuditKind,
     tools::ToolLocation,
 };
-use crate::protocol::Chunk;
+use crate::protocol::{Chunk, chunk::ToolApprovalRequest, grant::Ruling};
 
 impl TurnDriver {
     /// Handles one model event. Returns true when the step is over.
@@ -108,7 +111,7 @@ impl TurnDriver {
     }
 
     /// Validates a call, gives it our id and emits its input chunks.
-    fn accept_call(&mut self, step: &mut StepOutput, mut call: ToolCall) {
+    pub(super) fn accept_call(&mut self, step: &mut StepOutput, mut call: ToolCall) {
         call.id = self.rt.ids.next_id(IdKind::ToolCall);
         let rt = self.rt.clone();
         let tool = rt.tools.get(&call.name);
@@ -161,11 +164,15 @@ impl TurnDriver {
             phase,
             announced,
             gated_by: None,
+            ruling: None,
         });
     }
 
-    /// At the end of a step: each valid call either waits for approval, waits for the browser,
-    /// or is ready to run on the server.
+    /// At the end of a step: the policy rules on each valid call — it waits for approval, a
+    /// rule or a grant lets it run or refuses it, or it runs as its tool says — and each call
+    /// let run waits for the browser or is ready to run on the server. A call a rule or a grant
+    /// decided is an automatic approval on the wire (AI SDK v7: `isAutomatic` request, then its
+    /// response), audited with the rule or grant.
     pub(super) fn gate_calls(&mut self, step: &mut StepOutput) {
         let now = self.rt.clock.now_ms();
         let rt = self.rt.clone();
@@ -174,22 +181,81 @@ impl TurnDriver {
             // The seed's SSE frontend runs `change_bgm` by itself and never sends its result.
             gate = gate.acknowledging_browser_calls();
         }
-        let requests = gate.request(&mut step.calls, now, || rt.ids.next_id(IdKind::Approval));
+        let wallet = ChatWallet::of(&self.session.state().record.wallet);
+        let requests = {
+            let mut decider = rt.policy().decider(&rt.tools, &self.session.id, wallet);
+            gate.request(
+                &mut step.calls,
+                now,
+                || rt.ids.next_id(IdKind::Approval),
+                &mut decider,
+            )
+        };
+        let version = rt.policy().status().version;
         for request in requests {
-            if let Some(call) = step
+            let Some(call) = step
                 .calls
                 .iter()
                 .find(|c| c.call.id == request.tool_call_id)
-            {
-                let mut event =
-                    self.audit_event(AuditKind::Requested, &call.call, &request.approval_id, now);
-                event.deadline_ms = Some(request.deadline_ms);
-                self.audit.push(event);
+                .map(|c| c.call.clone())
+            else {
+                continue;
+            };
+            let kind = match &request.ruling {
+                Ruling::Asked { .. } => AuditKind::Requested,
+                Ruling::AllowedByRule { .. } | Ruling::AllowedByGrant { .. } => AuditKind::Allowed,
+                Ruling::DeniedByRule { .. } => AuditKind::Refused,
+            };
+            let mut event = self.audit_event(kind, &call, &request.approval_id, now);
+            match &request.ruling {
+                Ruling::Asked { rule, .. } => {
+                    event.deadline_ms = Some(request.deadline_ms);
+                    event.rule = rule.clone();
+                }
+                Ruling::AllowedByRule { rule } => event.rule = Some(rule.clone()),
+                Ruling::AllowedByGrant { grant, label } => {
+                    event.grant = Some(grant.clone());
+                    event.reason = Some(label.clone());
+                }
+                Ruling::DeniedByRule { rule, reason } => {
+                    event.rule = Some(rule.clone());
+                    event.reason = Some(reason.clone());
+                }
             }
-            self.emit(Chunk::tool_approval_request(
-                request.approval_id,
-                request.tool_call_id,
-            ));
+            if event.rule.is_some() {
+                event.policy_version = version.clone();
+            }
+            self.audit.push(event);
+            let descriptor = Some(Value::Object(request.ruling.to_metadata()));
+            let automatic = request.is_automatic();
+            self.emit(Chunk::ToolApprovalRequest(Box::new(ToolApprovalRequest {
+                approval_id: request.approval_id.clone(),
+                tool_call_id: request.tool_call_id.clone(),
+                signature: None,
+                approval_descriptor: descriptor,
+                reason: match &request.ruling {
+                    Ruling::Asked {
+                        rule: Some(rule), ..
+                    } => Some(format!("The policy rule {rule:?} asks for this call")),
+                    _ => None,
+                },
+                is_automatic: automatic.then_some(true),
+            })));
+            if automatic {
+                let approved = !matches!(request.ruling, Ruling::DeniedByRule { .. });
+                self.emit(Chunk::tool_approval_response(
+                    request.approval_id.clone(),
+                    approved,
+                    request.ruling.sentence(),
+                ));
+                self.session.state().record.resolved_approvals.insert(
+                    request.approval_id.clone(),
+                    ApprovalResolution::Automatic {
+                        at_ms: now,
+                        approved,
+                    },
+                );
+            }
         }
     }
 

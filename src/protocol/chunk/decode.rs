@@ -15,8 +15,8 @@ use super::super::json_util::Fields;
 use super::{
     Abort, Boundary, Chunk, ChunkDecodeError, DataChunk, Delta, ErrorChunk, File, Finish,
     FinishReason, MessageMetadata, SourceDocument, SourceUrl, Start, ToolApprovalRequest,
-    ToolInputAvailable, ToolInputDelta, ToolInputError, ToolInputStart, ToolOutputAvailable,
-    ToolOutputDenied, ToolOutputError,
+    ToolApprovalResponse, ToolInputAvailable, ToolInputDelta, ToolInputError, ToolInputStart,
+    ToolOutputAvailable, ToolOutputDenied, ToolOutputError,
 };
 
 /// The chunk of type `kind` from its object (`type` key included, and ignored).
@@ -50,7 +50,7 @@ pub(super) fn chunk(kind: String, map: Map<String, Value>) -> Result<Chunk, Chun
         "reasoning-start" => Chunk::ReasoningStart(boundary(&mut f)),
         "reasoning-delta" => Chunk::ReasoningDelta(delta(&mut f)),
         "reasoning-end" => Chunk::ReasoningEnd(boundary(&mut f)),
-        "tool-input-start" => Chunk::ToolInputStart(ToolInputStart {
+        "tool-input-start" => Chunk::ToolInputStart(Box::new(ToolInputStart {
             tool_call_id: f.string("toolCallId"),
             tool_name: f.string("toolName"),
             provider_executed: f.opt_bool("providerExecuted"),
@@ -58,12 +58,12 @@ pub(super) fn chunk(kind: String, map: Map<String, Value>) -> Result<Chunk, Chun
             title: f.opt_string("title"),
             provider_metadata: f.opt_object("providerMetadata"),
             tool_metadata: f.opt_object("toolMetadata"),
-        }),
+        })),
         "tool-input-delta" => Chunk::ToolInputDelta(ToolInputDelta {
             tool_call_id: f.string("toolCallId"),
             input_text_delta: f.string("inputTextDelta"),
         }),
-        "tool-input-available" => Chunk::ToolInputAvailable(ToolInputAvailable {
+        "tool-input-available" => Chunk::ToolInputAvailable(Box::new(ToolInputAvailable {
             tool_call_id: f.string("toolCallId"),
             tool_name: f.string("toolName"),
             input: f.value("input"),
@@ -72,8 +72,8 @@ pub(super) fn chunk(kind: String, map: Map<String, Value>) -> Result<Chunk, Chun
             dynamic: f.opt_bool("dynamic"),
             title: f.opt_string("title"),
             tool_metadata: f.opt_object("toolMetadata"),
-        }),
-        "tool-input-error" => Chunk::ToolInputError(ToolInputError {
+        })),
+        "tool-input-error" => Chunk::ToolInputError(Box::new(ToolInputError {
             tool_call_id: f.string("toolCallId"),
             tool_name: f.string("toolName"),
             input: f.value("input"),
@@ -83,13 +83,22 @@ pub(super) fn chunk(kind: String, map: Map<String, Value>) -> Result<Chunk, Chun
             dynamic: f.opt_bool("dynamic"),
             title: f.opt_string("title"),
             tool_metadata: f.opt_object("toolMetadata"),
-        }),
-        "tool-approval-request" => Chunk::ToolApprovalRequest(ToolApprovalRequest {
+        })),
+        "tool-approval-request" => Chunk::ToolApprovalRequest(Box::new(ToolApprovalRequest {
             approval_id: f.string("approvalId"),
             tool_call_id: f.string("toolCallId"),
             signature: f.opt_string("signature"),
+            approval_descriptor: f.opt_value("approvalDescriptor"),
+            reason: f.opt_string("reason"),
+            is_automatic: f.opt_bool("isAutomatic"),
+        })),
+        "tool-approval-response" => Chunk::ToolApprovalResponse(ToolApprovalResponse {
+            approval_id: f.string("approvalId"),
+            approved: f.bool("approved"),
+            reason: f.opt_string("reason"),
+            provider_executed: f.opt_bool("providerExecuted"),
         }),
-        "tool-output-available" => Chunk::ToolOutputAvailable(ToolOutputAvailable {
+        "tool-output-available" => Chunk::ToolOutputAvailable(Box::new(ToolOutputAvailable {
             tool_call_id: f.string("toolCallId"),
             output: f.value("output"),
             provider_executed: f.opt_bool("providerExecuted"),
@@ -97,15 +106,15 @@ pub(super) fn chunk(kind: String, map: Map<String, Value>) -> Result<Chunk, Chun
             preliminary: f.opt_bool("preliminary"),
             provider_metadata: f.opt_object("providerMetadata"),
             tool_metadata: f.opt_object("toolMetadata"),
-        }),
-        "tool-output-error" => Chunk::ToolOutputError(ToolOutputError {
+        })),
+        "tool-output-error" => Chunk::ToolOutputError(Box::new(ToolOutputError {
             tool_call_id: f.string("toolCallId"),
             error_text: f.string("errorText"),
             provider_executed: f.opt_bool("providerExecuted"),
             dynamic: f.opt_bool("dynamic"),
             provider_metadata: f.opt_object("providerMetadata"),
             tool_metadata: f.opt_object("toolMetadata"),
-        }),
+        })),
         "tool-output-denied" => Chunk::ToolOutputDenied(ToolOutputDenied {
             tool_call_id: f.string("toolCallId"),
         }),

@@ -91,7 +91,7 @@ fn wire_cases() -> Vec<(&'static str, Chunk)> {
         ),
         (
             r#"{"type":"tool-input-start","toolCallId":"call-1","toolName":"lookup","providerExecuted":true,"dynamic":true,"title":"Lookup","providerMetadata":{"google":{"thoughtSignature":"c2ln"}},"toolMetadata":{"icon":"search"}}"#,
-            Chunk::ToolInputStart(ToolInputStart {
+            Chunk::ToolInputStart(Box::new(ToolInputStart {
                 tool_call_id: "call-1".into(),
                 tool_name: "lookup".into(),
                 provider_executed: Some(true),
@@ -99,7 +99,7 @@ fn wire_cases() -> Vec<(&'static str, Chunk)> {
                 title: Some("Lookup".into()),
                 provider_metadata: google(),
                 tool_metadata: Some(metadata(json!({"icon": "search"}))),
-            }),
+            })),
         ),
         (
             r#"{"type":"tool-input-delta","toolCallId":"call-1","inputTextDelta":"{\"amo"}"#,
@@ -111,7 +111,7 @@ fn wire_cases() -> Vec<(&'static str, Chunk)> {
         ),
         (
             r#"{"type":"tool-input-available","toolCallId":"call-1","toolName":"transfer_funds","input":{},"providerExecuted":false,"providerMetadata":{"google":{"thoughtSignature":"c2ln"}},"dynamic":false,"title":"Pay","toolMetadata":{"risk":"high"}}"#,
-            Chunk::ToolInputAvailable(ToolInputAvailable {
+            Chunk::ToolInputAvailable(Box::new(ToolInputAvailable {
                 tool_call_id: "call-1".into(),
                 tool_name: "transfer_funds".into(),
                 input: json!({}),
@@ -120,7 +120,7 @@ fn wire_cases() -> Vec<(&'static str, Chunk)> {
                 dynamic: Some(false),
                 title: Some("Pay".into()),
                 tool_metadata: Some(metadata(json!({"risk": "high"}))),
-            }),
+            })),
         ),
         (
             r#"{"type":"tool-input-error","toolCallId":"call-2","toolName":"transfer_funds","input":"{amount:","errorText":"Invalid JSON input"}"#,
@@ -137,11 +137,12 @@ fn wire_cases() -> Vec<(&'static str, Chunk)> {
         ),
         (
             r#"{"type":"tool-approval-request","approvalId":"appr-1","toolCallId":"call-1","signature":"hmac"}"#,
-            Chunk::ToolApprovalRequest(ToolApprovalRequest {
+            Chunk::ToolApprovalRequest(Box::new(ToolApprovalRequest {
                 approval_id: "appr-1".into(),
                 tool_call_id: "call-1".into(),
                 signature: Some("hmac".into()),
-            }),
+                ..Default::default()
+            })),
         ),
         (
             r#"{"type":"tool-output-available","toolCallId":"call-1","output":{"ok":true}}"#,
@@ -149,7 +150,7 @@ fn wire_cases() -> Vec<(&'static str, Chunk)> {
         ),
         (
             r#"{"type":"tool-output-available","toolCallId":"call-1","output":null,"providerExecuted":true,"dynamic":true,"preliminary":true,"providerMetadata":{"google":{"thoughtSignature":"c2ln"}},"toolMetadata":{"x":1}}"#,
-            Chunk::ToolOutputAvailable(ToolOutputAvailable {
+            Chunk::ToolOutputAvailable(Box::new(ToolOutputAvailable {
                 tool_call_id: "call-1".into(),
                 output: Value::Null,
                 provider_executed: Some(true),
@@ -157,7 +158,7 @@ fn wire_cases() -> Vec<(&'static str, Chunk)> {
                 preliminary: Some(true),
                 provider_metadata: google(),
                 tool_metadata: Some(metadata(json!({"x": 1}))),
-            }),
+            })),
         ),
         (
             r#"{"type":"tool-output-error","toolCallId":"call-1","errorText":"Insufficient funds"}"#,
@@ -165,14 +166,14 @@ fn wire_cases() -> Vec<(&'static str, Chunk)> {
         ),
         (
             r#"{"type":"tool-output-error","toolCallId":"call-1","errorText":"x","providerExecuted":false,"dynamic":false,"providerMetadata":{"p":{}},"toolMetadata":{}}"#,
-            Chunk::ToolOutputError(ToolOutputError {
+            Chunk::ToolOutputError(Box::new(ToolOutputError {
                 tool_call_id: "call-1".into(),
                 error_text: "x".into(),
                 provider_executed: Some(false),
                 dynamic: Some(false),
                 provider_metadata: Some(metadata(json!({"p": {}}))),
                 tool_metadata: Some(Map::new()),
-            }),
+            })),
         ),
         (
             r#"{"type":"tool-output-denied","toolCallId":"call-1"}"#,
@@ -435,7 +436,7 @@ fn strict_dialect_keeps_keys_that_6_0_0_already_had() {
 
 #[test]
 fn unknown_chunks_are_not_sent_in_strict_mode_but_are_verbatim_in_full() {
-    let wire = json!({"type": "tool-approval-response", "approvalId": "a", "approved": true});
+    let wire = json!({"type": "reset-step", "stepId": "s"});
     let chunk = Chunk::from_value(wire.clone()).unwrap();
     assert!(matches!(chunk, Chunk::Unknown(_)));
     assert_eq!(chunk.to_json(Dialect::V6Strict), None);
@@ -443,6 +444,53 @@ fn unknown_chunks_are_not_sent_in_strict_mode_but_are_verbatim_in_full() {
 }
 
 #[test]
+fn automatic_approvals_are_v7_only() {
+    // A policy rule decided: v7 sees the automatic request and its response; a v6 client sees
+    // neither (the request alone would read as one waiting for the person).
+    let request = json!({
+        "type": "tool-approval-request", "approvalId": "a", "toolCallId": "c",
+        "approvalDescriptor": {"countersign": {"decision": "allowed_by_rule", "rule": "small"}},
+        "isAutomatic": true
+    });
+    let response = json!({"type": "tool-approval-response", "approvalId": "a", "approved": true, "reason": "rule small"});
+    for wire in [request, response] {
+        let chunk = Chunk::from_value(wire.clone()).unwrap();
+        assert!(!matches!(chunk, Chunk::Unknown(_)), "{wire}");
+        assert_eq!(chunk.to_json(Dialect::V6Strict), None, "{wire}");
+        assert_eq!(chunk.to_value(Dialect::Full), Some(wire));
+    }
+    // A request the person answers keeps its v7 words in full, and is plain in strict mode.
+    let asked = json!({
+        "type": "tool-approval-request", "approvalId": "a", "toolCallId": "c",
+        "approvalDescriptor": {"countersign": {"decision": "asked", "rule": "big", "grantable": false}},
+        "reason": "Asked by rule big"
+    });
+    let chunk = Chunk::from_value(asked.clone()).unwrap();
+    assert_eq!(chunk.to_value(Dialect::Full), Some(asked));
+    assert_eq!(
+        chunk.to_value(Dialect::V6Strict),
+        Some(json!({"type": "tool-approval-request", "approvalId": "a", "toolCallId": "c"}))
+    );
+    assert!(
+        Chunk::from_value(json!({"type": "tool-approval-response", "approvalId": "a"})).is_err(),
+        "approved is required"
+    );
+}
+
+#[test]
 fn default_dialect_is_strict() {
     assert_eq!(Dialect::default(), Dialect::V6Strict);
+}
+
+#[test]
+fn a_chunk_stays_small() {
+    // Every entry of a turn's log is a chunk, as big as its largest variant. The rare tool
+    // payloads (two optional JSON maps each: 72 bytes apiece on the server, whose serde_json
+    // keeps key order) are boxed; the rest stay within a text delta's size and a few words.
+    let delta = std::mem::size_of::<Delta>();
+    assert!(
+        std::mem::size_of::<Chunk>() <= delta + 48,
+        "Chunk {} bytes, Delta {delta}",
+        std::mem::size_of::<Chunk>()
+    );
 }

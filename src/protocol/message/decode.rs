@@ -151,6 +151,11 @@ fn approval(value: Value) -> Result<Approval, Error> {
                 reason: f.opt_string("reason"),
                 signature: f.opt_string("signature"),
                 edited_input: f.opt_value("editedInput"),
+                descriptor: f.opt_value("descriptor"),
+                request_reason: f.opt_string("requestReason"),
+                is_automatic: f.opt_bool("isAutomatic"),
+                grant: f.opt_value("grant"),
+                dismissed: f.opt_bool("dismissed"),
             };
             f.check().map(|()| approval)
         }
@@ -159,13 +164,17 @@ fn approval(value: Value) -> Result<Approval, Error> {
     }
 }
 
-/// The sequence form of [`Approval`]: `[id, approved?, reason?, signature?, editedInput?]`.
-/// Only `id` is required; a sixth element is an error once the five have been read.
+/// The sequence form of [`Approval`]: `[id, approved?, reason?, signature?, editedInput?,
+/// descriptor?, requestReason?, isAutomatic?, grant?, dismissed?]`. Only `id` is required; an
+/// eleventh element is an error once the ten have been read.
 fn approval_from_array(items: Vec<Value>) -> Result<Approval, Error> {
     let len = items.len();
     let mut items = items.into_iter();
     let Some(id) = items.next() else {
-        return Err(Error::invalid_length(0, &"struct Approval with 5 elements"));
+        return Err(Error::invalid_length(
+            0,
+            &"struct Approval with 10 elements",
+        ));
     };
     let approval = Approval {
         id: string_of(id)?,
@@ -173,6 +182,11 @@ fn approval_from_array(items: Vec<Value>) -> Result<Approval, Error> {
         reason: items.next().map_or(Ok(None), opt_string_of)?,
         signature: items.next().map_or(Ok(None), opt_string_of)?,
         edited_input: items.next().filter(|value| !value.is_null()),
+        descriptor: items.next().filter(|value| !value.is_null()),
+        request_reason: items.next().map_or(Ok(None), opt_string_of)?,
+        is_automatic: items.next().map_or(Ok(None), opt_bool_of)?,
+        grant: items.next().filter(|value| !value.is_null()),
+        dismissed: items.next().map_or(Ok(None), opt_bool_of)?,
     };
     match items.next() {
         None => Ok(approval),

@@ -106,6 +106,7 @@ fn approval_object_decodes_to_typed_fields() {
             reason: Some("no".into()),
             signature: None,
             edited_input: None,
+            ..Default::default()
         })
     );
     assert_eq!(tool.state, ToolState::OutputDenied);

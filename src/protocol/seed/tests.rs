@@ -644,14 +644,14 @@ fn what_the_seed_never_sends_is_dropped() {
     let image = Chunk::file("data:image/png;base64,AAAA", "image/png");
     assert_eq!(types(&encoder.push(Entry::Chunk(&image))), ["file"]);
     // Our own chunks the seed also knows pass, in v6.0.0 keys.
-    let error = Chunk::ToolInputError(ToolInputError {
+    let error = Chunk::ToolInputError(Box::new(ToolInputError {
         tool_call_id: "c9".into(),
         tool_name: "nope".into(),
         input: json!({}),
         error_text: "Unknown tool".into(),
         tool_metadata: Some(Default::default()),
         ..Default::default()
-    });
+    }));
     assert_eq!(
         encoder.push(Entry::Chunk(&error)),
         [
@@ -700,8 +700,10 @@ fn json_is_written_like_pythons_json_dumps() {
         python_json(&json!([1, [], {}, {"a": [1, 2]}])),
         r#"[1, [], {}, {"a": [1, 2]}]"#
     );
+    // Keys in the map's order (as Python writes a dict in its order; the server's maps keep
+    // the order they were written in, the browser's are sorted: this one is both).
     assert_eq!(
-        python_json(&json!({"b": 1.5, "a": null, "c": true})),
+        python_json(&json!({"a": null, "b": 1.5, "c": true})),
         r#"{"a": null, "b": 1.5, "c": true}"#
     );
 }

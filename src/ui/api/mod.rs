@@ -40,6 +40,9 @@ pub struct ToolInfo {
     pub parameters: Value,
     pub needs_approval: bool,
     pub runs_in_browser: bool,
+    /// Its calls pay (its `amount` and `currency` arguments): a grant of it is a budget.
+    #[serde(default)]
+    pub pays: bool,
     pub approval_timeout_secs: u64,
     /// How its card reads: title, the sentence the person countersigns, field labels.
     pub presentation: ToolPresentation,

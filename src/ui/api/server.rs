@@ -29,6 +29,7 @@ pub fn app_info(state: &AppState) -> AppInfo {
             parameters: tool.spec.parameters.clone(),
             needs_approval: !matches!(tool.spec.approval, ApprovalPolicy::Never),
             runs_in_browser: tool.spec.location == ToolLocation::Browser,
+            pays: tool.spec.pays.is_some(),
             approval_timeout_secs: tool.spec.approval_timeout.as_secs(),
             presentation: tool.spec.presentation.clone(),
         })

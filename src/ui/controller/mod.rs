@@ -72,8 +72,9 @@ pub struct ChatCtl {
     transports: StoredValue<Transports, LocalStorage>,
     /// Browser tool calls already started.
     executed: StoredValue<HashSet<String>>,
-    /// Approval id → the arguments the person edited (sent as `approval.editedInput`).
-    edits: StoredValue<HashMap<String, Value>>,
+    /// Approval id → what the person added to their answer (sent as Countersign's
+    /// extensions of the approval: `editedInput`, `grant`, `dismissed`).
+    extensions: StoredValue<HashMap<String, state::Extension>>,
     /// Overdue approvals already refreshed from the server.
     refreshed: StoredValue<HashSet<String>>,
     /// The chunk log's last sequence number.
@@ -101,7 +102,7 @@ impl ChatCtl {
             conversation: StoredValue::new(Conversation::new(Vec::new())),
             transports: StoredValue::new_local(Transports::new()),
             executed: StoredValue::new(HashSet::new()),
-            edits: StoredValue::new(HashMap::new()),
+            extensions: StoredValue::new(HashMap::new()),
             refreshed: StoredValue::new(HashSet::new()),
             sequence: StoredValue::new(0),
         }
@@ -160,7 +161,7 @@ impl ChatCtl {
         self.executed.set_value(HashSet::new());
         // Edits and refreshes belong to the chat that was open (approval ids are unique, but
         // nothing of one chat should ride along into another's requests).
-        self.edits.set_value(HashMap::new());
+        self.extensions.set_value(HashMap::new());
         self.refreshed.set_value(HashSet::new());
         self.status.set(Status::Ready);
         self.banner.set(None);
@@ -204,6 +205,36 @@ impl ChatCtl {
         self.transport().send_message(self, &message);
     }
 
+    /// "Ask again" on the card of call `call_id` that expired or was set aside: the person's
+    /// message says so, and carries the call (`metadata.countersign.askAgain`), which the server
+    /// puts before them again — the same tool and arguments, asked as any call is.
+    pub fn ask_again(self, call_id: String) {
+        if self.busy() {
+            return;
+        }
+        let sentence = self.conversation.with_value(|c| {
+            c.messages().iter().rev().find_map(|m| {
+                let tool = m.find_tool_part(&call_id)?;
+                let input = tool.input.clone().unwrap_or(Value::Null);
+                Some(match self.tool_info(&tool.tool_name) {
+                    Some(info) => info.presentation.sentence(&input),
+                    None => crate::protocol::presentation::unknown_tool_sentence(&tool.tool_name),
+                })
+            })
+        });
+        let Some(sentence) = sentence else {
+            self.show_error("That call is no longer in this chat.".into(), false);
+            return;
+        };
+        self.banner.set(None);
+        let text = format!("Ask me again: {sentence}");
+        let mut message = state::user_message(platform::random_id("u"), &text, Vec::new());
+        message.metadata = Some(json!({ "countersign": { "askAgain": call_id } }));
+        self.conversation.update_value(|c| c.push(message.clone()));
+        self.publish();
+        self.transport().send_message(self, &message);
+    }
+
     /// Stop (the button, or Esc): the server cancels the turn and ends its stream.
     pub fn stop(self) {
         self.log_out(json!({"type": "stop"}));
@@ -238,9 +269,10 @@ impl ChatCtl {
         let call = self
             .conversation
             .with_value(|c| state::call_of_approval(c.messages(), &approval_id, answer.edited()));
-        if let Some(args) = answer.edited() {
-            self.edits.update_value(|e| {
-                e.insert(approval_id.clone(), args.clone());
+        let extension = answer.extension();
+        if !extension.is_empty() {
+            self.extensions.update_value(|e| {
+                e.insert(approval_id.clone(), extension);
             });
         }
         self.conversation.update_value(|c| {
@@ -262,10 +294,11 @@ impl ChatCtl {
         }
     }
 
-    /// The messages as they are sent: our `editedInput` extension added to edited approvals.
+    /// The messages as they are sent: Countersign's extensions added to the approvals they
+    /// belong to.
     fn outgoing(self, messages: Vec<UiMessage>) -> Vec<UiMessage> {
-        self.edits
-            .with_value(|edits| state::with_edits(messages, edits))
+        self.extensions
+            .with_value(|extensions| state::with_extensions(messages, extensions))
     }
 
     // ----- helpers ----------------------------------------------------------------------------

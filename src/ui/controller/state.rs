@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::protocol::grant::GrantRequest;
+
 use crate::{
     protocol::{Role, ToolState, UiMessage, UiPart, message::FilePart},
     ui::platform::PickedFile,
@@ -71,11 +73,36 @@ pub enum Answer {
     Approve,
     ApproveWithEdits(Value),
     Deny(Option<String>),
+    /// Approve (with these edited arguments, if any) and remember it as a grant.
+    Remember(Option<Value>, GrantRequest),
+    /// "Not now": no decision; the call ends undecided and can be asked again.
+    Dismiss,
 }
 
 impl Answer {
     pub(super) fn approved(&self) -> bool {
-        !matches!(self, Answer::Deny(_))
+        !matches!(self, Answer::Deny(_) | Answer::Dismiss)
+    }
+
+    /// What the answer adds to the approval object the AI SDK sends (Countersign's
+    /// extensions).
+    pub(super) fn extension(&self) -> Extension {
+        match self {
+            Answer::ApproveWithEdits(args) => Extension {
+                edited: Some(args.clone()),
+                ..Extension::default()
+            },
+            Answer::Remember(args, grant) => Extension {
+                edited: args.clone(),
+                grant: Some(grant.clone()),
+                dismissed: false,
+            },
+            Answer::Dismiss => Extension {
+                dismissed: true,
+                ..Extension::default()
+            },
+            Answer::Approve | Answer::Deny(_) => Extension::default(),
+        }
     }
 
     /// A denial's reason, if it says anything.
@@ -89,9 +116,23 @@ impl Answer {
     /// The arguments the person edited before approving.
     pub(super) fn edited(&self) -> Option<&Value> {
         match self {
-            Answer::ApproveWithEdits(args) => Some(args),
+            Answer::ApproveWithEdits(args) | Answer::Remember(Some(args), _) => Some(args),
             _ => None,
         }
+    }
+}
+
+/// Countersign's extensions of one approval answer: edited arguments, a grant, "not now".
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Extension {
+    pub edited: Option<Value>,
+    pub grant: Option<GrantRequest>,
+    pub dismissed: bool,
+}
+
+impl Extension {
+    pub(super) fn is_empty(&self) -> bool {
+        *self == Extension::default()
     }
 }
 
@@ -174,18 +215,26 @@ pub(super) fn overdue_approvals(
         .collect()
 }
 
-/// The messages as they are sent: our `editedInput` extension added to the last message's
-/// edited approvals (approval id → the arguments the person edited).
-pub(super) fn with_edits(
+/// The messages as they are sent: our extensions (`editedInput`, `grant`, `dismissed`) added
+/// to the last message's approvals they belong to (approval id → what the person added).
+pub(super) fn with_extensions(
     mut messages: Vec<UiMessage>,
-    edits: &HashMap<String, Value>,
+    extensions: &HashMap<String, Extension>,
 ) -> Vec<UiMessage> {
     if let Some(last) = messages.last_mut() {
         for part in &mut last.parts {
             if let Some(approval) = part.as_tool_mut().and_then(|t| t.approval.as_mut())
-                && let Some(args) = edits.get(&approval.id)
+                && let Some(extension) = extensions.get(&approval.id)
             {
-                approval.edited_input = Some(args.clone());
+                if let Some(args) = &extension.edited {
+                    approval.edited_input = Some(args.clone());
+                }
+                if let Some(grant) = &extension.grant {
+                    approval.grant = serde_json::to_value(grant).ok();
+                }
+                if extension.dismissed {
+                    approval.dismissed = Some(true);
+                }
             }
         }
     }
@@ -344,25 +393,49 @@ mod tests {
     }
 
     #[test]
-    fn edits_go_out_on_the_last_message_only() {
+    fn extensions_go_out_on_the_last_message_only() {
         let edited = json!({"amount": 20});
+        let grant = GrantRequest {
+            scope: crate::protocol::grant::GrantScope::Budget,
+            seconds: 3600,
+            max_cents: Some(5_000),
+        };
         let messages = vec![
             assistant(vec![tool("a", ToolState::ApprovalResponded, None)]),
             assistant(vec![
                 tool("a", ToolState::ApprovalResponded, None),
                 tool("b", ToolState::ApprovalResponded, None),
+                tool("c", ToolState::ApprovalResponded, None),
             ]),
         ];
-        let edits = HashMap::from([("appr-a".to_string(), edited.clone())]);
-        let sent = with_edits(messages, &edits);
-        let edited_input = |m: &UiMessage, call: &str| {
+        let extensions = HashMap::from([
+            (
+                "appr-a".to_string(),
+                Answer::Remember(Some(edited.clone()), grant.clone()).extension(),
+            ),
+            ("appr-c".to_string(), Answer::Dismiss.extension()),
+        ]);
+        let sent = with_extensions(messages, &extensions);
+        let approval = |m: &UiMessage, call: &str| {
             m.find_tool_part(call)
-                .and_then(|t| t.approval.as_ref())
-                .and_then(|a| a.edited_input.clone())
+                .and_then(|t| t.approval.clone())
+                .unwrap_or_default()
         };
-        assert_eq!(edited_input(&sent[1], "a"), Some(edited));
-        assert_eq!(edited_input(&sent[1], "b"), None);
-        assert_eq!(edited_input(&sent[0], "a"), None, "an earlier message");
+        assert_eq!(approval(&sent[1], "a").edited_input, Some(edited));
+        assert_eq!(
+            approval(&sent[1], "a").grant,
+            Some(json!({"scope": "budget", "seconds": 3600, "maxCents": 5000}))
+        );
+        assert_eq!(approval(&sent[1], "b").edited_input, None);
+        assert_eq!(approval(&sent[1], "b").grant, None);
+        assert_eq!(approval(&sent[1], "c").dismissed, Some(true));
+        assert_eq!(
+            approval(&sent[0], "a").edited_input,
+            None,
+            "an earlier message"
+        );
+        assert!(Answer::Approve.extension().is_empty());
+        assert!(!Answer::Dismiss.approved());
     }
 
     #[test]

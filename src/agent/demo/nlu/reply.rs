@@ -319,6 +319,10 @@ enum Settled<'a> {
     },
     Denied(Option<&'a str>),
     Expired,
+    /// A policy rule refused it (its reason).
+    Refused(&'a str),
+    /// The person set it aside without deciding, or wrote again before answering.
+    Undecided,
 }
 
 fn settle(outcome: &Outcome) -> Settled<'_> {
@@ -347,6 +351,8 @@ fn settle(outcome: &Outcome) -> Settled<'_> {
             Settled::Denied(reason.as_deref().map(str::trim).filter(|r| !r.is_empty()))
         }
         Outcome::Expired => Settled::Expired,
+        Outcome::DeniedByRule { reason, .. } => Settled::Refused(reason),
+        Outcome::Dismissed | Outcome::Superseded => Settled::Undecided,
     }
 }
 
@@ -383,6 +389,36 @@ fn declined(lang: Lang, subject: &Subject, reason: Option<&str>) -> String {
             subject.ja,
             subject.nothing_ja,
             around(reason, "（理由:「", "」）")
+        ),
+    }
+}
+
+fn refused(lang: Lang, subject: &Subject, reason: &str) -> String {
+    match lang {
+        Lang::En => format!(
+            "The organisation's policy does not allow {}, so {}. {}",
+            subject.en,
+            subject.nothing_en,
+            reason.trim()
+        ),
+        Lang::Ja => format!(
+            "{}はポリシーで許可されていないため、{}。{}",
+            subject.ja,
+            subject.nothing_ja,
+            reason.trim()
+        ),
+    }
+}
+
+fn undecided(lang: Lang, subject: &Subject) -> String {
+    match lang {
+        Lang::En => format!(
+            "You haven't decided on {} yet, so {}. Ask me again from its card when you're ready.",
+            subject.en, subject.nothing_en
+        ),
+        Lang::Ja => format!(
+            "{}はまだ決定されていないため、{}。準備ができたらカードからもう一度依頼してください。",
+            subject.ja, subject.nothing_ja
         ),
     }
 }
@@ -432,6 +468,8 @@ fn weather(lang: Lang, call: &ToolOutcome, settled: Settled) -> String {
         }
         Settled::Denied(reason) => declined(lang, &subject, reason),
         Settled::Expired => expired(lang, &subject),
+        Settled::Refused(reason) => refused(lang, &subject, reason),
+        Settled::Undecided => undecided(lang, &subject),
     }
 }
 
@@ -688,6 +726,8 @@ fn payment(lang: Lang, call: &ToolOutcome, settled: Settled) -> String {
         },
         Settled::Denied(reason) => declined(lang, &subject, reason),
         Settled::Expired => expired(lang, &subject),
+        Settled::Refused(reason) => refused(lang, &subject, reason),
+        Settled::Undecided => undecided(lang, &subject),
     }
 }
 
@@ -734,6 +774,8 @@ fn location(lang: Lang, settled: Settled) -> String {
         },
         Settled::Denied(reason) => declined(lang, &subject, reason),
         Settled::Expired => expired(lang, &subject),
+        Settled::Refused(reason) => refused(lang, &subject, reason),
+        Settled::Undecided => undecided(lang, &subject),
     }
 }
 
@@ -823,6 +865,8 @@ fn bgm(lang: Lang, call: &ToolOutcome, settled: Settled) -> String {
         },
         Settled::Denied(reason) => declined(lang, &subject, reason),
         Settled::Expired => expired(lang, &subject),
+        Settled::Refused(reason) => refused(lang, &subject, reason),
+        Settled::Undecided => undecided(lang, &subject),
     }
 }
 
@@ -849,6 +893,8 @@ fn other_tool(lang: Lang, call: &ToolOutcome, settled: Settled) -> String {
         },
         Settled::Denied(reason) => declined(lang, &subject, reason),
         Settled::Expired => expired(lang, &subject),
+        Settled::Refused(reason) => refused(lang, &subject, reason),
+        Settled::Undecided => undecided(lang, &subject),
     }
 }
 

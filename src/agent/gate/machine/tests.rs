@@ -6,8 +6,17 @@ use super::*;
 use crate::agent::{
     gate::BrowserResult,
     history::ToolCall,
+    policy::ToolDefaults,
     tools::{ToolRegistry, ToolSettings},
 };
+use crate::protocol::grant::Ruling;
+
+fn asked() -> Ruling {
+    Ruling::Asked {
+        rule: None,
+        grantable: false,
+    }
+}
 
 fn tools() -> ToolRegistry {
     ToolRegistry::standard(&ToolSettings::default())
@@ -25,6 +34,7 @@ fn call(id: &str, name: &str, location: ToolLocation, args: Value, phase: CallPh
         phase,
         announced: false,
         gated_by: None,
+        ruling: None,
     }
 }
 
@@ -303,7 +313,7 @@ fn every_refusal_has_its_reason_and_changes_nothing() {
         let calls = step();
         let before = calls.clone();
         let err = gate
-            .answer(Some(&calls), &resolved(), &inputs, now)
+            .answer(Some(&calls), &resolved(), &inputs, now, &mut ToolDefaults)
             .expect_err(what);
         assert_eq!(err.code(), code, "{what}: {err}");
         assert_eq!(calls, before, "{what}: nothing changed");
@@ -520,7 +530,7 @@ fn every_acceptance_moves_exactly_its_calls() {
     for (what, inputs, resolutions, check) in cases {
         let calls = step();
         let answered = gate
-            .answer(Some(&calls), &resolved(), &inputs, 10)
+            .answer(Some(&calls), &resolved(), &inputs, 10, &mut ToolDefaults)
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         let expected: Vec<(String, ApprovalResolution)> = resolutions
             .into_iter()
@@ -568,7 +578,9 @@ fn input_for_a_chat_with_no_waiting_turn_says_why() {
             "approval_already_answered",
         ),
     ] {
-        let err = gate.answer(None, &resolved(), &inputs, 10).unwrap_err();
+        let err = gate
+            .answer(None, &resolved(), &inputs, 10, &mut ToolDefaults)
+            .unwrap_err();
         assert_eq!(err.code(), code, "{inputs:?}");
     }
 }
@@ -607,7 +619,7 @@ fn request_asks_by_policy_and_sends_browser_calls_out_with_one_deadline() {
         ),
     ];
     let mut ids = (1..).map(|n| format!("apv-{n}"));
-    let requests = gate.request(&mut calls, 100, || ids.next().unwrap());
+    let requests = gate.request(&mut calls, 100, || ids.next().unwrap(), &mut ToolDefaults);
     let approval_deadline = 100 + settings.approval_timeout.as_millis() as Millis;
     assert_eq!(
         requests,
@@ -615,12 +627,14 @@ fn request_asks_by_policy_and_sends_browser_calls_out_with_one_deadline() {
             Request {
                 tool_call_id: "c1".into(),
                 approval_id: "apv-1".into(),
-                deadline_ms: approval_deadline
+                deadline_ms: approval_deadline,
+                ruling: asked(),
             },
             Request {
                 tool_call_id: "c3".into(),
                 approval_id: "apv-2".into(),
-                deadline_ms: approval_deadline
+                deadline_ms: approval_deadline,
+                ruling: asked(),
             },
         ]
     );
@@ -672,7 +686,7 @@ fn a_client_that_never_reports_gets_browser_calls_acknowledged_unless_they_need_
         ),
     ];
     let mut ids = (1..).map(|n| format!("apv-{n}"));
-    let requests = gate.request(&mut calls, 100, || ids.next().unwrap());
+    let requests = gate.request(&mut calls, 100, || ids.next().unwrap(), &mut ToolDefaults);
     assert_eq!(
         calls[0].phase,
         CallPhase::Done {
@@ -691,7 +705,13 @@ fn a_client_that_never_reports_gets_browser_calls_acknowledged_unless_they_need_
     // Once approved, a browser call waits for the browser whatever the client: only calls that
     // need no approval are acknowledged.
     let answered = gate
-        .answer(Some(&calls), &BTreeMap::new(), &[approve("apv-1")], 200)
+        .answer(
+            Some(&calls),
+            &BTreeMap::new(),
+            &[approve("apv-1")],
+            200,
+            &mut ToolDefaults,
+        )
         .unwrap();
     assert!(matches!(
         answered.calls[1].phase,
@@ -749,7 +769,13 @@ fn tick_expires_what_is_due_and_only_that() {
     ));
     // An answer after the expiry is told so.
     let err = gate
-        .answer(Some(&calls), &resolved, &[approve("apv-1")], 2_001)
+        .answer(
+            Some(&calls),
+            &resolved,
+            &[approve("apv-1")],
+            2_001,
+            &mut ToolDefaults,
+        )
         .unwrap_err();
     assert_eq!(err.code(), "approval_expired");
     assert_eq!(next_deadline(&calls), None);

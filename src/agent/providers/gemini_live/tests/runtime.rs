@@ -50,6 +50,7 @@ async fn payment_awaiting_approval(
                 text: "Pay Hanako 50 dollars".into(),
                 attachments: Vec::new(),
                 transport: crate::agent::Transport::Bidi,
+                ask_again: None,
             },
             None,
         ),

@@ -1,0 +1,295 @@
+//! The person's grants (approvals they asked the server to remember) and today's spending,
+//! kept together under one lock: a decision that uses a grant's budget and reserves what the
+//! call pays happens at once.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde_json::Value;
+
+use super::spending::Spending;
+use crate::agent::{clock::Millis, tools::ToolSpec};
+use crate::protocol::{
+    grant::{Grant, GrantRequest, GrantScope, GrantState, MAX_GRANT_SECONDS, MIN_GRANT_SECONDS},
+    money::format_minor,
+};
+
+/// Why a grant cannot be changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrantError {
+    #[error("grant {0} is not known")]
+    Unknown(String),
+    #[error("grant {0} was already revoked")]
+    AlreadyRevoked(String),
+}
+
+/// Grants and spending.
+#[derive(Debug, Default)]
+pub struct Book {
+    grants: Vec<Grant>,
+    pub(super) spending: Spending,
+    /// Call id → (grant id, cents it took of the grant's budget).
+    uses: HashMap<String, (String, i64)>,
+    /// Grants whose use changed since they were last written.
+    changed: BTreeSet<String>,
+}
+
+impl Book {
+    pub fn new(grants: Vec<Grant>, spending: Spending) -> Self {
+        Book {
+            grants,
+            spending,
+            uses: HashMap::new(),
+            changed: BTreeSet::new(),
+        }
+    }
+
+    /// Newest first.
+    pub fn grants(&self) -> Vec<Grant> {
+        let mut grants = self.grants.clone();
+        grants.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then(b.id.cmp(&a.id)));
+        grants
+    }
+
+    pub fn add(&mut self, grant: Grant) {
+        self.grants.retain(|g| g.id != grant.id);
+        self.grants.push(grant);
+    }
+
+    pub fn forget(&mut self, id: &str) {
+        self.grants.retain(|g| g.id != id);
+        self.changed.remove(id);
+    }
+
+    pub fn revoke(&mut self, id: &str, now_ms: Millis) -> Result<Grant, GrantError> {
+        let grant = self
+            .grants
+            .iter_mut()
+            .find(|g| g.id == id)
+            .ok_or_else(|| GrantError::Unknown(id.to_owned()))?;
+        if grant.revoked_at_ms.is_some() {
+            return Err(GrantError::AlreadyRevoked(id.to_owned()));
+        }
+        grant.revoked_at_ms = Some(now_ms);
+        Ok(grant.clone())
+    }
+
+    /// The active grant that lets this call run now, if any: its tool, its chat (or every
+    /// chat), its exact arguments (for a call grant), and room in its budget for `cents`.
+    pub(super) fn grant_for(
+        &self,
+        chat: &str,
+        tool: &ToolSpec,
+        args: &Value,
+        cents: Option<i64>,
+        now_ms: Millis,
+    ) -> Option<Grant> {
+        self.grants
+            .iter()
+            .filter(|g| g.state(now_ms) == GrantState::Active)
+            .filter(|g| g.tool == tool.name)
+            .filter(|g| g.chat.as_deref().is_none_or(|c| c == chat))
+            .filter(|g| g.args.as_ref().is_none_or(|a| same_args(a, args)))
+            .filter(|g| match g.max_cents {
+                None => true,
+                // A budget covers only calls whose amount is known.
+                Some(max) => cents.is_some_and(|c| g.used_cents.saturating_add(c) <= max),
+            })
+            // The narrowest first: an exact call, then this chat's, then a budget.
+            .min_by_key(|g| (g.args.is_none(), g.chat.is_none(), g.expires_at_ms))
+            .cloned()
+    }
+
+    /// Counts a call against a grant.
+    pub(super) fn use_grant(&mut self, id: &str, call: &str, cents: i64) {
+        if let Some(grant) = self.grants.iter_mut().find(|g| g.id == id) {
+            grant.used_cents = grant.used_cents.saturating_add(cents);
+            grant.uses += 1;
+            self.uses.insert(call.to_owned(), (id.to_owned(), cents));
+            self.changed.insert(id.to_owned());
+        }
+    }
+
+    /// A call ended: it ran or not, and paid `paid` (or nothing). Spending counts what it paid;
+    /// a grant's share of a call that did not run, or ran and paid nothing where it was to pay,
+    /// goes back to the grant (returned when that happened).
+    pub(super) fn settle(
+        &mut self,
+        call: &str,
+        ran: bool,
+        paid: Option<i64>,
+        now_ms: Millis,
+    ) -> Option<Grant> {
+        self.spending.settle(call, paid, now_ms);
+        let (id, cents) = self.uses.remove(call)?;
+        if ran && (paid.is_some() || cents == 0) {
+            return None;
+        }
+        let grant = self.grants.iter_mut().find(|g| g.id == id)?;
+        grant.used_cents = (grant.used_cents - cents).max(0);
+        grant.uses = grant.uses.saturating_sub(1);
+        self.changed.insert(id);
+        Some(grant.clone())
+    }
+
+    pub(super) fn mark_changed(&mut self, id: &str) {
+        self.changed.insert(id.to_owned());
+    }
+
+    pub(super) fn take_changed(&mut self) -> Vec<Grant> {
+        let changed = std::mem::take(&mut self.changed);
+        self.grants
+            .iter()
+            .filter(|g| changed.contains(&g.id))
+            .cloned()
+            .collect()
+    }
+}
+
+/// Arguments compared as JSON values (object key order never matters; 5 and 5.0 are the same
+/// number).
+fn same_args(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
+            (Some(x), Some(y)) => x == y,
+            _ => x == y,
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_args(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_args(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Whether the person may remember their approval of `tool` with `args` this way.
+pub(super) fn check_request(
+    tool: &ToolSpec,
+    args: &Value,
+    request: &GrantRequest,
+) -> Result<(), String> {
+    if !(MIN_GRANT_SECONDS..=MAX_GRANT_SECONDS).contains(&request.seconds) {
+        return Err(format!(
+            "a grant lasts from {} minute to {} days",
+            MIN_GRANT_SECONDS / 60,
+            MAX_GRANT_SECONDS / 86_400
+        ));
+    }
+    let pays = tool.pays.and_then(|pays| pays(args)).map(|p| p.money);
+    match request.scope {
+        GrantScope::Call => {
+            if request.max_cents.is_some() {
+                return Err("a grant of one exact call has no amount".into());
+            }
+        }
+        GrantScope::Tool => {
+            if tool.pays.is_some() {
+                return Err(format!(
+                    "{} pays: remember it with an amount (a budget), not for any amount",
+                    tool.name
+                ));
+            }
+            if request.max_cents.is_some() {
+                return Err("a grant of a tool in this chat has no amount".into());
+            }
+        }
+        GrantScope::Budget => {
+            let Some(pays) = pays else {
+                return Err(format!(
+                    "{} does not pay: a budget grant is for tools that pay",
+                    tool.name
+                ));
+            };
+            let Some(max) = request.max_cents else {
+                return Err("a budget grant needs its amount (maxCents)".into());
+            };
+            if max < pays.wallet_cents() {
+                return Err(format!(
+                    "the budget ({} USD) does not cover the call it is granted with ({} USD)",
+                    format_minor(max, 2),
+                    format_minor(pays.wallet_cents(), 2)
+                ));
+            }
+            if max > 100_000_000 {
+                return Err("a budget grant may hold at most 1,000,000.00 USD".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The words of a grant ("Payment up to 50.00 USD in every chat").
+pub fn label(tool: &ToolSpec, args: &Value, request: &GrantRequest) -> String {
+    let title = &tool.presentation.title;
+    match request.scope {
+        GrantScope::Call => format!("{}, again in this chat", tool.presentation.sentence(args)),
+        GrantScope::Tool => format!("{title} in this chat"),
+        GrantScope::Budget => format!(
+            "{title} up to {} USD in all, in every chat",
+            format_minor(request.max_cents.unwrap_or(0), 2)
+        ),
+    }
+}
+
+/// The grant an approval with `request` creates.
+#[allow(clippy::too_many_arguments)]
+pub fn grant(
+    id: String,
+    tool: &ToolSpec,
+    args: &Value,
+    request: &GrantRequest,
+    chat: &str,
+    approval_id: &str,
+    now_ms: Millis,
+) -> Grant {
+    let cents = tool
+        .pays
+        .and_then(|pays| pays(args))
+        .map(|p| p.money.wallet_cents());
+    Grant {
+        id,
+        scope: request.scope,
+        tool: tool.name.to_string(),
+        chat: (request.scope != GrantScope::Budget).then(|| chat.to_owned()),
+        args: (request.scope == GrantScope::Call).then(|| args.clone()),
+        max_cents: request
+            .max_cents
+            .filter(|_| request.scope == GrantScope::Budget),
+        // The approved call itself is the grant's first use.
+        used_cents: if request.scope == GrantScope::Budget {
+            cents.unwrap_or(0)
+        } else {
+            0
+        },
+        uses: 0,
+        created_at_ms: now_ms,
+        expires_at_ms: now_ms.saturating_add((request.seconds as Millis).saturating_mul(1000)),
+        revoked_at_ms: None,
+        approval_id: approval_id.to_owned(),
+        granted_in: chat.to_owned(),
+        label: label(tool, args, request),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn arguments_compare_as_values() {
+        assert!(same_args(
+            &json!({"amount": 5, "recipient": "Jack"}),
+            &json!({"recipient": "Jack", "amount": 5.0})
+        ));
+        assert!(!same_args(
+            &json!({"amount": 5, "recipient": "Jack"}),
+            &json!({"amount": 5, "recipient": "Jack", "description": ""})
+        ));
+        assert!(!same_args(&json!([1, 2]), &json!([2, 1])));
+        assert!(!same_args(&json!("5"), &json!(5)));
+    }
+}

@@ -1,0 +1,727 @@
+//! Who may decide what: policy rules, the person's grants and running totals — the one place
+//! the gate asks what a call needs (ADR 0023).
+//!
+//! For each tool call the gate asks a [`Decide`] for a [`Verdict`]:
+//!
+//! 1. the **rules** — with no policy file, each tool's own setting (today's behaviour: a
+//!    sensitive tool asks); with `COUNTERSIGN_POLICY=<file>`, its Cedar rules ([`cedar`]):
+//!    a `forbid` denies (with its `@reason`), an `@ask` forbid asks whatever else matches, a
+//!    `permit` runs the call without asking, nothing matched asks;
+//! 2. the person's **grants** ([`grants`]), only where the rules left it to the person
+//!    (nothing matched): a grant never runs what a rule denies or insists on asking for;
+//! 3. running **totals** ([`spending`]): what the wallet paid today and in this chat, plus what
+//!    calls already cleared will pay, so that two calls decided at once never both fit under a
+//!    limit only one fits under.
+//!
+//! The person's approval of a call is checked again against the rules as they are then, with
+//! the arguments that will run: an edit cannot slip a call into a rule that denies it, and a
+//! rule added by a reload while the call waited still applies.
+
+pub mod cedar;
+pub mod cli;
+pub mod grants;
+pub mod spending;
+mod watch;
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex, MutexGuard, RwLock},
+};
+
+use serde::Serialize;
+use serde_json::Value;
+
+pub use cedar::{CedarRules, RuleEffect, RuleInfo};
+pub use grants::{Book, GrantError};
+pub use spending::Spending;
+pub use watch::watch;
+
+use super::{
+    clock::Millis,
+    lock,
+    store::{PolicyStore, StoreError},
+    tools::{ToolRegistry, ToolSpec},
+};
+use crate::protocol::{
+    grant::{Grant, Ruling},
+    money::Payment,
+};
+
+/// What the policy knows of a tool: enough to type its rules.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolFacts {
+    pub name: String,
+    /// The MCP server it comes from; `None`: Countersign's own.
+    pub server: Option<String>,
+    /// Its arguments' JSON Schema.
+    pub parameters: Value,
+    /// Whether its calls pay (`context.amount_cents`).
+    pub pays: bool,
+}
+
+impl ToolFacts {
+    pub fn of(spec: &ToolSpec) -> Self {
+        ToolFacts {
+            name: spec.name.to_string(),
+            server: spec.server.as_ref().map(|s| s.to_string()),
+            parameters: spec.parameters.clone(),
+            pays: spec.pays.is_some(),
+        }
+    }
+
+    /// The `Server` entity it belongs to: `builtin` or its MCP server.
+    pub fn server(&self) -> &str {
+        self.server.as_deref().unwrap_or("builtin")
+    }
+
+    /// The facts of every tool in `tools`.
+    pub fn all(tools: &ToolRegistry) -> Vec<ToolFacts> {
+        tools
+            .snapshot()
+            .iter()
+            .map(|t| ToolFacts::of(&t.spec))
+            .collect()
+    }
+}
+
+/// Everything a decision about one call is made from.
+#[derive(Debug, Clone)]
+pub struct CallFacts<'a> {
+    pub chat: &'a str,
+    pub tool: &'a ToolFacts,
+    /// The (validated) arguments.
+    pub args: &'a Value,
+    /// What the call pays and to whom, when the tool pays and the arguments read as money.
+    pub pays: Option<Payment>,
+    /// Whether this chat's wallet never paid the payee before.
+    pub new_payee: bool,
+    /// Whether the tool's own setting would ask for these arguments.
+    pub asks_by_default: bool,
+    pub spent_today_cents: i64,
+    pub spent_in_chat_cents: i64,
+    pub now_ms: Millis,
+}
+
+/// What the rules alone say about a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleVerdict {
+    Run {
+        rule: String,
+    },
+    Ask {
+        rule: String,
+    },
+    Deny {
+        rule: String,
+        reason: String,
+    },
+    /// No rule matched: the person decides (and a grant may decide for them).
+    NoMatch,
+    /// A rule failed to evaluate: the person decides, and no grant may.
+    Error {
+        message: String,
+    },
+}
+
+/// What the gate does with a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// It runs as the tool itself says (no policy file, a tool that never asks): nothing to show.
+    Run,
+    /// The rules or a grant decided, or it asks: shown to the person and the model.
+    Ruled(Ruling),
+}
+
+/// A rule's problem, where it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PolicyProblem {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// 1-based; 0 when the problem is not at one place.
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub help: Option<String>,
+}
+
+impl PolicyProblem {
+    pub fn at(rule: Option<&str>, line: usize, column: usize, message: impl Into<String>) -> Self {
+        PolicyProblem {
+            rule: rule.map(str::to_owned),
+            line,
+            column,
+            message: message.into(),
+            help: None,
+        }
+    }
+
+    pub fn general(message: impl Into<String>) -> Self {
+        PolicyProblem::at(None, 0, 0, message)
+    }
+}
+
+impl std::fmt::Display for PolicyProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.line > 0 {
+            write!(f, "line {}, column {}", self.line, self.column)?;
+            if let Some(rule) = &self.rule {
+                write!(f, " (rule {rule:?})")?;
+            }
+            f.write_str(": ")?;
+        } else if let Some(rule) = &self.rule {
+            write!(f, "rule {rule:?}: ")?;
+        }
+        f.write_str(self.message.trim_end())?;
+        if let Some(help) = &self.help {
+            write!(f, " ({})", help.trim_end())?;
+        }
+        Ok(())
+    }
+}
+
+/// A policy file that cannot be used, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+pub struct PolicyError {
+    pub path: String,
+    pub problems: Vec<PolicyProblem>,
+}
+
+/// The rules in force.
+#[derive(Debug)]
+pub enum Rules {
+    /// No policy file: each tool's own setting.
+    ToolDefaults,
+    Cedar(Box<CedarRules>),
+}
+
+impl Rules {
+    /// Reads and validates a policy file against `tools`.
+    pub fn load(
+        path: &Path,
+        tools: &[ToolFacts],
+        mcp_servers: &[String],
+    ) -> Result<(Rules, String, Vec<PolicyProblem>), PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|e| PolicyError {
+            path: path.display().to_string(),
+            problems: vec![PolicyProblem::general(format!("cannot read it: {e}"))],
+        })?;
+        let (rules, warnings) =
+            CedarRules::load(&text, tools, mcp_servers).map_err(|problems| PolicyError {
+                path: path.display().to_string(),
+                problems,
+            })?;
+        Ok((Rules::Cedar(Box::new(rules)), version(&text), warnings))
+    }
+
+    pub fn verdict(&self, facts: &CallFacts<'_>) -> RuleVerdict {
+        match self {
+            Rules::ToolDefaults => {
+                if facts.asks_by_default {
+                    RuleVerdict::NoMatch
+                } else {
+                    RuleVerdict::Run {
+                        rule: String::new(),
+                    }
+                }
+            }
+            Rules::Cedar(rules) => rules.decide(facts),
+        }
+    }
+}
+
+/// A short digest of a policy file's text: which version decided (in the audit log).
+fn version(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(text.as_bytes());
+    digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Where the policy stands, for `/api/policy` and the tools page.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PolicyStatus {
+    /// The policy file; `None`: each tool's own setting.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The digest of the rules in force.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    pub loaded_at_ms: Millis,
+    /// The rules in force: id, effect, line.
+    pub rules: Vec<RuleSummary>,
+    pub warnings: Vec<PolicyProblem>,
+    /// The last reload that failed (the rules before it stay in force), if the file has not
+    /// loaded cleanly since.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reload_error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuleSummary {
+    pub id: String,
+    pub effect: &'static str,
+    pub line: usize,
+}
+
+/// The policy of a runtime: the rules in force (swapped whole on reload), the grants and the
+/// running totals.
+pub struct Policy {
+    rules: RwLock<Arc<Rules>>,
+    file: Option<PathBuf>,
+    mcp_servers: Vec<String>,
+    status: Mutex<PolicyStatus>,
+    book: Mutex<Book>,
+    /// Where grants are kept; unset: in memory only.
+    store: std::sync::OnceLock<Arc<dyn PolicyStore>>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy::tool_defaults()
+    }
+}
+
+impl Policy {
+    /// No policy file: each tool's own setting decides, and the person's grants.
+    pub fn tool_defaults() -> Self {
+        Policy {
+            rules: RwLock::new(Arc::new(Rules::ToolDefaults)),
+            file: None,
+            mcp_servers: Vec::new(),
+            status: Mutex::new(PolicyStatus::default()),
+            book: Mutex::new(Book::default()),
+            store: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The rules of `path`, validated against `tools`; an unusable file is an error (the server
+    /// does not start on it).
+    pub fn from_file(
+        path: &Path,
+        tools: &[ToolFacts],
+        mcp_servers: Vec<String>,
+        now_ms: Millis,
+    ) -> Result<Self, PolicyError> {
+        let (rules, version, warnings) = Rules::load(path, tools, &mcp_servers)?;
+        for warning in &warnings {
+            tracing::warn!(file = %path.display(), %warning, "policy");
+        }
+        let status = status_of(Some(path), &rules, version, warnings, now_ms);
+        Ok(Policy {
+            rules: RwLock::new(Arc::new(rules)),
+            file: Some(path.to_owned()),
+            mcp_servers,
+            status: Mutex::new(status),
+            book: Mutex::new(Book::default()),
+            store: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Rules given as text (tests and `countersign policy test`).
+    pub fn from_text(text: &str, tools: &[ToolFacts]) -> Result<Self, PolicyError> {
+        let (rules, warnings) =
+            CedarRules::load(text, tools, &[]).map_err(|problems| PolicyError {
+                path: "<policy>".into(),
+                problems,
+            })?;
+        let rules = Rules::Cedar(Box::new(rules));
+        let status = status_of(None, &rules, version(text), warnings, 0);
+        Ok(Policy {
+            rules: RwLock::new(Arc::new(rules)),
+            file: None,
+            mcp_servers: Vec::new(),
+            status: Mutex::new(status),
+            book: Mutex::new(Book::default()),
+            store: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Starts from the grants and today's spending the store kept.
+    pub fn with_book(self, grants: Vec<Grant>, spending: Spending) -> Self {
+        *lock(&self.book) = Book::new(grants, spending);
+        self
+    }
+
+    /// Keeps grants in `store` from now on, starting from the grants it kept and what the
+    /// wallets paid today (once, at start-up, before the first turn).
+    pub async fn restore(
+        &self,
+        store: Arc<dyn PolicyStore>,
+        now_ms: Millis,
+    ) -> Result<(), StoreError> {
+        let grants = store.grants().await?;
+        let paid = store.paid_since(spending::start_of_day(now_ms)).await?;
+        *lock(&self.book) = Book::new(grants, Spending::starting(now_ms, paid));
+        if self.store.set(store).is_err() {
+            tracing::error!("the policy's store was set twice; the first stays");
+        }
+        Ok(())
+    }
+
+    /// Appends audit events that belong to no session commit (a grant revoked).
+    pub async fn audit(
+        &self,
+        events: &[crate::agent::store::AuditEvent],
+    ) -> Result<(), StoreError> {
+        match self.store.get() {
+            Some(store) => store.append_audit(events).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Writes a grant to the store (a new one, or its revocation).
+    pub async fn save_grant(&self, grant: &Grant) -> Result<(), StoreError> {
+        match self.store.get() {
+            Some(store) => store.save_grant(grant).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Writes the grants whose use changed. A failure is logged and the grant written again
+    /// with the next change (a grant's use only grows while calls are let run, so a lost write
+    /// under-counts nothing that a later one does not carry).
+    pub async fn flush_grants(&self) {
+        for grant in self.take_changed_grants() {
+            if let Err(e) = self.save_grant(&grant).await {
+                tracing::error!(grant = %grant.id, error = &e as &dyn std::error::Error, "cannot write a grant's use");
+                lock(&self.book).mark_changed(&grant.id);
+            }
+        }
+    }
+
+    /// Starts today's spending over from `paid_today_cents` (the policy test command's cases).
+    pub fn set_spent_today(&self, paid_today_cents: i64, now_ms: Millis) {
+        lock(&self.book).spending = Spending::starting(now_ms, paid_today_cents);
+    }
+
+    /// The rules in force now.
+    pub fn rules(&self) -> Arc<Rules> {
+        self.rules.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn status(&self) -> PolicyStatus {
+        lock(&self.status).clone()
+    }
+
+    pub fn file(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+
+    /// Loads the file again: the new rules replace the old only when they load cleanly; a
+    /// broken file keeps the last good rules and says so (returned, logged, in the status).
+    pub fn reload(&self, tools: &[ToolFacts], now_ms: Millis) -> Result<(), PolicyError> {
+        let Some(path) = &self.file else {
+            return Ok(());
+        };
+        match Rules::load(path, tools, &self.mcp_servers) {
+            Ok((rules, version, warnings)) => {
+                for warning in &warnings {
+                    tracing::warn!(file = %path.display(), %warning, "policy");
+                }
+                let status = status_of(Some(path), &rules, version, warnings, now_ms);
+                tracing::info!(file = %path.display(), rules = status.rules.len(), version = ?status.version, "policy reloaded");
+                *self.rules.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(rules);
+                *lock(&self.status) = status;
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "the policy file does not load; the rules loaded before stay in force");
+                lock(&self.status).reload_error = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    /// Checks the rules in force against a changed tool list (an MCP server listed its tools):
+    /// what no longer checks is reported as a warning (the rules stay in force; a rule that
+    /// fails to evaluate makes its calls ask).
+    pub fn recheck(&self, tools: &[ToolFacts]) {
+        let Some(path) = &self.file else {
+            return;
+        };
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return;
+        };
+        let warnings = match CedarRules::load(&text, tools, &self.mcp_servers) {
+            Ok((_, warnings)) => warnings,
+            Err(problems) => problems,
+        };
+        let mut status = lock(&self.status);
+        if status.warnings != warnings {
+            for warning in &warnings {
+                tracing::warn!(file = %path.display(), %warning, "policy, against the tools listed now");
+            }
+            status.warnings = warnings;
+        }
+    }
+
+    /// A decider for calls of chat `chat`, whose wallet is `wallet`. It holds the book's lock:
+    /// decide a step's calls with one, then drop it.
+    pub fn decider<'a>(
+        &'a self,
+        tools: &'a ToolRegistry,
+        chat: &'a str,
+        wallet: ChatWallet,
+    ) -> Decider<'a> {
+        Decider {
+            rules: self.rules(),
+            tools,
+            book: lock(&self.book),
+            chat,
+            wallet,
+        }
+    }
+
+    /// The grants, for the list the person sees (newest first).
+    pub fn grants(&self) -> Vec<Grant> {
+        lock(&self.book).grants()
+    }
+
+    /// Adds a grant (the person approved and asked to remember).
+    pub fn add_grant(&self, grant: Grant) {
+        lock(&self.book).add(grant);
+    }
+
+    /// Removes a grant added by [`Policy::add_grant`] whose approval could not be recorded.
+    pub fn forget_grant(&self, id: &str) {
+        lock(&self.book).forget(id);
+    }
+
+    /// Revokes a grant: it lets nothing run from `now` on.
+    pub fn revoke_grant(&self, id: &str, now_ms: Millis) -> Result<Grant, GrantError> {
+        lock(&self.book).revoke(id, now_ms)
+    }
+
+    /// A call ended: it ran or not, and what it paid (if anything) counts for today; a grant's
+    /// share of a call that did not run or pay goes back to the grant. Returns the grant whose
+    /// use changed (written with the next [`Policy::flush_grants`]).
+    pub fn settle(
+        &self,
+        call: &str,
+        ran: bool,
+        paid_cents: Option<i64>,
+        now_ms: Millis,
+    ) -> Option<Grant> {
+        lock(&self.book).settle(call, ran, paid_cents, now_ms)
+    }
+
+    /// Marks grant `id` to be written with the next [`Policy::flush_grants`].
+    pub fn mark_grant_changed(&self, id: &str) {
+        lock(&self.book).mark_changed(id);
+    }
+
+    /// The grants whose use changed since they were last written (and marks them written).
+    pub fn take_changed_grants(&self) -> Vec<Grant> {
+        lock(&self.book).take_changed()
+    }
+}
+
+fn status_of(
+    path: Option<&Path>,
+    rules: &Rules,
+    version: String,
+    warnings: Vec<PolicyProblem>,
+    now_ms: Millis,
+) -> PolicyStatus {
+    let mut summaries = match rules {
+        Rules::ToolDefaults => Vec::new(),
+        Rules::Cedar(rules) => rules
+            .rules()
+            .map(|r| RuleSummary {
+                id: r.id.clone(),
+                effect: r.effect.as_str(),
+                line: r.line,
+            })
+            .collect(),
+    };
+    summaries.sort_by_key(|r| r.line);
+    PolicyStatus {
+        file: path.map(|p| p.display().to_string()),
+        version: Some(version),
+        loaded_at_ms: now_ms,
+        rules: summaries,
+        warnings,
+        reload_error: None,
+    }
+}
+
+/// What a decision needs of a chat's wallet.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChatWallet {
+    /// What it paid, in its cents (plus, while deciding a step, what calls let run will pay).
+    pub paid_cents: i64,
+    /// Whom it paid (as the payments named them).
+    pub payees: Vec<String>,
+}
+
+impl ChatWallet {
+    pub fn of(wallet: &crate::agent::tools::Wallet) -> Self {
+        ChatWallet {
+            paid_cents: wallet.paid_cents(),
+            payees: wallet
+                .transactions
+                .iter()
+                .map(|t| t.recipient.trim().to_owned())
+                .collect(),
+        }
+    }
+
+    fn has_paid(&self, payee: &str) -> bool {
+        let payee = payee.trim();
+        self.payees.iter().any(|p| p.eq_ignore_ascii_case(payee))
+    }
+}
+
+/// Decides calls of one chat, holding the book (grants and spending) while it does: the
+/// decisions of one step see each other's reservations.
+pub struct Decider<'a> {
+    rules: Arc<Rules>,
+    tools: &'a ToolRegistry,
+    book: MutexGuard<'a, Book>,
+    chat: &'a str,
+    wallet: ChatWallet,
+}
+
+/// What the gate asks of the policy.
+pub trait Decide {
+    /// What call `call_id` of `tool` with (validated) `args` needs, now. A call let run
+    /// reserves what it pays.
+    fn decide(&mut self, call_id: &str, tool: &ToolSpec, args: &Value, now_ms: Millis) -> Verdict;
+
+    /// Whether a rule forbids running `args` now (the person's approval, perhaps of edited
+    /// arguments): the rule and its reason.
+    fn forbids(
+        &mut self,
+        tool: &ToolSpec,
+        args: &Value,
+        now_ms: Millis,
+    ) -> Option<(String, String)>;
+
+    /// Whether the person may grant `scope` for a call of `tool` they approve with `args`:
+    /// `Err` says why not.
+    fn may_grant(
+        &mut self,
+        tool: &ToolSpec,
+        args: &Value,
+        request: &crate::protocol::grant::GrantRequest,
+    ) -> Result<(), String> {
+        grants::check_request(tool, args, request)
+    }
+}
+
+impl Decider<'_> {
+    /// The facts of a call of `tool` (whose policy facts are `facts`) with `args`, now.
+    fn facts<'f>(
+        &'f mut self,
+        facts: &'f ToolFacts,
+        tool: &ToolSpec,
+        args: &'f Value,
+        now_ms: Millis,
+    ) -> CallFacts<'f> {
+        let pays = tool.pays.and_then(|pays| pays(args));
+        let new_payee = pays
+            .as_ref()
+            .is_some_and(|p| !self.wallet.has_paid(&p.payee));
+        CallFacts {
+            chat: self.chat,
+            tool: facts,
+            args,
+            pays,
+            new_payee,
+            asks_by_default: tool.approval.requires_approval(args),
+            spent_today_cents: self.book.spending.today(now_ms),
+            spent_in_chat_cents: self.wallet.paid_cents,
+            now_ms,
+        }
+    }
+}
+
+impl Decide for Decider<'_> {
+    fn decide(&mut self, call_id: &str, tool: &ToolSpec, args: &Value, now_ms: Millis) -> Verdict {
+        let _ = self.tools;
+        let tool_facts = ToolFacts::of(tool);
+        let chat = self.chat.to_owned();
+        let rules = self.rules.clone();
+        let facts = self.facts(&tool_facts, tool, args, now_ms);
+        let cents = facts.pays.as_ref().map(|p| p.money.wallet_cents());
+        let ruled = rules.verdict(&facts);
+        let verdict = match ruled {
+            RuleVerdict::Run { rule } if rule.is_empty() => return Verdict::Run,
+            RuleVerdict::Run { rule } => Ruling::AllowedByRule { rule },
+            RuleVerdict::Deny { rule, reason } => Ruling::DeniedByRule { rule, reason },
+            RuleVerdict::Ask { rule } => Ruling::Asked {
+                rule: Some(rule),
+                grantable: false,
+            },
+            RuleVerdict::Error { message } => {
+                tracing::warn!(tool = %tool.name, %message, "a policy rule failed to evaluate; the call asks");
+                Ruling::Asked {
+                    rule: None,
+                    grantable: false,
+                }
+            }
+            RuleVerdict::NoMatch => match self.book.grant_for(&chat, tool, args, cents, now_ms) {
+                Some(grant) => Ruling::AllowedByGrant {
+                    grant: grant.id,
+                    label: grant.label,
+                },
+                None => Ruling::Asked {
+                    rule: None,
+                    grantable: true,
+                },
+            },
+        };
+        match &verdict {
+            Ruling::AllowedByRule { .. } | Ruling::AllowedByGrant { .. } => {
+                if let Some(cents) = cents {
+                    self.book.spending.reserve(call_id, cents, now_ms);
+                    self.wallet.paid_cents = self.wallet.paid_cents.saturating_add(cents);
+                }
+                if let Ruling::AllowedByGrant { grant, .. } = &verdict {
+                    self.book.use_grant(grant, call_id, cents.unwrap_or(0));
+                }
+            }
+            _ => {}
+        }
+        Verdict::Ruled(verdict)
+    }
+
+    fn forbids(
+        &mut self,
+        tool: &ToolSpec,
+        args: &Value,
+        now_ms: Millis,
+    ) -> Option<(String, String)> {
+        let tool_facts = ToolFacts::of(tool);
+        let rules = self.rules.clone();
+        let facts = self.facts(&tool_facts, tool, args, now_ms);
+        match rules.verdict(&facts) {
+            RuleVerdict::Deny { rule, reason } => Some((rule, reason)),
+            _ => None,
+        }
+    }
+}
+
+/// The decider of a gate without a policy (tests): each tool's own setting, no grants.
+pub struct ToolDefaults;
+
+impl Decide for ToolDefaults {
+    fn decide(&mut self, _: &str, tool: &ToolSpec, args: &Value, _: Millis) -> Verdict {
+        if tool.approval.requires_approval(args) {
+            Verdict::Ruled(Ruling::Asked {
+                rule: None,
+                grantable: false,
+            })
+        } else {
+            Verdict::Run
+        }
+    }
+
+    fn forbids(&mut self, _: &ToolSpec, _: &Value, _: Millis) -> Option<(String, String)> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests;
