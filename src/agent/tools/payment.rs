@@ -18,7 +18,7 @@ use super::{
 use crate::agent::clock::{IdKind, Millis, rfc3339};
 use crate::protocol::{
     ToolPresentation,
-    money::{self, Money, MoneyError, Payment, WALLET_CURRENCY, format_minor},
+    money::{self, Money, MoneyError, Payment, WALLET_CURRENCY},
 };
 
 /// The opening balance of every new wallet, in cents.
@@ -104,8 +104,8 @@ pub enum PaymentError {
     Money(#[from] MoneyError),
     #[error(
         "Insufficient funds: the balance is {} USD, the payment needs {} USD.",
-        format_minor(*.balance_cents, 2),
-        format_minor(*.requested_cents, 2)
+        plain_cents(*.balance_cents),
+        plain_cents(*.requested_cents)
     )]
     InsufficientFunds {
         balance_cents: i64,
@@ -113,6 +113,11 @@ pub enum PaymentError {
     },
     #[error("The recipient must not be empty.")]
     NoRecipient,
+}
+
+/// Cents as "1000.00" (no thousands separators: the model reads these figures).
+fn plain_cents(cents: i64) -> String {
+    format!("{}.{:02}", cents / 100, (cents % 100).abs())
 }
 
 fn cents_to_number(cents: i64) -> Value {
