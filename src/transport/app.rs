@@ -24,6 +24,7 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/app", get(app))
         .route("/api/mcp", get(mcp))
+        .route("/api/policy", get(policy))
         .route("/api/chats/{id}", get(chat))
         .route(
             "/api/chats/{id}/questions/{question}",
@@ -38,6 +39,16 @@ async fn app(State(state): State<AppState>) -> Json<AppInfo> {
 /// The MCP servers: connected or not (and why), the tools each offers, the ones left out.
 async fn mcp(State(state): State<AppState>) -> Json<serde_json::Value> {
     Json(serde_json::json!({ "servers": state.mcp.statuses() }))
+}
+
+/// The policy in force (its file, version, rules, warnings, the last reload that failed) and
+/// the grants.
+async fn policy(State(state): State<AppState>) -> Json<serde_json::Value> {
+    let policy = state.runtime.policy();
+    Json(serde_json::json!({
+        "policy": policy.status(),
+        "grants": policy.grants(),
+    }))
 }
 
 async fn chat(

@@ -1,0 +1,678 @@
+//! Approval policies and grants end to end (issue #22), against the real binary on a SQLite
+//! file: rules that run, ask and refuse, in both dialects of the wire; a grant made from an
+//! approval, used, revoked, and kept across kill -9; edits and reloads checked against the
+//! rules; "not now" and "ask again"; payments in other currencies; `countersign policy test`.
+#![cfg(unix)]
+
+mod common;
+
+use std::{path::PathBuf, time::Duration};
+
+use common::binary::Binary;
+use serde_json::{Value, json};
+
+fn temp(name: &str) -> PathBuf {
+    let path =
+        std::env::temp_dir().join(format!("countersign-policy-{}-{name}", std::process::id()));
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    path
+}
+
+fn example_policy() -> String {
+    format!("{}/examples/policy.cedar", env!("CARGO_MANIFEST_DIR"))
+}
+
+async fn server(db: &PathBuf, policy: Option<String>) -> Binary {
+    let mut env = vec![
+        ("COUNTERSIGN_DB", db.display().to_string()),
+        ("COUNTERSIGN_DEMO_DELAY_MS", "0".to_string()),
+        ("COUNTERSIGN_WEATHER", "offline".to_string()),
+    ];
+    if let Some(policy) = policy {
+        env.push(("COUNTERSIGN_POLICY", policy));
+    }
+    Binary::start(&env).await
+}
+
+/// `POST /api/chat` in `dialect` (`None`: the default, ai@6.0.0's keys only): status, chunks.
+async fn post(base: &str, body: Value, dialect: Option<&str>) -> (u16, Vec<Value>, String) {
+    let mut request = reqwest::Client::new()
+        .post(format!("{base}/api/chat"))
+        .json(&body);
+    if let Some(dialect) = dialect {
+        request = request.header("x-countersign-dialect", dialect);
+    }
+    let response = request.send().await.expect("request sent");
+    let status = response.status().as_u16();
+    let text = tokio::time::timeout(Duration::from_secs(30), response.text())
+        .await
+        .expect("the response ends")
+        .expect("a body");
+    let chunks = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect();
+    (status, chunks, text)
+}
+
+fn say(chat: &str, text: &str) -> Value {
+    json!({"id": chat, "trigger": "submit-message", "messages": [
+        {"id": format!("u-{text}"), "role": "user", "parts": [{"type": "text", "text": text}]}
+    ]})
+}
+
+fn of_type<'a>(chunks: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    chunks.iter().filter(|c| c["type"] == kind).collect()
+}
+
+fn text_of(chunks: &[Value]) -> String {
+    of_type(chunks, "text-delta")
+        .iter()
+        .filter_map(|c| c["delta"].as_str())
+        .collect()
+}
+
+/// The approval a turn waits for: (approval id, call id, message id, input).
+fn waiting(chunks: &[Value]) -> (String, String, String, Value) {
+    let request = of_type(chunks, "tool-approval-request")
+        .into_iter()
+        .rfind(|c| c["isAutomatic"] != true)
+        .unwrap_or_else(|| panic!("an approval request in {chunks:?}"))
+        .clone();
+    let call = request["toolCallId"].as_str().unwrap().to_owned();
+    let input = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-input-available" && c["toolCallId"] == call.as_str())
+        .map(|c| c["input"].clone())
+        .unwrap();
+    let message = chunks
+        .iter()
+        .find(|c| c["type"] == "start")
+        .and_then(|c| c["messageId"].as_str())
+        .unwrap()
+        .to_owned();
+    (
+        request["approvalId"].as_str().unwrap().to_owned(),
+        call,
+        message,
+        input,
+    )
+}
+
+/// The person's answer to `approval`, with Countersign's `extra` keys on the approval object.
+fn answer(
+    chat: &str,
+    approval: &(String, String, String, Value),
+    approved: bool,
+    extra: Value,
+) -> Value {
+    let (approval_id, call, message, input) = approval;
+    let mut object = json!({"id": approval_id, "approved": approved});
+    if let Value::Object(extra) = extra {
+        object.as_object_mut().unwrap().extend(extra);
+    }
+    json!({"id": chat, "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "…"}]},
+        {"id": message, "role": "assistant", "parts": [
+            {"type": "tool-process_payment", "toolCallId": call, "state": "approval-responded",
+             "input": input, "approval": object}
+        ]}
+    ]})
+}
+
+async fn fn_call(base: &str, name: &str, body: Value) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{base}/api/fn/{name}"))
+        .json(&body)
+        .send()
+        .await
+        .expect("server function called");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("a body");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+async fn balance(base: &str, chat: &str) -> f64 {
+    let snapshot: Value = reqwest::get(format!("{base}/api/chats/{chat}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    // The last payment's output names the balance after it.
+    snapshot["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
+        .filter(|p| p["type"] == "tool-process_payment" && p["state"] == "output-available")
+        .filter_map(|p| p["output"]["wallet_balance"].as_f64())
+        .last()
+        .unwrap_or(1000.0)
+}
+
+#[tokio::test]
+async fn rules_run_ask_and_refuse_in_both_dialects() {
+    let db = temp("rules");
+    let app = server(&db, Some(example_policy())).await;
+
+    // A small payment runs by rule. ai@6.0.0's keys only: a call that ran, no approval at all.
+    let (status, strict, body) = post(&app.base, say("c1", "Send $5 to Jack"), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        of_type(&strict, "tool-approval-request").is_empty(),
+        "{body}"
+    );
+    assert!(
+        of_type(&strict, "tool-approval-response").is_empty(),
+        "{body}"
+    );
+    assert_eq!(
+        of_type(&strict, "tool-output-available")[0]["output"]["wallet_balance"],
+        995
+    );
+
+    // The same in the full (v7) dialect: an automatic approval, its response, then the output.
+    let (_, full, body) = post(&app.base, say("c2", "Send $5 to Jill"), Some("full")).await;
+    let request = of_type(&full, "tool-approval-request")[0];
+    assert_eq!(request["isAutomatic"], true, "{body}");
+    assert_eq!(
+        request["approvalDescriptor"]["countersign"],
+        json!({"decision": "allowed_by_rule", "rule": "small-payments"})
+    );
+    let response = of_type(&full, "tool-approval-response")[0];
+    assert_eq!(response["approvalId"], request["approvalId"]);
+    assert_eq!(response["approved"], true);
+    assert_eq!(
+        response["reason"],
+        "Ran without asking: rule small-payments"
+    );
+    let order: Vec<&str> = full.iter().filter_map(|c| c["type"].as_str()).collect();
+    let at = |kind: &str| order.iter().position(|t| *t == kind).unwrap();
+    assert!(at("tool-approval-request") < at("tool-approval-response"));
+    assert!(at("tool-approval-response") < at("tool-output-available"));
+
+    // Over the limit: refused by a rule, the model told why.
+    let (_, refused, body) = post(&app.base, say("c3", "Send $600 to Jack"), Some("full")).await;
+    let request = of_type(&refused, "tool-approval-request")[0];
+    assert_eq!(
+        request["approvalDescriptor"]["countersign"]["decision"],
+        "denied_by_rule"
+    );
+    assert_eq!(
+        of_type(&refused, "tool-approval-response")[0]["approved"],
+        false
+    );
+    assert_eq!(of_type(&refused, "tool-output-denied").len(), 1, "{body}");
+    assert!(
+        text_of(&refused).contains("policy does not allow"),
+        "{body}"
+    );
+    let (_, refused_strict, _) = post(&app.base, say("c3b", "Send $600 to Jack"), None).await;
+    assert!(of_type(&refused_strict, "tool-approval-request").is_empty());
+    assert_eq!(of_type(&refused_strict, "tool-output-denied").len(), 1);
+    assert_eq!(balance(&app.base, "c3").await, 1000.0);
+
+    // 50 USD asks, and may be remembered.
+    let (_, asked, body) = post(&app.base, say("c4", "Send $50 to Jack"), Some("full")).await;
+    let request = of_type(&asked, "tool-approval-request")[0];
+    assert_ne!(request["isAutomatic"], true, "{body}");
+    assert_eq!(
+        request["approvalDescriptor"]["countersign"],
+        json!({"decision": "asked", "grantable": true})
+    );
+    assert_eq!(asked.last().unwrap()["type"], "finish");
+
+    // The audit log names the rules and the policy's version.
+    let audit = app.audit("c2").await;
+    let allowed = audit
+        .iter()
+        .find(|e| e["kind"] == "allowed")
+        .expect("allowed");
+    assert_eq!(allowed["rule"], "small-payments");
+    assert!(
+        allowed["policy_version"]
+            .as_str()
+            .is_some_and(|v| v.len() == 12)
+    );
+    let audit = app.audit("c3").await;
+    let refused = audit
+        .iter()
+        .find(|e| e["kind"] == "refused")
+        .expect("refused");
+    assert_eq!(refused["rule"], "payment-limit");
+    assert!(refused["reason"].as_str().unwrap().contains("500 USD"));
+
+    // /api/policy shows the rules in force.
+    let status: Value = reqwest::get(format!("{}/api/policy", app.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let rules: Vec<&str> = status["policy"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            "weather",
+            "music",
+            "small-payments",
+            "blocked-recipients",
+            "payment-limit"
+        ]
+    );
+    let _ = std::fs::remove_file(&db);
+}
+
+#[tokio::test]
+async fn a_grant_runs_later_calls_until_it_is_spent_or_revoked_and_survives_kill_9() {
+    let db = temp("grants");
+    let app = server(&db, None).await;
+    let chat = "g1";
+
+    // No policy file: a payment asks; the person approves and remembers "up to 100 USD".
+    let (_, first, _) = post(&app.base, say(chat, "Send $50 to Jack"), Some("full")).await;
+    let approval = waiting(&first);
+    let grant = json!({"grant": {"scope": "budget", "seconds": 3600, "maxCents": 10_000}});
+    let (status, paid, body) = post(
+        &app.base,
+        answer(chat, &approval, true, grant),
+        Some("full"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(of_type(&paid, "tool-output-available").len(), 1, "{body}");
+
+    // 40 more fits: it runs by the grant, in another chat too.
+    let (_, second, body) = post(&app.base, say("g2", "Send $40 to Jill"), Some("full")).await;
+    let request = of_type(&second, "tool-approval-request")[0];
+    assert_eq!(request["isAutomatic"], true, "{body}");
+    assert_eq!(
+        request["approvalDescriptor"]["countersign"]["decision"],
+        "allowed_by_grant"
+    );
+    let grant_id = request["approvalDescriptor"]["countersign"]["grant"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(of_type(&second, "tool-output-available").len(), 1, "{body}");
+    // 20 more would pass 100: it asks.
+    let (_, third, body) = post(&app.base, say("g3", "Send $20 to Jim"), Some("full")).await;
+    assert_ne!(
+        of_type(&third, "tool-approval-request")[0]["isAutomatic"],
+        true,
+        "{body}"
+    );
+
+    // The list (a server function) shows what was used.
+    let (status, grants) = fn_call(&app.base, "grants", json!({})).await;
+    assert_eq!(status, 200, "{grants}");
+    assert_eq!(grants[0]["id"], grant_id.as_str());
+    assert_eq!(grants[0]["usedCents"], 9_000);
+    assert_eq!(grants[0]["uses"], 1);
+    assert_eq!(
+        grants[0]["label"],
+        "Payment up to 100.00 USD in all, in every chat"
+    );
+
+    // kill -9: the grant and its use come back.
+    app.kill9();
+    let app = server(&db, None).await;
+    let (_, grants) = fn_call(&app.base, "grants", json!({})).await;
+    assert_eq!(grants[0]["usedCents"], 9_000, "{grants}");
+    let (_, fourth, body) = post(&app.base, say("g4", "Send $10 to Jo"), Some("full")).await;
+    assert_eq!(
+        of_type(&fourth, "tool-approval-request")[0]["isAutomatic"],
+        true,
+        "{body}"
+    );
+
+    // Revoked: nothing runs by it any more, and a second revoke says so.
+    let (status, revoked) = fn_call(&app.base, "revoke_grant", json!({"id": grant_id})).await;
+    assert_eq!(status, 200, "{revoked}");
+    assert!(revoked["revokedAtMs"].as_i64().is_some());
+    let (status, again) = fn_call(&app.base, "revoke_grant", json!({"id": grant_id})).await;
+    assert!(status >= 400, "{again}");
+    assert!(again.to_string().contains("already revoked"), "{again}");
+    let (status, unknown) = fn_call(&app.base, "revoke_grant", json!({"id": "nope"})).await;
+    assert!(
+        status >= 400 && unknown.to_string().contains("not known"),
+        "{unknown}"
+    );
+    let (_, fifth, body) = post(&app.base, say("g5", "Send $1 to Jo"), Some("full")).await;
+    assert_ne!(
+        of_type(&fifth, "tool-approval-request")[0]["isAutomatic"],
+        true,
+        "{body}"
+    );
+
+    let audit = app.audit(chat).await;
+    assert!(
+        audit
+            .iter()
+            .any(|e| e["kind"] == "granted" && e["grant"] == grant_id.as_str())
+    );
+    assert!(
+        audit
+            .iter()
+            .any(|e| e["kind"] == "revoked" && e["grant"] == grant_id.as_str())
+    );
+    let _ = std::fs::remove_file(&db);
+}
+
+#[tokio::test]
+async fn a_grant_the_call_does_not_allow_is_refused_and_changes_nothing() {
+    let db = temp("grant-refused");
+    let app = server(&db, Some(example_policy())).await;
+    let (_, first, _) = post(&app.base, say("r1", "Send $50 to Jack"), Some("full")).await;
+    let approval = waiting(&first);
+    for (grant, why) in [
+        (
+            json!({"scope": "budget", "seconds": 3600, "maxCents": 1_000}),
+            "does not cover",
+        ),
+        (json!({"scope": "tool", "seconds": 3600}), "budget"),
+        (json!({"scope": "call", "seconds": 99_999_999}), "30 days"),
+        (json!({"scope": "everything", "seconds": 60}), "scope"),
+    ] {
+        let (status, _, body) = post(
+            &app.base,
+            answer("r1", &approval, true, json!({"grant": grant})),
+            Some("full"),
+        )
+        .await;
+        assert!(status == 422 || status == 400, "{status} {body}");
+        assert!(body.contains(why), "{why}: {body}");
+    }
+    // Still waiting: a plain approval goes through.
+    let (status, paid, body) = post(
+        &app.base,
+        answer("r1", &approval, true, json!({})),
+        Some("full"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(of_type(&paid, "tool-output-available").len(), 1);
+    let _ = std::fs::remove_file(&db);
+}
+
+#[tokio::test]
+async fn edits_and_approvals_are_checked_again_against_the_rules_in_force() {
+    let db = temp("reload");
+    let policy = temp("reload.cedar");
+    std::fs::write(&policy, std::fs::read_to_string(example_policy()).unwrap()).unwrap();
+    let app = server(&db, Some(policy.display().to_string())).await;
+
+    // An edit across the limit is refused with the rule's reason; the approval still waits.
+    let (_, first, _) = post(&app.base, say("e1", "Send $50 to Jack"), Some("full")).await;
+    let approval = waiting(&first);
+    let edit = json!({"editedInput": {"amount": 600, "recipient": "Jack"}});
+    let (status, _, body) =
+        post(&app.base, answer("e1", &approval, true, edit), Some("full")).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body.contains("edit_forbidden") && body.contains("payment-limit"),
+        "{body}"
+    );
+    let edit = json!({"editedInput": {"amount": 40, "recipient": "Jack"}});
+    let (status, paid, body) =
+        post(&app.base, answer("e1", &approval, true, edit), Some("full")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        of_type(&paid, "tool-output-available")[0]["output"]["amount"],
+        40
+    );
+
+    // A call waits; the policy changes under it to forbid that payee: approving it now refuses it.
+    let (_, second, _) = post(&app.base, say("e2", "Send $60 to Jill"), Some("full")).await;
+    let approval = waiting(&second);
+    let text = std::fs::read_to_string(&policy).unwrap();
+    std::fs::write(
+        &policy,
+        format!("{text}\n@id(\"no-jill\")\n@reason(\"Jill left the company.\")\nforbid (principal, action == Action::\"process_payment\", resource) when {{ context.input.recipient == \"Jill\" }};\n"),
+    )
+    .unwrap();
+    let reloaded = async {
+        loop {
+            let status: Value = reqwest::get(format!("{}/api/policy", app.base))
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if status["policy"]["rules"].to_string().contains("no-jill") {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), reloaded)
+        .await
+        .expect("the policy file is reloaded");
+    let (status, refused, body) = post(
+        &app.base,
+        answer("e2", &approval, true, json!({})),
+        Some("full"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(of_type(&refused, "tool-output-denied").len(), 1, "{body}");
+    assert!(
+        text_of(&refused).contains("Jill left the company"),
+        "{body}"
+    );
+    assert_eq!(balance(&app.base, "e2").await, 1000.0);
+    let audit = app.audit("e2").await;
+    assert!(
+        audit
+            .iter()
+            .any(|e| e["kind"] == "refused" && e["rule"] == "no-jill"),
+        "{audit:?}"
+    );
+
+    // A broken file keeps the rules in force and says why.
+    std::fs::write(&policy, "@id(\"half\") permit (principal, action ==").unwrap();
+    let broken = async {
+        loop {
+            let status: Value = reqwest::get(format!("{}/api/policy", app.base))
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if status["policy"]["reload_error"].is_string() {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    let status = tokio::time::timeout(Duration::from_secs(10), broken)
+        .await
+        .expect("the broken reload is reported");
+    assert!(
+        status["policy"]["reload_error"]
+            .as_str()
+            .unwrap()
+            .contains("line 1")
+    );
+    assert!(status["policy"]["rules"].to_string().contains("no-jill"));
+    let (_, small, _) = post(&app.base, say("e3", "Send $5 to Jack"), Some("full")).await;
+    assert_eq!(
+        of_type(&small, "tool-approval-request")[0]["isAutomatic"],
+        true
+    );
+    let _ = std::fs::remove_file(&db);
+    let _ = std::fs::remove_file(&policy);
+}
+
+#[tokio::test]
+async fn not_now_leaves_a_call_undecided_and_it_can_be_asked_again() {
+    let db = temp("dismiss");
+    let app = server(&db, None).await;
+    let chat = "d1";
+    let (_, first, _) = post(&app.base, say(chat, "Send $50 to Hanako"), Some("full")).await;
+    let approval = waiting(&first);
+    let (status, undecided, body) = post(
+        &app.base,
+        answer(chat, &approval, false, json!({"dismissed": true})),
+        Some("full"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let error = of_type(&undecided, "tool-output-error")[0]["errorText"]
+        .as_str()
+        .unwrap();
+    assert!(error.starts_with("Not decided"), "{error}");
+    assert!(text_of(&undecided).contains("haven't decided"), "{body}");
+
+    // Ask again: the same payment asks again, as a new call.
+    let ask_again = json!({"id": chat, "trigger": "submit-message", "messages": [
+        {"id": "u-again", "role": "user", "parts": [{"type": "text", "text": "Ask me again: Pay 50.00 USD to Hanako"}],
+         "metadata": {"countersign": {"askAgain": approval.1}}}
+    ]});
+    let (status, again, body) = post(&app.base, ask_again.clone(), Some("full")).await;
+    assert_eq!(status, 200, "{body}");
+    let second = waiting(&again);
+    assert_ne!(second.1, approval.1, "a new call");
+    assert_eq!(second.3, approval.3, "the same arguments");
+    let (_, paid, body) = post(
+        &app.base,
+        answer(chat, &second, true, json!({})),
+        Some("full"),
+    )
+    .await;
+    assert_eq!(
+        of_type(&paid, "tool-output-available")[0]["output"]["wallet_balance"],
+        950,
+        "{body}"
+    );
+
+    // A call that ran cannot be asked again; nor one this chat never made.
+    let again_paid = json!({"id": chat, "trigger": "submit-message", "messages": [
+        {"id": "u-again-2", "role": "user", "parts": [{"type": "text", "text": "Ask me again"}],
+         "metadata": {"countersign": {"askAgain": second.1}}}
+    ]});
+    let (status, _, body) = post(&app.base, again_paid, Some("full")).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body.contains("cannot_ask_again") && body.contains("ran already"),
+        "{body}"
+    );
+    let forged = json!({"id": chat, "trigger": "submit-message", "messages": [
+        {"id": "u-again-3", "role": "user", "parts": [{"type": "text", "text": "Ask me again"}],
+         "metadata": {"countersign": {"askAgain": "call_forged"}}}
+    ]});
+    let (status, _, body) = post(&app.base, forged, Some("full")).await;
+    assert_eq!(status, 409, "{body}");
+    let audit = app.audit(chat).await;
+    assert!(audit.iter().any(|e| e["kind"] == "dismissed"), "{audit:?}");
+    let _ = std::fs::remove_file(&db);
+}
+
+#[tokio::test]
+async fn a_payment_in_yen_is_converted_and_shows_both_amounts() {
+    let db = temp("yen");
+    let app = server(&db, Some(example_policy())).await;
+    let (_, first, body) = post(&app.base, say("y1", "Send 3000 yen to Kenji"), Some("full")).await;
+    let approval = waiting(&first);
+    assert_eq!(approval.3["currency"], "JPY", "{body}");
+    let (_, paid, body) = post(
+        &app.base,
+        answer("y1", &approval, true, json!({})),
+        Some("full"),
+    )
+    .await;
+    let output = &of_type(&paid, "tool-output-available")[0]["output"];
+    assert_eq!(output["amount"], 3000, "{body}");
+    assert_eq!(output["currency"], "JPY");
+    assert_eq!(output["charged"], 20.1);
+    assert_eq!(output["wallet_balance"], 979.9);
+    // 1000 yen is 6.70 USD: under the rule's 10 USD, it runs.
+    let (_, small, body) = post(&app.base, say("y2", "Send 1000 yen to Kenji"), Some("full")).await;
+    assert_eq!(
+        of_type(&small, "tool-approval-request")[0]["isAutomatic"],
+        true,
+        "{body}"
+    );
+    let _ = std::fs::remove_file(&db);
+}
+
+#[test]
+fn the_policy_test_command_runs_the_examples_cases() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .current_dir(root)
+            .args(args)
+            .output()
+            .expect("the binary runs")
+    };
+    let passed = run(&[
+        "policy",
+        "test",
+        "examples/policy.cedar",
+        "examples/policy-cases.toml",
+    ]);
+    let out = String::from_utf8_lossy(&passed.stdout);
+    assert_eq!(passed.status.code(), Some(0), "{out}");
+    assert!(out.contains("11 of 11 cases passed"), "{out}");
+    assert!(
+        out.contains("ok    a 5 USD payment runs without asking: run (rule small-payments)"),
+        "{out}"
+    );
+
+    let checked = run(&["policy", "check", "examples/policy.cedar"]);
+    let out = String::from_utf8_lossy(&checked.stdout);
+    assert_eq!(checked.status.code(), Some(0), "{out}");
+    assert!(out.contains("5 rules"), "{out}");
+
+    // A case that fails says what it expected and got; a broken policy names its line.
+    let dir = temp("cli");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = dir.join("cases.toml");
+    std::fs::write(
+        &cases,
+        "[[case]]\nname = \"wrong\"\ntool = \"process_payment\"\nargs = { amount = 5, recipient = \"Jack\" }\nexpect = \"ask\"\n",
+    )
+    .unwrap();
+    let failed = run(&[
+        "policy",
+        "test",
+        "examples/policy.cedar",
+        cases.to_str().unwrap(),
+    ]);
+    let out = String::from_utf8_lossy(&failed.stdout);
+    assert_eq!(failed.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("FAIL  wrong: expected ask, got run (rule small-payments)"),
+        "{out}"
+    );
+    let broken = dir.join("broken.cedar");
+    std::fs::write(
+        &broken,
+        "@id(\"a\") permit (principal, action, resource);\n@id(\"b\") forbid (",
+    )
+    .unwrap();
+    let refused = run(&["policy", "check", broken.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&refused.stdout);
+    assert_eq!(refused.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("line 2") && out.contains("rule \"b\""),
+        "{out}"
+    );
+    let usage = run(&["policy"]);
+    assert_eq!(usage.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
