@@ -341,6 +341,16 @@ pub(crate) fn deep_merge(base: &mut Value, overrides: Value) {
     }
 }
 
+/// A copy of `value` whose objects list their keys in sorted order. The browser's `serde_json`
+/// keeps objects sorted; the server's keeps insertion order (a dependency of the policy engine
+/// turns on `preserve_order`), so what both render from a JSON object goes through this, and
+/// the page the server renders is the page the browser hydrates. A no-op copy in the browser.
+pub fn sorted(value: &Value) -> Value {
+    let mut value = value.clone();
+    value.sort_all_objects();
+    value
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,14 +385,4 @@ mod tests {
         deep_merge(&mut scalar, json!({"a": 1}));
         assert_eq!(scalar, json!({"a": 1}));
     }
-}
-
-/// A copy of `value` whose objects list their keys in sorted order. The browser's `serde_json`
-/// keeps objects sorted; the server's keeps insertion order (a dependency of the policy engine
-/// turns on `preserve_order`), so what both render from a JSON object goes through this, and
-/// the page the server renders is the page the browser hydrates. A no-op copy in the browser.
-pub fn sorted(value: &Value) -> Value {
-    let mut value = value.clone();
-    value.sort_all_objects();
-    value
 }
