@@ -6,7 +6,10 @@
 
 mod common;
 
-use std::{path::PathBuf, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use common::binary::Binary;
 use serde_json::{Value, json};
@@ -24,7 +27,7 @@ fn example_policy() -> String {
     format!("{}/examples/policy.cedar", env!("CARGO_MANIFEST_DIR"))
 }
 
-async fn server(db: &PathBuf, policy: Option<String>) -> Binary {
+async fn server(db: &Path, policy: Option<String>) -> Binary {
     let mut env = vec![
         ("COUNTERSIGN_DB", db.display().to_string()),
         ("COUNTERSIGN_DEMO_DELAY_MS", "0".to_string()),
@@ -154,7 +157,7 @@ async fn balance(base: &str, chat: &str) -> f64 {
         .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
         .filter(|p| p["type"] == "tool-process_payment" && p["state"] == "output-available")
         .filter_map(|p| p["output"]["wallet_balance"].as_f64())
-        .last()
+        .next_back()
         .unwrap_or(1000.0)
 }
 
