@@ -28,7 +28,9 @@
 # A third instance (CS_MCP_BASE_URL, test/mcp-question.test.mjs) replays fixtures/mcp-question.jsonl
 # with @modelcontextprotocol/server-everything (tests/mcp-servers, installed by scripts/setup.sh)
 # as its MCP server: a question the server asks mid-call, in a stock client's stream.
-# Server logs: conformance/.logs/server-{fast,slow}.log (tail printed when the tests fail).
+# A fourth (CS_POLICY_BASE_URL, test/policy.test.mjs) runs examples/policy.cedar: calls a rule
+# runs or refuses, as automatic approvals (v7) or plain results (ai@6.0.0).
+# Server logs: conformance/.logs/server-{fast,slow,mcp,policy}.log (tail printed when the tests fail).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -89,6 +91,10 @@ slow_port="$(free_port)"
 while [[ "$slow_port" == "$fast_port" ]]; do slow_port="$(free_port)"; done
 mcp_port="$(free_port)"
 while [[ "$mcp_port" == "$fast_port" || "$mcp_port" == "$slow_port" ]]; do mcp_port="$(free_port)"; done
+policy_port="$(free_port)"
+while [[ "$policy_port" == "$fast_port" || "$policy_port" == "$slow_port" || "$policy_port" == "$mcp_port" ]]; do
+  policy_port="$(free_port)"
+done
 everything="$repo/tests/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 if [[ ! -f "$everything" ]]; then
   echo "run.sh: $everything is missing: run scripts/setup.sh (it installs tests/mcp-servers)" >&2
@@ -119,19 +125,22 @@ launch fast 0 "$fast_port"
 launch slow 2 "$slow_port"
 launch mcp 0 "$mcp_port" COUNTERSIGN_MODEL=replay:conformance/fixtures/mcp-question.jsonl \
   COUNTERSIGN_MCP_CONFIG="$logs/mcp.json"
+launch policy 0 "$policy_port" COUNTERSIGN_POLICY=examples/policy.cedar
 wait_healthy fast "$fast_port" "${pids[0]}"
 wait_healthy slow "$slow_port" "${pids[1]}"
 wait_healthy mcp "$mcp_port" "${pids[2]}"
+wait_healthy policy "$policy_port" "${pids[3]}"
 
 echo "run.sh: $bin on 127.0.0.1:$fast_port (delay 0 ms) and 127.0.0.1:$slow_port (delay 2 ms)"
 status=0
 CS_BASE_URL="http://127.0.0.1:$fast_port" \
 CS_SLOW_BASE_URL="http://127.0.0.1:$slow_port" \
 CS_MCP_BASE_URL="http://127.0.0.1:$mcp_port" \
+CS_POLICY_BASE_URL="http://127.0.0.1:$policy_port" \
   node --test "$@" test/ || status=$?
 
 if [[ $status -ne 0 ]]; then
-  for name in fast slow mcp; do
+  for name in fast slow mcp policy; do
     echo "--- last lines of $logs/server-$name.log" >&2
     tail -n 30 "$logs/server-$name.log" >&2 || true
   done

@@ -216,8 +216,11 @@ export default defineConfig({
     ? undefined
     : [
         server(baseURL, {}),
+        // The second server: approvals expire after a few seconds, and examples/policy.cedar
+        // decides which calls run, ask or are refused (tests/policy.spec.ts).
         server(process.env.COUNTERSIGN_E2E_EXPIRY_URL!, {
           COUNTERSIGN_APPROVAL_TIMEOUT_SECS: process.env.COUNTERSIGN_E2E_EXPIRY_TIMEOUT_SECS!,
+          COUNTERSIGN_POLICY: "examples/policy.cedar",
         }),
         server(process.env.COUNTERSIGN_E2E_HOSTILE_URL!, {
           COUNTERSIGN_MODEL: "replay:end2end/fixtures/hostile-model.jsonl",

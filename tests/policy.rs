@@ -142,6 +142,17 @@ async fn fn_call(base: &str, name: &str, body: Value) -> (u16, Value) {
     )
 }
 
+/// The grants, as `GET /api/policy` lists them (newest first).
+async fn grants_of(base: &str) -> Vec<Value> {
+    let status: Value = reqwest::get(format!("{base}/api/policy"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    status["grants"].as_array().cloned().unwrap_or_default()
+}
+
 async fn balance(base: &str, chat: &str) -> f64 {
     let snapshot: Value = reqwest::get(format!("{base}/api/chats/{chat}"))
         .await
@@ -319,9 +330,9 @@ async fn a_grant_runs_later_calls_until_it_is_spent_or_revoked_and_survives_kill
         "{body}"
     );
 
-    // The list (a server function) shows what was used.
-    let (status, grants) = fn_call(&app.base, "grants", json!({})).await;
-    assert_eq!(status, 200, "{grants}");
+    // The list shows what was used: GET /api/policy for scripts, and the page's panel (a server
+    // function answering HTML).
+    let grants = grants_of(&app.base).await;
     assert_eq!(grants[0]["id"], grant_id.as_str());
     assert_eq!(grants[0]["usedCents"], 9_000);
     assert_eq!(grants[0]["uses"], 1);
@@ -333,8 +344,8 @@ async fn a_grant_runs_later_calls_until_it_is_spent_or_revoked_and_survives_kill
     // kill -9: the grant and its use come back.
     app.kill9();
     let app = server(&db, None).await;
-    let (_, grants) = fn_call(&app.base, "grants", json!({})).await;
-    assert_eq!(grants[0]["usedCents"], 9_000, "{grants}");
+    let grants = grants_of(&app.base).await;
+    assert_eq!(grants[0]["usedCents"], 9_000, "{grants:?}");
     let (_, fourth, body) = post(&app.base, say("g4", "Send $10 to Jo"), Some("full")).await;
     assert_eq!(
         of_type(&fourth, "tool-approval-request")[0]["isAutomatic"],
@@ -345,7 +356,11 @@ async fn a_grant_runs_later_calls_until_it_is_spent_or_revoked_and_survives_kill
     // Revoked: nothing runs by it any more, and a second revoke says so.
     let (status, revoked) = fn_call(&app.base, "revoke_grant", json!({"id": grant_id})).await;
     assert_eq!(status, 200, "{revoked}");
-    assert!(revoked["revokedAtMs"].as_i64().is_some());
+    assert!(
+        grants_of(&app.base).await[0]["revokedAtMs"]
+            .as_i64()
+            .is_some()
+    );
     let (status, again) = fn_call(&app.base, "revoke_grant", json!({"id": grant_id})).await;
     assert!(status >= 400, "{again}");
     assert!(again.to_string().contains("already revoked"), "{again}");

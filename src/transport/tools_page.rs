@@ -27,6 +27,55 @@ pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> H
     document(&state, "Tools", "tools-page", &body)
 }
 
+/// The policy in force: its file and rules, what it warns of, the last reload that failed.
+fn policy_section(state: &AppState) -> String {
+    let status = state.runtime.policy().status();
+    let Some(file) = &status.file else {
+        return "<section data-testid=\"tools-page-policy\" data-policy=\"none\"><h2>Policy</h2>\
+                <p class=\"muted\">No policy file: each tool's own setting below decides \
+                (COUNTERSIGN_POLICY names one).</p></section>"
+            .into();
+    };
+    let rules: String = status
+        .rules
+        .iter()
+        .map(|r| {
+            format!(
+                "<li data-testid=\"tools-page-rule\" data-rule=\"{id}\" data-effect=\"{effect}\">\
+                 <code>{id}</code> — {effect} <span class=\"muted\">(line {line})</span></li>",
+                id = escape(&r.id),
+                effect = r.effect,
+                line = r.line,
+            )
+        })
+        .collect();
+    let problems: String = status
+        .reload_error
+        .iter()
+        .map(|e| {
+            format!(
+                "<p class=\"edit-error\" role=\"alert\" data-testid=\"tools-page-policy-error\">\
+                 The file does not load; the rules below stay in force: {}</p>",
+                escape(e)
+            )
+        })
+        .chain(
+            status
+                .warnings
+                .iter()
+                .map(|w| format!("<p class=\"muted\">Warning: {}</p>", escape(&w.to_string()))),
+        )
+        .collect();
+    format!(
+        "<section data-testid=\"tools-page-policy\" data-policy=\"file\"><h2>Policy</h2>\
+         <p class=\"muted\"><code>{file}</code>, version {version}: its rules decide; a call no \
+         rule matches asks. “asks” and “runs” below are each tool's own setting \
+         (<code>context.asks_by_default</code>).</p>{problems}<ul>{rules}</ul></section>",
+        file = escape(file),
+        version = escape(status.version.as_deref().unwrap_or("")),
+    )
+}
+
 /// The tools by where they come from, as HTML sections.
 fn list(state: &AppState) -> String {
     let tools = state.runtime.tools.snapshot();
@@ -60,6 +109,7 @@ fn list(state: &AppState) -> String {
         "<section data-testid=\"tools-page-group\" data-source=\"countersign\">\
          <h2>Countersign</h2><ul>{own}</ul></section>"
     );
+    body.push_str(&policy_section(state));
     for server in state.mcp.statuses() {
         let source = format!("MCP server {}", server.name);
         let offered: String = tools

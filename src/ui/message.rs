@@ -18,8 +18,7 @@ use super::{
 use crate::protocol::{
     Role, ToolPart, ToolPresentation, ToolState, UiMessage, UiPart,
     chunk::{APPROVAL_EXPIRED_PREFIX, DISMISSED_PREFIX, SUPERSEDED_PREFIX, WITHDRAWN_PREFIX},
-    grant::{GRANT_DURATIONS, GrantRequest, GrantScope, Ruling},
-    money::format_minor,
+    grant::Ruling,
     presentation::unknown_tool_sentence,
     question::QUESTION_PART,
     schema,
@@ -384,11 +383,6 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
     let mode = RwSignal::new(CardMode::Ask);
     let reason = RwSignal::new(String::new());
     let edit_error = RwSignal::new(None::<String>);
-    // "Remember": the grant the person asks for with their approval.
-    let remember = RwSignal::new(false);
-    let scope = RwSignal::new(None::<GrantScope>);
-    let seconds = RwSignal::new(GRANT_DURATIONS[1].0);
-    let budget_usd = RwSignal::new(String::new());
     let ruling = Memo::new(move |_| tool.with(|t| t.as_ref().and_then(ruling_of)));
     let grantable = move || {
         matches!(
@@ -442,7 +436,7 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
     // What this call pays in the wallet's cents (a paying tool's `amount` and `currency`).
     let call_cents = move || {
         let input = input();
-        let amount = input.get("amount")?.as_f64()?;
+        let amount = input.get("amount")?;
         let code = input
             .get("currency")
             .and_then(Value::as_str)
@@ -451,40 +445,7 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
             .ok()
             .map(|m| m.wallet_cents())
     };
-    let chosen_scope = move || {
-        scope.get().unwrap_or(if pays() {
-            GrantScope::Budget
-        } else {
-            GrantScope::Tool
-        })
-    };
-    // The grant asked for, or why the form does not make one.
-    let grant_request = move || -> Result<Option<GrantRequest>, String> {
-        if !remember.get_untracked() {
-            return Ok(None);
-        }
-        let scope = chosen_scope();
-        let max_cents = if scope == GrantScope::Budget {
-            let text = budget_usd.get_untracked();
-            let text = text.trim();
-            let dollars = if text.is_empty() {
-                call_cents().map_or(5_000, |c| c.max(5_000)) as f64 / 100.0
-            } else {
-                text.parse::<f64>()
-                    .ok()
-                    .filter(|d| d.is_finite() && *d > 0.0)
-                    .ok_or_else(|| format!("{text} is not an amount of US dollars"))?
-            };
-            Some((dollars * 100.0).round() as i64)
-        } else {
-            None
-        };
-        Ok(Some(GrantRequest {
-            scope,
-            seconds: seconds.get_untracked(),
-            max_cents,
-        }))
-    };
+    let grant_error = RwSignal::new(None::<String>);
     let id_approve = approval_id.clone();
     let id_deny = approval_id.clone();
     let id_edit = approval_id.clone();
@@ -518,13 +479,17 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
             )));
             return;
         }
-        match grant_request() {
-            Ok(Some(grant)) => ctl.answer(id_edit.clone(), Answer::Remember(Some(args), grant)),
-            Ok(None) => ctl.answer(id_edit.clone(), Answer::ApproveWithEdits(args)),
-            Err(e) => edit_error.set(Some(e)),
+        ctl.answer(id_edit.clone(), Answer::ApproveWithEdits(args));
+    };
+    // Approve (the Ask form's submit), perhaps remembering it as a grant.
+    let approve = move |ev: ev::SubmitEvent| {
+        ev.prevent_default();
+        match super::grants::grant_request_from(&platform::form_entries(&ev)) {
+            Ok(Some(grant)) => ctl.answer(id_approve.clone(), Answer::Remember(None, grant)),
+            Ok(None) => ctl.answer(id_approve.clone(), Answer::Approve),
+            Err(e) => grant_error.set(Some(e)),
         }
     };
-    let grant_error = RwSignal::new(None::<String>);
     view! {
         <div class="approval-card" data-testid="approval-card" data-approval-id=approval_id.clone() role="group" aria-label=move || format!("Approval needed: {}", sentence())>
             <p class="approval-summary" data-testid="approval-summary">{sentence}</p>
@@ -532,71 +497,21 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
                 <p class="approval-rule muted" data-testid="approval-rule">{format!("The policy rule {rule} asks for this call every time.")}</p>
             })}
             {move || remaining().map(|r| view! { <p class="approval-countdown" data-testid="approval-countdown">{r}</p> })}
-            <Show when=move || grantable() && mode.get() != CardMode::Deny>
-                <div class="grant-form" data-testid="grant-form">
-                    <label>
-                        <input type="checkbox" data-testid="remember" prop:checked=move || remember.get()
-                            on:change=move |ev| remember.set(event_target_checked(&ev))/>
-                        " Remember: let it run without asking"
-                    </label>
-                    <Show when=move || remember.get()>
-                        <select data-testid="grant-scope" aria-label="What to remember"
-                            on:change=move |ev| scope.set(GrantScope::parse(&event_target_value(&ev)))>
-                            {move || if pays() {
-                                view! {
-                                    <option value="budget" selected=move || chosen_scope() == GrantScope::Budget>"payments up to an amount, in every chat"</option>
-                                    <option value="call" selected=move || chosen_scope() == GrantScope::Call>"this exact call, in this chat"</option>
-                                }.into_any()
-                            } else {
-                                view! {
-                                    <option value="tool" selected=move || chosen_scope() == GrantScope::Tool>"this tool, in this chat"</option>
-                                    <option value="call" selected=move || chosen_scope() == GrantScope::Call>"this exact call, in this chat"</option>
-                                }.into_any()
-                            }}
-                        </select>
-                        <Show when=move || chosen_scope() == GrantScope::Budget>
-                            <label>
-                                "up to "
-                                <input type="number" min="1" step="1" class="grant-amount" data-testid="grant-amount"
-                                    placeholder=move || format_minor(call_cents().map_or(5_000, |c| c.max(5_000)), 2)
-                                    prop:value=move || budget_usd.get()
-                                    on:input=move |ev| budget_usd.set(event_target_value(&ev))/>
-                                " USD in all"
-                            </label>
-                        </Show>
-                        <select data-testid="grant-duration" aria-label="For how long"
-                            on:change=move |ev| {
-                                if let Ok(secs) = event_target_value(&ev).parse() {
-                                    seconds.set(secs);
-                                }
-                            }>
-                            {GRANT_DURATIONS.iter().map(|(secs, words)| view! {
-                                <option value=secs.to_string() selected=move || seconds.get() == *secs>{format!("for {words}")}</option>
-                            }).collect_view()}
-                        </select>
-                    </Show>
-                    {move || grant_error.get().map(|e| view! { <p class="edit-error" data-testid="grant-error" role="alert">{e}</p> })}
-                </div>
-            </Show>
             <Show when=move || mode.get() == CardMode::Ask>
-                <div class="approval-actions">
-                    <button type="button" class="approve" id=button_id.clone() data-testid="approve"
-                        on:click={
-                            let id = id_approve.clone();
-                            move |_| match grant_request() {
-                                Ok(Some(grant)) => ctl.answer(id.clone(), Answer::Remember(None, grant)),
-                                Ok(None) => ctl.answer(id.clone(), Answer::Approve),
-                                Err(e) => grant_error.set(Some(e)),
-                            }
-                        }>{move || if remember.get() { "Approve and remember" } else { "Approve" }}</button>
-                    <button type="button" class="deny" data-testid="deny" on:click=move |_| mode.set(CardMode::Deny)>"Deny"</button>
-                    <button type="button" class="edit" data-testid="edit" on:click=start_edit>"Edit"</button>
-                    <button type="button" class="link-button" data-testid="dismiss" title="No decision now: nothing runs, and you can ask for it again later"
-                        on:click={
-                            let id = id_dismiss.clone();
-                            move |_| ctl.answer(id.clone(), Answer::Dismiss)
-                        }>"Not now"</button>
-                </div>
+                <form class="approval-ask" on:submit=approve.clone()>
+                    <div inner_html=move || if grantable() { super::grants::remember_html(pays(), call_cents()) } else { String::new() }></div>
+                    {move || grant_error.get().map(|e| view! { <p class="edit-error" data-testid="grant-error" role="alert">{e}</p> })}
+                    <div class="approval-actions">
+                        <button type="submit" class="approve" id=button_id.clone() data-testid="approve">"Approve"</button>
+                        <button type="button" class="deny" data-testid="deny" on:click=move |_| mode.set(CardMode::Deny)>"Deny"</button>
+                        <button type="button" class="edit" data-testid="edit" on:click=start_edit>"Edit"</button>
+                        <button type="button" class="link-button" data-testid="dismiss" title="No decision now: nothing runs, and you can ask for it again later"
+                            on:click={
+                                let id = id_dismiss.clone();
+                                move |_| ctl.answer(id.clone(), Answer::Dismiss)
+                            }>"Not now"</button>
+                    </div>
+                </form>
             </Show>
             <Show when=move || mode.get() == CardMode::Deny>
                 <form class="deny-form" on:submit={

@@ -368,8 +368,10 @@ impl ToolRegistry {
         }
         if !needs.is_empty() {
             prompt.push_str(&format!(
-                " Calls to {} need the person's approval: if they deny a call, do not retry it \
-                 unless they ask; if an approval expires, say nothing was done.",
+                " Calls to {} need the person's approval, unless a policy rule or their grant \
+                 lets them run: if they deny a call or set it aside, do not retry it unless they \
+                 ask; if a policy rule refuses a call, tell them its reason; if an approval \
+                 expires, say nothing was done.",
                 needs.join(" and ")
             ));
         }
@@ -467,9 +469,11 @@ mod tests {
              payments from the person's wallet (process_payment), find where the person is \
              (get_location) and switch the background music (change_bgm). Use the tools to do \
              what is asked instead of describing what you would do. Calls to process_payment \
-             and get_location always need the person's approval: if they deny a call, do not \
-             retry it unless they ask; if an approval expires, say nothing was done. Answer in \
-             the language the person writes in, briefly."
+             and get_location always need the person's approval, unless a policy rule or their \
+             grant lets them run: if they deny a call or set it aside, do not retry it unless \
+             they ask; if a policy rule refuses a call, tell them its reason; if an approval \
+             expires, say nothing was done. Answer in the language the person writes in, \
+             briefly."
         );
         let mut one = ToolRegistry::default();
         let mut spec = get_location_spec(&ToolSettings::default());

@@ -583,7 +583,10 @@ fn payment_facts(lang: Lang, call: &ToolOutcome, output: Option<&Value>) -> Paym
         }
         _ => None,
     };
-    let balance_currency = from_output("wallet_currency").unwrap_or(currency);
+    // The wallet's currency: a payment in another one says what it was charged in.
+    let balance_currency = from_output("wallet_currency")
+        .or_else(|| from_output("charged_currency"))
+        .unwrap_or(currency);
     PaymentFacts {
         amount: paid.map(|a| money(lang, a, currency)),
         exact_amount: paid.map(|a| decimal(a, 9)),
