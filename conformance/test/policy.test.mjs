@@ -14,10 +14,12 @@ const POLICY_URL = (process.env.CS_POLICY_BASE_URL ?? '').replace(/\/$/, '');
 /** ai@7 takes the full dialect; ai@6.0.0 the default (its keys only). */
 const headersOf = (version) => (version === 'ai7' ? { 'x-countersign-dialect': 'full' } : undefined);
 
+// The rules count what was paid today in every chat (at most 50 USD a day without asking), so
+// the scenarios run in this order, each for both clients: the two payments a rule runs come
+// before the ones that are approved.
 describe('policy rules', { skip: !POLICY_URL && 'CS_POLICY_BASE_URL is not set (run.sh starts that server)' }, () => {
   for (const version of VERSIONS) {
-    describe(`${version} (ai@${SDKS[version].version})`, () => {
-      it('a payment a rule lets run: "Send $5 to Jack"', { timeout: 60000 }, async () => {
+      it(`${version} (ai@${SDKS[version].version}): a payment a rule lets run: "Send $5 to Jack"`, { timeout: 60000 }, async () => {
         const h = new Harness({ version, scenario: 'policy-run', baseUrl: POLICY_URL, headers: headersOf(version) });
         await withEvidence(h, async () => {
           await h.send('Send $5 to Jack');
@@ -42,7 +44,9 @@ describe('policy rules', { skip: !POLICY_URL && 'CS_POLICY_BASE_URL is not set (
         });
       });
 
-      it('a payment a rule refuses: "Send $600 to Jack"', { timeout: 60000 }, async () => {
+  }
+  for (const version of VERSIONS) {
+      it(`${version} (ai@${SDKS[version].version}): a payment a rule refuses: "Send $600 to Jack"`, { timeout: 60000 }, async () => {
         const h = new Harness({ version, scenario: 'policy-deny', baseUrl: POLICY_URL, headers: headersOf(version) });
         await withEvidence(h, async () => {
           await h.send('Send $600 to Jack');
@@ -61,7 +65,9 @@ describe('policy rules', { skip: !POLICY_URL && 'CS_POLICY_BASE_URL is not set (
         });
       });
 
-      it('a payment the rules leave to the person asks, and is approved', { timeout: 60000 }, async () => {
+  }
+  for (const version of VERSIONS) {
+      it(`${version} (ai@${SDKS[version].version}): a payment the rules leave to the person asks, and is approved`, { timeout: 60000 }, async () => {
         const h = new Harness({ version, scenario: 'policy-ask', baseUrl: POLICY_URL, headers: headersOf(version) });
         await withEvidence(h, async () => {
           await h.send('Send $50 to Jack');
@@ -83,11 +89,14 @@ describe('policy rules', { skip: !POLICY_URL && 'CS_POLICY_BASE_URL is not set (
         });
       });
 
-      it('a run, an ask and a refusal in one chat: the history the client sends back is accepted', { timeout: 60000 }, async () => {
+  }
+  for (const version of VERSIONS) {
+      it(`${version} (ai@${SDKS[version].version}): a refusal, an ask and a refusal in one chat: the history the client sends back is accepted`, { timeout: 60000 }, async () => {
         const h = new Harness({ version, scenario: 'policy-mixed', baseUrl: POLICY_URL, headers: headersOf(version) });
         await withEvidence(h, async () => {
-          await h.send('Send $5 to Jack');
+          await h.send('Send $600 to Jack');
           await h.waitIdle();
+          h.assertHealthy();
           // The client sends its history, automatic approvals in it, with the next message.
           await h.send('Send $50 to Jill');
           h.assertHealthy();
@@ -102,6 +111,5 @@ describe('policy rules', { skip: !POLICY_URL && 'CS_POLICY_BASE_URL is not set (
           assert.equal(toolParts(h.assistant, 'process_payment').at(-1).state, 'output-denied');
         });
       });
-    });
   }
 });
