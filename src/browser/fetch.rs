@@ -4,7 +4,7 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
 use crate::{
-    protocol::{ChunkStreamDecoder, Frame},
+    protocol::{Chunk, Frame, SseDecoder, SseEvent},
     ui::platform::FetchError,
 };
 
@@ -96,7 +96,7 @@ pub async fn stream(
     url: &str,
     body: Option<String>,
     headers: &[(&str, &str)],
-    mut on_frame: impl FnMut(Frame),
+    mut on_frame: impl FnMut(Frame, serde_json::Value),
 ) -> Result<bool, FetchError> {
     let response = send(method, url, body, headers).await?;
     if response.status() == 204 {
@@ -109,7 +109,24 @@ pub async fn stream(
         .get_reader()
         .dyn_into()
         .map_err(|_| FetchError::Protocol("cannot read the body".into()))?;
-    let mut decoder = ChunkStreamDecoder::new();
+    // Events, then chunks read from their JSON: the JSON as it came goes with each chunk (the
+    // chunk log shows it; re-encoding chunks would cost the bundle an encoder).
+    let mut decoder = SseDecoder::new();
+    let mut deliver =
+        |event: Result<SseEvent, crate::protocol::SseError>| -> Result<(), FetchError> {
+            match event.map_err(|e| FetchError::Protocol(e.to_string()))? {
+                SseEvent::Done => on_frame(Frame::Done, serde_json::Value::String("[DONE]".into())),
+                SseEvent::Data(data) => {
+                    let raw: serde_json::Value = serde_json::from_str(&data).map_err(|e| {
+                        FetchError::Protocol(crate::protocol::ChunkDecodeError::Json(e).to_string())
+                    })?;
+                    let chunk = Chunk::from_value(raw.clone())
+                        .map_err(|e| FetchError::Protocol(e.to_string()))?;
+                    on_frame(Frame::Chunk(chunk), raw);
+                }
+            }
+            Ok(())
+        };
     loop {
         let result = JsFuture::from(reader.read())
             .await
@@ -124,18 +141,12 @@ pub async fn stream(
         let value = js_sys::Reflect::get(&result, &JsValue::from_str("value"))
             .map_err(|e| FetchError::Protocol(js_error(e)))?;
         let bytes = js_sys::Uint8Array::new(&value).to_vec();
-        for frame in decoder.push(&bytes) {
-            match frame {
-                Ok(frame) => on_frame(frame),
-                Err(e) => return Err(FetchError::Protocol(e.to_string())),
-            }
+        for event in decoder.push(&bytes) {
+            deliver(event)?;
         }
     }
-    for frame in decoder.finish() {
-        match frame {
-            Ok(frame) => on_frame(frame),
-            Err(e) => return Err(FetchError::Protocol(e.to_string())),
-        }
+    for event in decoder.finish() {
+        deliver(event)?;
     }
     Ok(true)
 }

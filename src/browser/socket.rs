@@ -7,10 +7,7 @@ use std::{cell::RefCell, rc::Rc};
 
 use wasm_bindgen::{JsCast, closure::Closure};
 
-use crate::{
-    protocol::{Chunk, Frame},
-    ui::platform::SocketEvent,
-};
+use crate::{protocol::Chunk, ui::platform::SocketEvent};
 
 struct Inner {
     ws: web_sys::WebSocket,
@@ -31,11 +28,12 @@ fn decode(text: &str) -> Option<SocketEvent> {
     if let Some(data) = text.strip_prefix("data: ") {
         let data = data.trim_end();
         if data == "[DONE]" {
-            return Some(SocketEvent::Frame(Frame::Done));
+            return Some(SocketEvent::Done);
         }
-        return Chunk::from_json(data)
+        let raw: serde_json::Value = serde_json::from_str(data).ok()?;
+        return Chunk::from_value(raw.clone())
             .ok()
-            .map(|c| SocketEvent::Frame(Frame::Chunk(c)));
+            .map(|c| SocketEvent::Chunk(c, raw));
     }
     serde_json::from_str(text).ok().map(SocketEvent::Control)
 }

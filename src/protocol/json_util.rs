@@ -205,6 +205,18 @@ impl Fields {
         }
     }
 
+    /// A required value of a type with its own reader.
+    pub(crate) fn with<T: Default>(
+        &mut self,
+        key: &'static str,
+        read: fn(Value) -> Result<T, Error>,
+    ) -> T {
+        match self.required(key) {
+            Some(value) => self.record(key, read(value)),
+            None => T::default(),
+        }
+    }
+
     /// An optional value of a type with its own reader (`Option<T>`: `null` is `None`).
     pub(crate) fn opt_with<T>(
         &mut self,
@@ -261,6 +273,14 @@ pub(crate) fn bool_of(value: Value) -> Result<bool, Error> {
     match value {
         Value::Bool(b) => Ok(b),
         other => Err(invalid_type(&other, "a boolean")),
+    }
+}
+
+/// `i64` (serde's expectation: "i64").
+pub(crate) fn i64_of(value: Value) -> Result<i64, Error> {
+    match value.as_i64() {
+        Some(n) => Ok(n),
+        None => Err(invalid_type(&value, "i64")),
     }
 }
 

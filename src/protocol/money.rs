@@ -27,40 +27,38 @@ pub struct Currency {
     /// What one unit is worth in the wallet's currency, in millionths (1 EUR = 1.084 USD →
     /// 1_084_000).
     pub wallet_micros: i64,
-    /// Its English name.
-    pub name: &'static str,
 }
 
 /// The currencies the wallet accepts, with the rates it converts them at (in USD, 2026-11-02,
 /// rounded). One line per currency.
 #[rustfmt::skip]
 pub const CURRENCIES: &[Currency] = &[
-    Currency { code: "USD", minor_digits: 2, wallet_micros: 1_000_000, name: "US dollar" },
-    Currency { code: "EUR", minor_digits: 2, wallet_micros: 1_084_000, name: "euro" },
-    Currency { code: "JPY", minor_digits: 0, wallet_micros: 6_700, name: "Japanese yen" },
-    Currency { code: "GBP", minor_digits: 2, wallet_micros: 1_292_000, name: "pound sterling" },
-    Currency { code: "CHF", minor_digits: 2, wallet_micros: 1_139_000, name: "Swiss franc" },
-    Currency { code: "CAD", minor_digits: 2, wallet_micros: 727_000, name: "Canadian dollar" },
-    Currency { code: "AUD", minor_digits: 2, wallet_micros: 655_000, name: "Australian dollar" },
-    Currency { code: "NZD", minor_digits: 2, wallet_micros: 596_000, name: "New Zealand dollar" },
-    Currency { code: "CNY", minor_digits: 2, wallet_micros: 140_000, name: "Chinese yuan" },
-    Currency { code: "HKD", minor_digits: 2, wallet_micros: 128_600, name: "Hong Kong dollar" },
-    Currency { code: "SGD", minor_digits: 2, wallet_micros: 752_000, name: "Singapore dollar" },
-    Currency { code: "KRW", minor_digits: 0, wallet_micros: 730, name: "South Korean won" },
-    Currency { code: "TWD", minor_digits: 2, wallet_micros: 31_200, name: "New Taiwan dollar" },
-    Currency { code: "INR", minor_digits: 2, wallet_micros: 11_900, name: "Indian rupee" },
-    Currency { code: "THB", minor_digits: 2, wallet_micros: 28_600, name: "Thai baht" },
-    Currency { code: "SEK", minor_digits: 2, wallet_micros: 94_500, name: "Swedish krona" },
-    Currency { code: "NOK", minor_digits: 2, wallet_micros: 92_300, name: "Norwegian krone" },
-    Currency { code: "DKK", minor_digits: 2, wallet_micros: 145_300, name: "Danish krone" },
-    Currency { code: "PLN", minor_digits: 2, wallet_micros: 251_000, name: "Polish zloty" },
-    Currency { code: "CZK", minor_digits: 2, wallet_micros: 43_200, name: "Czech koruna" },
-    Currency { code: "MXN", minor_digits: 2, wallet_micros: 54_800, name: "Mexican peso" },
-    Currency { code: "BRL", minor_digits: 2, wallet_micros: 184_000, name: "Brazilian real" },
-    Currency { code: "ZAR", minor_digits: 2, wallet_micros: 55_600, name: "South African rand" },
-    Currency { code: "ILS", minor_digits: 2, wallet_micros: 268_000, name: "Israeli new shekel" },
-    Currency { code: "AED", minor_digits: 2, wallet_micros: 272_300, name: "UAE dirham" },
-    Currency { code: "KWD", minor_digits: 3, wallet_micros: 3_262_000, name: "Kuwaiti dinar" },
+    Currency { code: "USD", minor_digits: 2, wallet_micros: 1_000_000 },
+    Currency { code: "EUR", minor_digits: 2, wallet_micros: 1_084_000 },
+    Currency { code: "JPY", minor_digits: 0, wallet_micros: 6_700 },
+    Currency { code: "GBP", minor_digits: 2, wallet_micros: 1_292_000 },
+    Currency { code: "CHF", minor_digits: 2, wallet_micros: 1_139_000 },
+    Currency { code: "CAD", minor_digits: 2, wallet_micros: 727_000 },
+    Currency { code: "AUD", minor_digits: 2, wallet_micros: 655_000 },
+    Currency { code: "NZD", minor_digits: 2, wallet_micros: 596_000 },
+    Currency { code: "CNY", minor_digits: 2, wallet_micros: 140_000 },
+    Currency { code: "HKD", minor_digits: 2, wallet_micros: 128_600 },
+    Currency { code: "SGD", minor_digits: 2, wallet_micros: 752_000 },
+    Currency { code: "KRW", minor_digits: 0, wallet_micros: 730 },
+    Currency { code: "TWD", minor_digits: 2, wallet_micros: 31_200 },
+    Currency { code: "INR", minor_digits: 2, wallet_micros: 11_900 },
+    Currency { code: "THB", minor_digits: 2, wallet_micros: 28_600 },
+    Currency { code: "SEK", minor_digits: 2, wallet_micros: 94_500 },
+    Currency { code: "NOK", minor_digits: 2, wallet_micros: 92_300 },
+    Currency { code: "DKK", minor_digits: 2, wallet_micros: 145_300 },
+    Currency { code: "PLN", minor_digits: 2, wallet_micros: 251_000 },
+    Currency { code: "CZK", minor_digits: 2, wallet_micros: 43_200 },
+    Currency { code: "MXN", minor_digits: 2, wallet_micros: 54_800 },
+    Currency { code: "BRL", minor_digits: 2, wallet_micros: 184_000 },
+    Currency { code: "ZAR", minor_digits: 2, wallet_micros: 55_600 },
+    Currency { code: "ILS", minor_digits: 2, wallet_micros: 268_000 },
+    Currency { code: "AED", minor_digits: 2, wallet_micros: 272_300 },
+    Currency { code: "KWD", minor_digits: 3, wallet_micros: 3_262_000 },
 ];
 
 /// The currency with this ISO code (any case).
@@ -111,9 +109,10 @@ pub struct Money {
     pub minor: i64,
 }
 
-/// The largest amount accepted, in major units of any currency (keeps every conversion far
-/// from overflow).
-const MAX_MAJOR: i64 = 1_000_000_000_000;
+/// The largest amount accepted, in major units of any currency (a tool's schema says as much:
+/// `process_payment`'s maximum), so that a conversion fits in 64 bits (10^9 units × 10^3 minor
+/// units × 3.3 × 10^6 micros < 2^63).
+const MAX_MAJOR: i64 = 1_000_000_000;
 
 impl Money {
     /// `amount` (a JSON number's text or an `f64`'s shortest text, e.g. "12.5") of the currency
@@ -139,11 +138,13 @@ impl Money {
 
     /// The amount in the wallet's currency, in cents, rounded half away from zero.
     pub fn wallet_cents(&self) -> i64 {
-        // minor / 10^digits units × micros per unit / 10^4 micros per cent.
-        let scale = 10_i128.pow(self.currency.minor_digits) * 10_000;
-        let micros = i128::from(self.minor) * i128::from(self.currency.wallet_micros);
-        let cents = (micros + scale / 2) / scale;
-        i64::try_from(cents).unwrap_or(i64::MAX)
+        // minor / 10^digits units × micros per unit / 10^4 micros per cent (in 64 bits: amounts
+        // are at most MAX_MAJOR units; 128-bit division costs the browser's bundle 1 KB).
+        let scale = 10_i64.pow(self.currency.minor_digits) * 10_000;
+        match self.minor.checked_mul(self.currency.wallet_micros) {
+            Some(micros) => (micros + scale / 2) / scale,
+            None => i64::MAX,
+        }
     }
 
     /// Whether this is the wallet's own currency (no conversion).
@@ -317,7 +318,8 @@ mod tests {
         // 1 JPY = 0.0067 USD → 0.67 cents → 1 cent (half away from zero).
         assert_eq!(usd("1", "JPY"), 1);
         assert_eq!(usd("1.5", "KWD"), 489);
-        assert_eq!(usd("1000000000000", "KWD"), 326_200_000_000_000);
+        assert_eq!(usd("1000000000", "KWD"), 326_200_000_000);
+        assert_eq!(usd("1000000000", "JPY"), 670_000_000);
     }
 
     #[test]

@@ -284,7 +284,16 @@ fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView 
     let ruling = Memo::new(move |_| tool.with(|t| t.as_ref().and_then(ruling_of)));
     // Only a call nobody decided can be asked again: it expired, or was set aside.
     let askable = move || matches!(state().1, "expired" | "dismissed");
-    let ask_call = call_id.clone();
+    let ask_call = StoredValue::new(call_id.clone());
+    // The chip of a call a grant let run revokes that grant (its click bubbles here).
+    let revoked = RwSignal::new(None::<Result<(), String>>);
+    let on_ruling_click = move |ev: ev::MouseEvent| {
+        if let Some(id) =
+            platform::action_of(&ev).and_then(|a| a.strip_prefix("revoke:").map(str::to_owned))
+        {
+            super::grants::revoke(id, revoked);
+        }
+    };
     view! {
         <section
             class=move || format!("tool-card state-{}", state().1)
@@ -310,30 +319,16 @@ fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView 
                     </dl>
                 })
             }}
-            {move || ruling.get().and_then(|ruling| match ruling {
-                Ruling::AllowedByGrant { grant, label } => Some(view! {
-                    <super::grants::GrantChip grant=grant label=label/>
-                }.into_any()),
-                Ruling::AllowedByRule { .. } | Ruling::DeniedByRule { .. } => {
-                    let kind = if matches!(ruling, Ruling::DeniedByRule { .. }) { "denied_by_rule" } else { "allowed_by_rule" };
-                    ruling.sentence().map(|words| view! {
-                        <p class=format!("ruling-chip {kind}") data-testid="ruling-chip" data-ruling=kind>{words}</p>
-                    }.into_any())
-                }
-                Ruling::Asked { .. } => None,
-            })}
+            <div class="tool-ruling" on:click=on_ruling_click
+                inner_html=move || ruling.with(|r| r.as_ref().map(|r| super::grants::ruling_html(r, revoked.get())).unwrap_or_default())></div>
             {move || approval_id().map(|id| {
                 view! { <ApprovalCard approval_id=id tool=tool/> }
             })}
-            {move || askable().then(|| {
-                let call = ask_call.clone();
-                view! {
-                    <div class="approval-actions">
-                        <button type="button" class="edit" data-testid="ask-again"
-                            disabled=move || ctl.busy()
-                            on:click=move |_| ctl.ask_again(call.clone())>"Ask again"</button>
-                    </div>
-                }
+            {move || askable().then(|| view! {
+                <div class="approval-actions">
+                    <button type="button" class="edit" data-testid="ask-again" disabled=move || ctl.busy()
+                        on:click=move |_| ctl.ask_again(ask_call.get_value())>"Ask again"</button>
+                </div>
             })}
             {move || {
                 let out = output();

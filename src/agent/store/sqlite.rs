@@ -1088,7 +1088,7 @@ impl SessionStore for SqliteStore {
                 .map(|(seq, event)| {
                     Ok(AuditRecord {
                         seq,
-                        event: serde_json::from_str(&event).map_err(|e| {
+                        event: AuditEvent::from_json(&event).map_err(|e| {
                             StoreError::caused_by(format!("audit entry {seq} is unreadable"), e)
                         })?,
                     })

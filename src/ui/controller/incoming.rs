@@ -76,10 +76,10 @@ impl ChatCtl {
 
     /// Folds one chunk that arrived over transport `mode` into the conversation, and reacts to
     /// what it asks of the page: an approval card to focus, a browser tool to run, an error.
-    pub(super) fn on_chunk(self, chunk: Chunk, mode: &'static str) {
+    /// `raw`: the chunk's JSON as it came (for the chunk log).
+    pub(super) fn on_chunk(self, chunk: Chunk, raw: Value, mode: &'static str) {
         self.status.set(super::Status::Streaming);
-        let value = serde_json::to_value(&chunk).unwrap_or(Value::Null);
-        self.log_in(value, mode);
+        self.log_in(raw, mode);
         let applied = self.conversation.try_update_value(|c| c.apply(&chunk));
         match applied {
             Some(Err(e)) => {

@@ -10,7 +10,7 @@ use leptos::{prelude::*, server_fn::codec::Json as JsonCodec, task::spawn_local}
 mod list;
 
 use super::html::escape;
-use crate::protocol::grant::{GRANT_DURATIONS, GrantRequest, GrantScope};
+use crate::protocol::grant::{GRANT_DURATIONS, GrantRequest, GrantScope, Ruling};
 
 /// The grants panel's list, written on the server ([`list::list_html`]): the page needs no
 /// decoder of grants, only the HTML (scripts read `GET /api/policy`).
@@ -160,38 +160,85 @@ pub fn grant_request_from(entries: &[(String, String)]) -> Result<Option<GrantRe
     }))
 }
 
-/// The chip of a call that ran without asking because of grant `grant`: its words, and Revoke.
-#[component]
-pub fn GrantChip(grant: String, label: String) -> impl IntoView {
-    let revoked = RwSignal::new(None::<Result<(), String>>);
-    let id = grant.clone();
-    let revoke = move |_| {
-        let id = id.clone();
-        spawn_local(async move {
-            let done = revoke_grant(id)
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string());
-            revoked.set(Some(done));
-        });
+/// Revokes grant `id` from a chip; `done` says how it went.
+pub fn revoke(id: String, done: RwSignal<Option<Result<(), String>>>) {
+    spawn_local(async move {
+        done.set(Some(revoke_grant(id).await.map_err(|e| e.to_string())));
+    });
+}
+
+/// The chip of a call a rule or a grant decided, as escaped HTML: its words, and for a grant,
+/// Revoke (or how revoking went). Nothing for a call that asks.
+pub fn ruling_html(ruling: &Ruling, revoked: Option<Result<(), String>>) -> String {
+    let Some(words) = ruling.sentence() else {
+        return String::new();
     };
-    view! {
-        <p class="ruling-chip granted" data-testid="ruling-chip" data-ruling="allowed_by_grant" data-grant-id=grant>
-            <span>"Ran without asking: your grant ("{label}")"</span>
-            {move || match revoked.get() {
-                None => view! {
-                    <button type="button" class="link-button" data-testid="chip-revoke" on:click=revoke.clone()>"Revoke"</button>
-                }.into_any(),
-                Some(Ok(())) => view! { <span class="muted" data-testid="chip-revoked">" · revoked"</span> }.into_any(),
-                Some(Err(e)) => view! { <span class="edit-error" role="alert">{format!(" · {e}")}</span> }.into_any(),
-            }}
-        </p>
-    }
+    let (kind, grant) = match ruling {
+        Ruling::AllowedByRule { .. } => ("allowed_by_rule", None),
+        Ruling::AllowedByGrant { grant, .. } => ("allowed_by_grant", Some(grant)),
+        Ruling::DeniedByRule { .. } => ("denied_by_rule", None),
+        Ruling::Asked { .. } => return String::new(),
+    };
+    let revoke = match (grant, revoked) {
+        (None, _) => String::new(),
+        (Some(id), None) => format!(
+            " <button type=\"button\" class=\"link-button\" data-testid=\"chip-revoke\" \
+             data-action=\"revoke:{}\">Revoke</button>",
+            escape(id)
+        ),
+        (Some(_), Some(Ok(()))) => {
+            " <span class=\"muted\" data-testid=\"chip-revoked\">· revoked</span>".to_owned()
+        }
+        (Some(_), Some(Err(e))) => format!(
+            " <span class=\"edit-error\" role=\"alert\">· {}</span>",
+            escape(&e)
+        ),
+    };
+    format!(
+        "<p class=\"ruling-chip {kind}\" data-testid=\"ruling-chip\" data-ruling=\"{kind}\">\
+         <span>{}</span>{revoke}</p>",
+        escape(&words)
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chip_says_why_a_call_ran_and_revokes_its_grant() {
+        let grant = Ruling::AllowedByGrant {
+            grant: "g<1>".into(),
+            label: "Payment up to 50.00 USD".into(),
+        };
+        let html = ruling_html(&grant, None);
+        assert!(html.contains("data-ruling=\"allowed_by_grant\""), "{html}");
+        assert!(html.contains("data-action=\"revoke:g&lt;1&gt;\""), "{html}");
+        assert!(html.contains("Ran without asking: your grant (Payment up to 50.00 USD)"));
+        assert!(ruling_html(&grant, Some(Ok(()))).contains("revoked"));
+        assert!(!ruling_html(&grant, Some(Ok(()))).contains("data-action"));
+        let rule = ruling_html(
+            &Ruling::DeniedByRule {
+                rule: "limit".into(),
+                reason: "<too much>".into(),
+            },
+            None,
+        );
+        assert!(
+            rule.contains("Refused by rule limit: &lt;too much&gt;"),
+            "{rule}"
+        );
+        assert_eq!(
+            ruling_html(
+                &Ruling::Asked {
+                    rule: None,
+                    grantable: true
+                },
+                None
+            ),
+            ""
+        );
+    }
 
     #[test]
     fn the_remember_form_reads_back_as_a_grant_request() {

@@ -55,7 +55,11 @@ pub struct PickedFile {
 #[derive(Debug, Clone)]
 pub enum SocketEvent {
     Open,
-    Frame(crate::protocol::Frame),
+    /// A chunk, with its JSON as it came (the chunk log shows that, so the page needs no
+    /// encoder of chunks).
+    Chunk(crate::protocol::Chunk, Value),
+    /// `[DONE]`: the turn's stream ended.
+    Done,
     Control(Value),
     Closed {
         code: u16,

@@ -93,7 +93,7 @@ pub async fn stream(
     _url: &str,
     _body: Option<String>,
     _headers: &[(&str, &str)],
-    _on_frame: impl FnMut(Frame),
+    _on_frame: impl FnMut(Frame, serde_json::Value),
 ) -> Result<bool, FetchError> {
     Err(FetchError::Network(NOT_IN_A_BROWSER.into()))
 }

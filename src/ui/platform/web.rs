@@ -20,7 +20,7 @@ pub async fn stream(
     url: &str,
     body: Option<String>,
     headers: &[(&str, &str)],
-    on_frame: impl FnMut(Frame),
+    on_frame: impl FnMut(Frame, Value),
 ) -> Result<bool, FetchError> {
     browser::fetch::stream(method, url, body, headers, on_frame).await
 }

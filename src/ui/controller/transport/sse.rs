@@ -71,9 +71,9 @@ impl SseTransport {
         ctl.status.set(Status::Submitted);
         let this = self.clone();
         spawn_local(async move {
-            let result = platform::stream(method, &url, body, &HEADERS, |frame| {
+            let result = platform::stream(method, &url, body, &HEADERS, |frame, raw| {
                 if let Frame::Chunk(chunk) = frame {
-                    ctl.on_chunk(chunk, Mode::Sse.as_str());
+                    ctl.on_chunk(chunk, raw, Mode::Sse.as_str());
                 }
             })
             .await;

@@ -15,7 +15,7 @@ use super::{
     reconnect::{self, AfterClose},
 };
 use crate::{
-    protocol::{Chunk, Frame, Trigger, UiMessage},
+    protocol::{Chunk, Trigger, UiMessage},
     ui::{
         controller::{ChatCtl, Link, Mode, Status},
         platform::{self, Socket, SocketEvent},
@@ -133,10 +133,9 @@ impl WebSocketTransport {
     fn on_event(&self, ctl: ChatCtl, event: SocketEvent) {
         match event {
             SocketEvent::Open => self.on_open(ctl),
-            SocketEvent::Frame(Frame::Chunk(chunk)) => {
+            SocketEvent::Chunk(chunk, raw) => {
                 if matches!(&chunk, Chunk::Data(d) if d.name == PENDING_ANNOUNCEMENT) {
-                    let value = serde_json::to_value(&chunk).unwrap_or(Value::Null);
-                    ctl.log_in(value, Mode::Bidi.as_str());
+                    ctl.log_in(raw, Mode::Bidi.as_str());
                     return;
                 }
                 self.count_frame();
@@ -146,9 +145,9 @@ impl WebSocketTransport {
                         c.begin_stream(Trigger::SubmitMessage, platform::random_id("m"))
                     });
                 }
-                ctl.on_chunk(chunk, Mode::Bidi.as_str());
+                ctl.on_chunk(chunk, raw, Mode::Bidi.as_str());
             }
-            SocketEvent::Frame(Frame::Done) => {
+            SocketEvent::Done => {
                 self.count_frame();
                 self.0.turn_open.set(false);
                 ctl.log_in(json!("[DONE]"), Mode::Bidi.as_str());
