@@ -40,26 +40,29 @@ async fn server(db: &Path, policy: Option<String>) -> Binary {
 }
 
 /// `POST /api/chat` in `dialect` (`None`: the default, ai@6.0.0's keys only): status, chunks.
-async fn post(base: &str, body: Value, dialect: Option<&str>) -> (u16, Vec<Value>, String) {
-    let mut request = reqwest::Client::new()
-        .post(format!("{base}/api/chat"))
-        .json(&body);
-    if let Some(dialect) = dialect {
-        request = request.header("x-countersign-dialect", dialect);
-    }
-    let response = request.send().await.expect("request sent");
-    let status = response.status().as_u16();
-    let text = tokio::time::timeout(Duration::from_secs(30), response.text())
+async fn post(app: &Binary, body: Value, dialect: Option<&str>) -> (u16, Vec<Value>, String) {
+    app.chat_in(body, dialect).await
+}
+
+/// `GET /api/policy` until `done` holds of it (the file is polled once a second).
+async fn policy_until(base: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let wait = async {
+        loop {
+            let status: Value = reqwest::get(format!("{base}/api/policy"))
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if done(&status) {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), wait)
         .await
-        .expect("the response ends")
-        .expect("a body");
-    let chunks = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter(|d| *d != "[DONE]")
-        .filter_map(|d| serde_json::from_str(d).ok())
-        .collect();
-    (status, chunks, text)
+        .expect("the policy file is read again")
 }
 
 fn say(chat: &str, text: &str) -> Value {
@@ -178,7 +181,7 @@ async fn rules_run_ask_and_refuse_in_both_dialects() {
     let app = server(&db, Some(example_policy())).await;
 
     // A small payment runs by rule. ai@6.0.0's keys only: a call that ran, no approval at all.
-    let (status, strict, body) = post(&app.base, say("c1", "Send $5 to Jack"), None).await;
+    let (status, strict, body) = post(&app, say("c1", "Send $5 to Jack"), None).await;
     assert_eq!(status, 200, "{body}");
     assert!(
         of_type(&strict, "tool-approval-request").is_empty(),
@@ -194,7 +197,7 @@ async fn rules_run_ask_and_refuse_in_both_dialects() {
     );
 
     // The same in the full (v7) dialect: an automatic approval, its response, then the output.
-    let (_, full, body) = post(&app.base, say("c2", "Send $5 to Jill"), Some("full")).await;
+    let (_, full, body) = post(&app, say("c2", "Send $5 to Jill"), Some("full")).await;
     let request = of_type(&full, "tool-approval-request")[0];
     assert_eq!(request["isAutomatic"], true, "{body}");
     assert_eq!(
@@ -214,7 +217,7 @@ async fn rules_run_ask_and_refuse_in_both_dialects() {
     assert!(at("tool-approval-response") < at("tool-output-available"));
 
     // Over the limit: refused by a rule, the model told why.
-    let (_, refused, body) = post(&app.base, say("c3", "Send $600 to Jack"), Some("full")).await;
+    let (_, refused, body) = post(&app, say("c3", "Send $600 to Jack"), Some("full")).await;
     let request = of_type(&refused, "tool-approval-request")[0];
     assert_eq!(
         request["approvalDescriptor"]["countersign"]["decision"],
@@ -229,13 +232,13 @@ async fn rules_run_ask_and_refuse_in_both_dialects() {
         text_of(&refused).contains("policy does not allow"),
         "{body}"
     );
-    let (_, refused_strict, _) = post(&app.base, say("c3b", "Send $600 to Jack"), None).await;
+    let (_, refused_strict, _) = post(&app, say("c3b", "Send $600 to Jack"), None).await;
     assert!(of_type(&refused_strict, "tool-approval-request").is_empty());
     assert_eq!(of_type(&refused_strict, "tool-output-denied").len(), 1);
     assert_eq!(balance(&app.base, "c3").await, 1000.0);
 
     // 50 USD asks, and may be remembered.
-    let (_, asked, body) = post(&app.base, say("c4", "Send $50 to Jack"), Some("full")).await;
+    let (_, asked, body) = post(&app, say("c4", "Send $50 to Jack"), Some("full")).await;
     let request = of_type(&asked, "tool-approval-request")[0];
     assert_ne!(request["isAutomatic"], true, "{body}");
     assert_eq!(
@@ -297,20 +300,15 @@ async fn a_grant_runs_later_calls_until_it_is_spent_or_revoked_and_survives_kill
     let chat = "g1";
 
     // No policy file: a payment asks; the person approves and remembers "up to 100 USD".
-    let (_, first, _) = post(&app.base, say(chat, "Send $50 to Jack"), Some("full")).await;
+    let (_, first, _) = post(&app, say(chat, "Send $50 to Jack"), Some("full")).await;
     let approval = waiting(&first);
     let grant = json!({"grant": {"scope": "budget", "seconds": 3600, "maxCents": 10_000}});
-    let (status, paid, body) = post(
-        &app.base,
-        answer(chat, &approval, true, grant),
-        Some("full"),
-    )
-    .await;
+    let (status, paid, body) = post(&app, answer(chat, &approval, true, grant), Some("full")).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(of_type(&paid, "tool-output-available").len(), 1, "{body}");
 
     // 40 more fits: it runs by the grant, in another chat too.
-    let (_, second, body) = post(&app.base, say("g2", "Send $40 to Jill"), Some("full")).await;
+    let (_, second, body) = post(&app, say("g2", "Send $40 to Jill"), Some("full")).await;
     let request = of_type(&second, "tool-approval-request")[0];
     assert_eq!(request["isAutomatic"], true, "{body}");
     assert_eq!(
@@ -323,7 +321,7 @@ async fn a_grant_runs_later_calls_until_it_is_spent_or_revoked_and_survives_kill
         .to_owned();
     assert_eq!(of_type(&second, "tool-output-available").len(), 1, "{body}");
     // 20 more would pass 100: it asks.
-    let (_, third, body) = post(&app.base, say("g3", "Send $20 to Jim"), Some("full")).await;
+    let (_, third, body) = post(&app, say("g3", "Send $20 to Jim"), Some("full")).await;
     assert_ne!(
         of_type(&third, "tool-approval-request")[0]["isAutomatic"],
         true,
@@ -346,7 +344,7 @@ async fn a_grant_runs_later_calls_until_it_is_spent_or_revoked_and_survives_kill
     let app = server(&db, None).await;
     let grants = grants_of(&app.base).await;
     assert_eq!(grants[0]["usedCents"], 9_000, "{grants:?}");
-    let (_, fourth, body) = post(&app.base, say("g4", "Send $10 to Jo"), Some("full")).await;
+    let (_, fourth, body) = post(&app, say("g4", "Send $10 to Jo"), Some("full")).await;
     assert_eq!(
         of_type(&fourth, "tool-approval-request")[0]["isAutomatic"],
         true,
@@ -369,7 +367,7 @@ async fn a_grant_runs_later_calls_until_it_is_spent_or_revoked_and_survives_kill
         status >= 400 && unknown.to_string().contains("not known"),
         "{unknown}"
     );
-    let (_, fifth, body) = post(&app.base, say("g5", "Send $1 to Jo"), Some("full")).await;
+    let (_, fifth, body) = post(&app, say("g5", "Send $1 to Jo"), Some("full")).await;
     assert_ne!(
         of_type(&fifth, "tool-approval-request")[0]["isAutomatic"],
         true,
@@ -394,7 +392,7 @@ async fn a_grant_runs_later_calls_until_it_is_spent_or_revoked_and_survives_kill
 async fn a_grant_the_call_does_not_allow_is_refused_and_changes_nothing() {
     let db = temp("grant-refused");
     let app = server(&db, Some(example_policy())).await;
-    let (_, first, _) = post(&app.base, say("r1", "Send $50 to Jack"), Some("full")).await;
+    let (_, first, _) = post(&app, say("r1", "Send $50 to Jack"), Some("full")).await;
     let approval = waiting(&first);
     for (grant, why) in [
         (
@@ -406,7 +404,7 @@ async fn a_grant_the_call_does_not_allow_is_refused_and_changes_nothing() {
         (json!({"scope": "everything", "seconds": 60}), "scope"),
     ] {
         let (status, _, body) = post(
-            &app.base,
+            &app,
             answer("r1", &approval, true, json!({"grant": grant})),
             Some("full"),
         )
@@ -415,12 +413,8 @@ async fn a_grant_the_call_does_not_allow_is_refused_and_changes_nothing() {
         assert!(body.contains(why), "{why}: {body}");
     }
     // Still waiting: a plain approval goes through.
-    let (status, paid, body) = post(
-        &app.base,
-        answer("r1", &approval, true, json!({})),
-        Some("full"),
-    )
-    .await;
+    let (status, paid, body) =
+        post(&app, answer("r1", &approval, true, json!({})), Some("full")).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(of_type(&paid, "tool-output-available").len(), 1);
     let _ = std::fs::remove_file(&db);
@@ -434,19 +428,17 @@ async fn edits_and_approvals_are_checked_again_against_the_rules_in_force() {
     let app = server(&db, Some(policy.display().to_string())).await;
 
     // An edit across the limit is refused with the rule's reason; the approval still waits.
-    let (_, first, _) = post(&app.base, say("e1", "Send $50 to Jack"), Some("full")).await;
+    let (_, first, _) = post(&app, say("e1", "Send $50 to Jack"), Some("full")).await;
     let approval = waiting(&first);
     let edit = json!({"editedInput": {"amount": 600, "recipient": "Jack"}});
-    let (status, _, body) =
-        post(&app.base, answer("e1", &approval, true, edit), Some("full")).await;
+    let (status, _, body) = post(&app, answer("e1", &approval, true, edit), Some("full")).await;
     assert_eq!(status, 422, "{body}");
     assert!(
         body.contains("edit_forbidden") && body.contains("payment-limit"),
         "{body}"
     );
     let edit = json!({"editedInput": {"amount": 40, "recipient": "Jack"}});
-    let (status, paid, body) =
-        post(&app.base, answer("e1", &approval, true, edit), Some("full")).await;
+    let (status, paid, body) = post(&app, answer("e1", &approval, true, edit), Some("full")).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         of_type(&paid, "tool-output-available")[0]["output"]["amount"],
@@ -454,7 +446,7 @@ async fn edits_and_approvals_are_checked_again_against_the_rules_in_force() {
     );
 
     // A call waits; the policy changes under it to forbid that payee: approving it now refuses it.
-    let (_, second, _) = post(&app.base, say("e2", "Send $60 to Jill"), Some("full")).await;
+    let (_, second, _) = post(&app, say("e2", "Send $60 to Jill"), Some("full")).await;
     let approval = waiting(&second);
     let text = std::fs::read_to_string(&policy).unwrap();
     std::fs::write(
@@ -462,29 +454,12 @@ async fn edits_and_approvals_are_checked_again_against_the_rules_in_force() {
         format!("{text}\n@id(\"no-jill\")\n@reason(\"Jill left the company.\")\nforbid (principal, action == Action::\"process_payment\", resource) when {{ context.input.recipient == \"Jill\" }};\n"),
     )
     .unwrap();
-    let reloaded = async {
-        loop {
-            let status: Value = reqwest::get(format!("{}/api/policy", app.base))
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            if status["policy"]["rules"].to_string().contains("no-jill") {
-                return status;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), reloaded)
-        .await
-        .expect("the policy file is reloaded");
-    let (status, refused, body) = post(
-        &app.base,
-        answer("e2", &approval, true, json!({})),
-        Some("full"),
-    )
+    policy_until(&app.base, |s| {
+        s["policy"]["rules"].to_string().contains("no-jill")
+    })
     .await;
+    let (status, refused, body) =
+        post(&app, answer("e2", &approval, true, json!({})), Some("full")).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(of_type(&refused, "tool-output-denied").len(), 1, "{body}");
     assert!(
@@ -502,23 +477,7 @@ async fn edits_and_approvals_are_checked_again_against_the_rules_in_force() {
 
     // A broken file keeps the rules in force and says why.
     std::fs::write(&policy, "@id(\"half\") permit (principal, action ==").unwrap();
-    let broken = async {
-        loop {
-            let status: Value = reqwest::get(format!("{}/api/policy", app.base))
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            if status["policy"]["reload_error"].is_string() {
-                return status;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    };
-    let status = tokio::time::timeout(Duration::from_secs(10), broken)
-        .await
-        .expect("the broken reload is reported");
+    let status = policy_until(&app.base, |s| s["policy"]["reload_error"].is_string()).await;
     assert!(
         status["policy"]["reload_error"]
             .as_str()
@@ -526,7 +485,7 @@ async fn edits_and_approvals_are_checked_again_against_the_rules_in_force() {
             .contains("line 1")
     );
     assert!(status["policy"]["rules"].to_string().contains("no-jill"));
-    let (_, small, _) = post(&app.base, say("e3", "Send $5 to Jack"), Some("full")).await;
+    let (_, small, _) = post(&app, say("e3", "Send $5 to Jack"), Some("full")).await;
     assert_eq!(
         of_type(&small, "tool-approval-request")[0]["isAutomatic"],
         true
@@ -540,10 +499,10 @@ async fn not_now_leaves_a_call_undecided_and_it_can_be_asked_again() {
     let db = temp("dismiss");
     let app = server(&db, None).await;
     let chat = "d1";
-    let (_, first, _) = post(&app.base, say(chat, "Send $50 to Hanako"), Some("full")).await;
+    let (_, first, _) = post(&app, say(chat, "Send $50 to Hanako"), Some("full")).await;
     let approval = waiting(&first);
     let (status, undecided, body) = post(
-        &app.base,
+        &app,
         answer(chat, &approval, false, json!({"dismissed": true})),
         Some("full"),
     )
@@ -560,17 +519,12 @@ async fn not_now_leaves_a_call_undecided_and_it_can_be_asked_again() {
         {"id": "u-again", "role": "user", "parts": [{"type": "text", "text": "Ask me again: Pay 50.00 USD to Hanako"}],
          "metadata": {"countersign": {"askAgain": approval.1}}}
     ]});
-    let (status, again, body) = post(&app.base, ask_again.clone(), Some("full")).await;
+    let (status, again, body) = post(&app, ask_again.clone(), Some("full")).await;
     assert_eq!(status, 200, "{body}");
     let second = waiting(&again);
     assert_ne!(second.1, approval.1, "a new call");
     assert_eq!(second.3, approval.3, "the same arguments");
-    let (_, paid, body) = post(
-        &app.base,
-        answer(chat, &second, true, json!({})),
-        Some("full"),
-    )
-    .await;
+    let (_, paid, body) = post(&app, answer(chat, &second, true, json!({})), Some("full")).await;
     assert_eq!(
         of_type(&paid, "tool-output-available")[0]["output"]["wallet_balance"],
         950,
@@ -582,7 +536,7 @@ async fn not_now_leaves_a_call_undecided_and_it_can_be_asked_again() {
         {"id": "u-again-2", "role": "user", "parts": [{"type": "text", "text": "Ask me again"}],
          "metadata": {"countersign": {"askAgain": second.1}}}
     ]});
-    let (status, _, body) = post(&app.base, again_paid, Some("full")).await;
+    let (status, _, body) = post(&app, again_paid, Some("full")).await;
     assert_eq!(status, 409, "{body}");
     assert!(
         body.contains("cannot_ask_again") && body.contains("ran already"),
@@ -592,7 +546,7 @@ async fn not_now_leaves_a_call_undecided_and_it_can_be_asked_again() {
         {"id": "u-again-3", "role": "user", "parts": [{"type": "text", "text": "Ask me again"}],
          "metadata": {"countersign": {"askAgain": "call_forged"}}}
     ]});
-    let (status, _, body) = post(&app.base, forged, Some("full")).await;
+    let (status, _, body) = post(&app, forged, Some("full")).await;
     assert_eq!(status, 409, "{body}");
     let audit = app.audit(chat).await;
     assert!(audit.iter().any(|e| e["kind"] == "dismissed"), "{audit:?}");
@@ -603,22 +557,17 @@ async fn not_now_leaves_a_call_undecided_and_it_can_be_asked_again() {
 async fn a_payment_in_yen_is_converted_and_shows_both_amounts() {
     let db = temp("yen");
     let app = server(&db, Some(example_policy())).await;
-    let (_, first, body) = post(&app.base, say("y1", "Send 3000 yen to Kenji"), Some("full")).await;
+    let (_, first, body) = post(&app, say("y1", "Send 3000 yen to Kenji"), Some("full")).await;
     let approval = waiting(&first);
     assert_eq!(approval.3["currency"], "JPY", "{body}");
-    let (_, paid, body) = post(
-        &app.base,
-        answer("y1", &approval, true, json!({})),
-        Some("full"),
-    )
-    .await;
+    let (_, paid, body) = post(&app, answer("y1", &approval, true, json!({})), Some("full")).await;
     let output = &of_type(&paid, "tool-output-available")[0]["output"];
     assert_eq!(output["amount"], 3000, "{body}");
     assert_eq!(output["currency"], "JPY");
     assert_eq!(output["charged"], 20.1);
     assert_eq!(output["wallet_balance"], 979.9);
     // 1000 yen is 6.70 USD: under the rule's 10 USD, it runs.
-    let (_, small, body) = post(&app.base, say("y2", "Send 1000 yen to Kenji"), Some("full")).await;
+    let (_, small, body) = post(&app, say("y2", "Send 1000 yen to Kenji"), Some("full")).await;
     assert_eq!(
         of_type(&small, "tool-approval-request")[0]["isAutomatic"],
         true,

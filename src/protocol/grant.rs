@@ -157,6 +157,27 @@ impl GrantState {
 }
 
 impl Grant {
+    /// A grant for tests: a budget of 50 USD for `tool`, in every chat, from 0 to 100 000 ms.
+    #[cfg(test)]
+    pub fn sample(id: &str, tool: &str) -> Grant {
+        Grant {
+            id: id.into(),
+            scope: GrantScope::Budget,
+            tool: tool.into(),
+            chat: None,
+            args: None,
+            max_cents: Some(5_000),
+            used_cents: 0,
+            uses: 0,
+            created_at_ms: 0,
+            expires_at_ms: 100_000,
+            revoked_at_ms: None,
+            approval_id: "a".into(),
+            granted_in: "c".into(),
+            label: format!("{tool} up to 50.00 USD"),
+        }
+    }
+
     pub fn state(&self, now_ms: i64) -> GrantState {
         if self.revoked_at_ms.is_some() {
             GrantState::Revoked
@@ -314,22 +335,9 @@ mod tests {
 
     #[test]
     fn a_grant_knows_where_it_stands() {
-        let mut grant = Grant {
-            id: "g".into(),
-            scope: GrantScope::Budget,
-            tool: "process_payment".into(),
-            chat: None,
-            args: None,
-            max_cents: Some(5_000),
-            used_cents: 1_000,
-            uses: 1,
-            created_at_ms: 0,
-            expires_at_ms: 100,
-            revoked_at_ms: None,
-            approval_id: "a".into(),
-            granted_in: "c".into(),
-            label: "x".into(),
-        };
+        let mut grant = Grant::sample("g", "process_payment");
+        grant.used_cents = 1_000;
+        grant.expires_at_ms = 100;
         assert_eq!(grant.state(50), GrantState::Active);
         assert_eq!(grant.left_cents(), Some(4_000));
         assert_eq!(grant.state(100), GrantState::Expired);

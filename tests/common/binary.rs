@@ -64,12 +64,18 @@ impl Binary {
 
     /// `POST /api/chat`: the status, the chunks, and the raw body.
     pub async fn chat(&self, body: Value) -> (u16, Vec<Value>, String) {
-        let response = reqwest::Client::new()
+        self.chat_in(body, None).await
+    }
+
+    /// [`Binary::chat`] in `dialect` (`x-countersign-dialect`; `None`: the default).
+    pub async fn chat_in(&self, body: Value, dialect: Option<&str>) -> (u16, Vec<Value>, String) {
+        let mut request = reqwest::Client::new()
             .post(format!("{}/api/chat", self.base))
-            .json(&body)
-            .send()
-            .await
-            .expect("request sent");
+            .json(&body);
+        if let Some(dialect) = dialect {
+            request = request.header("x-countersign-dialect", dialect);
+        }
+        let response = request.send().await.expect("request sent");
         let status = response.status().as_u16();
         let text = tokio::time::timeout(Duration::from_secs(30), response.text())
             .await

@@ -177,14 +177,7 @@ impl<'a> Gate<'a> {
                         continue;
                     }
                     Ruling::DeniedByRule { rule, reason } => {
-                        call.phase = CallPhase::Done {
-                            outcome: Outcome::DeniedByRule {
-                                rule: rule.clone(),
-                                reason: reason.clone(),
-                            },
-                            edited_args: None,
-                        };
-                        call.announced = false;
+                        refuse(call, rule, reason);
                         continue;
                     }
                     Ruling::AllowedByRule { .. } | Ruling::AllowedByGrant { .. } => {}
@@ -398,14 +391,7 @@ impl<'a> Gate<'a> {
                     reason,
                 });
             }
-            call.phase = CallPhase::Done {
-                outcome: Outcome::DeniedByRule {
-                    rule: rule.clone(),
-                    reason: reason.clone(),
-                },
-                edited_args: None,
-            };
-            call.announced = false;
+            refuse(call, &rule, &reason);
             return Ok((
                 ApprovalResolution::DeniedByRule {
                     at_ms: now,
@@ -545,6 +531,18 @@ impl<'a> Gate<'a> {
             Some(other) => Err(other.refusal(approval_id)),
         }
     }
+}
+
+/// Ends `call` refused by policy rule `rule`, the model told `reason`.
+fn refuse(call: &mut StepCall, rule: &str, reason: &str) {
+    call.phase = CallPhase::Done {
+        outcome: Outcome::DeniedByRule {
+            rule: rule.to_owned(),
+            reason: reason.to_owned(),
+        },
+        edited_args: None,
+    };
+    call.announced = false;
 }
 
 /// Why input for a chat with no waiting turn is refused: an answer to an approval that was

@@ -219,13 +219,19 @@ impl TurnDriver {
 
             // The step called tools. In hold mode its text stays in `held_text` until the final
             // response (end_text put it there); in progressive mode it was already streamed.
-            self.record_step(&mut step);
-            self.gate_calls(&mut step);
-            self.emit(Chunk::finish_step());
-            let calls = std::mem::take(&mut step.calls);
-            self.with_turn(|t| t.calls = calls);
-            self.sync_messages();
+            self.end_step_with_calls(&mut step);
         }
+    }
+
+    /// Ends a step that called tools: it goes into the history, the gate decides its calls,
+    /// and they become the turn's.
+    fn end_step_with_calls(&mut self, step: &mut StepOutput) {
+        self.record_step(step);
+        self.gate_calls(step);
+        self.emit(Chunk::finish_step());
+        let calls = std::mem::take(&mut step.calls);
+        self.with_turn(|t| t.calls = calls);
+        self.sync_messages();
     }
 }
 
@@ -238,12 +244,7 @@ impl TurnDriver {
         self.emit(Chunk::start_step());
         let mut step = StepOutput::default();
         self.accept_call(&mut step, call);
-        self.record_step(&mut step);
-        self.gate_calls(&mut step);
-        self.emit(Chunk::finish_step());
-        let calls = std::mem::take(&mut step.calls);
-        self.with_turn(|t| t.calls = calls);
-        self.sync_messages();
+        self.end_step_with_calls(&mut step);
     }
 }
 

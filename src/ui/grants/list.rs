@@ -92,22 +92,10 @@ mod tests {
 
     #[test]
     fn a_grant_reads_as_its_use_and_its_time() {
-        let mut grant = Grant {
-            id: "g".into(),
-            scope: GrantScope::Budget,
-            tool: "process_payment".into(),
-            chat: None,
-            args: None,
-            max_cents: Some(5_000),
-            used_cents: 1_250,
-            uses: 1,
-            created_at_ms: 0,
-            expires_at_ms: 3_600_000,
-            revoked_at_ms: None,
-            approval_id: "a".into(),
-            granted_in: "c".into(),
-            label: "Payment up to 50.00 USD".into(),
-        };
+        let mut grant = Grant::sample("g", "process_payment");
+        grant.used_cents = 1_250;
+        grant.uses = 1;
+        grant.expires_at_ms = 3_600_000;
         assert_eq!(
             describe(&grant, 0),
             "12.50 of 50.00 USD used · used once · expires in 1 h"
@@ -127,20 +115,14 @@ mod tests {
     #[test]
     fn the_list_is_escaped_active_first_and_only_active_ones_revoke() {
         let grant = |id: &str, revoked: Option<i64>| Grant {
-            id: id.into(),
             scope: GrantScope::Tool,
             tool: "get_location".into(),
             chat: Some("c".into()),
-            args: None,
             max_cents: None,
-            used_cents: 0,
-            uses: 0,
-            created_at_ms: 0,
             expires_at_ms: 10_000,
             revoked_at_ms: revoked,
-            approval_id: "a".into(),
-            granted_in: "c".into(),
             label: "<b>Location</b> in this chat".into(),
+            ..Grant::sample(id, "get_location")
         };
         let html = list_html(&[grant("old", Some(5)), grant("new", None)], 6);
         assert!(html.find("data-grant-id=\"new\"") < html.find("data-grant-id=\"old\""));
