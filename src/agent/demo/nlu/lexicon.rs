@@ -130,6 +130,10 @@ pub(super) const CURRENCIES: &[Currency] = &[
     Currency { code: "EUR", symbol: "€", ja_unit: "ユーロ", aliases: &["€", "euro", "euros", "eur", "ユーロ"] },
     Currency { code: "JPY", symbol: "¥", ja_unit: "円", aliases: &["¥", "yen", "jpy", "円"] },
     Currency { code: "GBP", symbol: "£", ja_unit: "ポンド", aliases: &["£", "pound", "pounds", "gbp", "quid", "ポンド"] },
+    Currency { code: "CHF", symbol: "", ja_unit: "スイスフラン", aliases: &["franc", "francs", "chf", "スイスフラン"] },
+    Currency { code: "INR", symbol: "₹", ja_unit: "ルピー", aliases: &["₹", "rupee", "rupees", "inr", "ルピー"] },
+    Currency { code: "KRW", symbol: "₩", ja_unit: "ウォン", aliases: &["₩", "krw", "ウォン"] },
+    Currency { code: "CNY", symbol: "", ja_unit: "人民元", aliases: &["yuan", "rmb", "cny", "人民元"] },
 ];
 
 /// English cardinal words and their values; "twenty-five" and "one hundred and five" are
@@ -386,12 +390,19 @@ pub(super) fn currency_by_symbol(c: char) -> Option<&'static str> {
         .map(|cur| cur.code)
 }
 
-/// The currency an English word ("dollars", "usd") names. `word` must be lowercase.
+/// The currency an English word ("dollars", "usd") names, or any ISO 4217 code the wallet
+/// converts ("cad", "sek"). `word` must be lowercase.
 pub(super) fn currency_by_word(word: &str) -> Option<&'static str> {
     CURRENCIES
         .iter()
         .find(|cur| cur.aliases.iter().any(|a| a.is_ascii() && *a == word))
         .map(|cur| cur.code)
+        .or_else(|| {
+            (word.len() == 3 && word.bytes().all(|b| b.is_ascii_lowercase()))
+                .then(|| crate::protocol::money::currency(word))
+                .flatten()
+                .map(|c| c.code)
+        })
 }
 
 /// The Japanese currency unit at the start of `text` ("ドル送金して" → USD, 6 bytes), longest

@@ -985,6 +985,7 @@ fn money(lang: Lang, amount: f64, code: &str) -> String {
         ""
     };
     match (lexicon::currency(code), lang) {
+        (Some(c), Lang::En) if c.symbol.is_empty() => format!("{sign}{digits} {}", c.code),
         (Some(c), Lang::En) => format!("{sign}{}{digits}", c.symbol),
         (Some(c), Lang::Ja) => format!("{sign}{digits}{}", c.ja_unit),
         (None, _) => format!("{sign}{digits} {}", code.trim().to_uppercase()),
@@ -1646,6 +1647,9 @@ mod tests {
         assert_eq!(money(Lang::En, 0.004, "USD"), "$0");
         assert_eq!(money(Lang::Ja, 1200.0, "JPY"), "1,200円");
         assert_eq!(money(Lang::En, 50.0, "chf"), "50 CHF");
+        assert_eq!(money(Lang::En, 50.0, "SEK"), "50 SEK");
+        assert_eq!(money(Lang::En, 500.0, "INR"), "₹500");
+        assert_eq!(money(Lang::Ja, 50.0, "CHF"), "50スイスフラン");
     }
 
     proptest! {
