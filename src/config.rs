@@ -234,6 +234,13 @@ pub struct EdgeSettings {
     /// `COUNTERSIGN_CORS_CREDENTIALS`: `true` lets the allowed origins send cookies (default
     /// false).
     pub cors_credentials: bool,
+    /// `COUNTERSIGN_SIGN_IN`: `open` (one local person, no sign-in; the default without an API
+    /// key), `key` (the API key; the default with one) or `passkeys` (people, ADR 0024).
+    pub sign_in: crate::people::SignInMode,
+    /// `COUNTERSIGN_PUBLIC_URL`: the origin people's browsers use (`https://chat.example`);
+    /// passkeys are made for its host, and links point to it. Default
+    /// `http://localhost:<port>`.
+    pub public_url: Option<String>,
 }
 
 impl Default for EdgeSettings {
@@ -258,6 +265,8 @@ impl Default for EdgeSettings {
             body_min_rate: 4096,
             write_timeout: Duration::from_secs(30),
             cors_credentials: false,
+            sign_in: crate::people::SignInMode::Open,
+            public_url: None,
         }
     }
 }
@@ -704,7 +713,61 @@ fn edge_settings(env: &impl Fn(&str) -> Option<String>) -> Result<EdgeSettings, 
             ));
         }
     };
+    let sign_in = match env("COUNTERSIGN_SIGN_IN")
+        .map(|v| v.trim().to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("") if api_key.is_some() => crate::people::SignInMode::Key,
+        None | Some("") | Some("open") => crate::people::SignInMode::Open,
+        Some("key") if api_key.is_some() => crate::people::SignInMode::Key,
+        Some("key") => {
+            return Err(invalid(
+                "COUNTERSIGN_SIGN_IN",
+                "key",
+                "needs COUNTERSIGN_API_KEY (at least 16 characters)",
+            ));
+        }
+        Some("passkeys") | Some("passkey") => crate::people::SignInMode::Passkeys,
+        Some(other) => {
+            return Err(invalid(
+                "COUNTERSIGN_SIGN_IN",
+                other,
+                "use open (no sign-in), key (the API key) or passkeys (people)",
+            ));
+        }
+    };
+    if sign_in == crate::people::SignInMode::Open && api_key.is_some() {
+        return Err(invalid(
+            "COUNTERSIGN_SIGN_IN",
+            "open",
+            "an API key is set: use key or passkeys (or unset the key)",
+        ));
+    }
+    let public_url = match env("COUNTERSIGN_PUBLIC_URL")
+        .map(|u| u.trim().trim_end_matches('/').to_string())
+    {
+        None => None,
+        Some(url) if url.is_empty() => None,
+        Some(url) => {
+            let parsed = url::Url::parse(&url)
+                .map_err(|e| invalid("COUNTERSIGN_PUBLIC_URL", &url, &format!("not a URL: {e}")))?;
+            if !matches!(parsed.scheme(), "http" | "https")
+                || parsed.host_str().is_none()
+                || parsed.path() != "/"
+                || parsed.query().is_some()
+            {
+                return Err(invalid(
+                    "COUNTERSIGN_PUBLIC_URL",
+                    &url,
+                    "name an origin: https://chat.example or http://localhost:3000 (no path)",
+                ));
+            }
+            Some(url)
+        }
+    };
     Ok(EdgeSettings {
+        sign_in,
+        public_url,
         allowed_hosts,
         auth_failure_rate: number(
             env,

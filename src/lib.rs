@@ -18,6 +18,11 @@ pub mod protocol;
 #[cfg(feature = "ssr")]
 pub mod agent;
 
+/// People: who is signed in (passkeys, the API key, or the one local person), their roles, and
+/// the WebAuthn ceremonies that prove it.
+#[cfg(feature = "ssr")]
+pub mod people;
+
 /// The HTTP and WebSocket transports: thin layers between the wire and the runtime.
 #[cfg(feature = "ssr")]
 pub mod transport;

@@ -62,6 +62,7 @@ pub fn router(state: AppState) -> Router {
     router
         .route("/signin", get(signin::page).post(signin::submit))
         .route("/signout", post(signin::signout))
+        .route("/welcome/{token}", get(transport::people::welcome))
         .route("/api/live/ticket", post(signin::ticket))
         .route(
             "/tools",
@@ -181,6 +182,12 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let addr = listener.local_addr()?;
     state.bind(addr);
+    // People (passkeys mode) come before sign-ins are checked; the set-up link is printed with
+    // the banner.
+    let setup_link = state
+        .start_people(addr)
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
     // Sign-in sessions need the store's secret: a store that cannot give it stops the start.
     if let Err(e) = state.edge.signins(&state).await {
         return Err(std::io::Error::other(format!(
@@ -219,6 +226,13 @@ pub async fn serve(
         runtime.clock.clone(),
     );
     println!("{}", banner(&state, addr));
+    if let Some(link) = &setup_link {
+        println!(
+            "  First person (the admin): open {link}\n  (one-time; a new link is printed at each \
+             start until someone has used one)"
+        );
+        tracing::info!("a set-up link was printed: nobody can manage people yet");
+    }
     tracing::info!(%addr, hosts = %state.edge.hosts.describe(), "listening");
     match runtime.resume_unfinished().await {
         Ok(0) => {}

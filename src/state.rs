@@ -13,7 +13,8 @@ use crate::{
         mcp::{McpHub, McpTimeouts},
         policy::{Policy, ToolFacts},
         store::{
-            MemoryStore, PolicyStore, SessionStore, SignInStore, ToolListStore, sqlite::SqliteStore,
+            MemoryStore, PeopleStore, PolicyStore, SessionStore, SignInStore, ToolListStore,
+            sqlite::SqliteStore,
         },
         tools::{ToolRegistry, ToolSettings, WeatherSource},
     },
@@ -42,6 +43,8 @@ pub struct AppState {
     pub mcp: Arc<McpHub>,
     /// Where the policy keeps grants, and reads what the wallets paid (the sessions' database).
     pub policy_store: Arc<dyn PolicyStore>,
+    /// Where people, their passkeys and one-time links are kept (the sessions' database).
+    pub people_store: Arc<dyn PeopleStore>,
 }
 
 impl AppState {
@@ -51,6 +54,7 @@ impl AppState {
         let runtime = build_runtime(&config.agent, stores.sessions)?;
         let mut state = Self::with_stores(config, runtime, stores.signins, stores.tool_lists);
         state.policy_store = stores.policy;
+        state.people_store = stores.people;
         Ok(state)
     }
 
@@ -89,6 +93,7 @@ impl AppState {
         AppState {
             mcp,
             policy_store: Arc::new(MemoryStore::default()),
+            people_store: Arc::new(MemoryStore::default()),
             leptos_options,
             site,
             config_source: config.source.into(),
@@ -103,6 +108,40 @@ impl AppState {
     /// answers to follow it.
     pub fn bind(&self, addr: SocketAddr) {
         self.edge.hosts.bind(addr);
+    }
+
+    /// The origin people's browsers use: `COUNTERSIGN_PUBLIC_URL`, else `http://localhost:<port>`
+    /// of the address the server listens on.
+    pub fn public_url(&self, addr: SocketAddr) -> String {
+        self.http
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://localhost:{}", addr.port()))
+    }
+
+    /// Loads the people of a server that signs people in with passkeys (and sets them on the
+    /// runtime); prints the one-time set-up link while nobody can manage people. Nothing to do in
+    /// the other modes.
+    pub async fn start_people(&self, addr: SocketAddr) -> Result<Option<String>, StartupError> {
+        use crate::people::{Passkeys, People, SignInMode};
+        let _ = self.edge.public_url.set(self.public_url(addr));
+        if self.edge.mode != SignInMode::Passkeys {
+            self.runtime
+                .set_people(Arc::new(People::local(self.edge.mode)));
+            return Ok(None);
+        }
+        let public = self.public_url(addr);
+        let url =
+            url::Url::parse(&public).map_err(|e| StartupError::People(format!("{public}: {e}")))?;
+        let passkeys = Passkeys::new(&url).map_err(StartupError::People)?;
+        let people = People::load(self.people_store.clone(), passkeys).await?;
+        let link = people
+            .setup_link(self.runtime.clock.now_ms())
+            .await
+            .map_err(|e| StartupError::People(e.to_string()))?
+            .map(|token| format!("{public}/welcome/{token}"));
+        self.runtime.set_people(Arc::new(people));
+        Ok(link)
     }
 }
 
@@ -124,15 +163,18 @@ pub enum StartupError {
     Store(#[from] crate::agent::store::StoreError),
     #[error("COUNTERSIGN_POLICY: {0}")]
     Policy(#[from] crate::agent::policy::PolicyError),
+    #[error("COUNTERSIGN_SIGN_IN=passkeys: {0}")]
+    People(String),
 }
 
 /// The stores of one database: sessions (with the audit log), sign-ins, MCP servers' tool lists,
-/// the policy's grants.
+/// the policy's grants, people.
 pub struct Stores {
     pub sessions: Arc<dyn SessionStore>,
     pub signins: Arc<dyn SignInStore>,
     pub tool_lists: Arc<dyn ToolListStore>,
     pub policy: Arc<dyn PolicyStore>,
+    pub people: Arc<dyn PeopleStore>,
 }
 
 /// The stores `setting` names.
@@ -144,7 +186,8 @@ pub fn open_stores(setting: &StoreSetting) -> Result<Stores, StartupError> {
                 sessions: store.clone(),
                 signins: store.clone(),
                 tool_lists: store.clone(),
-                policy: store,
+                policy: store.clone(),
+                people: store,
             }
         }
         StoreSetting::Sqlite { path, durability } => {
@@ -153,7 +196,8 @@ pub fn open_stores(setting: &StoreSetting) -> Result<Stores, StartupError> {
                 sessions: store.clone(),
                 signins: store.clone(),
                 tool_lists: store.clone(),
-                policy: store,
+                policy: store.clone(),
+                people: store,
             }
         }
     })

@@ -93,6 +93,7 @@ async fn conversation(rt: &Arc<Runtime>) -> Vec<String> {
             &[PersonInput::Approval {
                 approval_id: "apv-1".into(),
                 decision: ApprovalDecision::Approve,
+                step_up: None,
             }],
         )
         .await

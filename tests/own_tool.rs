@@ -184,6 +184,7 @@ async fn note(rt: &Arc<Runtime>, text: &str) -> String {
             &[PersonInput::Approval {
                 approval_id,
                 decision: ApprovalDecision::Approve,
+                step_up: None,
             }],
         )
         .await

@@ -205,6 +205,7 @@ fn approve(id: &str) -> PersonInput {
     PersonInput::Approval {
         approval_id: id.into(),
         decision: ApprovalDecision::Approve,
+        step_up: None,
     }
 }
 
@@ -214,6 +215,7 @@ fn deny(id: &str, reason: Option<&str>) -> PersonInput {
         decision: ApprovalDecision::Deny {
             reason: reason.map(str::to_string),
         },
+        step_up: None,
     }
 }
 
@@ -356,6 +358,7 @@ async fn approving_with_an_edited_amount_runs_the_edited_call() {
             decision: ApprovalDecision::ApproveWithEdits {
                 args: edited.clone(),
             },
+            step_up: None,
         }],
     )
     .await;
@@ -386,6 +389,7 @@ async fn an_invalid_edit_is_rejected_and_changes_nothing() {
                 decision: ApprovalDecision::ApproveWithEdits {
                     args: json!({"amount": -20, "recipient": "Hanako"}),
                 },
+                step_up: None,
             }],
         )
         .await

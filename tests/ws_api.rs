@@ -812,6 +812,7 @@ async fn the_socket_hears_what_an_answer_from_elsewhere_and_a_turn_from_elsewher
             &[PersonInput::Approval {
                 approval_id: approval,
                 decision: ApprovalDecision::Approve,
+                step_up: None,
             }],
         )
         .await

@@ -12,6 +12,7 @@ pub mod demo;
 pub mod followers;
 pub mod gate;
 pub mod history;
+pub mod inbox;
 pub mod mcp;
 pub mod model;
 pub mod policy;

@@ -88,6 +88,9 @@ pub enum TurnError {
     Busy,
     #[error("the message is empty")]
     EmptyMessage,
+    /// The chat exists and is someone else's.
+    #[error("there is no chat with this id that is yours")]
+    NotYourChat,
     /// "Ask again" for a call that cannot be asked again (unknown, or decided).
     #[error("call {call_id} cannot be asked again: {why}")]
     CannotAskAgain { call_id: String, why: String },
@@ -140,6 +143,8 @@ pub struct Runtime {
     pub settings: RuntimeSettings,
     /// Questions running tools wait on the person for (MCP elicitation).
     pub questions: Arc<Questions>,
+    /// The approvals waiting in every chat (the inbox's index).
+    pub inbox: Arc<super::inbox::Inbox>,
     /// The settings' own instruction for every model; `None`: written from the tools at each
     /// step (the tool list changes when an MCP server's does).
     system_prompt: Option<String>,
@@ -149,6 +154,8 @@ pub struct Runtime {
     live_model: std::sync::OnceLock<Arc<dyn Model>>,
     /// The policy (rules, grants, running totals); each tool's own setting until one is set.
     policy: std::sync::OnceLock<Arc<Policy>>,
+    /// The people who sign in, their roles and passkeys; the one local person until set.
+    people: std::sync::OnceLock<Arc<crate::people::People>>,
     live: Mutex<HashMap<String, Arc<Session>>>,
     /// When parked turns must wake up to expire what they wait for.
     deadlines: Arc<Deadlines>,
@@ -186,9 +193,11 @@ impl Runtime {
             store,
             settings,
             questions: Arc::default(),
+            inbox: Arc::default(),
             chunk_log: std::sync::OnceLock::new(),
             live_model: std::sync::OnceLock::new(),
             policy: std::sync::OnceLock::new(),
+            people: std::sync::OnceLock::new(),
             live: Mutex::new(HashMap::new()),
             deadlines: Arc::default(),
             followers: Followers::default(),
@@ -215,6 +224,43 @@ impl Runtime {
     pub fn policy(&self) -> &Arc<Policy> {
         self.policy
             .get_or_init(|| Arc::new(Policy::tool_defaults()))
+    }
+
+    /// Signs people in with `people` (set once, at start-up, before the first request).
+    pub fn set_people(&self, people: Arc<crate::people::People>) {
+        if self.people.set(people).is_err() {
+            tracing::error!("the people directory was set twice; the first stays");
+        }
+    }
+
+    /// The people directory.
+    pub fn people(&self) -> &Arc<crate::people::People> {
+        self.people.get_or_init(|| {
+            Arc::new(crate::people::People::local(
+                crate::people::SignInMode::Open,
+            ))
+        })
+    }
+
+    /// The person a chat owned by `owner` asks for its calls, as the policy sees them now.
+    pub fn requester(&self, owner: &str) -> super::policy::Requester {
+        let people = self.people();
+        match people.person(owner) {
+            Some(person) => super::policy::Requester {
+                id: person.id.clone(),
+                name: person.name.clone(),
+                roles: if person.is_active() {
+                    person.roles
+                } else {
+                    Default::default()
+                },
+            },
+            None => super::policy::Requester {
+                id: owner.to_owned(),
+                name: people.name_of(owner),
+                roles: Default::default(),
+            },
+        }
     }
 
     /// Makes BIDI turns use `model` (set once, at start-up).
@@ -309,6 +355,7 @@ impl Runtime {
         };
         if fresh {
             self.revive(&session, paused_log);
+            self.inbox.sync(&session.state().record);
         }
         session
     }

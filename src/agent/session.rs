@@ -22,7 +22,7 @@ use super::{
     clock::Millis,
     gate::{
         Answered, ApprovalDecision, ApprovalResolution, CallPhase, Gate, GrantAsked, InputError,
-        PersonInput, StepCall, stale,
+        PersonInput, Signed, Signer, StepCall, stale,
     },
     history::HistoryItem,
     model::Usage,
@@ -122,6 +122,10 @@ pub struct SessionRecord {
     pub turn: Option<TurnRecord>,
     /// Approvals already answered (or expired), so a late or repeated answer gets a precise error.
     pub resolved_approvals: BTreeMap<String, ApprovalResolution>,
+    /// Whose chat it is: the person who started it (`None`: the one local person). They ask
+    /// for its calls; a rule may want someone else to countersign them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 impl SessionRecord {
@@ -136,7 +140,15 @@ impl SessionRecord {
             tool_state: BTreeMap::new(),
             turn: None,
             resolved_approvals: BTreeMap::new(),
+            owner: None,
         }
+    }
+
+    /// Whose chat it is (`local` for the one local person).
+    pub fn owner(&self) -> &str {
+        self.owner
+            .as_deref()
+            .unwrap_or(crate::protocol::countersign::LOCAL_PERSON)
     }
 }
 
@@ -377,6 +389,8 @@ pub struct Applied {
     pub resolutions: Vec<(String, ApprovalResolution)>,
     /// The grants the person asked for with their approvals.
     pub grants: Vec<GrantAsked>,
+    /// Signatures given to approvals that need several people.
+    pub signed: Vec<Signed>,
     pub undo: Undo,
 }
 
@@ -555,14 +569,17 @@ impl Session {
     }
 
     /// Applies approval answers and browser results, all or nothing, judged by the gate with
-    /// the policy as it is now. The caller commits the record, then wakes the turn
-    /// ([`Session::wake`]) — or undoes the input when the commit fails ([`Session::undo`]).
+    /// the policy as it is now, for `signer` (who answers) in the chat of `requester`. The
+    /// caller commits the record, then wakes the turn ([`Session::wake`]) — or undoes the input
+    /// when the commit fails ([`Session::undo`]).
     pub fn apply(
         &self,
         inputs: &[PersonInput],
         tools: &ToolRegistry,
         policy: &Policy,
         now_ms: Millis,
+        signer: &Signer,
+        requester: &crate::agent::policy::Requester,
     ) -> Result<Applied, InputError> {
         let mut state = self.state();
         let SessionState { record, live, .. } = &mut *state;
@@ -580,17 +597,20 @@ impl Session {
         };
 
         // Decided on a copy; applied only if every input is acceptable.
-        let mut decider = policy.decider(tools, &self.id, wallet);
+        let mut decider = policy.decider(tools, &self.id, requester, wallet);
         let Answered {
             calls,
             resolutions,
             grants,
+            signed,
         } = Gate::new(tools).answer(
             Some(&turn.calls),
             resolved_approvals,
             inputs,
             now_ms,
             &mut decider,
+            signer,
+            &requester.id,
         )?;
         drop(decider);
         let undo = Undo {
@@ -616,6 +636,7 @@ impl Session {
             },
             resolutions,
             grants,
+            signed,
             undo,
         })
     }
@@ -735,10 +756,13 @@ mod tests {
                 &[PersonInput::Approval {
                     approval_id: "x".into(),
                     decision: ApprovalDecision::Approve,
+                    step_up: None,
                 }],
                 &ToolRegistry::default(),
                 &Policy::default(),
                 0,
+                &Signer::local(),
+                &crate::agent::policy::Requester::local(),
             )
             .unwrap_err();
         assert_eq!(err, InputError::NoActiveTurn);

@@ -65,6 +65,50 @@ pub fn signed_in() -> bool {
         .is_some()
 }
 
+/// The name of the person signed in with a passkey, as the server wrote it in the head
+/// (`<meta name="countersign-person">`).
+pub fn person_name() -> Option<String> {
+    window()?
+        .document()?
+        .query_selector("meta[name=\"countersign-person\"]")
+        .ok()
+        .flatten()?
+        .get_attribute("content")
+}
+
+/// Writes the time left into every `.countdown[data-deadline]` (server milliseconds; `offset`:
+/// the server's clock minus this one).
+pub fn tick_countdowns(offset_ms: i64) {
+    let Some(document) = window().and_then(|w| w.document()) else {
+        return;
+    };
+    let Ok(list) = document.query_selector_all(".countdown[data-deadline]") else {
+        return;
+    };
+    let now = now_ms() + offset_ms;
+    for i in 0..list.length() {
+        let Some(element) = list
+            .item(i)
+            .and_then(|n| n.dyn_into::<web_sys::Element>().ok())
+        else {
+            continue;
+        };
+        let Some(deadline) = element
+            .get_attribute("data-deadline")
+            .and_then(|d| d.parse::<i64>().ok())
+        else {
+            continue;
+        };
+        let left = (deadline - now) / 1000;
+        let text = if left <= 0 {
+            "expired".to_owned()
+        } else {
+            format!("{}:{:02} left", left / 60, left % 60)
+        };
+        element.set_text_content(Some(&text));
+    }
+}
+
 pub fn location() -> (String, String) {
     let location = window().map(|w| w.location());
     let path = location

@@ -13,4 +13,5 @@ pub mod dom;
 pub mod fetch;
 pub mod files;
 pub mod geo;
+pub mod passkey;
 pub mod socket;

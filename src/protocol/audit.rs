@@ -44,10 +44,13 @@ pub enum AuditKind {
     Granted,
     /// The person revoked a grant (`grant`).
     Revoked,
+    /// One person approved a call that needs several (`actor`: who; `reason`: how far it got);
+    /// the call runs when the last of them approves (`approved` / `edited`).
+    Countersigned,
 }
 
 impl AuditKind {
-    pub const ALL: [AuditKind; 15] = [
+    pub const ALL: [AuditKind; 16] = [
         AuditKind::Requested,
         AuditKind::Approved,
         AuditKind::Edited,
@@ -63,6 +66,7 @@ impl AuditKind {
         AuditKind::Superseded,
         AuditKind::Granted,
         AuditKind::Revoked,
+        AuditKind::Countersigned,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -82,6 +86,7 @@ impl AuditKind {
             AuditKind::Superseded => "superseded",
             AuditKind::Granted => "granted",
             AuditKind::Revoked => "revoked",
+            AuditKind::Countersigned => "countersigned",
         }
     }
 
@@ -90,16 +95,26 @@ impl AuditKind {
     }
 }
 
-/// Who answered: the transport and the client's address as the server saw it.
+/// Who answered: the person (when people sign in with passkeys), the transport and the
+/// client's address as the server saw it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[cfg_attr(test, derive(Deserialize))]
 pub struct Actor {
-    /// `sse`, `bidi`, `seed` or `api`.
+    /// `sse`, `bidi`, `seed`, `api` or `inbox`.
     pub transport: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_agent: Option<String>,
+    /// The person's id (`None`: the one local person, or the API key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub person: Option<String>,
+    /// Their name when they answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The passkey that confirmed the answer (a step-up), or that they signed in with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passkey: Option<String>,
 }
 
 /// One entry of the audit log (read back by [`AuditRecord`]'s decoder).
@@ -139,6 +154,10 @@ pub struct AuditEvent {
     /// The grant that let the call run (`allowed`), or that was made or revoked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant: Option<String>,
+    /// A step-up approval's passkey assertion, checkable later: the nonce and the assertion as
+    /// the authenticator made it (ADR 0024).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_up: Option<Value>,
 }
 
 /// An event as stored: numbered in append order (`{"seq", ...event}` on the wire).
@@ -166,7 +185,7 @@ impl<'de> Deserialize<'de> for AuditRecord {
 }
 
 /// The wire names of [`AuditKind`], in the order of [`AuditKind::ALL`].
-const KIND_NAMES: [&str; 15] = [
+const KIND_NAMES: [&str; 16] = [
     "requested",
     "approved",
     "edited",
@@ -182,6 +201,7 @@ const KIND_NAMES: [&str; 15] = [
     "superseded",
     "granted",
     "revoked",
+    "countersigned",
 ];
 
 impl AuditEvent {
@@ -219,6 +239,7 @@ fn event_of(map: serde_json::Map<String, Value>) -> Result<AuditEvent, serde_jso
         rule: f.opt_string("rule"),
         policy_version: f.opt_string("policy_version"),
         grant: f.opt_string("grant"),
+        step_up: f.opt_value("step_up"),
     };
     f.check().map(|()| event)
 }
@@ -232,6 +253,9 @@ fn actor_of(value: Value) -> Result<Actor, serde_json::Error> {
         transport: f.string("transport"),
         address: f.opt_string("address"),
         user_agent: f.opt_string("user_agent"),
+        person: f.opt_string("person"),
+        name: f.opt_string("name"),
+        passkey: f.opt_string("passkey"),
     };
     f.check().map(|()| actor)
 }
@@ -246,6 +270,10 @@ pub struct AuditQuery {
     pub before: Option<i64>,
     /// At most this many (default [`AuditQuery::DEFAULT_LIMIT`], at most [`AuditQuery::MAX_LIMIT`]).
     pub limit: Option<usize>,
+    /// Only what this person may read: events of their own chats, and their own answers to
+    /// others' approvals (`None`: everything, for admins and the operator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visible_to: Option<String>,
 }
 
 impl AuditQuery {
@@ -258,9 +286,19 @@ impl AuditQuery {
             .clamp(1, Self::MAX_LIMIT)
     }
 
-    pub fn matches(&self, record: &AuditRecord) -> bool {
+    /// Whether `record` passes the filters; `owner` is the owner of the record's chat (for
+    /// [`AuditQuery::visible_to`]).
+    pub fn matches(&self, record: &AuditRecord, owner: &str) -> bool {
         let e = &record.event;
-        self.session.as_ref().is_none_or(|s| *s == e.session_id)
+        let visible = self.visible_to.as_ref().is_none_or(|person| {
+            owner == person
+                || e.actor
+                    .as_ref()
+                    .and_then(|a| a.person.as_ref())
+                    .is_some_and(|p| p == person)
+        });
+        visible
+            && self.session.as_ref().is_none_or(|s| *s == e.session_id)
             && self.tool.as_ref().is_none_or(|t| *t == e.tool)
             && self.kind.is_none_or(|k| k == e.kind)
             && self.before.is_none_or(|b| record.seq < b)
@@ -289,8 +327,10 @@ mod tests {
             "at_ms": 5, "kind": "refused", "session_id": "c", "turn_id": "t", "tool_call_id": "k",
             "approval_id": "a", "tool": "process_payment", "args": {"amount": 1}, "args_digest": "d",
             "deadline_ms": 9, "edited_args": {"amount": 2}, "reason": "r",
-            "actor": {"transport": "sse", "address": "127.0.0.1", "user_agent": "ua"},
-            "outcome": {"ok": 1}, "rule": "limit", "policy_version": "v", "grant": "g"
+            "actor": {"transport": "sse", "address": "127.0.0.1", "user_agent": "ua",
+                "person": "p1", "name": "Ana", "passkey": "k1"},
+            "outcome": {"ok": 1}, "rule": "limit", "policy_version": "v", "grant": "g",
+            "step_up": {"nonce": "n"}
         });
         let mut inputs = vec![base.clone()];
         for key in base.as_object().unwrap().keys() {
@@ -345,6 +385,7 @@ mod tests {
                 rule: Some("small-payments".into()),
                 policy_version: Some("abc".into()),
                 grant: None,
+                step_up: None,
             },
         };
         let wire = serde_json::to_value(&record).unwrap();

@@ -513,11 +513,11 @@ fn hostile_parts_are_invalid_fields_with_serde_messages() {
         ),
         (
             json!({"type": "tool-x", "toolCallId": "c", "state": "output-denied", "approval": []}),
-            "tool-x: invalid length 0, expected struct Approval with 10 elements",
+            "tool-x: invalid length 0, expected struct Approval with 11 elements",
         ),
         (
-            json!({"type": "tool-x", "toolCallId": "c", "state": "output-denied", "approval": ["a", true, "r", "s", null, {}, "why", true, null, false, 9]}),
-            "tool-x: invalid length 11, expected fewer elements in array",
+            json!({"type": "tool-x", "toolCallId": "c", "state": "output-denied", "approval": ["a", true, "r", "s", null, {}, "why", true, null, false, null, 9]}),
+            "tool-x: invalid length 12, expected fewer elements in array",
         ),
         (
             json!({"type": "dynamic-tool", "toolCallId": "c", "state": "input-available"}),

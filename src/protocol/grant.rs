@@ -16,6 +16,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::countersign::Requirement;
+
 /// How long a grant may last at most (30 days).
 pub const MAX_GRANT_SECONDS: u64 = 30 * 24 * 3600;
 /// How short a grant may be (one minute).
@@ -131,6 +133,10 @@ pub struct Grant {
     /// The approval it was granted with, and its chat.
     pub approval_id: String,
     pub granted_in: String,
+    /// The person who granted it: it lets run only calls of their chats (`None`: the one
+    /// local person).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub person: Option<String>,
     /// What it lets run, in words ("Payment up to 50.00 USD in every chat").
     pub label: String,
 }
@@ -174,8 +180,16 @@ impl Grant {
             revoked_at_ms: None,
             approval_id: "a".into(),
             granted_in: "c".into(),
+            person: None,
             label: format!("{tool} up to 50.00 USD"),
         }
+    }
+
+    /// Whose grant it is: a person's id, or the local person's.
+    pub fn owner(&self) -> &str {
+        self.person
+            .as_deref()
+            .unwrap_or(super::countersign::LOCAL_PERSON)
     }
 
     pub fn state(&self, now_ms: i64) -> GrantState {
@@ -209,11 +223,14 @@ pub enum Ruling {
     /// A policy rule refused it; `reason` is what the model was told.
     DeniedByRule { rule: String, reason: String },
     /// It asks the person; `rule` when a rule insists, `grantable` when the person may remember
-    /// the answer as a grant.
+    /// the answer as a grant, `needs` when the rule asks for more than the chat's person's
+    /// click (several people, a role, someone else, a passkey: [`Requirement`]).
     Asked {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rule: Option<String>,
         grantable: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        needs: Option<Requirement>,
     },
 }
 
@@ -221,6 +238,16 @@ pub enum Ruling {
 pub const RULING_KEY: &str = "countersign";
 
 impl Ruling {
+    /// What an approval asked this way needs (the chat's person's click when nothing more).
+    pub fn needs(&self) -> Requirement {
+        match self {
+            Ruling::Asked {
+                needs: Some(needs), ..
+            } => needs.clone(),
+            _ => Requirement::default(),
+        }
+    }
+
     /// The `toolMetadata` that carries it.
     pub fn to_metadata(&self) -> serde_json::Map<String, Value> {
         let mut map = serde_json::Map::new();
@@ -252,6 +279,7 @@ impl Ruling {
                     .get("grantable")
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
+                needs: object.get("needs").and_then(Requirement::from_value),
             },
             _ => return None,
         })
@@ -294,10 +322,22 @@ mod tests {
             Ruling::Asked {
                 rule: Some("big".into()),
                 grantable: false,
+                needs: None,
             },
             Ruling::Asked {
                 rule: None,
                 grantable: true,
+                needs: None,
+            },
+            Ruling::Asked {
+                rule: Some("two-people".into()),
+                grantable: false,
+                needs: Some(Requirement {
+                    approvers: 2,
+                    role: Some("approver".into()),
+                    not_requester: true,
+                    step_up: true,
+                }),
             },
         ];
         for decision in decisions {

@@ -218,6 +218,10 @@ pub struct Approval {
     /// client counts it as answered); the call ends undecided and can be asked again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dismissed: Option<bool>,
+    /// Countersign extension: the passkey assertion confirming the approval (step-up, ADR
+    /// 0024), as the browser's `PublicKeyCredential.toJSON()` gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_up: Option<Value>,
 }
 
 /// A tool invocation, shared by `tool-<name>` and `dynamic-tool` parts.

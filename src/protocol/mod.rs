@@ -32,6 +32,8 @@
 //!   and the person's reply.
 //! - [`schema`]: the JSON Schema subset tool arguments are checked against, on the server
 //!   before a call runs or an edit is accepted, and in the browser before an edit is sent.
+//! - [`countersign`]: what an approval needs from whom (several people, a role, not the
+//!   requester, a passkey) and the signatures it has (`data-countersign` parts).
 //! - [`audit`]: the audit log's records (`/api/audit`, the `/audit` page).
 //! - [`envelope`]: the request bodies: the SSE `POST` body and the WebSocket
 //!   client frames (seed-system.md §2.1, §2.2).
@@ -47,6 +49,7 @@ pub mod audit;
 pub mod auto_send;
 pub mod chat_socket;
 pub mod chunk;
+pub mod countersign;
 pub mod envelope;
 pub mod grant;
 pub mod message;

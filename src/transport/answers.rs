@@ -29,7 +29,14 @@ const ADK_CONFIRMATION: &str = "adk_request_confirmation";
 
 /// The person's new answers in `message`, approvals first (an approval and its browser output
 /// may come together: seed "Pattern A").
-pub fn extract(message: &UiMessage, record: &SessionRecord) -> Result<Vec<PersonInput>, ApiError> {
+///
+/// `signer` is who sends it: an approval they already signed, of a call still waiting for others'
+/// signatures, is an echo of their signature.
+pub fn extract(
+    message: &UiMessage,
+    record: &SessionRecord,
+    signer: &str,
+) -> Result<Vec<PersonInput>, ApiError> {
     let turn = record.turn.as_ref();
     if let Some(turn) = turn
         && message.id != turn.message_id
@@ -55,7 +62,7 @@ pub fn extract(message: &UiMessage, record: &SessionRecord) -> Result<Vec<Person
             _ => continue,
         };
         if tool.tool_name == ADK_CONFIRMATION {
-            if let Some(input) = adk_confirmation(tool, record, &pending_approval)? {
+            if let Some(input) = adk_confirmation(tool, record, &pending_approval, signer)? {
                 approvals.push(input);
             }
             continue;
@@ -84,8 +91,14 @@ pub fn extract(message: &UiMessage, record: &SessionRecord) -> Result<Vec<Person
                     reason: approval.reason.clone(),
                 }
             };
-            if let Some(input) = approval_input(&approval.id, decision, record, &pending_approval)?
-            {
+            if let Some(input) = approval_input(
+                &approval.id,
+                decision,
+                approval.step_up.clone(),
+                record,
+                &pending_approval,
+                signer,
+            )? {
                 approvals.push(input);
             }
         }
@@ -106,16 +119,29 @@ fn is_known_message(record: &SessionRecord, id: &str) -> bool {
 fn approval_input(
     approval_id: &str,
     decision: ApprovalDecision,
+    step_up: Option<Value>,
     record: &SessionRecord,
     pending: &impl Fn(&str) -> bool,
+    signer: &str,
 ) -> Result<Option<PersonInput>, ApiError> {
     let approved = decision.approves();
     if !pending(approval_id) && Gate::echo(&record.resolved_approvals, approval_id, approved)? {
         return Ok(None);
     }
+    // An approval this person already signed, of a call that waits for others, is an echo of
+    // their signature (AI SDK clients resend the conversation).
+    if approved
+        && let Some(turn) = &record.turn
+        && turn.calls.iter().any(|c| {
+            c.approval_id() == Some(approval_id) && c.signatures.iter().any(|s| s.person == signer)
+        })
+    {
+        return Ok(None);
+    }
     Ok(Some(PersonInput::Approval {
         approval_id: approval_id.to_string(),
         decision,
+        step_up,
     }))
 }
 
@@ -125,6 +151,7 @@ fn adk_confirmation(
     tool: &ToolPart,
     record: &SessionRecord,
     pending: &impl Fn(&str) -> bool,
+    signer: &str,
 ) -> Result<Option<PersonInput>, ApiError> {
     let approval_id = tool
         .approval
@@ -147,7 +174,7 @@ fn adk_confirmation(
             reason: tool.approval.as_ref().and_then(|a| a.reason.clone()),
         }
     };
-    approval_input(&approval_id, decision, record, pending)
+    approval_input(&approval_id, decision, None, record, pending, signer)
 }
 
 /// A browser tool's output, unless the server produced or already received it.
@@ -260,6 +287,11 @@ mod tests {
             location,
             phase,
             announced: false,
+            signatures: Vec::new(),
+            signed_args: None,
+            denied_by: None,
+            signatures_shown: 0,
+            countersign_closed: false,
         }
     }
 
@@ -325,6 +357,7 @@ mod tests {
                 ),
             ]),
             &record,
+            "local",
         )
         .unwrap();
         assert_eq!(
@@ -332,13 +365,15 @@ mod tests {
             vec![
                 PersonInput::Approval {
                     approval_id: "a1".into(),
-                    decision: ApprovalDecision::Approve
+                    decision: ApprovalDecision::Approve,
+                    step_up: None,
                 },
                 PersonInput::Approval {
                     approval_id: "a2".into(),
                     decision: ApprovalDecision::Deny {
                         reason: Some("no".into())
-                    }
+                    },
+                    step_up: None,
                 },
             ]
         );
@@ -359,14 +394,15 @@ mod tests {
             edited_input: Some(json!({"amount": 5, "recipient": "B"})),
             ..Approval::default()
         });
-        let inputs = extract(&message(vec![UiPart::Tool(tool)]), &record).unwrap();
+        let inputs = extract(&message(vec![UiPart::Tool(tool)]), &record, "local").unwrap();
         assert_eq!(
             inputs,
             vec![PersonInput::Approval {
                 approval_id: "a1".into(),
                 decision: ApprovalDecision::ApproveWithEdits {
                     args: json!({"amount": 5, "recipient": "B"})
-                }
+                },
+                step_up: None,
             }]
         );
     }
@@ -386,7 +422,7 @@ mod tests {
             approved: Some(true),
             ..Approval::default()
         });
-        let inputs = extract(&message(vec![UiPart::Tool(tool)]), &record).unwrap();
+        let inputs = extract(&message(vec![UiPart::Tool(tool)]), &record, "local").unwrap();
         assert!(matches!(inputs[0], PersonInput::Approval { .. }));
         assert!(matches!(inputs[1], PersonInput::BrowserResult { .. }));
     }
@@ -415,7 +451,7 @@ mod tests {
             ToolState::OutputAvailable,
             Some(("a1", true, None)),
         )]);
-        assert_eq!(extract(&echo, &record).unwrap(), vec![]);
+        assert_eq!(extract(&echo, &record, "local").unwrap(), vec![]);
         let flip = message(vec![part(
             "process_payment",
             "c1",
@@ -423,7 +459,7 @@ mod tests {
             Some(("a1", false, None)),
         )]);
         assert_eq!(
-            extract(&flip, &record).unwrap_err().code,
+            extract(&flip, &record, "local").unwrap_err().code,
             "approval_already_answered"
         );
     }
@@ -438,12 +474,13 @@ mod tests {
         )]);
         let mut tool = ToolPart::new(ADK_CONFIRMATION, "confirm-1", ToolState::OutputAvailable);
         tool.output = Some(json!({"confirmed": false}));
-        let inputs = extract(&message(vec![UiPart::Tool(tool)]), &record).unwrap();
+        let inputs = extract(&message(vec![UiPart::Tool(tool)]), &record, "local").unwrap();
         assert_eq!(
             inputs,
             vec![PersonInput::Approval {
                 approval_id: "confirm-1".into(),
-                decision: ApprovalDecision::Deny { reason: None }
+                decision: ApprovalDecision::Deny { reason: None },
+                step_up: None,
             }]
         );
     }
@@ -458,7 +495,7 @@ mod tests {
             None,
         )]);
         assert_eq!(
-            extract(&forged, &record).unwrap_err().code,
+            extract(&forged, &record, "local").unwrap_err().code,
             "unknown_tool_call"
         );
     }
@@ -468,6 +505,9 @@ mod tests {
         let record = record_with(vec![]);
         let mut other = message(vec![]);
         other.id = "msg-somewhere-else".into();
-        assert_eq!(extract(&other, &record).unwrap_err().code, "stale_message");
+        assert_eq!(
+            extract(&other, &record, "local").unwrap_err().code,
+            "stale_message"
+        );
     }
 }

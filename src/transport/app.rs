@@ -12,7 +12,7 @@ use axum::{
     routing::{get, post},
 };
 
-use super::error::ApiError;
+use super::{edge::Client, error::ApiError};
 use crate::{
     agent::questions::QuestionError,
     protocol::question::QuestionReply,
@@ -32,8 +32,8 @@ pub fn routes() -> Router<AppState> {
         )
 }
 
-async fn app(State(state): State<AppState>) -> Json<AppInfo> {
-    Json(api::app_info(&state))
+async fn app(State(state): State<AppState>, client: Client) -> Json<AppInfo> {
+    Json(api::app_info(&state, &client.principal()))
 }
 
 /// The MCP servers: connected or not (and why), the tools each offers, the ones left out.
@@ -43,19 +43,27 @@ async fn mcp(State(state): State<AppState>) -> Json<serde_json::Value> {
 
 /// The policy in force (its file, version, rules, warnings, the last reload that failed) and
 /// the grants.
-async fn policy(State(state): State<AppState>) -> Json<serde_json::Value> {
+async fn policy(State(state): State<AppState>, client: Client) -> Json<serde_json::Value> {
     let policy = state.runtime.policy();
+    // A person sees their own grants; admins and the operator see everyone's.
+    let only = super::audit::visible_to(&client.principal());
+    let grants: Vec<_> = policy
+        .grants()
+        .into_iter()
+        .filter(|g| only.as_deref().is_none_or(|me| g.owner() == me))
+        .collect();
     Json(serde_json::json!({
         "policy": policy.status(),
-        "grants": policy.grants(),
+        "grants": grants,
     }))
 }
 
 async fn chat(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    client: Client,
 ) -> Result<Json<ChatSnapshot>, ApiError> {
-    api::chat_snapshot(&state, id)
+    api::chat_snapshot(&state, id, &client.principal())
         .await
         .map(Json)
         .map_err(|message| {
@@ -74,9 +82,21 @@ async fn chat(
 async fn answer_question(
     State(state): State<AppState>,
     Path((chat, question)): Path<(String, String)>,
+    client: Client,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<StatusCode, ApiError> {
     let body = body.map_err(|r| ApiError::from_body_rejection(r.status(), &r))?;
+    // Someone else's question is one that is not open (the same words).
+    if super::access::own_chat_of(&state, &client.principal(), &chat)
+        .await
+        .is_err()
+    {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "question_not_open",
+            crate::agent::questions::QuestionError::NotOpen.to_string(),
+        ));
+    }
     let reply: QuestionReply = serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request(
             "invalid_reply",

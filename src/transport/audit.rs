@@ -11,9 +11,10 @@ use axum::{
 };
 use serde::Deserialize;
 
-use super::error::ApiError;
+use super::{edge::Client, error::ApiError};
 use crate::{
     agent::store::{AuditKind, AuditQuery, AuditRecord},
+    people::Principal,
     state::AppState,
 };
 
@@ -72,6 +73,7 @@ impl AuditParams {
                     .map(|n| n as usize)
                     .unwrap_or(default_limit),
             ),
+            visible_to: None,
         })
     }
 }
@@ -89,16 +91,31 @@ async fn records(state: &AppState, query: &AuditQuery) -> Result<Vec<AuditRecord
 async fn list(
     State(state): State<AppState>,
     Query(params): Query<AuditParams>,
+    client: Client,
 ) -> Result<Json<Vec<AuditRecord>>, ApiError> {
-    let query = params.query(AuditQuery::DEFAULT_LIMIT)?;
+    let mut query = params.query(AuditQuery::DEFAULT_LIMIT)?;
+    query.visible_to = visible_to(&client.principal());
     Ok(Json(records(&state, &query).await?))
+}
+
+/// Whose events a principal may read: a person who is not an admin reads their own chats' and
+/// their own answers; admins and the operator read everything.
+pub fn visible_to(principal: &Principal) -> Option<String> {
+    match principal {
+        Principal::Person { id, roles, .. } if !roles.contains(crate::people::ADMIN) => {
+            Some(id.clone())
+        }
+        _ => None,
+    }
 }
 
 async fn export(
     State(state): State<AppState>,
     Query(params): Query<AuditParams>,
+    client: Client,
 ) -> Result<Response, ApiError> {
-    let query = params.query(AuditQuery::MAX_LIMIT)?;
+    let mut query = params.query(AuditQuery::MAX_LIMIT)?;
+    query.visible_to = visible_to(&client.principal());
     let mut rows = records(&state, &query).await?;
     rows.reverse();
     let mut body = String::new();

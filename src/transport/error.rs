@@ -41,6 +41,16 @@ impl ApiError {
         Self::new(StatusCode::CONFLICT, code, message)
     }
 
+    /// A chat that is someone else's: said as if it did not exist (a person learns nothing of
+    /// other people's chats).
+    pub fn not_your_chat() -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "chat_not_found",
+            "there is no chat with this id that is yours",
+        )
+    }
+
     /// A request body that could not be read (`status` is the one axum's rejection gives):
     /// too large (413), trickled in too slowly (408), or broken (400).
     pub fn from_body_rejection(
@@ -141,7 +151,13 @@ impl From<InputError> for ApiError {
             InputError::UnknownApproval { .. } | InputError::UnknownToolCall { .. } => {
                 StatusCode::NOT_FOUND
             }
-            InputError::ApprovalOfOtherChat { .. } => StatusCode::FORBIDDEN,
+            InputError::ApprovalOfOtherChat { .. }
+            | InputError::NotAnApprover { .. }
+            | InputError::StepUpRefused { .. } => StatusCode::FORBIDDEN,
+            InputError::StepUpRequired { .. } | InputError::StepUpMismatch { .. } => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            InputError::AlreadySigned { .. } => StatusCode::CONFLICT,
             InputError::InvalidEdit { .. }
             | InputError::NotABrowserTool { .. }
             | InputError::EditForbidden { .. }
@@ -166,6 +182,7 @@ impl From<TurnError> for ApiError {
         match e {
             TurnError::Busy => ApiError::conflict("turn_in_progress", e.to_string()),
             TurnError::EmptyMessage => ApiError::bad_request("empty_message", e.to_string()),
+            TurnError::NotYourChat => ApiError::not_your_chat(),
             TurnError::CannotAskAgain { .. } => {
                 ApiError::conflict("cannot_ask_again", e.to_string())
             }

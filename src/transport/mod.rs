@@ -18,9 +18,12 @@
 //! * [`audit`]: the audit log as JSON and as a JSONL export.
 //! * [`app`]: the model and tools, and a chat's snapshot, for the page.
 //! * [`site`]: the built site's files, precompressed and cached by content hash.
+//! * [`people`]: one-time links (`/welcome/{token}`) and the passkey ceremonies that sign
+//!   people in (ADR 0024).
 //! * [`tools_page`]: `GET /tools`, the tools by where they come from and what each needs;
 //!   [`html`]: the plain pages' frame.
 
+pub mod access;
 pub mod answers;
 pub mod app;
 pub mod audit;
@@ -28,6 +31,7 @@ pub mod context;
 pub mod edge;
 pub mod error;
 pub mod html;
+pub mod people;
 pub mod request;
 pub mod seed;
 pub mod segment;

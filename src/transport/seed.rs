@@ -197,6 +197,7 @@ pub fn tool_result(
         return PersonInput::Approval {
             approval_id: id,
             decision,
+            step_up: None,
         };
     }
     let only_an_error = result.as_object().is_some_and(|o| {
@@ -309,6 +310,7 @@ mod tests {
             PersonInput::Approval {
                 approval_id,
                 decision,
+                ..
             } => Some((approval_id, decision)),
             _ => None,
         };

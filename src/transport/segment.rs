@@ -55,14 +55,15 @@ pub async fn open(
     let chat_id = chat_id.as_str();
     check_chat_rate(state, chat_id)?;
     let runtime = &state.runtime;
+    let principal = super::access::principal_id(actor);
     match command {
         ChatCommand::Answer { message, .. } => {
-            let session = runtime.existing_session(chat_id).await?;
+            let session = super::access::own_chat(state, principal, chat_id).await?;
             let record = session
                 .as_ref()
                 .map(|s| s.snapshot())
                 .unwrap_or_else(|| SessionRecord::new(chat_id, 0));
-            let inputs = extract(&message, &record)?;
+            let inputs = extract(&message, &record, principal)?;
             if inputs.is_empty() {
                 return Err(nothing_to_continue(&record));
             }
@@ -77,7 +78,7 @@ pub async fn open(
         }
         ChatCommand::Start { user, context, .. } => {
             let started = runtime
-                .start_turn_with_context(chat_id, user, context, timing)
+                .start_turn_as(chat_id, user, context, timing, principal)
                 .await?;
             tracing::info!(chat = chat_id, turn = %started.turn_id, %transport, "turn started");
             Ok(Opened {

@@ -120,8 +120,10 @@ async fn pause_metadata(
 async fn resume(
     State(state): State<AppState>,
     Path(chat_id): Path<String>,
+    client: Client,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    super::access::own_chat_of(&state, &client.principal(), &chat_id).await?;
     Ok(match segment::streaming_log(&state, &chat_id).await? {
         None => StatusCode::NO_CONTENT.into_response(),
         Some(log) => stream_response(Segment::replay(
@@ -133,13 +135,18 @@ async fn resume(
 }
 
 /// `POST /api/chat/{id}/stop`: cancels the chat's running or waiting turn.
-async fn stop(State(state): State<AppState>, Path(chat_id): Path<String>) -> Json<Value> {
+async fn stop(
+    State(state): State<AppState>,
+    Path(chat_id): Path<String>,
+    client: Client,
+) -> Result<Json<Value>, ApiError> {
+    super::access::own_chat_of(&state, &client.principal(), &chat_id).await?;
     let stopped = state
         .runtime
         .interrupt(&chat_id, "stopped by the person")
         .await;
     tracing::info!(chat = %chat_id, stopped, "stop requested");
-    Json(json!({ "stopped": stopped }))
+    Ok(Json(json!({ "stopped": stopped })))
 }
 
 /// The seed system's `POST /stream`: its request shape (`content` strings, ADK confirmation

@@ -217,6 +217,7 @@ fn kind_label(kind: AuditKind) -> &'static str {
         AuditKind::Superseded => "Superseded",
         AuditKind::Granted => "Granted",
         AuditKind::Revoked => "Grant revoked",
+        AuditKind::Countersigned => "Countersigned",
     }
 }
 

@@ -18,6 +18,7 @@ use super::{
 use crate::protocol::{
     Role, ToolPart, ToolPresentation, ToolState, UiMessage, UiPart,
     chunk::{APPROVAL_EXPIRED_PREFIX, DISMISSED_PREFIX, SUPERSEDED_PREFIX, WITHDRAWN_PREFIX},
+    countersign::{PROGRESS_PART, Progress, ProgressState},
     grant::Ruling,
     presentation::unknown_tool_sentence,
     question::QUESTION_PART,
@@ -174,8 +175,27 @@ pub(super) fn ruling_of(tool: &ToolPart) -> Option<Ruling> {
     Ruling::from_metadata(descriptor)
 }
 
-/// The state of a tool part in words a person understands, and the `data-state` it shows.
-fn describe_state(tool: &ToolPart, runs_in_browser: bool) -> (&'static str, &'static str) {
+/// The `data-countersign` part of `tool`'s approval in `message`, if its approval needs several
+/// people.
+fn progress_of(message: &UiMessage, tool: &ToolPart) -> Option<Progress> {
+    let approval = &tool.approval.as_ref()?.id;
+    message.parts.iter().find_map(|part| match part {
+        UiPart::Data(data)
+            if data.name == PROGRESS_PART && data.id.as_deref() == Some(approval.as_str()) =>
+        {
+            Progress::from_value(&data.data)
+        }
+        _ => None,
+    })
+}
+
+/// The state of a tool part in words a person understands, and the `data-state` it shows;
+/// `progress`: where its countersigning stands, when its approval needs several people.
+fn describe_state(
+    tool: &ToolPart,
+    runs_in_browser: bool,
+    progress: Option<ProgressState>,
+) -> (&'static str, &'static str) {
     let error_starts = |prefix: &str| {
         tool.error_text
             .as_deref()
@@ -188,6 +208,12 @@ fn describe_state(tool: &ToolPart, runs_in_browser: bool) -> (&'static str, &'st
         }
         ToolState::InputAvailable => ("Running", "input-available"),
         ToolState::ApprovalRequested => ("Waiting for your approval", "approval-requested"),
+        ToolState::ApprovalResponded
+            if progress == Some(ProgressState::Waiting)
+                && tool.approval.as_ref().and_then(|a| a.approved) != Some(false) =>
+        {
+            ("Waiting for more approvals", "awaiting-countersign")
+        }
         ToolState::ApprovalResponded => {
             let approval = tool.approval.as_ref();
             if approval.and_then(|a| a.dismissed) == Some(true) {
@@ -247,9 +273,23 @@ fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView 
             None => ToolPresentation::default().fields(value, except),
         })
     };
+    let progress = Memo::new(move |_| {
+        tool.with(|t| {
+            let t = t.as_ref()?;
+            message.with(|m| progress_of(m.as_ref()?, t))
+        })
+    });
     let state = move || {
-        tool.with(|t| t.as_ref().map(|t| describe_state(t, runs_in_browser())))
-            .unwrap_or(("Preparing", "input-streaming"))
+        tool.with(|t| {
+            t.as_ref().map(|t| {
+                describe_state(
+                    t,
+                    runs_in_browser(),
+                    progress.with(|p| p.as_ref().map(|p| p.state)),
+                )
+            })
+        })
+        .unwrap_or(("Preparing", "input-streaming"))
     };
     let args = move || {
         tool.with(|t| {
@@ -321,6 +361,15 @@ fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView 
             }}
             <div class="tool-ruling" on:click=on_ruling_click
                 inner_html=move || ruling.with(|r| r.as_ref().map(|r| super::grants::ruling_html(r, revoked.get())).unwrap_or_default())></div>
+            {move || progress.get().map(|p| {
+                let link = (p.state == ProgressState::Waiting).then(|| format!("/approvals/{}", super::url::encode(&p.approval_id)));
+                view! {
+                    <p class="countersign-progress" data-testid="countersign-progress" data-progress=p.state.as_str()>
+                        {p.words()}
+                        {link.map(|href| view! { " · " <a href=href data-testid="approval-link">"open it on another device"</a> })}
+                    </p>
+                }
+            })}
             {move || approval_id().map(|id| {
                 view! { <ApprovalCard approval_id=id tool=tool/> }
             })}
@@ -394,6 +443,34 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
         }) => Some(rule),
         _ => None,
     };
+    // What the rule asks for beyond this person's click, and whether they can give it.
+    let needs = Memo::new(move |_| ruling.get().map(|r| r.needs()).unwrap_or_default());
+    let cannot = Memo::new(move |_| ctl.me.with(|me| me.cannot_sign(&needs.get(), &me.id)));
+    let step_up = move || needs.with(|n| n.step_up);
+    let step_error = RwSignal::new(None::<String>);
+    // An answer, after a passkey confirmation when the rule asks for one (for the arguments
+    // that will run: edited ones need their own).
+    let sign = {
+        let id = approval_id.clone();
+        move |answer: Answer| {
+            if !needs.with_untracked(|n| n.step_up) || !answer.approved() {
+                ctl.answer(id.clone(), answer);
+                return;
+            }
+            let id = id.clone();
+            let args = answer.edited().cloned();
+            step_error.set(Some("Confirm with your passkey…".into()));
+            leptos::task::spawn_local(async move {
+                match super::inbox::confirm_with_passkey(&id, args).await {
+                    Ok(assertion) => {
+                        step_error.set(None);
+                        ctl.answer_confirmed(id, answer, assertion);
+                    }
+                    Err(e) => step_error.set(Some(e)),
+                }
+            });
+        }
+    };
     let name = move || tool.with(|t| t.as_ref().map(|t| t.tool_name.clone()).unwrap_or_default());
     let input = move || {
         tool.with(|t| {
@@ -443,12 +520,13 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
     let grant_error = RwSignal::new(None::<String>);
     let id_approve = approval_id.clone();
     let id_deny = approval_id.clone();
-    let id_edit = approval_id.clone();
     let id_dismiss = approval_id.clone();
     let start_edit = move |_| {
         edit_error.set(None);
         mode.set(CardMode::Edit);
     };
+    let sign_edit = sign.clone();
+    let sign_approve = sign.clone();
     let submit_edit = move |ev: ev::SubmitEvent| {
         ev.prevent_default();
         let schema = schema();
@@ -474,14 +552,14 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
             )));
             return;
         }
-        ctl.answer(id_edit.clone(), Answer::ApproveWithEdits(args));
+        sign_edit(Answer::ApproveWithEdits(args));
     };
     // Approve (the Ask form's submit), perhaps remembering it as a grant.
     let approve = move |ev: ev::SubmitEvent| {
         ev.prevent_default();
         match super::grants::grant_request_from(&platform::form_entries(&ev)) {
             Ok(Some(grant)) => ctl.answer(id_approve.clone(), Answer::Remember(None, grant)),
-            Ok(None) => ctl.answer(id_approve.clone(), Answer::Approve),
+            Ok(None) => sign_approve(Answer::Approve),
             Err(e) => grant_error.set(Some(e)),
         }
     };
@@ -491,13 +569,19 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
             {move || asking_rule().map(|rule| view! {
                 <p class="approval-rule muted" data-testid="approval-rule">{format!("The policy rule {rule} asks for this call every time.")}</p>
             })}
+            {move || (!needs.with(|n| n.is_plain())).then(|| view! {
+                <p class="approval-needs" data-testid="approval-needs">{move || format!("Needs {}.", needs.with(|n| n.words()))}</p>
+            })}
+            {move || cannot.get().map(|why| view! { <p class="approval-why" data-testid="approval-why">{why}</p> })}
+            {move || step_error.get().map(|e| view! { <p class="edit-error" data-testid="step-up-status" role="alert">{e}</p> })}
             {move || remaining().map(|r| view! { <p class="approval-countdown" data-testid="approval-countdown">{r}</p> })}
             <Show when=move || mode.get() == CardMode::Ask>
                 <form class="approval-ask" on:submit=approve.clone()>
                     <div inner_html=move || if grantable() { super::grants::remember_html(pays(), call_cents()) } else { String::new() }></div>
                     {move || grant_error.get().map(|e| view! { <p class="edit-error" data-testid="grant-error" role="alert">{e}</p> })}
                     <div class="approval-actions">
-                        <button type="submit" class="approve" id=button_id.clone() data-testid="approve">"Approve"</button>
+                        <button type="submit" class="approve" id=button_id.clone() data-testid="approve"
+                            disabled=move || cannot.with(Option::is_some)>{move || if step_up() { "Approve with passkey" } else { "Approve" }}</button>
                         <button type="button" class="deny" data-testid="deny" on:click=move |_| mode.set(CardMode::Deny)>"Deny"</button>
                         <button type="button" class="edit" data-testid="edit" on:click=start_edit>"Edit"</button>
                         <button type="button" class="link-button" data-testid="dismiss" title="No decision now: nothing runs, and you can ask for it again later"
@@ -532,7 +616,8 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
                     <div class="edit-fields" inner_html=move || form::fields_html(&schema(), input().as_object().unwrap_or(&Map::new()))></div>
                     {move || edit_error.get().map(|e| view! { <p class="edit-error" data-testid="edit-error" role="alert">{e}</p> })}
                     <div class="approval-actions">
-                        <button type="submit" class="approve" data-testid="edit-approve">"Approve with changes"</button>
+                        <button type="submit" class="approve" data-testid="edit-approve"
+                            disabled=move || cannot.with(Option::is_some)>"Approve with changes"</button>
                         <button type="button" class="link-button" data-testid="edit-cancel" on:click=move |_| mode.set(CardMode::Ask)>"Cancel"</button>
                     </div>
                 </form>
@@ -549,21 +634,38 @@ mod tests {
     fn tool_states_are_named_for_people() {
         let mut tool = ToolPart::new("process_payment", "c", ToolState::OutputError);
         tool.error_text = Some(format!("{APPROVAL_EXPIRED_PREFIX}: nobody answered"));
-        assert_eq!(describe_state(&tool, false), ("Expired", "expired"));
+        assert_eq!(describe_state(&tool, false, None), ("Expired", "expired"));
         tool.error_text = Some("Insufficient funds".into());
-        assert_eq!(describe_state(&tool, false), ("Failed", "output-error"));
+        assert_eq!(
+            describe_state(&tool, false, None),
+            ("Failed", "output-error")
+        );
         let waiting = ToolPart::new("change_bgm", "c", ToolState::InputAvailable);
-        assert_eq!(describe_state(&waiting, true).0, "Waiting for your browser");
+        assert_eq!(
+            describe_state(&waiting, true, None).0,
+            "Waiting for your browser"
+        );
+        let mut signed = ToolPart::new("process_payment", "c", ToolState::ApprovalResponded);
+        signed.approval = Some(crate::protocol::Approval {
+            id: "a".into(),
+            approved: Some(true),
+            ..Default::default()
+        });
+        assert_eq!(
+            describe_state(&signed, false, Some(ProgressState::Waiting)),
+            ("Waiting for more approvals", "awaiting-countersign")
+        );
+        assert_eq!(describe_state(&signed, false, None).0, "Running");
         for (prefix, state) in [
             (DISMISSED_PREFIX, "dismissed"),
             (SUPERSEDED_PREFIX, "superseded"),
             (WITHDRAWN_PREFIX, "withdrawn"),
         ] {
             tool.error_text = Some(format!("{prefix}: …"));
-            assert_eq!(describe_state(&tool, false).1, state);
+            assert_eq!(describe_state(&tool, false, None).1, state);
         }
         let mut refused = ToolPart::new("process_payment", "c", ToolState::OutputDenied);
-        assert_eq!(describe_state(&refused, false).1, "output-denied");
+        assert_eq!(describe_state(&refused, false, None).1, "output-denied");
         refused.approval = Some(crate::protocol::Approval {
             id: "a".into(),
             approved: Some(false),
@@ -578,7 +680,7 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(
-            describe_state(&refused, false),
+            describe_state(&refused, false, None),
             ("Refused by a rule", "denied-by-rule")
         );
         assert_eq!(

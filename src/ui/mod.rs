@@ -10,13 +10,15 @@ mod form;
 pub mod grants;
 pub mod html;
 mod icons;
+pub mod inbox;
 pub mod markdown;
 mod message;
+pub mod people;
 pub mod platform;
 mod question;
 pub mod url;
 
-use leptos::{either::EitherOf3, prelude::*};
+use leptos::{either::EitherOf5, prelude::*};
 
 pub use chat::ChatPage;
 pub use composer::Composer;
@@ -39,6 +41,8 @@ pub fn shell(options: LeptosOptions, stylesheet: std::sync::Arc<str>) -> impl In
                 <meta name="color-scheme" content="light dark"/>
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
                 {platform::signed_in().then(|| view! { <meta name="countersign-session" content="signed-in"/> })}
+                {platform::person_name().map(|name| view! { <meta name="countersign-person" content=name/> })}
+                <script src="/passkey.js" defer></script>
                 <link id="leptos" rel="stylesheet" href=stylesheet.to_string()/>
             </head>
             <body>
@@ -51,22 +55,34 @@ pub fn shell(options: LeptosOptions, stylesheet: std::sync::Arc<str>) -> impl In
 /// The pages. A page is chosen by the path of a full page load: every link between pages is one
 /// (there is no client-side router), so a chat's socket, timers and browser tools belong to its
 /// page and end with it, and the wasm carries no router.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Page {
     Chat,
     Audit,
+    /// The inbox: every approval the person may decide.
+    Approvals,
+    /// One approval (the link to open on another device).
+    Approval(String),
+    People,
     NotFound,
 }
 
 impl Page {
-    /// The paths the server renders as pages (any other renders `NotFound` with a 404).
-    pub const PATHS: [&'static str; 2] = ["/", "/audit"];
+    /// The paths the server renders as pages (any other renders `NotFound` with a 404), as
+    /// axum routes.
+    pub const PATHS: [&'static str; 5] =
+        ["/", "/audit", "/approvals", "/approvals/{id}", "/people"];
 
     pub fn for_path(path: &str) -> Page {
         match path {
             "/" | "" => Page::Chat,
             "/audit" => Page::Audit,
-            _ => Page::NotFound,
+            "/approvals" => Page::Approvals,
+            "/people" => Page::People,
+            _ => match path.strip_prefix("/approvals/") {
+                Some(id) if !id.is_empty() && !id.contains('/') => Page::Approval(url::decode(id)),
+                _ => Page::NotFound,
+            },
         }
     }
 }
@@ -76,9 +92,12 @@ impl Page {
 pub fn App() -> impl IntoView {
     let (path, query) = platform::location();
     let page = match Page::for_path(&path) {
-        Page::Chat => EitherOf3::A(view! { <ChatPage/> }),
-        Page::Audit => EitherOf3::B(view! { <audit::AuditPage query/> }),
-        Page::NotFound => EitherOf3::C(view! { <NotFound/> }),
+        Page::Chat => EitherOf5::A(view! { <ChatPage/> }),
+        Page::Audit => EitherOf5::B(view! { <audit::AuditPage query/> }),
+        Page::Approvals => EitherOf5::C(view! { <inbox::InboxPage focus=None/> }),
+        Page::Approval(id) => EitherOf5::C(view! { <inbox::InboxPage focus=Some(id)/> }),
+        Page::People => EitherOf5::D(view! { <people::PeoplePage/> }),
+        Page::NotFound => EitherOf5::E(view! { <NotFound/> }),
     };
     view! {
         <div class="app">
@@ -99,7 +118,12 @@ fn Header() -> impl IntoView {
             <p class="tagline">"Nothing sensitive runs until you countersign it."</p>
             <nav class="app-nav" aria-label="Pages">
                 <a href="/">"Chat"</a>
+                <a href="/approvals" data-testid="nav-approvals">"Approvals"</a>
+                <a href="/people" data-testid="nav-people">"People"</a>
                 <a href="/audit" data-testid="nav-audit">"Audit log"</a>
+                {platform::person_name().map(|name| view! {
+                    <span class="signed-in-as" data-testid="signed-in-as">{name}</span>
+                })}
                 {platform::signed_in().then(|| view! {
                     <form method="post" action="/signout" class="signout">
                         <button type="submit" class="link-button" data-testid="header-signout">"Sign out"</button>
@@ -129,11 +153,26 @@ mod tests {
     fn pages_are_chosen_by_exact_path() {
         assert_eq!(Page::for_path("/"), Page::Chat);
         assert_eq!(Page::for_path("/audit"), Page::Audit);
-        for path in ["/audit/", "/audit/x", "/chat", "/AUDIT", "//"] {
+        assert_eq!(Page::for_path("/approvals"), Page::Approvals);
+        assert_eq!(Page::for_path("/people"), Page::People);
+        assert_eq!(
+            Page::for_path("/approvals/apv-1"),
+            Page::Approval("apv-1".into())
+        );
+        for path in [
+            "/audit/",
+            "/audit/x",
+            "/chat",
+            "/AUDIT",
+            "//",
+            "/approvals/",
+            "/approvals/a/b",
+        ] {
             assert_eq!(Page::for_path(path), Page::NotFound, "{path}");
         }
         for path in Page::PATHS {
-            assert_ne!(Page::for_path(path), Page::NotFound, "{path}");
+            let path = path.replace("{id}", "x");
+            assert_ne!(Page::for_path(&path), Page::NotFound, "{path}");
         }
     }
 }

@@ -19,7 +19,10 @@ use std::{collections::BTreeMap, time::Duration};
 
 use serde_json::Value;
 
-use super::{ApprovalDecision, ApprovalResolution, CallPhase, InputError, PersonInput, StepCall};
+use super::{
+    ApprovalDecision, ApprovalResolution, CallPhase, InputError, PersonInput, StepCall,
+    countersign::{self, Signer},
+};
 use crate::agent::{
     clock::Millis,
     history::Outcome,
@@ -29,6 +32,7 @@ use crate::agent::{
 };
 use crate::protocol::{
     chunk::BROWSER_TIMEOUT_PREFIX,
+    countersign::Signature,
     grant::{GrantRequest, Ruling},
 };
 
@@ -82,6 +86,22 @@ pub struct Answered {
     pub calls: Vec<StepCall>,
     pub resolutions: Vec<(String, ApprovalResolution)>,
     pub grants: Vec<GrantAsked>,
+    /// The signatures given to approvals that need several people (complete or not).
+    pub signed: Vec<Signed>,
+}
+
+/// One person's approval of an approval that needs several.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Signed {
+    pub approval_id: String,
+    pub tool_call_id: String,
+    pub signature: Signature,
+    /// The arguments they approved (edited or not).
+    pub args: Value,
+    /// Their edit replaced the arguments the earlier signatures were for: those no longer count.
+    pub restarted: bool,
+    /// With it the approval has what it needs: the call runs.
+    pub complete: bool,
 }
 
 /// A grant the person asked for with an approval the gate accepted.
@@ -217,6 +237,10 @@ impl<'a> Gate<'a> {
     /// run: edited arguments a rule forbids are refused (the person may edit again); an
     /// approval a rule forbids now (the rules changed while it waited) ends the call denied by
     /// that rule. A grant is accepted only where the policy left the call to the person.
+    ///
+    /// `signer` is who answers and `requester` whose chat it is: the countersignature rules
+    /// ([`countersign`]) say who may approve or deny what.
+    #[allow(clippy::too_many_arguments)]
     pub fn answer(
         &self,
         calls: Option<&[StepCall]>,
@@ -224,6 +248,8 @@ impl<'a> Gate<'a> {
         inputs: &[PersonInput],
         now: Millis,
         decide: &mut dyn Decide,
+        signer: &Signer,
+        requester: &str,
     ) -> Result<Answered, InputError> {
         let Some(calls) = calls else {
             return Err(stale(inputs, resolved));
@@ -232,9 +258,11 @@ impl<'a> Gate<'a> {
             calls: calls.to_vec(),
             resolutions: Vec::new(),
             grants: Vec::new(),
+            signed: Vec::new(),
         };
+        let who = Who { signer, requester };
         for input in inputs {
-            self.apply(&mut answered, resolved, input, now, decide)?;
+            self.apply(&mut answered, resolved, input, now, decide, who)?;
         }
         Ok(answered)
     }
@@ -247,16 +275,19 @@ impl<'a> Gate<'a> {
         input: &PersonInput,
         now: Millis,
         decide: &mut dyn Decide,
+        who: Who<'_>,
     ) -> Result<(), InputError> {
         let Answered {
             calls,
             resolutions,
             grants,
+            signed,
         } = answered;
         match input {
             PersonInput::Approval {
                 approval_id,
                 decision,
+                ..
             } => {
                 let waiting = calls.iter_mut().find(|c| {
                     matches!(&c.phase, CallPhase::AwaitingApproval { approval_id: id, .. } if id == approval_id)
@@ -284,9 +315,17 @@ impl<'a> Gate<'a> {
                         approval_id: approval_id.clone(),
                     });
                 }
-                let (resolution, grant) = self.decide(call, approval_id, decision, now, decide)?;
-                resolutions.push((approval_id.clone(), resolution));
-                grants.extend(grant);
+                if signed.iter().any(|s| &s.approval_id == approval_id) {
+                    return Err(InputError::AlreadySigned {
+                        approval_id: approval_id.clone(),
+                    });
+                }
+                let decided = self.decide(call, approval_id, decision, now, decide, who)?;
+                if let Some(resolution) = decided.resolution {
+                    resolutions.push((approval_id.clone(), resolution));
+                }
+                grants.extend(decided.grant);
+                signed.extend(decided.signed);
                 Ok(())
             }
             PersonInput::BrowserResult {
@@ -334,7 +373,8 @@ impl<'a> Gate<'a> {
     /// The person's decision on a call awaiting approval: denied (with the trimmed reason),
     /// dismissed, or approved — with the original arguments, or edited ones valid against the
     /// tool's schema (a full replacement) and not forbidden by a rule — and then ready to run,
-    /// or waiting for the browser; perhaps with a grant to remember.
+    /// or waiting for the browser; perhaps with a grant to remember. When the approval needs
+    /// several people, an approval is one signature: the call waits for the rest.
     fn decide(
         &self,
         call: &mut StepCall,
@@ -342,9 +382,20 @@ impl<'a> Gate<'a> {
         decision: &ApprovalDecision,
         now: Millis,
         policy: &mut dyn Decide,
-    ) -> Result<(ApprovalResolution, Option<GrantAsked>), InputError> {
+        who: Who<'_>,
+    ) -> Result<Decided, InputError> {
+        let needs = call.needs();
+        let not_eligible = |e: countersign::NotEligible| InputError::NotAnApprover {
+            approval_id: approval_id.to_owned(),
+            why: e.0,
+        };
+        let (signatures, signed_args) = (call.signatures.clone(), call.signed_args.clone());
         let (args, grant): (Value, Option<&GrantRequest>) = match decision {
             ApprovalDecision::Deny { reason } => {
+                countersign::may_deny(&needs, who.signer, who.requester).map_err(not_eligible)?;
+                if !needs.is_plain() {
+                    call.denied_by = Some(who.signer.name.clone());
+                }
                 let reason = reason
                     .as_ref()
                     .map(|r| r.trim().to_string())
@@ -356,23 +407,45 @@ impl<'a> Gate<'a> {
                     edited_args: None,
                 };
                 call.announced = false;
-                return Ok((ApprovalResolution::Denied { at_ms: now, reason }, None));
+                return Ok(Decided::ended(ApprovalResolution::Denied {
+                    at_ms: now,
+                    reason,
+                }));
             }
             ApprovalDecision::Dismiss => {
+                if who.signer.id != who.requester {
+                    return Err(not_eligible(countersign::NotEligible(
+                        "only the person who asked may set it aside; approve or deny it".into(),
+                    )));
+                }
                 call.phase = CallPhase::Done {
                     outcome: Outcome::Dismissed,
                     edited_args: None,
                 };
                 call.announced = false;
-                return Ok((ApprovalResolution::Dismissed { at_ms: now }, None));
+                return Ok(Decided::ended(ApprovalResolution::Dismissed { at_ms: now }));
             }
-            ApprovalDecision::Approve => (call.call.args.clone(), None),
+            // A plain approval approves the arguments under signature (a signer's edit).
+            ApprovalDecision::Approve => (
+                signed_args
+                    .clone()
+                    .unwrap_or_else(|| call.call.args.clone()),
+                None,
+            ),
             ApprovalDecision::ApproveWithEdits { args } => (args.clone(), None),
             ApprovalDecision::ApproveAndGrant { args, grant } => (
-                args.clone().unwrap_or_else(|| call.call.args.clone()),
+                args.clone()
+                    .or_else(|| signed_args.clone())
+                    .unwrap_or_else(|| call.call.args.clone()),
                 Some(grant),
             ),
         };
+        countersign::may_sign(&needs, who.signer, who.requester).map_err(not_eligible)?;
+        if signatures.iter().any(|s| s.person == who.signer.id) {
+            return Err(InputError::AlreadySigned {
+                approval_id: approval_id.to_owned(),
+            });
+        }
         let edited = args != call.call.args;
         let tool = self.tools.get(&call.call.name);
         if edited && let Some(tool) = &tool {
@@ -380,6 +453,18 @@ impl<'a> Gate<'a> {
                 approval_id: approval_id.to_owned(),
                 error,
             })?;
+        }
+        if needs.step_up {
+            let Some(step_up) = who.signer.step_up_for(approval_id) else {
+                return Err(InputError::StepUpRequired {
+                    approval_id: approval_id.to_owned(),
+                });
+            };
+            if step_up.args_digest != countersign::args_digest(&args) {
+                return Err(InputError::StepUpMismatch {
+                    approval_id: approval_id.to_owned(),
+                });
+            }
         }
         if let Some(tool) = &tool
             && let Some((rule, reason)) = policy.forbids(&tool.spec, &args, now)
@@ -392,14 +477,11 @@ impl<'a> Gate<'a> {
                 });
             }
             refuse(call, &rule, &reason);
-            return Ok((
-                ApprovalResolution::DeniedByRule {
-                    at_ms: now,
-                    rule,
-                    reason,
-                },
-                None,
-            ));
+            return Ok(Decided::ended(ApprovalResolution::DeniedByRule {
+                at_ms: now,
+                rule,
+                reason,
+            }));
         }
         let grant = match grant {
             None => None,
@@ -411,7 +493,7 @@ impl<'a> Gate<'a> {
                 match &call.ruling {
                     Some(Ruling::Asked {
                         grantable: true, ..
-                    }) => {}
+                    }) if needs.is_plain() => {}
                     Some(Ruling::Asked {
                         rule: Some(rule), ..
                     }) => {
@@ -440,6 +522,53 @@ impl<'a> Gate<'a> {
                 })
             }
         };
+        let signature = Signature {
+            person: who.signer.id.clone(),
+            name: who.signer.name.clone(),
+            at_ms: now,
+            step_up: needs.step_up,
+        };
+        if !needs.is_plain() {
+            // Signatures count for the arguments they approved: an edit starts again.
+            let under_signature = signed_args.as_ref().unwrap_or(&call.call.args);
+            let restarted = !signatures.is_empty() && &args != under_signature;
+            let mut signatures = if restarted { Vec::new() } else { signatures };
+            signatures.push(signature.clone());
+            let complete = countersign::is_complete(&needs, &signatures);
+            let signed = Signed {
+                approval_id: approval_id.to_owned(),
+                tool_call_id: call.call.id.clone(),
+                signature,
+                args: args.clone(),
+                restarted,
+                complete,
+            };
+            call.signatures = signatures;
+            call.signed_args = edited.then(|| args.clone());
+            if !complete {
+                return Ok(Decided {
+                    resolution: None,
+                    grant: None,
+                    signed: Some(signed),
+                });
+            }
+            self.clear(call, args, edited, now);
+            return Ok(Decided {
+                resolution: Some(ApprovalResolution::Approved { at_ms: now, edited }),
+                grant,
+                signed: Some(signed),
+            });
+        }
+        self.clear(call, args, edited, now);
+        Ok(Decided {
+            resolution: Some(ApprovalResolution::Approved { at_ms: now, edited }),
+            grant,
+            signed: None,
+        })
+    }
+
+    /// An approved call: ready to run on the server, or waiting for the browser.
+    fn clear(&self, call: &mut StepCall, args: Value, edited: bool, now: Millis) {
         call.phase = match call.location {
             ToolLocation::Server => CallPhase::Ready { args, edited },
             ToolLocation::Browser => CallPhase::AwaitingBrowser {
@@ -448,7 +577,6 @@ impl<'a> Gate<'a> {
                 deadline_ms: self.browser_deadline(&call.call.name, now),
             },
         };
-        Ok((ApprovalResolution::Approved { at_ms: now, edited }, grant))
     }
 
     /// Deadlines at `now`: an approval past its deadline ends as expired (and is recorded in
@@ -529,6 +657,32 @@ impl<'a> Gate<'a> {
             // The person approved; a rule refused it when the approval came in.
             Some(ApprovalResolution::DeniedByRule { .. }) if approved => Ok(true),
             Some(other) => Err(other.refusal(approval_id)),
+        }
+    }
+}
+
+/// Who answers, and whose chat it is.
+#[derive(Clone, Copy)]
+struct Who<'a> {
+    signer: &'a Signer,
+    requester: &'a str,
+}
+
+/// What one answer to an approval did: it ended the approval (approved, denied, set aside,
+/// refused by a rule: `resolution`), perhaps with a grant; and, when the approval needs several
+/// people, it was a signature (`signed`: complete, or one more while it waits for the rest).
+struct Decided {
+    resolution: Option<ApprovalResolution>,
+    grant: Option<GrantAsked>,
+    signed: Option<Signed>,
+}
+
+impl Decided {
+    fn ended(resolution: ApprovalResolution) -> Self {
+        Decided {
+            resolution: Some(resolution),
+            grant: None,
+            signed: None,
         }
     }
 }

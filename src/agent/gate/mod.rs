@@ -17,9 +17,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod countersign;
 pub mod machine;
 
-pub use machine::{Answered, Expiry, Gate, GrantAsked, Request, next_deadline, stale};
+pub use countersign::{Signer, StepUp};
+pub use machine::{Answered, Expiry, Gate, GrantAsked, Request, Signed, next_deadline, stale};
 
 use super::{
     clock::Millis,
@@ -27,7 +29,10 @@ use super::{
     schema::SchemaError,
     tools::ToolLocation,
 };
-use crate::protocol::grant::{GrantRequest, Ruling};
+use crate::protocol::{
+    countersign::Signature,
+    grant::{GrantRequest, Ruling},
+};
 
 /// The person's answer to an approval request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -123,7 +128,8 @@ impl ApprovalResolution {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "phase", rename_all = "snake_case")]
 pub enum CallPhase {
-    /// Waiting for the person's countersignature.
+    /// Waiting for the person's countersignature (or, when a rule asks for several people, for
+    /// more of them: [`StepCall::signatures`]).
     AwaitingApproval {
         approval_id: String,
         requested_at_ms: Millis,
@@ -161,6 +167,25 @@ pub struct StepCall {
     /// `None`: it ran as its tool says, with nothing to show.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ruling: Option<Ruling>,
+    /// For an approval that needs several people: the signatures so far (kept once it ends,
+    /// for the part that says how it ended), the arguments they are for when a signer edited
+    /// them, and who denied it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signatures: Vec<Signature>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_args: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub denied_by: Option<String>,
+    /// How many signatures the page was shown (`data-countersign` parts), and whether the
+    /// part that ends the countersigning was emitted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub signatures_shown: u32,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub countersign_closed: bool,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl StepCall {
@@ -174,6 +199,11 @@ impl StepCall {
             self.phase,
             CallPhase::AwaitingApproval { .. } | CallPhase::AwaitingBrowser { .. }
         )
+    }
+
+    /// What its approval needs (the chat's person's click, unless a rule asks for more).
+    pub fn needs(&self) -> crate::protocol::countersign::Requirement {
+        self.ruling.as_ref().map(Ruling::needs).unwrap_or_default()
     }
 
     pub fn approval_id(&self) -> Option<&str> {
@@ -214,6 +244,10 @@ pub enum PersonInput {
     Approval {
         approval_id: String,
         decision: ApprovalDecision,
+        /// A passkey assertion confirming it (step-up), as the browser's `toJSON()` gives it;
+        /// verified before the gate sees the answer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step_up: Option<Value>,
     },
     BrowserResult {
         tool_call_id: String,
@@ -273,6 +307,20 @@ pub enum InputError {
     /// The answer was valid but could not be written to the store; it was taken back.
     #[error("the answer could not be recorded, nothing was done; try again ({message})")]
     NotRecorded { message: String },
+    #[error("you may not decide approval {approval_id}: {why}")]
+    NotAnApprover { approval_id: String, why: String },
+    #[error("you already approved {approval_id}; it needs someone else now")]
+    AlreadySigned { approval_id: String },
+    #[error(
+        "approval {approval_id} needs a passkey confirmation made for these arguments; confirm with your passkey"
+    )]
+    StepUpRequired { approval_id: String },
+    #[error(
+        "the passkey confirmation was made for other arguments than approval {approval_id} would run; confirm again"
+    )]
+    StepUpMismatch { approval_id: String },
+    #[error("the passkey confirmation was not accepted: {message}")]
+    StepUpRefused { message: String },
 }
 
 impl InputError {
@@ -296,6 +344,11 @@ impl InputError {
             InputError::CallWasDenied { .. } => "call_was_denied",
             InputError::ResultAlreadyReceived { .. } => "result_already_received",
             InputError::NotRecorded { .. } => "not_recorded",
+            InputError::NotAnApprover { .. } => "not_an_approver",
+            InputError::AlreadySigned { .. } => "already_signed",
+            InputError::StepUpRequired { .. } => "step_up_required",
+            InputError::StepUpMismatch { .. } => "step_up_mismatch",
+            InputError::StepUpRefused { .. } => "step_up_refused",
         }
     }
 }
@@ -357,6 +410,25 @@ mod tests {
             },
             InputError::ResultAlreadyReceived {
                 tool_call_id: "c".into(),
+            },
+            InputError::NotRecorded {
+                message: "m".into(),
+            },
+            InputError::NotAnApprover {
+                approval_id: "a".into(),
+                why: "w".into(),
+            },
+            InputError::AlreadySigned {
+                approval_id: "a".into(),
+            },
+            InputError::StepUpRequired {
+                approval_id: "a".into(),
+            },
+            InputError::StepUpMismatch {
+                approval_id: "a".into(),
+            },
+            InputError::StepUpRefused {
+                message: "m".into(),
             },
         ];
         let mut codes: Vec<_> = errors.iter().map(InputError::code).collect();

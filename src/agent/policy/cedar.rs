@@ -1,20 +1,22 @@
-//! Policy files in Cedar (ADR 0023): loading, validation against a schema written from the tool
-//! registry, and the decision for one call.
+//! Policy files in Cedar (ADR 0023, ADR 0024): loading, validation against a schema written from
+//! the tool registry, and the decision for one call.
 //!
 //! The model, as a rule sees it:
 //!
-//! - `principal` is `Chat::"<chat id>"`;
+//! - `principal` is the person whose chat it is, `Person::"<id>"` (`Person::"local"` for the one
+//!   local person of a server without passkeys), a member of each of their roles
+//!   (`principal in Role::"finance"`), with `principal.name`;
 //! - `action` is the tool, `Action::"process_payment"` or `Action::"files__write_file"`, and
 //!   every tool is `in Action::"call"`;
 //! - `resource` is where the tool comes from: `Server::"builtin"`, or `Server::"<mcp server>"`;
 //! - `context.input` holds the call's arguments, typed from the tool's JSON Schema (strings,
-//!   `Long` integers, `decimal` numbers, booleans, sets, records); `context.asks_by_default`
-//!   says whether the tool's own setting would ask; `context.spent_today_cents` and
-//!   `context.spent_in_chat_cents` are what the wallet has paid (UTC day, every chat; this chat)
-//!   in the wallet's cents; `context.now` is a `datetime`. A tool that pays (`process_payment`)
-//!   also has `context.amount_cents` (the amount converted into the wallet's currency),
-//!   `context.currency` (the code the call names) and `context.new_payee` (this chat's wallet
-//!   never paid the payee before).
+//!   `Long` integers, `decimal` numbers, booleans, sets, records); `context.chat` is the chat's
+//!   id; `context.asks_by_default` says whether the tool's own setting would ask;
+//!   `context.spent_today_cents` and `context.spent_in_chat_cents` are what the wallet has paid
+//!   (UTC day, every chat; this chat) in the wallet's cents; `context.now` is a `datetime`. A
+//!   tool that pays (`process_payment`) also has `context.amount_cents` (the amount converted
+//!   into the wallet's currency), `context.currency` (the code the call names) and
+//!   `context.new_payee` (this chat's wallet never paid the payee before).
 //!
 //! Every rule names itself with `@id("…")`. A `permit` runs the call without asking; a `forbid`
 //! denies it (`@reason("…")` is what the model and the person are told); a `forbid` marked
@@ -22,6 +24,12 @@
 //! matches, the call asks. Cedar skips a rule whose condition fails to evaluate; since a skipped
 //! `forbid` could let a `permit` through, any evaluation error makes the call ask (and no grant
 //! can run it).
+//!
+//! An `@ask` rule may ask for more than the chat's person's click (a countersignature,
+//! [`Requirement`]): `@approvers("2")` different people, `@role("approver")` each,
+//! `@not_requester` (separation of duties: the person whose chat it is may not be one of them),
+//! `@step_up` (each confirms with a passkey assertion bound to the exact arguments). When
+//! several such rules match, the call needs all of it at once.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap, HashSet},
@@ -36,9 +44,23 @@ use miette::Diagnostic;
 use serde_json::{Map, Value, json};
 
 use super::{CallFacts, PolicyProblem, RuleVerdict, ToolFacts};
+use crate::protocol::countersign::Requirement;
 
 /// The annotations a rule may carry.
-const KNOWN_ANNOTATIONS: [&str; 5] = ["id", "reason", "ask", "doc", "description"];
+const KNOWN_ANNOTATIONS: [&str; 9] = [
+    "id",
+    "reason",
+    "ask",
+    "doc",
+    "description",
+    "approvers",
+    "role",
+    "not_requester",
+    "step_up",
+];
+
+/// The most approvers a rule may ask for.
+const MAX_APPROVERS: u32 = 20;
 
 /// A loaded, validated policy file.
 #[derive(Debug)]
@@ -54,6 +76,8 @@ pub struct RuleInfo {
     pub effect: RuleEffect,
     /// What the model and the person are told when this rule denies a call.
     pub reason: Option<String>,
+    /// What an `@ask` rule needs beyond the chat's person's click.
+    pub needs: Option<Requirement>,
     /// Line of the rule in its file (1-based).
     pub line: usize,
 }
@@ -175,7 +199,7 @@ impl CedarRules {
                         column,
                         format!(
                             "unknown annotation @{key} is ignored (known: @id, @reason, @ask, \
-                             @doc)"
+                             @approvers, @role, @not_requester, @step_up, @doc)"
                         ),
                     ));
                 }
@@ -193,6 +217,13 @@ impl CedarRules {
                     "@reason is told only when a rule denies a call; this rule does not deny",
                 ));
             }
+            let needs = match countersign(policy, effect) {
+                Ok(needs) => needs,
+                Err(message) => {
+                    problems.push(PolicyProblem::at(Some(&id), line, column, message));
+                    continue;
+                }
+            };
             if let Err(e) = set.add(policy.new_id(PolicyId::new(&id))) {
                 problems.push(PolicyProblem::at(Some(&id), line, column, e.to_string()));
                 continue;
@@ -203,6 +234,7 @@ impl CedarRules {
                     id,
                     effect,
                     reason,
+                    needs,
                     line,
                 },
             );
@@ -274,8 +306,20 @@ impl CedarRules {
                         }),
                     }
                 } else if let Some(rule) = matched.iter().find(|r| r.effect == RuleEffect::Ask) {
+                    // Every matching @ask rule's requirement, at once.
+                    let needs = matched
+                        .iter()
+                        .filter(|r| r.effect == RuleEffect::Ask)
+                        .filter_map(|r| r.needs.as_ref())
+                        .fold(None, |all: Option<Requirement>, one| {
+                            Some(match all {
+                                Some(all) => all.merge(one),
+                                None => one.clone(),
+                            })
+                        });
                     RuleVerdict::Ask {
                         rule: rule.id.clone(),
+                        needs,
                     }
                 } else {
                     RuleVerdict::NoMatch
@@ -283,6 +327,45 @@ impl CedarRules {
             }
         }
     }
+}
+
+/// What an `@ask` rule's countersignature annotations ask for (`None`: nothing beyond the chat's
+/// person's click); an error names what is wrong.
+fn countersign(policy: &Policy, effect: RuleEffect) -> Result<Option<Requirement>, String> {
+    let approvers = policy.annotation("approvers");
+    let role = policy.annotation("role");
+    let not_requester = policy.annotation("not_requester").is_some();
+    let step_up = policy.annotation("step_up").is_some();
+    if approvers.is_none() && role.is_none() && !not_requester && !step_up {
+        return Ok(None);
+    }
+    if effect != RuleEffect::Ask {
+        return Err(
+            "@approvers, @role, @not_requester and @step_up say who must approve; they belong on \
+             an @ask forbid rule"
+                .into(),
+        );
+    }
+    let approvers = match approvers {
+        None => 1,
+        Some(text) => text
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=MAX_APPROVERS).contains(n))
+            .ok_or_else(|| {
+                format!("@approvers({text:?}) must be a whole number from 1 to {MAX_APPROVERS}")
+            })?,
+    };
+    let role = role
+        .map(|r| crate::people::role_name(r).map_err(|e| format!("@role: {e}")))
+        .transpose()?;
+    Ok(Some(Requirement {
+        approvers,
+        role,
+        not_requester,
+        step_up,
+    }))
 }
 
 /// Validates the rules against the schema of the tools; (errors, warnings).
@@ -448,6 +531,7 @@ pub fn schema_json(tools: &[ToolFacts]) -> Value {
         if let Some(input) = record_type(&tool.parameters) {
             attributes.insert("input".into(), input);
         }
+        attributes.insert("chat".into(), json!({"type": "String"}));
         attributes.insert("asks_by_default".into(), json!({"type": "Boolean"}));
         attributes.insert("spent_today_cents".into(), json!({"type": "Long"}));
         attributes.insert("spent_in_chat_cents".into(), json!({"type": "Long"}));
@@ -465,7 +549,7 @@ pub fn schema_json(tools: &[ToolFacts]) -> Value {
             json!({
                 "memberOf": [{"id": "call"}],
                 "appliesTo": {
-                    "principalTypes": ["Chat"],
+                    "principalTypes": ["Person"],
                     "resourceTypes": ["Server"],
                     "context": {"type": "Record", "attributes": attributes}
                 }
@@ -474,7 +558,17 @@ pub fn schema_json(tools: &[ToolFacts]) -> Value {
     }
     json!({
         "": {
-            "entityTypes": {"Chat": {}, "Server": {}},
+            "entityTypes": {
+                "Person": {
+                    "memberOfTypes": ["Role"],
+                    "shape": {
+                        "type": "Record",
+                        "attributes": {"name": {"type": "String"}}
+                    }
+                },
+                "Role": {},
+                "Server": {}
+            },
             "actions": actions
         }
     })
@@ -551,6 +645,10 @@ fn request(facts: &CallFacts<'_>) -> Result<Request, String> {
         context.push(("input".into(), input));
     }
     context.push((
+        "chat".into(),
+        RestrictedExpression::new_string(facts.chat.to_owned()),
+    ));
+    context.push((
         "asks_by_default".into(),
         RestrictedExpression::new_bool(facts.asks_by_default),
     ));
@@ -586,7 +684,7 @@ fn request(facts: &CallFacts<'_>) -> Result<Request, String> {
     }
     let context = Context::from_pairs(context).map_err(|e| e.to_string())?;
     Request::new(
-        uid("Chat", facts.chat)?,
+        uid("Person", &facts.requester.id)?,
         uid("Action", &facts.tool.name)?,
         uid("Server", facts.tool.server())?,
         context,
@@ -601,16 +699,33 @@ fn entities(facts: &CallFacts<'_>) -> Result<Entities, String> {
         uid("Action", &facts.tool.name)?,
         HashSet::from([call.clone()]),
     );
-    Entities::from_entities(
-        [
-            Entity::new_no_attrs(call, HashSet::new()),
-            action,
-            Entity::new_no_attrs(uid("Chat", facts.chat)?, HashSet::new()),
-            Entity::new_no_attrs(uid("Server", facts.tool.server())?, HashSet::new()),
-        ],
-        None,
+    let roles: Vec<EntityUid> = facts
+        .requester
+        .roles
+        .iter()
+        .map(|r| uid("Role", r))
+        .collect::<Result<_, _>>()?;
+    let person = Entity::new(
+        uid("Person", &facts.requester.id)?,
+        HashMap::from([(
+            "name".to_owned(),
+            RestrictedExpression::new_string(facts.requester.name.clone()),
+        )]),
+        roles.iter().cloned().collect(),
     )
-    .map_err(|e| e.to_string())
+    .map_err(|e| e.to_string())?;
+    let mut all = vec![
+        Entity::new_no_attrs(call, HashSet::new()),
+        action,
+        person,
+        Entity::new_no_attrs(uid("Server", facts.tool.server())?, HashSet::new()),
+    ];
+    all.extend(
+        roles
+            .into_iter()
+            .map(|r| Entity::new_no_attrs(r, HashSet::new())),
+    );
+    Entities::from_entities(all, None).map_err(|e| e.to_string())
 }
 
 /// `value` as the Cedar value its JSON Schema `schema` describes; `None` where it does not fit

@@ -105,6 +105,16 @@ struct Case {
     /// Whom the chat's wallet paid before (for `context.new_payee`).
     #[serde(default)]
     paid_before: Vec<String>,
+    /// The person whose chat it is (the policy's principal; default: the one local person)
+    /// and their roles.
+    #[serde(default)]
+    requester: Option<String>,
+    #[serde(default)]
+    roles: Vec<String>,
+    /// For an `ask`: how many people must approve (a rule's `@approvers`; 1 when it asks only
+    /// the chat's person).
+    #[serde(default)]
+    approvers: Option<u32>,
 }
 
 /// The registry the command decides against: Countersign's own tools and the declared ones.
@@ -222,11 +232,12 @@ fn test(policy_path: &Path, cases_path: &Path) -> Report {
                 failed += 1;
                 let _ = writeln!(output, "FAIL  {name}: {e}");
             }
-            Ok((got, rule, detail)) => {
+            Ok((got, rule, detail, approvers)) => {
                 let rule_ok = case
                     .rule
                     .as_ref()
-                    .is_none_or(|want| rule.as_deref() == Some(want));
+                    .is_none_or(|want| rule.as_deref() == Some(want))
+                    && case.approvers.is_none_or(|want| approvers == Some(want));
                 let shown = match &rule {
                     Some(rule) => format!("{got} (rule {rule}){detail}"),
                     None => format!("{got}{detail}"),
@@ -235,10 +246,13 @@ fn test(policy_path: &Path, cases_path: &Path) -> Report {
                     let _ = writeln!(output, "ok    {name}: {shown}");
                 } else {
                     failed += 1;
-                    let want = match &case.rule {
+                    let mut want = match &case.rule {
                         Some(rule) => format!("{} (rule {rule})", case.expect),
                         None => case.expect.clone(),
                     };
+                    if let Some(n) = case.approvers {
+                        want.push_str(&format!(" by {n} approver(s)"));
+                    }
                     let _ = writeln!(output, "FAIL  {name}: expected {want}, got {shown}");
                 }
             }
@@ -257,12 +271,10 @@ fn test(policy_path: &Path, cases_path: &Path) -> Report {
     }
 }
 
-/// (run | ask | deny, the deciding rule, more words).
-fn decide(
-    policy: &Policy,
-    registry: &ToolRegistry,
-    case: &Case,
-) -> Result<(String, Option<String>, String), String> {
+/// (run | ask | deny, the deciding rule, more words, how many approvers an ask needs).
+type Decided = (String, Option<String>, String, Option<u32>);
+
+fn decide(policy: &Policy, registry: &ToolRegistry, case: &Case) -> Result<Decided, String> {
     if !["run", "ask", "deny"].contains(&case.expect.as_str()) {
         return Err(format!("expect = {:?}: use run, ask or deny", case.expect));
     }
@@ -302,16 +314,38 @@ fn decide(
         paid_cents: cents(case.spent_in_chat)?,
         payees: case.paid_before.clone(),
     };
-    let mut decider = policy.decider(registry, &chat, wallet);
+    let requester = match &case.requester {
+        None => super::Requester::local(),
+        Some(id) => super::Requester {
+            id: id.clone(),
+            name: id.clone(),
+            roles: case
+                .roles
+                .iter()
+                .map(|r| crate::people::role_name(r).map_err(|e| format!("roles: {e}")))
+                .collect::<Result<_, _>>()?,
+        },
+    };
+    let mut decider = policy.decider(registry, &chat, &requester, wallet);
     Ok(match decider.decide("case", &tool.spec, &args, now) {
-        Verdict::Run => ("run".into(), None, " (the tool's own setting)".into()),
-        Verdict::Ruled(Ruling::AllowedByRule { rule }) => ("run".into(), Some(rule), String::new()),
+        Verdict::Run => ("run".into(), None, " (the tool's own setting)".into(), None),
+        Verdict::Ruled(Ruling::AllowedByRule { rule }) => {
+            ("run".into(), Some(rule), String::new(), None)
+        }
         Verdict::Ruled(Ruling::AllowedByGrant { label, .. }) => {
-            ("run".into(), None, format!(" (grant {label})"))
+            ("run".into(), None, format!(" (grant {label})"), None)
         }
         Verdict::Ruled(Ruling::DeniedByRule { rule, reason }) => {
-            ("deny".into(), Some(rule), format!(": {reason}"))
+            ("deny".into(), Some(rule), format!(": {reason}"), None)
         }
-        Verdict::Ruled(Ruling::Asked { rule, .. }) => ("ask".into(), rule, String::new()),
+        Verdict::Ruled(Ruling::Asked { rule, needs, .. }) => {
+            let needs = needs.unwrap_or_default();
+            let detail = if needs.is_plain() {
+                String::new()
+            } else {
+                format!(": needs {}", needs.words())
+            };
+            ("ask".into(), rule, detail, Some(needs.approvers.max(1)))
+        }
     })
 }

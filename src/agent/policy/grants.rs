@@ -78,6 +78,7 @@ impl Book {
     pub(super) fn grant_for(
         &self,
         chat: &str,
+        requester: &str,
         tool: &ToolSpec,
         args: &Value,
         cents: Option<i64>,
@@ -87,6 +88,8 @@ impl Book {
             .iter()
             .filter(|g| g.state(now_ms) == GrantState::Active)
             .filter(|g| g.tool == tool.name)
+            // A person's grants hold in their own chats only.
+            .filter(|g| g.owner() == requester)
             .filter(|g| g.chat.as_deref().is_none_or(|c| c == chat))
             .filter(|g| g.args.as_ref().is_none_or(|a| same_args(a, args)))
             .filter(|g| match g.max_cents {
@@ -242,6 +245,7 @@ pub fn grant(
     args: &Value,
     request: &GrantRequest,
     chat: &str,
+    person: &str,
     approval_id: &str,
     now_ms: Millis,
 ) -> Grant {
@@ -270,6 +274,7 @@ pub fn grant(
         revoked_at_ms: None,
         approval_id: approval_id.to_owned(),
         granted_in: chat.to_owned(),
+        person: (person != crate::people::LOCAL).then(|| person.to_owned()),
         label: label(tool, args, request),
     }
 }

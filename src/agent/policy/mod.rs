@@ -84,10 +84,32 @@ impl ToolFacts {
     }
 }
 
+/// The person whose chat a call is in (the one who asked for it): the policy's principal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requester {
+    /// `local`, or a person's id.
+    pub id: String,
+    pub name: String,
+    /// Their roles now (none for the local person).
+    pub roles: std::collections::BTreeSet<String>,
+}
+
+impl Requester {
+    /// The one local person of a server without passkeys.
+    pub fn local() -> Requester {
+        Requester {
+            id: crate::people::LOCAL.to_owned(),
+            name: "Local person".to_owned(),
+            roles: Default::default(),
+        }
+    }
+}
+
 /// Everything a decision about one call is made from.
 #[derive(Debug, Clone)]
 pub struct CallFacts<'a> {
     pub chat: &'a str,
+    pub requester: &'a Requester,
     pub tool: &'a ToolFacts,
     /// The (validated) arguments.
     pub args: &'a Value,
@@ -110,6 +132,8 @@ pub enum RuleVerdict {
     },
     Ask {
         rule: String,
+        /// What the matching `@ask` rules need beyond the chat's person's click.
+        needs: Option<crate::protocol::countersign::Requirement>,
     },
     Deny {
         rule: String,
@@ -462,6 +486,7 @@ impl Policy {
         &'a self,
         tools: &'a ToolRegistry,
         chat: &'a str,
+        requester: &'a Requester,
         wallet: ChatWallet,
     ) -> Decider<'a> {
         Decider {
@@ -469,6 +494,7 @@ impl Policy {
             tools,
             book: lock(&self.book),
             chat,
+            requester,
             wallet,
         }
     }
@@ -580,6 +606,7 @@ pub struct Decider<'a> {
     tools: &'a ToolRegistry,
     book: MutexGuard<'a, Book>,
     chat: &'a str,
+    requester: &'a Requester,
     wallet: ChatWallet,
 }
 
@@ -625,6 +652,7 @@ impl Decider<'_> {
             .is_some_and(|p| !self.wallet.has_paid(&p.payee));
         CallFacts {
             chat: self.chat,
+            requester: self.requester,
             tool: facts,
             args,
             pays,
@@ -650,27 +678,36 @@ impl Decide for Decider<'_> {
             RuleVerdict::Run { rule } if rule.is_empty() => return Verdict::Run,
             RuleVerdict::Run { rule } => Ruling::AllowedByRule { rule },
             RuleVerdict::Deny { rule, reason } => Ruling::DeniedByRule { rule, reason },
-            RuleVerdict::Ask { rule } => Ruling::Asked {
+            RuleVerdict::Ask { rule, needs } => Ruling::Asked {
                 rule: Some(rule),
                 grantable: false,
+                needs,
             },
             RuleVerdict::Error { message } => {
                 tracing::warn!(tool = %tool.name, %message, "a policy rule failed to evaluate; the call asks");
                 Ruling::Asked {
                     rule: None,
                     grantable: false,
+                    needs: None,
                 }
             }
-            RuleVerdict::NoMatch => match self.book.grant_for(&chat, tool, args, cents, now_ms) {
-                Some(grant) => Ruling::AllowedByGrant {
-                    grant: grant.id,
-                    label: grant.label,
-                },
-                None => Ruling::Asked {
-                    rule: None,
-                    grantable: true,
-                },
-            },
+            RuleVerdict::NoMatch => {
+                let requester = self.requester.id.clone();
+                match self
+                    .book
+                    .grant_for(&chat, &requester, tool, args, cents, now_ms)
+                {
+                    Some(grant) => Ruling::AllowedByGrant {
+                        grant: grant.id,
+                        label: grant.label,
+                    },
+                    None => Ruling::Asked {
+                        rule: None,
+                        grantable: true,
+                        needs: None,
+                    },
+                }
+            }
         };
         match &verdict {
             Ruling::AllowedByRule { .. } | Ruling::AllowedByGrant { .. } => {
@@ -712,6 +749,7 @@ impl Decide for ToolDefaults {
             Verdict::Ruled(Ruling::Asked {
                 rule: None,
                 grantable: false,
+                needs: None,
             })
         } else {
             Verdict::Run

@@ -6,6 +6,7 @@ use std::{borrow::Cow, time::Duration};
 use serde_json::{Value, json};
 
 use super::*;
+
 use crate::agent::tools::{
     ApprovalPolicy, Executor, ToolEffects, ToolLocation, ToolSettings, ToolSpec,
 };
@@ -15,6 +16,9 @@ use crate::protocol::{
 };
 
 const EXAMPLE: &str = include_str!("../../../examples/policy.cedar");
+
+/// The one local person, whose chats every table's calls are in.
+static LOCAL_REQUESTER: std::sync::LazyLock<Requester> = std::sync::LazyLock::new(Requester::local);
 
 /// Noon UTC, 2026-11-26 (a Thursday).
 const NOON: Millis = 1_795_694_400_000;
@@ -77,6 +81,7 @@ fn grant(id: &str, scope: GrantScope, tool: &str) -> Grant {
         revoked_at_ms: None,
         approval_id: "apv-0".into(),
         granted_in: "chat-1".into(),
+        person: None,
         label: format!("{tool} ({id})"),
     }
 }
@@ -98,7 +103,16 @@ fn verdict_as_want(verdict: &Verdict) -> String {
         Verdict::Run => "Default".into(),
         Verdict::Ruled(Ruling::AllowedByRule { rule }) => format!("Rule({rule})"),
         Verdict::Ruled(Ruling::AllowedByGrant { grant, .. }) => format!("Grant({grant})"),
-        Verdict::Ruled(Ruling::Asked { rule, grantable }) => format!("Ask({rule:?}, {grantable})"),
+        Verdict::Ruled(Ruling::Asked {
+            rule,
+            grantable,
+            needs: None,
+        }) => format!("Ask({rule:?}, {grantable})"),
+        Verdict::Ruled(Ruling::Asked {
+            rule,
+            needs: Some(needs),
+            ..
+        }) => format!("Ask({rule:?}, {})", needs.approvers),
         Verdict::Ruled(Ruling::DeniedByRule { rule, .. }) => format!("Deny({rule})"),
     }
 }
@@ -666,7 +680,7 @@ fn every_case_is_decided_as_expected() {
             paid_cents: case.spent_in_chat,
             payees: case.payees.iter().map(|p| p.to_string()).collect(),
         };
-        let mut decider = policy.decider(&registry, case.chat, wallet);
+        let mut decider = policy.decider(&registry, case.chat, &LOCAL_REQUESTER, wallet);
         let got = decider.decide("call-1", &tool.spec, &case.args, case.now);
         if verdict_as_want(&got) != want_as_string(&case.want) {
             failures.push(format!(
@@ -685,7 +699,7 @@ fn two_parallel_calls_cannot_both_fit_under_a_running_total() {
     let registry = registry();
     let tool = registry.get("process_payment").unwrap();
     let policy = policy(EXAMPLE).with_book(Vec::new(), Spending::starting(NOON, 3_000));
-    let mut decider = policy.decider(&registry, "chat-1", ChatWallet::default());
+    let mut decider = policy.decider(&registry, "chat-1", &LOCAL_REQUESTER, ChatWallet::default());
     // 30 USD paid today: 10 more fits under 50 once, not twice.
     let first = decider.decide("call-a", &tool.spec, &pay(10.0, "Jack"), NOON);
     let second = decider.decide("call-b", &tool.spec, &pay(10.0, "Jill"), NOON);
@@ -695,7 +709,7 @@ fn two_parallel_calls_cannot_both_fit_under_a_running_total() {
     assert_eq!(verdict_as_want(&third), "Ask(None, true)");
     drop(decider);
     // Another chat deciding meanwhile sees the reservations too.
-    let mut other = policy.decider(&registry, "chat-2", ChatWallet::default());
+    let mut other = policy.decider(&registry, "chat-2", &LOCAL_REQUESTER, ChatWallet::default());
     assert_eq!(
         verdict_as_want(&other.decide("call-d", &tool.spec, &pay(0.01, "Jo"), NOON)),
         "Ask(None, true)"
@@ -703,7 +717,7 @@ fn two_parallel_calls_cannot_both_fit_under_a_running_total() {
     drop(other);
     // A reserved call that did not pay gives its share back.
     policy.settle("call-b", false, None, NOON);
-    let mut again = policy.decider(&registry, "chat-2", ChatWallet::default());
+    let mut again = policy.decider(&registry, "chat-2", &LOCAL_REQUESTER, ChatWallet::default());
     assert_eq!(
         verdict_as_want(&again.decide("call-e", &tool.spec, &pay(10.0, "Jo"), NOON)),
         "Rule(small-payments)"
@@ -717,7 +731,7 @@ fn a_budget_grant_is_spent_by_the_calls_it_runs_and_refunded_by_those_that_fail(
     let mut g = grant("g-budget", GrantScope::Budget, "process_payment");
     g.max_cents = Some(5_000);
     let policy = Policy::tool_defaults().with_book(vec![g], Spending::starting(NOON, 0));
-    let mut decider = policy.decider(&registry, "chat-1", ChatWallet::default());
+    let mut decider = policy.decider(&registry, "chat-1", &LOCAL_REQUESTER, ChatWallet::default());
     let a = decider.decide("a", &tool.spec, &pay(30.0, "Jack"), NOON);
     let b = decider.decide("b", &tool.spec, &pay(30.0, "Jack"), NOON);
     assert_eq!(verdict_as_want(&a), "Grant(g-budget)");
@@ -740,7 +754,7 @@ fn a_revoked_grant_lets_nothing_run_from_then_on() {
         Spending::default(),
     );
     let decide = |now| {
-        let mut d = policy.decider(&registry, "chat-1", ChatWallet::default());
+        let mut d = policy.decider(&registry, "chat-1", &LOCAL_REQUESTER, ChatWallet::default());
         verdict_as_want(&d.decide("c", &tool.spec, &json!({}), now))
     };
     assert_eq!(decide(NOON), "Grant(g-loc)");
@@ -762,7 +776,7 @@ fn an_approval_is_checked_again_with_the_arguments_that_run() {
     let registry = registry();
     let tool = registry.get("process_payment").unwrap();
     let policy = policy(EXAMPLE);
-    let mut decider = policy.decider(&registry, "chat-1", ChatWallet::default());
+    let mut decider = policy.decider(&registry, "chat-1", &LOCAL_REQUESTER, ChatWallet::default());
     assert_eq!(decider.forbids(&tool.spec, &pay(400.0, "Jack"), NOON), None);
     // An edit across the limit, or to a blocked recipient, is refused with the rule's reason.
     let (rule, reason) = decider
@@ -789,7 +803,7 @@ fn a_policy_reloaded_mid_turn_decides_what_comes_after_and_a_broken_one_changes_
     let policy = Policy::from_file(&path, &facts, Vec::new(), NOON).unwrap();
     let tool = registry.get("process_payment").unwrap();
     let decide = |args: Value| {
-        let mut d = policy.decider(&registry, "chat-1", ChatWallet::default());
+        let mut d = policy.decider(&registry, "chat-1", &LOCAL_REQUESTER, ChatWallet::default());
         verdict_as_want(&d.decide("c", &tool.spec, &args, NOON))
     };
     assert_eq!(decide(pay(5.0, "Jack")), "Rule(small-payments)");
@@ -806,7 +820,7 @@ fn a_policy_reloaded_mid_turn_decides_what_comes_after_and_a_broken_one_changes_
     policy.reload(&facts, NOON + 1).unwrap();
     assert_ne!(policy.status().version, before);
     assert_eq!(decide(pay(5.0, "Jack")), "Deny(no-jack)");
-    let mut d = policy.decider(&registry, "chat-1", ChatWallet::default());
+    let mut d = policy.decider(&registry, "chat-1", &LOCAL_REQUESTER, ChatWallet::default());
     assert_eq!(
         d.forbids(&tool.spec, &pay(300.0, "Jack"), NOON)
             .map(|(r, _)| r),

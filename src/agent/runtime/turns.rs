@@ -9,7 +9,7 @@ use super::{Runtime, TextTiming, TurnError, TurnStarted, UserTurn};
 use crate::agent::{
     Transport,
     clock::IdKind,
-    gate::{InputError, PersonInput},
+    gate::{InputError, PersonInput, Signer, StepUp},
     history::{AssistantPart, HistoryItem, Outcome, ToolCall},
     model::Usage,
     session::{
@@ -125,6 +125,20 @@ impl Runtime {
         context: Vec<HistoryItem>,
         timing: Option<TextTiming>,
     ) -> Result<TurnStarted, TurnError> {
+        self.start_turn_as(chat_id, user, context, timing, crate::people::LOCAL)
+            .await
+    }
+
+    /// [`Runtime::start_turn_with_context`] by `owner` (the local person, or a person's id): a
+    /// new chat becomes theirs; a chat of someone else's is refused ([`TurnError::NotYourChat`]).
+    pub async fn start_turn_as(
+        self: &Arc<Self>,
+        chat_id: &str,
+        user: UserTurn,
+        context: Vec<HistoryItem>,
+        timing: Option<TextTiming>,
+        owner: &str,
+    ) -> Result<TurnStarted, TurnError> {
         if user.text.trim().is_empty() && user.attachments.is_empty() {
             return Err(TurnError::EmptyMessage);
         }
@@ -133,6 +147,15 @@ impl Runtime {
             let superseded = {
                 let mut state = session.state();
                 let SessionState { record, live, .. } = &mut *state;
+                let untouched = record.owner.is_none()
+                    && record.messages.is_empty()
+                    && record.history.is_empty()
+                    && record.turn.is_none();
+                if untouched && owner != crate::people::LOCAL {
+                    record.owner = Some(owner.to_owned());
+                } else if record.owner() != owner {
+                    return Err(TurnError::NotYourChat);
+                }
                 match live.as_mut() {
                     Some(turn) if !turn.log.is_ended() => {
                         let status = record.turn.as_ref().map(|t| t.status);
@@ -382,11 +405,40 @@ impl Runtime {
             }
         };
         let now = self.clock.now_ms();
-        let applied = match session.apply(inputs, &self.tools, self.policy(), now) {
-            Ok(applied) => applied,
-            Err(e) => return Err(self.explain_foreign(chat_id, inputs, e).await),
-        };
+        let owner = session.state().record.owner().to_owned();
+        let requester = self.requester(&owner);
+        let mut signer = self.signer(actor)?;
+        let receipts = self
+            .verify_step_ups(chat_id, inputs, &mut signer, now)
+            .await?;
+        let applied =
+            match session.apply(inputs, &self.tools, self.policy(), now, &signer, &requester) {
+                Ok(applied) => applied,
+                Err(e) => return Err(self.explain_foreign(chat_id, inputs, e).await),
+            };
         let mut events = answer_events(&session, inputs, &applied.resolutions, actor, now);
+        events.extend(crate::agent::turn::signature_events(
+            &session,
+            &applied.signed,
+            actor,
+            now,
+        ));
+        for event in &mut events {
+            if let Some(approval) = &event.approval_id
+                && let Some((passkey, receipt)) = receipts.get(approval)
+                && matches!(
+                    event.kind,
+                    crate::agent::store::AuditKind::Approved
+                        | crate::agent::store::AuditKind::Edited
+                        | crate::agent::store::AuditKind::Countersigned
+                )
+            {
+                event.step_up = Some(receipt.clone());
+                if let Some(actor) = &mut event.actor {
+                    actor.passkey = Some(passkey.clone());
+                }
+            }
+        }
         // The grants the person asked for are kept before anything the answer causes happens
         // (all or nothing with the answer: if one cannot be kept, the answer is taken back).
         let mut made = Vec::new();
@@ -400,6 +452,7 @@ impl Runtime {
                 &asked.args,
                 &asked.request,
                 chat_id,
+                &owner,
                 &asked.approval_id,
                 now,
             );
@@ -449,6 +502,7 @@ impl Runtime {
             // Approvals of calls whose effects are in this record: the turn runs them at once
             // and commits answer, effect and result together before it emits anything.
             session.state().unsaved_audit.extend(events);
+            self.inbox.sync(&session.state().record);
             self.wake(&session);
             return Ok(applied.receipt);
         }
@@ -469,18 +523,100 @@ impl Runtime {
                 message: e.to_string(),
             });
         }
+        self.inbox.sync(&snapshot);
         self.wake(&session);
         Ok(applied.receipt)
+    }
+
+    /// Who answers, from the audit log's view of them: the person they signed in as (with their
+    /// roles now), or the one local person. Someone removed since they signed in answers nothing.
+    fn signer(&self, actor: &Actor) -> Result<Signer, InputError> {
+        let Some(id) = &actor.person else {
+            return Ok(Signer::local());
+        };
+        match self.people().active(id) {
+            Some(person) => Ok(Signer {
+                id: person.id,
+                name: person.name,
+                roles: person.roles,
+                person: true,
+                step_ups: Vec::new(),
+            }),
+            None => Err(InputError::NotAnApprover {
+                approval_id: String::new(),
+                why: "you may no longer sign in to this server".into(),
+            }),
+        }
+    }
+
+    /// Checks the passkey confirmations the inputs carry (step-up): each must be a fresh
+    /// assertion by one of the signer's passkeys, made for that approval of this chat. Adds them
+    /// to `signer` (the gate checks the arguments they are bound to); returns, by approval, the
+    /// passkey and the receipt the audit log keeps.
+    async fn verify_step_ups(
+        &self,
+        chat_id: &str,
+        inputs: &[PersonInput],
+        signer: &mut Signer,
+        now: crate::agent::clock::Millis,
+    ) -> Result<std::collections::BTreeMap<String, (String, serde_json::Value)>, InputError> {
+        let mut receipts = std::collections::BTreeMap::new();
+        for input in inputs {
+            let PersonInput::Approval {
+                approval_id,
+                step_up: Some(credential),
+                ..
+            } = input
+            else {
+                continue;
+            };
+            let people = self.people();
+            let refused = |message: String| InputError::StepUpRefused { message };
+            let passkeys = people.passkeys().map_err(|e| refused(e.to_string()))?;
+            let (proof, used) = passkeys
+                .finish_step_up(credential, people, now)
+                .map_err(|e| refused(e.to_string()))?;
+            let binding = &proof.binding;
+            if binding.person != signer.id
+                || binding.chat != chat_id
+                || &binding.approval_id != approval_id
+            {
+                return Err(refused(
+                    "it was made for another approval or another person".into(),
+                ));
+            }
+            people.used_passkey(used, now).await;
+            signer.step_ups.push(StepUp {
+                approval_id: approval_id.clone(),
+                args_digest: binding.args_digest.clone(),
+                passkey: proof.passkey.clone(),
+            });
+            receipts.insert(approval_id.clone(), (proof.passkey, proof.receipt));
+        }
+        Ok(receipts)
     }
 
     /// Revokes the person's grant `id`: from now on it lets nothing run. The revocation is kept
     /// and audited; when it cannot be written it still holds until the server stops, and the
     /// error says so.
+    ///
+    /// Only its grantor (`by`) may revoke it; someone else's grant is "not known" to them.
     pub async fn revoke_grant(
         &self,
         id: &str,
+        by: &str,
     ) -> Result<crate::protocol::grant::Grant, GrantChange> {
         let now = self.clock.now_ms();
+        let theirs = self
+            .policy()
+            .grants()
+            .iter()
+            .any(|g| g.id == id && g.owner() == by);
+        if !theirs {
+            return Err(GrantChange::Refused(
+                crate::agent::policy::GrantError::Unknown(id.to_owned()),
+            ));
+        }
         let grant = self.policy().revoke_grant(id, now)?;
         let mut event = crate::agent::store::audit::event(
             crate::agent::store::AuditKind::Revoked,

@@ -36,6 +36,7 @@ pub fn event(
         rule: None,
         policy_version: None,
         grant: None,
+        step_up: None,
     }
 }
 

@@ -33,7 +33,10 @@ use super::{
     clock::Millis,
     session::{SessionRecord, TurnEntry},
 };
-use crate::protocol::grant::Grant;
+use crate::{
+    people::{Invite, InviteKind, Person, StoredPasskey},
+    protocol::grant::Grant,
+};
 
 /// A failure of the session store: what the store was doing, and the error underneath (the
 /// database's, the file system's, a decoder's) as its [`source`](std::error::Error::source), so
@@ -103,6 +106,8 @@ pub struct SignIn {
     pub expires_ms: Millis,
     /// The client address that signed in (for the record).
     pub address: Option<String>,
+    /// The person who signed in with a passkey (`None`: the API key's sign-in form).
+    pub person: Option<String>,
 }
 
 /// 32 random bytes from the operating system: a new signing secret.
@@ -170,6 +175,39 @@ pub trait SignInStore: Send + Sync + 'static {
 
 /// Where the last tool list of each MCP server is kept (in the sessions' database), so that a
 /// server that is down at start still offers the tools its pending approvals name.
+/// Where people, their passkeys and one-time links are kept (ADR 0024).
+#[async_trait]
+pub trait PeopleStore: Send + Sync + 'static {
+    /// Everyone, revoked people included.
+    async fn people(&self) -> Result<Vec<Person>, StoreError>;
+
+    /// Inserts or updates a person (name, roles, revocation).
+    async fn save_person(&self, person: &Person) -> Result<(), StoreError>;
+
+    async fn passkeys(&self) -> Result<Vec<StoredPasskey>, StoreError>;
+
+    /// Inserts or updates a passkey (its counter after a use).
+    async fn save_passkey(&self, passkey: &StoredPasskey) -> Result<(), StoreError>;
+
+    async fn save_invite(&self, invite: &Invite) -> Result<(), StoreError>;
+
+    /// The invite stored under `digest`, used or not.
+    async fn invite(&self, digest: &str) -> Result<Option<Invite>, StoreError>;
+
+    /// Marks every open invite of `kind` used (a new start-up link replaces the last one's).
+    async fn close_invites(&self, kind: InviteKind, at: Millis) -> Result<(), StoreError>;
+
+    /// In one transaction: uses the open invite `digest` up (false, and nothing written, when it
+    /// is used or expired), adds `person` when given, and adds `passkey`.
+    async fn enrol(
+        &self,
+        digest: &str,
+        person: Option<&Person>,
+        passkey: &StoredPasskey,
+        at: Millis,
+    ) -> Result<bool, StoreError>;
+}
+
 #[async_trait]
 pub trait ToolListStore: Send + Sync + 'static {
     /// Keeps `tools` (the server's `tools/list`, as JSON) as `server`'s last list.
@@ -208,6 +246,15 @@ pub struct MemoryStore {
     signins: Mutex<HashMap<String, (SignIn, Option<Millis>)>>,
     tool_lists: Mutex<HashMap<String, String>>,
     grants: Mutex<Vec<Grant>>,
+    people: Mutex<People>,
+}
+
+/// What the memory store keeps of people.
+#[derive(Debug, Default)]
+struct People {
+    people: HashMap<String, Person>,
+    passkeys: HashMap<String, StoredPasskey>,
+    invites: HashMap<String, Invite>,
 }
 
 /// The stored log of `record`'s turn, if the stored one belongs to it and it is not over.
@@ -297,10 +344,20 @@ impl SessionStore for MemoryStore {
     }
 
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        let owners: HashMap<String, String> = lock(&self.records)
+            .values()
+            .map(|r| (r.id.clone(), r.owner().to_owned()))
+            .collect();
         Ok(lock(&self.audit)
             .iter()
             .rev()
-            .filter(|r| query.matches(r))
+            .filter(|r| {
+                let owner = owners
+                    .get(&r.event.session_id)
+                    .map(String::as_str)
+                    .unwrap_or(crate::people::LOCAL);
+                query.matches(r, owner)
+            })
             .take(query.limit())
             .cloned()
             .collect())
@@ -339,6 +396,70 @@ impl SignInStore for MemoryStore {
             .filter(|(s, ended)| ended.is_some() && s.expires_ms > now)
             .map(|(s, _)| (s.id.clone(), s.expires_ms))
             .collect())
+    }
+}
+
+#[async_trait]
+impl PeopleStore for MemoryStore {
+    async fn people(&self) -> Result<Vec<Person>, StoreError> {
+        Ok(lock(&self.people).people.values().cloned().collect())
+    }
+
+    async fn save_person(&self, person: &Person) -> Result<(), StoreError> {
+        lock(&self.people)
+            .people
+            .insert(person.id.clone(), person.clone());
+        Ok(())
+    }
+
+    async fn passkeys(&self) -> Result<Vec<StoredPasskey>, StoreError> {
+        Ok(lock(&self.people).passkeys.values().cloned().collect())
+    }
+
+    async fn save_passkey(&self, passkey: &StoredPasskey) -> Result<(), StoreError> {
+        lock(&self.people)
+            .passkeys
+            .insert(passkey.id.clone(), passkey.clone());
+        Ok(())
+    }
+
+    async fn save_invite(&self, invite: &Invite) -> Result<(), StoreError> {
+        lock(&self.people)
+            .invites
+            .insert(invite.digest.clone(), invite.clone());
+        Ok(())
+    }
+
+    async fn invite(&self, digest: &str) -> Result<Option<Invite>, StoreError> {
+        Ok(lock(&self.people).invites.get(digest).cloned())
+    }
+
+    async fn close_invites(&self, kind: InviteKind, at: Millis) -> Result<(), StoreError> {
+        for invite in lock(&self.people).invites.values_mut() {
+            if invite.kind == kind && invite.used_ms.is_none() {
+                invite.used_ms = Some(at);
+            }
+        }
+        Ok(())
+    }
+
+    async fn enrol(
+        &self,
+        digest: &str,
+        person: Option<&Person>,
+        passkey: &StoredPasskey,
+        at: Millis,
+    ) -> Result<bool, StoreError> {
+        let mut people = lock(&self.people);
+        match people.invites.get_mut(digest) {
+            Some(invite) if invite.is_open(at) => invite.used_ms = Some(at),
+            _ => return Ok(false),
+        }
+        if let Some(person) = person {
+            people.people.insert(person.id.clone(), person.clone());
+        }
+        people.passkeys.insert(passkey.id.clone(), passkey.clone());
+        Ok(true)
     }
 }
 
@@ -531,6 +652,7 @@ mod tests {
                     created_ms: 100,
                     expires_ms: expires,
                     address: Some("127.0.0.1".into()),
+                    person: None,
                 })
                 .await
                 .unwrap();
@@ -548,11 +670,120 @@ mod tests {
         );
     }
 
+    /// What every [`PeopleStore`] must do: people and passkeys round trip, an invite is used
+    /// once (two enrolments at once: one wins, the other writes nothing), expired ones never.
+    pub(crate) async fn people_contract(store: &dyn PeopleStore) {
+        use crate::people::{Invite, InviteKind, Person, StoredPasskey};
+        let ana = Person {
+            id: "p-ana".into(),
+            name: "Ana".into(),
+            roles: ["admin".to_string(), "approver".to_string()].into(),
+            created_ms: 10,
+            invited_by: None,
+            revoked_ms: None,
+        };
+        let key = |id: &str, person: &str| StoredPasskey {
+            id: id.into(),
+            person: person.into(),
+            label: "laptop".into(),
+            key: "{}".into(),
+            created_ms: 10,
+            last_used_ms: None,
+        };
+        let invite = |digest: &str, kind, expires_ms| Invite {
+            digest: digest.into(),
+            kind,
+            person: None,
+            name: Some("Ben".into()),
+            roles: ["approver".to_string()].into(),
+            created_by: Some("p-ana".into()),
+            created_ms: 10,
+            expires_ms,
+            used_ms: None,
+        };
+        store
+            .save_invite(&invite("d-setup", InviteKind::Setup, 1_000))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.invite("d-setup").await.unwrap().unwrap().roles.len(),
+            1
+        );
+        assert!(store.invite("nope").await.unwrap().is_none());
+        assert!(
+            store
+                .enrol("d-setup", Some(&ana), &key("k1", "p-ana"), 20)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .enrol("d-setup", Some(&ana), &key("k2", "p-ana"), 21)
+                .await
+                .unwrap(),
+            "an invite is used once"
+        );
+        assert_eq!(
+            store.invite("d-setup").await.unwrap().unwrap().used_ms,
+            Some(20)
+        );
+        store
+            .save_invite(&invite("d-late", InviteKind::Person, 50))
+            .await
+            .unwrap();
+        let ben = Person {
+            id: "p-ben".into(),
+            name: "Ben".into(),
+            roles: ["approver".to_string()].into(),
+            created_ms: 60,
+            invited_by: Some("p-ana".into()),
+            revoked_ms: None,
+        };
+        assert!(
+            !store
+                .enrol("d-late", Some(&ben), &key("k3", "p-ben"), 60)
+                .await
+                .unwrap(),
+            "an expired invite makes no one"
+        );
+        assert_eq!(store.people().await.unwrap(), vec![ana.clone()]);
+        let keys = store.passkeys().await.unwrap();
+        assert_eq!(
+            keys.iter().map(|k| k.id.as_str()).collect::<Vec<_>>(),
+            ["k1"]
+        );
+        let mut used = key("k1", "p-ana");
+        used.last_used_ms = Some(99);
+        used.key = "{\"counter\":1}".into();
+        store.save_passkey(&used).await.unwrap();
+        assert_eq!(store.passkeys().await.unwrap(), vec![used]);
+        let mut revoked = ana.clone();
+        revoked.revoked_ms = Some(70);
+        revoked.roles.remove("admin");
+        store.save_person(&revoked).await.unwrap();
+        assert_eq!(store.people().await.unwrap(), vec![revoked]);
+        store
+            .save_invite(&invite("d-s2", InviteKind::Setup, 1_000))
+            .await
+            .unwrap();
+        store
+            .save_invite(&invite("d-p2", InviteKind::Person, 1_000))
+            .await
+            .unwrap();
+        store.close_invites(InviteKind::Setup, 80).await.unwrap();
+        assert_eq!(
+            store.invite("d-s2").await.unwrap().unwrap().used_ms,
+            Some(80)
+        );
+        assert_eq!(store.invite("d-p2").await.unwrap().unwrap().used_ms, None);
+    }
+
     #[tokio::test]
     async fn the_memory_store_keeps_the_contract() {
         store_contract(&MemoryStore::default()).await;
         signin_contract(&MemoryStore::default()).await;
         tool_list_contract(&MemoryStore::default()).await;
+        people_contract(&MemoryStore::default()).await;
     }
 
     #[tokio::test]

@@ -37,6 +37,8 @@ use crate::agent::{
 };
 use crate::protocol::grant::Grant;
 
+mod people;
+
 /// The migrations, in order: `(version, sql)`.
 const MIGRATIONS: &[(i64, &str)] = &[
     (
@@ -61,6 +63,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (
         8,
         include_str!("../../../migrations/0008_grants_and_ledger_time.sql"),
+    ),
+    (
+        9,
+        include_str!("../../../migrations/0009_people_and_passkeys.sql"),
     ),
 ];
 
@@ -537,6 +543,8 @@ struct Write {
     tool_state: String,
     turn: Option<String>,
     resolved: String,
+    /// Whose chat it is (written once, when the row is made).
+    owner: Option<String>,
     /// The paused turn's id and log (a JSON array), when the commit carries one.
     log: Option<(String, String)>,
     /// The record's turn is over: its paused log, if any, is dropped.
@@ -620,6 +628,7 @@ impl Write {
             messages: to_json(&record.messages)?,
             wallet: to_json(&record.wallet)?,
             tool_state: to_json(&record.tool_state)?,
+            owner: record.owner.clone(),
             turn: record.turn.as_ref().map(to_json).transpose()?,
             resolved: to_json(&record.resolved_approvals)?,
             turn_over: record.turn.as_ref().is_some_and(|t| t.status.is_over()),
@@ -764,8 +773,8 @@ fn write_one(
 ) -> Result<(), StoreError> {
     tx.prepare_cached(
         "INSERT INTO sessions (id, created_at_ms, updated_at_ms, turn_status, history, messages,
-                               wallet, turn, resolved_approvals, tool_state)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                               wallet, turn, resolved_approvals, tool_state, owner)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
          ON CONFLICT (id) DO UPDATE SET
              updated_at_ms = excluded.updated_at_ms, turn_status = excluded.turn_status,
              history = excluded.history, messages = excluded.messages, wallet = excluded.wallet,
@@ -784,6 +793,7 @@ fn write_one(
             w.turn,
             w.resolved,
             w.tool_state,
+            w.owner,
         ])
     })
     .map_err(err("cannot write the session"))?;
@@ -927,7 +937,7 @@ impl SessionStore for SqliteStore {
             let row = conn
                 .prepare_cached(
                     "SELECT history, messages, wallet, turn, resolved_approvals, tool_state,
-                            created_at_ms, updated_at_ms
+                            created_at_ms, updated_at_ms, owner
                      FROM sessions WHERE id = ?1",
                 )
                 .and_then(|mut stmt| {
@@ -936,13 +946,18 @@ impl SessionStore for SqliteStore {
                             read_record(row)?,
                             row.get::<_, i64>(6)?,
                             row.get::<_, i64>(7)?,
+                            row.get::<_, Option<String>>(8)?,
                         ))
                     })
                     .optional()
                 })
                 .map_err(err("cannot read the session"))?;
-            let Some(([history, messages, wallet, turn, resolved, tool_state], created, updated)) =
-                row
+            let Some((
+                [history, messages, wallet, turn, resolved, tool_state],
+                created,
+                updated,
+                owner,
+            )) = row
             else {
                 return Ok(None);
             };
@@ -970,6 +985,7 @@ impl SessionStore for SqliteStore {
                 },
                 resolved_approvals: serde_json::from_str(&resolved)
                     .map_err(context("resolved approvals"))?,
+                owner,
             };
             let waiting = record
                 .turn
@@ -1072,6 +1088,14 @@ impl SessionStore for SqliteStore {
             if let Some(before) = query.before {
                 sql.push_str(" AND seq < ?");
                 args.push(SqlValue::Integer(before));
+            }
+            if let Some(person) = &query.visible_to {
+                sql.push_str(
+                    " AND (session_id IN (SELECT id FROM sessions WHERE coalesce(owner, 'local') = ?)
+                           OR json_extract(event, '$.actor.person') = ?)",
+                );
+                args.push(SqlValue::Text(person.clone()));
+                args.push(SqlValue::Text(person.clone()));
             }
             sql.push_str(" ORDER BY seq DESC LIMIT ?");
             args.push(SqlValue::Integer(query.limit() as i64));
@@ -1242,12 +1266,14 @@ impl SignInStore for SqliteStore {
         let signin = signin.clone();
         self.with(move |conn| {
             conn.execute(
-                "INSERT INTO signins (id, created_ms, expires_ms, address) VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO signins (id, created_ms, expires_ms, address, person_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![
                     signin.id,
                     signin.created_ms,
                     signin.expires_ms,
-                    signin.address
+                    signin.address,
+                    signin.person
                 ],
             )
             .map_err(err("cannot record a sign-in"))?;
@@ -1302,7 +1328,9 @@ mod tests {
         gate::StepCall,
         history::ToolCall,
         store::audit,
-        store::tests::{signin_contract, store_contract, tool_list_contract, turn},
+        store::tests::{
+            people_contract, signin_contract, store_contract, tool_list_contract, turn,
+        },
         tools::{ToolLocation, Wallet},
     };
 
@@ -1311,6 +1339,7 @@ mod tests {
         store_contract(&SqliteStore::in_memory().unwrap()).await;
         signin_contract(&SqliteStore::in_memory().unwrap()).await;
         tool_list_contract(&SqliteStore::in_memory().unwrap()).await;
+        people_contract(&SqliteStore::in_memory().unwrap()).await;
     }
 
     fn temp_path(name: &str) -> PathBuf {
@@ -1342,6 +1371,7 @@ mod tests {
                     created_ms: 1,
                     expires_ms: 10_000,
                     address: None,
+                    person: None,
                 })
                 .await
                 .unwrap();
@@ -1383,6 +1413,11 @@ mod tests {
             announced: false,
             gated_by: Some(format!("approval-{id}")),
             ruling: None,
+            signatures: Vec::new(),
+            signed_args: None,
+            denied_by: None,
+            signatures_shown: 0,
+            countersign_closed: false,
         });
         record.turn = Some(t);
         let mut wallet = Wallet::default();

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::TurnDriver;
 use crate::agent::{
     clock::Millis,
-    gate::{ApprovalResolution, CallPhase, PersonInput, StepCall},
+    gate::{ApprovalResolution, CallPhase, PersonInput, Signed, StepCall},
     history::{Outcome, ToolCall},
     session::Session,
     store::{Actor, AuditEvent, AuditKind},
@@ -158,6 +158,52 @@ pub(crate) fn answer_events(
             event.actor = Some(actor.clone());
             events.push(event);
         }
+    }
+    events
+}
+
+/// The audit events of signatures given to approvals that need several people: each one that
+/// did not complete its approval is `countersigned` (the one that did is the `approved` or
+/// `edited` event of [`answer_events`]), saying how far it got.
+pub(crate) fn signature_events(
+    session: &Session,
+    signed: &[Signed],
+    actor: &Actor,
+    now: Millis,
+) -> Vec<AuditEvent> {
+    let state = session.state();
+    let record = &state.record;
+    let Some(turn) = record.turn.as_ref() else {
+        return Vec::new();
+    };
+    let mut events = Vec::new();
+    for signature in signed.iter().filter(|s| !s.complete) {
+        let Some(call) = turn.call(&signature.tool_call_id) else {
+            continue;
+        };
+        let mut event = audit_event(
+            AuditKind::Countersigned,
+            &record.id,
+            &turn.id,
+            &call.call,
+            &signature.approval_id,
+            now,
+        );
+        event.actor = Some(actor.clone());
+        let needs = call.needs();
+        let mut reason = format!(
+            "{} of {} approvals",
+            call.signatures.len(),
+            needs.approvers.max(1)
+        );
+        if signature.restarted {
+            reason.push_str("; the edit started the count again");
+        }
+        event.reason = Some(reason);
+        if signature.args != call.call.args {
+            event.edited_args = Some(signature.args.clone());
+        }
+        events.push(event);
     }
     events
 }

@@ -70,6 +70,7 @@ impl TurnDriver {
                     }
                 }
                 for call in &mut turn.calls {
+                    to_emit.extend(super::countersign::news(call));
                     if let CallPhase::Ready { args, edited } = &call.phase {
                         to_run.push((call.call.clone(), args.clone(), *edited));
                         call.phase = CallPhase::Running {

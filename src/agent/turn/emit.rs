@@ -279,7 +279,10 @@ impl TurnDriver {
         };
         self.session.set_dirty(result.is_err());
         match result {
-            Ok(()) => true,
+            Ok(()) => {
+                self.rt.inbox.sync(&snapshot);
+                true
+            }
             Err(e) => {
                 tracing::error!(session = %self.session.id, error = &e as &dyn std::error::Error, "cannot save the session");
                 // Keep the events for the next commit rather than lose them.

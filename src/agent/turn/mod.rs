@@ -8,6 +8,7 @@
 
 mod audit;
 mod calls;
+mod countersign;
 mod emit;
 mod step;
 
@@ -31,7 +32,7 @@ use crate::protocol::{Chunk, FinishReason, MessageReducer};
 
 use super::runtime::{Runtime, TextTiming};
 
-pub(crate) use audit::answer_events;
+pub(crate) use audit::{answer_events, signature_events};
 
 /// The interrupt reason of a turn that waited for the person when they sent a new message: its
 /// waiting calls end as superseded rather than interrupted.

@@ -165,6 +165,11 @@ impl TurnDriver {
             announced,
             gated_by: None,
             ruling: None,
+            signatures: Vec::new(),
+            signed_args: None,
+            denied_by: None,
+            signatures_shown: 0,
+            countersign_closed: false,
         });
     }
 
@@ -181,9 +186,18 @@ impl TurnDriver {
             // The seed's SSE frontend runs `change_bgm` by itself and never sends its result.
             gate = gate.acknowledging_browser_calls();
         }
-        let wallet = ChatWallet::of(&self.session.state().record.wallet);
+        let (wallet, owner) = {
+            let state = self.session.state();
+            (
+                ChatWallet::of(&state.record.wallet),
+                state.record.owner().to_owned(),
+            )
+        };
+        let requester = rt.requester(&owner);
         let requests = {
-            let mut decider = rt.policy().decider(&rt.tools, &self.session.id, wallet);
+            let mut decider = rt
+                .policy()
+                .decider(&rt.tools, &self.session.id, &requester, wallet);
             gate.request(
                 &mut step.calls,
                 now,
@@ -226,6 +240,20 @@ impl TurnDriver {
                 event.policy_version = version.clone();
             }
             self.audit.push(event);
+            // An approval that needs several people says so to every client, strict ai@6.0.0
+            // included (which keeps data parts): 0 of N so far.
+            if !request.ruling.needs().is_plain()
+                && let Some(call) = step
+                    .calls
+                    .iter()
+                    .find(|c| c.call.id == request.tool_call_id)
+                && let Some(part) = super::countersign::progress_part(
+                    call,
+                    crate::protocol::countersign::ProgressState::Waiting,
+                )
+            {
+                self.emit(part);
+            }
             let descriptor = Some(Value::Object(request.ruling.to_metadata()));
             let automatic = request.is_automatic();
             self.emit(Chunk::ToolApprovalRequest(Box::new(ToolApprovalRequest {

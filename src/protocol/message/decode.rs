@@ -156,6 +156,7 @@ fn approval(value: Value) -> Result<Approval, Error> {
                 is_automatic: f.opt_bool("isAutomatic"),
                 grant: f.opt_value("grant"),
                 dismissed: f.opt_bool("dismissed"),
+                step_up: f.opt_value("stepUp"),
             };
             f.check().map(|()| approval)
         }
@@ -165,15 +166,15 @@ fn approval(value: Value) -> Result<Approval, Error> {
 }
 
 /// The sequence form of [`Approval`]: `[id, approved?, reason?, signature?, editedInput?,
-/// descriptor?, requestReason?, isAutomatic?, grant?, dismissed?]`. Only `id` is required; an
-/// eleventh element is an error once the ten have been read.
+/// descriptor?, requestReason?, isAutomatic?, grant?, dismissed?, stepUp?]`. Only `id` is
+/// required; a twelfth element is an error once the eleven have been read.
 fn approval_from_array(items: Vec<Value>) -> Result<Approval, Error> {
     let len = items.len();
     let mut items = items.into_iter();
     let Some(id) = items.next() else {
         return Err(Error::invalid_length(
             0,
-            &"struct Approval with 10 elements",
+            &"struct Approval with 11 elements",
         ));
     };
     let approval = Approval {
@@ -187,6 +188,7 @@ fn approval_from_array(items: Vec<Value>) -> Result<Approval, Error> {
         is_automatic: items.next().map_or(Ok(None), opt_bool_of)?,
         grant: items.next().filter(|value| !value.is_null()),
         dismissed: items.next().map_or(Ok(None), opt_bool_of)?,
+        step_up: items.next().filter(|value| !value.is_null()),
     };
     match items.next() {
         None => Ok(approval),

@@ -28,9 +28,12 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::limits::RateLimits;
-use crate::agent::{
-    clock::Millis,
-    store::{SignIn, SignInStore, StoreError, lock},
+use crate::{
+    agent::{
+        clock::Millis,
+        store::{SignIn, SignInStore, StoreError, lock},
+    },
+    people::Principal,
 };
 
 /// The sign-in cookie's name over plain HTTP.
@@ -103,6 +106,8 @@ impl Failures {
 pub struct Session {
     pub id: String,
     pub expires_ms: Millis,
+    /// The person who signed in with a passkey (`None`: the API key's sign-in form).
+    pub person: Option<String>,
 }
 
 /// Why a session cookie was not accepted.
@@ -119,9 +124,13 @@ pub enum SessionError {
 }
 
 /// Sign-in sessions: issued, verified, ended.
+///
+/// Two kinds of token: `v1.<id>.<expiry>.<mac>` for a sign-in with the API key (the MAC covers
+/// the key's digest, so a new key ends them all) and `v2.<id>.<person>.<expiry>.<mac>` for a
+/// person's passkey sign-in (whether the person may still sign in is checked at every request).
 pub struct SignIns {
     secret: [u8; 32],
-    key: ApiKey,
+    key: Option<ApiKey>,
     lifetime: Duration,
     /// Ended sessions that have not expired yet (by id, with their expiry).
     ended: Mutex<HashMap<String, Millis>>,
@@ -141,7 +150,7 @@ impl SignIns {
     /// time are loaded so a signed-out cookie stays refused after a restart.
     pub async fn load(
         store: Arc<dyn SignInStore>,
-        key: ApiKey,
+        key: Option<ApiKey>,
         lifetime: Duration,
         now: Millis,
     ) -> Result<Self, StoreError> {
@@ -156,61 +165,91 @@ impl SignIns {
         })
     }
 
-    fn mac(&self, id: &str, expires_ms: Millis) -> Result<HmacSha256, SessionError> {
+    fn mac(
+        &self,
+        id: &str,
+        person: Option<&str>,
+        expires_ms: Millis,
+    ) -> Result<HmacSha256, SessionError> {
         let mut mac =
             HmacSha256::new_from_slice(&self.secret).map_err(|_| SessionError::BadSignature)?;
-        mac.update(b"countersign sign-in v1\0");
-        mac.update(id.as_bytes());
-        mac.update(b"\0");
-        mac.update(expires_ms.to_string().as_bytes());
-        mac.update(b"\0");
-        // The key's digest: a new key makes every session's signature wrong.
-        mac.update(&self.key.digest);
+        match person {
+            None => {
+                // A key sign-in: without a key there is none to verify.
+                let key = self.key.as_ref().ok_or(SessionError::BadSignature)?;
+                mac.update(b"countersign sign-in v1\0");
+                mac.update(id.as_bytes());
+                mac.update(b"\0");
+                mac.update(expires_ms.to_string().as_bytes());
+                mac.update(b"\0");
+                // The key's digest: a new key makes every session's signature wrong.
+                mac.update(&key.digest);
+            }
+            Some(person) => {
+                mac.update(b"countersign sign-in v2\0");
+                mac.update(id.as_bytes());
+                mac.update(b"\0");
+                mac.update(person.as_bytes());
+                mac.update(b"\0");
+                mac.update(expires_ms.to_string().as_bytes());
+            }
+        }
         Ok(mac)
     }
 
-    /// A new session from `now`, recorded in the store, and its cookie value.
+    /// A new session from `now` (of `person`, or of the API key's sign-in form), recorded in
+    /// the store, and its cookie value.
     pub async fn issue(
         &self,
         now: Millis,
         address: Option<String>,
+        person: Option<&str>,
     ) -> Result<(Session, String), StoreError> {
         let id =
             random_token(16).map_err(|e| StoreError::caused_by("cannot make a sign-in id", e))?;
         let expires_ms = now + self.lifetime.as_millis() as Millis;
+        let signature = self
+            .mac(&id, person, expires_ms)
+            .map(|m| URL_SAFE_NO_PAD.encode(m.finalize().into_bytes()))
+            .map_err(|e| StoreError::caused_by("cannot sign the sign-in", e))?;
         self.store
             .record_signin(&SignIn {
                 id: id.clone(),
                 created_ms: now,
                 expires_ms,
                 address,
+                person: person.map(str::to_owned),
             })
             .await?;
-        let signature = self
-            .mac(&id, expires_ms)
-            .map(|m| URL_SAFE_NO_PAD.encode(m.finalize().into_bytes()))
-            .map_err(|e| StoreError::caused_by("cannot sign the sign-in", e))?;
-        let token = format!("v1.{id}.{expires_ms}.{signature}");
-        Ok((Session { id, expires_ms }, token))
+        let token = match person {
+            None => format!("v1.{id}.{expires_ms}.{signature}"),
+            Some(person) => format!("v2.{id}.{person}.{expires_ms}.{signature}"),
+        };
+        Ok((
+            Session {
+                id,
+                expires_ms,
+                person: person.map(str::to_owned),
+            },
+            token,
+        ))
     }
 
     /// The session a cookie value names, if it verifies, has not expired and was not ended.
     pub fn verify(&self, token: &str, now: Millis) -> Result<Session, SessionError> {
-        let mut parts = token.split('.');
-        let (Some("v1"), Some(id), Some(expires), Some(signature), None) = (
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-        ) else {
-            return Err(SessionError::Malformed);
+        let parts: Vec<&str> = token.split('.').collect();
+        let (id, person, expires, signature) = match parts.as_slice() {
+            ["v1", id, expires, signature] => (*id, None, *expires, *signature),
+            ["v2", id, person, expires, signature] if !person.is_empty() => {
+                (*id, Some(*person), *expires, *signature)
+            }
+            _ => return Err(SessionError::Malformed),
         };
         let expires_ms: Millis = expires.parse().map_err(|_| SessionError::Malformed)?;
         let signature = URL_SAFE_NO_PAD
             .decode(signature)
             .map_err(|_| SessionError::Malformed)?;
-        self.mac(id, expires_ms)?
+        self.mac(id, person, expires_ms)?
             .verify_slice(&signature)
             .map_err(|_| SessionError::BadSignature)?;
         if expires_ms <= now {
@@ -222,6 +261,7 @@ impl SignIns {
         Ok(Session {
             id: id.to_owned(),
             expires_ms,
+            person: person.map(str::to_owned),
         })
     }
 
@@ -236,38 +276,39 @@ impl SignIns {
     }
 }
 
-/// Single-use WebSocket tickets.
+/// Single-use WebSocket tickets, each for the principal that asked for it.
 #[derive(Debug, Default)]
 pub struct Tickets {
-    issued: Mutex<HashMap<String, Instant>>,
+    issued: Mutex<HashMap<String, (Instant, Principal)>>,
 }
 
 /// Tickets outstanding at once, at most (the oldest are dropped first when over).
 const TICKETS_KEPT: usize = 10_000;
 
 impl Tickets {
-    /// A new ticket, valid for [`TICKET_LIFETIME`] from `now`.
-    pub fn issue(&self, now: Instant) -> Result<String, NoRandomness> {
+    /// A new ticket for `principal`, valid for [`TICKET_LIFETIME`] from `now`.
+    pub fn issue(&self, now: Instant, principal: Principal) -> Result<String, NoRandomness> {
         let ticket = random_token(24)?;
         let mut issued = lock(&self.issued);
-        issued.retain(|_, expires| *expires > now);
+        issued.retain(|_, (expires, _)| *expires > now);
         if issued.len() >= TICKETS_KEPT
             && let Some(oldest) = issued
                 .iter()
-                .min_by_key(|(_, e)| **e)
+                .min_by_key(|(_, (e, _))| *e)
                 .map(|(t, _)| t.clone())
         {
             issued.remove(&oldest);
         }
-        issued.insert(ticket.clone(), now + TICKET_LIFETIME);
+        issued.insert(ticket.clone(), (now + TICKET_LIFETIME, principal));
         Ok(ticket)
     }
 
-    /// Uses `ticket` up: true once, if it was issued and has not expired.
-    pub fn redeem(&self, ticket: &str, now: Instant) -> bool {
+    /// Uses `ticket` up: its principal once, if it was issued and has not expired.
+    pub fn redeem(&self, ticket: &str, now: Instant) -> Option<Principal> {
         lock(&self.issued)
             .remove(ticket)
-            .is_some_and(|expires| expires > now)
+            .filter(|(expires, _)| *expires > now)
+            .map(|(_, principal)| principal)
     }
 }
 
@@ -291,9 +332,14 @@ mod tests {
     const KEY: &str = "a-key-of-sixteen-or-more";
 
     async fn signins(key: &str, store: Arc<dyn SignInStore>) -> SignIns {
-        SignIns::load(store, ApiKey::new(key), Duration::from_secs(3600), 1_000)
-            .await
-            .unwrap()
+        SignIns::load(
+            store,
+            Some(ApiKey::new(key)),
+            Duration::from_secs(3600),
+            1_000,
+        )
+        .await
+        .unwrap()
     }
 
     #[test]
@@ -310,7 +356,7 @@ mod tests {
     async fn a_session_verifies_until_it_expires_and_never_shows_the_key() {
         let store: Arc<dyn SignInStore> = Arc::new(MemoryStore::default());
         let signins = signins(KEY, store).await;
-        let (session, token) = signins.issue(1_000, None).await.unwrap();
+        let (session, token) = signins.issue(1_000, None, None).await.unwrap();
         assert!(!token.contains(KEY));
         assert_eq!(signins.verify(&token, 2_000), Ok(session.clone()));
         assert_eq!(
@@ -325,7 +371,7 @@ mod tests {
         );
         let other = super::SignIns::load(
             Arc::new(MemoryStore::default()),
-            ApiKey::new(KEY),
+            Some(ApiKey::new(KEY)),
             Duration::from_secs(3600),
             1_000,
         )
@@ -335,7 +381,8 @@ mod tests {
         for malformed in [
             "",
             "v1",
-            "v2.a.1.x",
+            "v3.a.1.x",
+            "v2.a..1.x",
             "v1.a.notanumber.x",
             "v1.a.1.!!!",
             "v1.a.1.x.y",
@@ -352,8 +399,8 @@ mod tests {
     async fn a_new_key_ends_every_session_and_signing_out_ends_one_for_good() {
         let store: Arc<dyn SignInStore> = Arc::new(MemoryStore::default());
         let signins = signins(KEY, store.clone()).await;
-        let (first, first_token) = signins.issue(1_000, None).await.unwrap();
-        let (_, second_token) = signins.issue(1_000, None).await.unwrap();
+        let (first, first_token) = signins.issue(1_000, None, None).await.unwrap();
+        let (_, second_token) = signins.issue(1_000, None, None).await.unwrap();
         signins.end(&first, 1_500).await.unwrap();
         assert_eq!(
             signins.verify(&first_token, 2_000),
@@ -375,6 +422,30 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn a_persons_session_names_them_and_cannot_be_moved_to_another() {
+        let store: Arc<dyn SignInStore> = Arc::new(MemoryStore::default());
+        // Passkeys without an API key: person sessions only.
+        let signins = SignIns::load(store.clone(), None, Duration::from_secs(3600), 1_000)
+            .await
+            .unwrap();
+        let (session, token) = signins.issue(1_000, None, Some("p-ana")).await.unwrap();
+        assert!(token.starts_with("v2."));
+        assert_eq!(session.person.as_deref(), Some("p-ana"));
+        assert_eq!(signins.verify(&token, 2_000), Ok(session.clone()));
+        let moved = token.replacen("p-ana", "p-ben", 1);
+        assert_eq!(
+            signins.verify(&moved, 2_000),
+            Err(SessionError::BadSignature)
+        );
+        assert!(
+            signins.issue(1_000, None, None).await.is_err(),
+            "no key: no key sign-in"
+        );
+        signins.end(&session, 1_500).await.unwrap();
+        assert_eq!(signins.verify(&token, 2_000), Err(SessionError::Ended));
+    }
+
     #[test]
     fn failures_throttle_one_address_only() {
         let failures = Failures::new(3);
@@ -392,16 +463,29 @@ mod tests {
     fn a_ticket_is_good_once_and_for_a_minute() {
         let tickets = Tickets::default();
         let t0 = Instant::now();
-        let ticket = tickets.issue(t0).unwrap();
+        let ana = Principal::Person {
+            id: "p-ana".into(),
+            name: "Ana".into(),
+            roles: Default::default(),
+        };
+        let ticket = tickets.issue(t0, ana.clone()).unwrap();
         assert!(ticket.len() >= 32);
-        assert!(!tickets.redeem("made-up", t0));
-        assert!(tickets.redeem(&ticket, t0 + Duration::from_secs(1)));
-        assert!(
-            !tickets.redeem(&ticket, t0 + Duration::from_secs(2)),
+        assert_eq!(tickets.redeem("made-up", t0), None);
+        assert_eq!(
+            tickets.redeem(&ticket, t0 + Duration::from_secs(1)),
+            Some(ana),
+            "a ticket opens the socket as whoever asked for it"
+        );
+        assert_eq!(
+            tickets.redeem(&ticket, t0 + Duration::from_secs(2)),
+            None,
             "single use"
         );
-        let late = tickets.issue(t0).unwrap();
-        assert!(!tickets.redeem(&late, t0 + TICKET_LIFETIME));
-        assert_ne!(tickets.issue(t0).unwrap(), tickets.issue(t0).unwrap());
+        let late = tickets.issue(t0, Principal::local()).unwrap();
+        assert_eq!(tickets.redeem(&late, t0 + TICKET_LIFETIME), None);
+        assert_ne!(
+            tickets.issue(t0, Principal::local()).unwrap(),
+            tickets.issue(t0, Principal::local()).unwrap()
+        );
     }
 }

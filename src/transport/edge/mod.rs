@@ -51,11 +51,16 @@ use super::error::ApiError;
 use crate::{
     agent::{Transport, store::Actor},
     config::EdgeSettings,
+    people::{Principal, SignInMode},
     state::AppState,
 };
 
 /// What the edge keeps between requests.
 pub struct Edge {
+    /// How people sign in (ADR 0024).
+    pub mode: SignInMode,
+    /// The origin people's browsers use (links in the inbox), once the server listens.
+    pub public_url: std::sync::OnceLock<String>,
     pub hosts: HostAllowlist,
     pub by_address: RateLimits,
     pub by_chat: RateLimits,
@@ -87,6 +92,8 @@ impl Edge {
     /// The edge for a server listening on `addr` with `http`'s settings.
     pub fn new(addr: SocketAddr, http: &EdgeSettings) -> Arc<Self> {
         Arc::new(Edge {
+            mode: http.sign_in,
+            public_url: std::sync::OnceLock::new(),
             hosts: HostAllowlist::new(addr, &http.allowed_hosts),
             by_address: RateLimits::new(http.ip_rate),
             by_chat: RateLimits::new(http.chat_rate),
@@ -108,26 +115,29 @@ impl Edge {
         })
     }
 
-    /// The sign-in sessions (`None` without a key), loading them from the store the first time.
+    /// The sign-in sessions (`None` when nobody signs in: no key, no passkeys), loading them
+    /// from the store the first time.
     pub async fn signins(&self, state: &AppState) -> Result<Option<&SignIns>, ApiError> {
-        let Some(key) = &self.key else {
+        if self.mode == SignInMode::Open {
             return Ok(None);
-        };
+        }
         let store = state.signin_store.clone();
         let now = state.runtime.clock.now_ms();
         self.signins
-            .get_or_try_init(|| SignIns::load(store, key.clone(), self.signin_lifetime, now))
+            .get_or_try_init(|| SignIns::load(store, self.key.clone(), self.signin_lifetime, now))
             .await
             .map(Some)
             .map_err(ApiError::from)
     }
 }
 
-/// Who is calling: the address the connection came from and the user agent.
+/// Who is calling: the address the connection came from, the user agent, and the principal the
+/// guard found (none on a public path without a valid sign-in).
 #[derive(Debug, Clone, Default)]
 pub struct Client {
     pub address: Option<SocketAddr>,
     pub user_agent: Option<String>,
+    pub principal: Option<Principal>,
 }
 
 impl Client {
@@ -142,16 +152,41 @@ impl Client {
                 .get(header::USER_AGENT)
                 .and_then(|v| v.to_str().ok())
                 .map(|s| s.chars().take(200).collect()),
+            principal: parts.extensions.get::<Principal>().cloned(),
         }
+    }
+
+    /// Who calls: the guard's principal (the local person on a server without sign-in).
+    pub fn principal(&self) -> Principal {
+        self.principal.clone().unwrap_or_else(Principal::local)
     }
 
     /// The audit log's view of this client on `transport`.
     pub fn actor(&self, transport: Transport) -> Actor {
-        Actor {
-            transport: transport.as_str().to_owned(),
-            address: self.address.map(|a| a.to_string()),
-            user_agent: self.user_agent.clone(),
-        }
+        actor_of(
+            &self.principal(),
+            transport.as_str(),
+            self.address,
+            self.user_agent.clone(),
+        )
+    }
+}
+
+/// The audit log's view of `principal` calling over `transport` from `address`.
+pub fn actor_of(
+    principal: &Principal,
+    transport: &str,
+    address: Option<SocketAddr>,
+    user_agent: Option<String>,
+) -> Actor {
+    let person = principal.is_person();
+    Actor {
+        transport: transport.to_owned(),
+        address: address.map(|a| a.to_string()),
+        user_agent,
+        person: person.then(|| principal.id().to_owned()),
+        name: person.then(|| principal.name().to_owned()),
+        passkey: None,
     }
 }
 
@@ -163,7 +198,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Client {
     }
 }
 
-/// Paths anyone may fetch, signed in or not.
+/// Paths anyone may fetch, signed in or not: the sign-in pages and their passkey ceremonies,
+/// one-time links, the site's files.
 fn is_public(path: &str) -> bool {
     path == "/healthz"
         || path == "/signin"
@@ -171,8 +207,11 @@ fn is_public(path: &str) -> bool {
         || path == "/favicon.ico"
         || path == "/favicon.svg"
         || path == "/robots.txt"
+        || path == "/passkey.js"
         || path.starts_with("/pkg/")
         || path.starts_with("/bgm/")
+        || path.starts_with("/welcome/")
+        || crate::transport::people::PUBLIC_FUNCTIONS.contains(&path)
 }
 
 /// Paths that are API routes (401 instead of a redirect to the sign-in page).
@@ -233,52 +272,57 @@ fn credential<'a>(headers: &'a HeaderMap, query: Option<&str>, upgrade: bool) ->
     Credential::None
 }
 
-/// The middleware: authentication, origin, rate limits, and the body's pace.
-pub async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// The middleware: authentication (who calls: the [`Principal`] every handler finds in the
+/// request's extensions), origin, rate limits, and the body's pace.
+pub async fn guard(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let now = Instant::now();
     let path = request.uri().path().to_owned();
-    let headers = request.headers();
-    let upgrade = crate::transport::ws::is_upgrade(headers);
+    let upgrade = crate::transport::ws::is_upgrade(request.headers());
     let address = request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0);
     let edge = &state.edge;
-    if let Some(key) = &edge.key
-        && !is_public(&path)
-    {
-        let presented = credential(headers, request.uri().query(), upgrade);
+    let principal = if edge.mode == SignInMode::Open {
+        Some(Principal::local())
+    } else {
+        let public = is_public(&path);
+        let presented = credential(request.headers(), request.uri().query(), upgrade);
         if presented == Credential::None {
-            return unauthorized(&path);
-        }
-        let client = address_key(address);
-        if let Err(wait) = edge.failures.check(&client, now) {
-            tracing::warn!(%client, %path, "refused: too many failed authentications");
-            return TooMany {
-                wait,
-                what: "after failed authentications from this address",
+            if !public {
+                return unauthorized(&path);
             }
-            .into_response();
-        }
-        let valid = match &presented {
-            Credential::Key(given) => key.matches(given),
-            Credential::Session(token) => match edge.signins(&state).await {
-                Ok(Some(signins)) => signins
-                    .verify(token, state.runtime.clock.now_ms())
-                    .inspect_err(|e| tracing::debug!(%client, error = %e, "session refused"))
-                    .is_ok(),
-                Ok(None) => false,
+            None
+        } else {
+            let client = address_key(address);
+            if !public && let Err(wait) = edge.failures.check(&client, now) {
+                tracing::warn!(%client, %path, "refused: too many failed authentications");
+                return TooMany {
+                    wait,
+                    what: "after failed authentications from this address",
+                }
+                .into_response();
+            }
+            let found = match identify(&state, &presented, now).await {
+                Ok(found) => found,
                 Err(e) => return e.into_response(),
-            },
-            Credential::Ticket(ticket) => edge.tickets.redeem(ticket, now),
-            Credential::None => false,
-        };
-        if !valid {
-            edge.failures.record(&client, now);
-            tracing::warn!(%client, %path, "failed authentication");
-            return unauthorized(&path);
+            };
+            match found {
+                Some(principal) => Some(principal),
+                // A stale cookie on a sign-in page is no attempt to break in.
+                None if public => None,
+                None => {
+                    edge.failures.record(&client, now);
+                    tracing::warn!(%client, %path, "failed authentication");
+                    return unauthorized(&path);
+                }
+            }
         }
+    };
+    if let Some(principal) = principal {
+        request.extensions_mut().insert(principal);
     }
+    let headers = request.headers();
     let changes_state = !matches!(
         *request.method(),
         Method::GET | Method::HEAD | Method::OPTIONS
@@ -304,6 +348,47 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
         request.map(|body| axum::body::Body::new(MinRateBody::new(body, pace)))
     };
     next.run(request).await
+}
+
+/// The principal a credential proves, if it proves one.
+async fn identify(
+    state: &AppState,
+    presented: &Credential<'_>,
+    now: Instant,
+) -> Result<Option<Principal>, ApiError> {
+    let edge = &state.edge;
+    Ok(match presented {
+        Credential::Key(given) => edge
+            .key
+            .as_ref()
+            .filter(|key| key.matches(given))
+            .map(|_| Principal::Local { via_key: true }),
+        Credential::Session(token) => {
+            let Some(signins) = edge.signins(state).await? else {
+                return Ok(None);
+            };
+            match signins.verify(token, state.runtime.clock.now_ms()) {
+                Ok(session) => match session.person {
+                    None => Some(Principal::Local { via_key: true }),
+                    // Someone removed since they signed in is signed out.
+                    Some(person) => state
+                        .runtime
+                        .people()
+                        .active(&person)
+                        .map(|p| Principal::of(&p)),
+                },
+                Err(e) => {
+                    tracing::debug!(error = %e, "session refused");
+                    None
+                }
+            }
+        }
+        Credential::Ticket(ticket) => edge.tickets.redeem(ticket, now).filter(|p| match p {
+            Principal::Person { id, .. } => state.runtime.people().active(id).is_some(),
+            Principal::Local { .. } => true,
+        }),
+        Credential::None => None,
+    })
 }
 
 /// 401 for the API, the sign-in page for a page.

@@ -26,11 +26,9 @@ use super::{
     limits::{TooMany, address_key},
 };
 use crate::{
+    people::SignInMode,
     state::AppState,
-    transport::{
-        ApiError,
-        html::{self, escape},
-    },
+    transport::{ApiError, html::escape},
 };
 
 /// The session cookie's value, whichever name it goes by.
@@ -61,7 +59,7 @@ fn over_https(headers: &HeaderMap) -> bool {
 }
 
 /// The `Set-Cookie` value that stores `token` for `max_age_secs` (0: deletes it).
-fn session_set_cookie(headers: &HeaderMap, token: &str, max_age_secs: i64) -> String {
+pub(crate) fn session_set_cookie(headers: &HeaderMap, token: &str, max_age_secs: i64) -> String {
     if over_https(headers) {
         format!(
             "{SECURE_SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Secure; Max-Age={max_age_secs}"
@@ -74,7 +72,7 @@ fn session_set_cookie(headers: &HeaderMap, token: &str, max_age_secs: i64) -> St
 }
 
 /// Only local paths are followed after signing in (no open redirect).
-fn safe_next(next: Option<&str>) -> String {
+pub(crate) fn safe_next(next: Option<&str>) -> String {
     match next {
         Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.to_owned(),
         _ => "/".to_owned(),
@@ -105,12 +103,19 @@ pub async fn page(
     headers: HeaderMap,
     Query(query): Query<SignInQuery>,
 ) -> Response {
-    if state.edge.key.is_none() {
+    if state.edge.mode == SignInMode::Open {
         return Redirect::to("/").into_response();
     }
     let next = safe_next(query.next.as_deref());
-    if signed_in(&state, &headers).await.is_some() {
-        return signed_in_html(&state, &next).into_response();
+    if let Some(session) = signed_in(&state, &headers).await {
+        let who = match &session.person {
+            Some(person) => match state.runtime.people().active(person) {
+                Some(person) => format!("as {}", person.name),
+                None => return signin_html(&state, &next, None).into_response(),
+            },
+            None => "with the API key".to_owned(),
+        };
+        return signed_in_html(&state, &next, &who).into_response();
     }
     signin_html(&state, &next, None).into_response()
 }
@@ -156,7 +161,7 @@ pub async fn submit(
         Err(e) => return e.into_response(),
     };
     let now_ms = state.runtime.clock.now_ms();
-    let (session, token) = match signins.issue(now_ms, Some(address.clone())).await {
+    let (session, token) = match signins.issue(now_ms, Some(address.clone()), None).await {
         Ok(issued) => issued,
         Err(e) => return ApiError::from(e).into_response(),
     };
@@ -186,17 +191,24 @@ pub async fn signout(State(state): State<AppState>, headers: HeaderMap) -> Respo
     response
 }
 
-/// `POST /api/live/ticket`: a ticket for one WebSocket upgrade (the guard already checked the
-/// caller's key or session).
-pub async fn ticket(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
-    let ticket = state.edge.tickets.issue(Instant::now()).map_err(|e| {
-        tracing::error!(error = %e, "cannot issue a WebSocket ticket");
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ticket_unavailable",
-            "No ticket can be issued right now. Try again.",
-        )
-    })?;
+/// `POST /api/live/ticket`: a ticket for one WebSocket upgrade, as whoever asks (the guard
+/// already checked the caller's key or session).
+pub async fn ticket(
+    State(state): State<AppState>,
+    client: Client,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let ticket = state
+        .edge
+        .tickets
+        .issue(Instant::now(), client.principal())
+        .map_err(|e| {
+            tracing::error!(error = %e, "cannot issue a WebSocket ticket");
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ticket_unavailable",
+                "No ticket can be issued right now. Try again.",
+            )
+        })?;
     Ok(Json(json!({
         "ticket": ticket,
         "expiresInSeconds": TICKET_LIFETIME.as_secs(),
@@ -204,40 +216,63 @@ pub async fn ticket(State(state): State<AppState>) -> Result<Json<serde_json::Va
 }
 
 fn document(state: &AppState, body: &str) -> Html<String> {
-    html::document(
-        state,
-        "Sign in",
-        "signin",
-        &format!("<h1>Countersign</h1>{body}"),
-    )
+    crate::transport::people::page(state, "Sign in", body)
 }
 
 fn signin_html(state: &AppState, next: &str, error: Option<&str>) -> Html<String> {
     let error = error
         .map(|e| format!("<p class=\"signin-error\" role=\"alert\">{}</p>", escape(e)))
         .unwrap_or_default();
+    let key_form = |autofocus: &str| {
+        format!(
+            "<form method=\"post\" action=\"/signin\">\
+             <label for=\"key\">Key</label>\
+             <input id=\"key\" name=\"key\" type=\"password\" autocomplete=\"current-password\" required{autofocus}>\
+             <input type=\"hidden\" name=\"next\" value=\"{next}\">\
+             <button type=\"submit\">Sign in</button></form>",
+            next = escape(next),
+        )
+    };
+    if state.edge.mode != SignInMode::Passkeys {
+        return document(
+            state,
+            &format!(
+                "<p>This server is protected by a key. Ask whoever runs it.</p>{error}{}",
+                key_form(" autofocus")
+            ),
+        );
+    }
+    let key = if state.edge.key.is_some() {
+        format!(
+            "<details class=\"key-signin\"><summary>Sign in with the API key</summary>{}</details>",
+            key_form("")
+        )
+    } else {
+        String::new()
+    };
     document(
         state,
         &format!(
-            "<p>This server is protected by a key. Ask whoever runs it.</p>{error}\
-             <form method=\"post\" action=\"/signin\">\
-             <label for=\"key\">Key</label>\
-             <input id=\"key\" name=\"key\" type=\"password\" autocomplete=\"current-password\" required autofocus>\
-             <input type=\"hidden\" name=\"next\" value=\"{next}\">\
-             <button type=\"submit\">Sign in</button></form>",
+            "<p>Sign in with the passkey you made from your invitation link.</p>{error}\
+             <form data-passkey=\"signin\" data-next=\"{next}\" class=\"passkey-form\">\
+             <button type=\"submit\" data-testid=\"passkey-signin\" autofocus>Sign in with a passkey</button>\
+             <p class=\"passkey-status\" role=\"status\" aria-live=\"polite\"></p></form>\
+             <p class=\"muted\">No passkey here yet? Ask an admin for an invitation link, or \
+             open a link to add this device from a browser where you are signed in.</p>{key}",
             next = escape(next),
         ),
     )
 }
 
-fn signed_in_html(state: &AppState, next: &str) -> Html<String> {
+fn signed_in_html(state: &AppState, next: &str, who: &str) -> Html<String> {
     document(
         state,
         &format!(
-            "<p data-testid=\"signed-in\">You are signed in on this browser.</p>\
+            "<p data-testid=\"signed-in\">You are signed in {who} on this browser.</p>\
              <p><a href=\"{next}\">Continue</a></p>\
              <form method=\"post\" action=\"/signout\">\
              <button type=\"submit\" data-testid=\"signout\">Sign out</button></form>",
+            who = escape(who),
             next = escape(next),
         ),
     )

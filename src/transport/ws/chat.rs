@@ -315,6 +315,12 @@ impl ChatSocket {
         headers: &BTreeMap<String, String>,
     ) -> Next {
         let dialect = self.dialect(headers);
+        if let Err(error) =
+            crate::transport::access::own_chat_of(&self.state, &self.client.principal(), &chat_id)
+                .await
+        {
+            return self.send_error(socket, &request_id, &error).await;
+        }
         match segment::streaming_log(&self.state, &chat_id).await {
             Ok(None) => {
                 let frame = ChatSocketResponse::NoActive {

@@ -538,8 +538,12 @@ impl Connection {
             Err(e) => return self.send_api_error(socket, e).await,
         };
         let chat_id = command.chat_id().to_owned();
+        if let Some(refusal) = self.foreign(&chat_id).await {
+            return self.send_api_error(socket, refusal).await;
+        }
         self.bind(&chat_id);
         let runtime = self.runtime.clone();
+        let principal = self.client.principal();
         match command {
             ChatCommand::Answer { message, .. } => {
                 let record = match runtime.existing_session(&chat_id).await {
@@ -547,7 +551,7 @@ impl Connection {
                     Ok(None) => SessionRecord::new(&chat_id, 0),
                     Err(e) => return self.send_api_error(socket, ApiError::from(e)).await,
                 };
-                let inputs = match extract(&message, &record) {
+                let inputs = match extract(&message, &record, principal.id()) {
                     Ok(inputs) => inputs,
                     Err(e) => return self.send_api_error(socket, e).await,
                 };
@@ -558,7 +562,7 @@ impl Connection {
             }
             ChatCommand::Start { user, context, .. } => {
                 match runtime
-                    .start_turn_with_context(&chat_id, user, context, self.timing)
+                    .start_turn_as(&chat_id, user, context, self.timing, principal.id())
                     .await
                 {
                     Ok(started) => {
@@ -591,8 +595,24 @@ impl Connection {
         }
     }
 
+    /// Why this socket's principal may not touch `chat_id` (someone else's chat), if they may
+    /// not.
+    async fn foreign(&self, chat_id: &str) -> Option<ApiError> {
+        match self.runtime.existing_session(chat_id).await {
+            Ok(Some(session)) if session.state().record.owner() != self.client.principal().id() => {
+                tracing::info!(connection = self.id, chat = %chat_id, "refused: someone else's chat");
+                Some(ApiError::not_your_chat())
+            }
+            Ok(_) => None,
+            Err(e) => Some(ApiError::from(e)),
+        }
+    }
+
     /// `resume`: re-attach to the chat's current turn after `received` frames.
     async fn on_resume(&mut self, chat_id: String, received: u64, socket: &mut Socket) -> Next {
+        if let Some(refusal) = self.foreign(&chat_id).await {
+            return self.send_api_error(socket, refusal).await;
+        }
         self.bind(&chat_id);
         let session = match self.runtime.existing_session(&chat_id).await {
             Ok(Some(session)) => session,

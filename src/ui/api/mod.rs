@@ -53,6 +53,9 @@ pub struct ToolInfo {
 pub struct AppInfo {
     pub model: String,
     pub tools: Vec<ToolInfo>,
+    /// Who is signed in (the one local person on a server without sign-in).
+    #[serde(default)]
+    pub me: crate::protocol::countersign::Me,
 }
 
 /// An approval still waiting, with its deadline.

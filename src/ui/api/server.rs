@@ -12,12 +12,18 @@ use crate::{
         gate::CallPhase,
         tools::{ApprovalPolicy, ToolLocation},
     },
+    people::Principal,
     protocol::audit::{AuditKind, AuditQuery},
     state::AppState,
 };
 
-/// The model in use and the tools it may call.
-pub fn app_info(state: &AppState) -> AppInfo {
+/// Who calls, in the request being served (the local person on a server without sign-in).
+pub fn principal() -> Principal {
+    crate::transport::people::caller().unwrap_or_else(Principal::local)
+}
+
+/// The model in use and the tools it may call, and who is signed in.
+pub fn app_info(state: &AppState, principal: &Principal) -> AppInfo {
     let runtime = &state.runtime;
     let tools = runtime
         .tools
@@ -37,17 +43,23 @@ pub fn app_info(state: &AppState) -> AppInfo {
     AppInfo {
         model: runtime.models_label(),
         tools,
+        me: principal.me(state.edge.mode),
     }
 }
 
-/// A chat with its pending approvals (an unknown chat is empty).
-pub async fn chat_snapshot(state: &AppState, chat_id: String) -> Result<ChatSnapshot, String> {
+/// A chat with its pending approvals (an unknown chat, or someone else's, is empty).
+pub async fn chat_snapshot(
+    state: &AppState,
+    chat_id: String,
+    principal: &Principal,
+) -> Result<ChatSnapshot, String> {
     let runtime = &state.runtime;
     let now = runtime.clock.now_ms();
     let session = runtime
         .existing_session(&chat_id)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?
+        .filter(|s| principal.owns(s.state().record.owner.as_deref()));
     let Some(session) = session else {
         return Ok(ChatSnapshot {
             chat_id,
@@ -90,8 +102,12 @@ pub async fn chat_snapshot(state: &AppState, chat_id: String) -> Result<ChatSnap
     })
 }
 
-/// One page of the audit log, newest first.
-pub async fn audit_page(state: &AppState, filters: AuditFilters) -> Result<AuditPage, String> {
+/// One page of the audit log, newest first (what `principal` may read).
+pub async fn audit_page(
+    state: &AppState,
+    filters: AuditFilters,
+    principal: &Principal,
+) -> Result<AuditPage, String> {
     let clean = |v: Option<String>| v.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
     let kind = match clean(filters.kind) {
         None => None,
@@ -103,6 +119,7 @@ pub async fn audit_page(state: &AppState, filters: AuditFilters) -> Result<Audit
         kind,
         before: filters.before.filter(|b| *b > 0),
         limit: Some(AUDIT_PAGE),
+        visible_to: crate::transport::audit::visible_to(principal),
     };
     let records = state
         .runtime
@@ -123,15 +140,15 @@ fn state() -> Result<AppState, String> {
 
 /// The model and tools (the page calls this; on the server it reads the runtime).
 pub async fn get_app_info() -> Result<AppInfo, String> {
-    Ok(app_info(&state()?))
+    Ok(app_info(&state()?, &principal()))
 }
 
 /// A chat as the server holds it.
 pub async fn load_chat(chat_id: String) -> Result<ChatSnapshot, String> {
-    chat_snapshot(&state()?, chat_id).await
+    chat_snapshot(&state()?, chat_id, &principal()).await
 }
 
 /// One page of the audit log.
 pub async fn list_audit(filters: AuditFilters) -> Result<AuditPage, String> {
-    audit_page(&state()?, filters).await
+    audit_page(&state()?, filters, &principal()).await
 }

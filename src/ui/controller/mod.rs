@@ -59,6 +59,8 @@ pub struct ChatCtl {
     pub deadlines: RwSignal<HashMap<String, i64>>,
     pub tools: RwSignal<Vec<ToolInfo>>,
     pub model: RwSignal<String>,
+    /// Who is signed in (the one local person on a server without sign-in).
+    pub me: RwSignal<crate::protocol::countersign::Me>,
     /// The BGM track playing, if any.
     pub bgm: RwSignal<Option<u8>>,
     /// This browser's clock, ticking every second (countdowns).
@@ -94,6 +96,7 @@ impl ChatCtl {
             deadlines: RwSignal::new(HashMap::new()),
             tools: RwSignal::new(Vec::new()),
             model: RwSignal::new(String::new()),
+            me: RwSignal::new(Default::default()),
             bgm: RwSignal::new(None),
             now: RwSignal::new(0),
             chats: RwSignal::new(Vec::new()),
@@ -122,13 +125,19 @@ impl ChatCtl {
             self.mode.set(Mode::Bidi);
         }
         self.chats.set(storage::saved_chats());
-        let chat = storage::saved_chat().unwrap_or_else(|| platform::random_id("chat"));
+        let (_, query) = platform::location();
+        let chat = super::url::query_param(&query, "chat")
+            .filter(|c| !c.trim().is_empty())
+            .or_else(storage::saved_chat)
+            .unwrap_or_else(|| platform::random_id("chat"));
         self.open_chat(chat);
+        self.follow_decisions();
         spawn_local(async move {
             match super::api::get_app_info().await {
                 Ok(info) => {
                     self.model.set(info.model);
                     self.tools.set(info.tools);
+                    self.me.set(info.me);
                 }
                 Err(e) => self.show_error(format!("Cannot load the tools: {e}"), false),
             }
@@ -269,12 +278,14 @@ impl ChatCtl {
         let call = self
             .conversation
             .with_value(|c| state::call_of_approval(c.messages(), &approval_id, answer.edited()));
-        let extension = answer.extension();
-        if !extension.is_empty() {
-            self.extensions.update_value(|e| {
+        let mut extension = answer.extension();
+        self.extensions.update_value(|e| {
+            // A passkey confirmation given for this answer stays with it.
+            extension.step_up = e.get(&approval_id).and_then(|x| x.step_up.clone());
+            if !extension.is_empty() {
                 e.insert(approval_id.clone(), extension);
-            });
-        }
+            }
+        });
         self.conversation.update_value(|c| {
             c.add_tool_approval_response(&approval_id, approved, answer.reason());
         });
@@ -292,6 +303,49 @@ impl ChatCtl {
         if browser_runs_it {
             self.run_browser_tool(call.call_id, call.tool_name, call.args);
         }
+    }
+
+    /// The person approved approval `approval_id` with a passkey confirmation (`assertion`,
+    /// step-up): it travels with the approval as `approval.stepUp`.
+    pub fn answer_confirmed(self, approval_id: String, answer: Answer, assertion: Value) {
+        self.extensions.update_value(|e| {
+            e.entry(approval_id.clone()).or_default().step_up = Some(assertion);
+        });
+        self.answer(approval_id, answer);
+    }
+
+    /// In SSE mode the page holds no connection while a turn waits for people: it waits on the
+    /// server (`chat_news`, long polling) for decisions made elsewhere — an approver in the
+    /// inbox, another device — and then shows the chat as the server has it (following the turn
+    /// if it is streaming again). BIDI's socket hears them by itself.
+    fn follow_decisions(self) {
+        spawn_local(async move {
+            let mut known: Option<(String, u64)> = None;
+            loop {
+                if self.mode.get_untracked() != Mode::Sse {
+                    known = None;
+                    platform::sleep(2_000).await;
+                    continue;
+                }
+                let chat = self.chat_id.get_untracked();
+                let since = known.as_ref().filter(|(c, _)| *c == chat).map(|(_, v)| *v);
+                match super::inbox::chat_news(chat.clone(), since).await {
+                    Ok(version) => {
+                        let idle = self.conversation.with_value(|c| c.active().is_none())
+                            && matches!(self.status.get_untracked(), Status::Ready);
+                        let same_chat = self.chat_id.get_untracked() == chat;
+                        if since.is_some_and(|v| v != version) && idle && same_chat {
+                            self.reload();
+                        }
+                        known = same_chat.then_some((chat, version));
+                    }
+                    Err(_) => {
+                        known = None;
+                        platform::sleep(5_000).await;
+                    }
+                }
+            }
+        });
     }
 
     /// The messages as they are sent: Countersign's extensions added to the approvals they

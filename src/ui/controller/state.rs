@@ -80,7 +80,7 @@ pub enum Answer {
 }
 
 impl Answer {
-    pub(super) fn approved(&self) -> bool {
+    pub fn approved(&self) -> bool {
         !matches!(self, Answer::Deny(_) | Answer::Dismiss)
     }
 
@@ -95,7 +95,7 @@ impl Answer {
             Answer::Remember(args, grant) => Extension {
                 edited: args.clone(),
                 grant: Some(grant.clone()),
-                dismissed: false,
+                ..Extension::default()
             },
             Answer::Dismiss => Extension {
                 dismissed: true,
@@ -114,7 +114,7 @@ impl Answer {
     }
 
     /// The arguments the person edited before approving.
-    pub(super) fn edited(&self) -> Option<&Value> {
+    pub fn edited(&self) -> Option<&Value> {
         match self {
             Answer::ApproveWithEdits(args) | Answer::Remember(Some(args), _) => Some(args),
             _ => None,
@@ -122,12 +122,14 @@ impl Answer {
     }
 }
 
-/// Countersign's extensions of one approval answer: edited arguments, a grant, "not now".
+/// Countersign's extensions of one approval answer: edited arguments, a grant, "not now", a
+/// passkey confirmation.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(super) struct Extension {
     pub edited: Option<Value>,
     pub grant: Option<GrantRequest>,
     pub dismissed: bool,
+    pub step_up: Option<Value>,
 }
 
 impl Extension {
@@ -234,6 +236,9 @@ pub(super) fn with_extensions(
                 }
                 if extension.dismissed {
                     approval.dismissed = Some(true);
+                }
+                if let Some(assertion) = &extension.step_up {
+                    approval.step_up = Some(assertion.clone());
                 }
             }
         }

@@ -18,7 +18,15 @@ use crate::protocol::grant::{GRANT_DURATIONS, GrantRequest, GrantScope, Ruling};
 pub async fn grants_panel() -> Result<String, ServerFnError> {
     let state = expect_context::<crate::state::AppState>();
     let now = state.runtime.clock.now_ms();
-    Ok(list::list_html(&state.runtime.policy().grants(), now))
+    let me = crate::ui::api::principal();
+    let mine: Vec<_> = state
+        .runtime
+        .policy()
+        .grants()
+        .into_iter()
+        .filter(|g| g.owner() == me.id())
+        .collect();
+    Ok(list::list_html(&mine, now))
 }
 
 /// Revokes grant `id`: from now on it lets nothing run. Audited.
@@ -27,7 +35,7 @@ pub async fn revoke_grant(id: String) -> Result<(), ServerFnError> {
     let state = expect_context::<crate::state::AppState>();
     state
         .runtime
-        .revoke_grant(&id)
+        .revoke_grant(&id, crate::ui::api::principal().id())
         .await
         .map(|_| ())
         .map_err(|e| ServerFnError::new(e.to_string()))
@@ -232,7 +240,8 @@ mod tests {
             ruling_html(
                 &Ruling::Asked {
                     rule: None,
-                    grantable: true
+                    grantable: true,
+                    needs: None,
                 },
                 None
             ),

@@ -39,6 +39,23 @@ pub fn signed_in() -> bool {
     })
 }
 
+/// The name of the person signed in with a passkey for the request being rendered (the header
+/// shows it).
+pub fn person_name() -> Option<String> {
+    match crate::transport::people::caller()? {
+        crate::people::Principal::Person { name, .. } => Some(name),
+        crate::people::Principal::Local { .. } => None,
+    }
+}
+
+/// Countdowns tick only in the browser.
+pub fn tick_countdowns(_offset_ms: i64) {}
+
+/// Passkeys are used only in the browser.
+pub async fn passkey_assert(_options: &Value) -> Result<Value, String> {
+    Err(NOT_IN_A_BROWSER.into())
+}
+
 /// Marks the response being rendered as 404 Not Found.
 pub fn respond_not_found() {
     if let Some(response) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() {

@@ -7,9 +7,13 @@ use serde_json::Value;
 use super::{FetchError, SocketEvent};
 use crate::{browser, protocol::Frame};
 
-pub use browser::dom::{
-    action_of, copy, download, every, focus, form_entries, is_near_bottom, location, now_ms,
-    random_id, scroll_to_bottom, signed_in, sleep, storage_get, storage_set, ws_base,
+pub use browser::{
+    dom::{
+        action_of, copy, download, every, focus, form_entries, is_near_bottom, location, now_ms,
+        person_name, random_id, scroll_to_bottom, signed_in, sleep, storage_get, storage_set,
+        tick_countdowns, ws_base,
+    },
+    passkey::assert as passkey_assert,
 };
 
 /// The browser sets the status; the page only renders.

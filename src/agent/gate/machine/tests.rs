@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::agent::{
-    gate::BrowserResult,
+    gate::{BrowserResult, Signer},
     history::ToolCall,
     policy::ToolDefaults,
     tools::{ToolRegistry, ToolSettings},
@@ -15,6 +15,7 @@ fn asked() -> Ruling {
     Ruling::Asked {
         rule: None,
         grantable: false,
+        needs: None,
     }
 }
 
@@ -35,6 +36,11 @@ fn call(id: &str, name: &str, location: ToolLocation, args: Value, phase: CallPh
         announced: false,
         gated_by: None,
         ruling: None,
+        signatures: Vec::new(),
+        signed_args: None,
+        denied_by: None,
+        signatures_shown: 0,
+        countersign_closed: false,
     }
 }
 
@@ -75,6 +81,7 @@ fn approve(id: &str) -> PersonInput {
     PersonInput::Approval {
         approval_id: id.into(),
         decision: ApprovalDecision::Approve,
+        step_up: None,
     }
 }
 
@@ -82,6 +89,7 @@ fn edit(id: &str, args: Value) -> PersonInput {
     PersonInput::Approval {
         approval_id: id.into(),
         decision: ApprovalDecision::ApproveWithEdits { args },
+        step_up: None,
     }
 }
 
@@ -91,6 +99,7 @@ fn deny(id: &str, reason: Option<&str>) -> PersonInput {
         decision: ApprovalDecision::Deny {
             reason: reason.map(str::to_owned),
         },
+        step_up: None,
     }
 }
 
@@ -313,7 +322,15 @@ fn every_refusal_has_its_reason_and_changes_nothing() {
         let calls = step();
         let before = calls.clone();
         let err = gate
-            .answer(Some(&calls), &resolved(), &inputs, now, &mut ToolDefaults)
+            .answer(
+                Some(&calls),
+                &resolved(),
+                &inputs,
+                now,
+                &mut ToolDefaults,
+                &Signer::local(),
+                "local",
+            )
             .expect_err(what);
         assert_eq!(err.code(), code, "{what}: {err}");
         assert_eq!(calls, before, "{what}: nothing changed");
@@ -530,7 +547,15 @@ fn every_acceptance_moves_exactly_its_calls() {
     for (what, inputs, resolutions, check) in cases {
         let calls = step();
         let answered = gate
-            .answer(Some(&calls), &resolved(), &inputs, 10, &mut ToolDefaults)
+            .answer(
+                Some(&calls),
+                &resolved(),
+                &inputs,
+                10,
+                &mut ToolDefaults,
+                &Signer::local(),
+                "local",
+            )
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         let expected: Vec<(String, ApprovalResolution)> = resolutions
             .into_iter()
@@ -579,7 +604,15 @@ fn input_for_a_chat_with_no_waiting_turn_says_why() {
         ),
     ] {
         let err = gate
-            .answer(None, &resolved(), &inputs, 10, &mut ToolDefaults)
+            .answer(
+                None,
+                &resolved(),
+                &inputs,
+                10,
+                &mut ToolDefaults,
+                &Signer::local(),
+                "local",
+            )
             .unwrap_err();
         assert_eq!(err.code(), code, "{inputs:?}");
     }
@@ -711,6 +744,8 @@ fn a_client_that_never_reports_gets_browser_calls_acknowledged_unless_they_need_
             &[approve("apv-1")],
             200,
             &mut ToolDefaults,
+            &Signer::local(),
+            "local",
         )
         .unwrap();
     assert!(matches!(
@@ -775,6 +810,8 @@ fn tick_expires_what_is_due_and_only_that() {
             &[approve("apv-1")],
             2_001,
             &mut ToolDefaults,
+            &Signer::local(),
+            "local",
         )
         .unwrap_err();
     assert_eq!(err.code(), "approval_expired");

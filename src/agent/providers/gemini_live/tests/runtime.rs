@@ -102,6 +102,7 @@ async fn a_bidi_turn_through_the_runtime_waits_for_approval_then_answers() {
             &[PersonInput::Approval {
                 approval_id,
                 decision: ApprovalDecision::Approve,
+                step_up: None,
             }],
         ),
     )
@@ -167,6 +168,7 @@ async fn a_call_withdrawn_during_the_approval_wait_cannot_be_approved() {
             &[PersonInput::Approval {
                 approval_id: approval_id.clone(),
                 decision: ApprovalDecision::Approve,
+                step_up: None,
             }],
         )
         .await

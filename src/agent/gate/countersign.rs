@@ -1,0 +1,137 @@
+//! Who may countersign what (ADR 0024): the rules the gate applies to each person's answer to an
+//! approval, as pure functions over the approval's [`Requirement`], the [`Signer`] and the
+//! person who asked (whose chat it is).
+//!
+//! * A **plain** approval (no rule asks for more) is the chat's person's to decide, as always.
+//! * An approval that **wants others** (`@approvers`, `@role`, `@not_requester`) is signed by
+//!   people signed in with passkeys — never by the one local person or the API key — each with
+//!   the role when one is named, never the person who asked when the rule separates duties, and
+//!   never the same person twice. It runs once enough of them approved.
+//! * **Step-up** (`@step_up`): each approval carries a passkey assertion whose challenge was made
+//!   of this approval and these exact arguments (verified before the gate, which checks the
+//!   binding).
+//! * Any person who may sign may **deny**, and one denial ends it; the person who asked may
+//!   always deny (withdraw) their own request, or set it aside ("not now").
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::protocol::countersign::{Requirement, Signature};
+
+/// Who answers an approval, as the edge and the people directory know them now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signer {
+    /// `local`, or a person's id.
+    pub id: String,
+    pub name: String,
+    /// Their roles now (a revoked person has none).
+    pub roles: BTreeSet<String>,
+    /// Signed in with a passkey (a person; not the local person or the API key).
+    pub person: bool,
+    /// The step-up assertions this answer carries, verified: for which approval and which
+    /// arguments (SHA-256 hex of their canonical JSON).
+    pub step_ups: Vec<StepUp>,
+}
+
+/// A verified step-up assertion, as the gate needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepUp {
+    pub approval_id: String,
+    pub args_digest: String,
+    /// The passkey's credential id.
+    pub passkey: String,
+}
+
+impl Signer {
+    /// The one local person (no sign-in, the API key): the chat's person of every chat they
+    /// start, never a countersigner.
+    pub fn local() -> Signer {
+        Signer {
+            id: crate::protocol::countersign::LOCAL_PERSON.to_owned(),
+            name: "Local person".to_owned(),
+            roles: BTreeSet::new(),
+            person: false,
+            step_ups: Vec::new(),
+        }
+    }
+
+    /// The verified step-up for `approval_id`, if the answer carries one.
+    pub fn step_up_for(&self, approval_id: &str) -> Option<&StepUp> {
+        self.step_ups.iter().find(|s| s.approval_id == approval_id)
+    }
+}
+
+/// Why someone may not sign or deny, in words for the person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotEligible(pub String);
+
+/// Whether `signer` may approve an approval needing `needs`, asked for by `requester`.
+pub fn may_sign(needs: &Requirement, signer: &Signer, requester: &str) -> Result<(), NotEligible> {
+    if !needs.wants_others() {
+        if signer.id != requester {
+            return Err(NotEligible(
+                "only the person whose chat it is may decide it".into(),
+            ));
+        }
+        if needs.step_up && !signer.person {
+            return Err(NotEligible(
+                "it needs a passkey confirmation, and this server has no passkeys for you".into(),
+            ));
+        }
+        return Ok(());
+    }
+    if !signer.person {
+        return Err(NotEligible(format!(
+            "it needs {}; only people signed in with a passkey count, not the {}",
+            needs.words(),
+            if signer.id == crate::protocol::countersign::LOCAL_PERSON {
+                "local person or the API key"
+            } else {
+                "API key"
+            }
+        )));
+    }
+    if needs.not_requester && signer.id == requester {
+        return Err(NotEligible(format!(
+            "it needs {}; you asked for it, so you may not approve it yourself",
+            needs.words()
+        )));
+    }
+    if let Some(role) = &needs.role
+        && !signer.roles.contains(role)
+    {
+        return Err(NotEligible(format!(
+            "it needs {}; you do not have the role {role}",
+            needs.words()
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `signer` may deny it: the person who asked (withdrawing their own request), or
+/// anyone who may sign it.
+pub fn may_deny(needs: &Requirement, signer: &Signer, requester: &str) -> Result<(), NotEligible> {
+    if signer.id == requester {
+        return Ok(());
+    }
+    let mut without_step_up = needs.clone();
+    // Saying no needs no passkey confirmation: it causes nothing.
+    without_step_up.step_up = false;
+    may_sign(&without_step_up, signer, requester)
+}
+
+/// Whether `signatures` meet `needs` (each was checked when it was given).
+pub fn is_complete(needs: &Requirement, signatures: &[Signature]) -> bool {
+    let distinct: BTreeSet<&str> = signatures.iter().map(|s| s.person.as_str()).collect();
+    distinct.len() >= needs.approvers.max(1) as usize
+}
+
+/// SHA-256 (hex) of `args` in canonical JSON (object keys sorted): what a step-up assertion is
+/// bound to, and what the audit log records as `args_digest`.
+pub fn args_digest(args: &Value) -> String {
+    crate::agent::store::audit::digest(args)
+}
+
+#[cfg(test)]
+mod tests;

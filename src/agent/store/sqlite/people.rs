@@ -1,0 +1,252 @@
+//! People, passkeys and one-time links in SQLite (migration 0009).
+
+use std::collections::BTreeSet;
+
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, Row, params};
+
+use super::{SqliteStore, err};
+use crate::{
+    agent::{
+        clock::Millis,
+        store::{PeopleStore, StoreError},
+    },
+    people::{Invite, InviteKind, Person, StoredPasskey},
+};
+
+fn roles_json(roles: &BTreeSet<String>) -> Result<String, StoreError> {
+    serde_json::to_string(roles).map_err(|e| StoreError::caused_by("cannot encode roles", e))
+}
+
+fn roles_of(text: &str, whose: &str) -> Result<BTreeSet<String>, StoreError> {
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::caused_by(format!("the roles of {whose} are unreadable"), e))
+}
+
+fn person(row: &Row<'_>) -> rusqlite::Result<(Person, String)> {
+    Ok((
+        Person {
+            id: row.get(0)?,
+            name: row.get(1)?,
+            roles: BTreeSet::new(),
+            created_ms: row.get(3)?,
+            invited_by: row.get(4)?,
+            revoked_ms: row.get(5)?,
+        },
+        row.get(2)?,
+    ))
+}
+
+fn passkey(row: &Row<'_>) -> rusqlite::Result<StoredPasskey> {
+    Ok(StoredPasskey {
+        id: row.get(0)?,
+        person: row.get(1)?,
+        label: row.get(2)?,
+        key: row.get(3)?,
+        created_ms: row.get(4)?,
+        last_used_ms: row.get(5)?,
+    })
+}
+
+fn invite(row: &Row<'_>) -> rusqlite::Result<(Invite, String, String)> {
+    Ok((
+        Invite {
+            digest: row.get(0)?,
+            kind: InviteKind::Person,
+            person: row.get(2)?,
+            name: row.get(3)?,
+            roles: BTreeSet::new(),
+            created_by: row.get(5)?,
+            created_ms: row.get(6)?,
+            expires_ms: row.get(7)?,
+            used_ms: row.get(8)?,
+        },
+        row.get(1)?,
+        row.get(4)?,
+    ))
+}
+
+fn insert_person(conn: &rusqlite::Connection, person: &Person) -> Result<(), StoreError> {
+    conn.execute(
+        "INSERT INTO people (id, name, roles, created_ms, invited_by, revoked_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (id) DO UPDATE SET name = excluded.name, roles = excluded.roles,
+             revoked_ms = excluded.revoked_ms",
+        params![
+            person.id,
+            person.name,
+            roles_json(&person.roles)?,
+            person.created_ms,
+            person.invited_by,
+            person.revoked_ms
+        ],
+    )
+    .map_err(err("cannot write a person"))?;
+    Ok(())
+}
+
+fn insert_passkey(conn: &rusqlite::Connection, passkey: &StoredPasskey) -> Result<(), StoreError> {
+    conn.execute(
+        "INSERT INTO passkeys (id, person_id, label, passkey, created_ms, last_used_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (id) DO UPDATE SET label = excluded.label, passkey = excluded.passkey,
+             last_used_ms = excluded.last_used_ms",
+        params![
+            passkey.id,
+            passkey.person,
+            passkey.label,
+            passkey.key,
+            passkey.created_ms,
+            passkey.last_used_ms
+        ],
+    )
+    .map_err(err("cannot write a passkey"))?;
+    Ok(())
+}
+
+#[async_trait]
+impl PeopleStore for SqliteStore {
+    async fn people(&self) -> Result<Vec<Person>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare(
+                    "SELECT id, name, roles, created_ms, invited_by, revoked_ms FROM people
+                     ORDER BY created_ms, id",
+                )
+                .map_err(err("cannot read people"))?;
+            let rows = stmt
+                .query_map([], person)
+                .map_err(err("cannot read people"))?;
+            let mut people = Vec::new();
+            for row in rows {
+                let (mut person, roles) = row.map_err(err("cannot read people"))?;
+                person.roles = roles_of(&roles, &person.id)?;
+                people.push(person);
+            }
+            Ok(people)
+        })
+        .await
+    }
+
+    async fn save_person(&self, person: &Person) -> Result<(), StoreError> {
+        let person = person.clone();
+        self.with(move |conn| insert_person(conn, &person)).await
+    }
+
+    async fn passkeys(&self) -> Result<Vec<StoredPasskey>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare(
+                    "SELECT id, person_id, label, passkey, created_ms, last_used_ms FROM passkeys
+                     ORDER BY created_ms, id",
+                )
+                .map_err(err("cannot read passkeys"))?;
+            stmt.query_map([], passkey)
+                .and_then(|rows| rows.collect())
+                .map_err(err("cannot read passkeys"))
+        })
+        .await
+    }
+
+    async fn save_passkey(&self, passkey: &StoredPasskey) -> Result<(), StoreError> {
+        let passkey = passkey.clone();
+        self.with(move |conn| insert_passkey(conn, &passkey)).await
+    }
+
+    async fn save_invite(&self, invite: &Invite) -> Result<(), StoreError> {
+        let invite = invite.clone();
+        let roles = roles_json(&invite.roles)?;
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT INTO invites (digest, kind, person_id, name, roles, created_by, created_ms,
+                     expires_ms, used_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![
+                    invite.digest,
+                    invite.kind.as_str(),
+                    invite.person,
+                    invite.name,
+                    roles,
+                    invite.created_by,
+                    invite.created_ms,
+                    invite.expires_ms,
+                    invite.used_ms
+                ],
+            )
+            .map_err(err("cannot write an invite"))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn invite(&self, digest: &str) -> Result<Option<Invite>, StoreError> {
+        let digest = digest.to_owned();
+        self.read(move |conn| {
+            let found = conn
+                .query_row(
+                    "SELECT digest, kind, person_id, name, roles, created_by, created_ms,
+                         expires_ms, used_ms
+                     FROM invites WHERE digest = ?1",
+                    [&digest],
+                    invite,
+                )
+                .optional()
+                .map_err(err("cannot read an invite"))?;
+            let Some((mut invite, kind, roles)) = found else {
+                return Ok(None);
+            };
+            invite.kind = InviteKind::parse(&kind).ok_or_else(|| {
+                StoreError::new(format!("an invite has the unknown kind {kind:?}"))
+            })?;
+            invite.roles = roles_of(&roles, "an invite")?;
+            Ok(Some(invite))
+        })
+        .await
+    }
+
+    async fn close_invites(&self, kind: InviteKind, at: Millis) -> Result<(), StoreError> {
+        self.with(move |conn| {
+            conn.execute(
+                "UPDATE invites SET used_ms = ?2 WHERE kind = ?1 AND used_ms IS NULL",
+                params![kind.as_str(), at],
+            )
+            .map(|_| ())
+            .map_err(err("cannot close invites"))
+        })
+        .await
+    }
+
+    async fn enrol(
+        &self,
+        digest: &str,
+        person: Option<&Person>,
+        passkey: &StoredPasskey,
+        at: Millis,
+    ) -> Result<bool, StoreError> {
+        let digest = digest.to_owned();
+        let person = person.cloned();
+        let passkey = passkey.clone();
+        self.with(move |conn| {
+            let tx = conn
+                .transaction()
+                .map_err(err("cannot begin an enrolment"))?;
+            let used = tx
+                .execute(
+                    "UPDATE invites SET used_ms = ?2
+                     WHERE digest = ?1 AND used_ms IS NULL AND expires_ms > ?2",
+                    params![digest, at],
+                )
+                .map_err(err("cannot use an invite"))?;
+            if used != 1 {
+                return Ok(false);
+            }
+            if let Some(person) = &person {
+                insert_person(&tx, person)?;
+            }
+            insert_passkey(&tx, &passkey)?;
+            tx.commit().map_err(err("cannot commit an enrolment"))?;
+            Ok(true)
+        })
+        .await
+    }
+}

@@ -1,0 +1,465 @@
+//! Passkeys: the WebAuthn ceremonies, done by `webauthn-rs` (no cryptography of ours).
+//!
+//! Three ceremonies, each in two requests — options out, the authenticator's answer back — with
+//! the ceremony's state kept here in between, under its challenge (the answer's
+//! `clientDataJSON` names it, so nothing else needs to travel; a challenge is used once):
+//!
+//! * **registration** from a one-time link: a discoverable credential (a passkey proper, so
+//!   sign-in needs no name), user verification required;
+//! * **sign-in**: a discoverable assertion; the user handle names the person;
+//! * **step-up** for one approval: an assertion by one of the signer's passkeys whose
+//!   challenge is *made of what is approved*:
+//!   `SHA-256("countersign step-up v1" ‖ chat ‖ approval id ‖ SHA-256 of the arguments in
+//!   canonical JSON ‖ nonce)`. The authenticator signs `clientDataJSON`, which holds the
+//!   challenge, so the signature covers the exact arguments; the audit log keeps the assertion
+//!   and the nonce ([`StepUpProof::receipt`]) so anyone with the passkey's public key can check
+//!   later which arguments that person confirmed. Edited arguments need a new assertion.
+
+use std::{collections::HashMap, sync::Mutex};
+
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use webauthn_rs::prelude::{
+    DiscoverableAuthentication, Passkey, PasskeyAuthentication, PasskeyRegistration,
+    PublicKeyCredential, RegisterPublicKeyCredential, Url, Uuid, Webauthn, WebauthnBuilder,
+};
+
+use super::{People, PeopleError, Person, StoredPasskey};
+use crate::agent::{clock::Millis, lock};
+
+/// How long a registration or sign-in ceremony may take.
+const CEREMONY_MS: Millis = 5 * 60 * 1000;
+/// How long a step-up assertion may take (the approval is on the person's screen).
+const STEP_UP_MS: Millis = 2 * 60 * 1000;
+/// Ceremonies in progress at once, at most (sign-in is open to anyone).
+const MAX_CEREMONIES: usize = 10_000;
+
+/// What a step-up assertion is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    /// Who must make it.
+    pub person: String,
+    pub chat: String,
+    pub approval_id: String,
+    /// SHA-256 (hex) of the arguments being approved, in canonical JSON.
+    pub args_digest: String,
+}
+
+/// A verified step-up assertion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepUpProof {
+    pub binding: Binding,
+    /// The passkey's credential id (base64url).
+    pub passkey: String,
+    /// What lets anyone check it later: the nonce, and the assertion as the authenticator made
+    /// it (`clientDataJSON`, `authenticatorData`, `signature`, base64url).
+    pub receipt: Value,
+}
+
+/// The step-up challenge for `binding` with `nonce`.
+pub fn step_up_challenge(binding: &Binding, nonce: &[u8]) -> [u8; 32] {
+    let mut hash = Sha256::new();
+    hash.update(b"countersign step-up v1\0");
+    hash.update(binding.chat.as_bytes());
+    hash.update(b"\0");
+    hash.update(binding.approval_id.as_bytes());
+    hash.update(b"\0");
+    hash.update(binding.args_digest.as_bytes());
+    hash.update(b"\0");
+    hash.update(nonce);
+    hash.finalize().into()
+}
+
+/// A person registered from a link.
+#[derive(Debug)]
+pub struct Registered {
+    /// The digest of the link's token.
+    pub invite: String,
+    pub person: String,
+    pub name: String,
+    pub passkey: Passkey,
+}
+
+enum Ceremony {
+    Register {
+        state: PasskeyRegistration,
+        invite: String,
+        person: String,
+        name: String,
+    },
+    SignIn {
+        state: DiscoverableAuthentication,
+    },
+    StepUp {
+        state: PasskeyAuthentication,
+        binding: Binding,
+        nonce: Vec<u8>,
+    },
+}
+
+/// The WebAuthn relying party and the ceremonies in progress.
+pub struct Passkeys {
+    webauthn: Webauthn,
+    origin: Url,
+    ceremonies: Mutex<HashMap<String, (Millis, Ceremony)>>,
+}
+
+impl std::fmt::Debug for Passkeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Passkeys")
+            .field("origin", &self.origin.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+fn refused(e: impl std::fmt::Display) -> PeopleError {
+    PeopleError::Passkey(e.to_string())
+}
+
+fn b64(bytes: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+impl Passkeys {
+    /// The relying party of `public_url` (the origin people's browsers use; its host is the
+    /// passkeys' RP ID). On `localhost` any port is accepted (development and tests).
+    pub fn new(public_url: &Url) -> Result<Passkeys, String> {
+        let host = public_url
+            .host_str()
+            .ok_or("the public URL has no host name")?;
+        if host.parse::<std::net::IpAddr>().is_ok() || host.starts_with('[') {
+            return Err(format!(
+                "passkeys need a host name, not an IP address ({host}): use http://localhost:<port> \
+                 on this machine, or the name people's browsers use"
+            ));
+        }
+        let webauthn = WebauthnBuilder::new(host, public_url)
+            .map_err(|e| e.to_string())?
+            .rp_name("Countersign")
+            .allow_any_port(host == "localhost")
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(Passkeys {
+            webauthn,
+            origin: public_url.clone(),
+            ceremonies: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The origin passkeys are made for.
+    pub fn origin(&self) -> &Url {
+        &self.origin
+    }
+
+    fn keep(
+        &self,
+        challenge: &[u8],
+        ceremony: Ceremony,
+        expires: Millis,
+        now: Millis,
+    ) -> Result<(), PeopleError> {
+        let mut ceremonies = lock(&self.ceremonies);
+        if ceremonies.len() >= MAX_CEREMONIES {
+            ceremonies.retain(|_, (until, _)| *until > now);
+        }
+        if ceremonies.len() >= MAX_CEREMONIES {
+            return Err(PeopleError::Passkey(
+                "too many sign-ins are in progress; try again in a minute".into(),
+            ));
+        }
+        ceremonies.insert(b64(challenge), (expires, ceremony));
+        Ok(())
+    }
+
+    /// The ceremony the answer's `clientDataJSON` names, taken (a challenge is good once).
+    fn take(&self, client_data_json: &[u8], now: Millis) -> Result<Ceremony, PeopleError> {
+        let client: Value = serde_json::from_slice(client_data_json)
+            .map_err(|_| refused("its client data is not JSON"))?;
+        let challenge = client
+            .get("challenge")
+            .and_then(Value::as_str)
+            .ok_or_else(|| refused("its client data names no challenge"))?;
+        // Browsers send base64url without padding; accept padding too.
+        let challenge = challenge.trim_end_matches('=');
+        match lock(&self.ceremonies).remove(challenge) {
+            Some((until, ceremony)) if until > now => Ok(ceremony),
+            Some(_) => Err(refused("it took too long; start again")),
+            None => Err(refused(
+                "it answers no challenge of this server (used already, or from elsewhere)",
+            )),
+        }
+    }
+
+    /// Options for registering a passkey for `person` (a UUID) named `name`.
+    pub fn begin_registration(
+        &self,
+        person: &str,
+        name: &str,
+        existing: &[StoredPasskey],
+        invite: &str,
+        now: Millis,
+    ) -> Result<Value, PeopleError> {
+        let user = Uuid::parse_str(person).map_err(refused)?;
+        let exclude: Vec<_> = existing
+            .iter()
+            .filter_map(|k| URL_SAFE_NO_PAD.decode(&k.id).ok())
+            .collect();
+        let (options, state) = self
+            .webauthn
+            .start_passkey_registration(
+                user,
+                name,
+                name,
+                Some(exclude).filter(|e: &Vec<_>| !e.is_empty()),
+            )
+            .map_err(refused)?;
+        let challenge = options.public_key.challenge.clone();
+        let mut options = serde_json::to_value(&options).map_err(refused)?;
+        // A passkey proper: discoverable, so signing in needs no name.
+        if let Some(selection) = options
+            .pointer_mut("/publicKey/authenticatorSelection")
+            .and_then(Value::as_object_mut)
+        {
+            selection.insert("residentKey".into(), json!("required"));
+            selection.insert("requireResidentKey".into(), json!(true));
+        }
+        self.keep(
+            &challenge,
+            Ceremony::Register {
+                state,
+                invite: invite.to_owned(),
+                person: person.to_owned(),
+                name: name.to_owned(),
+            },
+            now + CEREMONY_MS,
+            now,
+        )?;
+        Ok(options)
+    }
+
+    /// Checks the authenticator's answer to a registration.
+    pub fn finish_registration(
+        &self,
+        credential: &Value,
+        now: Millis,
+    ) -> Result<Registered, PeopleError> {
+        let credential: RegisterPublicKeyCredential = serde_json::from_value(credential.clone())
+            .map_err(|e| refused(format!("the answer is not a WebAuthn registration: {e}")))?;
+        let Ceremony::Register {
+            state,
+            invite,
+            person,
+            name,
+        } = self.take(&credential.response.client_data_json, now)?
+        else {
+            return Err(refused(
+                "it answers a challenge that was not a registration",
+            ));
+        };
+        let passkey = self
+            .webauthn
+            .finish_passkey_registration(&credential, &state)
+            .map_err(refused)?;
+        Ok(Registered {
+            invite,
+            person,
+            name,
+            passkey,
+        })
+    }
+
+    /// Options for signing in with any passkey of this server.
+    pub fn begin_signin(&self, now: Millis) -> Result<Value, PeopleError> {
+        let (options, state) = self
+            .webauthn
+            .start_discoverable_authentication()
+            .map_err(refused)?;
+        let challenge = options.public_key.challenge.clone();
+        let mut options = serde_json::to_value(&options).map_err(refused)?;
+        // A button press asks at once (webauthn-rs asks for the autofill UI).
+        if let Some(object) = options.as_object_mut() {
+            object.remove("mediation");
+        }
+        self.keep(
+            &challenge,
+            Ceremony::SignIn { state },
+            now + CEREMONY_MS,
+            now,
+        )?;
+        Ok(options)
+    }
+
+    /// Checks a sign-in answer: the person it names (active) and the passkey, its counter
+    /// updated.
+    pub fn finish_signin(
+        &self,
+        credential: &Value,
+        people: &People,
+        now: Millis,
+    ) -> Result<(Person, StoredPasskey), PeopleError> {
+        let credential: PublicKeyCredential = serde_json::from_value(credential.clone())
+            .map_err(|e| refused(format!("the answer is not a WebAuthn assertion: {e}")))?;
+        let Ceremony::SignIn { state } = self.take(&credential.response.client_data_json, now)?
+        else {
+            return Err(refused("it answers a challenge that was not a sign-in"));
+        };
+        let (user, credential_id) = self
+            .webauthn
+            .identify_discoverable_authentication(&credential)
+            .map_err(|_| refused("it names no person (the passkey has no user handle)"))?;
+        let person = people
+            .active(&user.to_string())
+            .ok_or_else(|| refused("it belongs to no one who may sign in here"))?;
+        let stored = people
+            .passkey(&b64(credential_id))
+            .filter(|k| k.person == person.id)
+            .ok_or_else(|| refused("this passkey is not registered here"))?;
+        let mut key: Passkey = serde_json::from_str(&stored.key).map_err(refused)?;
+        let result = self
+            .webauthn
+            .finish_discoverable_authentication_v2(&credential, state, &key)
+            .map_err(refused)?;
+        key.update_credential(&result);
+        let updated = StoredPasskey {
+            key: serde_json::to_string(&key).map_err(refused)?,
+            ..stored
+        };
+        Ok((person, updated))
+    }
+
+    /// Options for a step-up assertion of `binding` by one of `passkeys` (the signer's).
+    pub fn begin_step_up(
+        &self,
+        binding: Binding,
+        passkeys: &[StoredPasskey],
+        now: Millis,
+    ) -> Result<Value, PeopleError> {
+        let keys: Vec<Passkey> = passkeys
+            .iter()
+            .filter_map(|k| serde_json::from_str(&k.key).ok())
+            .collect();
+        if keys.is_empty() {
+            return Err(refused("you have no passkey on this server"));
+        }
+        let (mut options, state) = self
+            .webauthn
+            .start_passkey_authentication(&keys)
+            .map_err(refused)?;
+        let mut nonce = vec![0u8; 16];
+        getrandom::fill(&mut nonce).map_err(refused)?;
+        let challenge = step_up_challenge(&binding, &nonce);
+        options.public_key.challenge = challenge.to_vec();
+        let state = rebind(state, &challenge)?;
+        let options = serde_json::to_value(&options).map_err(refused)?;
+        self.keep(
+            &challenge,
+            Ceremony::StepUp {
+                state,
+                binding,
+                nonce,
+            },
+            now + STEP_UP_MS,
+            now,
+        )?;
+        Ok(options)
+    }
+
+    /// Checks a step-up answer: made for its binding's challenge by one of the bound person's
+    /// passkeys. The caller checks that the binding is the approval and arguments at hand.
+    pub fn finish_step_up(
+        &self,
+        credential: &Value,
+        people: &People,
+        now: Millis,
+    ) -> Result<(StepUpProof, StoredPasskey), PeopleError> {
+        let credential: PublicKeyCredential = serde_json::from_value(credential.clone())
+            .map_err(|e| refused(format!("the answer is not a WebAuthn assertion: {e}")))?;
+        let Ceremony::StepUp {
+            state,
+            binding,
+            nonce,
+        } = self.take(&credential.response.client_data_json, now)?
+        else {
+            return Err(refused(
+                "it answers a challenge that was not a confirmation",
+            ));
+        };
+        let stored = people
+            .passkey(&b64(&credential.raw_id))
+            .filter(|k| k.person == binding.person)
+            .ok_or_else(|| refused("it was made with a passkey that is not the signer's"))?;
+        if people.active(&binding.person).is_none() {
+            return Err(refused("the signer may no longer sign here"));
+        }
+        let result = self
+            .webauthn
+            .finish_passkey_authentication(&credential, &state)
+            .map_err(refused)?;
+        let mut key: Passkey = serde_json::from_str(&stored.key).map_err(refused)?;
+        key.update_credential(&result);
+        let receipt = json!({
+            "nonce": b64(&nonce),
+            "credentialId": stored.id,
+            "clientDataJSON": b64(&credential.response.client_data_json),
+            "authenticatorData": b64(&credential.response.authenticator_data),
+            "signature": b64(&credential.response.signature),
+        });
+        let updated = StoredPasskey {
+            key: serde_json::to_string(&key).map_err(refused)?,
+            ..stored
+        };
+        Ok((
+            StepUpProof {
+                binding,
+                passkey: updated.id.clone(),
+                receipt,
+            },
+            updated,
+        ))
+    }
+
+    /// The ceremonies in progress (tests).
+    #[cfg(test)]
+    pub fn in_progress(&self) -> usize {
+        lock(&self.ceremonies).len()
+    }
+}
+
+/// `state` with `challenge` in place of the random one webauthn-rs made: the state is
+/// serialisable (feature `danger-allow-state-serialisation`), and the round trip is checked, so
+/// a change of its shape fails here, loudly, rather than leaving an assertion unbound.
+fn rebind(
+    state: PasskeyAuthentication,
+    challenge: &[u8],
+) -> Result<PasskeyAuthentication, PeopleError> {
+    let mut value = serde_json::to_value(&state).map_err(refused)?;
+    let encoded = b64(challenge);
+    let slot = value
+        .pointer_mut("/ast/challenge")
+        .ok_or_else(|| refused("webauthn-rs' authentication state has no challenge to bind"))?;
+    *slot = json!(encoded);
+    let rebound: PasskeyAuthentication = serde_json::from_value(value).map_err(refused)?;
+    let check = serde_json::to_value(&rebound).map_err(refused)?;
+    if check.pointer("/ast/challenge").and_then(Value::as_str) != Some(encoded.as_str()) {
+        return Err(refused("the bound challenge did not stick"));
+    }
+    Ok(rebound)
+}
+
+/// A passkey as the store keeps it, from a registration.
+pub fn stored(
+    passkey: &Passkey,
+    person: &str,
+    label: String,
+    now: Millis,
+) -> Result<StoredPasskey, PeopleError> {
+    Ok(StoredPasskey {
+        id: b64(passkey.cred_id().as_ref()),
+        person: person.to_owned(),
+        label,
+        key: serde_json::to_string(passkey).map_err(refused)?,
+        created_ms: now,
+        last_used_ms: None,
+    })
+}

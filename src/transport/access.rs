@@ -1,0 +1,39 @@
+//! Whose chat a request may touch (ADR 0024): a chat belongs to the person who started it (the
+//! one local person on a server without passkeys). Another person's chat is answered as if it
+//! did not exist; approvals of it that a rule lets others countersign are decided from the
+//! inbox, through the gate, never through the chat's own routes.
+
+use std::sync::Arc;
+
+use super::error::ApiError;
+use crate::{agent::session::Session, people::Principal, state::AppState};
+
+/// The chat `chat_id` if it exists and is `principal`'s (`None`: it does not exist yet, and a
+/// turn started in it makes it theirs); another's is refused.
+pub async fn own_chat(
+    state: &AppState,
+    principal: &str,
+    chat_id: &str,
+) -> Result<Option<Arc<Session>>, ApiError> {
+    match state.runtime.existing_session(chat_id).await? {
+        Some(session) if session.state().record.owner() != principal => {
+            tracing::info!(chat = %chat_id, "refused: someone else's chat");
+            Err(ApiError::not_your_chat())
+        }
+        other => Ok(other),
+    }
+}
+
+/// The principal id an actor of the audit log stands for.
+pub fn principal_id(actor: &crate::agent::store::Actor) -> &str {
+    actor.person.as_deref().unwrap_or(crate::people::LOCAL)
+}
+
+/// [`own_chat`] for a principal.
+pub async fn own_chat_of(
+    state: &AppState,
+    principal: &Principal,
+    chat_id: &str,
+) -> Result<Option<Arc<Session>>, ApiError> {
+    own_chat(state, principal.id(), chat_id).await
+}

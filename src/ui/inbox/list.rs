@@ -1,0 +1,332 @@
+//! The inbox on the server: which waiting approvals a person sees and may act on, the list as
+//! HTML, and the actions (decide, a step-up challenge).
+
+use axum::http::StatusCode;
+use leptos::prelude::ServerFnError;
+use serde_json::Value;
+
+use crate::{
+    agent::{
+        PersonInput,
+        gate::{
+            ApprovalDecision, InputError, Signer,
+            countersign::{args_digest, may_deny, may_sign},
+        },
+        inbox::Waiting,
+    },
+    people::{Principal, passkeys::Binding},
+    protocol::countersign::{Progress, ProgressState},
+    state::AppState,
+    transport::people::{people_refusal, refuse},
+    ui::html::escape,
+};
+
+/// The gate's view of a principal now (roles as the directory has them).
+pub fn signer_of(state: &AppState, principal: &Principal) -> Signer {
+    match principal {
+        Principal::Local { .. } => Signer::local(),
+        Principal::Person { id, name, .. } => Signer {
+            id: id.clone(),
+            name: name.clone(),
+            roles: state.runtime.people().roles_of(id),
+            person: true,
+            step_ups: Vec::new(),
+        },
+    }
+}
+
+/// What a person may do with a waiting approval they see.
+struct Seen {
+    waiting: Waiting,
+    own: bool,
+    /// `Ok`: they may approve; else why not.
+    sign: Result<(), String>,
+    signed: bool,
+}
+
+/// The waiting approvals `principal` sees: their own chats', and others' they may sign.
+fn seen(state: &AppState, principal: &Principal) -> Vec<Seen> {
+    let signer = signer_of(state, principal);
+    state
+        .runtime
+        .inbox
+        .all()
+        .into_iter()
+        .filter_map(|waiting| {
+            let own = waiting.owner == signer.id;
+            let sign = may_sign(&waiting.needs, &signer, &waiting.owner).map_err(|e| e.0);
+            if !own && sign.is_err() {
+                return None;
+            }
+            let signed = waiting.signatures.iter().any(|s| s.person == signer.id);
+            Some(Seen {
+                waiting,
+                own,
+                sign,
+                signed,
+            })
+        })
+        .collect()
+}
+
+/// The list as HTML, and how many approvals wait for this person's decision.
+pub fn inbox_html(state: &AppState, principal: &Principal, focus: Option<&str>) -> (String, u32) {
+    let mut items = seen(state, principal);
+    if let Some(focus) = focus {
+        items.retain(|s| s.waiting.approval_id == focus);
+        if items.is_empty() {
+            return (
+                "<p class=\"muted\" data-testid=\"inbox-gone\">This approval is not waiting for \
+                 you: it was decided, expired, or is not yours to decide. \
+                 <a href=\"/approvals\">All approvals</a></p>"
+                    .to_owned(),
+                0,
+            );
+        }
+    }
+    if items.is_empty() {
+        return (
+            "<p class=\"muted\" data-testid=\"inbox-empty\">Nothing waits for you. Approvals \
+             appear here the moment a chat asks — yours, and those a rule asks you to \
+             countersign.</p>"
+                .to_owned(),
+            0,
+        );
+    }
+    let actionable = items.iter().filter(|s| s.sign.is_ok() && !s.signed).count() as u32;
+    let public = state.edge.public_url.get().cloned().unwrap_or_default();
+    let html = items
+        .iter()
+        .map(|seen| item_html(state, seen, &public))
+        .collect::<String>();
+    (html, actionable)
+}
+
+fn item_html(state: &AppState, seen: &Seen, public: &str) -> String {
+    let w = &seen.waiting;
+    let runtime = &state.runtime;
+    let tool = runtime.tools.get(&w.tool);
+    let (title, sentence, fields) = match &tool {
+        Some(tool) => {
+            let p = &tool.spec.presentation;
+            (
+                p.title.clone(),
+                p.sentence(&w.args),
+                p.fields(&w.args, None),
+            )
+        }
+        None => (
+            w.tool.clone(),
+            crate::protocol::presentation::unknown_tool_sentence(&w.tool),
+            Vec::new(),
+        ),
+    };
+    let requester = if seen.own {
+        "you".to_owned()
+    } else {
+        runtime.people().name_of(&w.owner)
+    };
+    let rule = w
+        .rule
+        .as_deref()
+        .map(|r| format!(" · rule <code>{}</code>", escape(r)))
+        .unwrap_or_default();
+    let fields: String = fields
+        .iter()
+        .map(|(k, v)| format!("<dt>{}</dt><dd>{}</dd>", escape(k), escape(v)))
+        .collect();
+    let plain = w.needs.is_plain();
+    let progress = if plain {
+        String::new()
+    } else {
+        let words = Progress {
+            approval_id: w.approval_id.clone(),
+            tool_call_id: w.tool_call_id.clone(),
+            needs: w.needs.clone(),
+            signatures: w.signatures.clone(),
+            state: ProgressState::Waiting,
+            denied_by: None,
+        }
+        .words();
+        format!(
+            "<p class=\"inbox-needs\">Needs {}.</p><p class=\"inbox-progress\" \
+             data-testid=\"inbox-progress\">{}</p>",
+            escape(&w.needs.words()),
+            escape(&words)
+        )
+    };
+    let id = escape(&w.approval_id);
+    let approve = match (&seen.sign, seen.signed) {
+        (_, true) => "<p class=\"muted\" data-testid=\"inbox-signed\">You approved it; it \
+                      waits for the others.</p>"
+            .to_owned(),
+        (Ok(()), false) if w.needs.step_up => format!(
+            "<button type=\"button\" class=\"approve\" data-action=\"approve:step-up:{id}\" \
+             data-testid=\"inbox-approve\">Approve with passkey</button>"
+        ),
+        (Ok(()), false) => format!(
+            "<button type=\"button\" class=\"approve\" data-action=\"approve:{id}\" \
+             data-testid=\"inbox-approve\">Approve</button>"
+        ),
+        (Err(why), false) => format!(
+            "<p class=\"inbox-why\" data-testid=\"inbox-why\">You cannot approve it: {}.</p>",
+            escape(why)
+        ),
+    };
+    // Whoever sees it may say no: the person who asked withdraws, an approver denies.
+    let deny = format!(
+        "<form class=\"inbox-deny\"><input type=\"hidden\" name=\"deny\" value=\"{id}\">\
+         <input name=\"reason\" placeholder=\"Reason (optional)\" aria-label=\"Reason\" \
+         maxlength=\"500\" data-testid=\"inbox-reason\"><button type=\"submit\" \
+         class=\"deny\" data-testid=\"inbox-deny\">{}</button></form>",
+        if seen.own && seen.sign.is_err() {
+            "Withdraw"
+        } else {
+            "Deny"
+        }
+    );
+    let chat = if seen.own {
+        format!(
+            " · <a href=\"/?chat={}\">open the chat</a>",
+            crate::ui::url::encode(&w.chat)
+        )
+    } else {
+        String::new()
+    };
+    let link = format!(
+        "{public}/approvals/{}",
+        crate::ui::url::encode(&w.approval_id)
+    );
+    format!(
+        "<article class=\"inbox-item\" data-testid=\"inbox-item\" data-approval=\"{id}\">\
+         <header><strong>{title}</strong> <span class=\"countdown\" data-deadline=\"{deadline}\" \
+         data-testid=\"inbox-countdown\"></span></header>\
+         <p class=\"inbox-who muted\">Asked by {requester}{rule}{chat}</p>\
+         <p class=\"inbox-sentence\" data-testid=\"inbox-sentence\">{sentence}</p>\
+         <dl class=\"inbox-args\">{fields}</dl>{progress}\
+         <div class=\"inbox-actions\">{approve}{deny}</div>\
+         <p class=\"inbox-link muted\">On another device: <a href=\"{link}\" \
+         data-testid=\"inbox-link\">{link}</a> <button type=\"button\" class=\"link-button\" \
+         data-action=\"copy:{link}\">Copy link</button></p></article>",
+        title = escape(&title),
+        deadline = w.deadline_ms,
+        requester = escape(&requester),
+        sentence = escape(&sentence),
+        link = escape(&link),
+    )
+}
+
+/// How an input error reads as a refusal of a server function.
+fn input_refusal(e: InputError) -> ServerFnError {
+    let api: crate::transport::ApiError = e.into();
+    refuse(api.status, api.message)
+}
+
+/// Decides a waiting approval as the signed-in person, through the gate.
+pub async fn decide(
+    state: &AppState,
+    approval_id: String,
+    approve: bool,
+    reason: Option<String>,
+    step_up: Option<Value>,
+) -> Result<String, ServerFnError> {
+    let principal = crate::ui::api::principal();
+    let gone = || {
+        refuse(
+            StatusCode::NOT_FOUND,
+            "this approval is not waiting for you: it was decided, expired, or is not yours to \
+             decide",
+        )
+    };
+    let waiting = state.runtime.inbox.get(&approval_id).ok_or_else(gone)?;
+    let signer = signer_of(state, &principal);
+    let visible =
+        waiting.owner == signer.id || may_deny(&waiting.needs, &signer, &waiting.owner).is_ok();
+    if !visible {
+        return Err(gone());
+    }
+    let decision = if approve {
+        ApprovalDecision::Approve
+    } else {
+        ApprovalDecision::Deny {
+            reason: reason.filter(|r| !r.trim().is_empty()),
+        }
+    };
+    let parts = leptos::prelude::use_context::<axum::http::request::Parts>();
+    let client = parts
+        .as_ref()
+        .map(crate::transport::edge::Client::from_parts)
+        .unwrap_or_default();
+    let actor = crate::transport::edge::actor_of(
+        &principal,
+        "inbox",
+        client.address,
+        client.user_agent.clone(),
+    );
+    state
+        .runtime
+        .submit_as(
+            &waiting.chat,
+            &[PersonInput::Approval {
+                approval_id: approval_id.clone(),
+                decision,
+                step_up,
+            }],
+            &actor,
+        )
+        .await
+        .map_err(input_refusal)?;
+    tracing::info!(approval = %approval_id, person = %signer.id, approve, "decided from the inbox");
+    Ok(match (approve, state.runtime.inbox.get(&approval_id)) {
+        (false, _) => "Denied. The chat that asked was told.".to_owned(),
+        (true, Some(still)) => format!(
+            "Approved: {} of {} — it waits for the others.",
+            still.signatures.len(),
+            still.needs.approvers.max(1)
+        ),
+        (true, None) => "Approved. It runs now.".to_owned(),
+    })
+}
+
+/// A passkey challenge for approving `approval_id` with `args` (default: as they stand).
+pub fn step_up_options(
+    state: &AppState,
+    approval_id: String,
+    args: Option<Value>,
+) -> Result<Value, ServerFnError> {
+    let principal = crate::ui::api::principal();
+    let Principal::Person { id, .. } = &principal else {
+        return Err(refuse(
+            StatusCode::FORBIDDEN,
+            "a passkey confirmation needs someone signed in with a passkey",
+        ));
+    };
+    let waiting = state.runtime.inbox.get(&approval_id).ok_or_else(|| {
+        refuse(
+            StatusCode::NOT_FOUND,
+            "this approval is not waiting any more",
+        )
+    })?;
+    let signer = signer_of(state, &principal);
+    may_sign(&waiting.needs, &signer, &waiting.owner).map_err(|e| {
+        refuse(
+            StatusCode::FORBIDDEN,
+            format!("you may not approve it: {}", e.0),
+        )
+    })?;
+    let args = args.unwrap_or_else(|| waiting.args.clone());
+    let people = state.runtime.people();
+    let passkeys = people.passkeys().map_err(people_refusal)?;
+    passkeys
+        .begin_step_up(
+            Binding {
+                person: id.clone(),
+                chat: waiting.chat.clone(),
+                approval_id,
+                args_digest: args_digest(&args),
+            },
+            &people.passkeys_of(id),
+            state.runtime.clock.now_ms(),
+        )
+        .map_err(people_refusal)
+}

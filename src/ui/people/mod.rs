@@ -1,0 +1,159 @@
+//! `/people`: who may sign in and what they may countersign (ADR 0024). Everyone sees
+//! themselves — their roles, their passkeys, a one-time link to add a passkey on another device;
+//! admins also see everyone, invite people with one-time links, change roles and remove people.
+//!
+//! Reads and actions are Leptos server functions (the page's HTML is written on the server; its
+//! clicks and forms are handled where they bubble to, ADR 0022). Scripts call the same functions
+//! with the API key: `POST /api/fn/invite_person {"name": "Ana", "roles": "admin approver"}`.
+
+use leptos::{prelude::*, server_fn::codec::Json as JsonCodec, task::spawn_local};
+
+#[cfg(feature = "ssr")]
+mod list;
+
+use super::inbox::server_message;
+
+/// The page's content, for the signed-in person.
+#[server(prefix = "/api/fn", endpoint = "people_view", input = JsonCodec)]
+pub async fn people_view() -> Result<String, ServerFnError> {
+    let state = expect_context::<crate::state::AppState>();
+    Ok(list::people_html(&state, &crate::ui::api::principal()))
+}
+
+/// A one-time link inviting someone (suggested `name`, `roles` separated by spaces or commas);
+/// admins and the API key only.
+#[server(prefix = "/api/fn", endpoint = "invite_person", input = JsonCodec)]
+pub async fn invite_person(name: Option<String>, roles: String) -> Result<String, ServerFnError> {
+    let state = expect_context::<crate::state::AppState>();
+    list::invite(&state, name, roles).await
+}
+
+/// Gives `person` exactly `roles` (admins only).
+#[server(prefix = "/api/fn", endpoint = "set_person_roles", input = JsonCodec)]
+pub async fn set_person_roles(person: String, roles: String) -> Result<(), ServerFnError> {
+    let state = expect_context::<crate::state::AppState>();
+    list::set_roles(&state, person, roles).await
+}
+
+/// Removes `person`: they can no longer sign in, and their signatures stop counting (admins
+/// only).
+#[server(prefix = "/api/fn", endpoint = "remove_person", input = JsonCodec)]
+pub async fn remove_person(person: String) -> Result<(), ServerFnError> {
+    let state = expect_context::<crate::state::AppState>();
+    list::remove(&state, person).await
+}
+
+/// A one-time link (15 minutes) that adds a passkey for the signed-in person on another device.
+#[server(prefix = "/api/fn", endpoint = "device_link", input = JsonCodec)]
+pub async fn device_link() -> Result<String, ServerFnError> {
+    let state = expect_context::<crate::state::AppState>();
+    list::device_link(&state).await
+}
+
+/// The people page.
+#[component]
+pub fn PeoplePage() -> impl IntoView {
+    let html = RwSignal::new("<p class=\"muted\">Loading…</p>".to_owned());
+    let notice = RwSignal::new(None::<(bool, String)>);
+    let link = RwSignal::new(None::<String>);
+    let load = move || {
+        spawn_local(async move {
+            match people_view().await {
+                Ok(view) => html.set(view),
+                Err(e) => html.set(super::grants::error_html(&server_message(&e))),
+            }
+        });
+    };
+    Effect::new(move |_| load());
+    let done = move |result: Result<String, ServerFnError>| match result {
+        Ok(text) => {
+            notice.set(Some((true, text)));
+            load();
+        }
+        Err(e) => notice.set(Some((false, server_message(&e)))),
+    };
+    let on_click = move |ev: leptos::ev::MouseEvent| {
+        let Some(action) = super::platform::action_of(&ev) else {
+            return;
+        };
+        if let Some(person) = action.strip_prefix("remove:") {
+            let person = person.to_owned();
+            spawn_local(async move {
+                done(remove_person(person).await.map(|()| "Removed.".to_owned()));
+            });
+        } else if action == "device-link" {
+            spawn_local(async move {
+                match device_link().await {
+                    Ok(url) => link.set(Some(url)),
+                    Err(e) => notice.set(Some((false, server_message(&e)))),
+                }
+            });
+        } else if let Some(url) = action.strip_prefix("copy:") {
+            super::platform::copy(url);
+            notice.set(Some((true, "Link copied.".into())));
+        }
+    };
+    let on_submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let entries = super::platform::form_entries(&ev);
+        let field = |name: &str| {
+            entries
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.trim().to_owned())
+        };
+        match field("form").as_deref() {
+            Some("invite") => {
+                let name = field("name").filter(|n| !n.is_empty());
+                let roles = entries
+                    .iter()
+                    .filter(|(n, _)| n == "role" || n == "roles")
+                    .map(|(_, v)| v.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                spawn_local(async move {
+                    match invite_person(name, roles).await {
+                        Ok(url) => {
+                            link.set(Some(url));
+                            notice.set(None);
+                        }
+                        Err(e) => notice.set(Some((false, server_message(&e)))),
+                    }
+                });
+            }
+            Some("roles") => {
+                let (Some(person), roles) = (field("person"), field("roles").unwrap_or_default())
+                else {
+                    return;
+                };
+                spawn_local(async move {
+                    done(
+                        set_person_roles(person, roles)
+                            .await
+                            .map(|()| "Roles saved.".to_owned()),
+                    );
+                });
+            }
+            _ => {}
+        }
+    };
+    view! {
+        <main class="people-page" data-testid="people">
+            <h1>"People"</h1>
+            {move || notice.get().map(|(ok, text)| view! {
+                <p class=if ok { "inbox-notice" } else { "edit-error" } role="status" data-testid="people-notice">{text}</p>
+            })}
+            {move || link.get().map(|url| view! {
+                <p class="one-time-link" data-testid="one-time-link">
+                    "One-time link (send it to them; it works once): "
+                    <a href=url.clone() data-testid="one-time-link-url">{url.clone()}</a>" "
+                    <button type="button" class="link-button" on:click={
+                        let url = url.clone();
+                        move |_| { super::platform::copy(&url); notice.set(Some((true, "Link copied.".into()))); }
+                    }>"Copy"</button>
+                </p>
+            })}
+            <div on:click=on_click on:submit=on_submit inner_html=move || html.get()></div>
+        </main>
+    }
+}
