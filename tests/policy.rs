@@ -287,6 +287,7 @@ async fn rules_run_ask_and_refuse_in_both_dialects() {
             "music",
             "small-payments",
             "blocked-recipients",
+            "two-approvers",
             "payment-limit"
         ]
     );
@@ -594,7 +595,15 @@ fn the_policy_test_command_runs_the_examples_cases() {
     ]);
     let out = String::from_utf8_lossy(&passed.stdout);
     assert_eq!(passed.status.code(), Some(0), "{out}");
-    assert!(out.contains("11 of 11 cases passed"), "{out}");
+    assert!(out.contains("15 of 15 cases passed"), "{out}");
+    assert!(
+        out.contains(
+            "ok    150 USD needs two approvers: ask (rule two-approvers): needs 2 different \
+             people with the role approver, not the person who asked, each confirming with their \
+             passkey"
+        ),
+        "{out}"
+    );
     assert!(
         out.contains("ok    a 5 USD payment runs without asking: run (rule small-payments)"),
         "{out}"
@@ -603,7 +612,11 @@ fn the_policy_test_command_runs_the_examples_cases() {
     let checked = run(&["policy", "check", "examples/policy.cedar"]);
     let out = String::from_utf8_lossy(&checked.stdout);
     assert_eq!(checked.status.code(), Some(0), "{out}");
-    assert!(out.contains("5 rules"), "{out}");
+    assert!(out.contains("6 rules"), "{out}");
+    assert!(
+        out.contains("ask   two-approvers (needs 2 different people with the role approver"),
+        "{out}"
+    );
 
     // A case that fails says what it expected and got; a broken policy names its line.
     let dir = temp("cli");

@@ -112,4 +112,33 @@ describe('policy rules', { skip: !POLICY_URL && 'CS_POLICY_BASE_URL is not set (
         });
       });
   }
+  for (const version of VERSIONS) {
+      it(`${version} (ai@${SDKS[version].version}): a payment that needs two approvers keeps its data-countersign part, and the client's answer is refused with the reason`, { timeout: 60000 }, async () => {
+        const h = new Harness({ version, scenario: 'policy-countersign', baseUrl: POLICY_URL, headers: headersOf(version) });
+        await withEvidence(h, async () => {
+          await h.send('Send $150 to Jack');
+          h.assertHealthy();
+          const [part] = toolParts(h.assistant, 'process_payment');
+          assert.equal(part.state, 'approval-requested');
+          // The progress travels as a data part, which even ai@6.0.0's strict schema keeps.
+          const progress = h.assistant.parts.filter((p) => p.type === 'data-countersign');
+          assert.equal(progress.length, 1, JSON.stringify(h.assistant.parts));
+          assert.equal(progress[0].id, part.approval.id);
+          assert.equal(progress[0].data.state, 'waiting');
+          assert.equal(progress[0].data.needs.approvers, 2);
+          assert.equal(progress[0].data.needs.role, 'approver');
+          assert.deepEqual(progress[0].data.signatures, []);
+          if (version === 'ai7') {
+            assert.equal(part.approval?.descriptor?.countersign?.needs?.approvers, 2);
+          }
+          // This server has one local person: a click cannot approve it, and the answer says why.
+          await h.approve(part.approval.id);
+          await h.waitIdle();
+          assert.equal(h.posts.length, 2);
+          assert.equal(h.chat.status, 'error');
+          assert.match(h.chat.error?.message ?? '', /not_an_approver/);
+          assert.match(h.chat.error?.message ?? '', /people signed in with a passkey/);
+        });
+      });
+  }
 });

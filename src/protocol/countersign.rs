@@ -287,26 +287,25 @@ impl Me {
             return None;
         }
         if !self.people {
-            return Some(format!(
-                "This needs {}. This server runs with one local person and no sign-in, so it \
-                 cannot be approved here: turn on passkeys (COUNTERSIGN_SIGN_IN=passkeys) and \
-                 invite people (README: People and countersignatures).",
-                needs.words()
-            ));
+            return Some(
+                "This server runs with one local person and no sign-in, so it cannot be approved \
+                 here: turn on passkeys (COUNTERSIGN_SIGN_IN=passkeys) and invite people (README: \
+                 People and countersignatures)."
+                    .to_owned(),
+            );
         }
         if needs.not_requester && self.id == requester {
-            return Some(format!(
-                "This needs {}. You asked for it, so you cannot approve it yourself; the \
-                 approvers see it in their inbox.",
-                needs.words()
-            ));
+            return Some(
+                "You asked for it, so you cannot approve it yourself; the approvers see it in \
+                 their inbox."
+                    .to_owned(),
+            );
         }
         if let Some(role) = &needs.role
             && !self.roles.iter().any(|r| r == role)
         {
             return Some(format!(
-                "This needs {}. You do not have the role {role}; they see it in their inbox.",
-                needs.words()
+                "You do not have the role {role}; the people who do see it in their inbox."
             ));
         }
         None

@@ -42,9 +42,14 @@ fn policy_section(state: &AppState) -> String {
         .map(|r| {
             format!(
                 "<li data-testid=\"tools-page-rule\" data-rule=\"{id}\" data-effect=\"{effect}\">\
-                 <code>{id}</code> — {effect} <span class=\"muted\">(line {line})</span></li>",
+                 <code>{id}</code> — {effect}{needs} <span class=\"muted\">(line {line})</span></li>",
                 id = escape(&r.id),
                 effect = r.effect,
+                needs = r
+                    .needs
+                    .as_ref()
+                    .map(|n| format!(": {}", escape(n)))
+                    .unwrap_or_default(),
                 line = r.line,
             )
         })

@@ -207,6 +207,9 @@ fn describe_state(
             ("Waiting for your browser", "input-available")
         }
         ToolState::InputAvailable => ("Running", "input-available"),
+        ToolState::ApprovalRequested if progress.is_some() => {
+            ("Waiting for approvals", "approval-requested")
+        }
         ToolState::ApprovalRequested => ("Waiting for your approval", "approval-requested"),
         ToolState::ApprovalResponded
             if progress == Some(ProgressState::Waiting)
@@ -461,7 +464,7 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
             let args = answer.edited().cloned();
             step_error.set(Some("Confirm with your passkey…".into()));
             leptos::task::spawn_local(async move {
-                match super::inbox::confirm_with_passkey(&id, args).await {
+                match super::inbox::confirm_with_passkey(&id, args, None).await {
                     Ok(assertion) => {
                         step_error.set(None);
                         ctl.answer_confirmed(id, answer, assertion);

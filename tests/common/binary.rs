@@ -18,6 +18,22 @@ impl Binary {
     /// Starts the binary with only `PATH`, `HOME`, the site settings and `env`
     /// (`RUST_LOG` from `TEST_SERVER_LOG`, default `warn`), and waits for `/healthz`.
     pub async fn start(env: &[(&str, String)]) -> Binary {
+        Self::start_with(env, None).await
+    }
+
+    /// [`Binary::start`], with what the binary prints to stdout sent, line by line, to `lines`.
+    #[allow(dead_code)]
+    pub async fn start_printing(
+        env: &[(&str, String)],
+        lines: std::sync::mpsc::Sender<String>,
+    ) -> Binary {
+        Self::start_with(env, Some(lines)).await
+    }
+
+    async fn start_with(
+        env: &[(&str, String)],
+        lines: Option<std::sync::mpsc::Sender<String>>,
+    ) -> Binary {
         let port = {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
             listener.local_addr().expect("bound").port()
@@ -35,13 +51,31 @@ impl Binary {
                 "RUST_LOG",
                 std::env::var("TEST_SERVER_LOG").unwrap_or_else(|_| "warn".into()),
             )
-            .stdout(Stdio::null())
+            .stdout(if lines.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stderr(Stdio::inherit());
         for (key, value) in env {
             command.env(key, value);
         }
+        let mut child = command.spawn().expect("the countersign binary starts");
+        if let (Some(lines), Some(stdout)) = (lines, child.stdout.take()) {
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(stdout)
+                    .lines()
+                    .map_while(Result::ok)
+                {
+                    if lines.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
         let binary = Binary {
-            child: command.spawn().expect("the countersign binary starts"),
+            child,
             base: format!("http://127.0.0.1:{port}"),
         };
         let deadline = Instant::now() + Duration::from_secs(30);

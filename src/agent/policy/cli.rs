@@ -179,8 +179,14 @@ fn check(path: &Path) -> Report {
             for rule in &status.rules {
                 let _ = writeln!(
                     output,
-                    "  line {:>3}  {:<4}  {}",
-                    rule.line, rule.effect, rule.id
+                    "  line {:>3}  {:<4}  {}{}",
+                    rule.line,
+                    rule.effect,
+                    rule.id,
+                    rule.needs
+                        .as_ref()
+                        .map(|n| format!(" (needs {n})"))
+                        .unwrap_or_default()
                 );
             }
             for warning in &status.warnings {

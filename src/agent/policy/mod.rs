@@ -286,6 +286,9 @@ pub struct RuleSummary {
     pub id: String,
     pub effect: &'static str,
     pub line: usize,
+    /// What an `ask` rule needs beyond the chat's person's click, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs: Option<String>,
 }
 
 /// The policy of a runtime: the rules in force (swapped whole on reload), the grants and the
@@ -558,6 +561,7 @@ fn status_of(
                 id: r.id.clone(),
                 effect: r.effect.as_str(),
                 line: r.line,
+                needs: r.needs.as_ref().map(|n| n.words()),
             })
             .collect(),
     };

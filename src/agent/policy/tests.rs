@@ -95,6 +95,8 @@ enum Want {
     Grant(&'static str),
     /// Asks; the rule that asks, and whether it may be granted.
     Ask(Option<&'static str>, bool),
+    /// Asks this many people, by this rule.
+    Approvers(&'static str, u32),
     Deny(&'static str),
 }
 
@@ -123,6 +125,7 @@ fn want_as_string(want: &Want) -> String {
         Want::Rule(r) => format!("Rule({r})"),
         Want::Grant(g) => format!("Grant({g})"),
         Want::Ask(rule, grantable) => format!("Ask({:?}, {grantable})", rule.map(str::to_owned)),
+        Want::Approvers(rule, n) => format!("Ask({:?}, {n})", Some(rule.to_owned())),
         Want::Deny(r) => format!("Deny({r})"),
     }
 }
@@ -227,7 +230,7 @@ fn cases() -> Vec<Case> {
     };
     let exact = {
         let mut g = grant("g-exact", GrantScope::Call, "process_payment");
-        g.args = Some(pay(120.0, "Jack"));
+        g.args = Some(pay(80.0, "Jack"));
         g
     };
     vec![
@@ -328,9 +331,26 @@ fn cases() -> Vec<Case> {
             ..Case::default()
         },
         Case {
-            name: "500 USD asks",
-            args: pay(500.0, "Jack"),
+            name: "100 USD asks the chat's person",
+            args: pay(100.0, "Jack"),
             want: Want::Ask(None, true),
+            ..Case::default()
+        },
+        Case {
+            name: "500 USD needs two approvers",
+            args: pay(500.0, "Jack"),
+            want: Want::Approvers("two-approvers", 2),
+            ..Case::default()
+        },
+        Case {
+            name: "a budget grant does not run what needs two approvers",
+            args: pay(150.0, "Jack"),
+            grants: vec![{
+                let mut g = grant("g-big", GrantScope::Budget, "process_payment");
+                g.max_cents = Some(100_000);
+                g
+            }],
+            want: Want::Approvers("two-approvers", 2),
             ..Case::default()
         },
         Case {
@@ -423,28 +443,28 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "an exact-call grant runs the same call",
-            args: pay(120.0, "Jack"),
+            args: pay(80.0, "Jack"),
             grants: vec![exact.clone()],
             want: Want::Grant("g-exact"),
             ..Case::default()
         },
         Case {
             name: "an exact-call grant, same call written differently",
-            args: json!({"recipient": "Jack", "amount": 120}),
+            args: json!({"recipient": "Jack", "amount": 80}),
             grants: vec![exact.clone()],
             want: Want::Grant("g-exact"),
             ..Case::default()
         },
         Case {
             name: "an exact-call grant does not run another recipient",
-            args: pay(120.0, "Jill"),
+            args: pay(80.0, "Jill"),
             grants: vec![exact.clone()],
             want: Want::Ask(None, true),
             ..Case::default()
         },
         Case {
             name: "an exact-call grant does not run another amount",
-            args: pay(120.5, "Jack"),
+            args: pay(80.5, "Jack"),
             grants: vec![exact.clone()],
             want: Want::Ask(None, true),
             ..Case::default()
@@ -452,7 +472,7 @@ fn cases() -> Vec<Case> {
         Case {
             name: "an exact-call grant holds in its chat only",
             chat: "chat-2",
-            args: pay(120.0, "Jack"),
+            args: pay(80.0, "Jack"),
             grants: vec![exact],
             want: Want::Ask(None, true),
             ..Case::default()
@@ -896,6 +916,26 @@ fn a_broken_policy_names_the_rule_and_where_it_is() {
             "@id(\"t\") permit (principal == ?principal, action, resource);",
             &["templates"],
         ),
+        (
+            "approvers on a permit",
+            "@id(\"p\") @approvers(\"2\") permit (principal, action, resource);",
+            &["rule \"p\"", "belong on an @ask forbid"],
+        ),
+        (
+            "no approvers",
+            "@id(\"z\") @ask @approvers(\"0\") forbid (principal, action, resource);",
+            &["rule \"z\"", "from 1 to 20"],
+        ),
+        (
+            "a role that is not a word",
+            "@id(\"r\") @ask @role(\"ad;min\") forbid (principal, action, resource);",
+            &["rule \"r\"", "@role"],
+        ),
+        (
+            "the old principal",
+            "@id(\"chat\") permit (principal == Chat::\"c1\", action, resource);",
+            &["rule \"chat\""],
+        ),
     ];
     for (name, text, needles) in cases {
         let error = match load(text) {
@@ -1046,4 +1086,80 @@ fn decimals_are_read_exactly_from_the_numbers_text() {
     ] {
         assert_eq!(cedar::decimal_text(text).as_deref(), want, "{text}");
     }
+}
+
+#[test]
+fn rules_ask_for_people_and_read_the_requester_and_their_roles() {
+    let policy = policy(&format!(
+        "{EXAMPLE}\n\
+         @id(\"finance-runs\") permit (principal in Role::\"finance\", action == \
+         Action::\"process_payment\", resource) when {{ context.amount_cents <= 2000 }};\n\
+         @id(\"ana-steps-up\") @ask @step_up forbid (principal == Person::\"p-ana\", action == \
+         Action::\"process_payment\", resource) when {{ context.chat == \"chat-1\" }};\n"
+    ));
+    let registry = registry();
+    let tool = registry.get("process_payment").unwrap();
+    let decide = |requester: &Requester, chat: &str, amount: i64| {
+        let mut decider = policy.decider(&registry, chat, requester, ChatWallet::default());
+        decider.decide(
+            "c",
+            &tool.spec,
+            &json!({"amount": amount, "recipient": "Jack"}),
+            NOON,
+        )
+    };
+    let finance = Requester {
+        id: "p-cy".into(),
+        name: "Cy".into(),
+        roles: ["finance".to_string()].into(),
+    };
+    // A role a rule names lets its people's 15 USD run; others' ask.
+    assert_eq!(
+        verdict_as_want(&decide(&finance, "chat-9", 15)),
+        "Rule(finance-runs)"
+    );
+    assert_eq!(
+        verdict_as_want(&decide(&Requester::local(), "chat-9", 15)),
+        "Ask(None, true)"
+    );
+    // Over 100 USD: two approvers, whoever asks (a forbid outranks the finance permit).
+    let Verdict::Ruled(Ruling::Asked {
+        rule,
+        needs: Some(needs),
+        ..
+    }) = decide(&finance, "chat-9", 150)
+    else {
+        panic!("it asks")
+    };
+    assert_eq!(rule.as_deref(), Some("two-approvers"));
+    assert_eq!(needs.approvers, 2);
+    assert_eq!(needs.role.as_deref(), Some("approver"));
+    assert!(needs.not_requester && needs.step_up);
+    // Two rules that ask: all of both at once.
+    let ana = Requester {
+        id: "p-ana".into(),
+        name: "Ana".into(),
+        roles: Default::default(),
+    };
+    let Verdict::Ruled(Ruling::Asked {
+        needs: Some(own), ..
+    }) = decide(&ana, "chat-1", 50)
+    else {
+        panic!("it asks")
+    };
+    assert_eq!(own.approvers, 1);
+    assert!(own.step_up && own.role.is_none());
+    let Verdict::Ruled(Ruling::Asked {
+        needs: Some(both), ..
+    }) = decide(&ana, "chat-1", 150)
+    else {
+        panic!("it asks")
+    };
+    assert_eq!(both.approvers, 2);
+    assert_eq!(both.role.as_deref(), Some("approver"));
+    // Elsewhere Ana's own rule does not match.
+    assert_eq!(
+        verdict_as_want(&decide(&ana, "chat-2", 50)),
+        "Ask(None, true)"
+    );
 }

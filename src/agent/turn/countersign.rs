@@ -72,3 +72,143 @@ pub(crate) fn news(call: &mut StepCall) -> Vec<Chunk> {
     }
     chunks
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::agent::{gate::StepCall, history::ToolCall, tools::ToolLocation};
+    use crate::protocol::{
+        countersign::{Requirement, Signature},
+        grant::Ruling,
+    };
+
+    fn call(phase: CallPhase, signed: &[&str]) -> StepCall {
+        StepCall {
+            call: ToolCall {
+                id: "c1".into(),
+                name: "process_payment".into(),
+                args: json!({"amount": 150}),
+                provider_data: None,
+            },
+            location: ToolLocation::Server,
+            phase,
+            announced: true,
+            gated_by: Some("a1".into()),
+            ruling: Some(Ruling::Asked {
+                rule: Some("two-approvers".into()),
+                grantable: false,
+                needs: Some(Requirement {
+                    approvers: 2,
+                    role: Some("approver".into()),
+                    not_requester: true,
+                    step_up: true,
+                }),
+            }),
+            signatures: signed
+                .iter()
+                .map(|p| Signature {
+                    person: (*p).into(),
+                    name: p.to_uppercase(),
+                    at_ms: 1,
+                    step_up: true,
+                })
+                .collect(),
+            signed_args: None,
+            denied_by: None,
+            signatures_shown: 0,
+            countersign_closed: false,
+        }
+    }
+
+    fn waiting() -> CallPhase {
+        CallPhase::AwaitingApproval {
+            approval_id: "a1".into(),
+            requested_at_ms: 0,
+            deadline_ms: 10,
+        }
+    }
+
+    fn kinds(chunks: &[Chunk]) -> Vec<String> {
+        chunks.iter().map(|c| c.wire_type().into_owned()).collect()
+    }
+
+    #[test]
+    fn each_signature_is_told_once_and_the_end_with_every_signature_for_v7() {
+        let mut call = call(waiting(), &[]);
+        assert!(
+            news(&mut call).is_empty(),
+            "0 of 2 was told when it was asked"
+        );
+        call.signatures = super::tests::call(waiting(), &["ben"]).signatures;
+        let told = news(&mut call);
+        assert_eq!(kinds(&told), ["data-countersign"]);
+        assert!(news(&mut call).is_empty(), "told once");
+        call.signatures = super::tests::call(waiting(), &["ben", "ana"]).signatures;
+        call.phase = CallPhase::Ready {
+            args: json!({"amount": 150}),
+            edited: false,
+        };
+        let told = news(&mut call);
+        assert_eq!(
+            kinds(&told),
+            [
+                "data-countersign",
+                "tool-approval-response",
+                "tool-approval-response"
+            ]
+        );
+        let Chunk::Data(data) = &told[0] else {
+            panic!("{told:?}")
+        };
+        let progress = Progress::from_value(&data.data).unwrap();
+        assert_eq!(progress.state, ProgressState::Complete);
+        assert_eq!(progress.words(), "Approved by BEN and ANA");
+        assert!(news(&mut call).is_empty(), "closed");
+    }
+
+    #[test]
+    fn a_denial_or_an_end_is_told_without_approvals() {
+        let mut denied = call(
+            CallPhase::Done {
+                outcome: Outcome::Denied { reason: None },
+                edited_args: None,
+            },
+            &["ben"],
+        );
+        denied.denied_by = Some("Cy".into());
+        let told = news(&mut denied);
+        assert_eq!(kinds(&told), ["data-countersign"]);
+        let Chunk::Data(data) = &told[0] else {
+            panic!()
+        };
+        assert_eq!(
+            Progress::from_value(&data.data).unwrap().words(),
+            "Denied by Cy"
+        );
+        let mut expired = call(
+            CallPhase::Done {
+                outcome: Outcome::Expired,
+                edited_args: None,
+            },
+            &[],
+        );
+        let told = news(&mut expired);
+        let Chunk::Data(data) = &told[0] else {
+            panic!()
+        };
+        assert_eq!(
+            Progress::from_value(&data.data).unwrap().state,
+            ProgressState::Ended
+        );
+        // A plain approval has nothing to tell.
+        let mut plain = call(waiting(), &[]);
+        plain.ruling = Some(Ruling::Asked {
+            rule: None,
+            grantable: true,
+            needs: None,
+        });
+        assert!(news(&mut plain).is_empty());
+    }
+}

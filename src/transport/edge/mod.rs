@@ -290,7 +290,7 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
         let presented = credential(request.headers(), request.uri().query(), upgrade);
         if presented == Credential::None {
             if !public {
-                return unauthorized(&path);
+                return unauthorized(&path, edge.mode);
             }
             None
         } else {
@@ -314,7 +314,7 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
                 None => {
                     edge.failures.record(&client, now);
                     tracing::warn!(%client, %path, "failed authentication");
-                    return unauthorized(&path);
+                    return unauthorized(&path, edge.mode);
                 }
             }
         }
@@ -392,16 +392,18 @@ async fn identify(
 }
 
 /// 401 for the API, the sign-in page for a page.
-fn unauthorized(path: &str) -> Response {
+fn unauthorized(path: &str, mode: SignInMode) -> Response {
     if is_api(path) {
-        ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
+        let message = if mode == SignInMode::Passkeys {
+            "sign in with your passkey at /signin (scripts: the API key, as `Authorization: \
+             Bearer <key>` or `X-API-Key`; a browser's WebSocket on another origin: `?ticket=` \
+             from POST /api/live/ticket)"
+        } else {
             "this server needs its API key: send `Authorization: Bearer <key>` or `X-API-Key`, \
              or sign in at /signin (a browser's WebSocket: sign in, or add `?ticket=` from \
-             POST /api/live/ticket)",
-        )
-        .into_response()
+             POST /api/live/ticket)"
+        };
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response()
     } else {
         Redirect::to(&format!("/signin?next={}", encode_component(path))).into_response()
     }

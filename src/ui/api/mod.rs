@@ -76,6 +76,9 @@ pub struct ChatSnapshot {
     pub server_now_ms: i64,
     /// A turn is generating right now (the page should re-attach to it).
     pub streaming: bool,
+    /// The version of the chat's waiting approvals this shows (`chat_news` waits for the next).
+    #[serde(default)]
+    pub version: u64,
 }
 
 /// One page of the audit log, with what the filters can choose from.

@@ -55,6 +55,8 @@ pub async fn chat_snapshot(
 ) -> Result<ChatSnapshot, String> {
     let runtime = &state.runtime;
     let now = runtime.clock.now_ms();
+    // Read before the record: a change in between makes the page look once more, never miss it.
+    let version = runtime.inbox.chat_version(&chat_id);
     let session = runtime
         .existing_session(&chat_id)
         .await
@@ -67,6 +69,7 @@ pub async fn chat_snapshot(
             pending: Vec::new(),
             server_now_ms: now,
             streaming: false,
+            version,
         });
     };
     let record = session.snapshot();
@@ -99,6 +102,7 @@ pub async fn chat_snapshot(
         pending,
         server_now_ms: now,
         streaming,
+        version,
     })
 }
 

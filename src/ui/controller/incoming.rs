@@ -29,6 +29,15 @@ impl ChatCtl {
         if snapshot.chat_id != self.chat_id.get_untracked() {
             return;
         }
+        // A turn this page streams now is newer than the snapshot.
+        if self.conversation.with_value(|c| c.active().is_some()) {
+            return;
+        }
+        self.news.set_value(snapshot.version);
+        if self.followed.with_value(|f| *f != snapshot.chat_id) {
+            self.followed.set_value(snapshot.chat_id.clone());
+            self.follow_decisions(snapshot.chat_id.clone());
+        }
         let skew = platform::now_ms() - snapshot.server_now_ms;
         self.deadlines.update(|d| {
             for p in &snapshot.pending {

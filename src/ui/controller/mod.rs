@@ -81,6 +81,10 @@ pub struct ChatCtl {
     refreshed: StoredValue<HashSet<String>>,
     /// The chunk log's last sequence number.
     sequence: StoredValue<u64>,
+    /// The chat whose decisions made elsewhere this page follows, and the version of its
+    /// waiting approvals it has shown (`follow_decisions`).
+    followed: StoredValue<String>,
+    news: StoredValue<u64>,
 }
 
 impl ChatCtl {
@@ -108,6 +112,8 @@ impl ChatCtl {
             extensions: StoredValue::new(HashMap::new()),
             refreshed: StoredValue::new(HashSet::new()),
             sequence: StoredValue::new(0),
+            followed: StoredValue::new(String::new()),
+            news: StoredValue::new(0),
         }
     }
 
@@ -131,7 +137,6 @@ impl ChatCtl {
             .or_else(storage::saved_chat)
             .unwrap_or_else(|| platform::random_id("chat"));
         self.open_chat(chat);
-        self.follow_decisions();
         spawn_local(async move {
             match super::api::get_app_info().await {
                 Ok(info) => {
@@ -316,33 +321,40 @@ impl ChatCtl {
 
     /// In SSE mode the page holds no connection while a turn waits for people: it waits on the
     /// server (`chat_news`, long polling) for decisions made elsewhere — an approver in the
-    /// inbox, another device — and then shows the chat as the server has it (following the turn
-    /// if it is streaming again). BIDI's socket hears them by itself.
-    fn follow_decisions(self) {
+    /// inbox, another device — and, when one lands while an approval waits here, shows the chat
+    /// as the server has it (following the turn if it streams again). BIDI's socket hears them
+    /// by itself. One loop per chat shown, from its first snapshot (whose version it starts at,
+    /// so nothing between the two is missed); it ends when another chat is opened.
+    fn follow_decisions(self, chat: String) {
         spawn_local(async move {
-            let mut known: Option<(String, u64)> = None;
             loop {
+                if self.followed.with_value(|f| *f != chat) {
+                    return;
+                }
                 if self.mode.get_untracked() != Mode::Sse {
-                    known = None;
                     platform::sleep(2_000).await;
                     continue;
                 }
-                let chat = self.chat_id.get_untracked();
-                let since = known.as_ref().filter(|(c, _)| *c == chat).map(|(_, v)| *v);
-                match super::inbox::chat_news(chat.clone(), since).await {
-                    Ok(version) => {
+                let known = self.news.get_value();
+                match super::inbox::chat_news(chat.clone(), Some(known)).await {
+                    Ok(version) if version != known => {
+                        if self.followed.with_value(|f| *f != chat) {
+                            return;
+                        }
                         let idle = self.conversation.with_value(|c| c.active().is_none())
                             && matches!(self.status.get_untracked(), Status::Ready);
-                        let same_chat = self.chat_id.get_untracked() == chat;
-                        if since.is_some_and(|v| v != version) && idle && same_chat {
+                        if !idle {
+                            // This page's own request is streaming: look again when it ends.
+                            platform::sleep(300).await;
+                            continue;
+                        }
+                        self.news.set_value(version);
+                        if self.messages.with_untracked(|m| state::awaits_decision(m)) {
                             self.reload();
                         }
-                        known = same_chat.then_some((chat, version));
                     }
-                    Err(_) => {
-                        known = None;
-                        platform::sleep(5_000).await;
-                    }
+                    Ok(_) => {}
+                    Err(_) => platform::sleep(5_000).await,
                 }
             }
         });

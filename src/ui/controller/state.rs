@@ -179,6 +179,26 @@ pub(super) fn waits_for_person(messages: &[UiMessage]) -> bool {
     })
 }
 
+/// Whether the last message has an approval that waits for a decision — this person's, or
+/// others' (a signature given here, and more wanted): a decision made elsewhere changes it.
+pub(super) fn awaits_decision(messages: &[UiMessage]) -> bool {
+    let Some(last) = messages.last().filter(|m| m.role == Role::Assistant) else {
+        return false;
+    };
+    let waiting_for_others = last.parts.iter().any(|part| match part {
+        crate::protocol::UiPart::Data(data)
+            if data.name == crate::protocol::countersign::PROGRESS_PART =>
+        {
+            data.data.get("state").and_then(serde_json::Value::as_str) == Some("waiting")
+        }
+        _ => false,
+    });
+    waiting_for_others
+        || last
+            .tool_parts()
+            .any(|t| t.state == ToolState::ApprovalRequested)
+}
+
 /// The calls that already ran, failed or were denied: this browser does not run them again.
 pub(super) fn finished_calls(messages: &[UiMessage]) -> impl Iterator<Item = String> + '_ {
     messages

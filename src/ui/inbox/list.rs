@@ -185,6 +185,26 @@ fn item_html(state: &AppState, seen: &Seen, public: &str) -> String {
             "Deny"
         }
     );
+    // An approver may change the arguments before approving (the count starts again).
+    let edit = match (&seen.sign, seen.signed, &tool) {
+        (Ok(()), false, Some(tool)) => {
+            let values = w.args.as_object().cloned().unwrap_or_default();
+            format!(
+                "<details class=\"inbox-edit\"><summary data-testid=\"inbox-edit\">Edit before \
+                 approving</summary><form class=\"edit-form\"><input type=\"hidden\" \
+                 name=\"edit\" value=\"{id}\">{step_up}<div class=\"edit-fields\">{fields}</div>\
+                 <button type=\"submit\" class=\"approve\" data-testid=\"inbox-edit-approve\">\
+                 Approve with changes</button></form></details>",
+                step_up = if w.needs.step_up {
+                    "<input type=\"hidden\" name=\"step-up\" value=\"1\">"
+                } else {
+                    ""
+                },
+                fields = crate::ui::form::fields_html(&tool.spec.parameters, &values),
+            )
+        }
+        _ => String::new(),
+    };
     let chat = if seen.own {
         format!(
             " · <a href=\"/?chat={}\">open the chat</a>",
@@ -201,10 +221,10 @@ fn item_html(state: &AppState, seen: &Seen, public: &str) -> String {
         "<article class=\"inbox-item\" data-testid=\"inbox-item\" data-approval=\"{id}\">\
          <header><strong>{title}</strong> <span class=\"countdown\" data-deadline=\"{deadline}\" \
          data-testid=\"inbox-countdown\"></span></header>\
-         <p class=\"inbox-who muted\">Asked by {requester}{rule}{chat}</p>\
+         <p class=\"inbox-who muted\" data-testid=\"inbox-who\">Asked by {requester}{rule}{chat}</p>\
          <p class=\"inbox-sentence\" data-testid=\"inbox-sentence\">{sentence}</p>\
          <dl class=\"inbox-args\">{fields}</dl>{progress}\
-         <div class=\"inbox-actions\">{approve}{deny}</div>\
+         <div class=\"inbox-actions\">{approve}{deny}</div>{edit}\
          <p class=\"inbox-link muted\">On another device: <a href=\"{link}\" \
          data-testid=\"inbox-link\">{link}</a> <button type=\"button\" class=\"link-button\" \
          data-action=\"copy:{link}\">Copy link</button></p></article>",
@@ -222,6 +242,40 @@ fn input_refusal(e: InputError) -> ServerFnError {
     refuse(api.status, api.message)
 }
 
+/// The arguments the edit form's `fields` describe: the approval's arguments with the form's
+/// fields in their place, valid against the tool's schema.
+fn edited_args(
+    state: &AppState,
+    waiting: &Waiting,
+    fields: &[(String, String)],
+) -> Result<Value, ServerFnError> {
+    let tool = state.runtime.tools.get(&waiting.tool).ok_or_else(|| {
+        refuse(
+            StatusCode::CONFLICT,
+            format!("{} is no longer offered", waiting.tool),
+        )
+    })?;
+    let schema = &tool.spec.parameters;
+    let mut args = waiting.args.as_object().cloned().unwrap_or_default();
+    for name in schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(serde_json::Map::keys)
+    {
+        args.remove(name);
+    }
+    args.extend(crate::ui::form::values_from(schema, fields));
+    let args = Value::Object(args);
+    crate::protocol::schema::validate(schema, &args).map_err(|e| {
+        refuse(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("{}: {}", e.path.trim_start_matches("$."), e.message),
+        )
+    })?;
+    Ok(args)
+}
+
 /// Decides a waiting approval as the signed-in person, through the gate.
 pub async fn decide(
     state: &AppState,
@@ -229,6 +283,7 @@ pub async fn decide(
     approve: bool,
     reason: Option<String>,
     step_up: Option<Value>,
+    edit: Option<Vec<(String, String)>>,
 ) -> Result<String, ServerFnError> {
     let principal = crate::ui::api::principal();
     let gone = || {
@@ -245,7 +300,13 @@ pub async fn decide(
     if !visible {
         return Err(gone());
     }
-    let decision = if approve {
+    let edited = match &edit {
+        Some(fields) if approve => Some(edited_args(state, &waiting, fields)?),
+        _ => None,
+    };
+    let decision = if let Some(args) = edited.filter(|a| *a != waiting.args) {
+        ApprovalDecision::ApproveWithEdits { args }
+    } else if approve {
         ApprovalDecision::Approve
     } else {
         ApprovalDecision::Deny {
@@ -288,11 +349,13 @@ pub async fn decide(
     })
 }
 
-/// A passkey challenge for approving `approval_id` with `args` (default: as they stand).
+/// A passkey challenge for approving `approval_id` with `args`, or the edit form's fields `edit`
+/// (default: the arguments as they stand).
 pub fn step_up_options(
     state: &AppState,
     approval_id: String,
     args: Option<Value>,
+    edit: Option<Vec<(String, String)>>,
 ) -> Result<Value, ServerFnError> {
     let principal = crate::ui::api::principal();
     let Principal::Person { id, .. } = &principal else {
@@ -314,7 +377,11 @@ pub fn step_up_options(
             format!("you may not approve it: {}", e.0),
         )
     })?;
-    let args = args.unwrap_or_else(|| waiting.args.clone());
+    let args = match (args, edit) {
+        (Some(args), _) => args,
+        (None, Some(fields)) => edited_args(state, &waiting, &fields)?,
+        (None, None) => waiting.args.clone(),
+    };
     let people = state.runtime.people();
     let passkeys = people.passkeys().map_err(people_refusal)?;
     passkeys

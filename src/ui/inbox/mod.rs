@@ -59,27 +59,30 @@ pub async fn inbox_view(
 }
 
 /// Approves (`approve`) or denies (with `reason`) approval `approval_id` as the signed-in person;
-/// `step_up`: the passkey assertion when the rule asks for one. Answers how it stands now.
+/// `edit`: the edit form's fields, to approve with changed arguments; `step_up`: the passkey
+/// assertion when the rule asks for one. Answers how it stands now.
 #[server(prefix = "/api/fn", endpoint = "decide_approval", input = JsonCodec)]
 pub async fn decide_approval(
     approval_id: String,
     approve: bool,
     reason: Option<String>,
     step_up: Option<Value>,
+    edit: Option<Vec<(String, String)>>,
 ) -> Result<String, ServerFnError> {
     let state = expect_context::<crate::state::AppState>();
-    list::decide(&state, approval_id, approve, reason, step_up).await
+    list::decide(&state, approval_id, approve, reason, step_up, edit).await
 }
 
-/// A passkey challenge for approving `approval_id` with `args` (the arguments it would run;
-/// `None`: as they stand), bound to both.
+/// A passkey challenge for approving `approval_id` with `args` (the arguments it would run), or
+/// with the edit form's fields `edit`, or as they stand — bound to the approval and them.
 #[server(prefix = "/api/fn", endpoint = "step_up_options", input = JsonCodec)]
 pub async fn step_up_options(
     approval_id: String,
     args: Option<Value>,
+    edit: Option<Vec<(String, String)>>,
 ) -> Result<Value, ServerFnError> {
     let state = expect_context::<crate::state::AppState>();
-    list::step_up_options(&state, approval_id, args)
+    list::step_up_options(&state, approval_id, args, edit)
 }
 
 /// The version of `chat_id`'s waiting approvals, as soon as it differs from `known` (or after
@@ -109,8 +112,12 @@ pub async fn chat_news(chat_id: String, known: Option<u64>) -> Result<u64, Serve
 /// Approves `approval_id` with a passkey confirmation: asks the server for a challenge bound to
 /// `args`, has the browser's authenticator sign it (`public/passkey.js`), and returns the
 /// assertion to send with the approval.
-pub async fn confirm_with_passkey(approval_id: &str, args: Option<Value>) -> Result<Value, String> {
-    let options = step_up_options(approval_id.to_owned(), args)
+pub async fn confirm_with_passkey(
+    approval_id: &str,
+    args: Option<Value>,
+    edit: Option<Vec<(String, String)>>,
+) -> Result<Value, String> {
+    let options = step_up_options(approval_id.to_owned(), args, edit)
         .await
         .map_err(|e| server_message(&e))?;
     super::platform::passkey_assert(&options).await
@@ -128,7 +135,15 @@ pub fn server_message(e: &ServerFnError) -> String {
 #[component]
 pub fn InboxPage(focus: Option<String>) -> impl IntoView {
     let html = RwSignal::new("<p class=\"muted\">Loading…</p>".to_owned());
-    let notice = RwSignal::new(None::<(bool, String)>);
+    // What the last action said, as HTML above the list.
+    let notice_text = RwSignal::new(String::new());
+    let notice = move |ok: bool, text: String| {
+        notice_text.set(format!(
+            "<p class=\"{}\" role=\"status\" data-testid=\"inbox-notice\">{}</p>",
+            if ok { "inbox-notice" } else { "edit-error" },
+            super::html::escape(&text)
+        ))
+    };
     let version = StoredValue::new(None::<u64>);
     let offset = StoredValue::new(0i64);
     let focus = StoredValue::new(focus);
@@ -164,24 +179,28 @@ pub fn InboxPage(focus: Option<String>) -> impl IntoView {
             super::platform::tick_countdowns(offset.get_value())
         });
     });
-    let act = move |approval_id: String, approve: bool, step_up: bool, reason: Option<String>| {
-        notice.set(Some((true, "Working…".into())));
+    let act = move |approval_id: String,
+                    approve: bool,
+                    step_up: bool,
+                    reason: Option<String>,
+                    edit: Option<Vec<(String, String)>>| {
+        notice(true, "Working…".into());
         spawn_local(async move {
             let assertion = if step_up && approve {
-                notice.set(Some((true, "Confirm with your passkey…".into())));
-                match confirm_with_passkey(&approval_id, None).await {
+                notice(true, "Confirm with your passkey…".into());
+                match confirm_with_passkey(&approval_id, None, edit.clone()).await {
                     Ok(assertion) => Some(assertion),
                     Err(e) => {
-                        notice.set(Some((false, e)));
+                        notice(false, e);
                         return;
                     }
                 }
             } else {
                 None
             };
-            match decide_approval(approval_id, approve, reason, assertion).await {
-                Ok(words) => notice.set(Some((true, words))),
-                Err(e) => notice.set(Some((false, server_message(&e)))),
+            match decide_approval(approval_id, approve, reason, assertion, edit).await {
+                Ok(words) => notice(true, words),
+                Err(e) => notice(false, server_message(&e)),
             }
         });
     };
@@ -191,13 +210,13 @@ pub fn InboxPage(focus: Option<String>) -> impl IntoView {
         };
         if let Some(link) = action.strip_prefix("copy:") {
             super::platform::copy(link);
-            notice.set(Some((true, "Link copied.".into())));
+            notice(true, "Link copied.".into());
         } else if let Some(rest) = action.strip_prefix("approve:") {
             let (step_up, id) = match rest.strip_prefix("step-up:") {
                 Some(id) => (true, id),
                 None => (false, rest),
             };
-            act(id.to_owned(), true, step_up, None);
+            act(id.to_owned(), true, step_up, None, None);
         }
     };
     // Deny carries the reason typed in its own little form.
@@ -211,7 +230,22 @@ pub fn InboxPage(focus: Option<String>) -> impl IntoView {
                 .map(|(_, v)| v.trim().to_owned())
         };
         if let Some(id) = field("deny") {
-            act(id, false, false, field("reason").filter(|r| !r.is_empty()));
+            act(
+                id,
+                false,
+                false,
+                field("reason").filter(|r| !r.is_empty()),
+                None,
+            );
+        } else if let Some(id) = field("edit") {
+            // The fields as typed; the server reads them against the tool's schema.
+            let fields: Vec<(String, String)> = entries
+                .iter()
+                .filter(|(n, _)| n != "edit" && n != "step-up")
+                .cloned()
+                .collect();
+            let step_up = field("step-up").is_some();
+            act(id, true, step_up, None, Some(fields));
         }
     };
     let title = if focus.get_value().is_some() {
@@ -226,9 +260,7 @@ pub fn InboxPage(focus: Option<String>) -> impl IntoView {
                 "What you may decide, from every chat: approvals a rule asks more people for, and your own. "
                 "This page follows them live."
             </p>
-            {move || notice.get().map(|(ok, text)| view! {
-                <p class=if ok { "inbox-notice" } else { "edit-error" } role="status" data-testid="inbox-notice">{text}</p>
-            })}
+            <div inner_html=move || notice_text.get()></div>
             <div on:click=on_click on:submit=on_submit inner_html=move || html.get()></div>
         </main>
     }

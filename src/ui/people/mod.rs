@@ -50,12 +50,31 @@ pub async fn device_link() -> Result<String, ServerFnError> {
     list::device_link(&state).await
 }
 
-/// The people page.
+/// A notice above the page's content, as escaped HTML.
+fn notice_html(ok: bool, text: &str) -> String {
+    format!(
+        "<p class=\"{}\" role=\"status\" data-testid=\"people-notice\">{}</p>",
+        if ok { "inbox-notice" } else { "edit-error" },
+        super::html::escape(text)
+    )
+}
+
+/// A one-time link to hand over, as escaped HTML (with Copy).
+fn link_html(url: &str) -> String {
+    let url = super::html::escape(url);
+    format!(
+        "<p class=\"one-time-link\" data-testid=\"one-time-link\">One-time link (send it to them; \
+         it works once): <a href=\"{url}\" data-testid=\"one-time-link-url\">{url}</a> \
+         <button type=\"button\" class=\"link-button\" data-action=\"copy:{url}\">Copy</button></p>"
+    )
+}
+
+/// The people page: one block of HTML written on the server (and a notice or a link above it),
+/// its clicks and forms handled where they bubble to.
 #[component]
 pub fn PeoplePage() -> impl IntoView {
     let html = RwSignal::new("<p class=\"muted\">Loading…</p>".to_owned());
-    let notice = RwSignal::new(None::<(bool, String)>);
-    let link = RwSignal::new(None::<String>);
+    let above = RwSignal::new(String::new());
     let load = move || {
         spawn_local(async move {
             match people_view().await {
@@ -67,10 +86,14 @@ pub fn PeoplePage() -> impl IntoView {
     Effect::new(move |_| load());
     let done = move |result: Result<String, ServerFnError>| match result {
         Ok(text) => {
-            notice.set(Some((true, text)));
+            above.set(notice_html(true, &text));
             load();
         }
-        Err(e) => notice.set(Some((false, server_message(&e)))),
+        Err(e) => above.set(notice_html(false, &server_message(&e))),
+    };
+    let linked = move |result: Result<String, ServerFnError>| match result {
+        Ok(url) => above.set(link_html(&url)),
+        Err(e) => above.set(notice_html(false, &server_message(&e))),
     };
     let on_click = move |ev: leptos::ev::MouseEvent| {
         let Some(action) = super::platform::action_of(&ev) else {
@@ -82,15 +105,10 @@ pub fn PeoplePage() -> impl IntoView {
                 done(remove_person(person).await.map(|()| "Removed.".to_owned()));
             });
         } else if action == "device-link" {
-            spawn_local(async move {
-                match device_link().await {
-                    Ok(url) => link.set(Some(url)),
-                    Err(e) => notice.set(Some((false, server_message(&e)))),
-                }
-            });
+            spawn_local(async move { linked(device_link().await) });
         } else if let Some(url) = action.strip_prefix("copy:") {
             super::platform::copy(url);
-            notice.set(Some((true, "Link copied.".into())));
+            above.set(notice_html(true, "Link copied."));
         }
     };
     let on_submit = move |ev: leptos::ev::SubmitEvent| {
@@ -111,15 +129,7 @@ pub fn PeoplePage() -> impl IntoView {
                     .map(|(_, v)| v.as_str())
                     .collect::<Vec<_>>()
                     .join(" ");
-                spawn_local(async move {
-                    match invite_person(name, roles).await {
-                        Ok(url) => {
-                            link.set(Some(url));
-                            notice.set(None);
-                        }
-                        Err(e) => notice.set(Some((false, server_message(&e)))),
-                    }
-                });
+                spawn_local(async move { linked(invite_person(name, roles).await) });
             }
             Some("roles") => {
                 let (Some(person), roles) = (field("person"), field("roles").unwrap_or_default())
@@ -140,19 +150,7 @@ pub fn PeoplePage() -> impl IntoView {
     view! {
         <main class="people-page" data-testid="people">
             <h1>"People"</h1>
-            {move || notice.get().map(|(ok, text)| view! {
-                <p class=if ok { "inbox-notice" } else { "edit-error" } role="status" data-testid="people-notice">{text}</p>
-            })}
-            {move || link.get().map(|url| view! {
-                <p class="one-time-link" data-testid="one-time-link">
-                    "One-time link (send it to them; it works once): "
-                    <a href=url.clone() data-testid="one-time-link-url">{url.clone()}</a>" "
-                    <button type="button" class="link-button" on:click={
-                        let url = url.clone();
-                        move |_| { super::platform::copy(&url); notice.set(Some((true, "Link copied.".into()))); }
-                    }>"Copy"</button>
-                </p>
-            })}
+            <div on:click=on_click inner_html=move || above.get()></div>
             <div on:click=on_click on:submit=on_submit inner_html=move || html.get()></div>
         </main>
     }
