@@ -726,8 +726,15 @@ async fn no_one_reads_or_answers_what_they_may_not() {
     )
     .await;
     assert_eq!(done.status, 200, "{}", done.text);
-    // The admin sees the whole audit log.
-    assert!(!audit_as(&app, &ana, chat).await.is_empty());
+    // The admin sees the whole audit log; Dan's denial names him and the passkey he signed in
+    // with (no confirmation was asked: the session's passkey is the one recorded).
+    let audit = audit_as(&app, &ana, chat).await;
+    let denied = audit
+        .iter()
+        .find(|e| e["kind"] == "denied")
+        .unwrap_or_else(|| panic!("{audit:?}"));
+    assert_eq!(denied["actor"]["name"], "Dan");
+    assert_eq!(denied["actor"]["passkey"], dan.credential.as_str());
     // Without a cookie, nothing.
     assert_eq!(call(&app, None, "inbox_view", json!({})).await.status, 401);
 }
@@ -784,4 +791,36 @@ async fn the_api_key_sets_up_the_first_person_and_counts_for_no_quorum() {
         "{}",
         inbox.text
     );
+}
+
+#[tokio::test]
+async fn failed_passkey_sign_ins_make_the_address_wait() {
+    let db = temp("throttle");
+    let (app, _setup) =
+        passkeys_server(&db, &[("COUNTERSIGN_AUTH_FAILURE_RATE", "3".to_string())]).await;
+    // Answers to no challenge of this server: each one a failure of this address.
+    let forged = json!({"id": "AA", "rawId": "AA", "type": "public-key", "extensions": {},
+        "response": {"clientDataJSON": URL_SAFE_NO_PAD.encode(br#"{"challenge":"nope"}"#),
+                     "authenticatorData": "AA", "signature": "AA", "userHandle": "AA"}});
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let answer = call(
+            &app,
+            None,
+            "passkey_signin_finish",
+            json!({"credential": forged}),
+        )
+        .await;
+        statuses.push(answer.status);
+        if answer.status == 429 {
+            assert!(answer.text.contains("try again in"), "{}", answer.text);
+        } else {
+            assert!(
+                answer.text.contains("no challenge") || answer.text.contains("not a WebAuthn"),
+                "{}",
+                answer.text
+            );
+        }
+    }
+    assert_eq!(statuses, [403, 403, 403, 429]);
 }

@@ -182,6 +182,8 @@ pub enum Principal {
         id: String,
         name: String,
         roles: BTreeSet<String>,
+        /// The passkey they signed in with (`None`: a session from before sessions named it).
+        passkey: Option<String>,
     },
 }
 
@@ -191,11 +193,21 @@ impl Principal {
         Principal::Local { via_key: false }
     }
 
-    pub fn of(person: &Person) -> Principal {
+    /// `person`, signed in with `passkey`.
+    pub fn of(person: &Person, passkey: Option<String>) -> Principal {
         Principal::Person {
             id: person.id.clone(),
             name: person.name.clone(),
             roles: person.roles.clone(),
+            passkey,
+        }
+    }
+
+    /// The passkey the person signed in with.
+    pub fn passkey(&self) -> Option<&str> {
+        match self {
+            Principal::Local { .. } => None,
+            Principal::Person { passkey, .. } => passkey.as_deref(),
         }
     }
 
@@ -650,3 +662,6 @@ impl People {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod passkey_tests;

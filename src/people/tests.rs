@@ -49,7 +49,7 @@ fn a_principal_owns_its_own_chats_only() {
     );
     assert!(local.owns(Some(LOCAL)));
     assert!(!local.owns(Some("p1")));
-    let ana = Principal::of(&person("p1", "Ana", &["approver"]));
+    let ana = Principal::of(&person("p1", "Ana", &["approver"]), None);
     assert!(ana.owns(Some("p1")));
     assert!(!ana.owns(None));
     assert!(!ana.owns(Some("p2")));
@@ -69,8 +69,8 @@ async fn invites_need_an_admin_or_the_key_and_device_links_are_ones_own() {
         person("p-ben", "Ben", &["approver"]),
     ])
     .await;
-    let ana = Principal::of(&people.person("p-admin").unwrap());
-    let ben = Principal::of(&people.person("p-ben").unwrap());
+    let ana = Principal::of(&people.person("p-admin").unwrap(), None);
+    let ben = Principal::of(&people.person("p-ben").unwrap(), None);
     let roles: BTreeSet<String> = ["approver".to_string()].into();
     let (token, invite) = people
         .invite(&ana, InviteKind::Person, Some("Cy"), roles.clone(), 1_000)
@@ -147,7 +147,7 @@ async fn the_last_admin_stays_an_admin_and_revoked_people_lose_their_roles() {
         person("p-ben", "Ben", &["approver"]),
     ])
     .await;
-    let ana = Principal::of(&people.person("p-admin").unwrap());
+    let ana = Principal::of(&people.person("p-admin").unwrap(), None);
     assert_eq!(
         people.set_roles(&ana, "p-admin", BTreeSet::new()).await,
         Err(PeopleError::LastAdmin("Ana".into()))
@@ -168,7 +168,7 @@ async fn the_last_admin_stays_an_admin_and_revoked_people_lose_their_roles() {
     assert_eq!(
         people
             .set_roles(
-                &Principal::of(&person("p-x", "X", &[])),
+                &Principal::of(&person("p-x", "X", &[]), None),
                 "p-ben",
                 BTreeSet::new()
             )

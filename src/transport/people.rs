@@ -74,7 +74,7 @@ pub fn signed_in() -> Result<Principal, ServerFnError> {
 }
 
 /// Starts a session for `person` and sets its cookie on the response.
-async fn sign_in(state: &AppState, person: &Person) -> Result<(), ServerFnError> {
+async fn sign_in(state: &AppState, person: &Person, passkey: &str) -> Result<(), ServerFnError> {
     let parts = request_parts()?;
     let signins = state
         .edge
@@ -87,7 +87,7 @@ async fn sign_in(state: &AppState, person: &Person) -> Result<(), ServerFnError>
         .address
         .map(|a| super::edge::limits::address_key(Some(a)));
     let (session, token) = signins
-        .issue(now, address, Some(&person.id))
+        .issue(now, address, Some((&person.id, passkey)))
         .await
         .map_err(|e| people_refusal(e.into()))?;
     let max_age = (session.expires_ms - now) / 1000;
@@ -177,12 +177,12 @@ pub async fn passkey_register_finish(credential: Value) -> Result<String, Server
         revoked_ms: None,
     };
     let person = people
-        .enrol(&invite, new_person, stored, now)
+        .enrol(&invite, new_person, stored.clone(), now)
         .await
         .map_err(people_refusal)?;
     let person = people.person(&person.id).unwrap_or(person);
     tracing::info!(person = %person.id, kind = invite.kind.as_str(), "a passkey was registered from a one-time link");
-    sign_in(&state, &person).await?;
+    sign_in(&state, &person, &stored.id).await?;
     Ok(if invite.kind == InviteKind::Setup {
         "/people".to_owned()
     } else {
@@ -211,25 +211,38 @@ pub async fn passkey_signin_finish(
     let people = state.runtime.people();
     let now = state.runtime.clock.now_ms();
     let passkeys = people.passkeys().map_err(people_refusal)?;
+    // Failed sign-ins count like wrong keys: an address that keeps failing waits.
+    let client = request_parts().ok().map(|parts| {
+        super::edge::limits::address_key(super::edge::Client::from_parts(&parts).address)
+    });
+    if let Some(client) = &client
+        && let Err(wait) = state.edge.failures.check(client, std::time::Instant::now())
+    {
+        tracing::warn!(%client, "passkey sign-in refused: too many failed attempts");
+        return Err(refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "Too many failed sign-ins from this address: try again in {} s.",
+                wait.as_secs().max(1)
+            ),
+        ));
+    }
     let (person, used) = match passkeys.finish_signin(&credential, people, now) {
         Ok(found) => found,
         Err(e) => {
-            // A failed sign-in counts like a wrong key.
-            if let Ok(parts) = request_parts() {
-                let client = super::edge::limits::address_key(
-                    super::edge::Client::from_parts(&parts).address,
-                );
+            if let Some(client) = &client {
                 state
                     .edge
                     .failures
-                    .record(&client, std::time::Instant::now());
+                    .record(client, std::time::Instant::now());
                 tracing::warn!(%client, error = %e, "a passkey sign-in failed");
             }
             return Err(people_refusal(e));
         }
     };
+    let passkey = used.id.clone();
     people.used_passkey(used, now).await;
-    sign_in(&state, &person).await?;
+    sign_in(&state, &person, &passkey).await?;
     Ok(safe_next(next.as_deref()))
 }
 

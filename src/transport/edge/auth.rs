@@ -108,6 +108,9 @@ pub struct Session {
     pub expires_ms: Millis,
     /// The person who signed in with a passkey (`None`: the API key's sign-in form).
     pub person: Option<String>,
+    /// The passkey they signed in with (base64url credential id; `None` for sessions of the
+    /// API key, and for `v2` tokens, which did not carry it).
+    pub passkey: Option<String>,
 }
 
 /// Why a session cookie was not accepted.
@@ -126,8 +129,10 @@ pub enum SessionError {
 /// Sign-in sessions: issued, verified, ended.
 ///
 /// Two kinds of token: `v1.<id>.<expiry>.<mac>` for a sign-in with the API key (the MAC covers
-/// the key's digest, so a new key ends them all) and `v2.<id>.<person>.<expiry>.<mac>` for a
-/// person's passkey sign-in (whether the person may still sign in is checked at every request).
+/// the key's digest, so a new key ends them all) and `v3.<id>.<person>.<passkey>.<expiry>.<mac>`
+/// for a person's passkey sign-in, naming the passkey so every decision made in the session is
+/// recorded with it (whether the person may still sign in is checked at every request). `v2`
+/// tokens (`v2.<id>.<person>.<expiry>.<mac>`, without the passkey) are still accepted.
 pub struct SignIns {
     secret: [u8; 32],
     key: Option<ApiKey>,
@@ -168,7 +173,7 @@ impl SignIns {
     fn mac(
         &self,
         id: &str,
-        person: Option<&str>,
+        person: Option<(&str, Option<&str>)>,
         expires_ms: Millis,
     ) -> Result<HmacSha256, SessionError> {
         let mut mac =
@@ -185,7 +190,7 @@ impl SignIns {
                 // The key's digest: a new key makes every session's signature wrong.
                 mac.update(&key.digest);
             }
-            Some(person) => {
+            Some((person, None)) => {
                 mac.update(b"countersign sign-in v2\0");
                 mac.update(id.as_bytes());
                 mac.update(b"\0");
@@ -193,23 +198,33 @@ impl SignIns {
                 mac.update(b"\0");
                 mac.update(expires_ms.to_string().as_bytes());
             }
+            Some((person, Some(passkey))) => {
+                mac.update(b"countersign sign-in v3\0");
+                mac.update(id.as_bytes());
+                mac.update(b"\0");
+                mac.update(person.as_bytes());
+                mac.update(b"\0");
+                mac.update(passkey.as_bytes());
+                mac.update(b"\0");
+                mac.update(expires_ms.to_string().as_bytes());
+            }
         }
         Ok(mac)
     }
 
-    /// A new session from `now` (of `person`, or of the API key's sign-in form), recorded in
-    /// the store, and its cookie value.
+    /// A new session from `now` (of a person and the passkey they signed in with, or of the
+    /// API key's sign-in form), recorded in the store, and its cookie value.
     pub async fn issue(
         &self,
         now: Millis,
         address: Option<String>,
-        person: Option<&str>,
+        person: Option<(&str, &str)>,
     ) -> Result<(Session, String), StoreError> {
         let id =
             random_token(16).map_err(|e| StoreError::caused_by("cannot make a sign-in id", e))?;
         let expires_ms = now + self.lifetime.as_millis() as Millis;
         let signature = self
-            .mac(&id, person, expires_ms)
+            .mac(&id, person.map(|(p, k)| (p, Some(k))), expires_ms)
             .map(|m| URL_SAFE_NO_PAD.encode(m.finalize().into_bytes()))
             .map_err(|e| StoreError::caused_by("cannot sign the sign-in", e))?;
         self.store
@@ -218,18 +233,21 @@ impl SignIns {
                 created_ms: now,
                 expires_ms,
                 address,
-                person: person.map(str::to_owned),
+                person: person.map(|(p, _)| p.to_owned()),
             })
             .await?;
         let token = match person {
             None => format!("v1.{id}.{expires_ms}.{signature}"),
-            Some(person) => format!("v2.{id}.{person}.{expires_ms}.{signature}"),
+            Some((person, passkey)) => {
+                format!("v3.{id}.{person}.{passkey}.{expires_ms}.{signature}")
+            }
         };
         Ok((
             Session {
                 id,
                 expires_ms,
-                person: person.map(str::to_owned),
+                person: person.map(|(p, _)| p.to_owned()),
+                passkey: person.map(|(_, k)| k.to_owned()),
             },
             token,
         ))
@@ -241,7 +259,12 @@ impl SignIns {
         let (id, person, expires, signature) = match parts.as_slice() {
             ["v1", id, expires, signature] => (*id, None, *expires, *signature),
             ["v2", id, person, expires, signature] if !person.is_empty() => {
-                (*id, Some(*person), *expires, *signature)
+                (*id, Some((*person, None)), *expires, *signature)
+            }
+            ["v3", id, person, passkey, expires, signature]
+                if !person.is_empty() && !passkey.is_empty() =>
+            {
+                (*id, Some((*person, Some(*passkey))), *expires, *signature)
             }
             _ => return Err(SessionError::Malformed),
         };
@@ -261,7 +284,8 @@ impl SignIns {
         Ok(Session {
             id: id.to_owned(),
             expires_ms,
-            person: person.map(str::to_owned),
+            person: person.map(|(p, _)| p.to_owned()),
+            passkey: person.and_then(|(_, k)| k).map(str::to_owned),
         })
     }
 
@@ -429,13 +453,28 @@ mod tests {
         let signins = SignIns::load(store.clone(), None, Duration::from_secs(3600), 1_000)
             .await
             .unwrap();
-        let (session, token) = signins.issue(1_000, None, Some("p-ana")).await.unwrap();
-        assert!(token.starts_with("v2."));
+        let (session, token) = signins
+            .issue(1_000, None, Some(("p-ana", "key-1")))
+            .await
+            .unwrap();
+        assert!(token.starts_with("v3."));
         assert_eq!(session.person.as_deref(), Some("p-ana"));
+        assert_eq!(session.passkey.as_deref(), Some("key-1"));
         assert_eq!(signins.verify(&token, 2_000), Ok(session.clone()));
-        let moved = token.replacen("p-ana", "p-ben", 1);
+        for moved in [
+            token.replacen("p-ana", "p-ben", 1),
+            token.replacen("key-1", "key-2", 1),
+        ] {
+            assert_eq!(
+                signins.verify(&moved, 2_000),
+                Err(SessionError::BadSignature)
+            );
+        }
+        // A v3 token made into a v2 one (the passkey dropped) does not verify either.
+        let parts: Vec<&str> = token.split('.').collect();
+        let downgraded = format!("v2.{}.{}.{}.{}", parts[1], parts[2], parts[4], parts[5]);
         assert_eq!(
-            signins.verify(&moved, 2_000),
+            signins.verify(&downgraded, 2_000),
             Err(SessionError::BadSignature)
         );
         assert!(
@@ -467,6 +506,7 @@ mod tests {
             id: "p-ana".into(),
             name: "Ana".into(),
             roles: Default::default(),
+            passkey: Some("key-1".into()),
         };
         let ticket = tickets.issue(t0, ana.clone()).unwrap();
         assert!(ticket.len() >= 32);

@@ -186,7 +186,7 @@ pub fn actor_of(
         user_agent,
         person: person.then(|| principal.id().to_owned()),
         name: person.then(|| principal.name().to_owned()),
-        passkey: None,
+        passkey: principal.passkey().map(str::to_owned),
     }
 }
 
@@ -375,7 +375,7 @@ async fn identify(
                         .runtime
                         .people()
                         .active(&person)
-                        .map(|p| Principal::of(&p)),
+                        .map(|p| Principal::of(&p, session.passkey)),
                 },
                 Err(e) => {
                     tracing::debug!(error = %e, "session refused");
