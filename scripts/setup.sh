@@ -3,7 +3,7 @@
 # checks first and skips what is already there (the cargo-leptos install alone takes ~17 minutes).
 #
 # Needs: the Rust toolchain (rustup), Node.js + npm, python3, and apt-get (as root) for Chromium
-# (and for gcc/make where they are missing).
+# and PostgreSQL (and for gcc/make where they are missing).
 # Nothing here downloads a binary from outside the package registries: cargo-leptos finds
 # wasm-bindgen and wasm-opt on PATH and so never tries to fetch them.
 set -euo pipefail
@@ -46,6 +46,18 @@ else
   if [ "$(id -u)" != 0 ]; then sudo_cmd=(sudo); fi
   "${sudo_cmd[@]}" apt-get update
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y chromium
+fi
+
+step "PostgreSQL (Debian's; the Postgres store's tests start a throwaway cluster: scripts/pg.sh)"
+if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  echo "present: $(ls -d /usr/lib/postgresql/*/bin | head -n1)"
+else
+  sudo_cmd=()
+  if [ "$(id -u)" != 0 ]; then sudo_cmd=(sudo); fi
+  "${sudo_cmd[@]}" apt-get update
+  # The server binaries only: no cluster is created or started at install time here (the
+  # package's own cluster, if Debian makes one, is left alone; tests use their own).
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y postgresql
 fi
 
 step "cargo-leptos 0.3.10 (0.3.11 needs rustc 1.96)"

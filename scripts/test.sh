@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up this machine if needed and runs every test: formatting, clippy (-D warnings) for both
-# feature sets, the Rust tests of both feature sets (`cargo leptos test`), the fuzz targets'
+# feature sets, the Rust tests of both feature sets (`cargo leptos test`, the Postgres store's
+# against a throwaway cluster started here), the fuzz targets'
 # committed inputs replayed on stable (fuzz/tests/corpus.rs), the AI SDK
 # conformance suite (the real npm `ai` package, 6.0.0 and 7, driving /api/chat) and the
 # Playwright suite, each against a freshly built release server started on a free port and
@@ -23,6 +24,16 @@ cargo clippy --all-targets --no-default-features --features ssr -- -D warnings
 
 step "clippy, browser build (hydrate, wasm32)"
 cargo clippy --lib --no-default-features --features hydrate --target wasm32-unknown-unknown -- -D warnings
+
+step "a throwaway PostgreSQL cluster (scripts/pg.sh) for the Postgres store's tests"
+pg_dir="$(mktemp -d /tmp/countersign-test-pg.XXXXXX)"
+chmod 755 "$pg_dir" # the cluster runs as the postgres user when this runs as root
+pg_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+trap 'scripts/pg.sh stop "$pg_dir/data"; rm -rf "$pg_dir"' EXIT
+COUNTERSIGN_TEST_POSTGRES="$(scripts/pg.sh start "$pg_dir/data" "$pg_port")"
+# The Postgres tests fail (rather than skip) when the cluster is missing.
+export COUNTERSIGN_TEST_POSTGRES COUNTERSIGN_REQUIRE_POSTGRES=1
+echo "$COUNTERSIGN_TEST_POSTGRES"
 
 step "Rust tests, both feature sets (cargo leptos test)"
 cargo leptos test

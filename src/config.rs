@@ -111,6 +111,26 @@ pub enum StoreSetting {
         path: PathBuf,
         durability: crate::agent::store::sqlite::Durability,
     },
+    /// `COUNTERSIGN_DB=postgres://user:password@host:port/db` (or `postgresql://`): one
+    /// Postgres database, which several instances may share.
+    Postgres { url: PostgresUrl },
+}
+
+/// A Postgres URL, which may hold a password: its `Debug` shows where it points, not who with.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PostgresUrl(pub String);
+
+impl std::fmt::Debug for PostgresUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown = match self.0.split_once("://") {
+            Some((scheme, rest)) => {
+                let at = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+                format!("{scheme}://…@{at}")
+            }
+            None => "postgres://…".to_owned(),
+        };
+        f.write_str(&shown)
+    }
 }
 
 /// The database file when `COUNTERSIGN_DB` is not set (relative to the working directory).
@@ -137,7 +157,8 @@ pub struct AgentSettings {
     pub replay: Option<PathBuf>,
     /// `COUNTERSIGN_CHUNK_LOG=<dir>`: record every session's chunks as JSONL there.
     pub chunk_log: Option<PathBuf>,
-    /// `COUNTERSIGN_DB`: the SQLite file (default [`DEFAULT_DB_PATH`]) or `:memory:`.
+    /// `COUNTERSIGN_DB`: the SQLite file (default [`DEFAULT_DB_PATH`]), `:memory:`, or a
+    /// `postgres://` URL.
     pub store: StoreSetting,
     /// The Gemini Live model BIDI turns use (`GEMINI_API_KEY` + `COUNTERSIGN_LIVE_MODEL` …);
     /// `None`: BIDI turns use the same model as SSE turns.
@@ -532,6 +553,11 @@ fn agent_settings(env: &impl Fn(&str) -> Option<String>) -> Result<AgentSettings
     };
     let store = match env("COUNTERSIGN_DB").map(|d| d.trim().to_string()) {
         Some(d) if d == ":memory:" => StoreSetting::Memory,
+        Some(d) if d.starts_with("postgres://") || d.starts_with("postgresql://") => {
+            StoreSetting::Postgres {
+                url: PostgresUrl(d),
+            }
+        }
         Some(d) if !d.is_empty() => StoreSetting::Sqlite {
             path: PathBuf::from(d),
             durability,

@@ -62,7 +62,7 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(1);
         }
     };
-    let state = match server::AppState::new(config) {
+    let state = match server::AppState::new(config).await {
         Ok(state) => state,
         Err(e) => {
             eprintln!("countersign: cannot start: {e}");

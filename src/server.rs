@@ -10,6 +10,7 @@ use std::{future::Future, sync::Arc};
 use axum::{
     Json, Router,
     extract::{DefaultBodyLimit, State},
+    http::StatusCode,
     routing::{get, post},
 };
 use leptos::prelude::provide_context;
@@ -157,17 +158,56 @@ impl tower_http::compression::predicate::Predicate for Documents {
 /// The body of `GET /healthz`.
 #[derive(Debug, Serialize)]
 pub struct Health {
+    /// `ok`, or `unavailable` when the database does not answer (then the status is 503, so a
+    /// load balancer stops sending this instance requests it could not keep).
     pub status: &'static str,
     pub version: &'static str,
     pub model: String,
+    pub database: DatabaseHealth,
 }
 
-async fn healthz(State(state): State<AppState>) -> Json<Health> {
-    Json(Health {
-        status: "ok",
-        version: env!("CARGO_PKG_VERSION"),
-        model: state.runtime.models_label(),
-    })
+/// The database's part of `/healthz`.
+#[derive(Debug, Serialize)]
+pub struct DatabaseHealth {
+    /// `memory`, `sqlite` or `postgres`.
+    pub kind: &'static str,
+    pub ok: bool,
+    /// Why it does not answer (the store's message: where, never credentials).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// How long `/healthz` waits for the database.
+const HEALTH_DB_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
+    let store = &state.runtime.store;
+    let error = match tokio::time::timeout(HEALTH_DB_TIMEOUT, store.ping()).await {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e.report()),
+        Err(_) => Some(format!(
+            "the database did not answer within {} s",
+            HEALTH_DB_TIMEOUT.as_secs()
+        )),
+    };
+    let status = if error.is_none() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(Health {
+            status: if error.is_none() { "ok" } else { "unavailable" },
+            version: env!("CARGO_PKG_VERSION"),
+            model: state.runtime.models_label(),
+            database: DatabaseHealth {
+                kind: store.database(),
+                ok: error.is_none(),
+                error,
+            },
+        }),
+    )
 }
 
 /// How often idle sessions are let go from memory (a session stays at least this long after its
@@ -512,13 +552,13 @@ mod tests {
     use http_body_util::BodyExt;
     use tower::ServiceExt;
 
-    fn state() -> AppState {
+    async fn state() -> AppState {
         let env = |k: &str| (k == "COUNTERSIGN_DB").then(|| ":memory:".to_string());
-        AppState::new(Config::resolve(env).unwrap()).unwrap()
+        AppState::new(Config::resolve(env).unwrap()).await.unwrap()
     }
 
     async fn get(path: &str) -> (StatusCode, String, String) {
-        let response = router(state())
+        let response = router(state().await)
             .oneshot(Request::get(path).body(Body::empty()).unwrap())
             .await
             .unwrap();
@@ -546,6 +586,10 @@ mod tests {
         assert_eq!(json["status"], "ok");
         assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
         assert!(json["model"].as_str().unwrap().contains("demo model"));
+        assert_eq!(
+            json["database"],
+            serde_json::json!({"kind": "memory", "ok": true})
+        );
     }
 
     #[tokio::test]
@@ -564,7 +608,7 @@ mod tests {
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
-        router(state())
+        router(state().await)
             .oneshot(request.body(Body::empty()).unwrap())
             .await
             .unwrap()
@@ -659,9 +703,9 @@ mod tests {
         assert!(chat.messages.is_empty() && chat.pending.is_empty() && !chat.streaming);
     }
 
-    #[test]
-    fn banner_names_url_model_and_transports() {
-        let text = banner(&state(), "127.0.0.1:3000".parse().unwrap());
+    #[tokio::test]
+    async fn banner_names_url_model_and_transports() {
+        let text = banner(&state().await, "127.0.0.1:3000".parse().unwrap());
         assert!(text.contains("http://127.0.0.1:3000/"));
         assert!(text.contains("model"));
         assert!(text.contains("/api/chat"));

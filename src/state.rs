@@ -14,7 +14,7 @@ use crate::{
         policy::{Policy, ToolFacts},
         store::{
             MemoryStore, PeopleStore, PolicyStore, SessionStore, SignInStore, ToolListStore,
-            sqlite::SqliteStore,
+            postgres::PostgresStore, sqlite::SqliteStore,
         },
         tools::{ToolRegistry, ToolSettings, WeatherSource},
     },
@@ -49,8 +49,8 @@ pub struct AppState {
 
 impl AppState {
     /// The production state: the configured model, the real clock, unguessable ids.
-    pub fn new(config: Config) -> Result<Self, StartupError> {
-        let stores = open_stores(&config.agent.store)?;
+    pub async fn new(config: Config) -> Result<Self, StartupError> {
+        let stores = open_stores(&config.agent.store).await?;
         let runtime = build_runtime(&config.agent, stores.sessions)?;
         let mut state = Self::with_stores(config, runtime, stores.signins, stores.tool_lists);
         state.policy_store = stores.policy;
@@ -177,28 +177,31 @@ pub struct Stores {
     pub people: Arc<dyn PeopleStore>,
 }
 
-/// The stores `setting` names.
-pub fn open_stores(setting: &StoreSetting) -> Result<Stores, StartupError> {
-    Ok(match setting {
-        StoreSetting::Memory => {
-            let store = Arc::new(MemoryStore::default());
-            Stores {
-                sessions: store.clone(),
-                signins: store.clone(),
-                tool_lists: store.clone(),
-                policy: store.clone(),
-                people: store,
-            }
+impl Stores {
+    /// Every store in `database`.
+    fn all<D>(database: Arc<D>) -> Stores
+    where
+        D: SessionStore + SignInStore + ToolListStore + PolicyStore + PeopleStore,
+    {
+        Stores {
+            sessions: database.clone(),
+            signins: database.clone(),
+            tool_lists: database.clone(),
+            policy: database.clone(),
+            people: database,
         }
+    }
+}
+
+/// The stores `setting` names (Postgres: connected and migrated, or a clear error).
+pub async fn open_stores(setting: &StoreSetting) -> Result<Stores, StartupError> {
+    Ok(match setting {
+        StoreSetting::Memory => Stores::all(Arc::new(MemoryStore::default())),
         StoreSetting::Sqlite { path, durability } => {
-            let store = Arc::new(SqliteStore::open_with(path, *durability)?);
-            Stores {
-                sessions: store.clone(),
-                signins: store.clone(),
-                tool_lists: store.clone(),
-                policy: store.clone(),
-                people: store,
-            }
+            Stores::all(Arc::new(SqliteStore::open_with(path, *durability)?))
+        }
+        StoreSetting::Postgres { url } => {
+            Stores::all(Arc::new(PostgresStore::connect(&url.0).await?))
         }
     })
 }

@@ -1099,6 +1099,10 @@ impl SessionStore for HoldingStore {
     async fn unfinished(&self) -> Result<Vec<String>, StoreError> {
         self.inner.unfinished().await
     }
+    fn database(&self) -> &'static str {
+        "memory"
+    }
+
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
         self.inner.audit(query).await
     }

@@ -153,3 +153,24 @@ test("a payment in yen shows both amounts on its card (sse)", async ({ page }) =
   await expectCompleted(toolCards(page, "process_payment").last());
   await expectAnswer(page, "979.9");
 });
+
+test("with one local person, a payment that needs two approvers says why it cannot be approved here (sse)", async ({
+  page,
+}) => {
+  test.skip(!EXPIRY_URL, "needs the second server (examples/policy.cedar, no sign-in)");
+  await startChat(page, "sse", EXPIRY_URL);
+  await send(page, "Send $150 to Jack");
+  const card = toolCards(page, "process_payment").last();
+  await expect(card.getByTestId("tool-status")).toHaveText("Waiting for approvals");
+  const approval = card.getByTestId("approval-card");
+  await expect(approval.getByTestId("approval-needs")).toContainText(
+    "2 different people with the role approver",
+  );
+  await expect(approval.getByTestId("approval-why")).toContainText("one local person and no sign-in");
+  await expect(approval.getByTestId("approval-why")).toContainText("COUNTERSIGN_SIGN_IN=passkeys");
+  await expect(approval.getByTestId("approve")).toBeDisabled();
+  // Deny stays possible; left alone, the call expires and nothing runs.
+  await expect(approval.getByTestId("deny")).toBeEnabled();
+  await expect(card).toHaveAttribute("data-state", "expired", { timeout: (EXPIRY_SECS + 10) * 1000 });
+  await expectTurnFinished(page);
+});

@@ -42,7 +42,9 @@ pub fn shell(options: LeptosOptions, stylesheet: std::sync::Arc<str>) -> impl In
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
                 {platform::signed_in().then(|| view! { <meta name="countersign-session" content="signed-in"/> })}
                 {platform::person_name().map(|name| view! { <meta name="countersign-person" content=name/> })}
-                <script src="/passkey.js" defer></script>
+                // The passkey script confirms approvals (step-up): only someone signed in with a
+                // passkey can be asked for that, so nobody else loads it.
+                {platform::person_name().is_some().then(|| view! { <script src="/passkey.js" defer></script> })}
                 <link id="leptos" rel="stylesheet" href=stylesheet.to_string()/>
             </head>
             <body>

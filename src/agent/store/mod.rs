@@ -5,7 +5,9 @@
 //!
 //! - [`MemoryStore`]: everything in memory, lost on restart (`COUNTERSIGN_DB=:memory:`, tests);
 //! - [`sqlite::SqliteStore`]: the embedded default (`COUNTERSIGN_DB`, default
-//!   `data/countersign.db`), migrations in `migrations/`.
+//!   `data/countersign.db`), migrations in `migrations/`;
+//! - [`postgres::PostgresStore`]: one database for several instances
+//!   (`COUNTERSIGN_DB=postgres://…`), migrations in `migrations/postgres/`.
 //!
 //! # What "committed" means
 //!
@@ -17,6 +19,7 @@
 //! resumed after a crash can never pay twice.
 
 pub mod audit;
+pub mod postgres;
 pub mod sqlite;
 
 use std::{
@@ -154,6 +157,14 @@ pub trait SessionStore: Send + Sync + 'static {
 
     /// Audit records matching `query`, newest first.
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError>;
+
+    /// What kind of database this is (`memory`, `sqlite`, `postgres`), for `/healthz`.
+    fn database(&self) -> &'static str;
+
+    /// Whether the database answers now (`/healthz`); an embedded one always does.
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// Where the edge's sign-in sessions live (in the same database as the sessions).
@@ -341,6 +352,10 @@ impl SessionStore for MemoryStore {
             .collect();
         ids.sort();
         Ok(ids)
+    }
+
+    fn database(&self) -> &'static str {
+        "memory"
     }
 
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {

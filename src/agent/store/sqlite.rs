@@ -1068,6 +1068,10 @@ impl SessionStore for SqliteStore {
         .await
     }
 
+    fn database(&self) -> &'static str {
+        "sqlite"
+    }
+
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
         let query = query.clone();
         self.read(move |conn| {

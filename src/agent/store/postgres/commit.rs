@@ -1,0 +1,316 @@
+//! A commit in Postgres: the record encoded before a connection is taken, then written in one
+//! transaction with its views, its ledger rows and its audit rows.
+
+use deadpool_postgres::Transaction;
+
+use super::execute_in;
+use crate::agent::{
+    gate::CallPhase,
+    session::{SessionRecord, TurnEntry, TurnStatus},
+    store::{AuditEvent, StoreError},
+    tools::Transaction as Payment,
+};
+
+fn json_err(context: &str) -> impl Fn(serde_json::Error) -> StoreError + '_ {
+    move |e| StoreError::caused_by(context, e)
+}
+
+/// The turn status as stored (`awaiting_person`): its serde name.
+fn status_name(status: TurnStatus) -> Result<String, StoreError> {
+    match serde_json::to_value(status).map_err(json_err("turn status"))? {
+        serde_json::Value::String(s) => Ok(s),
+        other => Err(StoreError::new(format!("unexpected turn status {other}"))),
+    }
+}
+
+pub(super) fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(json_err("cannot encode the session"))
+}
+
+/// A commit, encoded before a connection is taken: the record's columns, its indexed views and
+/// the audit rows.
+pub(super) struct Write {
+    id: String,
+    created_at_ms: i64,
+    updated_at_ms: i64,
+    status: Option<String>,
+    history: String,
+    messages: String,
+    wallet: String,
+    tool_state: String,
+    turn: Option<String>,
+    resolved: String,
+    /// Whose chat it is (written once, when the row is made).
+    owner: Option<String>,
+    /// The paused turn's id and log (a JSON array), when the commit carries one.
+    log: Option<(String, String)>,
+    /// The record's turn is over: its paused log, if any, is dropped.
+    turn_over: bool,
+    approvals: Vec<PendingApprovalRow>,
+    browser_calls: Vec<PendingBrowserRow>,
+    ledger: Vec<Payment>,
+    audit: Vec<(AuditEvent, String)>,
+}
+
+struct PendingApprovalRow {
+    approval_id: String,
+    tool_call_id: String,
+    tool: String,
+    args: String,
+    requested_at_ms: i64,
+    deadline_ms: i64,
+}
+
+struct PendingBrowserRow {
+    tool_call_id: String,
+    tool: String,
+    args: String,
+    deadline_ms: i64,
+}
+
+impl Write {
+    pub(super) fn new(
+        record: &SessionRecord,
+        audit: &[AuditEvent],
+        log: Option<&[TurnEntry]>,
+    ) -> Result<Self, StoreError> {
+        let mut approvals = Vec::new();
+        let mut browser_calls = Vec::new();
+        for call in record.turn.iter().flat_map(|t| &t.calls) {
+            match &call.phase {
+                CallPhase::AwaitingApproval {
+                    approval_id,
+                    requested_at_ms,
+                    deadline_ms,
+                } => approvals.push(PendingApprovalRow {
+                    approval_id: approval_id.clone(),
+                    tool_call_id: call.call.id.clone(),
+                    tool: call.call.name.clone(),
+                    args: call.call.args.to_string(),
+                    requested_at_ms: *requested_at_ms,
+                    deadline_ms: *deadline_ms,
+                }),
+                CallPhase::AwaitingBrowser {
+                    args, deadline_ms, ..
+                } => browser_calls.push(PendingBrowserRow {
+                    tool_call_id: call.call.id.clone(),
+                    tool: call.call.name.clone(),
+                    args: args.to_string(),
+                    deadline_ms: *deadline_ms,
+                }),
+                _ => {}
+            }
+        }
+        Ok(Write {
+            id: record.id.clone(),
+            created_at_ms: record.created_at_ms,
+            updated_at_ms: record.updated_at_ms,
+            status: record
+                .turn
+                .as_ref()
+                .map(|t| status_name(t.status))
+                .transpose()?,
+            history: to_json(&record.history)?,
+            messages: to_json(&record.messages)?,
+            wallet: to_json(&record.wallet)?,
+            tool_state: to_json(&record.tool_state)?,
+            owner: record.owner.clone(),
+            turn: record.turn.as_ref().map(to_json).transpose()?,
+            resolved: to_json(&record.resolved_approvals)?,
+            turn_over: record.turn.as_ref().is_some_and(|t| t.status.is_over()),
+            log: match (log, &record.turn) {
+                (Some(entries), Some(turn)) => Some((turn.id.clone(), to_json(&entries)?)),
+                _ => None,
+            },
+            approvals,
+            browser_calls,
+            ledger: record.wallet.transactions.clone(),
+            audit: audit
+                .iter()
+                .map(|e| Ok((e.clone(), to_json(e)?)))
+                .collect::<Result<_, StoreError>>()?,
+        })
+    }
+}
+
+/// Writes one record, its views, its ledger rows and its audit rows inside `tx`.
+pub(super) async fn write_one(tx: &Transaction<'_>, w: &Write) -> Result<(), StoreError> {
+    execute_in(
+        tx,
+        "INSERT INTO sessions (id, created_at_ms, updated_at_ms, turn_status, history, messages,
+                               wallet, turn, resolved_approvals, tool_state, owner)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+         ON CONFLICT (id) DO UPDATE SET
+             updated_at_ms = EXCLUDED.updated_at_ms, turn_status = EXCLUDED.turn_status,
+             history = EXCLUDED.history, messages = EXCLUDED.messages, wallet = EXCLUDED.wallet,
+             turn = EXCLUDED.turn, resolved_approvals = EXCLUDED.resolved_approvals,
+             tool_state = EXCLUDED.tool_state",
+        &[
+            &w.id,
+            &w.created_at_ms,
+            &w.updated_at_ms,
+            &w.status,
+            &w.history,
+            &w.messages,
+            &w.wallet,
+            &w.turn,
+            &w.resolved,
+            &w.tool_state,
+            &w.owner,
+        ],
+        "cannot write the session",
+    )
+    .await?;
+
+    // The paused turn's log: written when the turn pauses, gone when the turn is over.
+    if let Some((turn_id, entries)) = &w.log {
+        execute_in(
+            tx,
+            "INSERT INTO paused_turn_logs (session_id, turn_id, entries) VALUES ($1, $2, $3)
+             ON CONFLICT (session_id) DO UPDATE SET
+                 turn_id = EXCLUDED.turn_id, entries = EXCLUDED.entries",
+            &[&w.id, turn_id, entries],
+            "cannot write the paused turn's log",
+        )
+        .await?;
+    } else if w.turn_over {
+        execute_in(
+            tx,
+            "DELETE FROM paused_turn_logs WHERE session_id = $1",
+            &[&w.id],
+            "cannot drop the paused turn's log",
+        )
+        .await?;
+    }
+
+    // The indexed views of the record, rewritten every time.
+    execute_in(
+        tx,
+        "WITH approvals AS (DELETE FROM pending_approvals WHERE session_id = $1)
+         DELETE FROM pending_browser_calls WHERE session_id = $1",
+        &[&w.id],
+        "cannot clear the pending calls",
+    )
+    .await?;
+    for a in &w.approvals {
+        execute_in(
+            tx,
+            "INSERT INTO pending_approvals (approval_id, session_id, tool_call_id, tool, args,
+                 requested_at_ms, deadline_ms)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                &a.approval_id,
+                &w.id,
+                &a.tool_call_id,
+                &a.tool,
+                &a.args,
+                &a.requested_at_ms,
+                &a.deadline_ms,
+            ],
+            "cannot write a pending approval",
+        )
+        .await?;
+    }
+    for b in &w.browser_calls {
+        execute_in(
+            tx,
+            "INSERT INTO pending_browser_calls (tool_call_id, session_id, tool, args, deadline_ms)
+             VALUES ($1, $2, $3, $4, $5)",
+            &[&b.tool_call_id, &w.id, &b.tool, &b.args, &b.deadline_ms],
+            "cannot write a pending browser call",
+        )
+        .await?;
+    }
+    write_ledger(tx, &w.id, &w.ledger).await?;
+    for (event, json) in &w.audit {
+        insert_audit(tx, event, json).await?;
+    }
+    Ok(())
+}
+
+/// Inserts every payment of `session`'s wallet in one statement; the ones already there are
+/// skipped (payments are never undone, and a transaction id is written once, whichever instance
+/// commits it).
+async fn write_ledger(
+    tx: &Transaction<'_>,
+    session: &str,
+    ledger: &[Payment],
+) -> Result<(), StoreError> {
+    if ledger.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = ledger.iter().map(|t| t.id.as_str()).collect();
+    let calls: Vec<&str> = ledger.iter().map(|t| t.tool_call_id.as_str()).collect();
+    let amounts: Vec<i64> = ledger.iter().map(|t| t.amount_cents).collect();
+    let currencies: Vec<&str> = ledger.iter().map(|t| t.currency.as_str()).collect();
+    let recipients: Vec<&str> = ledger.iter().map(|t| t.recipient.as_str()).collect();
+    let descriptions: Vec<&str> = ledger.iter().map(|t| t.description.as_str()).collect();
+    let balances: Vec<i64> = ledger.iter().map(|t| t.balance_after_cents).collect();
+    let times: Vec<i64> = ledger.iter().map(|t| t.timestamp_ms).collect();
+    let paid_minor: Vec<Option<i64>> = ledger
+        .iter()
+        .map(|t| t.paid.as_ref().map(|p| p.amount_minor))
+        .collect();
+    let paid_currency: Vec<Option<&str>> = ledger
+        .iter()
+        .map(|t| t.paid.as_ref().map(|p| p.currency.as_str()))
+        .collect();
+    execute_in(
+        tx,
+        "INSERT INTO ledger (transaction_id, session_id, tool_call_id, amount_cents, currency,
+             recipient, description, balance_after_cents, at_ms, paid_minor, paid_currency)
+         SELECT t.transaction_id, $1::TEXT, t.tool_call_id, t.amount_cents, t.currency,
+                t.recipient, t.description, t.balance_after_cents, t.at_ms, t.paid_minor,
+                t.paid_currency
+         FROM UNNEST($2::TEXT[], $3::TEXT[], $4::BIGINT[], $5::TEXT[], $6::TEXT[], $7::TEXT[],
+                     $8::BIGINT[], $9::BIGINT[], $10::BIGINT[], $11::TEXT[])
+              AS t (transaction_id, tool_call_id, amount_cents, currency, recipient, description,
+                    balance_after_cents, at_ms, paid_minor, paid_currency)
+         ON CONFLICT (transaction_id) DO NOTHING",
+        &[
+            &session,
+            &ids,
+            &calls,
+            &amounts,
+            &currencies,
+            &recipients,
+            &descriptions,
+            &balances,
+            &times,
+            &paid_minor,
+            &paid_currency,
+        ],
+        "cannot write the ledger",
+    )
+    .await?;
+    Ok(())
+}
+
+/// Appends one audit event (its JSON encoded by the caller).
+pub(super) async fn insert_audit(
+    tx: &Transaction<'_>,
+    event: &AuditEvent,
+    json: &str,
+) -> Result<(), StoreError> {
+    let kind = event.kind.as_str();
+    execute_in(
+        tx,
+        "INSERT INTO audit (at_ms, kind, session_id, turn_id, tool_call_id, approval_id, tool,
+             args_digest, event)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        &[
+            &event.at_ms,
+            &kind,
+            &event.session_id,
+            &event.turn_id,
+            &event.tool_call_id,
+            &event.approval_id,
+            &event.tool,
+            &event.args_digest,
+            &json,
+        ],
+        "cannot append to the audit log",
+    )
+    .await?;
+    Ok(())
+}

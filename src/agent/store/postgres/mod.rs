@@ -1,0 +1,494 @@
+//! The store for several instances: one Postgres database (`postgres://…`) that every instance
+//! reads and commits to.
+//!
+//! - Migrations live in `migrations/postgres/` and are compiled in; each applied version is a row
+//!   of `countersign_schema`. Instances starting together take an advisory lock first, so one of
+//!   them migrates and the others find it done; a binary older than the database refuses it
+//!   instead of misreading it.
+//! - The tables and their JSON are the SQLite store's ([`super::sqlite`]), so the two behave alike
+//!   (the contract tests of [`super`] run against both).
+//! - A pool of connections (deadpool, [`POOL_SIZE`] at most). Every commit is one transaction on
+//!   one of them; Postgres shares an fsync between the commits in flight. Unlike the SQLite
+//!   writer, no instance can know what the last commit of a session wrote (another instance may
+//!   have made it), so every commit rewrites the session's pending views and inserts all of its
+//!   ledger rows, which `ON CONFLICT DO NOTHING` makes idempotent.
+//! - Reads take a connection of the pool each; statements are prepared once per connection.
+
+use std::{str::FromStr, sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use deadpool_postgres::{
+    Client, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Transaction,
+};
+use tokio_postgres::{NoTls, Row, config::Host, types::ToSql};
+
+use super::{
+    AuditEvent, AuditQuery, AuditRecord, SessionStore, StoreError, StoredSession, log_of_turn,
+};
+use crate::agent::session::{SessionRecord, TurnEntry};
+use commit::{Write, write_one};
+
+mod commit;
+mod people;
+mod state;
+#[cfg(test)]
+mod tests;
+
+/// The migrations, in order: `(version, sql)`.
+const MIGRATIONS: &[(i64, &str)] = &[(
+    1,
+    include_str!("../../../../migrations/postgres/0001_schema.sql"),
+)];
+
+/// The advisory lock instances take while they migrate ("CSGN", then 1 for the schema).
+const MIGRATION_LOCK: i64 = 0x4353_474e_0000_0001;
+
+/// Connections one instance keeps at most. A commit holds one for its transaction; a burst of
+/// commits beyond this waits for a connection rather than opening more (Postgres' own limit is
+/// shared by every instance).
+const POOL_SIZE: usize = 16;
+
+/// How long connecting may take when the URL does not say (`connect_timeout`): a database that
+/// drops packets fails start-up, and a commit, instead of hanging.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Sessions, the audit log and the rest of the server's state in one Postgres database, shared
+/// by every instance pointed at it.
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: Pool,
+    /// Where the database is (`host:port/dbname`, never the password), for messages.
+    target: Arc<str>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("target", &self.target)
+            .finish()
+    }
+}
+
+fn err(context: &str) -> impl Fn(tokio_postgres::Error) -> StoreError + '_ {
+    move |e| StoreError::caused_by(context, e)
+}
+
+/// Where `config` points, as `host:port/dbname` (several hosts comma-separated): what messages
+/// name. The user and password are left out.
+fn target_of(config: &tokio_postgres::Config) -> String {
+    let ports = config.get_ports();
+    let port = |i: usize| ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, host)| match host {
+            Host::Tcp(name) => format!("{name}:{}", port(i)),
+            #[cfg(unix)]
+            Host::Unix(dir) => format!("{}:{}", dir.display(), port(i)),
+        })
+        .collect();
+    let hosts = if hosts.is_empty() {
+        "(no host)".to_owned()
+    } else {
+        hosts.join(",")
+    };
+    // Postgres' default database is the user's name.
+    let dbname = config
+        .get_dbname()
+        .or(config.get_user())
+        .unwrap_or_default();
+    format!("{hosts}/{dbname}")
+}
+
+/// A connection to `target` could not be had: the database's error, not the pool's wrapping.
+fn cannot_reach(target: &str, e: PoolError) -> StoreError {
+    let context = format!("cannot reach Postgres at {target}");
+    match e {
+        PoolError::Backend(e) => StoreError::caused_by(context, e),
+        other => StoreError::caused_by(context, other),
+    }
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/dbname`, or
+    /// libpq's `key=value` form), proves it answers, and migrates it.
+    pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
+        let config = tokio_postgres::Config::from_str(url)
+            .map_err(|e| StoreError::caused_by("the Postgres URL is not valid", e))?;
+        Self::connect_with(config).await
+    }
+
+    /// [`PostgresStore::connect`] with the URL already parsed.
+    async fn connect_with(mut config: tokio_postgres::Config) -> Result<PostgresStore, StoreError> {
+        let target = target_of(&config);
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .build()
+            .map_err(|e| StoreError::caused_by("cannot set up the Postgres connection pool", e))?;
+        let mut client = pool.get().await.map_err(|e| cannot_reach(&target, e))?;
+        migrate(&mut client).await?;
+        drop(client);
+        tracing::info!(database = %target, "Postgres store ready");
+        Ok(PostgresStore {
+            pool,
+            target: target.into(),
+        })
+    }
+
+    /// Whether the database answers (`/healthz`).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        self.client()
+            .await?
+            .batch_execute("SELECT 1")
+            .await
+            .map_err(err("the database does not answer"))
+    }
+
+    /// A connection of the pool.
+    async fn client(&self) -> Result<Client, StoreError> {
+        self.pool
+            .get()
+            .await
+            .map_err(|e| cannot_reach(&self.target, e))
+    }
+
+    /// The rows of `sql` with `params`, on a connection of the pool.
+    async fn rows(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        context: &str,
+    ) -> Result<Vec<Row>, StoreError> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql).await.map_err(err(context))?;
+        client.query(&stmt, params).await.map_err(err(context))
+    }
+
+    /// The row of `sql` with `params`, if there is one.
+    async fn row(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        context: &str,
+    ) -> Result<Option<Row>, StoreError> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql).await.map_err(err(context))?;
+        client.query_opt(&stmt, params).await.map_err(err(context))
+    }
+
+    /// Runs the one statement `sql` with `params` (a transaction of its own): the rows it changed.
+    async fn execute(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        context: &str,
+    ) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql).await.map_err(err(context))?;
+        client.execute(&stmt, params).await.map_err(err(context))
+    }
+
+    /// Writes one commit in a transaction of its own.
+    async fn write(&self, write: Write) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        // Dropped on an error before `commit`: rolled back, and the connection goes back to the
+        // pool.
+        let tx = client
+            .transaction()
+            .await
+            .map_err(err("cannot begin a commit"))?;
+        write_one(&tx, &write).await?;
+        tx.commit().await.map_err(err("cannot commit"))
+    }
+}
+
+/// Runs `sql` with `params` inside `tx`: the rows it changed.
+async fn execute_in(
+    tx: &Transaction<'_>,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+    context: &str,
+) -> Result<u64, StoreError> {
+    let stmt = tx.prepare_cached(sql).await.map_err(err(context))?;
+    tx.execute(&stmt, params).await.map_err(err(context))
+}
+
+/// Brings the database to the newest schema this build knows, in one transaction under
+/// [`MIGRATION_LOCK`]: an instance that starts while another migrates waits, then finds nothing
+/// left to do.
+async fn migrate(client: &mut Client) -> Result<(), StoreError> {
+    let tx = client
+        .transaction()
+        .await
+        .map_err(err("cannot begin a migration"))?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(err("cannot take the migration lock"))?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS countersign_schema (version BIGINT NOT NULL)")
+        .await
+        .map_err(err("cannot make the schema version table"))?;
+    let current: i64 = tx
+        .query_one(
+            "SELECT COALESCE(max(version), 0)::BIGINT FROM countersign_schema",
+            &[],
+        )
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(err("cannot read the schema version"))?;
+    let newest = MIGRATIONS.last().map_or(0, |(v, _)| *v);
+    if current > newest {
+        return Err(StoreError::new(format!(
+            "the database was migrated by a newer Countersign (schema {current}; this build \
+             knows up to {newest})"
+        )));
+    }
+    for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+        tx.batch_execute(sql)
+            .await
+            .map_err(|e| StoreError::caused_by(format!("migration {version} failed"), e))?;
+        tx.execute(
+            "INSERT INTO countersign_schema (version) VALUES ($1)",
+            &[&version],
+        )
+        .await
+        .map_err(err("cannot record the schema version"))?;
+        tracing::info!(version, "database migrated");
+    }
+    tx.commit()
+        .await
+        .map_err(err("cannot commit the migrations"))
+}
+
+/// The columns of a stored session, as [`SessionStore::load`] selects them.
+struct SessionRow {
+    history: String,
+    messages: String,
+    wallet: String,
+    turn: Option<String>,
+    resolved: String,
+    tool_state: String,
+    created_at_ms: i64,
+    updated_at_ms: i64,
+    owner: Option<String>,
+    /// The paused turn's id and log, when the turn waits for the person and one is stored.
+    log: Option<(String, String)>,
+}
+
+impl SessionRow {
+    fn of(row: &Row) -> Result<Self, tokio_postgres::Error> {
+        let turn_id: Option<String> = row.try_get(9)?;
+        let entries: Option<String> = row.try_get(10)?;
+        Ok(SessionRow {
+            history: row.try_get(0)?,
+            messages: row.try_get(1)?,
+            wallet: row.try_get(2)?,
+            turn: row.try_get(3)?,
+            resolved: row.try_get(4)?,
+            tool_state: row.try_get(5)?,
+            created_at_ms: row.try_get(6)?,
+            updated_at_ms: row.try_get(7)?,
+            owner: row.try_get(8)?,
+            log: turn_id.zip(entries),
+        })
+    }
+}
+
+/// A bound parameter of a query built at run time (the audit log's filters).
+enum Param {
+    Text(String),
+    Integer(i64),
+}
+
+impl Param {
+    fn as_sql(&self) -> &(dyn ToSql + Sync) {
+        match self {
+            Param::Text(text) => text,
+            Param::Integer(n) => n,
+        }
+    }
+}
+
+/// Adds `value` to `params`: its placeholder (`$3`).
+fn bind(params: &mut Vec<Param>, value: Param) -> String {
+    params.push(value);
+    format!("${}", params.len())
+}
+
+#[async_trait]
+impl SessionStore for PostgresStore {
+    async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
+        // One statement, so one snapshot, for the record and its paused log. The log is read
+        // only while the turn waits for the person, as the SQLite store does.
+        let Some(row) = self
+            .row(
+                "SELECT s.history, s.messages, s.wallet, s.turn, s.resolved_approvals,
+                        s.tool_state, s.created_at_ms, s.updated_at_ms, s.owner,
+                        p.turn_id, p.entries
+                 FROM sessions s
+                 LEFT JOIN paused_turn_logs p
+                     ON p.session_id = s.id AND s.turn_status = 'awaiting_person'
+                 WHERE s.id = $1",
+                &[&id],
+                "cannot read the session",
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        let row = SessionRow::of(&row).map_err(err("cannot read the session"))?;
+        let context = |what: &'static str| {
+            move |e: serde_json::Error| {
+                StoreError::caused_by(format!("session {id}: the stored {what} is unreadable"), e)
+            }
+        };
+        let record = SessionRecord {
+            id: id.to_owned(),
+            created_at_ms: row.created_at_ms,
+            updated_at_ms: row.updated_at_ms,
+            history: serde_json::from_str(&row.history).map_err(context("history"))?,
+            messages: serde_json::from_str(&row.messages).map_err(context("messages"))?,
+            wallet: serde_json::from_str(&row.wallet).map_err(context("wallet"))?,
+            tool_state: serde_json::from_str(&row.tool_state).map_err(context("tool state"))?,
+            turn: row
+                .turn
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()
+                .map_err(context("turn"))?,
+            resolved_approvals: serde_json::from_str(&row.resolved)
+                .map_err(context("resolved approvals"))?,
+            owner: row.owner,
+        };
+        let paused_log = match row.log {
+            Some((turn_id, entries)) => log_of_turn(
+                &record,
+                &turn_id,
+                serde_json::from_str(&entries).map_err(context("turn log"))?,
+            ),
+            None => None,
+        };
+        Ok(Some(StoredSession { record, paused_log }))
+    }
+
+    async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError> {
+        self.write(Write::new(record, audit, None)?).await
+    }
+
+    async fn commit_paused(
+        &self,
+        record: &SessionRecord,
+        audit: &[AuditEvent],
+        log: &[TurnEntry],
+    ) -> Result<(), StoreError> {
+        self.write(Write::new(record, audit, Some(log))?).await
+    }
+
+    async fn approval_owner(&self, approval_id: &str) -> Result<Option<String>, StoreError> {
+        let context = "cannot look up an approval";
+        self.row(
+            "SELECT session_id FROM pending_approvals WHERE approval_id = $1",
+            &[&approval_id],
+            context,
+        )
+        .await?
+        .map(|row| row.try_get(0))
+        .transpose()
+        .map_err(err(context))
+    }
+
+    async fn list(&self) -> Result<Vec<String>, StoreError> {
+        let context = "cannot list sessions";
+        self.rows(
+            "SELECT id FROM sessions ORDER BY updated_at_ms DESC, id",
+            &[],
+            context,
+        )
+        .await?
+        .iter()
+        .map(|row| row.try_get(0))
+        .collect::<Result<_, _>>()
+        .map_err(err(context))
+    }
+
+    async fn unfinished(&self) -> Result<Vec<String>, StoreError> {
+        let context = "cannot list unfinished turns";
+        self.rows(
+            "SELECT id FROM sessions WHERE turn_status IN ('running', 'awaiting_person')
+             ORDER BY id",
+            &[],
+            context,
+        )
+        .await?
+        .iter()
+        .map(|row| row.try_get(0))
+        .collect::<Result<_, _>>()
+        .map_err(err(context))
+    }
+
+    fn database(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        PostgresStore::ping(self).await
+    }
+
+    async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        let context = "cannot query the audit log";
+        let mut sql = String::from("SELECT seq, event FROM audit WHERE TRUE");
+        let mut params = Vec::new();
+        if let Some(session) = &query.session {
+            let p = bind(&mut params, Param::Text(session.clone()));
+            sql.push_str(&format!(" AND session_id = {p}"));
+        }
+        if let Some(tool) = &query.tool {
+            let p = bind(&mut params, Param::Text(tool.clone()));
+            sql.push_str(&format!(" AND tool = {p}"));
+        }
+        if let Some(kind) = query.kind {
+            let p = bind(&mut params, Param::Text(kind.as_str().to_owned()));
+            sql.push_str(&format!(" AND kind = {p}"));
+        }
+        if let Some(before) = query.before {
+            let p = bind(&mut params, Param::Integer(before));
+            sql.push_str(&format!(" AND seq < {p}"));
+        }
+        if let Some(person) = &query.visible_to {
+            let p = bind(&mut params, Param::Text(person.clone()));
+            let local = bind(&mut params, Param::Text(crate::people::LOCAL.to_owned()));
+            sql.push_str(&format!(
+                " AND (session_id IN (SELECT id FROM sessions WHERE coalesce(owner, {local}) = {p})
+                       OR (event::json -> 'actor' ->> 'person') = {p})"
+            ));
+        }
+        let limit = i64::try_from(query.limit()).unwrap_or(i64::MAX);
+        let p = bind(&mut params, Param::Integer(limit));
+        sql.push_str(&format!(" ORDER BY seq DESC LIMIT {p}"));
+        let bound: Vec<&(dyn ToSql + Sync)> = params.iter().map(Param::as_sql).collect();
+        // At most 32 shapes of this query: each is prepared once per connection.
+        let rows = self.rows(&sql, &bound, context).await?;
+        rows.iter()
+            .map(|row| {
+                let seq: i64 = row.try_get(0).map_err(err(context))?;
+                let event: &str = row.try_get(1).map_err(err(context))?;
+                Ok(AuditRecord {
+                    seq,
+                    event: AuditEvent::from_json(event).map_err(|e| {
+                        StoreError::caused_by(format!("audit entry {seq} is unreadable"), e)
+                    })?,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,283 @@
+//! People, passkeys and one-time links in Postgres (the SQLite store's migration 0009, ported).
+
+use std::collections::BTreeSet;
+
+use async_trait::async_trait;
+use deadpool_postgres::Transaction;
+use tokio_postgres::Row;
+
+use super::{PostgresStore, err, execute_in};
+use crate::{
+    agent::{
+        clock::Millis,
+        store::{PeopleStore, StoreError},
+    },
+    people::{Invite, InviteKind, Person, StoredPasskey},
+};
+
+fn roles_json(roles: &BTreeSet<String>) -> Result<String, StoreError> {
+    serde_json::to_string(roles).map_err(|e| StoreError::caused_by("cannot encode roles", e))
+}
+
+fn roles_of(text: &str, whose: &str) -> Result<BTreeSet<String>, StoreError> {
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::caused_by(format!("the roles of {whose} are unreadable"), e))
+}
+
+/// A person and their roles (JSON, decoded by the caller).
+fn person(row: &Row) -> Result<(Person, String), tokio_postgres::Error> {
+    Ok((
+        Person {
+            id: row.try_get(0)?,
+            name: row.try_get(1)?,
+            roles: BTreeSet::new(),
+            created_ms: row.try_get(3)?,
+            invited_by: row.try_get(4)?,
+            revoked_ms: row.try_get(5)?,
+        },
+        row.try_get(2)?,
+    ))
+}
+
+fn passkey(row: &Row) -> Result<StoredPasskey, tokio_postgres::Error> {
+    Ok(StoredPasskey {
+        id: row.try_get(0)?,
+        person: row.try_get(1)?,
+        label: row.try_get(2)?,
+        key: row.try_get(3)?,
+        created_ms: row.try_get(4)?,
+        last_used_ms: row.try_get(5)?,
+    })
+}
+
+/// An invite, its kind and its roles (both decoded by the caller).
+fn invite(row: &Row) -> Result<(Invite, String, String), tokio_postgres::Error> {
+    Ok((
+        Invite {
+            digest: row.try_get(0)?,
+            kind: InviteKind::Person,
+            person: row.try_get(2)?,
+            name: row.try_get(3)?,
+            roles: BTreeSet::new(),
+            created_by: row.try_get(5)?,
+            created_ms: row.try_get(6)?,
+            expires_ms: row.try_get(7)?,
+            used_ms: row.try_get(8)?,
+        },
+        row.try_get(1)?,
+        row.try_get(4)?,
+    ))
+}
+
+const UPSERT_PERSON: &str =
+    "INSERT INTO people (id, name, roles, created_ms, invited_by, revoked_ms)
+     VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, roles = EXCLUDED.roles,
+         revoked_ms = EXCLUDED.revoked_ms";
+
+const UPSERT_PASSKEY: &str =
+    "INSERT INTO passkeys (id, person_id, label, passkey, created_ms, last_used_ms)
+     VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT (id) DO UPDATE SET label = EXCLUDED.label, passkey = EXCLUDED.passkey,
+         last_used_ms = EXCLUDED.last_used_ms";
+
+#[async_trait]
+impl PeopleStore for PostgresStore {
+    async fn people(&self) -> Result<Vec<Person>, StoreError> {
+        let context = "cannot read people";
+        let rows = self
+            .rows(
+                "SELECT id, name, roles, created_ms, invited_by, revoked_ms FROM people
+                 ORDER BY created_ms, id",
+                &[],
+                context,
+            )
+            .await?;
+        let mut people = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let (mut person, roles) = person(row).map_err(err(context))?;
+            person.roles = roles_of(&roles, &person.id)?;
+            people.push(person);
+        }
+        Ok(people)
+    }
+
+    async fn save_person(&self, person: &Person) -> Result<(), StoreError> {
+        let roles = roles_json(&person.roles)?;
+        self.execute(
+            UPSERT_PERSON,
+            &[
+                &person.id,
+                &person.name,
+                &roles,
+                &person.created_ms,
+                &person.invited_by,
+                &person.revoked_ms,
+            ],
+            "cannot write a person",
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn passkeys(&self) -> Result<Vec<StoredPasskey>, StoreError> {
+        let context = "cannot read passkeys";
+        self.rows(
+            "SELECT id, person_id, label, passkey, created_ms, last_used_ms FROM passkeys
+             ORDER BY created_ms, id",
+            &[],
+            context,
+        )
+        .await?
+        .iter()
+        .map(passkey)
+        .collect::<Result<_, _>>()
+        .map_err(err(context))
+    }
+
+    async fn save_passkey(&self, passkey: &StoredPasskey) -> Result<(), StoreError> {
+        self.execute(
+            UPSERT_PASSKEY,
+            &[
+                &passkey.id,
+                &passkey.person,
+                &passkey.label,
+                &passkey.key,
+                &passkey.created_ms,
+                &passkey.last_used_ms,
+            ],
+            "cannot write a passkey",
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn save_invite(&self, invite: &Invite) -> Result<(), StoreError> {
+        let roles = roles_json(&invite.roles)?;
+        let kind = invite.kind.as_str();
+        self.execute(
+            "INSERT INTO invites (digest, kind, person_id, name, roles, created_by, created_ms,
+                 expires_ms, used_ms)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            &[
+                &invite.digest,
+                &kind,
+                &invite.person,
+                &invite.name,
+                &roles,
+                &invite.created_by,
+                &invite.created_ms,
+                &invite.expires_ms,
+                &invite.used_ms,
+            ],
+            "cannot write an invite",
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn invite(&self, digest: &str) -> Result<Option<Invite>, StoreError> {
+        let context = "cannot read an invite";
+        let Some(row) = self
+            .row(
+                "SELECT digest, kind, person_id, name, roles, created_by, created_ms, expires_ms,
+                     used_ms
+                 FROM invites WHERE digest = $1",
+                &[&digest],
+                context,
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        let (mut invite, kind, roles) = invite(&row).map_err(err(context))?;
+        invite.kind = InviteKind::parse(&kind)
+            .ok_or_else(|| StoreError::new(format!("an invite has the unknown kind {kind:?}")))?;
+        invite.roles = roles_of(&roles, "an invite")?;
+        Ok(Some(invite))
+    }
+
+    async fn close_invites(&self, kind: InviteKind, at: Millis) -> Result<(), StoreError> {
+        let kind = kind.as_str();
+        self.execute(
+            "UPDATE invites SET used_ms = $2 WHERE kind = $1 AND used_ms IS NULL",
+            &[&kind, &at],
+            "cannot close invites",
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn enrol(
+        &self,
+        digest: &str,
+        person: Option<&Person>,
+        passkey: &StoredPasskey,
+        at: Millis,
+    ) -> Result<bool, StoreError> {
+        let roles = person.map(|p| roles_json(&p.roles)).transpose()?;
+        let mut client = self.client().await?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(err("cannot begin an enrolment"))?;
+        // Two enrolments with one invite at once: the second waits for the first's row lock,
+        // then finds the invite used and changes nothing.
+        let used = execute_in(
+            &tx,
+            "UPDATE invites SET used_ms = $2
+             WHERE digest = $1 AND used_ms IS NULL AND expires_ms > $2",
+            &[&digest, &at],
+            "cannot use an invite",
+        )
+        .await?;
+        if used != 1 {
+            // Nothing was written: dropping the transaction rolls it back.
+            return Ok(false);
+        }
+        if let (Some(person), Some(roles)) = (person, &roles) {
+            insert_person(&tx, person, roles).await?;
+        }
+        execute_in(
+            &tx,
+            UPSERT_PASSKEY,
+            &[
+                &passkey.id,
+                &passkey.person,
+                &passkey.label,
+                &passkey.key,
+                &passkey.created_ms,
+                &passkey.last_used_ms,
+            ],
+            "cannot write a passkey",
+        )
+        .await?;
+        tx.commit()
+            .await
+            .map_err(err("cannot commit an enrolment"))?;
+        Ok(true)
+    }
+}
+
+/// Inserts or updates `person` (its roles encoded by the caller) inside `tx`.
+async fn insert_person(
+    tx: &Transaction<'_>,
+    person: &Person,
+    roles: &str,
+) -> Result<(), StoreError> {
+    execute_in(
+        tx,
+        UPSERT_PERSON,
+        &[
+            &person.id,
+            &person.name,
+            &roles,
+            &person.created_ms,
+            &person.invited_by,
+            &person.revoked_ms,
+        ],
+        "cannot write a person",
+    )
+    .await?;
+    Ok(())
+}

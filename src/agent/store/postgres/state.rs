@@ -1,0 +1,212 @@
+//! What the server keeps in Postgres besides sessions and people: grants and the ledger's
+//! totals, audit events of no session, the sign-in secret and sign-ins, MCP servers' tool lists.
+
+use async_trait::async_trait;
+
+use super::{
+    PostgresStore,
+    commit::{insert_audit, to_json},
+    err,
+};
+use crate::{
+    agent::{
+        clock::Millis,
+        store::{AuditEvent, PolicyStore, SignIn, SignInStore, StoreError, ToolListStore},
+    },
+    protocol::grant::Grant,
+};
+
+/// How long an expired sign-in stays recorded (for the record; it verifies no more), in ms.
+const EXPIRED_SIGNINS_KEPT_MS: i64 = 30 * 24 * 3600 * 1000;
+
+#[async_trait]
+impl PolicyStore for PostgresStore {
+    async fn save_grant(&self, grant: &Grant) -> Result<(), StoreError> {
+        let body = to_json(grant)?;
+        self.execute(
+            "INSERT INTO grants (id, tool, chat, created_at_ms, expires_at_ms, revoked_at_ms, body)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT (id) DO UPDATE SET revoked_at_ms = EXCLUDED.revoked_at_ms,
+                 body = EXCLUDED.body",
+            &[
+                &grant.id,
+                &grant.tool,
+                &grant.chat,
+                &grant.created_at_ms,
+                &grant.expires_at_ms,
+                &grant.revoked_at_ms,
+                &body,
+            ],
+            "cannot write a grant",
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn grants(&self) -> Result<Vec<Grant>, StoreError> {
+        let context = "cannot read the grants";
+        let rows = self
+            .rows(
+                "SELECT id, body FROM grants ORDER BY created_at_ms, id",
+                &[],
+                context,
+            )
+            .await?;
+        let mut grants = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id: &str = row.try_get(0).map_err(err(context))?;
+            let body: &str = row.try_get(1).map_err(err(context))?;
+            grants.push(
+                serde_json::from_str(body)
+                    .map_err(|e| StoreError::caused_by(format!("grant {id} is unreadable"), e))?,
+            );
+        }
+        Ok(grants)
+    }
+
+    async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
+        let events = events
+            .iter()
+            .map(|e| Ok((e, to_json(e)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let mut client = self.client().await?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(err("cannot begin an audit append"))?;
+        for (event, json) in &events {
+            insert_audit(&tx, event, json).await?;
+        }
+        tx.commit()
+            .await
+            .map_err(err("cannot commit an audit append"))
+    }
+
+    async fn paid_since(&self, since: Millis) -> Result<i64, StoreError> {
+        let context = "cannot add up the ledger";
+        // SUM of BIGINT is NUMERIC in Postgres: cast back.
+        self.row(
+            "SELECT COALESCE(SUM(amount_cents), 0)::BIGINT FROM ledger WHERE at_ms >= $1",
+            &[&since],
+            context,
+        )
+        .await?
+        .ok_or_else(|| StoreError::new("the ledger's sum came back empty"))?
+        .try_get(0)
+        .map_err(err(context))
+    }
+}
+
+#[async_trait]
+impl ToolListStore for PostgresStore {
+    async fn keep_tool_list(
+        &self,
+        server: &str,
+        tools: &str,
+        at: Millis,
+    ) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO mcp_tool_lists (server, tools, listed_ms) VALUES ($1, $2, $3)
+             ON CONFLICT (server) DO UPDATE SET tools = EXCLUDED.tools,
+                 listed_ms = EXCLUDED.listed_ms",
+            &[&server, &tools, &at],
+            "cannot keep an MCP server's tool list",
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn kept_tool_list(&self, server: &str) -> Result<Option<String>, StoreError> {
+        let context = "cannot read an MCP server's kept tool list";
+        self.row(
+            "SELECT tools FROM mcp_tool_lists WHERE server = $1",
+            &[&server],
+            context,
+        )
+        .await?
+        .map(|row| row.try_get(0))
+        .transpose()
+        .map_err(err(context))
+    }
+}
+
+#[async_trait]
+impl SignInStore for PostgresStore {
+    async fn signing_secret(&self) -> Result<[u8; 32], StoreError> {
+        // Every instance offers a fresh secret; the first one stored is everyone's.
+        let fresh = crate::agent::store::fresh_secret()?;
+        let offered: &[u8] = &fresh;
+        self.execute(
+            "INSERT INTO server_secrets (name, value) VALUES ('signin', $1)
+             ON CONFLICT (name) DO NOTHING",
+            &[&offered],
+            "cannot store the sign-in secret",
+        )
+        .await?;
+        let context = "cannot read the sign-in secret";
+        let value: Vec<u8> = self
+            .row(
+                "SELECT value FROM server_secrets WHERE name = 'signin'",
+                &[],
+                context,
+            )
+            .await?
+            .ok_or_else(|| StoreError::new("the sign-in secret is missing"))?
+            .try_get(0)
+            .map_err(err(context))?;
+        value
+            .try_into()
+            .map_err(|_| StoreError::new("the stored sign-in secret is not 32 bytes"))
+    }
+
+    async fn record_signin(&self, signin: &SignIn) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO signins (id, created_ms, expires_ms, address, person_id)
+             VALUES ($1, $2, $3, $4, $5)",
+            &[
+                &signin.id,
+                &signin.created_ms,
+                &signin.expires_ms,
+                &signin.address,
+                &signin.person,
+            ],
+            "cannot record a sign-in",
+        )
+        .await?;
+        // Sessions long expired are of no use to anyone.
+        let horizon = signin.created_ms - EXPIRED_SIGNINS_KEPT_MS;
+        self.execute(
+            "DELETE FROM signins WHERE expires_ms < $1",
+            &[&horizon],
+            "cannot forget expired sign-ins",
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn end_signin(&self, id: &str, at: Millis) -> Result<(), StoreError> {
+        self.execute(
+            "UPDATE signins SET ended_ms = $2 WHERE id = $1 AND ended_ms IS NULL",
+            &[&id, &at],
+            "cannot end a sign-in",
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn ended_signins(&self, now: Millis) -> Result<Vec<(String, Millis)>, StoreError> {
+        let context = "cannot list ended sign-ins";
+        self.rows(
+            "SELECT id, expires_ms FROM signins WHERE ended_ms IS NOT NULL AND expires_ms > $1",
+            &[&now],
+            context,
+        )
+        .await?
+        .iter()
+        .map(|row| -> Result<(String, Millis), tokio_postgres::Error> {
+            Ok((row.try_get(0)?, row.try_get(1)?))
+        })
+        .collect::<Result<_, _>>()
+        .map_err(err(context))
+    }
+}

@@ -1,0 +1,396 @@
+//! The Postgres store against a real Postgres. `COUNTERSIGN_TEST_POSTGRES` names a server the
+//! tests may create databases on (an admin URL such as
+//! `postgres://postgres@127.0.0.1:5433/postgres`); each test makes a database of its own there
+//! and leaves it (the server is meant to be thrown away). Without the variable the tests pass
+//! with a note on stderr, unless `COUNTERSIGN_REQUIRE_POSTGRES=1` makes that a failure (CI with
+//! a Postgres, so that a missing server cannot pass for a green run).
+
+use serde_json::json;
+
+// `FromStr`, `NoTls` and the store's types come with the parent's imports.
+use super::*;
+use crate::agent::{
+    gate::{CallPhase, StepCall},
+    history::ToolCall,
+    session::TurnStatus,
+    store::{
+        Actor, AuditKind, PolicyStore, audit,
+        tests::{people_contract, signin_contract, store_contract, tool_list_contract, turn},
+    },
+    tools::{ToolLocation, Wallet},
+};
+
+/// A new, empty database on the test server (named after `name`): how to connect to it.
+/// `None` when no server is configured.
+async fn fresh_database(name: &str) -> Option<tokio_postgres::Config> {
+    let admin = std::env::var("COUNTERSIGN_TEST_POSTGRES")
+        .ok()
+        .filter(|url| !url.is_empty());
+    let Some(admin) = admin else {
+        if std::env::var("COUNTERSIGN_REQUIRE_POSTGRES").as_deref() == Ok("1") {
+            panic!(
+                "COUNTERSIGN_REQUIRE_POSTGRES=1 but COUNTERSIGN_TEST_POSTGRES is not set: set it \
+                 to a Postgres admin URL, e.g. postgres://postgres@127.0.0.1:5433/postgres"
+            );
+        }
+        eprintln!("skipped: COUNTERSIGN_TEST_POSTGRES is not set");
+        return None;
+    };
+    let mut config = tokio_postgres::Config::from_str(&admin)
+        .expect("COUNTERSIGN_TEST_POSTGRES should be a Postgres URL");
+    let (client, connection) = config
+        .connect(NoTls)
+        .await
+        .expect("the Postgres of COUNTERSIGN_TEST_POSTGRES should answer");
+    let connection = tokio::spawn(connection);
+    // Postgres names are at most 63 bytes: 17 + 13 + 1 + 32.
+    let name: String = name.chars().take(13).collect();
+    let database = format!("countersign_test_{name}_{}", uuid::Uuid::new_v4().simple());
+    client
+        .batch_execute(&format!("CREATE DATABASE {database}"))
+        .await
+        .expect("the test server should let us create a database");
+    drop(client);
+    let _ = connection.await;
+    config.dbname(&database);
+    Some(config)
+}
+
+/// A store on a new, empty database, or `None` when no server is configured.
+async fn fresh_store(name: &str) -> Option<PostgresStore> {
+    let config = fresh_database(name).await?;
+    Some(
+        PostgresStore::connect_with(config)
+            .await
+            .expect("the store should connect to a fresh database"),
+    )
+}
+
+/// The one number `sql` selects.
+async fn number(store: &PostgresStore, sql: &str) -> i64 {
+    store.rows(sql, &[], "test").await.unwrap()[0].get(0)
+}
+
+fn waiting_record() -> SessionRecord {
+    waiting_record_named("chat")
+}
+
+/// A chat whose turn waits for the approval `approval-<id>`, after one payment (`txn-<id>`).
+fn waiting_record_named(id: &str) -> SessionRecord {
+    let mut record = SessionRecord::new(id, 5);
+    let mut t = turn(TurnStatus::AwaitingPerson);
+    t.calls.push(StepCall {
+        call: ToolCall {
+            id: "call-1".into(),
+            name: "process_payment".into(),
+            args: json!({"amount": 50, "recipient": "Hanako"}),
+            provider_data: None,
+        },
+        location: ToolLocation::Server,
+        phase: CallPhase::AwaitingApproval {
+            approval_id: format!("approval-{id}"),
+            requested_at_ms: 5,
+            deadline_ms: 300_005,
+        },
+        announced: false,
+        gated_by: Some(format!("approval-{id}")),
+        ruling: None,
+        signatures: Vec::new(),
+        signed_args: None,
+        denied_by: None,
+        signatures_shown: 0,
+        countersign_closed: false,
+    });
+    record.turn = Some(t);
+    let mut wallet = Wallet::default();
+    wallet
+        .pay(
+            "call-0",
+            crate::protocol::money::Money::parse("10", "USD").unwrap(),
+            "Bob",
+            "",
+            4,
+            || format!("txn-{id}"),
+        )
+        .unwrap();
+    record.wallet = wallet;
+    record
+}
+
+#[tokio::test]
+async fn the_postgres_store_keeps_the_session_contract() {
+    if let Some(store) = fresh_store("sessions").await {
+        store_contract(&store).await;
+    }
+}
+
+#[tokio::test]
+async fn the_postgres_store_keeps_the_signin_contract() {
+    if let Some(store) = fresh_store("signins").await {
+        signin_contract(&store).await;
+    }
+}
+
+#[tokio::test]
+async fn the_postgres_store_keeps_the_tool_list_contract() {
+    if let Some(store) = fresh_store("tool_lists").await {
+        tool_list_contract(&store).await;
+    }
+}
+
+#[tokio::test]
+async fn the_postgres_store_keeps_the_people_contract() {
+    if let Some(store) = fresh_store("people").await {
+        people_contract(&store).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_starting_together_migrate_once_and_again_is_a_no_op() {
+    let Some(config) = fresh_database("migrate").await else {
+        return;
+    };
+    let (a, b) = tokio::join!(
+        PostgresStore::connect_with(config.clone()),
+        PostgresStore::connect_with(config.clone())
+    );
+    let (a, _b) = (a.unwrap(), b.unwrap());
+    a.save(&waiting_record()).await.unwrap();
+    let again = PostgresStore::connect_with(config).await.unwrap();
+    assert_eq!(
+        again.load("chat").await.unwrap().map(|s| s.record),
+        Some(waiting_record())
+    );
+    let versions: Vec<i64> = again
+        .rows(
+            "SELECT version FROM countersign_schema ORDER BY version",
+            &[],
+            "test",
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let known: Vec<i64> = MIGRATIONS.iter().map(|(v, _)| *v).collect();
+    assert_eq!(versions, known, "each migration applied once");
+}
+
+#[tokio::test]
+async fn a_database_from_a_newer_build_is_refused() {
+    let Some(config) = fresh_database("newer").await else {
+        return;
+    };
+    let store = PostgresStore::connect_with(config.clone()).await.unwrap();
+    store
+        .execute(
+            "INSERT INTO countersign_schema (version) VALUES (99)",
+            &[],
+            "test",
+        )
+        .await
+        .unwrap();
+    let e = PostgresStore::connect_with(config).await.unwrap_err();
+    let newest = MIGRATIONS.last().map_or(0, |(v, _)| *v);
+    assert!(
+        e.to_string().contains(&format!(
+            "the database was migrated by a newer Countersign (schema 99; this build knows up \
+             to {newest})"
+        )),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_named_without_its_password() {
+    // Port 1 on the loopback: nothing listens there.
+    let e = PostgresStore::connect("postgres://countersign:hunter2@127.0.0.1:1/chats")
+        .await
+        .unwrap_err();
+    let report = e.report();
+    assert!(
+        report.contains("cannot reach Postgres at 127.0.0.1:1/chats: "),
+        "{report}"
+    );
+    assert!(!report.contains("hunter2"), "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_commits_of_many_sessions_all_land_and_a_bad_one_fails_alone() {
+    let Some(store) = fresh_store("concurrent").await else {
+        return;
+    };
+    // Two payments for one tool call under different transaction ids break the ledger's
+    // uniqueness: that commit must fail alone, leaving nothing behind.
+    let mut bad = SessionRecord::new("bad", 1);
+    bad.wallet
+        .pay(
+            "call-9",
+            crate::protocol::money::Money::parse("1", "USD").unwrap(),
+            "A",
+            "",
+            1,
+            || "txn-a".into(),
+        )
+        .unwrap();
+    let mut twin = bad.wallet.transactions[0].clone();
+    twin.id = "txn-b".into();
+    bad.wallet.transactions.push(twin);
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        let store = store.clone();
+        let record = if i == 32 {
+            bad.clone()
+        } else {
+            waiting_record_named(&format!("chat-{i}"))
+        };
+        let event = audit::sample(&record.id, AuditKind::Requested, json!({"i": i}));
+        tasks.push(tokio::spawn(async move {
+            store.commit(&record, std::slice::from_ref(&event)).await
+        }));
+    }
+    let mut failed = Vec::new();
+    for (i, task) in tasks.into_iter().enumerate() {
+        if let Err(e) = task.await.unwrap() {
+            failed.push((i, e));
+        }
+    }
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0].0, 32);
+    assert!(failed[0].1.report().contains("ledger"), "{}", failed[0].1);
+    assert!(store.load("bad").await.unwrap().is_none());
+    assert_eq!(store.list().await.unwrap().len(), 63);
+    assert_eq!(store.unfinished().await.unwrap().len(), 63);
+    let audit = store.audit(&AuditQuery::default()).await.unwrap();
+    assert_eq!(
+        audit.len(),
+        63,
+        "the failed commit's audit event is not kept"
+    );
+    assert!(audit.iter().all(|r| r.event.session_id != "bad"));
+    assert_eq!(
+        number(&store, "SELECT count(*) FROM pending_approvals").await,
+        63
+    );
+    assert_eq!(number(&store, "SELECT count(*) FROM ledger").await, 63);
+}
+
+#[tokio::test]
+async fn a_payment_committed_twice_is_one_ledger_row() {
+    let Some(config) = fresh_database("ledger").await else {
+        return;
+    };
+    let store = PostgresStore::connect_with(config.clone()).await.unwrap();
+    let mut record = waiting_record();
+    store.save(&record).await.unwrap();
+    record.updated_at_ms += 1;
+    store.save(&record).await.unwrap();
+    // Another instance commits the same record: a store of its own on the same database.
+    let other = PostgresStore::connect_with(config).await.unwrap();
+    other.save(&record).await.unwrap();
+    assert_eq!(number(&store, "SELECT count(*) FROM ledger").await, 1);
+    let paid = record.wallet.transactions[0].amount_cents;
+    assert_eq!(store.paid_since(0).await.unwrap(), paid);
+    assert_eq!(store.paid_since(5).await.unwrap(), 0, "paid at 4");
+    // A second payment is added beside the first.
+    record
+        .wallet
+        .pay(
+            "call-3",
+            crate::protocol::money::Money::parse("5", "USD").unwrap(),
+            "Ken",
+            "",
+            6,
+            || "txn-3".into(),
+        )
+        .unwrap();
+    store.save(&record).await.unwrap();
+    assert_eq!(number(&store, "SELECT count(*) FROM ledger").await, 2);
+    let loaded = store.load("chat").await.unwrap().unwrap().record;
+    assert_eq!(loaded, record);
+}
+
+#[tokio::test]
+async fn an_approval_is_found_by_its_session_until_it_is_answered() {
+    let Some(store) = fresh_store("owner").await else {
+        return;
+    };
+    let mut record = waiting_record();
+    store.save(&record).await.unwrap();
+    assert_eq!(
+        store
+            .approval_owner("approval-chat")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("chat")
+    );
+    assert_eq!(store.approval_owner("approval-other").await.unwrap(), None);
+    record.turn.as_mut().unwrap().calls[0].phase = CallPhase::Ready {
+        args: json!({}),
+        edited: false,
+    };
+    store.save(&record).await.unwrap();
+    assert_eq!(store.approval_owner("approval-chat").await.unwrap(), None);
+    assert_eq!(
+        number(&store, "SELECT count(*) FROM pending_approvals").await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_person_reads_the_audit_of_their_chats_and_their_own_answers() {
+    let Some(store) = fresh_store("visible").await else {
+        return;
+    };
+    let mut ana = SessionRecord::new("ana-chat", 1);
+    ana.owner = Some("p-ana".into());
+    let asked = audit::sample("ana-chat", AuditKind::Requested, json!({"amount": 1}));
+    let mut answered = audit::sample("ana-chat", AuditKind::Approved, json!({"amount": 1}));
+    answered.actor = Some(Actor {
+        transport: "inbox".into(),
+        person: Some("p-ben".into()),
+        ..Actor::default()
+    });
+    store
+        .commit(&ana, &[asked.clone(), answered.clone()])
+        .await
+        .unwrap();
+    let local = audit::sample("local-chat", AuditKind::Requested, json!({"amount": 2}));
+    store
+        .commit(
+            &SessionRecord::new("local-chat", 2),
+            std::slice::from_ref(&local),
+        )
+        .await
+        .unwrap();
+    // The owner is written once: a later commit naming someone else does not take the chat.
+    ana.owner = Some("p-eve".into());
+    store.save(&ana).await.unwrap();
+
+    let visible_to = |person: &str| AuditQuery {
+        visible_to: Some(person.into()),
+        ..AuditQuery::default()
+    };
+    let events = |records: Vec<AuditRecord>| -> Vec<AuditEvent> {
+        records.into_iter().map(|r| r.event).collect()
+    };
+    assert_eq!(
+        events(store.audit(&visible_to("p-ana")).await.unwrap()),
+        [answered.clone(), asked]
+    );
+    assert_eq!(
+        events(store.audit(&visible_to("p-ben")).await.unwrap()),
+        [answered]
+    );
+    assert_eq!(
+        events(
+            store
+                .audit(&visible_to(crate::people::LOCAL))
+                .await
+                .unwrap()
+        ),
+        [local]
+    );
+    assert!(store.audit(&visible_to("p-eve")).await.unwrap().is_empty());
+}

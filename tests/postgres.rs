@@ -1,0 +1,199 @@
+//! The real binary on Postgres (`COUNTERSIGN_DB=postgres://…`, issue #24): it migrates a fresh
+//! database at start, reports it in `/healthz`, keeps an approval across `kill -9` and pays
+//! once; a database it cannot reach, or one migrated by a newer build, stops the start with a
+//! message that names where and never the password.
+//!
+//! Needs `COUNTERSIGN_TEST_POSTGRES` (an admin URL; `scripts/test.sh` starts a throwaway cluster
+//! with `scripts/pg.sh`); without it these tests say so and pass, unless
+//! `COUNTERSIGN_REQUIRE_POSTGRES=1` (CI), where they fail.
+#![cfg(all(feature = "ssr", unix))]
+
+use std::{process::Command, str::FromStr, time::Duration};
+
+use serde_json::{Value, json};
+
+mod common;
+
+use common::binary::Binary;
+
+/// A new, empty database on the test cluster, as a URL; `None` when there is no cluster.
+async fn fresh_database(name: &str) -> Option<String> {
+    let Some(admin) = std::env::var("COUNTERSIGN_TEST_POSTGRES")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        assert_ne!(
+            std::env::var("COUNTERSIGN_REQUIRE_POSTGRES").as_deref(),
+            Ok("1"),
+            "COUNTERSIGN_REQUIRE_POSTGRES=1 but COUNTERSIGN_TEST_POSTGRES is not set"
+        );
+        eprintln!("skipped: COUNTERSIGN_TEST_POSTGRES is not set (scripts/pg.sh start)");
+        return None;
+    };
+    let config = tokio_postgres::Config::from_str(&admin).expect("a Postgres URL");
+    let (client, connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .expect("the test cluster answers");
+    let connection = tokio::spawn(connection);
+    let database = format!("countersign_bin_{name}_{}", uuid::Uuid::new_v4().simple());
+    client
+        .batch_execute(&format!("CREATE DATABASE {database}"))
+        .await
+        .expect("a database is created");
+    drop(client);
+    let _ = connection.await;
+    let (base, _) = admin.rsplit_once('/').expect("the URL names a database");
+    Some(format!("{base}/{database}"))
+}
+
+async fn start(url: &str) -> Binary {
+    Binary::start(&[
+        ("COUNTERSIGN_DB", url.to_owned()),
+        ("COUNTERSIGN_DEMO_DELAY_MS", "0".to_owned()),
+        ("COUNTERSIGN_WEATHER", "offline".to_owned()),
+    ])
+    .await
+}
+
+fn user(chat: &str, text: &str) -> Value {
+    json!({"id": chat, "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}
+    ]})
+}
+
+/// The answer to the approval request among `chunks`.
+fn answer(chat: &str, text: &str, chunks: &[Value], approved: bool) -> Value {
+    let request = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-approval-request")
+        .expect("an approval request");
+    let call = request["toolCallId"].as_str().expect("a call id");
+    let input = &chunks
+        .iter()
+        .find(|c| c["type"] == "tool-input-available" && c["toolCallId"] == call)
+        .expect("the call's input")["input"];
+    let message = &chunks.iter().find(|c| c["type"] == "start").expect("start")["messageId"];
+    json!({"id": chat, "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]},
+        {"id": message, "role": "assistant", "parts": [
+            {"type": "tool-process_payment", "toolCallId": call, "state": "approval-responded",
+             "input": input, "approval": {"id": request["approvalId"], "approved": approved}}
+        ]}
+    ]})
+}
+
+#[tokio::test]
+async fn on_postgres_an_approval_survives_kill_9_and_the_payment_happens_once() {
+    let Some(url) = fresh_database("restart").await else {
+        return;
+    };
+    let chat = "pg-chat";
+    let ask = "Send $50 to Hanako";
+    let first = start(&url).await;
+    let health: Value = reqwest::get(format!("{}/healthz", first.base))
+        .await
+        .expect("healthz")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(health["database"], json!({"kind": "postgres", "ok": true}));
+    let (status, asked, text) = first.chat(user(chat, ask)).await;
+    assert_eq!(status, 200, "{text}");
+    first.kill9();
+
+    let second = start(&url).await;
+    let (status, chunks, text) = second.chat(answer(chat, ask, &asked, true)).await;
+    assert_eq!(status, 200, "{text}");
+    let output = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-output-available")
+        .unwrap_or_else(|| panic!("the payment ran after the restart: {text}"));
+    assert_eq!(output["output"]["wallet_balance"], 950, "{output}");
+    // Again: already applied, nothing is paid twice.
+    let (status, _, text) = second.chat(answer(chat, ask, &asked, true)).await;
+    assert_eq!(status, 409, "{text}");
+    let kinds: Vec<String> = second
+        .audit(chat)
+        .await
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(kinds, ["requested", "approved", "executed"]);
+    second.kill9();
+
+    // A third start finds the chat, its wallet and its history where they were.
+    let third = start(&url).await;
+    let chat_view: Value = reqwest::get(format!("{}/api/chats/{chat}", third.base))
+        .await
+        .expect("the chat")
+        .json()
+        .await
+        .expect("JSON");
+    let text = chat_view["messages"].to_string();
+    assert!(text.contains("950"), "{text}");
+}
+
+/// Runs the binary on `db` until it exits (it should not start): its exit code and stderr.
+fn run_to_exit(db: &str) -> (Option<i32>, String) {
+    let site = std::env::temp_dir().join("countersign-binary-site");
+    std::fs::create_dir_all(&site).expect("site dir");
+    let output = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("LEPTOS_SITE_ADDR", "127.0.0.1:0")
+        .env("LEPTOS_SITE_ROOT", &site)
+        .env("COUNTERSIGN_DB", db)
+        .output()
+        .expect("the binary runs");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_postgres_it_cannot_reach_stops_the_start_naming_where_not_the_password() {
+    // Nothing listens on port 1; the connect timeout is short in the URL.
+    let (code, stderr) = tokio::task::spawn_blocking(|| {
+        run_to_exit("postgres://countersign:s3cret-pw@127.0.0.1:1/team?connect_timeout=2")
+    })
+    .await
+    .expect("ran");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cannot reach Postgres at 127.0.0.1:1/team"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cret-pw"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_database_migrated_by_a_newer_build_is_refused_at_start() {
+    let Some(url) = fresh_database("newer").await else {
+        return;
+    };
+    // Migrated by this build once, then marked as a later schema.
+    drop(start(&url).await);
+    let config = tokio_postgres::Config::from_str(&url).expect("a URL");
+    let (client, connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .expect("connects");
+    let connection = tokio::spawn(connection);
+    client
+        .batch_execute("INSERT INTO countersign_schema (version) VALUES (999)")
+        .await
+        .expect("marked");
+    drop(client);
+    let _ = connection.await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (code, stderr) = tokio::task::spawn_blocking(move || run_to_exit(&url))
+        .await
+        .expect("ran");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("migrated by a newer Countersign (schema 999"),
+        "{stderr}"
+    );
+}
