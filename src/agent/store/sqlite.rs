@@ -9,8 +9,9 @@
 //!   sub-millisecond commits; it still survives `kill -9`.
 //! - rusqlite is blocking: one writer thread owns the connection and takes every call from a
 //!   queue, committing the commits that queued up together (group commit: one fsync for many
-//!   sessions). Callers encode records to JSON themselves, so the thread only writes. Views
-//!   that did not change are not rewritten, and only new ledger rows are inserted.
+//!   sessions). Callers encode records to JSON themselves (the store's `encode`, which Postgres
+//!   shares), so the thread only writes. Views that did not change are not rewritten, and only
+//!   new ledger rows are inserted.
 //! - Checkpoints run on a second thread (PASSIVE, never blocking the writer), not inside
 //!   whichever commit happened to cross SQLite's automatic-checkpoint threshold: when commits
 //!   pause, or after 32 MiB of WAL under a steady stream. The WAL then starts over at once, so
@@ -28,13 +29,11 @@ use tokio::sync::oneshot;
 
 use super::{
     AuditEvent, AuditQuery, AuditRecord, PolicyStore, SessionStore, SignIn, SignInStore,
-    StoreError, StoredSession, ToolListStore, audit::AuditKind, log_of_turn,
+    StoreError, StoredSession, ToolListStore,
+    audit::AuditKind,
+    encode::{RecordColumns, Write, decode_paused_log, decode_record, to_json},
 };
-use crate::agent::{
-    gate::CallPhase,
-    session::{SessionRecord, TurnEntry, TurnStatus},
-    tools::Transaction,
-};
+use crate::agent::session::{SessionRecord, TurnEntry, TurnStatus};
 use crate::protocol::grant::Grant;
 
 mod people;
@@ -144,7 +143,7 @@ type Reply = oneshot::Sender<Result<(), StoreError>>;
 
 /// Work for the writer thread.
 enum Job {
-    Commit(Box<Write>, Reply),
+    Commit(Box<Commit>, Reply),
     Run(ConnJob),
 }
 
@@ -159,10 +158,6 @@ const EXPIRED_SIGNINS_KEPT_MS: i64 = 30 * 24 * 3600 * 1000;
 const MAX_GROUP: usize = 256;
 
 fn err(context: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
-    move |e| StoreError::caused_by(context, e)
-}
-
-fn json_err(context: &str) -> impl Fn(serde_json::Error) -> StoreError + '_ {
     move |e| StoreError::caused_by(context, e)
 }
 
@@ -275,7 +270,7 @@ impl SqliteStore {
     async fn write(&self, write: Write) -> Result<(), StoreError> {
         let (reply, answer) = oneshot::channel();
         self.jobs
-            .send(Job::Commit(Box::new(write), reply))
+            .send(Job::Commit(Box::new(Commit::new(write)), reply))
             .map_err(|_| gone())?;
         answer.await.map_err(|_| gone())?
     }
@@ -523,128 +518,24 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn status_name(status: TurnStatus) -> Result<String, StoreError> {
-    match serde_json::to_value(status).map_err(json_err("turn status"))? {
-        serde_json::Value::String(s) => Ok(s),
-        other => Err(StoreError::new(format!("unexpected turn status {other}"))),
-    }
-}
-
-/// A commit, encoded by the caller (so the writer thread only writes): the record's columns,
-/// its indexed views and the audit rows.
-struct Write {
-    id: String,
-    created_at_ms: i64,
-    updated_at_ms: i64,
-    status: Option<String>,
-    history: String,
-    messages: String,
-    wallet: String,
-    tool_state: String,
-    turn: Option<String>,
-    resolved: String,
-    /// Whose chat it is (written once, when the row is made).
-    owner: Option<String>,
-    /// The paused turn's id and log (a JSON array), when the commit carries one.
-    log: Option<(String, String)>,
-    /// The record's turn is over: its paused log, if any, is dropped.
-    turn_over: bool,
-    approvals: Vec<PendingApprovalRow>,
-    browser_calls: Vec<PendingBrowserRow>,
-    /// A fingerprint of `approvals` and `browser_calls`: unchanged views are not rewritten.
+/// A commit on the writer's queue: the record as the caller encoded it (so the writer thread
+/// only writes), with a fingerprint of its views.
+struct Commit {
+    write: Write,
+    /// A fingerprint of `write`'s approvals and browser calls: unchanged views are not rewritten.
     views: u64,
-    ledger: Vec<Transaction>,
-    audit: Vec<(AuditEvent, String)>,
 }
 
-#[derive(Hash)]
-struct PendingApprovalRow {
-    approval_id: String,
-    tool_call_id: String,
-    tool: String,
-    args: String,
-    requested_at_ms: i64,
-    deadline_ms: i64,
-}
-
-#[derive(Hash)]
-struct PendingBrowserRow {
-    tool_call_id: String,
-    tool: String,
-    args: String,
-    deadline_ms: i64,
-}
-
-impl Write {
-    fn new(
-        record: &SessionRecord,
-        audit: &[AuditEvent],
-        log: Option<&[TurnEntry]>,
-    ) -> Result<Self, StoreError> {
-        let mut approvals = Vec::new();
-        let mut browser_calls = Vec::new();
-        for call in record.turn.iter().flat_map(|t| &t.calls) {
-            match &call.phase {
-                CallPhase::AwaitingApproval {
-                    approval_id,
-                    requested_at_ms,
-                    deadline_ms,
-                } => approvals.push(PendingApprovalRow {
-                    approval_id: approval_id.clone(),
-                    tool_call_id: call.call.id.clone(),
-                    tool: call.call.name.clone(),
-                    args: call.call.args.to_string(),
-                    requested_at_ms: *requested_at_ms,
-                    deadline_ms: *deadline_ms,
-                }),
-                CallPhase::AwaitingBrowser {
-                    args, deadline_ms, ..
-                } => browser_calls.push(PendingBrowserRow {
-                    tool_call_id: call.call.id.clone(),
-                    tool: call.call.name.clone(),
-                    args: args.to_string(),
-                    deadline_ms: *deadline_ms,
-                }),
-                _ => {}
-            }
-        }
+impl Commit {
+    fn new(write: Write) -> Self {
         let views = {
             use std::hash::{Hash, Hasher};
             let mut h = std::collections::hash_map::DefaultHasher::new();
-            approvals.hash(&mut h);
-            browser_calls.hash(&mut h);
+            write.approvals.hash(&mut h);
+            write.browser_calls.hash(&mut h);
             h.finish()
         };
-        Ok(Write {
-            id: record.id.clone(),
-            created_at_ms: record.created_at_ms,
-            updated_at_ms: record.updated_at_ms,
-            status: record
-                .turn
-                .as_ref()
-                .map(|t| status_name(t.status))
-                .transpose()?,
-            history: to_json(&record.history)?,
-            messages: to_json(&record.messages)?,
-            wallet: to_json(&record.wallet)?,
-            tool_state: to_json(&record.tool_state)?,
-            owner: record.owner.clone(),
-            turn: record.turn.as_ref().map(to_json).transpose()?,
-            resolved: to_json(&record.resolved_approvals)?,
-            turn_over: record.turn.as_ref().is_some_and(|t| t.status.is_over()),
-            log: match (log, &record.turn) {
-                (Some(entries), Some(turn)) => Some((turn.id.clone(), to_json(&entries)?)),
-                _ => None,
-            },
-            approvals,
-            browser_calls,
-            views,
-            ledger: record.wallet.transactions.clone(),
-            audit: audit
-                .iter()
-                .map(|e| Ok((e.clone(), to_json(e)?)))
-                .collect::<Result<_, StoreError>>()?,
-        })
+        Commit { write, views }
     }
 }
 
@@ -705,30 +596,29 @@ impl Writer {
         }
     }
 
-    fn commit_group(&mut self, group: Vec<(Box<Write>, Reply)>) {
+    fn commit_group(&mut self, group: Vec<(Box<Commit>, Reply)>) {
         let mut outcomes = Vec::with_capacity(group.len());
         let result = (|| {
             let mut tx = self
                 .conn
                 .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                 .map_err(err("cannot begin a commit"))?;
-            for (write, _) in &group {
+            for (commit, _) in &group {
+                let id = &commit.write.id;
                 let sp = tx.savepoint().map_err(err("cannot begin a commit"))?;
-                let outcome = write_one(&sp, write, self.written.get(&write.id).copied());
+                let outcome = write_one(&sp, commit, self.written.get(id).copied());
                 match outcome {
                     Ok(()) => {
                         sp.commit().map_err(err("cannot commit"))?;
-                        if self.written.len() >= MAX_WRITTEN
-                            && !self.written.contains_key(&write.id)
-                        {
+                        if self.written.len() >= MAX_WRITTEN && !self.written.contains_key(id) {
                             // Forgetting only costs the next commit of a session its views.
                             self.written.clear();
                         }
                         self.written.insert(
-                            write.id.clone(),
+                            id.clone(),
                             Written {
-                                views: write.views,
-                                ledger: write.ledger.len(),
+                                views: commit.views,
+                                ledger: commit.write.ledger.len(),
                             },
                         );
                         outcomes.push(Ok(()));
@@ -736,7 +626,7 @@ impl Writer {
                     Err(e) => {
                         // Dropping the savepoint rolls this record back; the others go on.
                         drop(sp);
-                        self.written.remove(&write.id);
+                        self.written.remove(id);
                         outcomes.push(Err(e));
                     }
                 }
@@ -755,8 +645,8 @@ impl Writer {
             }
             Err(e) => {
                 // Nothing of this group is on disk: forget what we thought we knew.
-                for (write, reply) in group {
-                    self.written.remove(&write.id);
+                for (commit, reply) in group {
+                    self.written.remove(&commit.write.id);
                     let _ = reply.send(Err(e.clone()));
                 }
             }
@@ -768,9 +658,10 @@ impl Writer {
 /// session put on disk (`None`: rewrite everything).
 fn write_one(
     tx: &rusqlite::Connection,
-    w: &Write,
+    commit: &Commit,
     known: Option<Written>,
 ) -> Result<(), StoreError> {
+    let Commit { write: w, views } = commit;
     tx.prepare_cached(
         "INSERT INTO sessions (id, created_at_ms, updated_at_ms, turn_status, history, messages,
                                wallet, turn, resolved_approvals, tool_state, owner)
@@ -814,7 +705,7 @@ fn write_one(
     }
 
     // The indexed views of the record, rewritten only when they changed.
-    if known.map(|k| k.views) != Some(w.views) {
+    if known.map(|k| k.views) != Some(*views) {
         for sql in [
             "DELETE FROM pending_approvals WHERE session_id = ?1",
             "DELETE FROM pending_browser_calls WHERE session_id = ?1",
@@ -910,21 +801,6 @@ fn insert_audit(conn: &Connection, event: &AuditEvent, json: &str) -> Result<(),
     Ok(())
 }
 
-fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(json_err("cannot encode the session"))
-}
-
-fn read_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<[String; 6]> {
-    Ok([
-        row.get(0)?,
-        row.get(1)?,
-        row.get(2)?,
-        row.get::<_, Option<String>>(3)?.unwrap_or_default(),
-        row.get(4)?,
-        row.get(5)?,
-    ])
-}
-
 #[async_trait]
 impl SessionStore for SqliteStore {
     async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
@@ -934,7 +810,7 @@ impl SessionStore for SqliteStore {
             let conn = conn
                 .transaction()
                 .map_err(err("cannot begin reading the session"))?;
-            let row = conn
+            let columns = conn
                 .prepare_cached(
                     "SELECT history, messages, wallet, turn, resolved_approvals, tool_state,
                             created_at_ms, updated_at_ms, owner
@@ -942,51 +818,28 @@ impl SessionStore for SqliteStore {
                 )
                 .and_then(|mut stmt| {
                     stmt.query_row([&id], |row| {
-                        Ok((
-                            read_record(row)?,
-                            row.get::<_, i64>(6)?,
-                            row.get::<_, i64>(7)?,
-                            row.get::<_, Option<String>>(8)?,
-                        ))
+                        Ok(RecordColumns {
+                            history: row.get(0)?,
+                            messages: row.get(1)?,
+                            wallet: row.get(2)?,
+                            // An empty text is no turn, as NULL is.
+                            turn: row
+                                .get::<_, Option<String>>(3)?
+                                .filter(|turn| !turn.is_empty()),
+                            resolved: row.get(4)?,
+                            tool_state: row.get(5)?,
+                            created_at_ms: row.get(6)?,
+                            updated_at_ms: row.get(7)?,
+                            owner: row.get(8)?,
+                        })
                     })
                     .optional()
                 })
                 .map_err(err("cannot read the session"))?;
-            let Some((
-                [history, messages, wallet, turn, resolved, tool_state],
-                created,
-                updated,
-                owner,
-            )) = row
-            else {
+            let Some(columns) = columns else {
                 return Ok(None);
             };
-            let context = |what: &'static str| {
-                let id = id.clone();
-                move |e: serde_json::Error| {
-                    StoreError::caused_by(
-                        format!("session {id}: the stored {what} is unreadable"),
-                        e,
-                    )
-                }
-            };
-            let record = SessionRecord {
-                id: id.clone(),
-                created_at_ms: created,
-                updated_at_ms: updated,
-                history: serde_json::from_str(&history).map_err(context("history"))?,
-                messages: serde_json::from_str(&messages).map_err(context("messages"))?,
-                wallet: serde_json::from_str(&wallet).map_err(context("wallet"))?,
-                tool_state: serde_json::from_str(&tool_state).map_err(context("tool state"))?,
-                turn: if turn.is_empty() {
-                    None
-                } else {
-                    Some(serde_json::from_str(&turn).map_err(context("turn"))?)
-                },
-                resolved_approvals: serde_json::from_str(&resolved)
-                    .map_err(context("resolved approvals"))?,
-                owner,
-            };
+            let record = decode_record(&id, columns)?;
             let waiting = record
                 .turn
                 .as_ref()
@@ -1006,11 +859,7 @@ impl SessionStore for SqliteStore {
                 None
             };
             let paused_log = match log {
-                Some((turn_id, entries)) => log_of_turn(
-                    &record,
-                    &turn_id,
-                    serde_json::from_str(&entries).map_err(context("turn log"))?,
-                ),
+                Some((turn_id, entries)) => decode_paused_log(&record, &turn_id, &entries)?,
                 None => None,
             };
             Ok(Some(StoredSession { record, paused_log }))
@@ -1329,13 +1178,12 @@ mod tests {
 
     use super::*;
     use crate::agent::{
-        gate::StepCall,
-        history::ToolCall,
+        gate::CallPhase,
         store::audit,
         store::tests::{
-            people_contract, signin_contract, store_contract, tool_list_contract, turn,
+            a_bad_commit_among_many_fails_alone, pay_ken, people_contract, signin_contract,
+            store_contract, tool_list_contract, waiting_record, waiting_record_named,
         },
-        tools::{ToolLocation, Wallet},
     };
 
     #[tokio::test]
@@ -1358,10 +1206,6 @@ mod tests {
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
         }
-    }
-
-    fn waiting_record() -> SessionRecord {
-        waiting_record_named("chat")
     }
 
     #[tokio::test]
@@ -1396,47 +1240,6 @@ mod tests {
     /// The record `store` loads for the chat `"chat"`.
     async fn loaded_chat(store: &SqliteStore) -> Option<SessionRecord> {
         store.load("chat").await.unwrap().map(|s| s.record)
-    }
-
-    fn waiting_record_named(id: &str) -> SessionRecord {
-        let mut record = SessionRecord::new(id, 5);
-        let mut t = turn(TurnStatus::AwaitingPerson);
-        t.calls.push(StepCall {
-            call: ToolCall {
-                id: "call-1".into(),
-                name: "process_payment".into(),
-                args: json!({"amount": 50, "recipient": "Hanako"}),
-                provider_data: None,
-            },
-            location: ToolLocation::Server,
-            phase: CallPhase::AwaitingApproval {
-                approval_id: format!("approval-{id}"),
-                requested_at_ms: 5,
-                deadline_ms: 300_005,
-            },
-            announced: false,
-            gated_by: Some(format!("approval-{id}")),
-            ruling: None,
-            signatures: Vec::new(),
-            signed_args: None,
-            denied_by: None,
-            signatures_shown: 0,
-            countersign_closed: false,
-        });
-        record.turn = Some(t);
-        let mut wallet = Wallet::default();
-        wallet
-            .pay(
-                "call-0",
-                crate::protocol::money::Money::parse("10", "USD").unwrap(),
-                "Bob",
-                "",
-                4,
-                || format!("txn-{id}"),
-            )
-            .unwrap();
-        record.wallet = wallet;
-        record
     }
 
     #[tokio::test]
@@ -1512,53 +1315,7 @@ mod tests {
     async fn commits_queued_together_share_a_transaction_and_fail_alone() {
         let path = temp_path("group");
         let store = SqliteStore::open(&path).unwrap();
-        // One record breaks a constraint (two payments for one tool call under different
-        // transaction ids): it must fail alone while the commits around it land.
-        let mut bad = SessionRecord::new("bad", 1);
-        bad.wallet
-            .pay(
-                "call-9",
-                crate::protocol::money::Money::parse("1", "USD").unwrap(),
-                "A",
-                "",
-                1,
-                || "txn-a".into(),
-            )
-            .unwrap();
-        let mut twin = bad.wallet.transactions[0].clone();
-        twin.id = "txn-b".into();
-        bad.wallet.transactions.push(twin);
-        let mut tasks = Vec::new();
-        for i in 0..64 {
-            let store = store.clone();
-            let record = if i == 32 {
-                bad.clone()
-            } else {
-                waiting_record_named(&format!("chat-{i}"))
-            };
-            let event = audit::sample(&record.id, AuditKind::Requested, json!({"i": i}));
-            tasks.push(tokio::spawn(async move {
-                store.commit(&record, std::slice::from_ref(&event)).await
-            }));
-        }
-        let mut failed = Vec::new();
-        for (i, task) in tasks.into_iter().enumerate() {
-            if let Err(e) = task.await.unwrap() {
-                failed.push((i, e));
-            }
-        }
-        assert_eq!(failed.len(), 1, "{failed:?}");
-        assert_eq!(failed[0].0, 32);
-        assert!(failed[0].1.report().contains("ledger"), "{}", failed[0].1);
-        assert!(store.load("bad").await.unwrap().is_none());
-        assert_eq!(store.list().await.unwrap().len(), 63);
-        let audit = store.audit(&AuditQuery::default()).await.unwrap();
-        assert_eq!(
-            audit.len(),
-            63,
-            "the failed commit's audit event is not kept"
-        );
-        assert!(audit.iter().all(|r| r.event.session_id != "bad"));
+        a_bad_commit_among_many_fails_alone(&store).await;
         let (pending, ledger): (i64, i64) = store
             .with(|conn| {
                 let count = |sql: &str| conn.query_row(sql, [], |r| r.get(0));
@@ -1611,17 +1368,7 @@ mod tests {
             deadline_ms: 300_006,
         };
         record.turn.as_mut().unwrap().calls.push(second);
-        record
-            .wallet
-            .pay(
-                "call-3",
-                crate::protocol::money::Money::parse("5", "USD").unwrap(),
-                "Ken",
-                "",
-                6,
-                || "txn-3".into(),
-            )
-            .unwrap();
+        pay_ken(&mut record);
         store.save(&record).await.unwrap();
         assert_eq!(
             views(&store).await,

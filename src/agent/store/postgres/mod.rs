@@ -5,8 +5,9 @@
 //!   of `countersign_schema`. Instances starting together take an advisory lock first, so one of
 //!   them migrates and the others find it done; a binary older than the database refuses it
 //!   instead of misreading it.
-//! - The tables and their JSON are the SQLite store's ([`super::sqlite`]), so the two behave alike
-//!   (the contract tests of [`super`] run against both).
+//! - The tables and their JSON are the SQLite store's ([`super::sqlite`]), encoded and decoded by
+//!   the same code (the store's `encode`), so the two behave alike (the contract tests of [`super`]
+//!   run against both).
 //! - A pool of connections (deadpool, [`POOL_SIZE`] at most). Every commit is one transaction on
 //!   one of them; Postgres shares an fsync between the commits in flight. Unlike the SQLite
 //!   writer, no instance can know what the last commit of a session wrote (another instance may
@@ -18,15 +19,16 @@ use std::{str::FromStr, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use deadpool_postgres::{
-    Client, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Transaction,
+    Client, GenericClient, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod,
 };
 use tokio_postgres::{NoTls, Row, config::Host, types::ToSql};
 
 use super::{
-    AuditEvent, AuditQuery, AuditRecord, SessionStore, StoreError, StoredSession, log_of_turn,
+    AuditEvent, AuditQuery, AuditRecord, SessionStore, StoreError, StoredSession,
+    encode::{RecordColumns, Write, decode_paused_log, decode_record},
 };
 use crate::agent::session::{SessionRecord, TurnEntry};
-use commit::{Write, write_one};
+use commit::write_one;
 
 mod commit;
 mod people;
@@ -194,9 +196,7 @@ impl PostgresStore {
         params: &[&(dyn ToSql + Sync)],
         context: &str,
     ) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        let stmt = client.prepare_cached(sql).await.map_err(err(context))?;
-        client.execute(&stmt, params).await.map_err(err(context))
+        execute_in(&self.client().await?, sql, params, context).await
     }
 
     /// Writes one commit in a transaction of its own.
@@ -213,9 +213,10 @@ impl PostgresStore {
     }
 }
 
-/// Runs `sql` with `params` inside `tx`: the rows it changed.
+/// Runs `sql` with `params` inside `tx` (a transaction, or a connection of the pool on its own):
+/// the rows it changed.
 async fn execute_in(
-    tx: &Transaction<'_>,
+    tx: &impl GenericClient,
     sql: &str,
     params: &[&(dyn ToSql + Sync)],
     context: &str,
@@ -272,15 +273,7 @@ async fn migrate(client: &mut Client) -> Result<(), StoreError> {
 
 /// The columns of a stored session, as [`SessionStore::load`] selects them.
 struct SessionRow {
-    history: String,
-    messages: String,
-    wallet: String,
-    turn: Option<String>,
-    resolved: String,
-    tool_state: String,
-    created_at_ms: i64,
-    updated_at_ms: i64,
-    owner: Option<String>,
+    record: RecordColumns,
     /// The paused turn's id and log, when the turn waits for the person and one is stored.
     log: Option<(String, String)>,
 }
@@ -290,15 +283,17 @@ impl SessionRow {
         let turn_id: Option<String> = row.try_get(9)?;
         let entries: Option<String> = row.try_get(10)?;
         Ok(SessionRow {
-            history: row.try_get(0)?,
-            messages: row.try_get(1)?,
-            wallet: row.try_get(2)?,
-            turn: row.try_get(3)?,
-            resolved: row.try_get(4)?,
-            tool_state: row.try_get(5)?,
-            created_at_ms: row.try_get(6)?,
-            updated_at_ms: row.try_get(7)?,
-            owner: row.try_get(8)?,
+            record: RecordColumns {
+                history: row.try_get(0)?,
+                messages: row.try_get(1)?,
+                wallet: row.try_get(2)?,
+                turn: row.try_get(3)?,
+                resolved: row.try_get(4)?,
+                tool_state: row.try_get(5)?,
+                created_at_ms: row.try_get(6)?,
+                updated_at_ms: row.try_get(7)?,
+                owner: row.try_get(8)?,
+            },
             log: turn_id.zip(entries),
         })
     }
@@ -347,35 +342,9 @@ impl SessionStore for PostgresStore {
             return Ok(None);
         };
         let row = SessionRow::of(&row).map_err(err("cannot read the session"))?;
-        let context = |what: &'static str| {
-            move |e: serde_json::Error| {
-                StoreError::caused_by(format!("session {id}: the stored {what} is unreadable"), e)
-            }
-        };
-        let record = SessionRecord {
-            id: id.to_owned(),
-            created_at_ms: row.created_at_ms,
-            updated_at_ms: row.updated_at_ms,
-            history: serde_json::from_str(&row.history).map_err(context("history"))?,
-            messages: serde_json::from_str(&row.messages).map_err(context("messages"))?,
-            wallet: serde_json::from_str(&row.wallet).map_err(context("wallet"))?,
-            tool_state: serde_json::from_str(&row.tool_state).map_err(context("tool state"))?,
-            turn: row
-                .turn
-                .as_deref()
-                .map(serde_json::from_str)
-                .transpose()
-                .map_err(context("turn"))?,
-            resolved_approvals: serde_json::from_str(&row.resolved)
-                .map_err(context("resolved approvals"))?,
-            owner: row.owner,
-        };
+        let record = decode_record(id, row.record)?;
         let paused_log = match row.log {
-            Some((turn_id, entries)) => log_of_turn(
-                &record,
-                &turn_id,
-                serde_json::from_str(&entries).map_err(context("turn log"))?,
-            ),
+            Some((turn_id, entries)) => decode_paused_log(&record, &turn_id, &entries)?,
             None => None,
         };
         Ok(Some(StoredSession { record, paused_log }))

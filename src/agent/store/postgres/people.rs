@@ -3,26 +3,20 @@
 use std::collections::BTreeSet;
 
 use async_trait::async_trait;
-use deadpool_postgres::Transaction;
+use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 
 use super::{PostgresStore, err, execute_in};
 use crate::{
     agent::{
         clock::Millis,
-        store::{PeopleStore, StoreError},
+        store::{
+            PeopleStore, StoreError,
+            encode::{invite_with, person_with, roles_json},
+        },
     },
     people::{Invite, InviteKind, Person, StoredPasskey},
 };
-
-fn roles_json(roles: &BTreeSet<String>) -> Result<String, StoreError> {
-    serde_json::to_string(roles).map_err(|e| StoreError::caused_by("cannot encode roles", e))
-}
-
-fn roles_of(text: &str, whose: &str) -> Result<BTreeSet<String>, StoreError> {
-    serde_json::from_str(text)
-        .map_err(|e| StoreError::caused_by(format!("the roles of {whose} are unreadable"), e))
-}
 
 /// A person and their roles (JSON, decoded by the caller).
 fn person(row: &Row) -> Result<(Person, String), tokio_postgres::Error> {
@@ -39,6 +33,7 @@ fn person(row: &Row) -> Result<(Person, String), tokio_postgres::Error> {
     ))
 }
 
+/// A passkey as stored.
 fn passkey(row: &Row) -> Result<StoredPasskey, tokio_postgres::Error> {
     Ok(StoredPasskey {
         id: row.try_get(0)?,
@@ -69,18 +64,6 @@ fn invite(row: &Row) -> Result<(Invite, String, String), tokio_postgres::Error> 
     ))
 }
 
-const UPSERT_PERSON: &str =
-    "INSERT INTO people (id, name, roles, created_ms, invited_by, revoked_ms)
-     VALUES ($1, $2, $3, $4, $5, $6)
-     ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, roles = EXCLUDED.roles,
-         revoked_ms = EXCLUDED.revoked_ms";
-
-const UPSERT_PASSKEY: &str =
-    "INSERT INTO passkeys (id, person_id, label, passkey, created_ms, last_used_ms)
-     VALUES ($1, $2, $3, $4, $5, $6)
-     ON CONFLICT (id) DO UPDATE SET label = EXCLUDED.label, passkey = EXCLUDED.passkey,
-         last_used_ms = EXCLUDED.last_used_ms";
-
 #[async_trait]
 impl PeopleStore for PostgresStore {
     async fn people(&self) -> Result<Vec<Person>, StoreError> {
@@ -95,29 +78,15 @@ impl PeopleStore for PostgresStore {
             .await?;
         let mut people = Vec::with_capacity(rows.len());
         for row in &rows {
-            let (mut person, roles) = person(row).map_err(err(context))?;
-            person.roles = roles_of(&roles, &person.id)?;
-            people.push(person);
+            let (person, roles) = person(row).map_err(err(context))?;
+            people.push(person_with(person, &roles)?);
         }
         Ok(people)
     }
 
     async fn save_person(&self, person: &Person) -> Result<(), StoreError> {
         let roles = roles_json(&person.roles)?;
-        self.execute(
-            UPSERT_PERSON,
-            &[
-                &person.id,
-                &person.name,
-                &roles,
-                &person.created_ms,
-                &person.invited_by,
-                &person.revoked_ms,
-            ],
-            "cannot write a person",
-        )
-        .await?;
-        Ok(())
+        insert_person(&self.client().await?, person, &roles).await
     }
 
     async fn passkeys(&self) -> Result<Vec<StoredPasskey>, StoreError> {
@@ -136,20 +105,7 @@ impl PeopleStore for PostgresStore {
     }
 
     async fn save_passkey(&self, passkey: &StoredPasskey) -> Result<(), StoreError> {
-        self.execute(
-            UPSERT_PASSKEY,
-            &[
-                &passkey.id,
-                &passkey.person,
-                &passkey.label,
-                &passkey.key,
-                &passkey.created_ms,
-                &passkey.last_used_ms,
-            ],
-            "cannot write a passkey",
-        )
-        .await?;
-        Ok(())
+        insert_passkey(&self.client().await?, passkey).await
     }
 
     async fn save_invite(&self, invite: &Invite) -> Result<(), StoreError> {
@@ -190,11 +146,8 @@ impl PeopleStore for PostgresStore {
         else {
             return Ok(None);
         };
-        let (mut invite, kind, roles) = invite(&row).map_err(err(context))?;
-        invite.kind = InviteKind::parse(&kind)
-            .ok_or_else(|| StoreError::new(format!("an invite has the unknown kind {kind:?}")))?;
-        invite.roles = roles_of(&roles, "an invite")?;
-        Ok(Some(invite))
+        let (invite, kind, roles) = invite(&row).map_err(err(context))?;
+        invite_with(invite, &kind, &roles).map(Some)
     }
 
     async fn close_invites(&self, kind: InviteKind, at: Millis) -> Result<(), StoreError> {
@@ -238,20 +191,7 @@ impl PeopleStore for PostgresStore {
         if let (Some(person), Some(roles)) = (person, &roles) {
             insert_person(&tx, person, roles).await?;
         }
-        execute_in(
-            &tx,
-            UPSERT_PASSKEY,
-            &[
-                &passkey.id,
-                &passkey.person,
-                &passkey.label,
-                &passkey.key,
-                &passkey.created_ms,
-                &passkey.last_used_ms,
-            ],
-            "cannot write a passkey",
-        )
-        .await?;
+        insert_passkey(&tx, passkey).await?;
         tx.commit()
             .await
             .map_err(err("cannot commit an enrolment"))?;
@@ -259,15 +199,19 @@ impl PeopleStore for PostgresStore {
     }
 }
 
-/// Inserts or updates `person` (its roles encoded by the caller) inside `tx`.
+/// Inserts or updates `person` (its roles encoded by the caller) inside `tx` (a transaction,
+/// or a connection of the pool on its own).
 async fn insert_person(
-    tx: &Transaction<'_>,
+    tx: &impl GenericClient,
     person: &Person,
     roles: &str,
 ) -> Result<(), StoreError> {
     execute_in(
         tx,
-        UPSERT_PERSON,
+        "INSERT INTO people (id, name, roles, created_ms, invited_by, revoked_ms)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, roles = EXCLUDED.roles,
+             revoked_ms = EXCLUDED.revoked_ms",
         &[
             &person.id,
             &person.name,
@@ -277,6 +221,32 @@ async fn insert_person(
             &person.revoked_ms,
         ],
         "cannot write a person",
+    )
+    .await?;
+    Ok(())
+}
+
+/// Inserts or updates `passkey` inside `tx` (a transaction, or a connection of the pool on its
+/// own).
+async fn insert_passkey(
+    tx: &impl GenericClient,
+    passkey: &StoredPasskey,
+) -> Result<(), StoreError> {
+    execute_in(
+        tx,
+        "INSERT INTO passkeys (id, person_id, label, passkey, created_ms, last_used_ms)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (id) DO UPDATE SET label = EXCLUDED.label, passkey = EXCLUDED.passkey,
+             last_used_ms = EXCLUDED.last_used_ms",
+        &[
+            &passkey.id,
+            &passkey.person,
+            &passkey.label,
+            &passkey.key,
+            &passkey.created_ms,
+            &passkey.last_used_ms,
+        ],
+        "cannot write a passkey",
     )
     .await?;
     Ok(())

@@ -3,15 +3,14 @@
 
 use async_trait::async_trait;
 
-use super::{
-    PostgresStore,
-    commit::{insert_audit, to_json},
-    err,
-};
+use super::{PostgresStore, commit::insert_audit, err};
 use crate::{
     agent::{
         clock::Millis,
-        store::{AuditEvent, PolicyStore, SignIn, SignInStore, StoreError, ToolListStore},
+        store::{
+            AuditEvent, PolicyStore, SignIn, SignInStore, StoreError, ToolListStore,
+            encode::to_json,
+        },
     },
     protocol::grant::Grant,
 };

@@ -10,14 +10,14 @@ use serde_json::json;
 // `FromStr`, `NoTls` and the store's types come with the parent's imports.
 use super::*;
 use crate::agent::{
-    gate::{CallPhase, StepCall},
-    history::ToolCall,
-    session::TurnStatus,
+    gate::CallPhase,
     store::{
         Actor, AuditKind, PolicyStore, audit,
-        tests::{people_contract, signin_contract, store_contract, tool_list_contract, turn},
+        tests::{
+            a_bad_commit_among_many_fails_alone, pay_ken, people_contract, signin_contract,
+            store_contract, tool_list_contract, waiting_record,
+        },
     },
-    tools::{ToolLocation, Wallet},
 };
 
 /// A new, empty database on the test server (named after `name`): how to connect to it.
@@ -69,52 +69,6 @@ async fn fresh_store(name: &str) -> Option<PostgresStore> {
 /// The one number `sql` selects.
 async fn number(store: &PostgresStore, sql: &str) -> i64 {
     store.rows(sql, &[], "test").await.unwrap()[0].get(0)
-}
-
-fn waiting_record() -> SessionRecord {
-    waiting_record_named("chat")
-}
-
-/// A chat whose turn waits for the approval `approval-<id>`, after one payment (`txn-<id>`).
-fn waiting_record_named(id: &str) -> SessionRecord {
-    let mut record = SessionRecord::new(id, 5);
-    let mut t = turn(TurnStatus::AwaitingPerson);
-    t.calls.push(StepCall {
-        call: ToolCall {
-            id: "call-1".into(),
-            name: "process_payment".into(),
-            args: json!({"amount": 50, "recipient": "Hanako"}),
-            provider_data: None,
-        },
-        location: ToolLocation::Server,
-        phase: CallPhase::AwaitingApproval {
-            approval_id: format!("approval-{id}"),
-            requested_at_ms: 5,
-            deadline_ms: 300_005,
-        },
-        announced: false,
-        gated_by: Some(format!("approval-{id}")),
-        ruling: None,
-        signatures: Vec::new(),
-        signed_args: None,
-        denied_by: None,
-        signatures_shown: 0,
-        countersign_closed: false,
-    });
-    record.turn = Some(t);
-    let mut wallet = Wallet::default();
-    wallet
-        .pay(
-            "call-0",
-            crate::protocol::money::Money::parse("10", "USD").unwrap(),
-            "Bob",
-            "",
-            4,
-            || format!("txn-{id}"),
-        )
-        .unwrap();
-    record.wallet = wallet;
-    record
 }
 
 #[tokio::test]
@@ -220,54 +174,7 @@ async fn concurrent_commits_of_many_sessions_all_land_and_a_bad_one_fails_alone(
     let Some(store) = fresh_store("concurrent").await else {
         return;
     };
-    // Two payments for one tool call under different transaction ids break the ledger's
-    // uniqueness: that commit must fail alone, leaving nothing behind.
-    let mut bad = SessionRecord::new("bad", 1);
-    bad.wallet
-        .pay(
-            "call-9",
-            crate::protocol::money::Money::parse("1", "USD").unwrap(),
-            "A",
-            "",
-            1,
-            || "txn-a".into(),
-        )
-        .unwrap();
-    let mut twin = bad.wallet.transactions[0].clone();
-    twin.id = "txn-b".into();
-    bad.wallet.transactions.push(twin);
-    let mut tasks = Vec::new();
-    for i in 0..64 {
-        let store = store.clone();
-        let record = if i == 32 {
-            bad.clone()
-        } else {
-            waiting_record_named(&format!("chat-{i}"))
-        };
-        let event = audit::sample(&record.id, AuditKind::Requested, json!({"i": i}));
-        tasks.push(tokio::spawn(async move {
-            store.commit(&record, std::slice::from_ref(&event)).await
-        }));
-    }
-    let mut failed = Vec::new();
-    for (i, task) in tasks.into_iter().enumerate() {
-        if let Err(e) = task.await.unwrap() {
-            failed.push((i, e));
-        }
-    }
-    assert_eq!(failed.len(), 1, "{failed:?}");
-    assert_eq!(failed[0].0, 32);
-    assert!(failed[0].1.report().contains("ledger"), "{}", failed[0].1);
-    assert!(store.load("bad").await.unwrap().is_none());
-    assert_eq!(store.list().await.unwrap().len(), 63);
-    assert_eq!(store.unfinished().await.unwrap().len(), 63);
-    let audit = store.audit(&AuditQuery::default()).await.unwrap();
-    assert_eq!(
-        audit.len(),
-        63,
-        "the failed commit's audit event is not kept"
-    );
-    assert!(audit.iter().all(|r| r.event.session_id != "bad"));
+    a_bad_commit_among_many_fails_alone(&store).await;
     assert_eq!(
         number(&store, "SELECT count(*) FROM pending_approvals").await,
         63
@@ -293,17 +200,7 @@ async fn a_payment_committed_twice_is_one_ledger_row() {
     assert_eq!(store.paid_since(0).await.unwrap(), paid);
     assert_eq!(store.paid_since(5).await.unwrap(), 0, "paid at 4");
     // A second payment is added beside the first.
-    record
-        .wallet
-        .pay(
-            "call-3",
-            crate::protocol::money::Money::parse("5", "USD").unwrap(),
-            "Ken",
-            "",
-            6,
-            || "txn-3".into(),
-        )
-        .unwrap();
+    pay_ken(&mut record);
     store.save(&record).await.unwrap();
     assert_eq!(number(&store, "SELECT count(*) FROM ledger").await, 2);
     let loaded = store.load("chat").await.unwrap().unwrap().record;

@@ -9,20 +9,15 @@ use super::{SqliteStore, err};
 use crate::{
     agent::{
         clock::Millis,
-        store::{PeopleStore, StoreError},
+        store::{
+            PeopleStore, StoreError,
+            encode::{invite_with, person_with, roles_json},
+        },
     },
     people::{Invite, InviteKind, Person, StoredPasskey},
 };
 
-fn roles_json(roles: &BTreeSet<String>) -> Result<String, StoreError> {
-    serde_json::to_string(roles).map_err(|e| StoreError::caused_by("cannot encode roles", e))
-}
-
-fn roles_of(text: &str, whose: &str) -> Result<BTreeSet<String>, StoreError> {
-    serde_json::from_str(text)
-        .map_err(|e| StoreError::caused_by(format!("the roles of {whose} are unreadable"), e))
-}
-
+/// A person and their roles (JSON, decoded by the caller).
 fn person(row: &Row<'_>) -> rusqlite::Result<(Person, String)> {
     Ok((
         Person {
@@ -48,6 +43,7 @@ fn passkey(row: &Row<'_>) -> rusqlite::Result<StoredPasskey> {
     })
 }
 
+/// An invite, its kind and its roles (both decoded by the caller).
 fn invite(row: &Row<'_>) -> rusqlite::Result<(Invite, String, String)> {
     Ok((
         Invite {
@@ -119,9 +115,8 @@ impl PeopleStore for SqliteStore {
                 .map_err(err("cannot read people"))?;
             let mut people = Vec::new();
             for row in rows {
-                let (mut person, roles) = row.map_err(err("cannot read people"))?;
-                person.roles = roles_of(&roles, &person.id)?;
-                people.push(person);
+                let (person, roles) = row.map_err(err("cannot read people"))?;
+                people.push(person_with(person, &roles)?);
             }
             Ok(people)
         })
@@ -192,14 +187,9 @@ impl PeopleStore for SqliteStore {
                 )
                 .optional()
                 .map_err(err("cannot read an invite"))?;
-            let Some((mut invite, kind, roles)) = found else {
-                return Ok(None);
-            };
-            invite.kind = InviteKind::parse(&kind).ok_or_else(|| {
-                StoreError::new(format!("an invite has the unknown kind {kind:?}"))
-            })?;
-            invite.roles = roles_of(&roles, "an invite")?;
-            Ok(Some(invite))
+            found
+                .map(|(invite, kind, roles)| invite_with(invite, &kind, &roles))
+                .transpose()
         })
         .await
     }

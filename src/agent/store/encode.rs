@@ -1,0 +1,232 @@
+//! What the SQLite and Postgres stores write and read alike: a session record as the columns of
+//! a commit (JSON text, the turn status's name, the pending views, the ledger and audit rows),
+//! the record decoded back from its columns, and people's roles and invites' kinds as stored.
+//! Each store only moves these values in and out of its own driver's rows.
+
+use std::collections::BTreeSet;
+
+use super::{AuditEvent, StoreError, log_of_turn};
+use crate::{
+    agent::{
+        gate::CallPhase,
+        session::{SessionRecord, TurnEntry, TurnStatus},
+        tools::Transaction as Payment,
+    },
+    people::{Invite, InviteKind, Person},
+};
+
+/// A JSON encoding error, under `context`.
+fn json_err(context: &str) -> impl Fn(serde_json::Error) -> StoreError + '_ {
+    move |e| StoreError::caused_by(context, e)
+}
+
+/// `value` as the JSON text a column holds.
+pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(json_err("cannot encode the session"))
+}
+
+/// The turn status as stored (`awaiting_person`): its serde name.
+fn status_name(status: TurnStatus) -> Result<String, StoreError> {
+    match serde_json::to_value(status).map_err(json_err("turn status"))? {
+        serde_json::Value::String(s) => Ok(s),
+        other => Err(StoreError::new(format!("unexpected turn status {other}"))),
+    }
+}
+
+/// A commit, encoded before it reaches the database (the SQLite writer thread and a Postgres
+/// connection only write): the record's columns, its indexed views, its ledger and the audit
+/// rows.
+pub(crate) struct Write {
+    pub(crate) id: String,
+    pub(crate) created_at_ms: i64,
+    pub(crate) updated_at_ms: i64,
+    pub(crate) status: Option<String>,
+    pub(crate) history: String,
+    pub(crate) messages: String,
+    pub(crate) wallet: String,
+    pub(crate) tool_state: String,
+    pub(crate) turn: Option<String>,
+    pub(crate) resolved: String,
+    /// Whose chat it is (written once, when the row is made).
+    pub(crate) owner: Option<String>,
+    /// The paused turn's id and log (a JSON array), when the commit carries one.
+    pub(crate) log: Option<(String, String)>,
+    /// The record's turn is over: its paused log, if any, is dropped.
+    pub(crate) turn_over: bool,
+    pub(crate) approvals: Vec<PendingApprovalRow>,
+    pub(crate) browser_calls: Vec<PendingBrowserRow>,
+    pub(crate) ledger: Vec<Payment>,
+    pub(crate) audit: Vec<(AuditEvent, String)>,
+}
+
+/// A row of `pending_approvals`: a call of the record's turn that waits for people. `Hash`, so
+/// the SQLite writer can tell views that did not change.
+#[derive(Hash)]
+pub(crate) struct PendingApprovalRow {
+    pub(crate) approval_id: String,
+    pub(crate) tool_call_id: String,
+    pub(crate) tool: String,
+    pub(crate) args: String,
+    pub(crate) requested_at_ms: i64,
+    pub(crate) deadline_ms: i64,
+}
+
+/// A row of `pending_browser_calls`: a call of the record's turn that waits for the browser.
+#[derive(Hash)]
+pub(crate) struct PendingBrowserRow {
+    pub(crate) tool_call_id: String,
+    pub(crate) tool: String,
+    pub(crate) args: String,
+    pub(crate) deadline_ms: i64,
+}
+
+impl Write {
+    /// Encodes `record` with `audit` and, for [`super::SessionStore::commit_paused`], `log`.
+    pub(crate) fn new(
+        record: &SessionRecord,
+        audit: &[AuditEvent],
+        log: Option<&[TurnEntry]>,
+    ) -> Result<Self, StoreError> {
+        let mut approvals = Vec::new();
+        let mut browser_calls = Vec::new();
+        for call in record.turn.iter().flat_map(|t| &t.calls) {
+            match &call.phase {
+                CallPhase::AwaitingApproval {
+                    approval_id,
+                    requested_at_ms,
+                    deadline_ms,
+                } => approvals.push(PendingApprovalRow {
+                    approval_id: approval_id.clone(),
+                    tool_call_id: call.call.id.clone(),
+                    tool: call.call.name.clone(),
+                    args: call.call.args.to_string(),
+                    requested_at_ms: *requested_at_ms,
+                    deadline_ms: *deadline_ms,
+                }),
+                CallPhase::AwaitingBrowser {
+                    args, deadline_ms, ..
+                } => browser_calls.push(PendingBrowserRow {
+                    tool_call_id: call.call.id.clone(),
+                    tool: call.call.name.clone(),
+                    args: args.to_string(),
+                    deadline_ms: *deadline_ms,
+                }),
+                _ => {}
+            }
+        }
+        Ok(Write {
+            id: record.id.clone(),
+            created_at_ms: record.created_at_ms,
+            updated_at_ms: record.updated_at_ms,
+            status: record
+                .turn
+                .as_ref()
+                .map(|t| status_name(t.status))
+                .transpose()?,
+            history: to_json(&record.history)?,
+            messages: to_json(&record.messages)?,
+            wallet: to_json(&record.wallet)?,
+            tool_state: to_json(&record.tool_state)?,
+            owner: record.owner.clone(),
+            turn: record.turn.as_ref().map(to_json).transpose()?,
+            resolved: to_json(&record.resolved_approvals)?,
+            turn_over: record.turn.as_ref().is_some_and(|t| t.status.is_over()),
+            log: match (log, &record.turn) {
+                (Some(entries), Some(turn)) => Some((turn.id.clone(), to_json(&entries)?)),
+                _ => None,
+            },
+            approvals,
+            browser_calls,
+            ledger: record.wallet.transactions.clone(),
+            audit: audit
+                .iter()
+                .map(|e| Ok((e.clone(), to_json(e)?)))
+                .collect::<Result<_, StoreError>>()?,
+        })
+    }
+}
+
+/// The stored columns of a session, as read from its row: what [`decode_record`] turns back
+/// into a record.
+pub(crate) struct RecordColumns {
+    pub(crate) history: String,
+    pub(crate) messages: String,
+    pub(crate) wallet: String,
+    /// `None`: the session has no turn.
+    pub(crate) turn: Option<String>,
+    pub(crate) resolved: String,
+    pub(crate) tool_state: String,
+    pub(crate) created_at_ms: i64,
+    pub(crate) updated_at_ms: i64,
+    pub(crate) owner: Option<String>,
+}
+
+/// A column of session `id` that does not decode: an error naming the session and the column.
+fn unreadable<'a>(
+    id: &'a str,
+    what: &'static str,
+) -> impl Fn(serde_json::Error) -> StoreError + 'a {
+    move |e| StoreError::caused_by(format!("session {id}: the stored {what} is unreadable"), e)
+}
+
+/// The record of session `id` from its stored columns.
+pub(crate) fn decode_record(id: &str, columns: RecordColumns) -> Result<SessionRecord, StoreError> {
+    Ok(SessionRecord {
+        id: id.to_owned(),
+        created_at_ms: columns.created_at_ms,
+        updated_at_ms: columns.updated_at_ms,
+        history: serde_json::from_str(&columns.history).map_err(unreadable(id, "history"))?,
+        messages: serde_json::from_str(&columns.messages).map_err(unreadable(id, "messages"))?,
+        wallet: serde_json::from_str(&columns.wallet).map_err(unreadable(id, "wallet"))?,
+        tool_state: serde_json::from_str(&columns.tool_state)
+            .map_err(unreadable(id, "tool state"))?,
+        turn: columns
+            .turn
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(unreadable(id, "turn"))?,
+        resolved_approvals: serde_json::from_str(&columns.resolved)
+            .map_err(unreadable(id, "resolved approvals"))?,
+        owner: columns.owner,
+    })
+}
+
+/// The paused log stored for `record` (the turn `turn_id`'s, its JSON `entries`), if it still
+/// belongs to the record's turn (see [`log_of_turn`]).
+pub(crate) fn decode_paused_log(
+    record: &SessionRecord,
+    turn_id: &str,
+    entries: &str,
+) -> Result<Option<Vec<TurnEntry>>, StoreError> {
+    let entries = serde_json::from_str(entries).map_err(unreadable(&record.id, "turn log"))?;
+    Ok(log_of_turn(record, turn_id, entries))
+}
+
+/// A person's or an invite's roles as stored (a JSON array).
+pub(crate) fn roles_json(roles: &BTreeSet<String>) -> Result<String, StoreError> {
+    serde_json::to_string(roles).map_err(|e| StoreError::caused_by("cannot encode roles", e))
+}
+
+fn roles_of(text: &str, whose: &str) -> Result<BTreeSet<String>, StoreError> {
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::caused_by(format!("the roles of {whose} are unreadable"), e))
+}
+
+/// `person`, read from a row, with the roles stored beside it.
+pub(crate) fn person_with(mut person: Person, roles: &str) -> Result<Person, StoreError> {
+    person.roles = roles_of(roles, &person.id)?;
+    Ok(person)
+}
+
+/// `invite`, read from a row, with the kind and roles stored beside it.
+pub(crate) fn invite_with(
+    mut invite: Invite,
+    kind: &str,
+    roles: &str,
+) -> Result<Invite, StoreError> {
+    invite.kind = InviteKind::parse(kind)
+        .ok_or_else(|| StoreError::new(format!("an invite has the unknown kind {kind:?}")))?;
+    invite.roles = roles_of(roles, "an invite")?;
+    Ok(invite)
+}

@@ -1,0 +1,413 @@
+//! The contracts every store keeps, and the fixtures their tests share.
+
+use serde_json::json;
+
+use super::*;
+use crate::agent::{
+    gate::{CallPhase, StepCall},
+    history::ToolCall,
+    session::{TurnEntry, TurnRecord, TurnStatus},
+    tools::{ToolLocation, Wallet},
+};
+use crate::protocol::money::Money;
+
+pub(crate) fn turn(status: TurnStatus) -> TurnRecord {
+    TurnRecord {
+        id: "t1".into(),
+        message_id: "m1".into(),
+        status,
+        steps: 1,
+        calls: Vec::new(),
+        held_text: Vec::new(),
+        usage: Default::default(),
+        inputs: 0,
+        transport: crate::agent::Transport::Sse,
+        timing: None,
+    }
+}
+
+/// The chat `"chat"` waiting for the approval `approval-chat` (see [`waiting_record_named`]).
+pub(crate) fn waiting_record() -> SessionRecord {
+    waiting_record_named("chat")
+}
+
+/// A chat whose turn waits for the approval `approval-<id>`, after one payment (`txn-<id>`).
+pub(crate) fn waiting_record_named(id: &str) -> SessionRecord {
+    let mut record = SessionRecord::new(id, 5);
+    let mut t = turn(TurnStatus::AwaitingPerson);
+    t.calls.push(StepCall {
+        call: ToolCall {
+            id: "call-1".into(),
+            name: "process_payment".into(),
+            args: json!({"amount": 50, "recipient": "Hanako"}),
+            provider_data: None,
+        },
+        location: ToolLocation::Server,
+        phase: CallPhase::AwaitingApproval {
+            approval_id: format!("approval-{id}"),
+            requested_at_ms: 5,
+            deadline_ms: 300_005,
+        },
+        announced: false,
+        gated_by: Some(format!("approval-{id}")),
+        ruling: None,
+        signatures: Vec::new(),
+        signed_args: None,
+        denied_by: None,
+        signatures_shown: 0,
+        countersign_closed: false,
+    });
+    record.turn = Some(t);
+    let mut wallet = Wallet::default();
+    wallet
+        .pay(
+            "call-0",
+            Money::parse("10", "USD").unwrap(),
+            "Bob",
+            "",
+            4,
+            || format!("txn-{id}"),
+        )
+        .unwrap();
+    record.wallet = wallet;
+    record
+}
+
+/// Adds a second payment to `record`'s wallet: 5 USD to Ken at 6 (`txn-3`, call `call-3`).
+pub(crate) fn pay_ken(record: &mut SessionRecord) {
+    record
+        .wallet
+        .pay(
+            "call-3",
+            Money::parse("5", "USD").unwrap(),
+            "Ken",
+            "",
+            6,
+            || "txn-3".into(),
+        )
+        .unwrap();
+}
+
+/// 64 sessions committed at once, one of which breaks the ledger's uniqueness (two payments for
+/// one tool call under different transaction ids): that commit fails alone, leaving nothing
+/// behind, while the 63 around it land. The caller counts the views with its own SQL.
+pub(crate) async fn a_bad_commit_among_many_fails_alone<S: SessionStore + Clone>(store: &S) {
+    let mut bad = SessionRecord::new("bad", 1);
+    bad.wallet
+        .pay(
+            "call-9",
+            Money::parse("1", "USD").unwrap(),
+            "A",
+            "",
+            1,
+            || "txn-a".into(),
+        )
+        .unwrap();
+    let mut twin = bad.wallet.transactions[0].clone();
+    twin.id = "txn-b".into();
+    bad.wallet.transactions.push(twin);
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        let store = store.clone();
+        let record = if i == 32 {
+            bad.clone()
+        } else {
+            waiting_record_named(&format!("chat-{i}"))
+        };
+        let event = audit::sample(&record.id, AuditKind::Requested, json!({"i": i}));
+        tasks.push(tokio::spawn(async move {
+            store.commit(&record, std::slice::from_ref(&event)).await
+        }));
+    }
+    let mut failed = Vec::new();
+    for (i, task) in tasks.into_iter().enumerate() {
+        if let Err(e) = task.await.unwrap() {
+            failed.push((i, e));
+        }
+    }
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0].0, 32);
+    assert!(failed[0].1.report().contains("ledger"), "{}", failed[0].1);
+    assert!(store.load("bad").await.unwrap().is_none());
+    assert_eq!(store.list().await.unwrap().len(), 63);
+    assert_eq!(store.unfinished().await.unwrap().len(), 63);
+    let audit = store.audit(&AuditQuery::default()).await.unwrap();
+    assert_eq!(
+        audit.len(),
+        63,
+        "the failed commit's audit event is not kept"
+    );
+    assert!(audit.iter().all(|r| r.event.session_id != "bad"));
+}
+
+/// The contract every store keeps; run against each implementation.
+pub(crate) async fn store_contract(store: &dyn SessionStore) {
+    let mut a = SessionRecord::new("a", 10);
+    store.save(&a).await.unwrap();
+    store.save(&SessionRecord::new("b", 20)).await.unwrap();
+    assert_eq!(store.list().await.unwrap(), ["b", "a"]);
+    a.updated_at_ms = 30;
+    a.turn = Some(turn(TurnStatus::AwaitingPerson));
+    let event = audit::sample("a", AuditKind::Requested, json!({"amount": 50}));
+    store
+        .commit(&a, std::slice::from_ref(&event))
+        .await
+        .unwrap();
+    assert_eq!(store.list().await.unwrap(), ["a", "b"]);
+    assert_eq!(store.load("a").await.unwrap().unwrap().record, a);
+    assert!(store.load("zzz").await.unwrap().is_none());
+    assert_eq!(store.unfinished().await.unwrap(), ["a"]);
+    assert_eq!(store.approval_owner("apv-x").await.unwrap(), None);
+
+    let mut b = SessionRecord::new("b", 40);
+    b.turn = Some(turn(TurnStatus::Finished));
+    let denied = audit::sample("b", AuditKind::Denied, json!({"amount": 5}));
+    store
+        .commit(&b, std::slice::from_ref(&denied))
+        .await
+        .unwrap();
+    assert_eq!(store.unfinished().await.unwrap(), ["a"]);
+
+    let all = store.audit(&AuditQuery::default()).await.unwrap();
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[0].event, denied, "newest first");
+    assert_eq!(all[1].event, event);
+    assert!(all[0].seq > all[1].seq);
+    let only_a = AuditQuery {
+        session: Some("a".into()),
+        ..AuditQuery::default()
+    };
+    assert_eq!(store.audit(&only_a).await.unwrap().len(), 1);
+    let denials = AuditQuery {
+        kind: Some(AuditKind::Denied),
+        ..AuditQuery::default()
+    };
+    assert_eq!(
+        store.audit(&denials).await.unwrap()[0].event.session_id,
+        "b"
+    );
+    let before = AuditQuery {
+        before: Some(all[0].seq),
+        ..AuditQuery::default()
+    };
+    assert_eq!(store.audit(&before).await.unwrap()[0].event, event);
+
+    // A paused turn's log comes back with its record, and only while it is that turn's.
+    let mut p = SessionRecord::new("p", 50);
+    p.turn = Some(turn(TurnStatus::AwaitingPerson));
+    let log = vec![
+        TurnEntry::Chunk(crate::protocol::Chunk::start("m1")),
+        TurnEntry::Chunk(crate::protocol::Chunk::tool_approval_request(
+            "apv-1", "call-1",
+        )),
+        TurnEntry::Pause,
+    ];
+    store.commit_paused(&p, &[], &log).await.unwrap();
+    let loaded = store.load("p").await.unwrap().unwrap();
+    assert_eq!(
+        (loaded.record, loaded.paused_log),
+        (p.clone(), Some(log.clone()))
+    );
+    // A later commit of the same turn keeps the log; a new turn (or the end) drops it.
+    p.updated_at_ms = 60;
+    store.save(&p).await.unwrap();
+    assert_eq!(
+        store.load("p").await.unwrap().unwrap().paused_log,
+        Some(log)
+    );
+    p.turn = Some(TurnRecord {
+        id: "t2".into(),
+        ..turn(TurnStatus::AwaitingPerson)
+    });
+    store.save(&p).await.unwrap();
+    assert_eq!(store.load("p").await.unwrap().unwrap().paused_log, None);
+    p.turn = Some(turn(TurnStatus::Finished));
+    store.save(&p).await.unwrap();
+    assert_eq!(store.load("p").await.unwrap().unwrap().paused_log, None);
+}
+
+/// Sign-ins: one secret for good; ended sessions are listed until they expire.
+pub(crate) async fn tool_list_contract(store: &dyn ToolListStore) {
+    assert_eq!(store.kept_tool_list("files").await.unwrap(), None);
+    store.keep_tool_list("files", "[1]", 1).await.unwrap();
+    store.keep_tool_list("files", "[2]", 2).await.unwrap();
+    store.keep_tool_list("other", "[]", 2).await.unwrap();
+    assert_eq!(
+        store.kept_tool_list("files").await.unwrap().as_deref(),
+        Some("[2]")
+    );
+    assert_eq!(
+        store.kept_tool_list("other").await.unwrap().as_deref(),
+        Some("[]")
+    );
+}
+
+pub(crate) async fn signin_contract(store: &dyn SignInStore) {
+    let secret = store.signing_secret().await.unwrap();
+    assert_eq!(store.signing_secret().await.unwrap(), secret);
+    assert_ne!(secret, [0; 32]);
+    for (id, expires) in [("s1", 1_000), ("s2", 5_000), ("s3", 5_000)] {
+        store
+            .record_signin(&SignIn {
+                id: id.into(),
+                created_ms: 100,
+                expires_ms: expires,
+                address: Some("127.0.0.1".into()),
+                person: None,
+            })
+            .await
+            .unwrap();
+    }
+    assert!(store.ended_signins(200).await.unwrap().is_empty());
+    store.end_signin("s1", 300).await.unwrap();
+    store.end_signin("s2", 300).await.unwrap();
+    store.end_signin("unknown", 300).await.unwrap();
+    let mut ended = store.ended_signins(2_000).await.unwrap();
+    ended.sort();
+    assert_eq!(
+        ended,
+        [("s2".to_string(), 5_000)],
+        "s1 expired, s3 was not ended"
+    );
+}
+
+/// What every [`PeopleStore`] must do: people and passkeys round trip, an invite is used
+/// once (two enrolments at once: one wins, the other writes nothing), expired ones never.
+pub(crate) async fn people_contract(store: &dyn PeopleStore) {
+    use crate::people::{Invite, InviteKind, Person, StoredPasskey};
+    let ana = Person {
+        id: "p-ana".into(),
+        name: "Ana".into(),
+        roles: ["admin".to_string(), "approver".to_string()].into(),
+        created_ms: 10,
+        invited_by: None,
+        revoked_ms: None,
+    };
+    let key = |id: &str, person: &str| StoredPasskey {
+        id: id.into(),
+        person: person.into(),
+        label: "laptop".into(),
+        key: "{}".into(),
+        created_ms: 10,
+        last_used_ms: None,
+    };
+    let invite = |digest: &str, kind, expires_ms| Invite {
+        digest: digest.into(),
+        kind,
+        person: None,
+        name: Some("Ben".into()),
+        roles: ["approver".to_string()].into(),
+        created_by: Some("p-ana".into()),
+        created_ms: 10,
+        expires_ms,
+        used_ms: None,
+    };
+    store
+        .save_invite(&invite("d-setup", InviteKind::Setup, 1_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.invite("d-setup").await.unwrap().unwrap().roles.len(),
+        1
+    );
+    assert!(store.invite("nope").await.unwrap().is_none());
+    assert!(
+        store
+            .enrol("d-setup", Some(&ana), &key("k1", "p-ana"), 20)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .enrol("d-setup", Some(&ana), &key("k2", "p-ana"), 21)
+            .await
+            .unwrap(),
+        "an invite is used once"
+    );
+    assert_eq!(
+        store.invite("d-setup").await.unwrap().unwrap().used_ms,
+        Some(20)
+    );
+    store
+        .save_invite(&invite("d-late", InviteKind::Person, 50))
+        .await
+        .unwrap();
+    let ben = Person {
+        id: "p-ben".into(),
+        name: "Ben".into(),
+        roles: ["approver".to_string()].into(),
+        created_ms: 60,
+        invited_by: Some("p-ana".into()),
+        revoked_ms: None,
+    };
+    assert!(
+        !store
+            .enrol("d-late", Some(&ben), &key("k3", "p-ben"), 60)
+            .await
+            .unwrap(),
+        "an expired invite makes no one"
+    );
+    assert_eq!(store.people().await.unwrap(), vec![ana.clone()]);
+    let keys = store.passkeys().await.unwrap();
+    assert_eq!(
+        keys.iter().map(|k| k.id.as_str()).collect::<Vec<_>>(),
+        ["k1"]
+    );
+    let mut used = key("k1", "p-ana");
+    used.last_used_ms = Some(99);
+    used.key = "{\"counter\":1}".into();
+    store.save_passkey(&used).await.unwrap();
+    assert_eq!(store.passkeys().await.unwrap(), vec![used]);
+    let mut revoked = ana.clone();
+    revoked.revoked_ms = Some(70);
+    revoked.roles.remove("admin");
+    store.save_person(&revoked).await.unwrap();
+    assert_eq!(store.people().await.unwrap(), vec![revoked]);
+    store
+        .save_invite(&invite("d-s2", InviteKind::Setup, 1_000))
+        .await
+        .unwrap();
+    store
+        .save_invite(&invite("d-p2", InviteKind::Person, 1_000))
+        .await
+        .unwrap();
+    store.close_invites(InviteKind::Setup, 80).await.unwrap();
+    assert_eq!(
+        store.invite("d-s2").await.unwrap().unwrap().used_ms,
+        Some(80)
+    );
+    assert_eq!(store.invite("d-p2").await.unwrap().unwrap().used_ms, None);
+}
+
+#[tokio::test]
+async fn the_memory_store_keeps_the_contract() {
+    store_contract(&MemoryStore::default()).await;
+    signin_contract(&MemoryStore::default()).await;
+    tool_list_contract(&MemoryStore::default()).await;
+    people_contract(&MemoryStore::default()).await;
+}
+
+#[tokio::test]
+async fn the_memory_store_forgets_a_paused_log_once_its_turn_is_over() {
+    let store = MemoryStore::default();
+    let mut record = SessionRecord::new("a", 10);
+    record.turn = Some(turn(TurnStatus::AwaitingPerson));
+    store
+        .commit_paused(&record, &[], &[TurnEntry::Pause])
+        .await
+        .unwrap();
+    assert_eq!(lock(&store.paused_logs).len(), 1);
+    record.turn = Some(turn(TurnStatus::Finished));
+    store.commit(&record, &[]).await.unwrap();
+    assert!(lock(&store.paused_logs).is_empty());
+}
+
+#[test]
+fn a_store_error_keeps_its_cause_apart_from_its_message() {
+    let e = StoreError::caused_by("cannot commit", std::io::Error::other("disk on fire"));
+    assert_eq!(e.to_string(), "session store: cannot commit");
+    let cause = std::error::Error::source(&e).map(ToString::to_string);
+    assert_eq!(cause.as_deref(), Some("disk on fire"));
+    assert_eq!(e.report(), "session store: cannot commit: disk on fire");
+    assert_eq!(StoreError::new("gone").report(), "session store: gone");
+}
