@@ -187,6 +187,37 @@ fn assert_with(app: &Binary, someone: &mut Someone, mut options: Value) -> Value
     serde_json::to_value(credential).unwrap()
 }
 
+/// `someone`'s passkey confirmation of `approval` (for `args` when they edit it).
+async fn confirm(
+    app: &Binary,
+    someone: &mut Someone,
+    approval: &str,
+    args: Option<Value>,
+) -> Value {
+    let mut body = json!({"approval_id": approval});
+    if let Some(args) = args {
+        body["args"] = args;
+    }
+    let options = call(app, Some(someone), "step_up_options", body).await;
+    assert_eq!(options.status, 200, "{}", options.text);
+    assert_with(app, someone, options.body)
+}
+
+/// `who` decides `approval` from the inbox (with a passkey confirmation when given).
+async fn decide(
+    app: &Binary,
+    who: &Someone,
+    approval: &str,
+    approve: bool,
+    step_up: Option<Value>,
+) -> Answer {
+    let mut body = json!({"approval_id": approval, "approve": approve});
+    if let Some(assertion) = step_up {
+        body["step_up"] = assertion;
+    }
+    call(app, Some(who), "decide_approval", body).await
+}
+
 /// Signs `someone` in with their passkey (a fresh browser: no cookie).
 async fn sign_in(app: &Binary, someone: &mut Someone) -> Answer {
     someone.cookie = None;
@@ -456,40 +487,16 @@ async fn a_large_payment_needs_two_approvers_who_are_not_the_requester_each_with
     );
     assert_eq!(inbox.body["count"], 1);
     // Cy may not decide it, not even deny it.
-    let refused = call(
-        &app,
-        Some(&cy),
-        "decide_approval",
-        json!({"approval_id": approval, "approve": false}),
-    )
-    .await;
+    let refused = decide(&app, &cy, &approval, false, None).await;
     assert_eq!(refused.status, 404, "{}", refused.text);
 
     // Ben without a passkey confirmation: refused; with one bound to other arguments: refused.
-    let bare = call(
-        &app,
-        Some(&ben),
-        "decide_approval",
-        json!({"approval_id": approval, "approve": true}),
-    )
-    .await;
+    let bare = decide(&app, &ben, &approval, true, None).await;
     assert_eq!(bare.status, 422, "{}", bare.text);
     assert!(bare.text.contains("passkey"), "{}", bare.text);
-    let other = call(
-        &app,
-        Some(&ben),
-        "step_up_options",
-        json!({"approval_id": approval, "args": {"amount": 15, "recipient": "Jack"}}),
-    )
-    .await;
-    let assertion = assert_with(&app, &mut ben, other.body);
-    let mismatch = call(
-        &app,
-        Some(&ben),
-        "decide_approval",
-        json!({"approval_id": approval, "approve": true, "step_up": assertion}),
-    )
-    .await;
+    let other = json!({"amount": 15, "recipient": "Jack"});
+    let assertion = confirm(&app, &mut ben, &approval, Some(other)).await;
+    let mismatch = decide(&app, &ben, &approval, true, Some(assertion)).await;
     assert_eq!(mismatch.status, 422, "{}", mismatch.text);
     assert!(
         mismatch.text.contains("other arguments"),
@@ -498,66 +505,20 @@ async fn a_large_payment_needs_two_approvers_who_are_not_the_requester_each_with
     );
 
     // Ben confirms with his passkey: 1 of 2.
-    let options = call(
-        &app,
-        Some(&ben),
-        "step_up_options",
-        json!({"approval_id": approval}),
-    )
-    .await;
-    assert_eq!(options.status, 200, "{}", options.text);
-    let assertion = assert_with(&app, &mut ben, options.body);
-    let first = call(
-        &app,
-        Some(&ben),
-        "decide_approval",
-        json!({"approval_id": approval, "approve": true, "step_up": assertion.clone()}),
-    )
-    .await;
+    let assertion = confirm(&app, &mut ben, &approval, None).await;
+    let first = decide(&app, &ben, &approval, true, Some(assertion.clone())).await;
     assert_eq!(first.status, 200, "{}", first.text);
     assert!(first.text.contains("1 of 2"), "{}", first.text);
     // His assertion cannot sign for Ana; and he cannot sign twice.
-    let replayed = call(
-        &app,
-        Some(&ana),
-        "decide_approval",
-        json!({"approval_id": approval, "approve": true, "step_up": assertion}),
-    )
-    .await;
+    let replayed = decide(&app, &ana, &approval, true, Some(assertion)).await;
     assert_eq!(replayed.status, 403, "{}", replayed.text);
-    let options = call(
-        &app,
-        Some(&ben),
-        "step_up_options",
-        json!({"approval_id": approval}),
-    )
-    .await;
-    let again = assert_with(&app, &mut ben, options.body);
-    let twice = call(
-        &app,
-        Some(&ben),
-        "decide_approval",
-        json!({"approval_id": approval, "approve": true, "step_up": again}),
-    )
-    .await;
+    let again = confirm(&app, &mut ben, &approval, None).await;
+    let twice = decide(&app, &ben, &approval, true, Some(again)).await;
     assert_eq!(twice.status, 409, "{}", twice.text);
 
     // Ana completes it: the payment runs, in Dan's chat.
-    let options = call(
-        &app,
-        Some(&ana),
-        "step_up_options",
-        json!({"approval_id": approval}),
-    )
-    .await;
-    let assertion = assert_with(&app, &mut ana, options.body);
-    let done = call(
-        &app,
-        Some(&ana),
-        "decide_approval",
-        json!({"approval_id": approval, "approve": true, "step_up": assertion}),
-    )
-    .await;
+    let assertion = confirm(&app, &mut ana, &approval, None).await;
+    let done = decide(&app, &ana, &approval, true, Some(assertion)).await;
     assert_eq!(done.status, 200, "{}", done.text);
     assert!(done.text.contains("runs now"), "{}", done.text);
     let snapshot = wait_for_output(&app, &dan, chat).await;
@@ -681,13 +642,7 @@ async fn no_one_reads_or_answers_what_they_may_not() {
         "{}",
         inbox.text
     );
-    let refused = call(
-        &app,
-        Some(&ben),
-        "decide_approval",
-        json!({"approval_id": approval, "approve": true}),
-    )
-    .await;
+    let refused = decide(&app, &ben, &approval, true, None).await;
     assert_eq!(refused.status, 404, "{}", refused.text);
     // Ben cannot read, continue, stop, resume or answer questions in Dan's chat.
     let (_, snapshot) = get(&app, Some(&ben), &format!("/api/chats/{chat}")).await;
