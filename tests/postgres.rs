@@ -197,3 +197,140 @@ async fn a_database_migrated_by_a_newer_build_is_refused_at_start() {
         "{stderr}"
     );
 }
+
+/// What the database says of a chat's payments: (ledger rows, the wallet's balance in cents).
+async fn paid(url: &str, chat: &str) -> (i64, i64) {
+    let config = tokio_postgres::Config::from_str(url).expect("a URL");
+    let (client, connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .expect("connects");
+    let connection = tokio::spawn(connection);
+    let rows: i64 = client
+        .query_one(
+            "SELECT count(*) FROM ledger WHERE session_id = $1",
+            &[&chat],
+        )
+        .await
+        .expect("the ledger")
+        .get(0);
+    let wallet: String = client
+        .query_one("SELECT wallet FROM sessions WHERE id = $1", &[&chat])
+        .await
+        .expect("the session")
+        .get(0);
+    drop(client);
+    let _ = connection.await;
+    let wallet: Value = serde_json::from_str(&wallet).expect("JSON");
+    (rows, wallet["balance_cents"].as_i64().expect("a balance"))
+}
+
+#[tokio::test]
+async fn one_approval_sent_to_three_instances_at_once_pays_once() {
+    let Some(url) = fresh_database("once").await else {
+        return;
+    };
+    let (a, b, c) = tokio::join!(start(&url), start(&url), start(&url));
+    let chat = "pg-once";
+    let ask = "Send $50 to Hanako";
+    let (status, asked, text) = a.chat(user(chat, ask)).await;
+    assert_eq!(status, 200, "{text}");
+    let answer = answer(chat, ask, &asked, true);
+    let (ra, rb, rc) = tokio::join!(
+        a.chat(answer.clone()),
+        b.chat(answer.clone()),
+        c.chat(answer.clone())
+    );
+    let ran: Vec<u16> = [&ra, &rb, &rc].iter().map(|r| r.0).collect();
+    assert!(ran.contains(&200), "one of them took it: {ran:?}");
+    assert_eq!(paid(&url, chat).await, (1, 95_000), "paid once: {ran:?}");
+    // One instance announces the payment; the others say another server answered first
+    // (or that it was answered already, when the winner's commit came before they read).
+    let announced = [&ra, &rb, &rc]
+        .iter()
+        .filter(|r| r.1.iter().any(|c| c["type"] == "tool-output-available"))
+        .count();
+    assert_eq!(announced, 1, "{ra:?}\n{rb:?}\n{rc:?}");
+    for r in [&ra, &rb, &rc] {
+        let announced = r.1.iter().any(|c| c["type"] == "tool-output-available");
+        assert!(
+            announced
+                || r.2.contains("answered on another server first")
+                || r.2.contains("approval_already_answered")
+                || r.2.contains("no_active_turn"),
+            "{}",
+            r.2
+        );
+    }
+    // Every instance now reads the chat as the database has it.
+    for app in [&a, &b, &c] {
+        let chat_view: Value = reqwest::get(format!("{}/api/chats/{chat}", app.base))
+            .await
+            .expect("the chat")
+            .json()
+            .await
+            .expect("JSON");
+        let text = chat_view.to_string();
+        assert!(text.contains("output-available"), "{text}");
+    }
+}
+
+#[tokio::test]
+async fn payments_asked_and_approved_on_alternating_instances_keep_the_ledger_exact() {
+    let Some(url) = fresh_database("alternate").await else {
+        return;
+    };
+    let (a, b, c) = tokio::join!(start(&url), start(&url), start(&url));
+    let apps = [&a, &b, &c];
+    let chat = "pg-alternate";
+    for i in 0..10usize {
+        let names = [
+            "Bob", "Ana", "Cy", "Dan", "Eve", "Fay", "Gus", "Hal", "Ida", "Jo",
+        ];
+        let ask = format!("Send $10 to {}", names[i]);
+        let asking = apps[i % 3];
+        let answering = apps[(i + 1) % 3];
+        let (status, asked, text) = asking.chat(user(chat, &ask)).await;
+        assert_eq!(status, 200, "payment {i} asked on {}: {text}", asking.base);
+        let (status, chunks, text) = answering.chat(answer(chat, &ask, &asked, true)).await;
+        assert_eq!(
+            status, 200,
+            "payment {i} approved on {}: {text}",
+            answering.base
+        );
+        let output = chunks
+            .iter()
+            .find(|c| c["type"] == "tool-output-available")
+            .unwrap_or_else(|| panic!("payment {i} ran: {text}"));
+        assert_eq!(
+            output["output"]["wallet_balance"],
+            json!(1000 - 10 * (i as i64 + 1)),
+            "payment {i}: {output}"
+        );
+    }
+    assert_eq!(paid(&url, chat).await, (10, 90_000));
+}
+
+#[tokio::test]
+async fn an_approval_asked_on_an_instance_that_died_is_answered_on_another() {
+    let Some(url) = fresh_database("handover").await else {
+        return;
+    };
+    let (a, b) = tokio::join!(start(&url), start(&url));
+    let chat = "pg-handover";
+    let ask = "Send $30 to Kenji";
+    // B has seen the chat before it asks (its copy in memory is then out of date).
+    let (status, _, text) = b.chat(user(chat, "What is the weather in Paris?")).await;
+    assert_eq!(status, 200, "{text}");
+    let (status, asked, text) = a.chat(user(chat, ask)).await;
+    assert_eq!(status, 200, "{text}");
+    a.kill9();
+    let (status, chunks, text) = b.chat(answer(chat, ask, &asked, true)).await;
+    assert_eq!(status, 200, "{text}");
+    let output = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-output-available")
+        .unwrap_or_else(|| panic!("the payment ran on B: {text}"));
+    assert_eq!(output["output"]["wallet_balance"], 970, "{output}");
+    assert_eq!(paid(&url, chat).await, (1, 97_000));
+}

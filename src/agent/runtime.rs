@@ -305,7 +305,7 @@ impl Runtime {
     /// A turn the store kept unfinished (a restart) is resumed here; a turn that waited for the
     /// person comes back parked, with its log (ADR 0011).
     pub async fn session(self: &Arc<Self>, chat_id: &str) -> Result<Arc<Session>, StoreError> {
-        if let Some(session) = self.live_session(chat_id) {
+        if let Some(session) = self.current_live_session(chat_id).await? {
             return Ok(session);
         }
         let stored = match self.store.load(chat_id).await? {
@@ -323,7 +323,7 @@ impl Runtime {
         self: &Arc<Self>,
         chat_id: &str,
     ) -> Result<Option<Arc<Session>>, StoreError> {
-        if let Some(session) = self.live_session(chat_id) {
+        if let Some(session) = self.current_live_session(chat_id).await? {
             return Ok(Some(session));
         }
         Ok(self
@@ -331,6 +331,40 @@ impl Runtime {
             .load(chat_id)
             .await?
             .map(|stored| self.make_live(stored)))
+    }
+
+    /// The session of `chat_id` in memory, unless another instance sharing the database has
+    /// committed it since (ADR 0025): then this instance's copy leaves memory — when no task
+    /// drives a turn of it here — and the caller loads the database's. A copy a task still
+    /// drives stays; its commits are refused as conflicts, and the next request reads again.
+    async fn current_live_session(
+        self: &Arc<Self>,
+        chat_id: &str,
+    ) -> Result<Option<Arc<Session>>, StoreError> {
+        let Some(session) = self.live_session(chat_id) else {
+            return Ok(None);
+        };
+        if !self.store.shared() || session.has_task() || !self.store.stale(chat_id).await? {
+            return Ok(Some(session));
+        }
+        tracing::info!(session = %chat_id, "changed by another instance: reading it again");
+        self.forget_live(&session);
+        Ok(None)
+    }
+
+    /// Lets `session` leave memory if it is still the live one of its chat (a copy another
+    /// instance overtook: the next request loads the database's).
+    pub(crate) fn forget_live(&self, session: &Arc<Session>) {
+        let removed = {
+            let mut live = lock(&self.live);
+            match live.get(&session.id) {
+                Some(current) if Arc::ptr_eq(current, session) => live.remove(&session.id),
+                _ => None,
+            }
+        };
+        if let Some(old) = removed {
+            self.let_go(&old);
+        }
     }
 
     /// The session of `chat_id` if it is in memory (never loads one).

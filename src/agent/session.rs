@@ -523,6 +523,15 @@ impl Session {
         result
     }
 
+    /// Whether a task drives the current turn now (it is running, not parked or over).
+    pub fn has_task(&self) -> bool {
+        self.state()
+            .live
+            .as_ref()
+            .and_then(|t| t.task.as_ref())
+            .is_some_and(|task| !task.is_finished())
+    }
+
     /// Whether the current turn waits for the person with no task driving it (ADR 0010).
     pub fn is_parked(&self) -> bool {
         self.state()

@@ -335,7 +335,7 @@ impl Runtime {
 
     /// A session removed from `live` leaves memory: its log stays reachable while a reader
     /// holds it, and the release is counted.
-    fn let_go(&self, session: &Session) {
+    pub(super) fn let_go(&self, session: &Session) {
         self.hold_log(session);
         self.released.fetch_add(1, Ordering::Relaxed);
     }

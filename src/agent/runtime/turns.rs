@@ -319,6 +319,7 @@ impl Runtime {
             notices: self.model_for(transport).call_notices(),
             questions: QuestionParts::new(),
             reissue: None,
+            overtaken: false,
         }
     }
 

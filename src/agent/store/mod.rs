@@ -56,6 +56,9 @@ pub struct StoreError {
     /// Shared so the error stays `Clone`.
     #[source]
     source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+    /// The record changed in the database since this instance read it (another instance
+    /// committed it): nothing was written.
+    conflict: bool,
 }
 
 impl StoreError {
@@ -64,7 +67,22 @@ impl StoreError {
         StoreError {
             context: context.into(),
             source: None,
+            conflict: false,
         }
+    }
+
+    /// A commit of a record another instance changed since this one read it.
+    pub fn conflict(context: impl Into<String>) -> Self {
+        StoreError {
+            context: context.into(),
+            source: None,
+            conflict: true,
+        }
+    }
+
+    /// Whether nothing was written because another instance changed the record first.
+    pub fn is_conflict(&self) -> bool {
+        self.conflict
     }
 
     /// `context` failed because of `source`.
@@ -75,6 +93,7 @@ impl StoreError {
         StoreError {
             context: context.into(),
             source: Some(Arc::new(source)),
+            conflict: false,
         }
     }
 
@@ -165,6 +184,20 @@ pub trait SessionStore: Send + Sync + 'static {
     /// Whether the database answers now (`/healthz`); an embedded one always does.
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    /// Whether other instances may commit to this database too (Postgres): then a record in
+    /// memory may be out of date, and a commit of an out-of-date record is refused
+    /// ([`StoreError::is_conflict`]).
+    fn shared(&self) -> bool {
+        false
+    }
+
+    /// Whether `id`'s record changed in the database since this instance last read or wrote
+    /// it (always false for a database only this instance writes).
+    async fn stale(&self, id: &str) -> Result<bool, StoreError> {
+        let _ = id;
+        Ok(false)
     }
 }
 

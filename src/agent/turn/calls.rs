@@ -124,6 +124,10 @@ impl TurnDriver {
             if to_run.iter().any(|(call, ..)| once(call)) {
                 self.sync_messages();
                 self.save().await;
+                if self.overtaken {
+                    // Not on disk as running: it must not run here (another instance has it).
+                    return Flow::Overtaken;
+                }
             }
             // What grants let run is on disk before it runs (a restart never gives it back).
             if !to_run.is_empty() {
@@ -202,6 +206,11 @@ impl TurnDriver {
                     self.rt.policy().settle(&call_id, true, paid, now);
                     // A tool's effect (a payment) is on disk before its output is announced.
                     self.save().await;
+                    if self.overtaken {
+                        // Another instance's commit came first: this effect is not on disk
+                        // and is never announced.
+                        return Flow::Overtaken;
+                    }
                     self.rt.policy().flush_grants().await;
                 }
                 () = self.session.woken() => {}

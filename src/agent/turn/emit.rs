@@ -16,6 +16,10 @@ use crate::protocol::{
     chunk::{Abort, Finish},
 };
 
+/// What the client of a turn another instance overtook is told.
+pub(crate) const OVERTAKEN: &str = "This chat was answered on another server first, so nothing more \
+     happened here. Reload the chat to see where it is.";
+
 impl TurnDriver {
     /// Ends the turn after an interrupt: open calls end as interrupted, held text is delivered,
     /// and the stream closes with `abort` + `finish`.
@@ -118,6 +122,16 @@ impl TurnDriver {
     }
 
     /// Ends the turn with an `error` chunk.
+    /// Ends a turn another instance overtook (ADR 0025): nothing it did since its last commit
+    /// is on disk and nothing more runs here; the client is told, and this copy of the chat
+    /// leaves memory, so the next request reads the database's.
+    pub(super) fn end_overtaken(&mut self) {
+        self.emit(Chunk::error(OVERTAKEN.to_owned()));
+        self.record_done();
+        self.push(TurnEntry::End);
+        self.rt.forget_live(&self.session);
+    }
+
     pub(super) async fn fail(&mut self, message: String) {
         tracing::warn!(session = %self.session.id, %message, "turn failed");
         self.emit(Chunk::error(message));
@@ -282,6 +296,13 @@ impl TurnDriver {
             Ok(()) => {
                 self.rt.inbox.sync(&snapshot);
                 true
+            }
+            Err(e) if e.is_conflict() => {
+                // Another instance committed this chat first: what this copy holds can never be
+                // written (its audit events describe what did not happen on disk).
+                tracing::warn!(session = %self.session.id, "another instance committed this chat first; this turn stops");
+                self.overtaken = true;
+                false
             }
             Err(e) => {
                 tracing::error!(session = %self.session.id, error = &e as &dyn std::error::Error, "cannot save the session");

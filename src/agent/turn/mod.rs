@@ -44,6 +44,8 @@ enum Flow {
     Interrupted,
     /// The turn waits for the person and has no task any more (ADR 0010).
     Parked,
+    /// Another instance committed the chat first: see [`TurnDriver::end_overtaken`].
+    Overtaken,
 }
 
 /// Where a driver enters its turn.
@@ -76,6 +78,9 @@ pub(crate) struct TurnDriver {
     pub(crate) questions: QuestionParts,
     /// "Ask again": an earlier call put before the person again, as the turn's first step.
     pub(crate) reissue: Option<super::history::ToolCall>,
+    /// Another instance committed this chat first (a shared database, ADR 0025): nothing this
+    /// turn does can be committed any more, so it stops.
+    pub(crate) overtaken: bool,
 }
 
 /// The channel running tools tell their questions on; the turn emits the parts and records the
@@ -145,6 +150,10 @@ impl TurnDriver {
                     return false;
                 }
                 Flow::Parked => return true,
+                Flow::Overtaken => {
+                    self.end_overtaken();
+                    return false;
+                }
             }
             self.commit_results();
 

@@ -9,34 +9,59 @@ use crate::agent::{
     tools::Transaction as Payment,
 };
 
-/// Writes one record, its views, its ledger rows and its audit rows inside `tx`.
-pub(super) async fn write_one(tx: &Transaction<'_>, w: &Write) -> Result<(), StoreError> {
-    execute_in(
-        tx,
-        "INSERT INTO sessions (id, created_at_ms, updated_at_ms, turn_status, history, messages,
-                               wallet, turn, resolved_approvals, tool_state, owner)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-         ON CONFLICT (id) DO UPDATE SET
-             updated_at_ms = EXCLUDED.updated_at_ms, turn_status = EXCLUDED.turn_status,
-             history = EXCLUDED.history, messages = EXCLUDED.messages, wallet = EXCLUDED.wallet,
-             turn = EXCLUDED.turn, resolved_approvals = EXCLUDED.resolved_approvals,
-             tool_state = EXCLUDED.tool_state",
-        &[
-            &w.id,
-            &w.created_at_ms,
-            &w.updated_at_ms,
-            &w.status,
-            &w.history,
-            &w.messages,
-            &w.wallet,
-            &w.turn,
-            &w.resolved,
-            &w.tool_state,
-            &w.owner,
-        ],
-        "cannot write the session",
-    )
-    .await?;
+/// Writes one record, its views, its ledger rows and its audit rows inside `tx`, if the
+/// session's row is at version `expected` (0: not there yet); returns the row's new version. A
+/// row at another version is a conflict: another instance committed it meanwhile.
+pub(super) async fn write_one(
+    tx: &Transaction<'_>,
+    w: &Write,
+    expected: i64,
+) -> Result<i64, StoreError> {
+    let context = "cannot write the session";
+    let stmt = tx
+        .prepare_cached(
+            "INSERT INTO sessions (id, created_at_ms, updated_at_ms, turn_status, history,
+                                   messages, wallet, turn, resolved_approvals, tool_state, owner,
+                                   version)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 1)
+             ON CONFLICT (id) DO UPDATE SET
+                 updated_at_ms = EXCLUDED.updated_at_ms, turn_status = EXCLUDED.turn_status,
+                 history = EXCLUDED.history, messages = EXCLUDED.messages,
+                 wallet = EXCLUDED.wallet, turn = EXCLUDED.turn,
+                 resolved_approvals = EXCLUDED.resolved_approvals,
+                 tool_state = EXCLUDED.tool_state, version = sessions.version + 1
+             WHERE sessions.version = $12
+             RETURNING version",
+        )
+        .await
+        .map_err(super::err(context))?;
+    let written = tx
+        .query_opt(
+            &stmt,
+            &[
+                &w.id,
+                &w.created_at_ms,
+                &w.updated_at_ms,
+                &w.status,
+                &w.history,
+                &w.messages,
+                &w.wallet,
+                &w.turn,
+                &w.resolved,
+                &w.tool_state,
+                &w.owner,
+                &expected,
+            ],
+        )
+        .await
+        .map_err(super::err(context))?;
+    let Some(row) = written else {
+        return Err(StoreError::conflict(format!(
+            "session {} changed in the database since this instance read it",
+            w.id
+        )));
+    };
+    let version: i64 = row.try_get(0).map_err(super::err(context))?;
 
     // The paused turn's log: written when the turn pauses, gone when the turn is over.
     if let Some((turn_id, entries)) = &w.log {
@@ -101,7 +126,7 @@ pub(super) async fn write_one(tx: &Transaction<'_>, w: &Write) -> Result<(), Sto
     for (event, json) in &w.audit {
         insert_audit(tx, event, json).await?;
     }
-    Ok(())
+    Ok(version)
 }
 
 /// Inserts every payment of `session`'s wallet in one statement; the ones already there are

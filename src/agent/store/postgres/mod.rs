@@ -15,7 +15,7 @@
 //!   ledger rows, which `ON CONFLICT DO NOTHING` makes idempotent.
 //! - Reads take a connection of the pool each; statements are prepared once per connection.
 
-use std::{str::FromStr, sync::Arc, time::Duration};
+use std::{collections::HashMap, str::FromStr, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use deadpool_postgres::{
@@ -37,10 +37,16 @@ mod state;
 mod tests;
 
 /// The migrations, in order: `(version, sql)`.
-const MIGRATIONS: &[(i64, &str)] = &[(
-    1,
-    include_str!("../../../../migrations/postgres/0001_schema.sql"),
-)];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        include_str!("../../../../migrations/postgres/0001_schema.sql"),
+    ),
+    (
+        2,
+        include_str!("../../../../migrations/postgres/0002_session_versions.sql"),
+    ),
+];
 
 /// The advisory lock instances take while they migrate ("CSGN", then 1 for the schema).
 const MIGRATION_LOCK: i64 = 0x4353_474e_0000_0001;
@@ -61,6 +67,48 @@ pub struct PostgresStore {
     pool: Pool,
     /// Where the database is (`host:port/dbname`, never the password), for messages.
     target: Arc<str>,
+    /// The version of each session this instance last read or wrote.
+    versions: Arc<Versions>,
+}
+
+/// Sessions' row versions as this instance knows them, and one commit at a time per session
+/// (two commits of one instance must not refuse each other).
+///
+/// A commit expects the version known here (none known: the row must not exist yet) and makes
+/// the next; a commit that finds another version was overtaken by another instance and is
+/// refused as a conflict. Forgetting a version is safe: the next commit of that session is a
+/// conflict and the runtime reads the session again.
+#[derive(Default)]
+struct Versions {
+    known: std::sync::Mutex<HashMap<String, i64>>,
+    gates: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// Sessions whose versions are kept at most (then they are forgotten: see [`Versions`]).
+const VERSIONS_KEPT: usize = 1_000_000;
+
+impl Versions {
+    fn get(&self, id: &str) -> Option<i64> {
+        crate::agent::lock(&self.known).get(id).copied()
+    }
+
+    fn set(&self, id: &str, version: i64) {
+        let mut known = crate::agent::lock(&self.known);
+        if known.len() >= VERSIONS_KEPT && !known.contains_key(id) {
+            known.clear();
+        }
+        known.insert(id.to_owned(), version);
+    }
+
+    /// The gate of `id`'s commits.
+    fn gate(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut gates = crate::agent::lock(&self.gates);
+        if gates.len() >= VERSIONS_KEPT {
+            // Gates nobody is passing through can go.
+            gates.retain(|_, gate| Arc::strong_count(gate) > 1);
+        }
+        gates.entry(id.to_owned()).or_default().clone()
+    }
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -145,6 +193,7 @@ impl PostgresStore {
         Ok(PostgresStore {
             pool,
             target: target.into(),
+            versions: Arc::default(),
         })
     }
 
@@ -199,8 +248,12 @@ impl PostgresStore {
         execute_in(&self.client().await?, sql, params, context).await
     }
 
-    /// Writes one commit in a transaction of its own.
+    /// Writes one commit in a transaction of its own, if the session's row is still at the
+    /// version this instance knows (else a conflict, and nothing is written).
     async fn write(&self, write: Write) -> Result<(), StoreError> {
+        let gate = self.versions.gate(&write.id);
+        let _one_at_a_time = gate.lock().await;
+        let expected = self.versions.get(&write.id).unwrap_or(0);
         let mut client = self.client().await?;
         // Dropped on an error before `commit`: rolled back, and the connection goes back to the
         // pool.
@@ -208,8 +261,10 @@ impl PostgresStore {
             .transaction()
             .await
             .map_err(err("cannot begin a commit"))?;
-        write_one(&tx, &write).await?;
-        tx.commit().await.map_err(err("cannot commit"))
+        let version = write_one(&tx, &write, expected).await?;
+        tx.commit().await.map_err(err("cannot commit"))?;
+        self.versions.set(&write.id, version);
+        Ok(())
     }
 }
 
@@ -274,6 +329,8 @@ async fn migrate(client: &mut Client) -> Result<(), StoreError> {
 /// The columns of a stored session, as [`SessionStore::load`] selects them.
 struct SessionRow {
     record: RecordColumns,
+    /// The row's version (see [`Versions`]).
+    version: i64,
     /// The paused turn's id and log, when the turn waits for the person and one is stored.
     log: Option<(String, String)>,
 }
@@ -295,6 +352,7 @@ impl SessionRow {
                 owner: row.try_get(8)?,
             },
             log: turn_id.zip(entries),
+            version: row.try_get(11)?,
         })
     }
 }
@@ -329,7 +387,7 @@ impl SessionStore for PostgresStore {
             .row(
                 "SELECT s.history, s.messages, s.wallet, s.turn, s.resolved_approvals,
                         s.tool_state, s.created_at_ms, s.updated_at_ms, s.owner,
-                        p.turn_id, p.entries
+                        p.turn_id, p.entries, s.version
                  FROM sessions s
                  LEFT JOIN paused_turn_logs p
                      ON p.session_id = s.id AND s.turn_status = 'awaiting_person'
@@ -339,9 +397,12 @@ impl SessionStore for PostgresStore {
             )
             .await?
         else {
+            // Not there: a commit expects it still not to be.
+            self.versions.set(id, 0);
             return Ok(None);
         };
         let row = SessionRow::of(&row).map_err(err("cannot read the session"))?;
+        self.versions.set(id, row.version);
         let record = decode_record(id, row.record)?;
         let paused_log = match row.log {
             Some((turn_id, entries)) => decode_paused_log(&record, &turn_id, &entries)?,
@@ -411,6 +472,25 @@ impl SessionStore for PostgresStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         PostgresStore::ping(self).await
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    async fn stale(&self, id: &str) -> Result<bool, StoreError> {
+        let context = "cannot read a session's version";
+        let stored: Option<i64> = self
+            .row(
+                "SELECT version FROM sessions WHERE id = $1",
+                &[&id],
+                context,
+            )
+            .await?
+            .map(|row| row.try_get(0))
+            .transpose()
+            .map_err(err(context))?;
+        Ok(stored.unwrap_or(0) != self.versions.get(id).unwrap_or(0))
     }
 
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {

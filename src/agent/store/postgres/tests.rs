@@ -192,19 +192,66 @@ async fn a_payment_committed_twice_is_one_ledger_row() {
     store.save(&record).await.unwrap();
     record.updated_at_ms += 1;
     store.save(&record).await.unwrap();
-    // Another instance commits the same record: a store of its own on the same database.
+    // Another instance (a store of its own on the same database) that read the record commits
+    // it again: the payment stays one row.
     let other = PostgresStore::connect_with(config).await.unwrap();
+    assert!(other.load("chat").await.unwrap().is_some());
     other.save(&record).await.unwrap();
     assert_eq!(number(&store, "SELECT count(*) FROM ledger").await, 1);
     let paid = record.wallet.transactions[0].amount_cents;
     assert_eq!(store.paid_since(0).await.unwrap(), paid);
     assert_eq!(store.paid_since(5).await.unwrap(), 0, "paid at 4");
-    // A second payment is added beside the first.
+    // The first instance's copy is out of date now: it reads it again before it writes.
+    assert!(store.stale("chat").await.unwrap());
+    let record = store.load("chat").await.unwrap().unwrap().record;
+    assert!(!store.stale("chat").await.unwrap());
+    let mut record = record;
     pay_ken(&mut record);
     store.save(&record).await.unwrap();
     assert_eq!(number(&store, "SELECT count(*) FROM ledger").await, 2);
     let loaded = store.load("chat").await.unwrap().unwrap().record;
     assert_eq!(loaded, record);
+}
+
+#[tokio::test]
+async fn a_commit_of_a_record_another_instance_changed_is_refused_and_writes_nothing() {
+    let Some(config) = fresh_database("conflict").await else {
+        return;
+    };
+    let a = PostgresStore::connect_with(config.clone()).await.unwrap();
+    let b = PostgresStore::connect_with(config).await.unwrap();
+    // Both start the same new chat: the second to commit is refused.
+    let record = waiting_record();
+    assert_eq!(a.load("chat").await.unwrap(), None);
+    assert_eq!(b.load("chat").await.unwrap(), None);
+    a.save(&record).await.unwrap();
+    let refused = b.save(&record).await.unwrap_err();
+    assert!(refused.is_conflict(), "{refused}");
+    assert!(b.stale("chat").await.unwrap());
+    // Both read it; A pays, then B's copy (without the payment) is refused, whole: its
+    // audit rows and ledger rows are not written either.
+    let mut at_a = a.load("chat").await.unwrap().unwrap().record;
+    let mut at_b = b.load("chat").await.unwrap().unwrap().record;
+    pay_ken(&mut at_a);
+    a.save(&at_a).await.unwrap();
+    at_b.updated_at_ms += 7;
+    let event = crate::agent::store::audit::event(
+        crate::agent::store::AuditKind::Approved,
+        7,
+        "chat",
+        "turn-1",
+        "call-1",
+        "process_payment",
+        &json!({}),
+    );
+    let refused = b.commit(&at_b, &[event]).await.unwrap_err();
+    assert!(refused.is_conflict(), "{refused}");
+    assert_eq!(number(&a, "SELECT count(*) FROM ledger").await, 2);
+    assert_eq!(number(&a, "SELECT count(*) FROM audit").await, 0);
+    assert_eq!(a.load("chat").await.unwrap().unwrap().record, at_a);
+    // A commit that is not a conflict says so.
+    assert!(!refused.to_string().is_empty());
+    assert!(!a.stale("chat").await.unwrap());
 }
 
 #[tokio::test]
