@@ -170,7 +170,8 @@ impl From<InputError> for ApiError {
             | InputError::ApprovalSuperseded { .. }
             | InputError::NotApprovedYet { .. }
             | InputError::CallWasDenied { .. }
-            | InputError::ResultAlreadyReceived { .. } => StatusCode::CONFLICT,
+            | InputError::ResultAlreadyReceived { .. }
+            | InputError::AnsweredElsewhere => StatusCode::CONFLICT,
             InputError::NotRecorded { .. } => StatusCode::SERVICE_UNAVAILABLE,
         };
         ApiError::new(status, e.code(), e.to_string())

@@ -321,6 +321,12 @@ pub enum InputError {
     StepUpMismatch { approval_id: String },
     #[error("the passkey confirmation was not accepted: {message}")]
     StepUpRefused { message: String },
+    /// Another instance sharing the database changed the chat first (ADR 0025): nothing was
+    /// done here.
+    #[error(
+        "this chat was answered on another server first, so nothing was done here; reload it to see where it is"
+    )]
+    AnsweredElsewhere,
 }
 
 impl InputError {
@@ -349,6 +355,7 @@ impl InputError {
             InputError::StepUpRequired { .. } => "step_up_required",
             InputError::StepUpMismatch { .. } => "step_up_mismatch",
             InputError::StepUpRefused { .. } => "step_up_refused",
+            InputError::AnsweredElsewhere => "answered_elsewhere",
         }
     }
 }
@@ -430,6 +437,7 @@ mod tests {
             InputError::StepUpRefused {
                 message: "m".into(),
             },
+            InputError::AnsweredElsewhere,
         ];
         let mut codes: Vec<_> = errors.iter().map(InputError::code).collect();
         codes.sort();

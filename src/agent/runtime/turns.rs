@@ -514,6 +514,13 @@ impl Runtime {
         let events = [earlier, events].concat();
         let snapshot = session.snapshot();
         if let Err(e) = self.store.commit(&snapshot, &events).await {
+            if e.is_conflict() {
+                // Another instance changed the chat first: this copy is out of date and goes;
+                // nothing of this answer was written.
+                tracing::warn!(session = %chat_id, "an answer came to a chat another instance changed first");
+                self.forget_live(&session);
+                return Err(InputError::AnsweredElsewhere);
+            }
             tracing::error!(session = %chat_id, error = &e as &dyn std::error::Error, "cannot record the person's answer");
             session
                 .state()
