@@ -214,6 +214,10 @@ async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
 /// turn ends, so a reconnecting client can still replay it).
 const SESSION_SWEEP: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// How often an instance on a shared database looks for turns whose deadline passed and that no
+/// instance took up (their instance died).
+const OVERDUE_SWEEP: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Serves `state` on `listener` until `shutdown` completes, then lets in-flight requests finish.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -286,6 +290,7 @@ pub async fn serve(
         ),
     }
     runtime.spawn_sweeper(SESSION_SWEEP);
+    runtime.spawn_overdue_sweeper(OVERDUE_SWEEP);
     spawn_memory_return(runtime.clone());
     let edge = state.edge.clone();
     let timeouts = Timeouts {

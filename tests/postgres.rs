@@ -335,3 +335,53 @@ async fn an_approval_asked_on_an_instance_that_died_is_answered_on_another() {
     assert_eq!(output["output"]["wallet_balance"], 970, "{output}");
     assert_eq!(paid(&url, chat).await, (1, 97_000));
 }
+
+#[tokio::test]
+async fn an_approval_of_an_instance_that_died_still_expires_once() {
+    let Some(url) = fresh_database("expiry").await else {
+        return;
+    };
+    let env = |url: &str| {
+        vec![
+            ("COUNTERSIGN_DB", url.to_owned()),
+            ("COUNTERSIGN_DEMO_DELAY_MS", "0".to_owned()),
+            ("COUNTERSIGN_WEATHER", "offline".to_owned()),
+            ("COUNTERSIGN_APPROVAL_TIMEOUT_SECS", "1".to_owned()),
+        ]
+    };
+    let settings = env(&url);
+    let (a, b, c) = tokio::join!(
+        Binary::start(&settings),
+        Binary::start(&settings),
+        Binary::start(&settings)
+    );
+    let chat = "pg-expiry";
+    let (status, _, text) = a.chat(user(chat, "Send $20 to Lena")).await;
+    assert_eq!(status, 200, "{text}");
+    a.kill9();
+    // One second to answer, two of grace for the instance that asked, then B or C takes it up.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let kinds = loop {
+        let kinds: Vec<String> = b
+            .audit(chat)
+            .await
+            .iter()
+            .map(|e| e["kind"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        if kinds.iter().any(|k| k == "expired") || std::time::Instant::now() > deadline {
+            break kinds;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // Both survivors may have tried; the log has one expiry, and nothing was paid.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let kinds_after: Vec<String> = c
+        .audit(chat)
+        .await
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(kinds, ["requested", "expired"], "{kinds:?}");
+    assert_eq!(kinds_after, kinds);
+    assert_eq!(paid(&url, chat).await, (0, 100_000));
+}

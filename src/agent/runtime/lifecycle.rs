@@ -37,6 +37,10 @@ pub(super) struct ReleaseLater {
 /// `held_logs` is not cleaned below this size.
 const HELD_LOGS_CLEANUP: usize = 64;
 
+/// How long after a deadline another instance takes up the turn (its own instance's timer
+/// fires first when that instance is alive).
+pub const OVERDUE_GRACE_MS: Millis = 2_000;
+
 /// How long a parked session that something still held waits before it is tried again.
 const RELEASE_RETRY: Duration = Duration::from_millis(200);
 
@@ -250,6 +254,46 @@ impl Runtime {
             self.release_parked(id);
         }
         Ok(ids.len())
+    }
+
+    /// On a database other instances share: takes up turns waiting for the person whose
+    /// deadline passed [`OVERDUE_GRACE_MS`] ago — their instance may have died — every `every`, so an approval still expires (ADR 0025). Loading
+    /// one revives it, and a deadline that passed wakes it at once. Several instances may take
+    /// the same one: one commit wins, the others' turns stop.
+    pub fn spawn_overdue_sweeper(self: &Arc<Self>, every: Duration) {
+        if !self.store.shared() {
+            return;
+        }
+        let runtime = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(runtime) = runtime.upgrade() else {
+                    return;
+                };
+                let before = runtime.clock.now_ms() - OVERDUE_GRACE_MS;
+                let ids = match runtime.store.overdue(before).await {
+                    Ok(ids) => ids,
+                    Err(e) => {
+                        tracing::warn!(error = %e.report(), "cannot look for overdue turns");
+                        continue;
+                    }
+                };
+                for id in ids {
+                    // A copy this instance holds and that is current has its own timer; an
+                    // out-of-date one is read again (see `Runtime::session`).
+                    tracing::debug!(session = %id, "a turn whose deadline passed");
+                    match runtime.session(&id).await {
+                        Ok(session) => drop(session),
+                        Err(e) => {
+                            tracing::warn!(session = %id, error = %e.report(), "cannot take up an overdue turn");
+                        }
+                    }
+                }
+            }
+        });
     }
 
     /// Lets idle sessions leave memory (the store has them; the next request loads them

@@ -199,6 +199,14 @@ pub trait SessionStore: Send + Sync + 'static {
         let _ = id;
         Ok(false)
     }
+
+    /// On a shared database: sessions whose turn waits for the person with a deadline (an
+    /// approval's, a browser call's) at or before `before` — turns another instance may have
+    /// left behind. A database only this instance writes has none (its own timer fires them).
+    async fn overdue(&self, before: Millis) -> Result<Vec<String>, StoreError> {
+        let _ = before;
+        Ok(Vec::new())
+    }
 }
 
 /// Where the edge's sign-in sessions live (in the same database as the sessions).

@@ -478,6 +478,23 @@ impl SessionStore for PostgresStore {
         true
     }
 
+    async fn overdue(&self, before: i64) -> Result<Vec<String>, StoreError> {
+        let context = "cannot list overdue turns";
+        self.rows(
+            "SELECT session_id FROM pending_approvals WHERE deadline_ms <= $1
+             UNION
+             SELECT session_id FROM pending_browser_calls WHERE deadline_ms <= $1
+             ORDER BY 1 LIMIT 100",
+            &[&before],
+            context,
+        )
+        .await?
+        .iter()
+        .map(|row| row.try_get(0))
+        .collect::<Result<_, _>>()
+        .map_err(err(context))
+    }
+
     async fn stale(&self, id: &str) -> Result<bool, StoreError> {
         let context = "cannot read a session's version";
         let stored: Option<i64> = self
