@@ -47,6 +47,15 @@ async fn fresh_database(name: &str) -> Option<String> {
     Some(format!("{base}/{database}"))
 }
 
+/// The kinds of `chat`'s audit events, oldest first, as `app` exports them.
+async fn kinds(app: &Binary, chat: &str) -> Vec<String> {
+    app.audit(chat)
+        .await
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
 async fn start(url: &str) -> Binary {
     Binary::start(&[
         ("COUNTERSIGN_DB", url.to_owned()),
@@ -113,12 +122,7 @@ async fn on_postgres_an_approval_survives_kill_9_and_the_payment_happens_once() 
     // Again: already applied, nothing is paid twice.
     let (status, _, text) = second.chat(answer(chat, ask, &asked, true)).await;
     assert_eq!(status, 409, "{text}");
-    let kinds: Vec<String> = second
-        .audit(chat)
-        .await
-        .iter()
-        .map(|e| e["kind"].as_str().unwrap_or_default().to_owned())
-        .collect();
+    let kinds: Vec<String> = kinds(&second, chat).await;
     assert_eq!(kinds, ["requested", "approved", "executed"]);
     second.kill9();
 
@@ -361,27 +365,16 @@ async fn an_approval_of_an_instance_that_died_still_expires_once() {
     a.kill9();
     // One second to answer, two of grace for the instance that asked, then B or C takes it up.
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    let kinds = loop {
-        let kinds: Vec<String> = b
-            .audit(chat)
-            .await
-            .iter()
-            .map(|e| e["kind"].as_str().unwrap_or_default().to_owned())
-            .collect();
-        if kinds.iter().any(|k| k == "expired") || std::time::Instant::now() > deadline {
-            break kinds;
+    let seen = loop {
+        let seen = kinds(&b, chat).await;
+        if seen.iter().any(|k| k == "expired") || std::time::Instant::now() > deadline {
+            break seen;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     // Both survivors may have tried; the log has one expiry, and nothing was paid.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let kinds_after: Vec<String> = c
-        .audit(chat)
-        .await
-        .iter()
-        .map(|e| e["kind"].as_str().unwrap_or_default().to_owned())
-        .collect();
-    assert_eq!(kinds, ["requested", "expired"], "{kinds:?}");
-    assert_eq!(kinds_after, kinds);
+    assert_eq!(seen, ["requested", "expired"], "{seen:?}");
+    assert_eq!(kinds(&c, chat).await, seen);
     assert_eq!(paid(&url, chat).await, (0, 100_000));
 }

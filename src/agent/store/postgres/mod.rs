@@ -226,6 +226,21 @@ impl PostgresStore {
         client.query(&stmt, params).await.map_err(err(context))
     }
 
+    /// The first column of every row of `sql` with `params`, as text (ids).
+    async fn strings(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        context: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        self.rows(sql, params, context)
+            .await?
+            .iter()
+            .map(|row| row.try_get(0))
+            .collect::<Result<_, _>>()
+            .map_err(err(context))
+    }
+
     /// The row of `sql` with `params`, if there is one.
     async fn row(
         &self,
@@ -439,31 +454,23 @@ impl SessionStore for PostgresStore {
 
     async fn list(&self) -> Result<Vec<String>, StoreError> {
         let context = "cannot list sessions";
-        self.rows(
+        self.strings(
             "SELECT id FROM sessions ORDER BY updated_at_ms DESC, id",
             &[],
             context,
         )
-        .await?
-        .iter()
-        .map(|row| row.try_get(0))
-        .collect::<Result<_, _>>()
-        .map_err(err(context))
+        .await
     }
 
     async fn unfinished(&self) -> Result<Vec<String>, StoreError> {
         let context = "cannot list unfinished turns";
-        self.rows(
+        self.strings(
             "SELECT id FROM sessions WHERE turn_status IN ('running', 'awaiting_person')
              ORDER BY id",
             &[],
             context,
         )
-        .await?
-        .iter()
-        .map(|row| row.try_get(0))
-        .collect::<Result<_, _>>()
-        .map_err(err(context))
+        .await
     }
 
     fn database(&self) -> &'static str {
@@ -480,7 +487,7 @@ impl SessionStore for PostgresStore {
 
     async fn overdue(&self, before: i64) -> Result<Vec<String>, StoreError> {
         let context = "cannot list overdue turns";
-        self.rows(
+        self.strings(
             "SELECT session_id FROM pending_approvals WHERE deadline_ms <= $1
              UNION
              SELECT session_id FROM pending_browser_calls WHERE deadline_ms <= $1
@@ -488,11 +495,7 @@ impl SessionStore for PostgresStore {
             &[&before],
             context,
         )
-        .await?
-        .iter()
-        .map(|row| row.try_get(0))
-        .collect::<Result<_, _>>()
-        .map_err(err(context))
+        .await
     }
 
     async fn stale(&self, id: &str) -> Result<bool, StoreError> {
