@@ -53,7 +53,10 @@ pub struct Waiting {
 #[derive(Debug, Default)]
 pub struct Inbox {
     waiting: Mutex<Index>,
+    /// Changes of what waits, anywhere (the inbox pages follow it).
     version: AtomicU64,
+    /// Changes of single chats (a chat page follows its own): see `Index::chat_versions`.
+    chat_changes: AtomicU64,
     changed: Notify,
 }
 
@@ -61,7 +64,9 @@ pub struct Inbox {
 struct Index {
     by_approval: BTreeMap<String, Waiting>,
     by_chat: HashMap<String, Vec<String>>,
-    /// The inbox version at each chat's last change.
+    /// Each chat's version (of `Inbox::chat_changes`) at its last change: a change of what it waits for, and, for a
+    /// chat that ever waited for someone, every commit after (a decision taken elsewhere is
+    /// followed by the commit of what it ran, which a page that shows the chat must see too).
     chat_versions: HashMap<String, u64>,
 }
 
@@ -116,6 +121,13 @@ impl Inbox {
             })
             .unwrap_or_default();
         if before == now {
+            // Nothing waits differently; a chat that pages follow still moved on.
+            if index.chat_versions.contains_key(&record.id) {
+                let version = self.chat_changes.fetch_add(1, Ordering::SeqCst) + 1;
+                index.chat_versions.insert(record.id.clone(), version);
+                drop(index);
+                self.changed.notify_waiters();
+            }
             return;
         }
         for id in index.by_chat.remove(&record.id).unwrap_or_default() {
@@ -132,7 +144,8 @@ impl Inbox {
                     .insert(waiting.approval_id.clone(), waiting);
             }
         }
-        let version = self.version.fetch_add(1, Ordering::SeqCst) + 1;
+        self.version.fetch_add(1, Ordering::SeqCst);
+        let version = self.chat_changes.fetch_add(1, Ordering::SeqCst) + 1;
         index.chat_versions.insert(record.id.clone(), version);
         drop(index);
         self.changed.notify_waiters();
@@ -296,6 +309,46 @@ mod tests {
         assert_eq!(
             inbox.changed_since(now, Duration::from_millis(20)).await,
             now
+        );
+    }
+
+    #[tokio::test]
+    async fn a_chat_that_waited_moves_on_with_every_commit_and_others_do_not_count() {
+        let inbox = std::sync::Arc::new(Inbox::default());
+        // A chat that never waited for anyone has no version to follow.
+        inbox.sync(&record("quiet", &[]));
+        assert_eq!(inbox.chat_version("quiet"), 0);
+        inbox.sync(&record("chat-1", &["a1"]));
+        let asked = inbox.chat_version("chat-1");
+        let waiting = inbox.version();
+        // The decision: nothing waits any more. Then the commit of what it ran: the chat's
+        // version moves again (its page must see the result), the inbox's does not.
+        let mut decided = record("chat-1", &[]);
+        inbox.sync(&decided);
+        let decided_at = inbox.chat_version("chat-1");
+        assert!(decided_at != asked);
+        let inbox_after_decision = inbox.version();
+        assert!(inbox_after_decision > waiting);
+        let follower = {
+            let inbox = inbox.clone();
+            tokio::spawn(async move {
+                inbox
+                    .chat_changed_since("chat-1", decided_at, Duration::from_secs(5))
+                    .await
+            })
+        };
+        tokio::task::yield_now().await;
+        decided.turn.as_mut().unwrap().status = TurnStatus::Finished;
+        inbox.sync(&decided);
+        assert_ne!(
+            follower.await.unwrap(),
+            decided_at,
+            "the result's commit is news"
+        );
+        assert_eq!(
+            inbox.version(),
+            inbox_after_decision,
+            "the inbox did not change"
         );
     }
 }

@@ -193,10 +193,15 @@ pub(super) fn awaits_decision(messages: &[UiMessage]) -> bool {
         }
         _ => false,
     });
+    // A call decided (here or elsewhere) whose result is not shown yet counts too: the commit
+    // of what it ran is the news that brings the result.
     waiting_for_others
-        || last
-            .tool_parts()
-            .any(|t| t.state == ToolState::ApprovalRequested)
+        || last.tool_parts().any(|t| {
+            matches!(
+                t.state,
+                ToolState::ApprovalRequested | ToolState::ApprovalResponded
+            )
+        })
 }
 
 /// The calls that already ran, failed or were denied: this browser does not run them again.
