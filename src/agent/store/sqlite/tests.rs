@@ -1,0 +1,439 @@
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::*;
+use crate::agent::{
+    gate::CallPhase,
+    store::audit,
+    store::tests::{
+        a_bad_commit_among_many_fails_alone, pay_ken, people_contract, signin_contract,
+        store_contract, tool_list_contract, waiting_record, waiting_record_named,
+    },
+};
+
+#[tokio::test]
+async fn the_sqlite_store_keeps_the_contract() {
+    store_contract(&SqliteStore::in_memory().unwrap()).await;
+    signin_contract(&SqliteStore::in_memory().unwrap()).await;
+    tool_list_contract(&SqliteStore::in_memory().unwrap()).await;
+    people_contract(&SqliteStore::in_memory().unwrap()).await;
+}
+
+fn temp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "countersign-{name}-{}-{}.db",
+        std::process::id(),
+        uuid::Uuid::new_v4()
+    ))
+}
+
+fn remove_db(path: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
+#[tokio::test]
+async fn the_signing_secret_and_ended_signins_survive_a_restart() {
+    let path = temp_path("signins");
+    let (secret, ended) = {
+        let store = SqliteStore::open(&path).unwrap();
+        store
+            .record_signin(&SignIn {
+                id: "s".into(),
+                created_ms: 1,
+                expires_ms: 10_000,
+                address: None,
+                person: None,
+            })
+            .await
+            .unwrap();
+        store.end_signin("s", 2).await.unwrap();
+        (
+            store.signing_secret().await.unwrap(),
+            store.ended_signins(3).await.unwrap(),
+        )
+    };
+    let reopened = SqliteStore::open(&path).unwrap();
+    assert_eq!(reopened.signing_secret().await.unwrap(), secret);
+    assert_eq!(reopened.ended_signins(3).await.unwrap(), ended);
+    assert_eq!(ended, [("s".to_string(), 10_000)]);
+    drop(reopened);
+    remove_db(&path);
+}
+
+/// The record `store` loads for the chat `"chat"`.
+async fn loaded_chat(store: &SqliteStore) -> Option<SessionRecord> {
+    store.load("chat").await.unwrap().map(|s| s.record)
+}
+
+#[tokio::test]
+async fn a_record_survives_reopening_the_file_with_its_views() {
+    let path = temp_path("reopen");
+    let record = waiting_record();
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store.save(&record).await.unwrap();
+        store.save(&record).await.unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(loaded_chat(&store).await, Some(record));
+    assert_eq!(store.unfinished().await.unwrap(), ["chat"]);
+    assert_eq!(
+        store
+            .approval_owner("approval-chat")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("chat")
+    );
+    let (pending, ledger): (i64, i64) = store
+        .with(|conn| {
+            let count = |sql: &str| conn.query_row(sql, [], |r| r.get(0));
+            Ok((
+                count("SELECT count(*) FROM pending_approvals WHERE deadline_ms = 300005")
+                    .map_err(err("count"))?,
+                count("SELECT count(*) FROM ledger WHERE tool_call_id = 'call-0'")
+                    .map_err(err("count"))?,
+            ))
+        })
+        .await
+        .unwrap();
+    assert_eq!((pending, ledger), (1, 1));
+    drop(store);
+    remove_db(&path);
+}
+
+#[tokio::test]
+async fn answered_approvals_leave_the_pending_view() {
+    let store = SqliteStore::in_memory().unwrap();
+    let mut record = waiting_record();
+    store.save(&record).await.unwrap();
+    record.turn.as_mut().unwrap().calls[0].phase = CallPhase::Ready {
+        args: json!({}),
+        edited: false,
+    };
+    store.save(&record).await.unwrap();
+    let pending: i64 = store
+        .with(|conn| {
+            conn.query_row("SELECT count(*) FROM pending_approvals", [], |r| r.get(0))
+                .map_err(err("count"))
+        })
+        .await
+        .unwrap();
+    assert_eq!(pending, 0);
+}
+
+#[tokio::test]
+async fn a_database_from_a_newer_build_is_refused() {
+    let path = temp_path("newer");
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", 99).unwrap();
+    }
+    let e = SqliteStore::open(&path).unwrap_err();
+    assert!(e.to_string().contains("schema version 99"), "{e}");
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn commits_queued_together_share_a_transaction_and_fail_alone() {
+    let path = temp_path("group");
+    let store = SqliteStore::open(&path).unwrap();
+    a_bad_commit_among_many_fails_alone(&store).await;
+    let (pending, ledger): (i64, i64) = store
+        .with(|conn| {
+            let count = |sql: &str| conn.query_row(sql, [], |r| r.get(0));
+            Ok((
+                count("SELECT count(*) FROM pending_approvals").map_err(err("count"))?,
+                count("SELECT count(*) FROM ledger").map_err(err("count"))?,
+            ))
+        })
+        .await
+        .unwrap();
+    assert_eq!((pending, ledger), (63, 63));
+    drop(store);
+    remove_db(&path);
+}
+
+/// The pending approval ids and the number of ledger rows.
+async fn views(store: &SqliteStore) -> (Vec<String>, i64) {
+    store
+        .with(|conn| {
+            let mut stmt = conn
+                .prepare("SELECT approval_id FROM pending_approvals ORDER BY approval_id")
+                .map_err(err("views"))?;
+            let ids: Vec<String> = stmt
+                .query_map([], |r| r.get(0))
+                .and_then(|rows| rows.collect())
+                .map_err(err("views"))?;
+            let ledger: i64 = conn
+                .query_row("SELECT count(*) FROM ledger", [], |r| r.get(0))
+                .map_err(err("views"))?;
+            Ok((ids, ledger))
+        })
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn unchanged_views_are_kept_and_changed_ones_rewritten() {
+    let store = SqliteStore::in_memory().unwrap();
+    let mut record = waiting_record();
+    store.save(&record).await.unwrap();
+    record.updated_at_ms += 1;
+    store.save(&record).await.unwrap();
+    assert_eq!(views(&store).await, (vec!["approval-chat".into()], 1));
+    // A second pending approval and a second payment appear.
+    let mut second = record.turn.as_ref().unwrap().calls[0].clone();
+    second.call.id = "call-2".into();
+    second.phase = CallPhase::AwaitingApproval {
+        approval_id: "approval-2".into(),
+        requested_at_ms: 6,
+        deadline_ms: 300_006,
+    };
+    record.turn.as_mut().unwrap().calls.push(second);
+    pay_ken(&mut record);
+    store.save(&record).await.unwrap();
+    assert_eq!(
+        views(&store).await,
+        (vec!["approval-2".into(), "approval-chat".into()], 2)
+    );
+    // The first one is answered.
+    record.turn.as_mut().unwrap().calls.remove(0);
+    store.save(&record).await.unwrap();
+    assert_eq!(views(&store).await, (vec!["approval-2".into()], 2));
+}
+
+#[tokio::test]
+async fn the_audit_migration_keeps_every_sequence_number() {
+    let path = temp_path("migrate-audit");
+    {
+        let mut conn = Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        tx.execute_batch(MIGRATIONS[0].1).unwrap();
+        tx.pragma_update(None, "user_version", 1).unwrap();
+        for seq in [3, 7] {
+            tx.execute(
+                "INSERT INTO audit (seq, at_ms, kind, session_id, turn_id, tool_call_id,
+                     approval_id, tool, args_digest, event)
+                 VALUES (?1, 1, 'requested', 's', 't', 'c', NULL, 'process_payment', 'd', ?2)",
+                params![
+                    seq,
+                    to_json(&audit::sample(
+                        "s",
+                        AuditKind::Requested,
+                        json!({"seq": seq})
+                    ))
+                    .unwrap()
+                ],
+            )
+            .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    let mut record = SessionRecord::new("s", 1);
+    record.updated_at_ms = 2;
+    let event = audit::sample("s", AuditKind::Approved, json!({"seq": 8}));
+    store
+        .commit(&record, std::slice::from_ref(&event))
+        .await
+        .unwrap();
+    let seqs: Vec<i64> = store
+        .audit(&AuditQuery::default())
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.seq)
+        .collect();
+    assert_eq!(seqs, [8, 7, 3]);
+    let version: i64 = store
+        .with(|conn| {
+            conn.pragma_query_value(None, "user_version", |r| r.get(0))
+                .map_err(err("version"))
+        })
+        .await
+        .unwrap();
+    assert_eq!(version, MIGRATIONS.len() as i64);
+    drop(store);
+    remove_db(&path);
+}
+
+#[tokio::test]
+async fn the_views_migration_keeps_pending_calls_and_payments() {
+    let path = temp_path("migrate-views");
+    {
+        let mut conn = Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        for (_, sql) in &MIGRATIONS[..3] {
+            tx.execute_batch(sql).unwrap();
+        }
+        tx.pragma_update(None, "user_version", 3).unwrap();
+        tx.execute_batch(
+            "INSERT INTO sessions VALUES
+                 ('s', 1, 2, 'awaiting_person', '[]', '[]', '{}', NULL, '{}'),
+                 ('t', 1, 3, 'finished', '[]', '[]', '{}', NULL, '{}');
+             INSERT INTO pending_approvals VALUES ('apv-1', 's', 'c-1', 'process_payment',
+                 '{}', 1, 9);
+             INSERT INTO pending_browser_calls VALUES ('c-2', 's', 'get_location', '{}', 9);
+             INSERT INTO ledger VALUES ('txn-1', 't', 'c-0', 5000, 'USD', 'Hanako', '',
+                 95000, 2);",
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        store.approval_owner("apv-1").await.unwrap().as_deref(),
+        Some("s")
+    );
+    assert_eq!(store.unfinished().await.unwrap(), ["s"]);
+    let (browser, ledger, duplicate, keyed) = store
+        .with(|conn| {
+            let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0));
+            let duplicate = conn.execute(
+                "INSERT INTO ledger VALUES ('txn-2', 't', 'c-0', 1, 'USD', 'x', '', 1, 3)",
+                [],
+            );
+            Ok((
+                count("SELECT count(*) FROM pending_browser_calls WHERE session_id = 's'")
+                    .map_err(err("count"))?,
+                count("SELECT balance_after_cents FROM ledger WHERE transaction_id = 'txn-1'")
+                    .map_err(err("count"))?,
+                duplicate.is_err(),
+                count(
+                    "SELECT count(*) FROM sqlite_schema WHERE sql LIKE '%WITHOUT ROWID'
+                         AND name IN ('pending_approvals', 'pending_browser_calls', 'ledger')",
+                )
+                .map_err(err("count"))?,
+            ))
+        })
+        .await
+        .unwrap();
+    assert_eq!((browser, ledger, duplicate, keyed), (1, 95000, true, 3));
+    drop(store);
+    remove_db(&path);
+}
+
+#[tokio::test]
+async fn a_corrupt_row_is_an_error_naming_the_session_not_a_panic() {
+    let store = SqliteStore::in_memory().unwrap();
+    store.save(&SessionRecord::new("x", 1)).await.unwrap();
+    store
+        .with(|conn| {
+            conn.execute("UPDATE sessions SET history = '{oops' WHERE id = 'x'", [])
+                .map_err(err("corrupt"))
+        })
+        .await
+        .unwrap();
+    let e = store.load("x").await.unwrap_err();
+    assert!(
+        e.to_string().contains("session x") && e.to_string().contains("history"),
+        "{e}"
+    );
+}
+
+/// The WAL header's checkpoint sequence number: how many times the WAL started over.
+fn wal_generation(path: &Path) -> u32 {
+    let wal = std::fs::read(format!("{}-wal", path.display())).unwrap_or_default();
+    wal.get(12..16)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u32::from_be_bytes)
+}
+
+/// Waits (up to 10 s) for the WAL to start over after `generation`.
+async fn next_generation(path: &Path, generation: u32) -> u32 {
+    for _ in 0..1000 {
+        let now = wal_generation(path);
+        if now != generation {
+            return now;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the WAL never started over after generation {generation}");
+}
+
+#[tokio::test]
+async fn when_commits_pause_the_wal_is_copied_and_started_over_before_the_next_commit() {
+    let path = temp_path("quiet");
+    let store = SqliteStore::open_checkpointing(
+        &path,
+        Durability::Full,
+        CheckpointPolicy {
+            quiet: Duration::from_millis(50),
+            busy_frames: i64::MAX,
+            restart_frames: i64::MAX,
+        },
+    )
+    .unwrap();
+    // Migrations are not commits the checkpointer hears of: nothing moves before a save.
+    let before = wal_generation(&path);
+    store.save(&waiting_record()).await.unwrap();
+    let started_over = next_generation(&path, before).await;
+    // The write that started it over is not a commit: it does not start another round.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(wal_generation(&path), started_over);
+    // The next commit appends to the new WAL (its header is already on disk).
+    store.save(&waiting_record_named("other")).await.unwrap();
+    assert_eq!(wal_generation(&path), started_over);
+    assert_eq!(loaded_chat(&store).await, Some(waiting_record()));
+    drop(store);
+    remove_db(&path);
+}
+
+#[tokio::test]
+async fn a_long_wal_is_copied_while_commits_go_on() {
+    let path = temp_path("busy");
+    // Never quiet enough: only the WAL's length can trigger the checkpoint.
+    let store = SqliteStore::open_checkpointing(
+        &path,
+        Durability::Normal,
+        CheckpointPolicy {
+            quiet: Duration::from_secs(3600),
+            busy_frames: 1,
+            restart_frames: i64::MAX,
+        },
+    )
+    .unwrap();
+    let before = wal_generation(&path);
+    store.save(&waiting_record()).await.unwrap();
+    next_generation(&path, before).await;
+    drop(store);
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(loaded_chat(&store).await, Some(waiting_record()));
+    drop(store);
+    remove_db(&path);
+}
+
+#[tokio::test]
+async fn a_point_read_waits_for_the_reader_thread_when_the_inline_connection_is_taken() {
+    let path = temp_path("inline");
+    let store = SqliteStore::open(&path).unwrap();
+    store.save(&waiting_record()).await.unwrap();
+    let inline = store.inline.clone().unwrap();
+    // Held by another thread, as by a point read in progress on another worker.
+    let (taken, take) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let holder = std::thread::spawn(move || {
+        let _held = inline.lock().unwrap();
+        taken.send(()).unwrap();
+        let _ = released.recv();
+    });
+    take.recv().unwrap();
+    assert_eq!(loaded_chat(&store).await, Some(waiting_record()));
+    assert_eq!(
+        store
+            .approval_owner("approval-chat")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("chat")
+    );
+    release.send(()).unwrap();
+    holder.join().unwrap();
+    assert_eq!(loaded_chat(&store).await, Some(waiting_record()));
+    drop(store);
+    remove_db(&path);
+}
