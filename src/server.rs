@@ -17,7 +17,10 @@ use leptos::prelude::provide_context;
 use serde::Serialize;
 
 pub use crate::state::{AppState, StartupError};
-use crate::{agent::Runtime, transport, ui};
+use crate::{
+    agent::{Runtime, store::StoreNews},
+    transport, ui,
+};
 
 /// Builds the whole application: the pages, the APIs, `/healthz`, and the static site files.
 ///
@@ -291,6 +294,8 @@ pub async fn serve(
     }
     runtime.spawn_sweeper(SESSION_SWEEP);
     runtime.spawn_overdue_sweeper(OVERDUE_SWEEP);
+    runtime.follow_other_instances();
+    follow_ended_signins(&state);
     spawn_memory_return(runtime.clone());
     let edge = state.edge.clone();
     let timeouts = Timeouts {
@@ -495,6 +500,31 @@ async fn accept_error(error: std::io::Error) {
     }
     tracing::error!(%error, "cannot accept a connection");
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+}
+
+/// On a database several instances share: a sign-in session ended on another instance is
+/// refused here too from its news on (ADR 0025).
+fn follow_ended_signins(state: &AppState) {
+    use tokio::sync::broadcast::error::RecvError;
+    let Some(mut news) = state.runtime.store.news() else {
+        return;
+    };
+    let state = state.clone();
+    tokio::spawn(async move {
+        loop {
+            match news.recv().await {
+                Ok(StoreNews::SignIns | StoreNews::Missed) | Err(RecvError::Lagged(_)) => {}
+                Ok(_) => continue,
+                Err(RecvError::Closed) => return,
+            }
+            let now = state.runtime.clock.now_ms();
+            if let Ok(Some(signins)) = state.edge.signins(&state).await
+                && let Err(e) = signins.reload_ended(now).await
+            {
+                tracing::warn!(error = %e.report(), "cannot read the ended sign-ins again");
+            }
+        }
+    });
 }
 
 /// The one-screen start-up banner: where to open, which model answers, which transports exist.

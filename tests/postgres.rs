@@ -248,13 +248,18 @@ async fn one_approval_sent_to_three_instances_at_once_pays_once() {
     let ran: Vec<u16> = [&ra, &rb, &rc].iter().map(|r| r.0).collect();
     assert!(ran.contains(&200), "one of them took it: {ran:?}");
     assert_eq!(paid(&url, chat).await, (1, 95_000), "paid once: {ran:?}");
-    // One instance announces the payment; the others say another server answered first
-    // (or that it was answered already, when the winner's commit came before they read).
-    let announced = [&ra, &rb, &rc]
+    // One instance made the payment. A client whose instance lost the race either follows the
+    // winner's output (the very same payment) or is told another server answered first (or that
+    // it was answered already, when the winner's commit came before its instance read the chat).
+    let announced: Vec<&Value> = [&ra, &rb, &rc]
         .iter()
-        .filter(|r| r.1.iter().any(|c| c["type"] == "tool-output-available"))
-        .count();
-    assert_eq!(announced, 1, "{ra:?}\n{rb:?}\n{rc:?}");
+        .filter_map(|r| r.1.iter().find(|c| c["type"] == "tool-output-available"))
+        .collect();
+    assert!(!announced.is_empty(), "{ra:?}\n{rb:?}\n{rc:?}");
+    let transaction = &announced[0]["output"]["transaction_id"];
+    for output in &announced {
+        assert_eq!(&output["output"]["transaction_id"], transaction, "{output}");
+    }
     for r in [&ra, &rb, &rc] {
         let announced = r.1.iter().any(|c| c["type"] == "tool-output-available");
         assert!(
@@ -377,4 +382,219 @@ async fn an_approval_of_an_instance_that_died_still_expires_once() {
     assert_eq!(seen, ["requested", "expired"], "{seen:?}");
     assert_eq!(kinds(&c, chat).await, seen);
     assert_eq!(paid(&url, chat).await, (0, 100_000));
+}
+
+/// A BIDI socket of the chat page's protocol on `app`.
+async fn live_socket(app: &Binary) -> common::stream::Socket {
+    let url = format!("{}/api/live", app.base.replace("http://", "ws://"));
+    tokio_tungstenite::connect_async(url)
+        .await
+        .expect("the socket opens")
+        .0
+}
+
+/// Waits until `app`'s audit log of `chat` has an event of `kind` (a commit is on disk).
+async fn audited(app: &Binary, chat: &str, kind: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !kinds(app, chat).await.iter().any(|k| k == kind) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {kind} event for {chat}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_bidi_socket_on_one_instance_sees_the_result_another_instance_produced() {
+    use futures::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let Some(url) = fresh_database("follow").await else {
+        return;
+    };
+    let (a, b) = tokio::join!(start(&url), start(&url));
+    let chat = "pg-follow";
+    let ask = "Send $25 to Ravi";
+    let mut socket = live_socket(&a).await;
+    let message = json!({"type": "message", "id": chat, "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": ask}]}
+    ]});
+    socket
+        .send(Message::Text(message.to_string().into()))
+        .await
+        .expect("sent");
+    let asked = common::stream::frames_until(&mut socket, "finish-step").await;
+    audited(&a, chat, "requested").await;
+
+    // The person approves on B (another tab, another device: any instance).
+    let (status, chunks, text) = b
+        .chat(answer(chat, ask, &common::stream::chunks_of(&asked), true))
+        .await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        chunks.iter().any(|c| c["type"] == "tool-output-available"),
+        "the payment ran on B: {text}"
+    );
+
+    // A's socket follows what B produced, to the end of the turn.
+    let rest =
+        common::stream::chunks_of(&common::stream::frames_until(&mut socket, "[DONE]").await);
+    let output = rest
+        .iter()
+        .find(|c| c["type"] == "tool-output-available")
+        .unwrap_or_else(|| panic!("the socket on A saw the payment's result: {rest:?}"));
+    assert_eq!(output["output"]["wallet_balance"], 975, "{output}");
+    assert!(rest.iter().any(|c| c["type"] == "finish"), "{rest:?}");
+    assert!(!rest.iter().any(|c| c["type"] == "error"), "{rest:?}");
+    assert_eq!(paid(&url, chat).await, (1, 97_500));
+}
+
+/// Starts `app` with the demo model writing a word every `delay_ms`.
+async fn start_slow(url: &str, delay_ms: u64) -> Binary {
+    Binary::start(&[
+        ("COUNTERSIGN_DB", url.to_owned()),
+        ("COUNTERSIGN_DEMO_DELAY_MS", delay_ms.to_string()),
+        ("COUNTERSIGN_WEATHER", "offline".to_owned()),
+    ])
+    .await
+}
+
+/// The text of a stream's `text-delta` chunks.
+fn text_of(chunks: &[Value]) -> String {
+    chunks
+        .iter()
+        .filter(|c| c["type"] == "text-delta")
+        .filter_map(|c| c["delta"].as_str())
+        .collect()
+}
+
+/// Reads `rx` until its stream ends; what came.
+async fn drain(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Value>) -> Vec<Value> {
+    let mut chunks = Vec::new();
+    while let Ok(Some(chunk)) = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await {
+        chunks.push(chunk);
+    }
+    chunks
+}
+
+/// `GET /api/chat/{chat}/stream` on `app`: the status and the chunks.
+async fn resume(app: &Binary, chat: &str) -> (u16, Vec<Value>) {
+    let response = reqwest::get(format!("{}/api/chat/{chat}/stream", app.base))
+        .await
+        .expect("resume sent");
+    let status = response.status().as_u16();
+    let text = tokio::time::timeout(Duration::from_secs(30), response.text())
+        .await
+        .expect("the resume ends")
+        .expect("a body");
+    let chunks = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect();
+    (status, chunks)
+}
+
+/// Starts a weather turn on `app` (slow words) and reads its stream until the tool's result,
+/// which is committed before it is sent; the rest of the stream is left in the receiver.
+async fn weather_turn_past_its_tool(
+    app: &Binary,
+    chat: &str,
+) -> (tokio::sync::mpsc::UnboundedReceiver<Value>, Vec<Value>) {
+    let mut rx = common::stream::chat_stream(
+        &app.base,
+        user(chat, "What is the weather in Paris and in Tokyo?"),
+    );
+    let mut seen = Vec::new();
+    loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+            .await
+            .expect("a chunk")
+            .expect("the stream goes on");
+        let done = chunk["type"] == "tool-output-available";
+        seen.push(chunk);
+        if done {
+            return (rx, seen);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_stream_resumed_on_another_instance_follows_the_turn_without_running_it_again() {
+    let Some(url) = fresh_database("resume").await else {
+        return;
+    };
+    let (a, b) = tokio::join!(start_slow(&url, 60), start_slow(&url, 60));
+    let chat = "pg-resume";
+    let (mut rx, mut on_a) = weather_turn_past_its_tool(&a, chat).await;
+    // The person's other tab reconnects through B while A is still writing.
+    let (status, on_b) = resume(&b, chat).await;
+    on_a.extend(drain(&mut rx).await);
+    assert_eq!(status, 200, "B follows the turn A runs");
+    // A's turn was not taken over (no "answered on another server first"), and B replayed the
+    // same answer A wrote.
+    assert!(!on_a.iter().any(|c| c["type"] == "error"), "{on_a:?}");
+    assert!(!on_b.iter().any(|c| c["type"] == "error"), "{on_b:?}");
+    assert!(on_b.iter().any(|c| c["type"] == "finish"), "{on_b:?}");
+    let text = text_of(&on_a);
+    assert!(text.contains("Paris"), "{text}");
+    assert_eq!(text_of(&on_b), text);
+}
+
+#[tokio::test]
+async fn a_stop_sent_to_another_instance_stops_the_turn_where_it_runs() {
+    let Some(url) = fresh_database("stop").await else {
+        return;
+    };
+    let (a, b) = tokio::join!(start_slow(&url, 200), start_slow(&url, 200));
+    let chat = "pg-stop";
+    let (mut rx, _) = weather_turn_past_its_tool(&a, chat).await;
+    let stopped: Value = reqwest::Client::new()
+        .post(format!("{}/api/chat/{chat}/stop", b.base))
+        .send()
+        .await
+        .expect("stop sent")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(stopped["stopped"], true, "{stopped}");
+    let rest = drain(&mut rx).await;
+    assert!(
+        rest.iter().any(|c| c["type"] == "abort"),
+        "A's turn was stopped: {rest:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_running_turn_of_an_instance_that_died_is_taken_over_by_another() {
+    let Some(url) = fresh_database("takeover").await else {
+        return;
+    };
+    let (a, b) = tokio::join!(start_slow(&url, 200), start_slow(&url, 0));
+    let chat = "pg-takeover";
+    let (_rx, _) = weather_turn_past_its_tool(&a, chat).await;
+    a.kill9();
+    // No request needed: B sees A's heartbeat stop and takes the turn over, once.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let snapshot: Value = reqwest::get(format!("{}/api/chats/{chat}", b.base))
+            .await
+            .expect("snapshot")
+            .json()
+            .await
+            .expect("JSON");
+        let done = !snapshot["streaming"].as_bool().unwrap_or(true)
+            && snapshot["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .is_some_and(|m| m["role"] == "assistant" && m.to_string().contains("Tokyo"));
+        if done {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the turn was not finished on B: {snapshot}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

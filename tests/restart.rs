@@ -12,6 +12,8 @@ use serde_json::{Value, json};
 
 mod common;
 
+use common::stream::frames_until;
+
 use common::binary::Binary as Process;
 
 /// The server on `db` with the demo model, approvals waiting `approval_secs`, commits `sync`.
@@ -232,36 +234,6 @@ async fn normal_sync_also_survives_kill_9() {
     assert_eq!(output["output"]["wallet_balance"], 950);
     drop(second);
     remove_db(&db);
-}
-
-/// Text frames of a BIDI socket until one whose chunk type is `stop` (inclusive).
-async fn frames_until(
-    socket: &mut tokio_tungstenite::WebSocketStream<
-        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
-    >,
-    stop: &str,
-) -> Vec<String> {
-    use futures::StreamExt;
-    let mut frames = Vec::new();
-    loop {
-        let message = tokio::time::timeout(Duration::from_secs(20), socket.next())
-            .await
-            .expect("a frame")
-            .expect("open")
-            .expect("readable");
-        let tokio_tungstenite::tungstenite::Message::Text(text) = message else {
-            continue;
-        };
-        let text = text.to_string();
-        let data = text.strip_prefix("data: ").unwrap_or(&text).trim_end();
-        let kind = serde_json::from_str::<Value>(data)
-            .map(|c| c["type"].as_str().unwrap_or("").to_string())
-            .unwrap_or_else(|_| data.to_string());
-        frames.push(text);
-        if kind == stop {
-            return frames;
-        }
-    }
 }
 
 #[tokio::test]

@@ -152,6 +152,12 @@ impl Inbox {
     }
 
     /// The version at `chat`'s last change (0: none since the server started).
+    /// Whether `chat` waits, or ever waited, for someone here (its commits change the index).
+    pub fn knows(&self, chat: &str) -> bool {
+        let index = lock(&self.waiting);
+        index.by_chat.contains_key(chat) || index.chat_versions.contains_key(chat)
+    }
+
     pub fn chat_version(&self, chat: &str) -> u64 {
         lock(&self.waiting)
             .chat_versions

@@ -22,6 +22,7 @@
 //! `lifecycle` how sessions come and go from memory (revive, park deadlines, release, evict).
 
 mod lifecycle;
+mod news;
 mod turns;
 
 use std::{
@@ -47,6 +48,9 @@ use super::{
 };
 use lifecycle::{Deadlines, ReleaseLater};
 use serde_json::{Value, json};
+
+/// `load_gates` is cleaned of gates nobody holds beyond this size.
+const LOAD_GATES_CLEANUP: usize = 1_024;
 
 /// When text reaches the client (ADR 0004).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -167,6 +171,8 @@ pub struct Runtime {
     held_logs: Mutex<HashMap<String, std::sync::Weak<TurnLog>>>,
     /// How many held logs were alive at the last clean-up of `held_logs`.
     held_logs_kept: AtomicUsize,
+    /// One load at a time per chat on a shared database ([`Runtime::load_gate`]).
+    load_gates: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Sessions that left memory so far (the server gives freed memory back after a wave).
     released: AtomicU64,
     /// Parked sessions that could not leave memory when their task parked them because a
@@ -203,6 +209,7 @@ impl Runtime {
             followers: Followers::default(),
             held_logs: Mutex::new(HashMap::new()),
             held_logs_kept: AtomicUsize::new(0),
+            load_gates: Mutex::new(HashMap::new()),
             released: AtomicU64::new(0),
             release_later: Arc::default(),
         })
@@ -305,15 +312,13 @@ impl Runtime {
     /// A turn the store kept unfinished (a restart) is resumed here; a turn that waited for the
     /// person comes back parked, with its log (ADR 0011).
     pub async fn session(self: &Arc<Self>, chat_id: &str) -> Result<Arc<Session>, StoreError> {
+        let _one_load = self.load_gate(chat_id).await;
         if let Some(session) = self.current_live_session(chat_id).await? {
             return Ok(session);
         }
         let stored = match self.store.load(chat_id).await? {
             Some(stored) => stored,
-            None => StoredSession {
-                record: SessionRecord::new(chat_id, self.clock.now_ms()),
-                paused_log: None,
-            },
+            None => StoredSession::new(SessionRecord::new(chat_id, self.clock.now_ms()), None),
         };
         Ok(self.make_live(stored))
     }
@@ -323,6 +328,7 @@ impl Runtime {
         self: &Arc<Self>,
         chat_id: &str,
     ) -> Result<Option<Arc<Session>>, StoreError> {
+        let _one_load = self.load_gate(chat_id).await;
         if let Some(session) = self.current_live_session(chat_id).await? {
             return Ok(Some(session));
         }
@@ -331,6 +337,24 @@ impl Runtime {
             .load(chat_id)
             .await?
             .map(|stored| self.make_live(stored)))
+    }
+
+    /// On a shared database, loads of one chat go one at a time, so a load that read an older
+    /// record never replaces the copy of one that read a newer (each reads after the previous
+    /// is live, and reads again when it is out of date). Alone on its database, an instance
+    /// needs no gate: its copy in memory is always the newest.
+    async fn load_gate(&self, chat_id: &str) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        if !self.store.shared() {
+            return None;
+        }
+        let gate = {
+            let mut gates = lock(&self.load_gates);
+            if gates.len() >= LOAD_GATES_CLEANUP {
+                gates.retain(|_, gate| Arc::strong_count(gate) > 1);
+            }
+            gates.entry(chat_id.to_owned()).or_default().clone()
+        };
+        Some(gate.lock_owned().await)
     }
 
     /// The session of `chat_id` in memory, unless another instance sharing the database has
@@ -344,10 +368,15 @@ impl Runtime {
         let Some(session) = self.live_session(chat_id) else {
             return Ok(None);
         };
-        if !self.store.shared() || session.has_task() || !self.store.stale(chat_id).await? {
+        if !self.store.shared() || session.has_task() {
             return Ok(Some(session));
         }
-        tracing::info!(session = %chat_id, "changed by another instance: reading it again");
+        // A turn running elsewhere is read again every time (its instance may have stopped:
+        // then this one takes it over).
+        if !session.runs_elsewhere() && !self.store.stale(chat_id).await? {
+            return Ok(Some(session));
+        }
+        tracing::debug!(session = %chat_id, "changed by another instance: reading it again");
         self.forget_live(&session);
         Ok(None)
     }
@@ -375,7 +404,12 @@ impl Runtime {
     /// Makes a loaded session live — unless another request made it live meanwhile: that one
     /// is kept.
     fn make_live(self: &Arc<Self>, stored: StoredSession) -> Arc<Session> {
-        let StoredSession { record, paused_log } = stored;
+        let StoredSession {
+            record,
+            paused_log,
+            elsewhere,
+            followed_log,
+        } = stored;
         let (session, fresh) = {
             let mut live = lock(&self.live);
             match live.get(&record.id) {
@@ -388,7 +422,7 @@ impl Runtime {
             }
         };
         if fresh {
-            self.revive(&session, paused_log);
+            self.revive(&session, paused_log, elsewhere, followed_log);
             self.inbox.sync(&session.state().record);
         }
         session

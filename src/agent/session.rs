@@ -240,6 +240,27 @@ impl TurnLog {
         lock(&self.entries).len()
     }
 
+    /// Catches this log up with `entries`, the same turn's log as stored later (by another
+    /// instance that goes on with the turn): appends what it lacks. False, changing nothing,
+    /// when `entries` is not this log's continuation (another turn's, or shorter).
+    pub fn catch_up_with(&self, entries: &[TurnEntry]) -> bool {
+        let mut current = lock(&self.entries);
+        if current.len() > entries.len()
+            || current.first() != entries.first()
+            || current.last() != entries.get(current.len().wrapping_sub(1))
+        {
+            return false;
+        }
+        if current.len() == entries.len() {
+            return true;
+        }
+        let have = current.len();
+        current.extend_from_slice(&entries[have..]);
+        drop(current);
+        self.grew.notify_waiters();
+        true
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -350,6 +371,9 @@ pub(crate) struct LiveTurn {
     /// How many entries of `log` the store has (committed with the record at the last pause):
     /// a parked turn whose whole log is stored can leave memory (ADR 0011).
     pub saved: usize,
+    /// The turn runs on another instance sharing the database (ADR 0025): this is a copy to
+    /// follow, as of its last commit there; nothing here drives it.
+    pub elsewhere: bool,
 }
 
 /// Where a parked turn stopped.
@@ -530,6 +554,11 @@ impl Session {
             .as_ref()
             .and_then(|t| t.task.as_ref())
             .is_some_and(|task| !task.is_finished())
+    }
+
+    /// Whether the current turn runs on another instance (this copy only follows it).
+    pub fn runs_elsewhere(&self) -> bool {
+        self.state().live.as_ref().is_some_and(|t| t.elsewhere)
     }
 
     /// Whether the current turn waits for the person with no task driving it (ADR 0010).
@@ -716,6 +745,36 @@ pub fn decision_summary(decision: &ApprovalDecision) -> (bool, Option<&Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_log_catches_up_with_its_continuation_stored_elsewhere_and_nothing_else() {
+        let start = TurnEntry::Chunk(Chunk::start("m"));
+        let log = Arc::new(TurnLog::restored(vec![start.clone(), TurnEntry::Pause]));
+        let mut reader = log.subscribe(2);
+        let later = vec![
+            start.clone(),
+            TurnEntry::Pause,
+            TurnEntry::Chunk(Chunk::finish_step()),
+            TurnEntry::End,
+        ];
+        assert!(log.catch_up_with(&later));
+        assert_eq!(
+            reader.next().await,
+            Some(TurnEntry::Chunk(Chunk::finish_step()))
+        );
+        assert_eq!(reader.next().await, Some(TurnEntry::End));
+        assert!(log.catch_up_with(&later), "already there");
+        // Another turn's log, a shorter one, or one that went another way: left alone.
+        let other = TurnLog::restored(vec![start.clone(), TurnEntry::Pause]);
+        assert!(!other.catch_up_with(&[TurnEntry::Chunk(Chunk::start("n")), TurnEntry::Pause]));
+        assert!(!other.catch_up_with(std::slice::from_ref(&start)));
+        assert!(!other.catch_up_with(&[
+            start,
+            TurnEntry::Chunk(Chunk::finish_step()),
+            TurnEntry::End
+        ]));
+        assert_eq!(other.len(), 2);
+    }
 
     #[tokio::test]
     async fn a_log_reader_sees_every_entry_once_then_ends() {

@@ -396,6 +396,28 @@ impl People {
         self.mode
     }
 
+    /// Reads people and passkeys from the store again (another instance sharing the database
+    /// changed them). A store that cannot be read keeps the directory as it was, and says so.
+    pub async fn reload(&self) {
+        if self.mode != SignInMode::Passkeys {
+            return;
+        }
+        let read = async {
+            Ok::<_, StoreError>((self.store.people().await?, self.store.passkeys().await?))
+        };
+        match read.await {
+            Ok((people, keys)) => {
+                *write(&self.directory) = Directory {
+                    people: people.into_iter().map(|p| (p.id.clone(), p)).collect(),
+                    passkeys: keys.into_iter().map(|k| (k.id.clone(), k)).collect(),
+                };
+            }
+            Err(e) => {
+                tracing::warn!(error = %e.report(), "cannot read people again; keeping the directory as it was");
+            }
+        }
+    }
+
     /// The WebAuthn ceremonies, when people sign in with passkeys.
     pub fn passkeys(&self) -> Result<&Passkeys, PeopleError> {
         self.passkeys.as_ref().ok_or(PeopleError::Off)

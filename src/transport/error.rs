@@ -171,7 +171,8 @@ impl From<InputError> for ApiError {
             | InputError::NotApprovedYet { .. }
             | InputError::CallWasDenied { .. }
             | InputError::ResultAlreadyReceived { .. }
-            | InputError::AnsweredElsewhere => StatusCode::CONFLICT,
+            | InputError::AnsweredElsewhere
+            | InputError::RunningElsewhere => StatusCode::CONFLICT,
             InputError::NotRecorded { .. } => StatusCode::SERVICE_UNAVAILABLE,
         };
         ApiError::new(status, e.code(), e.to_string())

@@ -62,3 +62,42 @@ pub async fn reply(base: &str, chat: &str, question: &str, reply: Value) -> (u16
     let status = response.status().as_u16();
     (status, response.json().await.unwrap_or(Value::Null))
 }
+
+/// A client's WebSocket to a test server.
+pub type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Text frames of a BIDI socket until one whose chunk type is `stop` (inclusive; `[DONE]` is
+/// its own type).
+pub async fn frames_until(socket: &mut Socket, stop: &str) -> Vec<String> {
+    use futures::StreamExt;
+    let mut frames = Vec::new();
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(20), socket.next())
+            .await
+            .expect("a frame")
+            .expect("open")
+            .expect("readable");
+        let tokio_tungstenite::tungstenite::Message::Text(text) = message else {
+            continue;
+        };
+        let text = text.to_string();
+        let data = text.strip_prefix("data: ").unwrap_or(&text).trim_end();
+        let kind = serde_json::from_str::<Value>(data)
+            .map(|c| c["type"].as_str().unwrap_or("").to_string())
+            .unwrap_or_else(|_| data.to_string());
+        frames.push(text);
+        if kind == stop {
+            return frames;
+        }
+    }
+}
+
+/// The chunks among BIDI `frames` (`data: {json}`).
+pub fn chunks_of(frames: &[String]) -> Vec<Value> {
+    frames
+        .iter()
+        .filter_map(|f| f.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str(d.trim_end()).ok())
+        .collect()
+}

@@ -327,6 +327,12 @@ pub enum InputError {
         "this chat was answered on another server first, so nothing was done here; reload it to see where it is"
     )]
     AnsweredElsewhere,
+    /// The chat's turn is running on another instance sharing the database and did not come to
+    /// wait for the person within a few seconds: nothing was done (ADR 0025).
+    #[error(
+        "this chat's turn is running on another server right now, so nothing was done; answer again in a moment"
+    )]
+    RunningElsewhere,
 }
 
 impl InputError {
@@ -356,6 +362,7 @@ impl InputError {
             InputError::StepUpMismatch { .. } => "step_up_mismatch",
             InputError::StepUpRefused { .. } => "step_up_refused",
             InputError::AnsweredElsewhere => "answered_elsewhere",
+            InputError::RunningElsewhere => "running_elsewhere",
         }
     }
 }
@@ -438,6 +445,7 @@ mod tests {
                 message: "m".into(),
             },
             InputError::AnsweredElsewhere,
+            InputError::RunningElsewhere,
         ];
         let mut codes: Vec<_> = errors.iter().map(InputError::code).collect();
         codes.sort();

@@ -55,6 +55,24 @@ impl Book {
         self.grants.push(grant);
     }
 
+    /// Takes in `stored` grants written by another instance: see `Policy::reload_grants`.
+    pub fn merge(&mut self, stored: Vec<Grant>) {
+        for grant in stored {
+            match self.grants.iter_mut().find(|g| g.id == grant.id) {
+                None => self.grants.push(grant),
+                Some(known) => {
+                    if known.revoked_at_ms.is_none() {
+                        known.revoked_at_ms = grant.revoked_at_ms;
+                    }
+                    if grant.used_cents > known.used_cents || grant.uses > known.uses {
+                        known.used_cents = known.used_cents.max(grant.used_cents);
+                        known.uses = known.uses.max(grant.uses);
+                    }
+                }
+            }
+        }
+    }
+
     pub fn forget(&mut self, id: &str) {
         self.grants.retain(|g| g.id != id);
         self.changed.remove(id);
@@ -296,5 +314,63 @@ mod tests {
         ));
         assert!(!same_args(&json!([1, 2]), &json!([2, 1])));
         assert!(!same_args(&json!("5"), &json!(5)));
+    }
+
+    fn stored(id: &str, used_cents: i64, uses: u64, revoked_at_ms: Option<i64>) -> Grant {
+        Grant {
+            id: id.into(),
+            scope: GrantScope::Budget,
+            tool: "process_payment".into(),
+            chat: None,
+            args: None,
+            max_cents: Some(10_000),
+            used_cents,
+            uses,
+            created_at_ms: 1,
+            expires_at_ms: 1_000_000,
+            revoked_at_ms,
+            approval_id: "a".into(),
+            granted_in: "c".into(),
+            person: None,
+            label: "Payment up to 100.00 USD".into(),
+        }
+    }
+
+    #[test]
+    fn grants_another_instance_wrote_are_taken_in_without_losing_use_or_revocation() {
+        let mut book = Book::default();
+        book.add(stored("g1", 3_000, 2, None));
+        book.add(stored("g2", 0, 0, Some(50)));
+        book.merge(vec![
+            // Used more elsewhere: the larger count holds.
+            stored("g1", 5_000, 3, Some(60)),
+            // A revocation here is not undone by an older copy.
+            stored("g2", 100, 1, None),
+            // New elsewhere.
+            stored("g3", 0, 0, None),
+        ]);
+        let by_id = |book: &Book, id: &str| book.grants().into_iter().find(|g| g.id == id).unwrap();
+        assert_eq!(
+            (
+                by_id(&book, "g1").used_cents,
+                by_id(&book, "g1").uses,
+                by_id(&book, "g1").revoked_at_ms
+            ),
+            (5_000, 3, Some(60))
+        );
+        assert_eq!(
+            (
+                by_id(&book, "g2").used_cents,
+                by_id(&book, "g2").revoked_at_ms
+            ),
+            (100, Some(50))
+        );
+        assert_eq!(book.grants().len(), 3);
+        // Less use elsewhere (an older write) takes nothing back.
+        book.merge(vec![stored("g1", 1_000, 1, None)]);
+        assert_eq!(
+            (by_id(&book, "g1").used_cents, by_id(&book, "g1").uses),
+            (5_000, 3)
+        );
     }
 }

@@ -507,6 +507,21 @@ impl Policy {
         lock(&self.book).grants()
     }
 
+    /// Takes in the grants the store has (another instance sharing the database made, used or
+    /// revoked some): new grants are added, a revocation holds, and a grant's use is the larger
+    /// of the two counts (use only grows). A store that cannot be read changes nothing.
+    pub async fn reload_grants(&self) {
+        let Some(store) = self.store.get() else {
+            return;
+        };
+        match store.grants().await {
+            Ok(stored) => lock(&self.book).merge(stored),
+            Err(e) => {
+                tracing::warn!(error = %e.report(), "cannot read the grants again");
+            }
+        }
+    }
+
     /// Adds a grant (the person approved and asked to remember).
     pub fn add_grant(&self, grant: Grant) {
         lock(&self.book).add(grant);

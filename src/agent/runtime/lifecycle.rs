@@ -41,6 +41,11 @@ const HELD_LOGS_CLEANUP: usize = 64;
 /// fires first when that instance is alive).
 pub const OVERDUE_GRACE_MS: Millis = 2_000;
 
+/// What a reader following a turn another instance ran is told when that instance stopped and
+/// this one takes the turn over.
+pub const TAKEN_OVER: &str = "The server that was running this turn stopped; another server \
+    goes on with it from its last saved step. Reload the chat to follow it.";
+
 /// How long a parked session that something still held waits before it is tried again.
 const RELEASE_RETRY: Duration = Duration::from_millis(200);
 
@@ -133,14 +138,39 @@ impl Runtime {
     /// A turn that waited for the person and whose log the store kept (`paused_log`) comes back
     /// parked, its log exactly as clients saw it (ADR 0011); it gets a task at once only if it
     /// has something to do (an answer applied before a restart, a deadline that passed).
+    ///
+    /// On a database several instances share (ADR 0025), a turn another live instance runs
+    /// (`elsewhere`) is not resumed: the session gets a copy of its log as of its last commit
+    /// there (`followed_log`) for readers here to follow; so does a turn that is over.
     pub(super) fn revive(
         self: &Arc<Self>,
         session: &Arc<Session>,
         paused_log: Option<Vec<TurnEntry>>,
+        elsewhere: bool,
+        followed_log: Option<Vec<TurnEntry>>,
     ) {
         let mut state = session.state();
         let SessionState { record, live, .. } = &mut *state;
         if live.is_some() {
+            return;
+        }
+        let over = record.turn.as_ref().is_some_and(|t| t.status.is_over());
+        if elsewhere || (over && followed_log.is_some()) {
+            let mut entries = followed_log.unwrap_or_default();
+            if over {
+                // The end is logged after the last commit.
+                entries.push(TurnEntry::End);
+            }
+            let log = self.adopt_log(&session.id, entries);
+            *live = Some(LiveTurn {
+                saved: log.len(),
+                log,
+                cancel: CancellationToken::new(),
+                interrupt_reason: Arc::new(Mutex::new(None)),
+                task: None,
+                parked: None,
+                elsewhere,
+            });
             return;
         }
         if let Some(turn) = record.turn.as_mut().filter(|t| !t.status.is_over()) {
@@ -191,20 +221,17 @@ impl Runtime {
                     .calls
                     .iter()
                     .any(|c| matches!(c.phase, CallPhase::Ready { .. }));
-            // The very log a reader may still hold, or the stored one.
-            let held = lock(&self.held_logs)
-                .remove(&session.id)
-                .and_then(|log| log.upgrade())
-                .filter(|log| log.len() == entries.len());
+            let saved = entries.len();
             let turn_state = live.insert(LiveTurn {
-                saved: entries.len(),
-                log: held.unwrap_or_else(|| Arc::new(TurnLog::restored(entries))),
+                saved,
+                log: self.adopt_log(&session.id, entries),
                 cancel: CancellationToken::new(),
                 interrupt_reason: Arc::new(Mutex::new(None)),
                 task: None,
                 parked: Some(Parked {
                     inputs: turn.inputs,
                 }),
+                elsewhere: false,
             });
             if due {
                 self.unpark_locked(session, record, turn_state);
@@ -236,6 +263,18 @@ impl Runtime {
             )
         };
         tracing::info!(session = %session.id, turn = %turn_id, "resuming a turn after a restart");
+        // Readers here that followed the turn while another instance ran it (ADR 0025) hold a
+        // log the resumed turn does not continue (it starts its step again): they are told.
+        if let Some(followed) = lock(&self.held_logs)
+            .remove(&session.id)
+            .and_then(|log| log.upgrade())
+            .filter(|log| !log.is_ended())
+        {
+            followed.push(TurnEntry::Chunk(crate::protocol::Chunk::error(
+                TAKEN_OVER.to_owned(),
+            )));
+            followed.push(TurnEntry::End);
+        }
         let reducer = match existing {
             Some(message) => MessageReducer::continuing(message),
             None => MessageReducer::new(message_id.clone()),
@@ -243,6 +282,19 @@ impl Runtime {
         self.spawn_driver(
             session, live, turn_id, message_id, reducer, timing, transport, None,
         );
+    }
+
+    /// The log for a turn coming back from the store with `entries`: the very log a reader may
+    /// still hold, caught up with the stored one (output another instance produced meanwhile,
+    /// ADR 0025), or a new one.
+    fn adopt_log(&self, chat: &str, entries: Vec<TurnEntry>) -> Arc<TurnLog> {
+        let held = lock(&self.held_logs)
+            .remove(chat)
+            .and_then(|log| log.upgrade());
+        match held {
+            Some(log) if log.catch_up_with(&entries) => log,
+            _ => Arc::new(TurnLog::restored(entries)),
+        }
     }
 
     /// Resumes every turn the store says was not over (at start-up). Returns how many.
@@ -256,10 +308,11 @@ impl Runtime {
         Ok(ids.len())
     }
 
-    /// On a database other instances share: takes up turns waiting for the person whose
-    /// deadline passed [`OVERDUE_GRACE_MS`] ago — their instance may have died — every `every`, so an approval still expires (ADR 0025). Loading
-    /// one revives it, and a deadline that passed wakes it at once. Several instances may take
-    /// the same one: one commit wins, the others' turns stop.
+    /// On a database other instances share, every `every` (ADR 0025): takes up turns waiting
+    /// for the person whose deadline passed [`OVERDUE_GRACE_MS`] ago — their instance may have
+    /// died — so an approval still expires (loading one revives it, and a deadline that passed
+    /// wakes it at once; several instances may take the same one: one commit wins), and takes
+    /// over running turns whose instance stopped answering (one instance claims each).
     pub fn spawn_overdue_sweeper(self: &Arc<Self>, every: Duration) {
         if !self.store.shared() {
             return;
@@ -281,10 +334,18 @@ impl Runtime {
                         continue;
                     }
                 };
-                for id in ids {
+                // Running turns whose instance stopped answering: loading one takes it over.
+                let orphaned = match runtime.store.orphaned().await {
+                    Ok(ids) => ids,
+                    Err(e) => {
+                        tracing::warn!(error = %e.report(), "cannot look for turns whose instance stopped");
+                        Vec::new()
+                    }
+                };
+                for id in ids.into_iter().chain(orphaned) {
                     // A copy this instance holds and that is current has its own timer; an
                     // out-of-date one is read again (see `Runtime::session`).
-                    tracing::debug!(session = %id, "a turn whose deadline passed");
+                    tracing::debug!(session = %id, "a turn whose deadline passed or whose instance stopped");
                     match runtime.session(&id).await {
                         Ok(session) => drop(session),
                         Err(e) => {
@@ -311,8 +372,9 @@ impl Runtime {
             if Arc::strong_count(session) != 1 {
                 return true;
             }
-            // A parked turn whose log is stored comes back exactly: no need to wait a sweep.
-            if session.parked_and_stored() {
+            // A parked turn whose log is stored comes back exactly, and a copy of a turn
+            // running elsewhere is read again anyway: no need to wait a sweep.
+            if session.parked_and_stored() || session.runs_elsewhere() {
                 self.let_go(session);
                 return false;
             }

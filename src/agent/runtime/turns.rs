@@ -16,11 +16,17 @@ use crate::agent::{
         LiveTurn, Receipt, Session, SessionRecord, SessionState, TurnLog, TurnRecord, TurnStatus,
         lock,
     },
-    store::Actor,
+    store::{Actor, StoreNews},
     turn::SUPERSEDED_BY_MESSAGE,
     turn::{DriveFrom, QuestionParts, TurnDriver, answer_events},
 };
 use crate::protocol::{MessageReducer, UiMessage, UiPart, message::FilePart};
+
+/// How long an answer waits for a turn running on another instance to come to wait for it.
+const ELSEWHERE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How often such an answer looks again.
+const ELSEWHERE_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The call `call_id` of `record`'s history, for "ask again": only a call nobody decided (its
 /// approval expired, or the person set it aside) of a tool still offered; else why not.
@@ -271,6 +277,7 @@ impl Runtime {
             task: None,
             parked: None,
             saved: 0,
+            elsewhere: false,
         };
         let mut driver = self.driver(
             session,
@@ -397,7 +404,7 @@ impl Runtime {
         inputs: &[PersonInput],
         actor: &Actor,
     ) -> Result<Receipt, InputError> {
-        let session = match self.existing_session(chat_id).await {
+        let session = match self.session_to_answer(chat_id).await {
             Ok(Some(session)) => session,
             Ok(None) | Err(_) => {
                 return Err(self
@@ -405,6 +412,9 @@ impl Runtime {
                     .await);
             }
         };
+        if session.runs_elsewhere() {
+            return Err(InputError::RunningElsewhere);
+        }
         let now = self.clock.now_ms();
         let owner = session.state().record.owner().to_owned();
         let requester = self.requester(&owner);
@@ -705,7 +715,31 @@ impl Runtime {
         }
     }
 
-    /// Interrupts `chat_id`'s turn. False when nothing was running or waiting.
+    /// `chat_id`'s session, to apply the person's input to. A turn running on another instance
+    /// sharing the database cannot take input here; it usually comes to wait for the person in
+    /// a moment (its input is for a call it waits for while it runs others), so this waits up
+    /// to [`ELSEWHERE_PATIENCE`] for that, then returns the copy that still runs elsewhere.
+    async fn session_to_answer(
+        self: &Arc<Self>,
+        chat_id: &str,
+    ) -> Result<Option<Arc<Session>>, crate::agent::store::StoreError> {
+        let started = tokio::time::Instant::now();
+        loop {
+            let session = self.existing_session(chat_id).await?;
+            match session {
+                Some(session)
+                    if session.runs_elsewhere() && started.elapsed() < ELSEWHERE_PATIENCE =>
+                {
+                    drop(session);
+                    tokio::time::sleep(ELSEWHERE_POLL).await;
+                }
+                other => return Ok(other),
+            }
+        }
+    }
+
+    /// Interrupts `chat_id`'s turn. False when nothing was running or waiting. A turn running
+    /// on another instance sharing the database is asked to stop there (true: asked).
     pub async fn interrupt(self: &Arc<Self>, chat_id: &str, reason: &str) -> bool {
         // A turn waiting for the person may be parked in the store only (ADR 0011).
         let session = match self.existing_session(chat_id).await {
@@ -716,6 +750,16 @@ impl Runtime {
                 return false;
             }
         };
+        if session.runs_elsewhere() {
+            let chat = chat_id.to_owned();
+            return match self.store.announce(StoreNews::Stop { chat }).await {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::error!(session = %chat_id, error = %e.report(), "cannot ask the instance running the turn to stop it");
+                    false
+                }
+            };
+        }
         let interrupted = session.interrupt(reason);
         if interrupted {
             // A parked turn needs a task to end itself.

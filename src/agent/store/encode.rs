@@ -203,6 +203,20 @@ pub(crate) fn decode_paused_log(
     Ok(log_of_turn(record, turn_id, entries))
 }
 
+/// The stored log `entries` of turn `turn_id`, if it is the log of `record`'s turn (whatever its
+/// status: another instance follows a running or finished turn with it).
+pub(crate) fn decode_turn_log(
+    record: &SessionRecord,
+    turn_id: &str,
+    entries: &str,
+) -> Result<Option<Vec<TurnEntry>>, StoreError> {
+    if record.turn.as_ref().is_none_or(|t| t.id != turn_id) {
+        return Ok(None);
+    }
+    let entries = serde_json::from_str(entries).map_err(unreadable(&record.id, "turn log"))?;
+    Ok(Some(entries))
+}
+
 /// A person's or an invite's roles as stored (a JSON array).
 pub(crate) fn roles_json(roles: &BTreeSet<String>) -> Result<String, StoreError> {
     serde_json::to_string(roles).map_err(|e| StoreError::caused_by("cannot encode roles", e))

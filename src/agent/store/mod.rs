@@ -118,6 +118,45 @@ pub struct StoredSession {
     /// When the record's turn waits for the person: the output that turn emitted until it
     /// paused, so it can leave memory and come back exactly as it was (ADR 0011).
     pub paused_log: Option<Vec<TurnEntry>>,
+    /// On a shared database: the record's turn is running on another instance that is alive
+    /// (ADR 0025). This instance must not resume it: it follows it ([`StoredSession::followed_log`]).
+    pub elsewhere: bool,
+    /// On a shared database: what the record's turn emitted up to its last commit, when it runs
+    /// on another instance or is over — so a reader here (a socket, an SSE resume) follows
+    /// output produced elsewhere, by position.
+    pub followed_log: Option<Vec<TurnEntry>>,
+}
+
+impl StoredSession {
+    /// A session as an instance that is alone on its database stores it.
+    pub fn new(record: SessionRecord, paused_log: Option<Vec<TurnEntry>>) -> Self {
+        StoredSession {
+            record,
+            paused_log,
+            elsewhere: false,
+            followed_log: None,
+        }
+    }
+}
+
+/// What another instance sharing the database tells this one (Postgres' `LISTEN`/`NOTIFY`):
+/// wake-ups only. The database stays the truth: whoever gets news reads it again, and news lost
+/// (the listening connection dropped) is [`StoreNews::Missed`], after which everything a reader
+/// here follows is read again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreNews {
+    /// Another instance committed `chat`; `waits`: its turn waits for people's decisions now.
+    Chat { chat: String, waits: bool },
+    /// Someone asked another instance to stop `chat`'s turn (which may run here).
+    Stop { chat: String },
+    /// People, passkeys or invites changed.
+    People,
+    /// Grants changed (made, used, revoked).
+    Grants,
+    /// A sign-in session ended.
+    SignIns,
+    /// News may have been lost: read again whatever is followed here.
+    Missed,
 }
 
 /// A sign-in session of the edge (`transport::edge::auth`): its cookie is signed; the store
@@ -152,7 +191,8 @@ pub trait SessionStore: Send + Sync + 'static {
     async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError>;
 
     /// [`SessionStore::commit`], with `log`: everything the record's turn emitted, which now
-    /// waits for the person.
+    /// waits for the person — or, on a shared database, everything it emitted so far (every
+    /// commit carries it there, so other instances can follow the turn).
     async fn commit_paused(
         &self,
         record: &SessionRecord,
@@ -206,6 +246,25 @@ pub trait SessionStore: Send + Sync + 'static {
     async fn overdue(&self, before: Millis) -> Result<Vec<String>, StoreError> {
         let _ = before;
         Ok(Vec::new())
+    }
+
+    /// On a shared database: sessions whose turn is running on an instance that stopped
+    /// answering (no heartbeat for [`postgres::LEASE_MS`]) — turns to take over. None elsewhere.
+    async fn orphaned(&self) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// News from the other instances sharing the database, if it is shared.
+    fn news(&self) -> Option<tokio::sync::broadcast::Receiver<StoreNews>> {
+        None
+    }
+
+    /// Tells the other instances sharing the database that `news` happened here (people,
+    /// grants, sign-ins changed; a stop asked for a turn that may run on one of them). Nothing
+    /// to do for a database only this instance writes. (Commits announce themselves.)
+    async fn announce(&self, news: StoreNews) -> Result<(), StoreError> {
+        let _ = news;
+        Ok(())
     }
 }
 
@@ -333,7 +392,7 @@ impl SessionStore for MemoryStore {
             .get(id)
             .cloned()
             .and_then(|(turn, entries)| log_of_turn(&record, &turn, entries));
-        Ok(Some(StoredSession { record, paused_log }))
+        Ok(Some(StoredSession::new(record, paused_log)))
     }
 
     async fn commit_paused(

@@ -450,7 +450,7 @@ impl SessionStore for SqliteStore {
                 Some((turn_id, entries)) => decode_paused_log(&record, &turn_id, &entries)?,
                 None => None,
             };
-            Ok(Some(StoredSession { record, paused_log }))
+            Ok(Some(StoredSession::new(record, paused_log)))
         })
         .await
     }

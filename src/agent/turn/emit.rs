@@ -123,13 +123,29 @@ impl TurnDriver {
 
     /// Ends the turn with an `error` chunk.
     /// Ends a turn another instance overtook (ADR 0025): nothing it did since its last commit
-    /// is on disk and nothing more runs here; the client is told, and this copy of the chat
-    /// leaves memory, so the next request reads the database's.
-    pub(super) fn end_overtaken(&mut self) {
-        self.emit(Chunk::error(OVERTAKEN.to_owned()));
+    /// is on disk and nothing more runs here. This copy of the chat leaves memory and the
+    /// database's is read: when the winner's log goes on from everything this one logged (two
+    /// instances expired the same approval: neither logged anything past the pause before its
+    /// commit), readers of this log simply follow the winner's output; otherwise they are told
+    /// another server answered first and their turn ends here.
+    pub(super) async fn end_overtaken(&mut self) {
         self.record_done();
-        self.push(TurnEntry::End);
         self.rt.forget_live(&self.session);
+        let followed = match self.rt.existing_session(&self.session.id).await {
+            Ok(Some(session)) => session
+                .current_log()
+                .is_some_and(|log| Arc::ptr_eq(&log, &self.log)),
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(session = %self.session.id, error = %e.report(), "cannot read a chat another instance answered");
+                false
+            }
+        };
+        if !followed {
+            self.emit(Chunk::error(OVERTAKEN.to_owned()));
+            self.push(TurnEntry::End);
+        }
+        self.rt.followers.notify(&self.session.id);
     }
 
     pub(super) async fn fail(&mut self, message: String) {
@@ -287,7 +303,18 @@ impl TurnDriver {
         let mut audit = std::mem::take(&mut self.session.state().unsaved_audit);
         audit.append(&mut self.audit);
         let snapshot = self.session.snapshot();
-        let result = match paused_log {
+        // On a shared database every commit carries the log so far: other instances follow
+        // the turn from it (ADR 0025).
+        let so_far;
+        let log = match paused_log {
+            Some(log) => Some(log),
+            None if self.rt.store.shared() => {
+                so_far = self.log.entries_from(0);
+                Some(so_far.as_slice())
+            }
+            None => None,
+        };
+        let result = match log {
             Some(log) => self.rt.store.commit_paused(&snapshot, &audit, log).await,
             None => self.rt.store.commit(&snapshot, &audit).await,
         };

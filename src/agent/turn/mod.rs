@@ -151,7 +151,7 @@ impl TurnDriver {
                 }
                 Flow::Parked => return true,
                 Flow::Overtaken => {
-                    self.end_overtaken();
+                    self.end_overtaken().await;
                     return false;
                 }
             }

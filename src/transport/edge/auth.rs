@@ -170,6 +170,16 @@ impl SignIns {
         })
     }
 
+    /// Reads the ended sessions from the store again (another instance sharing the database
+    /// ended one): they are added to the ones known here.
+    pub async fn reload_ended(&self, now: Millis) -> Result<(), StoreError> {
+        let stored = self.store.ended_signins(now).await?;
+        let mut ended = lock(&self.ended);
+        ended.retain(|_, expires| *expires > now);
+        ended.extend(stored);
+        Ok(())
+    }
+
     fn mac(
         &self,
         id: &str,

@@ -16,20 +16,22 @@ pub(super) async fn write_one(
     tx: &Transaction<'_>,
     w: &Write,
     expected: i64,
+    running_on: Option<&str>,
 ) -> Result<i64, StoreError> {
     let context = "cannot write the session";
     let stmt = tx
         .prepare_cached(
             "INSERT INTO sessions (id, created_at_ms, updated_at_ms, turn_status, history,
                                    messages, wallet, turn, resolved_approvals, tool_state, owner,
-                                   version)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 1)
+                                   running_on, version)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13, 1)
              ON CONFLICT (id) DO UPDATE SET
                  updated_at_ms = EXCLUDED.updated_at_ms, turn_status = EXCLUDED.turn_status,
                  history = EXCLUDED.history, messages = EXCLUDED.messages,
                  wallet = EXCLUDED.wallet, turn = EXCLUDED.turn,
                  resolved_approvals = EXCLUDED.resolved_approvals,
-                 tool_state = EXCLUDED.tool_state, version = sessions.version + 1
+                 tool_state = EXCLUDED.tool_state, running_on = EXCLUDED.running_on,
+                 version = sessions.version + 1
              WHERE sessions.version = $12
              RETURNING version",
         )
@@ -51,6 +53,7 @@ pub(super) async fn write_one(
                 &w.tool_state,
                 &w.owner,
                 &expected,
+                &running_on,
             ],
         )
         .await
@@ -63,7 +66,8 @@ pub(super) async fn write_one(
     };
     let version: i64 = row.try_get(0).map_err(super::err(context))?;
 
-    // The paused turn's log: written when the turn pauses, gone when the turn is over.
+    // The turn's log: written when the turn pauses, and with every commit of an instance that
+    // others may follow (a running or finished turn's too); gone when a turn ends without one.
     if let Some((turn_id, entries)) = &w.log {
         execute_in(
             tx,

@@ -24,13 +24,16 @@ use deadpool_postgres::{
 use tokio_postgres::{NoTls, Row, config::Host, types::ToSql};
 
 use super::{
-    AuditEvent, AuditQuery, AuditRecord, SessionStore, StoreError, StoredSession,
-    encode::{RecordColumns, Write, decode_paused_log, decode_record},
+    AuditEvent, AuditQuery, AuditRecord, SessionStore, StoreError, StoreNews, StoredSession,
+    encode::{RecordColumns, Write, decode_paused_log, decode_record, decode_turn_log},
 };
-use crate::agent::session::{SessionRecord, TurnEntry};
+use crate::agent::session::{SessionRecord, TurnEntry, TurnStatus};
 use commit::write_one;
+pub use instances::LEASE_MS;
+use instances::alive;
 
 mod commit;
+mod instances;
 mod people;
 mod state;
 #[cfg(test)]
@@ -46,6 +49,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         2,
         include_str!("../../../../migrations/postgres/0002_session_versions.sql"),
     ),
+    (
+        3,
+        include_str!("../../../../migrations/postgres/0003_turn_owners.sql"),
+    ),
 ];
 
 /// The advisory lock instances take while they migrate ("CSGN", then 1 for the schema).
@@ -55,6 +62,9 @@ const MIGRATION_LOCK: i64 = 0x4353_474e_0000_0001;
 /// commits beyond this waits for a connection rather than opening more (Postgres' own limit is
 /// shared by every instance).
 const POOL_SIZE: usize = 16;
+
+/// News kept for a runtime that is slow to read it; beyond, it is told it missed some.
+const NEWS_BACKLOG: usize = 4_096;
 
 /// How long connecting may take when the URL does not say (`connect_timeout`): a database that
 /// drops packets fails start-up, and a commit, instead of hanging.
@@ -69,6 +79,12 @@ pub struct PostgresStore {
     target: Arc<str>,
     /// The version of each session this instance last read or wrote.
     versions: Arc<Versions>,
+    /// This instance's id (made at start-up): the owner of the turns it runs.
+    instance: Arc<str>,
+    /// What the other instances say ([`instances`]).
+    news: tokio::sync::broadcast::Sender<StoreNews>,
+    /// Stops the heartbeat and the listener when the last clone of the store goes.
+    _background: Arc<tokio_util::sync::DropGuard>,
 }
 
 /// Sessions' row versions as this instance knows them, and one commit at a time per session
@@ -92,12 +108,15 @@ impl Versions {
         crate::agent::lock(&self.known).get(id).copied()
     }
 
+    /// Remembers that `id`'s row is at `version` at least (a row's version only grows: a read
+    /// that finishes after a newer one must not take it back).
     fn set(&self, id: &str, version: i64) {
         let mut known = crate::agent::lock(&self.known);
         if known.len() >= VERSIONS_KEPT && !known.contains_key(id) {
             known.clear();
         }
-        known.insert(id.to_owned(), version);
+        let kept = known.entry(id.to_owned()).or_insert(version);
+        *kept = (*kept).max(version);
     }
 
     /// The gate of `id`'s commits.
@@ -175,6 +194,7 @@ impl PostgresStore {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
+        let listen_config = config.clone();
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -189,12 +209,67 @@ impl PostgresStore {
         let mut client = pool.get().await.map_err(|e| cannot_reach(&target, e))?;
         migrate(&mut client).await?;
         drop(client);
-        tracing::info!(database = %target, "Postgres store ready");
+        let instance: Arc<str> = Arc::from(uuid::Uuid::new_v4().simple().to_string());
+        instances::register(&pool, &instance).await?;
+        let stop = tokio_util::sync::CancellationToken::new();
+        let (news, _) = tokio::sync::broadcast::channel(NEWS_BACKLOG);
+        instances::spawn_heartbeat(pool.clone(), instance.clone(), stop.clone());
+        let (ready, listening) = tokio::sync::oneshot::channel();
+        instances::spawn_listener(
+            listen_config,
+            instance.clone(),
+            news.clone(),
+            stop.clone(),
+            ready,
+        );
+        // News sent from now on reaches this instance (a listener that cannot start keeps
+        // trying: the store works without news, only later).
+        if tokio::time::timeout(CONNECT_TIMEOUT, listening)
+            .await
+            .is_err()
+        {
+            tracing::warn!(database = %target, "not listening to the other instances yet");
+        }
+        tracing::info!(database = %target, %instance, "Postgres store ready");
         Ok(PostgresStore {
             pool,
             target: target.into(),
             versions: Arc::default(),
+            instance,
+            news,
+            _background: Arc::new(stop.drop_guard()),
         })
+    }
+
+    /// Tells the other instances `news` about a write that succeeded; a notification that
+    /// cannot be sent is logged (the write stands; they see it when they read it again).
+    async fn tell(&self, news: StoreNews) {
+        if let Err(e) = SessionStore::announce(self, news).await {
+            tracing::warn!(error = %e.report(), "cannot notify the other instances");
+        }
+    }
+
+    /// This instance's id, as the database knows it.
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// Takes over `id`'s running turn from `from` (an instance that stopped answering, or none),
+    /// if the row is still at `version` and still names `from`: true when this instance is its
+    /// owner now. Of several instances trying at once, one is.
+    async fn claim(&self, id: &str, from: Option<&str>, version: i64) -> Result<bool, StoreError> {
+        let claimed = self
+            .execute(
+                "UPDATE sessions SET running_on = $2
+                 WHERE id = $1 AND version = $3 AND running_on IS NOT DISTINCT FROM $4",
+                &[&id, &&*self.instance, &version, &from],
+                "cannot take over a turn",
+            )
+            .await?;
+        if claimed == 1 {
+            tracing::info!(session = %id, from = ?from, "took over a turn whose instance stopped answering");
+        }
+        Ok(claimed == 1)
     }
 
     /// Whether the database answers (`/healthz`).
@@ -276,11 +351,32 @@ impl PostgresStore {
             .transaction()
             .await
             .map_err(err("cannot begin a commit"))?;
-        let version = write_one(&tx, &write, expected).await?;
+        let running = write.status.as_deref() == Some(RUNNING);
+        let version = write_one(&tx, &write, expected, running.then_some(&*self.instance)).await?;
+        let news = StoreNews::Chat {
+            chat: write.id.clone(),
+            waits: !write.approvals.is_empty(),
+        };
+        notify_in(&tx, &instances::encode(&self.instance, &news)).await?;
         tx.commit().await.map_err(err("cannot commit"))?;
         self.versions.set(&write.id, version);
         Ok(())
     }
+}
+
+/// The stored name of [`TurnStatus::Running`].
+const RUNNING: &str = "running";
+
+/// Tells the other instances `payload` (when `tx` commits, if it is a transaction).
+async fn notify_in(tx: &impl GenericClient, payload: &str) -> Result<(), StoreError> {
+    let stmt = tx
+        .prepare_cached("SELECT pg_notify($1, $2)")
+        .await
+        .map_err(err("cannot notify the other instances"))?;
+    tx.query(&stmt, &[&instances::CHANNEL, &payload])
+        .await
+        .map_err(err("cannot notify the other instances"))?;
+    Ok(())
 }
 
 /// Runs `sql` with `params` inside `tx` (a transaction, or a connection of the pool on its own):
@@ -346,8 +442,12 @@ struct SessionRow {
     record: RecordColumns,
     /// The row's version (see [`Versions`]).
     version: i64,
-    /// The paused turn's id and log, when the turn waits for the person and one is stored.
+    /// The stored log of a turn (its id and entries), if one is stored.
     log: Option<(String, String)>,
+    /// The instance running the turn, if it is running.
+    running_on: Option<String>,
+    /// Whether that instance is alive.
+    owner_alive: bool,
 }
 
 impl SessionRow {
@@ -368,6 +468,8 @@ impl SessionRow {
             },
             log: turn_id.zip(entries),
             version: row.try_get(11)?,
+            running_on: row.try_get(12)?,
+            owner_alive: row.try_get(13)?,
         })
     }
 }
@@ -396,17 +498,18 @@ fn bind(params: &mut Vec<Param>, value: Param) -> String {
 #[async_trait]
 impl SessionStore for PostgresStore {
     async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
-        // One statement, so one snapshot, for the record and its paused log. The log is read
-        // only while the turn waits for the person, as the SQLite store does.
+        // One statement, so one snapshot, for the record, its turn's log and its owner.
         let Some(row) = self
             .row(
-                "SELECT s.history, s.messages, s.wallet, s.turn, s.resolved_approvals,
-                        s.tool_state, s.created_at_ms, s.updated_at_ms, s.owner,
-                        p.turn_id, p.entries, s.version
-                 FROM sessions s
-                 LEFT JOIN paused_turn_logs p
-                     ON p.session_id = s.id AND s.turn_status = 'awaiting_person'
-                 WHERE s.id = $1",
+                &format!(
+                    "SELECT s.history, s.messages, s.wallet, s.turn, s.resolved_approvals,
+                            s.tool_state, s.created_at_ms, s.updated_at_ms, s.owner,
+                            p.turn_id, p.entries, s.version, s.running_on, {}
+                     FROM sessions s
+                     LEFT JOIN paused_turn_logs p ON p.session_id = s.id
+                     WHERE s.id = $1",
+                    alive("s.running_on")
+                ),
                 &[&id],
                 "cannot read the session",
             )
@@ -419,11 +522,30 @@ impl SessionStore for PostgresStore {
         let row = SessionRow::of(&row).map_err(err("cannot read the session"))?;
         self.versions.set(id, row.version);
         let record = decode_record(id, row.record)?;
-        let paused_log = match row.log {
-            Some((turn_id, entries)) => decode_paused_log(&record, &turn_id, &entries)?,
-            None => None,
+        let status = record.turn.as_ref().map(|t| t.status);
+        // A running turn another instance owns is followed, not resumed; one whose owner
+        // stopped answering is taken over (by one instance: the others follow it).
+        let elsewhere = status == Some(TurnStatus::Running)
+            && row.running_on.as_deref() != Some(&*self.instance)
+            && (row.owner_alive
+                || !self
+                    .claim(id, row.running_on.as_deref(), row.version)
+                    .await?);
+        let (paused_log, followed_log) = match row.log {
+            Some((turn_id, entries)) if status == Some(TurnStatus::AwaitingPerson) => {
+                (decode_paused_log(&record, &turn_id, &entries)?, None)
+            }
+            Some((turn_id, entries)) if elsewhere || status.is_some_and(TurnStatus::is_over) => {
+                (None, decode_turn_log(&record, &turn_id, &entries)?)
+            }
+            _ => (None, None),
         };
-        Ok(Some(StoredSession { record, paused_log }))
+        Ok(Some(StoredSession {
+            record,
+            paused_log,
+            elsewhere,
+            followed_log,
+        }))
     }
 
     async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError> {
@@ -465,8 +587,13 @@ impl SessionStore for PostgresStore {
     async fn unfinished(&self) -> Result<Vec<String>, StoreError> {
         let context = "cannot list unfinished turns";
         self.strings(
-            "SELECT id FROM sessions WHERE turn_status IN ('running', 'awaiting_person')
-             ORDER BY id",
+            &format!(
+                "SELECT id FROM sessions s
+                 WHERE s.turn_status = 'awaiting_person'
+                    OR (s.turn_status = 'running' AND NOT {})
+                 ORDER BY id",
+                alive("s.running_on")
+            ),
             &[],
             context,
         )
@@ -494,6 +621,33 @@ impl SessionStore for PostgresStore {
              ORDER BY 1 LIMIT 100",
             &[&before],
             context,
+        )
+        .await
+    }
+
+    async fn orphaned(&self) -> Result<Vec<String>, StoreError> {
+        self.strings(
+            &format!(
+                "SELECT id FROM sessions s
+                 WHERE s.turn_status = 'running' AND s.running_on IS DISTINCT FROM $1
+                   AND NOT {}
+                 ORDER BY id LIMIT 100",
+                alive("s.running_on")
+            ),
+            &[&&*self.instance],
+            "cannot list turns whose instance stopped",
+        )
+        .await
+    }
+
+    fn news(&self) -> Option<tokio::sync::broadcast::Receiver<StoreNews>> {
+        Some(self.news.subscribe())
+    }
+
+    async fn announce(&self, news: StoreNews) -> Result<(), StoreError> {
+        notify_in(
+            &self.client().await?,
+            &instances::encode(&self.instance, &news),
         )
         .await
     }

@@ -11,7 +11,7 @@ use crate::{
     agent::{
         clock::Millis,
         store::{
-            PeopleStore, StoreError,
+            PeopleStore, StoreError, StoreNews,
             encode::{invite_with, person_with, roles_json},
         },
     },
@@ -86,7 +86,9 @@ impl PeopleStore for PostgresStore {
 
     async fn save_person(&self, person: &Person) -> Result<(), StoreError> {
         let roles = roles_json(&person.roles)?;
-        insert_person(&self.client().await?, person, &roles).await
+        insert_person(&self.client().await?, person, &roles).await?;
+        self.tell(StoreNews::People).await;
+        Ok(())
     }
 
     async fn passkeys(&self) -> Result<Vec<StoredPasskey>, StoreError> {
@@ -105,7 +107,9 @@ impl PeopleStore for PostgresStore {
     }
 
     async fn save_passkey(&self, passkey: &StoredPasskey) -> Result<(), StoreError> {
-        insert_passkey(&self.client().await?, passkey).await
+        insert_passkey(&self.client().await?, passkey).await?;
+        self.tell(StoreNews::People).await;
+        Ok(())
     }
 
     async fn save_invite(&self, invite: &Invite) -> Result<(), StoreError> {
@@ -195,6 +199,7 @@ impl PeopleStore for PostgresStore {
         tx.commit()
             .await
             .map_err(err("cannot commit an enrolment"))?;
+        self.tell(StoreNews::People).await;
         Ok(true)
     }
 }

@@ -8,7 +8,7 @@ use crate::{
     agent::{
         clock::Millis,
         store::{
-            AuditEvent, PolicyStore, SignIn, SignInStore, StoreError, ToolListStore,
+            AuditEvent, PolicyStore, SignIn, SignInStore, StoreError, StoreNews, ToolListStore,
             encode::to_json,
         },
     },
@@ -39,6 +39,7 @@ impl PolicyStore for PostgresStore {
             "cannot write a grant",
         )
         .await?;
+        self.tell(StoreNews::Grants).await;
         Ok(())
     }
 
@@ -190,6 +191,7 @@ impl SignInStore for PostgresStore {
             "cannot end a sign-in",
         )
         .await?;
+        self.tell(StoreNews::SignIns).await;
         Ok(())
     }
 

@@ -338,3 +338,125 @@ async fn a_person_reads_the_audit_of_their_chats_and_their_own_answers() {
     );
     assert!(store.audit(&visible_to("p-eve")).await.unwrap().is_empty());
 }
+
+/// The chat `"chat"` with a turn running.
+fn running_record() -> SessionRecord {
+    let mut record = SessionRecord::new("chat", 5);
+    record.turn = Some(crate::agent::store::tests::turn(TurnStatus::Running));
+    record
+}
+
+#[tokio::test]
+async fn a_running_turn_is_followed_by_other_instances_until_its_owner_stops_answering() {
+    let Some(config) = fresh_database("owners").await else {
+        return;
+    };
+    let a = PostgresStore::connect_with(config.clone()).await.unwrap();
+    let b = PostgresStore::connect_with(config.clone()).await.unwrap();
+    let c = PostgresStore::connect_with(config).await.unwrap();
+    let mut news = b.news().expect("a shared store has news");
+    let record = running_record();
+    let turn_id = record.turn.as_ref().unwrap().id.clone();
+    let log = vec![TurnEntry::Chunk(crate::protocol::Chunk::start(
+        "m".to_owned(),
+    ))];
+    a.commit_paused(&record, &[], &log).await.unwrap();
+
+    // B hears of the commit, and follows the turn A runs: its log so far, not to resume.
+    let heard = tokio::time::timeout(Duration::from_secs(5), news.recv())
+        .await
+        .expect("news within seconds")
+        .unwrap();
+    assert_eq!(
+        heard,
+        StoreNews::Chat {
+            chat: "chat".into(),
+            waits: false
+        }
+    );
+    let at_b = b.load("chat").await.unwrap().unwrap();
+    assert!(at_b.elsewhere);
+    assert_eq!(at_b.followed_log, Some(log.clone()));
+    assert_eq!(at_b.paused_log, None);
+    assert_eq!(b.unfinished().await.unwrap(), Vec::<String>::new());
+    assert_eq!(b.orphaned().await.unwrap(), Vec::<String>::new());
+    // A's own load is not "elsewhere".
+    assert!(!a.load("chat").await.unwrap().unwrap().elsewhere);
+
+    // A stops answering (its heartbeat is older than the lease): the turn is an orphan, and
+    // the first instance to load it owns it; the next one follows the new owner.
+    drop(a);
+    b.execute(
+        "UPDATE countersign_instances SET seen_ms = 0 WHERE id <> $1 AND id <> $2",
+        &[&&*b.instance, &&*c.instance],
+        "test",
+    )
+    .await
+    .unwrap();
+    assert_eq!(b.orphaned().await.unwrap(), vec!["chat".to_owned()]);
+    assert_eq!(b.unfinished().await.unwrap(), vec!["chat".to_owned()]);
+    let taken = b.load("chat").await.unwrap().unwrap();
+    assert!(!taken.elsewhere, "B took the turn over");
+    assert!(
+        c.load("chat").await.unwrap().unwrap().elsewhere,
+        "C follows B"
+    );
+    assert_eq!(b.orphaned().await.unwrap(), Vec::<String>::new());
+
+    // Over, the turn's last log is there for followers; the owner is gone.
+    let mut done = taken.record.clone();
+    done.turn.as_mut().unwrap().status = TurnStatus::Finished;
+    let mut ended = log.clone();
+    ended.push(TurnEntry::Chunk(crate::protocol::Chunk::finish_step()));
+    b.commit_paused(&done, &[], &ended).await.unwrap();
+    let at_c = c.load("chat").await.unwrap().unwrap();
+    assert!(!at_c.elsewhere);
+    assert_eq!(at_c.followed_log, Some(ended));
+    assert_eq!(
+        at_c.record.turn.as_ref().map(|t| t.id.clone()),
+        Some(turn_id)
+    );
+    assert_eq!(
+        number(
+            &c,
+            "SELECT count(*) FROM sessions WHERE running_on IS NOT NULL"
+        )
+        .await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn people_grants_and_ended_sign_ins_are_news_to_the_other_instances() {
+    let Some(config) = fresh_database("news").await else {
+        return;
+    };
+    let a = PostgresStore::connect_with(config.clone()).await.unwrap();
+    let b = PostgresStore::connect_with(config).await.unwrap();
+    let mut news = b.news().unwrap();
+    let mut own = a.news().unwrap();
+    crate::agent::store::SignInStore::end_signin(&a, "nobody", 1)
+        .await
+        .unwrap();
+    SessionStore::announce(&a, StoreNews::Stop { chat: "c".into() })
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), news.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(5), news.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        [first, second],
+        [StoreNews::SignIns, StoreNews::Stop { chat: "c".into() }]
+    );
+    // An instance does not hear itself.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), own.recv())
+            .await
+            .is_err()
+    );
+}

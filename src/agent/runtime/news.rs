@@ -1,0 +1,94 @@
+//! What other instances sharing the database say (ADR 0025): a chat committed elsewhere is read
+//! again by whoever follows it here (a socket, an SSE resume, the inbox), a stop asked elsewhere
+//! reaches the turn running here. News only wakes: the database is read again each time, and
+//! lost news makes everything followed here read again.
+
+use std::sync::Arc;
+
+use tokio::sync::broadcast::error::RecvError;
+
+use super::Runtime;
+use crate::agent::store::StoreNews;
+
+impl Runtime {
+    /// Follows the other instances' news for as long as the runtime exists (nothing to do on a
+    /// database only this instance uses).
+    pub fn follow_other_instances(self: &Arc<Self>) {
+        let Some(mut news) = self.store.news() else {
+            return;
+        };
+        let runtime = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                let item = match news.recv().await {
+                    Ok(item) => item,
+                    Err(RecvError::Lagged(missed)) => {
+                        tracing::warn!(
+                            missed,
+                            "news from other instances came faster than it was read"
+                        );
+                        StoreNews::Missed
+                    }
+                    Err(RecvError::Closed) => return,
+                };
+                let Some(runtime) = runtime.upgrade() else {
+                    return;
+                };
+                // A load must not hold up the news behind it.
+                tokio::spawn(async move { runtime.on_news(item).await });
+            }
+        });
+    }
+
+    /// Acts on one piece of news.
+    pub(crate) async fn on_news(self: &Arc<Self>, news: StoreNews) {
+        match news {
+            StoreNews::Chat { chat, waits } => self.on_chat_news(&chat, waits).await,
+            StoreNews::Stop { chat } => {
+                if let Some(session) = self.live_session(&chat).filter(|s| s.has_task())
+                    && session.interrupt("stopped by the person")
+                {
+                    tracing::info!(session = %chat, "stopped at another instance's request");
+                    self.unpark(&session);
+                }
+            }
+            StoreNews::People => self.people().reload().await,
+            StoreNews::Grants => self.policy().reload_grants().await,
+            StoreNews::SignIns => {}
+            StoreNews::Missed => {
+                let chats: Vec<String> = crate::agent::lock(&self.live).keys().cloned().collect();
+                for chat in chats {
+                    self.on_chat_news(&chat, false).await;
+                }
+                self.people().reload().await;
+                self.policy().reload_grants().await;
+            }
+        }
+    }
+
+    /// Another instance committed `chat` (`waits`: it waits for people now). A copy here that
+    /// a task drives is left alone (one of the two commits will be refused); otherwise, when
+    /// anything here follows the chat — its copy in memory, a socket, the inbox — the chat is
+    /// read again (a reader of its turn's log sees what the other instance added) and its
+    /// follower told.
+    async fn on_chat_news(self: &Arc<Self>, chat: &str, waits: bool) {
+        let live = self.live_session(chat);
+        if live.as_ref().is_some_and(|s| s.has_task()) {
+            return;
+        }
+        let followed =
+            live.is_some() || waits || self.followers.is_followed(chat) || self.inbox.knows(chat);
+        drop(live);
+        if !followed {
+            return;
+        }
+        match self.existing_session(chat).await {
+            Ok(session) => drop(session),
+            Err(e) => {
+                tracing::warn!(session = %chat, error = %e.report(), "cannot read a chat another instance changed");
+                return;
+            }
+        }
+        self.followers.notify(chat);
+    }
+}
