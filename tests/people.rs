@@ -121,6 +121,16 @@ fn origin(app: &Binary) -> Url {
 
 /// Registers a passkey for `someone` from the one-time link `token`; they are signed in after.
 async fn register(app: &Binary, someone: &mut Someone, token: &str) -> String {
+    register_on(app, app, someone, token).await
+}
+
+/// [`register`], the options from `app` and the answer to `finish` (another instance).
+async fn register_on(
+    app: &Binary,
+    finish_on: &Binary,
+    someone: &mut Someone,
+    token: &str,
+) -> String {
     let begin = call(
         app,
         None,
@@ -145,7 +155,7 @@ async fn register(app: &Binary, someone: &mut Someone, token: &str) -> String {
         .expect("the authenticator registers");
     someone.credential = credential.id.clone();
     let finish = call(
-        app,
+        finish_on,
         None,
         "passkey_register_finish",
         json!({"credential": credential}),
@@ -220,13 +230,18 @@ async fn decide(
 
 /// Signs `someone` in with their passkey (a fresh browser: no cookie).
 async fn sign_in(app: &Binary, someone: &mut Someone) -> Answer {
+    sign_in_on(app, app, someone).await
+}
+
+/// [`sign_in`], the options from `app` and the answer to `finish_on` (another instance).
+async fn sign_in_on(app: &Binary, finish_on: &Binary, someone: &mut Someone) -> Answer {
     someone.cookie = None;
     let begin = call(app, None, "passkey_signin_begin", json!({})).await;
     assert_eq!(begin.status, 200, "{}", begin.text);
     assert!(begin.body.get("mediation").is_none(), "a modal sign-in");
     let credential = assert_with(app, someone, begin.body);
     let finish = call(
-        app,
+        finish_on,
         None,
         "passkey_signin_finish",
         json!({"credential": credential.clone(), "next": "/approvals"}),
@@ -778,4 +793,86 @@ async fn failed_passkey_sign_ins_make_the_address_wait() {
         }
     }
     assert_eq!(statuses, [403, 403, 403, 429]);
+}
+
+#[tokio::test]
+async fn on_postgres_people_sign_in_and_out_on_any_instance() {
+    let Some(url) = common::fresh_postgres("people").await else {
+        return;
+    };
+    let db = std::path::PathBuf::from(&url);
+    let (a, setup) = passkeys_server(&db, &[]).await;
+    let (b, _) = passkeys_server(&db, &[]).await;
+    // Ana's passkey: options from A, answer to B (no sticky sessions); her cookie works on both.
+    let mut ana = Someone::new("Ana");
+    assert_eq!(
+        register_on(&a, &b, &mut ana, &token_of(&setup)).await,
+        "/people"
+    );
+    for app in [&a, &b] {
+        let (status, me) = get(app, Some(&ana), "/api/app").await;
+        assert_eq!(status, 200, "{me}");
+        assert_eq!(me["me"]["name"], "Ana");
+    }
+    // Invited on A, Ben registers on B; A knows him at once (its directory heard of it).
+    let invite = call(
+        &a,
+        Some(&ana),
+        "invite_person",
+        json!({"name": "Ben", "roles": "approver"}),
+    )
+    .await;
+    assert_eq!(invite.status, 200, "{}", invite.text);
+    let mut ben = Someone::new("Ben");
+    register(&b, &mut ben, &token_of(invite.body.as_str().unwrap())).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let people = call(&a, Some(&ana), "people_view", json!({})).await;
+        if people.text.contains("Ben") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", people.text);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Ben signs in: options from B, answer to A.
+    let signed = sign_in_on(&b, &a, &mut ben).await;
+    assert_eq!(signed.status, 200, "{}", signed.text);
+    assert_eq!(get(&b, Some(&ben), "/api/app").await.0, 200);
+    // He signs out on A: B refuses the cookie too.
+    let out = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .post(format!("{}/signout", a.base))
+        .header("cookie", ben.cookie.clone().unwrap())
+        .header("origin", &a.base)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        out.status().is_redirection() || out.status().is_success(),
+        "{}",
+        out.status()
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while get(&b, Some(&ben), "/api/app").await.0 != 401 {
+        assert!(std::time::Instant::now() < deadline, "B still lets Ben in");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Ana removes Ben on B: A's directory drops him.
+    let removed = call(&b, Some(&ana), "remove_person", json!({"person": ben.id})).await;
+    assert_eq!(removed.status, 200, "{}", removed.text);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let again = sign_in_on(&a, &a, &mut ben).await;
+        if again.status == 403 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "A still signs Ben in: {}",
+            again.text
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

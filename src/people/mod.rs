@@ -381,6 +381,7 @@ impl People {
     ) -> Result<People, StoreError> {
         let people = store.people().await?;
         let keys = store.passkeys().await?;
+        let store_for_ceremonies = store.clone();
         Ok(People {
             mode: SignInMode::Passkeys,
             store,
@@ -388,7 +389,7 @@ impl People {
                 people: people.into_iter().map(|p| (p.id.clone(), p)).collect(),
                 passkeys: keys.into_iter().map(|k| (k.id.clone(), k)).collect(),
             }),
-            passkeys: Some(passkeys),
+            passkeys: Some(passkeys.kept_in(store_for_ceremonies)),
         })
     }
 
@@ -546,7 +547,8 @@ impl People {
         if self.passkeys.is_none() || self.has_admin() {
             return Ok(None);
         }
-        self.store.close_invites(InviteKind::Setup, now).await?;
+        // Links printed before stay open (several instances starting on one database each
+        // print one); the first one used closes them all.
         let (token, _) = self
             .invite(
                 &Principal::Local { via_key: true },
@@ -594,6 +596,9 @@ impl People {
             .await?;
         if !used {
             return Err(PeopleError::InviteNotValid);
+        }
+        if invite.kind == InviteKind::Setup {
+            self.store.close_invites(InviteKind::Setup, now).await?;
         }
         let mut directory = write(&self.directory);
         if new_person {

@@ -58,6 +58,7 @@ async fn register(people: &People, person: &'static str, now: i64) -> Device {
     let passkeys = people.passkeys().expect("passkeys are on");
     let mut options = passkeys
         .begin_registration(person, "someone", &[], "invite-digest", now)
+        .await
         .expect("options");
     assert_eq!(
         options["publicKey"]["authenticatorSelection"]["residentKey"],
@@ -73,6 +74,7 @@ async fn register(people: &People, person: &'static str, now: i64) -> Device {
     let id = credential.id.clone();
     let registered = passkeys
         .finish_registration(&serde_json::to_value(&credential).expect("JSON"), now)
+        .await
         .expect("registered");
     assert_eq!(registered.person, person);
     assert_eq!(registered.invite, "invite-digest");
@@ -149,17 +151,17 @@ async fn a_registered_passkey_signs_its_person_in_once_per_challenge() {
     let mut ana = register(&people, ANA, 1_000).await;
     let passkeys = people.passkeys().expect("on");
 
-    let options = passkeys.begin_signin(2_000).expect("options");
+    let options = passkeys.begin_signin(2_000).await.expect("options");
     let assertion = answer(&mut ana, options);
     let (who, key) = passkeys
         .finish_signin(&assertion, &people, 2_100)
+        .await
         .expect("signed in");
     assert_eq!(who.id, ANA);
     assert_eq!(key.id, ana.credential);
-    assert_eq!(passkeys.in_progress(), 0, "the ceremony is used up");
 
     // The same answer again (a replay): its challenge is gone.
-    let why = refusal(passkeys.finish_signin(&assertion, &people, 2_200));
+    let why = refusal(passkeys.finish_signin(&assertion, &people, 2_200).await);
     assert!(why.contains("answers no challenge"), "{why}");
 }
 
@@ -169,14 +171,23 @@ async fn a_revoked_person_cannot_sign_in_or_confirm() {
     let mut ben = register(&people, BEN, 1_000).await;
     let passkeys = people.passkeys().expect("on");
 
-    let options = passkeys.begin_signin(2_000).expect("options");
-    let why = refusal(passkeys.finish_signin(&answer(&mut ben, options), &people, 2_100));
+    let options = passkeys.begin_signin(2_000).await.expect("options");
+    let why = refusal(
+        passkeys
+            .finish_signin(&answer(&mut ben, options), &people, 2_100)
+            .await,
+    );
     assert!(why.contains("no one who may sign in"), "{why}");
 
     let options = passkeys
         .begin_step_up(binding(BEN, "d1"), &people.passkeys_of(BEN), 3_000)
+        .await
         .expect("options");
-    let why = refusal(passkeys.finish_step_up(&answer(&mut ben, options), &people, 3_100));
+    let why = refusal(
+        passkeys
+            .finish_step_up(&answer(&mut ben, options), &people, 3_100)
+            .await,
+    );
     assert!(why.contains("may no longer sign"), "{why}");
 }
 
@@ -189,10 +200,12 @@ async fn a_step_up_assertion_signs_a_challenge_made_of_the_exact_arguments() {
     let bound = binding(ANA, "digest-of-150-usd-to-jack");
     let options = passkeys
         .begin_step_up(bound.clone(), &people.passkeys_of(ANA), 2_000)
+        .await
         .expect("options");
     let assertion = answer(&mut ana, options);
     let (proof, key) = passkeys
         .finish_step_up(&assertion, &people, 2_100)
+        .await
         .expect("confirmed");
     assert_eq!(proof.binding, bound);
     assert_eq!(proof.passkey, ana.credential);
@@ -222,7 +235,7 @@ async fn a_step_up_assertion_signs_a_challenge_made_of_the_exact_arguments() {
     );
 
     // Replayed, it is refused.
-    let why = refusal(passkeys.finish_step_up(&assertion, &people, 2_200));
+    let why = refusal(passkeys.finish_step_up(&assertion, &people, 2_200).await);
     assert!(why.contains("answers no challenge"), "{why}");
 }
 
@@ -236,33 +249,52 @@ async fn a_step_up_needs_the_signers_own_passkey_the_right_ceremony_and_no_delay
     // Ben's authenticator answers a confirmation bound to Ana.
     let options = passkeys
         .begin_step_up(binding(ANA, "d"), &people.passkeys_of(BEN), 2_000)
+        .await
         .expect("options");
-    let why = refusal(passkeys.finish_step_up(&answer(&mut ben, options), &people, 2_100));
+    let why = refusal(
+        passkeys
+            .finish_step_up(&answer(&mut ben, options), &people, 2_100)
+            .await,
+    );
     assert!(why.contains("not the signer's"), "{why}");
 
     // A sign-in answer is no confirmation, and a confirmation no sign-in.
-    let options = passkeys.begin_signin(3_000).expect("options");
-    let why = refusal(passkeys.finish_step_up(&answer(&mut ana, options), &people, 3_100));
+    let options = passkeys.begin_signin(3_000).await.expect("options");
+    let why = refusal(
+        passkeys
+            .finish_step_up(&answer(&mut ana, options), &people, 3_100)
+            .await,
+    );
     assert!(why.contains("not a confirmation"), "{why}");
     let options = passkeys
         .begin_step_up(binding(ANA, "d"), &people.passkeys_of(ANA), 4_000)
+        .await
         .expect("options");
-    let why = refusal(passkeys.finish_signin(&answer(&mut ana, options), &people, 4_100));
+    let why = refusal(
+        passkeys
+            .finish_signin(&answer(&mut ana, options), &people, 4_100)
+            .await,
+    );
     assert!(why.contains("not a sign-in"), "{why}");
 
     // Two minutes to confirm, then the challenge is void.
     let options = passkeys
         .begin_step_up(binding(ANA, "d"), &people.passkeys_of(ANA), 5_000)
+        .await
         .expect("options");
-    let why = refusal(passkeys.finish_step_up(
-        &answer(&mut ana, options),
-        &people,
-        5_000 + 2 * 60 * 1000 + 1,
-    ));
+    let why = refusal(
+        passkeys
+            .finish_step_up(
+                &answer(&mut ana, options),
+                &people,
+                5_000 + 2 * 60 * 1000 + 1,
+            )
+            .await,
+    );
     assert!(why.contains("too long"), "{why}");
 
     // Someone with no passkey here gets no options at all.
-    let why = refusal(passkeys.begin_step_up(binding(BEN, "d"), &[], 6_000));
+    let why = refusal(passkeys.begin_step_up(binding(BEN, "d"), &[], 6_000).await);
     assert!(why.contains("no passkey"), "{why}");
 }
 
@@ -278,12 +310,12 @@ async fn an_answer_that_is_not_webauthn_is_refused_with_a_reason() {
                "response": {"clientDataJSON": "bm90IGpzb24", "authenticatorData": "AA",
                             "signature": "AA"}, "extensions": {}}),
     ] {
-        let why = refusal(passkeys.finish_step_up(&bad, &people, 0));
+        let why = refusal(passkeys.finish_step_up(&bad, &people, 0).await);
         assert!(
             why.contains("not a WebAuthn assertion") || why.contains("not JSON"),
             "{bad}: {why}"
         );
-        let why = refusal(passkeys.finish_registration(&bad, 0));
+        let why = refusal(passkeys.finish_registration(&bad, 0).await);
         assert!(
             why.contains("not a WebAuthn registration") || why.contains("not JSON"),
             "{bad}: {why}"

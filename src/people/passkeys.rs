@@ -1,8 +1,9 @@
 //! Passkeys: the WebAuthn ceremonies, done by `webauthn-rs` (no cryptography of ours).
 //!
 //! Three ceremonies, each in two requests — options out, the authenticator's answer back — with
-//! the ceremony's state kept here in between, under its challenge (the answer's
-//! `clientDataJSON` names it, so nothing else needs to travel; a challenge is used once):
+//! the ceremony's state kept in the store in between (so the answer may reach another instance
+//! than the options came from), under its challenge (the answer's `clientDataJSON` names it, so
+//! nothing else needs to travel; a challenge is taken once):
 //!
 //! * **registration** from a one-time link: a discoverable credential (a passkey proper, so
 //!   sign-in needs no name), user verification required;
@@ -15,7 +16,7 @@
 //!   and the nonce ([`StepUpProof::receipt`]) so anyone with the passkey's public key can check
 //!   later which arguments that person confirmed. Edited arguments need a new assertion.
 
-use std::{collections::HashMap, sync::Mutex};
+use std::sync::Arc;
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use serde_json::{Value, json};
@@ -26,7 +27,7 @@ use webauthn_rs::prelude::{
 };
 
 use super::{People, PeopleError, Person, StoredPasskey};
-use crate::agent::{clock::Millis, lock};
+use crate::agent::{clock::Millis, store::PeopleStore};
 
 /// How long a registration or sign-in ceremony may take.
 const CEREMONY_MS: Millis = 5 * 60 * 1000;
@@ -36,7 +37,7 @@ const STEP_UP_MS: Millis = 2 * 60 * 1000;
 const MAX_CEREMONIES: usize = 10_000;
 
 /// What a step-up assertion is for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Binding {
     /// Who must make it.
     pub person: String,
@@ -81,6 +82,10 @@ pub struct Registered {
     pub passkey: Passkey,
 }
 
+/// A ceremony in progress, as the store keeps it (webauthn-rs' state is serialisable with its
+/// `danger-allow-state-serialisation` feature: it never leaves the server).
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(tag = "ceremony", rename_all = "snake_case")]
 enum Ceremony {
     Register {
         state: PasskeyRegistration,
@@ -102,7 +107,8 @@ enum Ceremony {
 pub struct Passkeys {
     webauthn: Webauthn,
     origin: Url,
-    ceremonies: Mutex<HashMap<String, (Millis, Ceremony)>>,
+    /// Where ceremonies in progress are kept (the people's store once people are loaded).
+    ceremonies: Arc<dyn PeopleStore>,
 }
 
 impl std::fmt::Debug for Passkeys {
@@ -143,8 +149,14 @@ impl Passkeys {
         Ok(Passkeys {
             webauthn,
             origin: public_url.clone(),
-            ceremonies: Mutex::new(HashMap::new()),
+            ceremonies: Arc::new(crate::agent::store::MemoryStore::default()),
         })
+    }
+
+    /// Keeps ceremonies in progress in `store` (the database every instance shares).
+    pub fn kept_in(mut self, store: Arc<dyn PeopleStore>) -> Self {
+        self.ceremonies = store;
+        self
     }
 
     /// The origin passkeys are made for.
@@ -152,28 +164,28 @@ impl Passkeys {
         &self.origin
     }
 
-    fn keep(
+    async fn keep(
         &self,
         challenge: &[u8],
         ceremony: Ceremony,
         expires: Millis,
         now: Millis,
     ) -> Result<(), PeopleError> {
-        let mut ceremonies = lock(&self.ceremonies);
-        if ceremonies.len() >= MAX_CEREMONIES {
-            ceremonies.retain(|_, (until, _)| *until > now);
-        }
-        if ceremonies.len() >= MAX_CEREMONIES {
+        let state = serde_json::to_string(&ceremony).map_err(refused)?;
+        let kept = self
+            .ceremonies
+            .keep_ceremony(&b64(challenge), &state, expires, now, MAX_CEREMONIES)
+            .await?;
+        if !kept {
             return Err(PeopleError::Passkey(
                 "too many sign-ins are in progress; try again in a minute".into(),
             ));
         }
-        ceremonies.insert(b64(challenge), (expires, ceremony));
         Ok(())
     }
 
     /// The ceremony the answer's `clientDataJSON` names, taken (a challenge is good once).
-    fn take(&self, client_data_json: &[u8], now: Millis) -> Result<Ceremony, PeopleError> {
+    async fn take(&self, client_data_json: &[u8], now: Millis) -> Result<Ceremony, PeopleError> {
         let client: Value = serde_json::from_slice(client_data_json)
             .map_err(|_| refused("its client data is not JSON"))?;
         let challenge = client
@@ -182,8 +194,9 @@ impl Passkeys {
             .ok_or_else(|| refused("its client data names no challenge"))?;
         // Browsers send base64url without padding; accept padding too.
         let challenge = challenge.trim_end_matches('=');
-        match lock(&self.ceremonies).remove(challenge) {
-            Some((until, ceremony)) if until > now => Ok(ceremony),
+        match self.ceremonies.take_ceremony(challenge).await? {
+            Some((until, state)) if until > now => serde_json::from_str(&state)
+                .map_err(|_| refused("its ceremony could not be read back; start again")),
             Some(_) => Err(refused("it took too long; start again")),
             None => Err(refused(
                 "it answers no challenge of this server (used already, or from elsewhere)",
@@ -192,7 +205,7 @@ impl Passkeys {
     }
 
     /// Options for registering a passkey for `person` (a UUID) named `name`.
-    pub fn begin_registration(
+    pub async fn begin_registration(
         &self,
         person: &str,
         name: &str,
@@ -234,12 +247,13 @@ impl Passkeys {
             },
             now + CEREMONY_MS,
             now,
-        )?;
+        )
+        .await?;
         Ok(options)
     }
 
     /// Checks the authenticator's answer to a registration.
-    pub fn finish_registration(
+    pub async fn finish_registration(
         &self,
         credential: &Value,
         now: Millis,
@@ -251,7 +265,9 @@ impl Passkeys {
             invite,
             person,
             name,
-        } = self.take(&credential.response.client_data_json, now)?
+        } = self
+            .take(&credential.response.client_data_json, now)
+            .await?
         else {
             return Err(refused(
                 "it answers a challenge that was not a registration",
@@ -270,7 +286,7 @@ impl Passkeys {
     }
 
     /// Options for signing in with any passkey of this server.
-    pub fn begin_signin(&self, now: Millis) -> Result<Value, PeopleError> {
+    pub async fn begin_signin(&self, now: Millis) -> Result<Value, PeopleError> {
         let (options, state) = self
             .webauthn
             .start_discoverable_authentication()
@@ -286,13 +302,14 @@ impl Passkeys {
             Ceremony::SignIn { state },
             now + CEREMONY_MS,
             now,
-        )?;
+        )
+        .await?;
         Ok(options)
     }
 
     /// Checks a sign-in answer: the person it names (active) and the passkey, its counter
     /// updated.
-    pub fn finish_signin(
+    pub async fn finish_signin(
         &self,
         credential: &Value,
         people: &People,
@@ -300,7 +317,9 @@ impl Passkeys {
     ) -> Result<(Person, StoredPasskey), PeopleError> {
         let credential: PublicKeyCredential = serde_json::from_value(credential.clone())
             .map_err(|e| refused(format!("the answer is not a WebAuthn assertion: {e}")))?;
-        let Ceremony::SignIn { state } = self.take(&credential.response.client_data_json, now)?
+        let Ceremony::SignIn { state } = self
+            .take(&credential.response.client_data_json, now)
+            .await?
         else {
             return Err(refused("it answers a challenge that was not a sign-in"));
         };
@@ -329,7 +348,7 @@ impl Passkeys {
     }
 
     /// Options for a step-up assertion of `binding` by one of `passkeys` (the signer's).
-    pub fn begin_step_up(
+    pub async fn begin_step_up(
         &self,
         binding: Binding,
         passkeys: &[StoredPasskey],
@@ -361,13 +380,14 @@ impl Passkeys {
             },
             now + STEP_UP_MS,
             now,
-        )?;
+        )
+        .await?;
         Ok(options)
     }
 
     /// Checks a step-up answer: made for its binding's challenge by one of the bound person's
     /// passkeys. The caller checks that the binding is the approval and arguments at hand.
-    pub fn finish_step_up(
+    pub async fn finish_step_up(
         &self,
         credential: &Value,
         people: &People,
@@ -379,7 +399,9 @@ impl Passkeys {
             state,
             binding,
             nonce,
-        } = self.take(&credential.response.client_data_json, now)?
+        } = self
+            .take(&credential.response.client_data_json, now)
+            .await?
         else {
             return Err(refused(
                 "it answers a challenge that was not a confirmation",
@@ -417,12 +439,6 @@ impl Passkeys {
             },
             updated,
         ))
-    }
-
-    /// The ceremonies in progress (tests).
-    #[cfg(test)]
-    pub fn in_progress(&self) -> usize {
-        lock(&self.ceremonies).len()
     }
 }
 

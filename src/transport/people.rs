@@ -135,6 +135,7 @@ pub async fn passkey_register_begin(
     };
     passkeys
         .begin_registration(&person, &name, &existing, &invite.digest, now)
+        .await
         .map_err(people_refusal)
 }
 
@@ -153,6 +154,7 @@ pub async fn passkey_register_finish(credential: Value) -> Result<String, Server
         passkey,
     } = passkeys
         .finish_registration(&credential, now)
+        .await
         .map_err(people_refusal)?;
     let invite = state
         .runtime
@@ -197,7 +199,9 @@ pub async fn passkey_signin_begin() -> Result<Value, ServerFnError> {
     let people = state.runtime.people();
     people
         .passkeys()
-        .and_then(|p| p.begin_signin(state.runtime.clock.now_ms()))
+        .map_err(people_refusal)?
+        .begin_signin(state.runtime.clock.now_ms())
+        .await
         .map_err(people_refusal)
 }
 
@@ -227,7 +231,7 @@ pub async fn passkey_signin_finish(
             ),
         ));
     }
-    let (person, used) = match passkeys.finish_signin(&credential, people, now) {
+    let (person, used) = match passkeys.finish_signin(&credential, people, now).await {
         Ok(found) => found,
         Err(e) => {
             if let Some(client) = &client {

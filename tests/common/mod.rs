@@ -96,3 +96,35 @@ pub async fn start(opts: Opts) -> Server {
         _shutdown: tx,
     }
 }
+
+/// A new, empty database on the test cluster, as a URL; `None` when there is no cluster.
+pub async fn fresh_postgres(name: &str) -> Option<String> {
+    let Some(admin) = std::env::var("COUNTERSIGN_TEST_POSTGRES")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        assert_ne!(
+            std::env::var("COUNTERSIGN_REQUIRE_POSTGRES").as_deref(),
+            Ok("1"),
+            "COUNTERSIGN_REQUIRE_POSTGRES=1 but COUNTERSIGN_TEST_POSTGRES is not set"
+        );
+        eprintln!("skipped: COUNTERSIGN_TEST_POSTGRES is not set (scripts/pg.sh start)");
+        return None;
+    };
+    let config =
+        <tokio_postgres::Config as std::str::FromStr>::from_str(&admin).expect("a Postgres URL");
+    let (client, connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .expect("the test cluster answers");
+    let connection = tokio::spawn(connection);
+    let database = format!("countersign_bin_{name}_{}", uuid::Uuid::new_v4().simple());
+    client
+        .batch_execute(&format!("CREATE DATABASE {database}"))
+        .await
+        .expect("a database is created");
+    drop(client);
+    let _ = connection.await;
+    let (base, _) = admin.rsplit_once('/').expect("the URL names a database");
+    Some(format!("{base}/{database}"))
+}

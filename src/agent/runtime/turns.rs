@@ -593,6 +593,7 @@ impl Runtime {
             let passkeys = people.passkeys().map_err(|e| refused(e.to_string()))?;
             let (proof, used) = passkeys
                 .finish_step_up(credential, people, now)
+                .await
                 .map_err(|e| refused(e.to_string()))?;
             let binding = &proof.binding;
             if binding.person != signer.id

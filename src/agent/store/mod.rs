@@ -318,6 +318,22 @@ pub trait PeopleStore: Send + Sync + 'static {
         passkey: &StoredPasskey,
         at: Millis,
     ) -> Result<bool, StoreError>;
+
+    /// Keeps a passkey ceremony's `state` under its `challenge` until `expires` (so its answer
+    /// may reach any instance). Ceremonies expired at `now` go; false, keeping nothing, when
+    /// `max` are in progress.
+    async fn keep_ceremony(
+        &self,
+        challenge: &str,
+        state: &str,
+        expires: Millis,
+        now: Millis,
+        max: usize,
+    ) -> Result<bool, StoreError>;
+
+    /// Takes the ceremony of `challenge`, once (of two answers at once, one gets it): its expiry
+    /// and state.
+    async fn take_ceremony(&self, challenge: &str) -> Result<Option<(Millis, String)>, StoreError>;
 }
 
 #[async_trait]
@@ -367,6 +383,8 @@ struct People {
     people: HashMap<String, Person>,
     passkeys: HashMap<String, StoredPasskey>,
     invites: HashMap<String, Invite>,
+    /// Passkey ceremonies: challenge → (expiry, state).
+    ceremonies: HashMap<String, (Millis, String)>,
 }
 
 /// The stored log of `record`'s turn, if the stored one belongs to it and it is not over.
@@ -517,6 +535,27 @@ impl SignInStore for MemoryStore {
 
 #[async_trait]
 impl PeopleStore for MemoryStore {
+    async fn keep_ceremony(
+        &self,
+        challenge: &str,
+        state: &str,
+        expires: Millis,
+        now: Millis,
+        max: usize,
+    ) -> Result<bool, StoreError> {
+        let ceremonies = &mut lock(&self.people).ceremonies;
+        ceremonies.retain(|_, (until, _)| *until > now);
+        if ceremonies.len() >= max {
+            return Ok(false);
+        }
+        ceremonies.insert(challenge.to_owned(), (expires, state.to_owned()));
+        Ok(true)
+    }
+
+    async fn take_ceremony(&self, challenge: &str) -> Result<Option<(Millis, String)>, StoreError> {
+        Ok(lock(&self.people).ceremonies.remove(challenge))
+    }
+
     async fn people(&self) -> Result<Vec<Person>, StoreError> {
         Ok(lock(&self.people).people.values().cloned().collect())
     }

@@ -72,6 +72,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         9,
         include_str!("../../../migrations/0009_people_and_passkeys.sql"),
     ),
+    (
+        10,
+        include_str!("../../../migrations/0010_passkey_ceremonies.sql"),
+    ),
 ];
 
 /// How far a commit goes before it returns (`COUNTERSIGN_DB_SYNC`).

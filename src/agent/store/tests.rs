@@ -274,6 +274,7 @@ pub(crate) async fn signin_contract(store: &dyn SignInStore) {
 /// What every [`PeopleStore`] must do: people and passkeys round trip, an invite is used
 /// once (two enrolments at once: one wins, the other writes nothing), expired ones never.
 pub(crate) async fn people_contract(store: &dyn PeopleStore) {
+    ceremony_contract(store).await;
     use crate::people::{Invite, InviteKind, Person, StoredPasskey};
     let ana = Person {
         id: "p-ana".into(),
@@ -410,4 +411,31 @@ fn a_store_error_keeps_its_cause_apart_from_its_message() {
     assert_eq!(cause.as_deref(), Some("disk on fire"));
     assert_eq!(e.report(), "session store: cannot commit: disk on fire");
     assert_eq!(StoreError::new("gone").report(), "session store: gone");
+}
+
+/// Passkey ceremonies: kept until they expire, taken once, at most `max` at a time.
+async fn ceremony_contract(store: &dyn PeopleStore) {
+    assert!(
+        store
+            .keep_ceremony("c1", "{\"a\":1}", 100, 10, 2)
+            .await
+            .unwrap()
+    );
+    assert!(store.keep_ceremony("c2", "{}", 100, 10, 2).await.unwrap());
+    assert!(
+        !store.keep_ceremony("c3", "{}", 100, 10, 2).await.unwrap(),
+        "two in progress already"
+    );
+    assert_eq!(
+        store.take_ceremony("c1").await.unwrap(),
+        Some((100, "{\"a\":1}".to_owned()))
+    );
+    assert_eq!(store.take_ceremony("c1").await.unwrap(), None, "taken once");
+    // At 100 the others have expired: they make room.
+    assert!(store.keep_ceremony("c4", "{}", 200, 100, 1).await.unwrap());
+    assert_eq!(store.take_ceremony("c2").await.unwrap(), None);
+    assert_eq!(
+        store.take_ceremony("c4").await.unwrap(),
+        Some((200, "{}".to_owned()))
+    );
 }

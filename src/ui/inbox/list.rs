@@ -351,7 +351,7 @@ pub async fn decide(
 
 /// A passkey challenge for approving `approval_id` with `args`, or the edit form's fields `edit`
 /// (default: the arguments as they stand).
-pub fn step_up_options(
+pub async fn step_up_options(
     state: &AppState,
     approval_id: String,
     args: Option<Value>,
@@ -395,5 +395,6 @@ pub fn step_up_options(
             &people.passkeys_of(id),
             state.runtime.clock.now_ms(),
         )
+        .await
         .map_err(people_refusal)
 }

@@ -82,7 +82,7 @@ pub async fn step_up_options(
     edit: Option<Vec<(String, String)>>,
 ) -> Result<Value, ServerFnError> {
     let state = expect_context::<crate::state::AppState>();
-    list::step_up_options(&state, approval_id, args, edit)
+    list::step_up_options(&state, approval_id, args, edit).await
 }
 
 /// The version of `chat_id`'s waiting approvals, as soon as it differs from `known` (or after

@@ -53,6 +53,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         3,
         include_str!("../../../../migrations/postgres/0003_turn_owners.sql"),
     ),
+    (
+        4,
+        include_str!("../../../../migrations/postgres/0004_passkey_ceremonies.sql"),
+    ),
 ];
 
 /// The advisory lock instances take while they migrate ("CSGN", then 1 for the schema).

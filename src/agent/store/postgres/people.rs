@@ -165,6 +165,45 @@ impl PeopleStore for PostgresStore {
         Ok(())
     }
 
+    async fn keep_ceremony(
+        &self,
+        challenge: &str,
+        state: &str,
+        expires: Millis,
+        now: Millis,
+        max: usize,
+    ) -> Result<bool, StoreError> {
+        let context = "cannot keep a passkey ceremony";
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        // One statement: the expired go, and the new one is kept if fewer than `max` remain.
+        let kept = self
+            .execute(
+                "WITH gone AS (DELETE FROM passkey_ceremonies WHERE expires_ms <= $4)
+                 INSERT INTO passkey_ceremonies (challenge, expires_ms, state)
+                 SELECT $1, $2, $3
+                 WHERE (SELECT count(*) FROM passkey_ceremonies WHERE expires_ms > $4) < $5
+                 ON CONFLICT (challenge) DO UPDATE SET
+                     expires_ms = EXCLUDED.expires_ms, state = EXCLUDED.state",
+                &[&challenge, &expires, &state, &now, &max],
+                context,
+            )
+            .await?;
+        Ok(kept == 1)
+    }
+
+    async fn take_ceremony(&self, challenge: &str) -> Result<Option<(Millis, String)>, StoreError> {
+        let context = "cannot take a passkey ceremony";
+        self.row(
+            "DELETE FROM passkey_ceremonies WHERE challenge = $1 RETURNING expires_ms, state",
+            &[&challenge],
+            context,
+        )
+        .await?
+        .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+        .transpose()
+        .map_err(err(context))
+    }
+
     async fn enrol(
         &self,
         digest: &str,

@@ -194,6 +194,57 @@ impl PeopleStore for SqliteStore {
         .await
     }
 
+    async fn keep_ceremony(
+        &self,
+        challenge: &str,
+        state: &str,
+        expires: Millis,
+        now: Millis,
+        max: usize,
+    ) -> Result<bool, StoreError> {
+        let (challenge, state) = (challenge.to_owned(), state.to_owned());
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        self.with(move |conn| {
+            let context = "cannot keep a passkey ceremony";
+            conn.execute(
+                "DELETE FROM passkey_ceremonies WHERE expires_ms <= ?1",
+                params![now],
+            )
+            .map_err(err(context))?;
+            let kept: i64 = conn
+                .query_row("SELECT count(*) FROM passkey_ceremonies", [], |row| {
+                    row.get(0)
+                })
+                .map_err(err(context))?;
+            if kept >= max {
+                return Ok(false);
+            }
+            conn.execute(
+                "INSERT OR REPLACE INTO passkey_ceremonies (challenge, expires_ms, state)
+                 VALUES (?1, ?2, ?3)",
+                params![challenge, expires, state],
+            )
+            .map_err(err(context))?;
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn take_ceremony(&self, challenge: &str) -> Result<Option<(Millis, String)>, StoreError> {
+        let challenge = challenge.to_owned();
+        self.with(move |conn| {
+            conn.query_row(
+                "DELETE FROM passkey_ceremonies WHERE challenge = ?1
+                 RETURNING expires_ms, state",
+                params![challenge],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()
+            .map_err(err("cannot take a passkey ceremony"))
+        })
+        .await
+    }
+
     async fn close_invites(&self, kind: InviteKind, at: Millis) -> Result<(), StoreError> {
         self.with(move |conn| {
             conn.execute(
