@@ -391,11 +391,46 @@ pub fn pending_from(chunks: &[Value]) -> Result<Pending> {
     })
 }
 
+/// A PNG-typed file of `bytes` bytes (a PNG signature, then a pseudo-random filler that does
+/// not compress) as a `data:` URL.
+fn image_data_url(bytes: usize) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut data = vec![0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a];
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    while data.len() < bytes {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        data.push(x as u8);
+    }
+    data.truncate(bytes);
+    let mut out = String::with_capacity(bytes * 4 / 3 + 32);
+    out.push_str("data:image/png;base64,");
+    for chunk in data.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 /// Sequential payments: the approval request's response, then the approval's POST, timed from
-/// sending it to the `tool-output-available` chunk.
+/// sending it to the `tool-output-available` chunk. `--image-bytes N` attaches an image of N
+/// bytes to each chat's first message, which every later request carries again (as an AI SDK
+/// client sends the whole conversation).
 pub async fn approval(opts: &Opts) -> Result<Value> {
     let addr = opts.addr()?;
     let n = opts.num("n", 300)?;
+    let image = match opts.num("image-bytes", 0)? {
+        0 => None,
+        bytes => Some(image_data_url(bytes as usize)),
+    };
     let warmup = opts.num("warmup", 10)?;
     let timeout = opts.timeout()?;
     let tag = crate::run_tag();
@@ -403,7 +438,11 @@ pub async fn approval(opts: &Opts) -> Result<Value> {
     let (mut rtt, mut done) = (Vec::new(), Vec::new());
     for i in 0..warmup + n {
         let chat = format!("{tag}-{i}");
-        let user = user_message(&format!("{chat}-u"), PAYMENT_PROMPT);
+        let mut user = user_message(&format!("{chat}-u"), PAYMENT_PROMPT);
+        if let (Some(url), Some(parts)) = (&image, user["parts"].as_array_mut()) {
+            parts.push(json!({"type": "file", "mediaType": "image/png", "url": url,
+                              "filename": "photo.png"}));
+        }
         let body = json!({"id": chat, "messages": [user], "trigger": "submit-message"});
         let collect = Watch {
             marker: None,
@@ -444,6 +483,7 @@ pub async fn approval(opts: &Opts) -> Result<Value> {
     }
     Ok(json!({
         "n": n,
+        "image_bytes": image.as_ref().map_or(0, |_| opts.num("image-bytes", 0).unwrap_or(0)),
         "round_trip_ms": summary(&rtt),
         "done_ms": summary(&done),
     }))
@@ -452,6 +492,16 @@ pub async fn approval(opts: &Opts) -> Result<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_image_is_standard_base64_of_the_asked_size() {
+        let url = image_data_url(5);
+        // 89 50 4E 47 0D → iVBORw0=
+        assert_eq!(url, "data:image/png;base64,iVBORw0=");
+        let url = image_data_url(1 << 20);
+        let encoded = url.trim_start_matches("data:image/png;base64,");
+        assert_eq!(encoded.len(), (1 << 20) / 3 * 4 + 4);
+    }
 
     #[test]
     fn events_split_across_reads_are_joined() {
