@@ -172,6 +172,9 @@ pub struct AgentSettings {
     /// `COUNTERSIGN_POLICY=<file>`: the Cedar rules that decide which calls run, ask or are
     /// refused (ADR 0023); `None`: each tool's own setting.
     pub policy: Option<PathBuf>,
+    /// `COUNTERSIGN_MAX_ATTACHMENT_BYTES`: the largest attachment a message may carry, decoded
+    /// (default 10 MiB; the request's own limit applies first).
+    pub max_attachment_bytes: usize,
 }
 
 impl Default for AgentSettings {
@@ -193,6 +196,7 @@ impl Default for AgentSettings {
             mcp: None,
             mcp_call_timeout: Duration::from_secs(60),
             policy: None,
+            max_attachment_bytes: crate::agent::attachments::DEFAULT_MAX_ATTACHMENT_BYTES,
         }
     }
 }
@@ -600,6 +604,12 @@ fn agent_settings(env: &impl Fn(&str) -> Option<String>) -> Result<AgentSettings
             .map(|p| p.trim().to_owned())
             .filter(|p| !p.is_empty())
             .map(PathBuf::from),
+        max_attachment_bytes: number(
+            env,
+            "COUNTERSIGN_MAX_ATTACHMENT_BYTES",
+            defaults.max_attachment_bytes,
+        )?
+        .max(1),
     })
 }
 

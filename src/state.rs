@@ -270,6 +270,7 @@ pub fn tool_settings(agent: &AgentSettings) -> ToolSettings {
 /// The runtime settings the agent settings describe.
 pub fn runtime_settings(agent: &AgentSettings) -> RuntimeSettings {
     RuntimeSettings {
+        max_attachment_bytes: agent.max_attachment_bytes,
         text_timing: match agent.text_timing {
             TextTimingSetting::Hold => TextTiming::Hold,
             TextTimingSetting::Progressive => TextTiming::Progressive,

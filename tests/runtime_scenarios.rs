@@ -1099,6 +1099,25 @@ impl SessionStore for HoldingStore {
     async fn unfinished(&self) -> Result<Vec<String>, StoreError> {
         self.inner.unfinished().await
     }
+    async fn save_attachment(
+        &self,
+        chat: &str,
+        sha: &str,
+        media_type: &str,
+        bytes: &[u8],
+        at: i64,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .save_attachment(chat, sha, media_type, bytes, at)
+            .await
+    }
+    async fn attachment(
+        &self,
+        chat: &str,
+        sha: &str,
+    ) -> Result<Option<countersign::agent::store::StoredFile>, StoreError> {
+        self.inner.attachment(chat, sha).await
+    }
     fn database(&self) -> &'static str {
         "memory"
     }

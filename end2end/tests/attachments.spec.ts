@@ -1,5 +1,5 @@
 import { test, expect } from "./fixtures";
-import { MODES, expectAnswer, expectTurnFinished, startChat, userMessages } from "./chat";
+import { MODES, expectAnswer, expectTurnFinished, startChat, userMessages, waitForReloadedApp } from "./chat";
 
 // A 1×1 transparent PNG.
 const PNG = Buffer.from(
@@ -32,6 +32,14 @@ for (const mode of MODES) {
     // The offline demo model is honest: it cannot look at images.
     await expectAnswer(page, /cannot look at attachments/);
     await expectTurnFinished(page);
+
+    // The server kept the image once and the chat refers to it by URL: after a reload the page
+    // loads it from there.
+    await page.reload();
+    await waitForReloadedApp(page);
+    const shown = userMessages(page).last().locator("img.attachment");
+    await expect(shown).toHaveAttribute("src", /^\/api\/chats\/[^/]+\/files\/[0-9a-f]{64}$/);
+    await expect.poll(() => shown.evaluate((img: HTMLImageElement) => img.complete && img.naturalWidth)).toBe(1);
   });
 }
 

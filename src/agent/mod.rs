@@ -6,6 +6,7 @@
 //! (where it is kept, with the audit log) → [`runtime`] (live sessions and their lifecycle) →
 //! [`turn`] (the turn loop) → [`demo`] (the offline model).
 
+pub mod attachments;
 pub mod chunk_log;
 pub mod clock;
 pub mod demo;

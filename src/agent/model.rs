@@ -133,6 +133,12 @@ pub trait Model: Send + Sync + 'static {
     fn call_notices(&self) -> Option<tokio::sync::broadcast::Receiver<CallNotice>> {
         None
     }
+
+    /// Whether the model reads what attachments hold (a provider does: their bytes are inlined
+    /// into each request; the offline demo model and a replay only see that there are some).
+    fn reads_attachments(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

@@ -219,6 +219,11 @@ impl ReplayModel {
 }
 
 impl Model for ReplayModel {
+    /// It plays back what was recorded, whatever was attached.
+    fn reads_attachments(&self) -> bool {
+        false
+    }
+
     fn label(&self) -> String {
         let n = self.turns.len();
         format!(

@@ -73,6 +73,8 @@ pub struct RuntimeSettings {
     pub text_timing: TextTiming,
     /// A turn stops after this many model steps (a model that keeps calling tools).
     pub max_steps: u32,
+    /// The largest attachment a message may carry, decoded (`COUNTERSIGN_MAX_ATTACHMENT_BYTES`).
+    pub max_attachment_bytes: usize,
 }
 
 impl Default for RuntimeSettings {
@@ -81,6 +83,7 @@ impl Default for RuntimeSettings {
             system_prompt: None,
             text_timing: TextTiming::Hold,
             max_steps: 16,
+            max_attachment_bytes: super::attachments::DEFAULT_MAX_ATTACHMENT_BYTES,
         }
     }
 }
@@ -98,6 +101,9 @@ pub enum TurnError {
     /// "Ask again" for a call that cannot be asked again (unknown, or decided).
     #[error("call {call_id} cannot be asked again: {why}")]
     CannotAskAgain { call_id: String, why: String },
+    /// An attachment that cannot be kept (too large, not a data: URL, unknown).
+    #[error(transparent)]
+    Attachment(#[from] super::attachments::AttachmentError),
     #[error(transparent)]
     Store(#[from] StoreErrorText),
 }

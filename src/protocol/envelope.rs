@@ -51,6 +51,43 @@ impl ChatRequest {
     pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(text)
     }
+
+    /// [`ChatRequest::from_json`] for a server, which reads the earlier messages only to start a
+    /// turn (a new user message last): when the last message is the assistant's (answers to
+    /// approvals, tool outputs), the earlier ones are checked to be JSON but not decoded — a
+    /// client sends the whole conversation with every answer, attachments included, and a
+    /// 1 MiB image must not be decoded again at each approval.
+    pub fn from_slice_for_server(body: &[u8]) -> Result<Self, serde_json::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Lean<'a> {
+            id: String,
+            #[serde(borrow)]
+            messages: Vec<&'a serde_json::value::RawValue>,
+            #[serde(default)]
+            trigger: Option<Trigger>,
+            #[serde(default)]
+            message_id: Option<String>,
+        }
+        let lean: Lean<'_> = serde_json::from_slice(body)?;
+        let mut messages = Vec::new();
+        if let Some((last, earlier)) = lean.messages.split_last() {
+            let last: UiMessage = serde_json::from_str(last.get())?;
+            if last.role == super::message::Role::User {
+                messages = earlier
+                    .iter()
+                    .map(|m| serde_json::from_str(m.get()))
+                    .collect::<Result<_, _>>()?;
+            }
+            messages.push(last);
+        }
+        Ok(ChatRequest {
+            id: lean.id,
+            messages,
+            trigger: lean.trigger,
+            message_id: lean.message_id,
+        })
+    }
 }
 
 /// `audio_control.action`.
@@ -251,6 +288,28 @@ mod tests {
         assert_eq!(minimal.message_id, None);
         assert_eq!(minimal.trigger, Some(Trigger::RegenerateMessage));
         assert!(ChatRequest::from_json(r#"{"id":"c","messages":[],"trigger":"resume"}"#).is_err());
+    }
+
+    #[test]
+    fn a_server_decodes_earlier_messages_only_for_a_new_user_message() {
+        let user = json!({"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]});
+        let assistant = json!({"id": "a1", "role": "assistant", "parts": [{"type": "step-start"}]});
+        // Answers: the earlier messages are JSON but need not be messages the server reads.
+        let answers = json!({"id": "c", "messages": [{"role": 7}, assistant.clone()],
+                             "trigger": "submit-message", "messageId": "a1"});
+        let request = ChatRequest::from_slice_for_server(answers.to_string().as_bytes()).unwrap();
+        assert_eq!(request.messages.len(), 1);
+        assert_eq!(request.message_id.as_deref(), Some("a1"));
+        // A new message: every message is decoded, as from_json does.
+        let turn = json!({"id": "c", "messages": [user.clone(), assistant, user]});
+        let request = ChatRequest::from_slice_for_server(turn.to_string().as_bytes()).unwrap();
+        assert_eq!(request, ChatRequest::from_json(&turn.to_string()).unwrap());
+        let bad =
+            json!({"id": "c", "messages": [{"role": 7}, {"id": "u", "role": "user", "parts": []}]});
+        assert!(ChatRequest::from_slice_for_server(bad.to_string().as_bytes()).is_err());
+        assert!(ChatRequest::from_slice_for_server(b"{\"id\":\"c\",\"messages\":[{]}").is_err());
+        let empty = ChatRequest::from_slice_for_server(br#"{"id":"c","messages":[]}"#).unwrap();
+        assert!(empty.messages.is_empty());
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/mcp", get(mcp))
         .route("/api/policy", get(policy))
         .route("/api/chats/{id}", get(chat))
+        .route("/api/chats/{id}/files/{sha}", get(file))
         .route(
             "/api/chats/{id}/questions/{question}",
             post(answer_question),
@@ -73,6 +74,71 @@ async fn chat(
                 message,
             )
         })
+}
+
+/// A file attached in a chat (ADR 0026), to whoever may read the chat: the bytes as kept, under
+/// their own media type, never sniffed or run as a page (an SVG or HTML file stays inert), and
+/// cached for good (the URL names the content). Someone else's chat, an unknown chat or file:
+/// 404.
+async fn file(
+    State(state): State<AppState>,
+    Path((id, sha)): Path<(String, String)>,
+    client: Client,
+) -> Result<axum::response::Response, ApiError> {
+    use axum::{http::header, response::IntoResponse};
+    let not_found = || {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "file_not_found",
+            "this chat has no such file",
+        )
+    };
+    if !crate::agent::attachments::is_sha(&sha) {
+        return Err(not_found());
+    }
+    super::access::own_chat_of(&state, &client.principal(), &id)
+        .await?
+        .ok_or_else(not_found)?;
+    let file = state
+        .runtime
+        .store
+        .attachment(&id, &sha)
+        .await?
+        .ok_or_else(not_found)?;
+    let media_type = axum::http::HeaderValue::from_str(&file.media_type)
+        .ok()
+        .filter(|_| file.media_type.contains('/'))
+        .unwrap_or(axum::http::HeaderValue::from_static(
+            "application/octet-stream",
+        ));
+    let disposition = if file.media_type.starts_with("image/") {
+        "inline"
+    } else {
+        "attachment"
+    };
+    Ok((
+        [
+            (header::CONTENT_TYPE, media_type),
+            (
+                header::CONTENT_DISPOSITION,
+                axum::http::HeaderValue::from_static(disposition),
+            ),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                axum::http::HeaderValue::from_static("nosniff"),
+            ),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                axum::http::HeaderValue::from_static("default-src 'none'; sandbox"),
+            ),
+            (
+                header::CACHE_CONTROL,
+                axum::http::HeaderValue::from_static("private, max-age=31536000, immutable"),
+            ),
+        ],
+        file.bytes,
+    )
+        .into_response())
 }
 
 /// The person's reply to a question a running tool asks: `{"action": "accept", "content": {…}}`,

@@ -185,6 +185,15 @@ impl From<TurnError> for ApiError {
             TurnError::Busy => ApiError::conflict("turn_in_progress", e.to_string()),
             TurnError::EmptyMessage => ApiError::bad_request("empty_message", e.to_string()),
             TurnError::NotYourChat => ApiError::not_your_chat(),
+            TurnError::Attachment(inner) => {
+                let status = match inner {
+                    crate::agent::attachments::AttachmentError::TooLarge { .. } => {
+                        StatusCode::PAYLOAD_TOO_LARGE
+                    }
+                    _ => StatusCode::UNPROCESSABLE_ENTITY,
+                };
+                ApiError::new(status, inner.code(), inner.to_string())
+            }
             TurnError::CannotAskAgain { .. } => {
                 ApiError::conflict("cannot_ask_again", e.to_string())
             }

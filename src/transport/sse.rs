@@ -62,7 +62,7 @@ async fn chat(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body.map_err(body_error)?;
-    let request: ChatRequest = serde_json::from_slice(&body).map_err(|e| {
+    let request = ChatRequest::from_slice_for_server(&body).map_err(|e| {
         ApiError::bad_request(
             "invalid_request",
             format!("the body is not a chat request {{id, messages, trigger, messageId}}: {e}"),

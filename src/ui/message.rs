@@ -147,7 +147,9 @@ fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) 
         }),
         Some(UiPart::File(file))
             if file.media_type.starts_with("image/")
-                && (file.url.starts_with("data:image/") || file.url.starts_with("https://")) =>
+                && (file.url.starts_with("data:image/")
+                    || file.url.starts_with("https://")
+                    || file.url.starts_with("/api/chats/")) =>
         {
             EitherOf7::D(view! {
                 <img class="attachment" src=file.url alt=file.filename.unwrap_or_else(|| "attached image".into())/>

@@ -45,6 +45,11 @@ impl Model for DemoModel {
         DEMO_LABEL.to_string()
     }
 
+    /// It only says it cannot look at them.
+    fn reads_attachments(&self) -> bool {
+        false
+    }
+
     fn model_version(&self) -> String {
         DEMO_VERSION.to_string()
     }

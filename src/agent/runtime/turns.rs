@@ -83,6 +83,15 @@ pub enum GrantChange {
     NotRecorded,
 }
 
+/// Whether `owner` may start a turn in the chat of `record`: theirs, or one nobody used yet.
+fn may_start(record: &SessionRecord, owner: &str) -> bool {
+    let untouched = record.owner.is_none()
+        && record.messages.is_empty()
+        && record.history.is_empty()
+        && record.turn.is_none();
+    untouched || record.owner() == owner
+}
+
 /// Puts a client's earlier conversation at the start of `record`'s history if the chat is
 /// empty (nothing said, no turn): only `Context` items, which are text and nothing else.
 fn adopt_context(record: &mut SessionRecord, context: Vec<HistoryItem>) {
@@ -140,7 +149,7 @@ impl Runtime {
     pub async fn start_turn_as(
         self: &Arc<Self>,
         chat_id: &str,
-        user: UserTurn,
+        mut user: UserTurn,
         context: Vec<HistoryItem>,
         timing: Option<TextTiming>,
         owner: &str,
@@ -149,6 +158,13 @@ impl Runtime {
             return Err(TurnError::EmptyMessage);
         }
         let session = self.session(chat_id).await?;
+        if !user.attachments.is_empty() {
+            // Files are kept (once each) before the message's commit, for the owner only.
+            if !may_start(&session.state().record, owner) {
+                return Err(TurnError::NotYourChat);
+            }
+            user.attachments = self.keep_attachments(chat_id, user.attachments).await?;
+        }
         loop {
             let superseded = {
                 let mut state = session.state();

@@ -32,6 +32,7 @@ use async_trait::async_trait;
 
 pub use audit::{Actor, AuditEvent, AuditKind, AuditQuery, AuditRecord};
 
+pub use super::attachments::StoredFile;
 pub(crate) use super::lock;
 use super::{
     clock::Millis,
@@ -211,6 +212,20 @@ pub trait SessionStore: Send + Sync + 'static {
     /// Ids of the stored sessions, most recently updated first.
     async fn list(&self) -> Result<Vec<String>, StoreError>;
 
+    /// Keeps a file attached in `chat` under the SHA-256 of its bytes (`sha`, hex); the same
+    /// file kept again changes nothing.
+    async fn save_attachment(
+        &self,
+        chat: &str,
+        sha: &str,
+        media_type: &str,
+        bytes: &[u8],
+        at: Millis,
+    ) -> Result<(), StoreError>;
+
+    /// The file of `chat` whose SHA-256 is `sha`, if it was kept.
+    async fn attachment(&self, chat: &str, sha: &str) -> Result<Option<StoredFile>, StoreError>;
+
     /// Ids of the sessions whose turn is not over (running or waiting for the person): the
     /// turns a restarted server must pick up again.
     async fn unfinished(&self) -> Result<Vec<String>, StoreError>;
@@ -375,6 +390,8 @@ pub struct MemoryStore {
     tool_lists: Mutex<HashMap<String, String>>,
     grants: Mutex<Vec<Grant>>,
     people: Mutex<People>,
+    /// (chat, sha) → file.
+    attachments: Mutex<HashMap<(String, String), StoredFile>>,
 }
 
 /// What the memory store keeps of people.
@@ -451,6 +468,29 @@ impl SessionStore for MemoryStore {
                     .is_some_and(|t| t.pending_approvals().contains(&approval_id))
             })
             .map(|r| r.id.clone()))
+    }
+
+    async fn save_attachment(
+        &self,
+        chat: &str,
+        sha: &str,
+        media_type: &str,
+        bytes: &[u8],
+        _at: Millis,
+    ) -> Result<(), StoreError> {
+        lock(&self.attachments)
+            .entry((chat.to_owned(), sha.to_owned()))
+            .or_insert_with(|| StoredFile {
+                media_type: media_type.to_owned(),
+                bytes: bytes.to_vec(),
+            });
+        Ok(())
+    }
+
+    async fn attachment(&self, chat: &str, sha: &str) -> Result<Option<StoredFile>, StoreError> {
+        Ok(lock(&self.attachments)
+            .get(&(chat.to_owned(), sha.to_owned()))
+            .cloned())
     }
 
     async fn list(&self) -> Result<Vec<String>, StoreError> {

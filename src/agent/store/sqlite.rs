@@ -29,11 +29,14 @@ use tokio::sync::oneshot;
 
 use super::{
     AuditEvent, AuditQuery, AuditRecord, PolicyStore, SessionStore, SignIn, SignInStore,
-    StoreError, StoredSession, ToolListStore,
+    StoreError, StoredFile, StoredSession, ToolListStore,
     audit::AuditKind,
     encode::{RecordColumns, Write, decode_paused_log, decode_record, to_json},
 };
-use crate::agent::session::{SessionRecord, TurnEntry, TurnStatus};
+use crate::agent::{
+    clock::Millis,
+    session::{SessionRecord, TurnEntry, TurnStatus},
+};
 use crate::protocol::grant::Grant;
 
 mod checkpoint;
@@ -76,6 +79,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
         10,
         include_str!("../../../migrations/0010_passkey_ceremonies.sql"),
     ),
+    (11, include_str!("../../../migrations/0011_attachments.sql")),
 ];
 
 /// How far a commit goes before it returns (`COUNTERSIGN_DB_SYNC`).
@@ -478,6 +482,56 @@ impl SessionStore for SqliteStore {
             conn.prepare_cached("SELECT session_id FROM pending_approvals WHERE approval_id = ?1")
                 .and_then(|mut stmt| stmt.query_row([&approval_id], |row| row.get(0)).optional())
                 .map_err(err("cannot look up an approval"))
+        })
+        .await
+    }
+
+    async fn save_attachment(
+        &self,
+        chat: &str,
+        sha: &str,
+        media_type: &str,
+        bytes: &[u8],
+        at: Millis,
+    ) -> Result<(), StoreError> {
+        let (chat, sha, media_type, bytes) = (
+            chat.to_owned(),
+            sha.to_owned(),
+            media_type.to_owned(),
+            bytes.to_vec(),
+        );
+        let size = i64::try_from(bytes.len()).unwrap_or(i64::MAX);
+        self.with(move |conn| {
+            conn.prepare_cached(
+                "INSERT OR IGNORE INTO attachments
+                     (session_id, sha256, media_type, size, bytes, created_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(rusqlite::params![chat, sha, media_type, size, bytes, at])
+            })
+            .map(|_| ())
+            .map_err(err("cannot keep an attachment"))
+        })
+        .await
+    }
+
+    async fn attachment(&self, chat: &str, sha: &str) -> Result<Option<StoredFile>, StoreError> {
+        let (chat, sha) = (chat.to_owned(), sha.to_owned());
+        self.read(move |conn| {
+            conn.prepare_cached(
+                "SELECT media_type, bytes FROM attachments WHERE session_id = ?1 AND sha256 = ?2",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row([&chat, &sha], |row| {
+                    Ok(StoredFile {
+                        media_type: row.get(0)?,
+                        bytes: row.get(1)?,
+                    })
+                })
+                .optional()
+            })
+            .map_err(err("cannot read an attachment"))
         })
         .await
     }

@@ -142,6 +142,7 @@ pub(crate) async fn a_bad_commit_among_many_fails_alone<S: SessionStore + Clone>
 
 /// The contract every store keeps; run against each implementation.
 pub(crate) async fn store_contract(store: &dyn SessionStore) {
+    attachment_contract(store).await;
     let mut a = SessionRecord::new("a", 10);
     store.save(&a).await.unwrap();
     store.save(&SessionRecord::new("b", 20)).await.unwrap();
@@ -437,5 +438,33 @@ async fn ceremony_contract(store: &dyn PeopleStore) {
     assert_eq!(
         store.take_ceremony("c4").await.unwrap(),
         Some((200, "{}".to_owned()))
+    );
+}
+
+/// Attachments: kept once per chat by their digest, read back byte for byte, only in their chat.
+async fn attachment_contract(store: &dyn SessionStore) {
+    let sha = "ab".repeat(32);
+    let bytes: Vec<u8> = (0..=255).cycle().take(70_000).collect();
+    assert_eq!(store.attachment("a", &sha).await.unwrap(), None);
+    store
+        .save_attachment("a", &sha, "image/png", &bytes, 1)
+        .await
+        .unwrap();
+    // Kept again (the same message sent twice): nothing changes, no error.
+    store
+        .save_attachment("a", &sha, "image/jpeg", &bytes, 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.attachment("a", &sha).await.unwrap(),
+        Some(StoredFile {
+            media_type: "image/png".into(),
+            bytes: bytes.clone(),
+        })
+    );
+    assert_eq!(
+        store.attachment("b", &sha).await.unwrap(),
+        None,
+        "another chat's"
     );
 }

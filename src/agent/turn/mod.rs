@@ -170,15 +170,16 @@ impl TurnDriver {
             // Phase B: one model step.
             self.set_status(TurnStatus::Running);
             self.emit(Chunk::start_step());
-            let (session_id, history) = {
+            let (session_id, mut history) = {
                 let state = self.session.state();
                 let record = &state.record;
                 (record.id.clone(), record.history.clone())
             };
-            let mut stream = self
-                .rt
-                .model_for(self.transport)
-                .stream(self.rt.model_request(&session_id, history));
+            let model = self.rt.model_for(self.transport).clone();
+            if model.reads_attachments() {
+                self.rt.inline_attachments(&session_id, &mut history).await;
+            }
+            let mut stream = model.stream(self.rt.model_request(&session_id, history));
             let mut step = StepOutput::default();
             let mut failure = None;
             loop {

@@ -24,10 +24,14 @@ use deadpool_postgres::{
 use tokio_postgres::{NoTls, Row, config::Host, types::ToSql};
 
 use super::{
-    AuditEvent, AuditQuery, AuditRecord, SessionStore, StoreError, StoreNews, StoredSession,
+    AuditEvent, AuditQuery, AuditRecord, SessionStore, StoreError, StoreNews, StoredFile,
+    StoredSession,
     encode::{RecordColumns, Write, decode_paused_log, decode_record, decode_turn_log},
 };
-use crate::agent::session::{SessionRecord, TurnEntry, TurnStatus};
+use crate::agent::{
+    clock::Millis,
+    session::{SessionRecord, TurnEntry, TurnStatus},
+};
 use commit::write_one;
 pub use instances::LEASE_MS;
 use instances::alive;
@@ -56,6 +60,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (
         4,
         include_str!("../../../../migrations/postgres/0004_passkey_ceremonies.sql"),
+    ),
+    (
+        5,
+        include_str!("../../../../migrations/postgres/0005_attachments.sql"),
     ),
 ];
 
@@ -574,6 +582,44 @@ impl SessionStore for PostgresStore {
         )
         .await?
         .map(|row| row.try_get(0))
+        .transpose()
+        .map_err(err(context))
+    }
+
+    async fn save_attachment(
+        &self,
+        chat: &str,
+        sha: &str,
+        media_type: &str,
+        bytes: &[u8],
+        at: Millis,
+    ) -> Result<(), StoreError> {
+        let size = i64::try_from(bytes.len()).unwrap_or(i64::MAX);
+        self.execute(
+            "INSERT INTO attachments (session_id, sha256, media_type, size, bytes, created_ms)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (session_id, sha256) DO NOTHING",
+            &[&chat, &sha, &media_type, &size, &bytes, &at],
+            "cannot keep an attachment",
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn attachment(&self, chat: &str, sha: &str) -> Result<Option<StoredFile>, StoreError> {
+        let context = "cannot read an attachment";
+        self.row(
+            "SELECT media_type, bytes FROM attachments WHERE session_id = $1 AND sha256 = $2",
+            &[&chat, &sha],
+            context,
+        )
+        .await?
+        .map(|row| {
+            Ok(StoredFile {
+                media_type: row.try_get(0)?,
+                bytes: row.try_get(1)?,
+            })
+        })
         .transpose()
         .map_err(err(context))
     }

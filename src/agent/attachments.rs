@@ -1,0 +1,340 @@
+//! Attachments stored once (ADR 0026): an image a person attaches arrives as a `data:` URL; the
+//! runtime keeps its bytes once per chat, addressed by their SHA-256, and the record (the page's
+//! messages and the model's history) keeps only a reference, `/api/chats/<chat>/files/<sha>`.
+//! A commit therefore rewrites a few bytes instead of the image, twice. The bytes are inlined
+//! again as a `data:` URL for a model that reads them, just before each request, and the page
+//! loads them by URL with the chat's own access check.
+
+use base64::{Engine, engine::general_purpose::STANDARD};
+use sha2::{Digest, Sha256};
+
+use super::{
+    history::{Attachment, HistoryItem},
+    runtime::{Runtime, TurnError},
+};
+
+/// The largest attachment accepted by default (`COUNTERSIGN_MAX_ATTACHMENT_BYTES`), decoded.
+pub const DEFAULT_MAX_ATTACHMENT_BYTES: usize = 10 * 1024 * 1024;
+
+/// Where the page loads a stored attachment: `/api/chats/<chat>/files/<sha-256 hex>` (the chat
+/// id percent-encoded where it is not URL-safe).
+pub fn file_url(chat: &str, sha: &str) -> String {
+    let mut url = String::with_capacity(chat.len() + 96);
+    url.push_str("/api/chats/");
+    for byte in chat.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
+            url.push(byte as char);
+        } else {
+            url.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    url.push_str("/files/");
+    url.push_str(sha);
+    url
+}
+
+/// The SHA-256 of a stored attachment of `chat` that `url` references, if it is one.
+pub fn referenced(chat: &str, url: &str) -> Option<String> {
+    let prefix = file_url(chat, "");
+    let sha = url.strip_prefix(&prefix)?;
+    is_sha(sha).then(|| sha.to_owned())
+}
+
+/// Whether `text` is a SHA-256 as stored: 64 lowercase hex digits.
+pub fn is_sha(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Why an attachment was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AttachmentError {
+    #[error("the attachment {name} is {size} bytes; the most this server accepts is {limit}")]
+    TooLarge {
+        name: String,
+        size: usize,
+        limit: usize,
+    },
+    #[error("the attachment {name} is not a base64 data: URL ({why})")]
+    NotADataUrl { name: String, why: String },
+    #[error("the attachment {name} names a file this chat does not have")]
+    UnknownFile { name: String },
+}
+
+impl AttachmentError {
+    /// A stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AttachmentError::TooLarge { .. } => "attachment_too_large",
+            AttachmentError::NotADataUrl { .. } => "invalid_attachment",
+            AttachmentError::UnknownFile { .. } => "unknown_attachment",
+        }
+    }
+}
+
+/// An attachment's bytes, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredFile {
+    pub media_type: String,
+    pub bytes: Vec<u8>,
+}
+
+/// The bytes of `url` if it is a base64 `data:` URL (`data:<type>[;…];base64,<data>`); `None`
+/// for any other URL. The media type is the attachment's own, not the URL's.
+fn data_url_bytes(url: &str, name: &str) -> Result<Option<Vec<u8>>, AttachmentError> {
+    let Some(rest) = url.strip_prefix("data:") else {
+        return Ok(None);
+    };
+    let bad = |why: &str| AttachmentError::NotADataUrl {
+        name: name.to_owned(),
+        why: why.to_owned(),
+    };
+    let (header, data) = rest.split_once(',').ok_or_else(|| bad("no comma"))?;
+    if !header
+        .split(';')
+        .skip(1)
+        .any(|p| p.eq_ignore_ascii_case("base64"))
+    {
+        return Err(bad("only base64 data is accepted"));
+    }
+    STANDARD
+        .decode(data.trim())
+        .map(Some)
+        .map_err(|e| bad(&e.to_string()))
+}
+
+/// How an attachment is named in errors: its file name, else its media type.
+fn name_of(attachment: &Attachment) -> String {
+    attachment
+        .filename
+        .clone()
+        .unwrap_or_else(|| attachment.media_type.clone())
+}
+
+impl Runtime {
+    /// Keeps the `data:` URL attachments of a message to `chat` (each once, by its SHA-256)
+    /// and returns the attachments with references in their place. A reference to this chat's
+    /// own stored file stays (a client sending back what it was shown) if the file exists; any
+    /// other URL (`https:`) stays as it was.
+    pub async fn keep_attachments(
+        &self,
+        chat: &str,
+        attachments: Vec<Attachment>,
+    ) -> Result<Vec<Attachment>, TurnError> {
+        let limit = self.settings.max_attachment_bytes;
+        let now = self.clock.now_ms();
+        let mut kept = Vec::with_capacity(attachments.len());
+        for mut attachment in attachments {
+            let name = name_of(&attachment);
+            if let Some(sha) = referenced(chat, &attachment.url) {
+                if self.store.attachment(chat, &sha).await?.is_none() {
+                    return Err(AttachmentError::UnknownFile { name }.into());
+                }
+                kept.push(attachment);
+                continue;
+            }
+            let Some(bytes) = data_url_bytes(&attachment.url, &name)? else {
+                kept.push(attachment);
+                continue;
+            };
+            if bytes.len() > limit {
+                return Err(AttachmentError::TooLarge {
+                    name,
+                    size: bytes.len(),
+                    limit,
+                }
+                .into());
+            }
+            let sha = hex(&Sha256::digest(&bytes));
+            self.store
+                .save_attachment(chat, &sha, &attachment.media_type, &bytes, now)
+                .await?;
+            attachment.url = file_url(chat, &sha);
+            kept.push(attachment);
+        }
+        Ok(kept)
+    }
+
+    /// Puts the bytes of every stored attachment `history` references back as `data:` URLs,
+    /// for a model that reads them. One that is gone (it should not be) is left out, logged.
+    pub async fn inline_attachments(&self, chat: &str, history: &mut [HistoryItem]) {
+        for item in history.iter_mut() {
+            let HistoryItem::User { attachments, .. } = item else {
+                continue;
+            };
+            let mut inlined = Vec::with_capacity(attachments.len());
+            for mut attachment in std::mem::take(attachments) {
+                let Some(sha) = referenced(chat, &attachment.url) else {
+                    inlined.push(attachment);
+                    continue;
+                };
+                match self.store.attachment(chat, &sha).await {
+                    Ok(Some(file)) => {
+                        attachment.url = format!(
+                            "data:{};base64,{}",
+                            attachment.media_type,
+                            STANDARD.encode(&file.bytes)
+                        );
+                        inlined.push(attachment);
+                    }
+                    Ok(None) => {
+                        tracing::error!(
+                            chat,
+                            sha,
+                            "an attachment the chat references is not stored"
+                        );
+                    }
+                    Err(e) => {
+                        tracing::error!(chat, sha, error = %e.report(), "cannot read an attachment for the model");
+                    }
+                }
+            }
+            *attachments = inlined;
+        }
+    }
+}
+
+/// Lowercase hex.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::agent::{
+        RuntimeSettings,
+        clock::{SequentialIds, SystemClock},
+        demo::DemoModel,
+        store::MemoryStore,
+        tools::ToolRegistry,
+    };
+
+    fn runtime(limit: usize) -> Arc<Runtime> {
+        Runtime::new(
+            Arc::new(DemoModel::new(std::time::Duration::ZERO)),
+            ToolRegistry::default(),
+            Arc::new(SystemClock),
+            Arc::new(SequentialIds::default()),
+            Arc::new(MemoryStore::default()),
+            RuntimeSettings {
+                max_attachment_bytes: limit,
+                ..RuntimeSettings::default()
+            },
+        )
+    }
+
+    fn attached(url: &str) -> Attachment {
+        Attachment {
+            media_type: "image/png".into(),
+            url: url.into(),
+            filename: Some("p.png".into()),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_data_url_is_kept_once_referenced_and_inlined_again_for_a_model() {
+        let rt = runtime(16);
+        let data = "data:image/png;base64,iVBORw0=";
+        let kept = rt
+            .keep_attachments(
+                "c",
+                vec![attached(data), attached("https://example.com/x.png")],
+            )
+            .await
+            .unwrap();
+        let sha = referenced("c", &kept[0].url).expect("a reference in place of the bytes");
+        assert_eq!(kept[1].url, "https://example.com/x.png", "other URLs stay");
+        assert_eq!(
+            rt.store.attachment("c", &sha).await.unwrap().unwrap().bytes,
+            vec![0x89, b'P', b'N', b'G', 0x0d]
+        );
+        // The same file again is the same reference; sending the reference back is accepted.
+        let again = rt
+            .keep_attachments("c", vec![attached(data), kept[0].clone()])
+            .await
+            .unwrap();
+        assert_eq!(again[0].url, kept[0].url);
+        assert_eq!(again[1].url, kept[0].url);
+        let mut history = vec![HistoryItem::User {
+            text: "look".into(),
+            attachments: kept,
+        }];
+        rt.inline_attachments("c", &mut history).await;
+        let HistoryItem::User { attachments, .. } = &history[0] else {
+            unreachable!()
+        };
+        assert_eq!(attachments[0].url, data);
+        assert_eq!(attachments[1].url, "https://example.com/x.png");
+    }
+
+    #[tokio::test]
+    async fn too_large_unreadable_or_unknown_attachments_are_refused_and_nothing_is_kept() {
+        let rt = runtime(4);
+        let too_large = rt
+            .keep_attachments("c", vec![attached("data:image/png;base64,iVBORw0=")])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                &too_large,
+                TurnError::Attachment(AttachmentError::TooLarge {
+                    size: 5,
+                    limit: 4,
+                    ..
+                })
+            ),
+            "{too_large:?}"
+        );
+        let bad = rt
+            .keep_attachments("c", vec![attached("data:image/png;base64,@@@")])
+            .await
+            .unwrap_err();
+        assert!(matches!(
+            bad,
+            TurnError::Attachment(AttachmentError::NotADataUrl { .. })
+        ));
+        let unknown = rt
+            .keep_attachments("c", vec![attached(&file_url("c", &"0".repeat(64)))])
+            .await
+            .unwrap_err();
+        assert!(matches!(
+            unknown,
+            TurnError::Attachment(AttachmentError::UnknownFile { .. })
+        ));
+    }
+
+    #[test]
+    fn a_reference_names_its_chat_and_sha_and_nothing_else() {
+        let sha = "a".repeat(64);
+        let url = file_url("chat 1/é", &sha);
+        assert_eq!(url, format!("/api/chats/chat%201%2F%C3%A9/files/{sha}"));
+        assert_eq!(referenced("chat 1/é", &url), Some(sha.clone()));
+        assert_eq!(referenced("chat 2", &url), None, "another chat's");
+        assert_eq!(
+            referenced("c", &format!("/api/chats/c/files/{}", "A".repeat(64))),
+            None
+        );
+        assert_eq!(referenced("c", "/api/chats/c/files/abc"), None);
+        assert_eq!(referenced("c", "https://example.com/x.png"), None);
+    }
+
+    #[test]
+    fn only_base64_data_urls_are_decoded_and_bad_ones_are_named() {
+        assert_eq!(
+            data_url_bytes("data:image/png;base64,iVBORw0=", "p.png"),
+            Ok(Some(vec![0x89, b'P', b'N', b'G', 0x0d]))
+        );
+        assert_eq!(data_url_bytes("https://example.com/p.png", "p"), Ok(None));
+        for bad in [
+            "data:image/png,raw",
+            "data:image/png;base64",
+            "data:image/png;base64,***",
+        ] {
+            let error = data_url_bytes(bad, "p.png").unwrap_err();
+            assert_eq!(error.code(), "invalid_attachment", "{bad}");
+            assert!(error.to_string().contains("p.png"), "{error}");
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! Attachments stored once (issue #24, ADR 0026) over a real socket: an image sent as a `data:`
+//! URL is kept once, the chat refers to it by URL, the page loads it from there with the chat's
+//! own access check and headers that keep it inert; bad attachments are refused with their
+//! reason and change nothing.
+#![cfg(feature = "ssr")]
+
+use serde_json::{Value, json};
+
+mod common;
+
+/// A 1×1 transparent PNG.
+const PNG: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
+
+fn message(chat: &str, url: &str) -> Value {
+    json!({"id": chat, "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [
+            {"type": "text", "text": "What is in this picture?"},
+            {"type": "file", "mediaType": "image/png", "url": url, "filename": "dot.png"}
+        ]}
+    ]})
+}
+
+async fn post(base: &str, body: &Value) -> (u16, String) {
+    let response = reqwest::Client::new()
+        .post(format!("{base}/api/chat"))
+        .json(body)
+        .send()
+        .await
+        .expect("sent");
+    (
+        response.status().as_u16(),
+        response.text().await.unwrap_or_default(),
+    )
+}
+
+#[tokio::test]
+async fn an_image_is_kept_once_shown_by_url_and_refused_when_it_is_not_one() {
+    let server = common::start(common::Opts::default()).await;
+    let base = format!("http://{}", server.addr);
+    let data = format!("data:image/png;base64,{PNG}");
+    let (status, text) = post(&base, &message("pic", &data)).await;
+    assert_eq!(status, 200, "{text}");
+    let said: String = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|c| c["delta"].as_str().map(str::to_owned))
+        .collect();
+    assert!(said.contains("cannot look at attachments"), "{said}");
+
+    // The chat refers to the file by URL; its record holds no copy of the bytes.
+    let snapshot: Value = reqwest::get(format!("{base}/api/chats/pic"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let file = &snapshot["messages"][0]["parts"][1];
+    let url = file["url"].as_str().expect("a URL");
+    assert!(url.starts_with("/api/chats/pic/files/"), "{file}");
+    assert_eq!(file["filename"], "dot.png");
+    let record = server.state.runtime.live_session("pic").unwrap().snapshot();
+    let stored = serde_json::to_string(&(&record.history, &record.messages)).unwrap();
+    assert!(
+        !stored.contains(PNG),
+        "the record keeps a reference, not the image"
+    );
+
+    // The page loads it from there: the same bytes, inert.
+    let served = reqwest::get(format!("{base}{url}")).await.unwrap();
+    assert_eq!(served.status(), 200);
+    let header = |name: &str| {
+        served
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(header("content-type"), "image/png");
+    assert_eq!(header("x-content-type-options"), "nosniff");
+    assert!(header("content-security-policy").contains("sandbox"));
+    assert!(header("cache-control").contains("immutable"));
+    use base64::Engine;
+    let expected = base64::engine::general_purpose::STANDARD
+        .decode(PNG)
+        .unwrap();
+    assert_eq!(served.bytes().await.unwrap().to_vec(), expected);
+
+    // Another chat, another digest, or no digest at all: not found.
+    let sha = url.rsplit('/').next().unwrap();
+    for missing in [
+        format!("/api/chats/other/files/{sha}"),
+        format!("/api/chats/pic/files/{}", "0".repeat(64)),
+        "/api/chats/pic/files/..%2F..%2Fetc".to_owned(),
+    ] {
+        let response = reqwest::get(format!("{base}{missing}")).await.unwrap();
+        assert_eq!(response.status(), 404, "{missing}");
+    }
+
+    // A data: URL that is not base64, or a reference to a file the chat does not have.
+    let (status, text) = post(&base, &message("bad", "data:image/png,notbase64")).await;
+    assert_eq!(status, 422, "{text}");
+    assert!(
+        text.contains("invalid_attachment") && text.contains("dot.png"),
+        "{text}"
+    );
+    let (status, text) = post(
+        &base,
+        &message("bad", &format!("/api/chats/bad/files/{}", "1".repeat(64))),
+    )
+    .await;
+    assert_eq!(status, 422, "{text}");
+    assert!(text.contains("unknown_attachment"), "{text}");
+    let snapshot: Value = reqwest::get(format!("{base}/api/chats/bad"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(snapshot["messages"], json!([]), "nothing changed");
+}
