@@ -6,7 +6,7 @@
 //! loadgen stream       --base http://127.0.0.1:P [--prompt T] [--repeat 5] [--warmup 1]
 //! loadgen ttfc         --base … [--n 300] [--warmup 20]
 //! loadgen concurrency  --base … [--n 1000] [--connect-parallel 100]
-//! loadgen sse-approval --base … [--n 300] [--warmup 10]
+//! loadgen sse-approval --base … [--n 300] [--warmup 10] [--image-bytes N] [--approve-base …]
 //! loadgen bidi         --base … --pid PID [--n 1000] [--approve 300] [--parallel 128]
 //!                      [--warmup 128] [--gc-url http://…/__bench/gc] [--settle-ms 2000]
 //!                      [--socket-only 1] [--gap-ms 0]
@@ -73,19 +73,23 @@ impl Opts {
 
     /// `--base http://host:port` as a socket address.
     pub fn addr(&self) -> Result<SocketAddr> {
-        let base = self.required("base")?;
-        let hostport = base
-            .trim_start_matches("http://")
-            .trim_start_matches("ws://")
-            .trim_end_matches('/');
-        hostport
-            .parse()
-            .map_err(|e| format!("--base {base:?}: expected http://IP:PORT ({e})"))
+        parse_base(&self.required("base")?)
     }
 
     pub fn timeout(&self) -> Result<Duration> {
         Ok(Duration::from_secs(self.num("timeout-s", 60)?))
     }
+}
+
+/// `http://host:port` (or `ws://`) as a socket address.
+pub fn parse_base(base: &str) -> Result<SocketAddr> {
+    let hostport = base
+        .trim_start_matches("http://")
+        .trim_start_matches("ws://")
+        .trim_end_matches('/');
+    hostport
+        .parse()
+        .map_err(|e| format!("{base:?}: expected http://IP:PORT ({e})"))
 }
 
 /// A unique prefix for the chat ids of this invocation.

@@ -423,9 +423,15 @@ fn image_data_url(bytes: usize) -> String {
 /// Sequential payments: the approval request's response, then the approval's POST, timed from
 /// sending it to the `tool-output-available` chunk. `--image-bytes N` attaches an image of N
 /// bytes to each chat's first message, which every later request carries again (as an AI SDK
-/// client sends the whole conversation).
+/// client sends the whole conversation). `--approve-base` sends the approvals to another server
+/// (another instance on the same database) than the one asked. The report has the approvals per
+/// second over the measured part, asks included.
 pub async fn approval(opts: &Opts) -> Result<Value> {
     let addr = opts.addr()?;
+    let approve_addr = match opts.opt("approve-base") {
+        Some(base) => crate::parse_base(&base)?,
+        None => addr,
+    };
     let n = opts.num("n", 300)?;
     let image = match opts.num("image-bytes", 0)? {
         0 => None,
@@ -435,8 +441,17 @@ pub async fn approval(opts: &Opts) -> Result<Value> {
     let timeout = opts.timeout()?;
     let tag = crate::run_tag();
     let mut conn = Conn::connect(addr).await?;
+    let mut approver = if approve_addr == addr {
+        None
+    } else {
+        Some(Conn::connect(approve_addr).await?)
+    };
     let (mut rtt, mut done) = (Vec::new(), Vec::new());
+    let mut measured_from = Instant::now();
     for i in 0..warmup + n {
+        if i == warmup {
+            measured_from = Instant::now();
+        }
         let chat = format!("{tag}-{i}");
         let mut user = user_message(&format!("{chat}-u"), PAYMENT_PROMPT);
         if let (Some(url), Some(parts)) = (&image, user["parts"].as_array_mut()) {
@@ -469,7 +484,8 @@ pub async fn approval(opts: &Opts) -> Result<Value> {
             marker: Some("tool-output-available"),
             collect: false,
         };
-        let second = tokio::time::timeout(timeout, conn.post("/api/chat", &body, &watch))
+        let answering = approver.as_mut().unwrap_or(&mut conn);
+        let second = tokio::time::timeout(timeout, answering.post("/api/chat", &body, &watch))
             .await
             .map_err(|_| format!("no [DONE] within {timeout:?}"))??;
         second.check()?;
@@ -484,6 +500,7 @@ pub async fn approval(opts: &Opts) -> Result<Value> {
     Ok(json!({
         "n": n,
         "image_bytes": image.as_ref().map_or(0, |_| opts.num("image-bytes", 0).unwrap_or(0)),
+        "approvals_per_s": n as f64 / measured_from.elapsed().as_secs_f64(),
         "round_trip_ms": summary(&rtt),
         "done_ms": summary(&done),
     }))
