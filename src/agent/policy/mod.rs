@@ -522,6 +522,20 @@ impl Policy {
         }
     }
 
+    /// Catches today's running total up with the ledger (on a database several instances
+    /// share, their payments count too). A store that cannot be read changes nothing.
+    pub async fn catch_up_spending(&self, now_ms: Millis) {
+        let Some(store) = self.store.get() else {
+            return;
+        };
+        match store.paid_since(spending::start_of_day(now_ms)).await {
+            Ok(paid) => lock(&self.book).spending.catch_up(paid, now_ms),
+            Err(e) => {
+                tracing::warn!(error = %e.report(), "cannot read today's payments");
+            }
+        }
+    }
+
     /// Adds a grant (the person approved and asked to remember).
     pub fn add_grant(&self, grant: Grant) {
         lock(&self.book).add(grant);

@@ -65,6 +65,14 @@ impl Spending {
         )
     }
 
+    /// Catches up with what the ledger says was paid today (`ledger_cents`, every instance's
+    /// payments on a shared database): the day's total only grows, so the larger count holds
+    /// (this instance's own payments may be counted before their commit is visible).
+    pub fn catch_up(&mut self, ledger_cents: i64, now: Millis) {
+        self.roll(now);
+        self.paid_today = self.paid_today.max(ledger_cents);
+    }
+
     /// Reserves `cents` for `call`, decided at `now`.
     pub fn reserve(&mut self, call: &str, cents: i64, now: Millis) {
         self.roll(now);
@@ -89,6 +97,27 @@ impl Spending {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ledger_of_every_instance_raises_the_days_total_and_never_lowers_it() {
+        let now = 10 * DAY_MS + 5;
+        let mut spending = Spending::starting(now, 1_000);
+        spending.reserve("c1", 500, now);
+        spending.catch_up(4_000, now);
+        assert_eq!(spending.today(now), 4_500, "others paid 3,000 since");
+        spending.catch_up(2_000, now);
+        assert_eq!(
+            spending.today(now),
+            4_500,
+            "an older read takes nothing back"
+        );
+        spending.catch_up(9_000, now + DAY_MS);
+        assert_eq!(
+            spending.today(now + DAY_MS),
+            9_000,
+            "a new day starts from its ledger"
+        );
+    }
 
     const NOON: Millis = 20_000 * DAY_MS + DAY_MS / 2;
 

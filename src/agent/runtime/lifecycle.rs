@@ -326,6 +326,11 @@ impl Runtime {
                 let Some(runtime) = runtime.upgrade() else {
                     return;
                 };
+                // What other instances paid today counts towards daily limits here too.
+                runtime
+                    .policy()
+                    .catch_up_spending(runtime.clock.now_ms())
+                    .await;
                 let before = runtime.clock.now_ms() - OVERDUE_GRACE_MS;
                 let ids = match runtime.store.overdue(before).await {
                     Ok(ids) => ids,
