@@ -8,10 +8,20 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 /// `POST {base}/api/chat` with `body`; its chunks, one by one as they come.
 pub fn chat_stream(base: &str, body: Value) -> UnboundedReceiver<Value> {
-    let (tx, rx) = unbounded_channel();
     let request = reqwest::Client::new()
         .post(format!("{base}/api/chat"))
         .json(&body);
+    chunks_of_response(request)
+}
+
+/// `GET {base}/api/chat/{chat}/stream` (a resume); its chunks, one by one as they come.
+pub fn resume_stream(base: &str, chat: &str) -> UnboundedReceiver<Value> {
+    chunks_of_response(reqwest::Client::new().get(format!("{base}/api/chat/{chat}/stream")))
+}
+
+/// The chunks of `request`'s SSE response, one by one as they come.
+fn chunks_of_response(request: reqwest::RequestBuilder) -> UnboundedReceiver<Value> {
+    let (tx, rx) = unbounded_channel();
     tokio::spawn(async move {
         use futures::StreamExt;
         let Ok(response) = request.send().await else {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::Runtime;
-use crate::agent::store::StoreNews;
+use crate::agent::{session::TurnStatus, store::StoreNews};
 
 impl Runtime {
     /// Follows the other instances' news for as long as the runtime exists (nothing to do on a
@@ -67,19 +67,43 @@ impl Runtime {
     }
 
     /// Another instance committed `chat` (`waits`: it waits for people now). A copy here that
-    /// a task drives is left alone (one of the two commits will be refused); otherwise, when
-    /// anything here follows the chat — its copy in memory, a socket, the inbox — the chat is
-    /// read again (a reader of its turn's log sees what the other instance added) and its
-    /// follower told.
+    /// a task drives is left alone (one of the two commits will be refused); a copy in memory or
+    /// a socket here makes the chat read again (a reader of its turn's log sees what the other
+    /// instance added) and its follower told; otherwise the inbox's index is refreshed from the
+    /// record if the chat waits or waited for someone.
     async fn on_chat_news(self: &Arc<Self>, chat: &str, waits: bool) {
         let live = self.live_session(chat);
         if live.as_ref().is_some_and(|s| s.has_task()) {
             return;
         }
-        let followed =
-            live.is_some() || waits || self.followers.is_followed(chat) || self.inbox.knows(chat);
+        let held = live.is_some() || self.followers.is_followed(chat);
         drop(live);
-        if !followed {
+        if !held {
+            // Only the inbox may care: its index is refreshed from the record, which need not
+            // come into memory.
+            if waits || self.inbox.knows(chat) {
+                match self.store.load(chat).await {
+                    Ok(Some(stored)) => {
+                        // A running turn whose instance stopped answering is taken over by the
+                        // load that found it so (ADR 0025): it runs here from now on.
+                        let taken_over = !stored.elsewhere
+                            && stored
+                                .record
+                                .turn
+                                .as_ref()
+                                .is_some_and(|t| t.status == TurnStatus::Running);
+                        if taken_over {
+                            drop(self.make_live(stored));
+                        } else {
+                            self.inbox.sync(&stored.record);
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(session = %chat, error = %e.report(), "cannot read a chat another instance changed");
+                    }
+                }
+            }
             return;
         }
         match self.existing_session(chat).await {

@@ -269,6 +269,14 @@ pub trait SessionStore: Send + Sync + 'static {
         Ok(Vec::new())
     }
 
+    /// On a shared database: writes the log of `chat`'s running turn `turn` so far (between
+    /// commits, for other instances following it); a log of that turn already stored and as
+    /// long stays. Nothing to do for a database only this instance uses.
+    async fn keep_log(&self, chat: &str, turn: &str, log: &[TurnEntry]) -> Result<(), StoreError> {
+        let _ = (chat, turn, log);
+        Ok(())
+    }
+
     /// News from the other instances sharing the database, if it is shared.
     fn news(&self) -> Option<tokio::sync::broadcast::Receiver<StoreNews>> {
         None

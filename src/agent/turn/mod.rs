@@ -25,7 +25,7 @@ use super::{
     history::AssistantPart,
     model::CallNotice,
     questions::QuestionEvent,
-    session::{Parked, Session, TurnLog, TurnStatus},
+    session::{Parked, Session, TurnEntry, TurnLog, TurnStatus},
     store::AuditEvent,
 };
 use crate::protocol::{Chunk, FinishReason, MessageReducer};
@@ -116,10 +116,47 @@ struct StepOutput {
     finish: Option<FinishReason>,
 }
 
+/// How often a running turn's log is written for other instances to follow (between commits).
+const LOG_KEEPING: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// On a shared database, writes `turn`'s log every [`LOG_KEEPING`] while it grows, so another
+/// instance following the turn (a socket, an SSE resume) gets its text while it is written, not
+/// only at the turn's commits. Stops at the turn's pause or end (or when the log is gone).
+fn spawn_log_keeper(rt: Arc<Runtime>, chat: String, turn: String, log: std::sync::Weak<TurnLog>) {
+    tokio::spawn(async move {
+        let mut kept = 0;
+        loop {
+            tokio::time::sleep(LOG_KEEPING).await;
+            let Some(log) = log.upgrade() else {
+                return;
+            };
+            let entries = log.entries_from(0);
+            drop(log);
+            if matches!(entries.last(), Some(TurnEntry::Pause | TurnEntry::End)) {
+                return;
+            }
+            if entries.len() > kept {
+                if let Err(e) = rt.store.keep_log(&chat, &turn, &entries).await {
+                    tracing::warn!(session = %chat, error = %e.report(), "cannot write a running turn's log");
+                }
+                kept = entries.len();
+            }
+        }
+    });
+}
+
 impl TurnDriver {
     /// Runs the turn on a task of its own. When the task parks the turn, its session may leave
     /// memory as soon as the task is gone (ADR 0011).
     pub(crate) fn spawn(self, from: DriveFrom) -> tokio::task::JoinHandle<()> {
+        if self.rt.store.shared() {
+            spawn_log_keeper(
+                self.rt.clone(),
+                self.session.id.clone(),
+                self.turn_id.clone(),
+                Arc::downgrade(&self.log),
+            );
+        }
         tokio::spawn(async move {
             let runtime = self.rt.clone();
             let chat = self.session.id.clone();
@@ -134,6 +171,15 @@ impl TurnDriver {
         let mut paused_at = match from {
             DriveFrom::Start => {
                 self.emit(Chunk::start(self.message_id.clone()));
+                if self.rt.store.shared() {
+                    // On a shared database the turn is on disk as running, here, before it does
+                    // anything (ADR 0025): other instances follow it rather than start another.
+                    self.save().await;
+                    if self.overtaken {
+                        self.end_overtaken().await;
+                        return false;
+                    }
+                }
                 if let Some(call) = self.reissue.take() {
                     self.reissue_call(call);
                 }

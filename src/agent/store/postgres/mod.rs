@@ -694,6 +694,33 @@ impl SessionStore for PostgresStore {
         Some(self.news.subscribe())
     }
 
+    async fn keep_log(&self, chat: &str, turn: &str, log: &[TurnEntry]) -> Result<(), StoreError> {
+        let entries = super::encode::to_json(&log)?;
+        let mut client = self.client().await?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(err("cannot begin writing a turn's log"))?;
+        // Only the running turn's own row, and only longer: a commit may have written more
+        // meanwhile, or the turn may be over.
+        let kept = execute_in(
+            &tx,
+            "UPDATE paused_turn_logs SET entries = $3
+             WHERE session_id = $1 AND turn_id = $2 AND length(entries) < length($3)",
+            &[&chat, &turn, &entries],
+            "cannot write a turn's log",
+        )
+        .await?;
+        if kept == 1 {
+            let news = StoreNews::Chat {
+                chat: chat.to_owned(),
+                waits: false,
+            };
+            notify_in(&tx, &instances::encode(&self.instance, &news)).await?;
+        }
+        tx.commit().await.map_err(err("cannot write a turn's log"))
+    }
+
     async fn announce(&self, news: StoreNews) -> Result<(), StoreError> {
         notify_in(
             &self.client().await?,
