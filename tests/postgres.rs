@@ -220,8 +220,9 @@ async fn one_approval_sent_to_three_instances_at_once_pays_once() {
     assert!(ran.contains(&200), "one of them took it: {ran:?}");
     assert_eq!(paid(&url, chat).await, (1, 95_000), "paid once: {ran:?}");
     // One instance made the payment. A client whose instance lost the race either follows the
-    // winner's output (the very same payment) or is told another server answered first (or that
-    // it was answered already, when the winner's commit came before its instance read the chat).
+    // winner's output (the very same payment) or is told another server answered first (or, when
+    // the winner's commit came before its instance read the chat, that it was answered already
+    // or that the turn it answers is running on).
     let announced: Vec<&Value> = [&ra, &rb, &rc]
         .iter()
         .filter_map(|r| r.1.iter().find(|c| c["type"] == "tool-output-available"))
@@ -237,6 +238,7 @@ async fn one_approval_sent_to_three_instances_at_once_pays_once() {
             announced
                 || r.2.contains("answered on another server first")
                 || r.2.contains("approval_already_answered")
+                || r.2.contains("turn_in_progress")
                 || r.2.contains("no_active_turn")
                 || r.2.contains("answered_elsewhere"),
             "{}",
