@@ -152,6 +152,20 @@ impl Inbox {
     }
 
     /// The version at `chat`'s last change (0: none since the server started).
+    /// The chats that wait, or ever waited, for someone here.
+    pub fn chats(&self) -> Vec<String> {
+        let index = lock(&self.waiting);
+        let mut chats: Vec<String> = index.by_chat.keys().cloned().collect();
+        chats.extend(
+            index
+                .chat_versions
+                .keys()
+                .filter(|c| !index.by_chat.contains_key(*c))
+                .cloned(),
+        );
+        chats
+    }
+
     /// Whether `chat` waits, or ever waited, for someone here (its commits change the index).
     pub fn knows(&self, chat: &str) -> bool {
         let index = lock(&self.waiting);

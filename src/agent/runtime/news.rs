@@ -56,7 +56,13 @@ impl Runtime {
             StoreNews::Grants => self.policy().reload_grants().await,
             StoreNews::SignIns => {}
             StoreNews::Missed => {
-                let chats: Vec<String> = crate::agent::lock(&self.live).keys().cloned().collect();
+                // What this instance holds or lists is read again (an approval first asked
+                // elsewhere while news was lost shows when its chat next changes).
+                let mut chats: Vec<String> =
+                    crate::agent::lock(&self.live).keys().cloned().collect();
+                chats.extend(self.inbox.chats());
+                chats.sort();
+                chats.dedup();
                 for chat in chats {
                     self.on_chat_news(&chat, false).await;
                 }
