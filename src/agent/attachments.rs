@@ -6,11 +6,11 @@
 //! loads them by URL with the chat's own access check.
 
 use base64::{Engine, engine::general_purpose::STANDARD};
-use sha2::{Digest, Sha256};
 
 use super::{
     history::{Attachment, HistoryItem},
     runtime::{Runtime, TurnError},
+    store::audit::sha256_hex,
 };
 
 /// The largest attachment accepted by default (`COUNTERSIGN_MAX_ATTACHMENT_BYTES`), decoded.
@@ -19,18 +19,7 @@ pub const DEFAULT_MAX_ATTACHMENT_BYTES: usize = 10 * 1024 * 1024;
 /// Where the page loads a stored attachment: `/api/chats/<chat>/files/<sha-256 hex>` (the chat
 /// id percent-encoded where it is not URL-safe).
 pub fn file_url(chat: &str, sha: &str) -> String {
-    let mut url = String::with_capacity(chat.len() + 96);
-    url.push_str("/api/chats/");
-    for byte in chat.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
-            url.push(byte as char);
-        } else {
-            url.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    url.push_str("/files/");
-    url.push_str(sha);
-    url
+    format!("/api/chats/{}/files/{sha}", crate::ui::url::encode(chat))
 }
 
 /// The SHA-256 of a stored attachment of `chat` that `url` references, if it is one.
@@ -144,7 +133,7 @@ impl Runtime {
                 }
                 .into());
             }
-            let sha = hex(&Sha256::digest(&bytes));
+            let sha = sha256_hex(&bytes);
             self.store
                 .save_attachment(chat, &sha, &attachment.media_type, &bytes, now)
                 .await?;
@@ -191,11 +180,6 @@ impl Runtime {
             *attachments = inlined;
         }
     }
-}
-
-/// Lowercase hex.
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

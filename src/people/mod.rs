@@ -23,7 +23,6 @@ use std::{
 };
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::{
     agent::{
@@ -163,10 +162,7 @@ impl Invite {
 
 /// The digest an invite is stored under.
 pub fn token_digest(token: &str) -> String {
-    Sha256::digest(token.trim().as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::agent::store::audit::sha256_hex(token.trim().as_bytes())
 }
 
 /// Who makes a request.

@@ -58,8 +58,15 @@ pub(crate) fn sample(session: &str, kind: AuditKind, args: Value) -> AuditEvent 
 /// SHA-256 (hex) of `value` serialised as canonical JSON (keys sorted, no whitespace).
 pub fn digest(value: &Value) -> String {
     let canonical = serde_json::to_vec(&sorted(value)).unwrap_or_default();
-    let hash = Sha256::digest(&canonical);
-    hash.iter().map(|b| format!("{b:02x}")).collect()
+    sha256_hex(&canonical)
+}
+
+/// SHA-256 of `bytes`, as lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// A copy of `value` whose objects have their keys in sorted order, whatever map type
