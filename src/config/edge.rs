@@ -1,0 +1,298 @@
+//! The HTTP and WebSocket edge's settings (`COUNTERSIGN_*` of the edge: limits, timeouts, hosts,
+//! origins, the API key, sign-in), read from the environment.
+
+use super::*;
+
+/// Settings of the HTTP and WebSocket edge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EdgeSettings {
+    /// `COUNTERSIGN_MAX_BODY_BYTES`: largest accepted request body (default 20 MiB, room for
+    /// images).
+    pub max_body_bytes: usize,
+    /// `COUNTERSIGN_API_KEY`: when set, every route but `/healthz` and the static files needs
+    /// it (`Authorization: Bearer`, `X-API-Key`, or the cookie of a sign-in at `/signin`).
+    pub api_key: Option<String>,
+    /// Comment frames keep idle SSE responses alive through proxies (default 15 s).
+    pub keep_alive: Duration,
+    /// `COUNTERSIGN_WS_MAX_FRAME_BYTES`: largest WebSocket message accepted (default 1 MiB);
+    /// a larger one closes the socket with 1009.
+    pub ws_max_frame_bytes: usize,
+    /// `COUNTERSIGN_ALLOWED_ORIGINS`: comma-separated origins (`https://app.example`) allowed to
+    /// open the WebSocket besides the server's own; a browser from anywhere else gets 403.
+    pub allowed_origins: Vec<String>,
+    /// `COUNTERSIGN_WS_IDLE_SECS`: a socket silent this long (no frame, no pong) is closed
+    /// (default 90 s; the server pings every third of it).
+    pub ws_idle: Duration,
+    /// `COUNTERSIGN_WS_RATE`: client frames per second allowed per connection, with bursts of
+    /// twice that (default 20).
+    pub ws_rate: u32,
+    /// `COUNTERSIGN_IP_RATE`: POST requests and WebSocket upgrades per client address and
+    /// minute (default 600; 0 = unlimited).
+    pub ip_rate: u32,
+    /// `COUNTERSIGN_CHAT_RATE`: `POST /api/chat` requests per chat and minute (default 120;
+    /// 0 = unlimited).
+    pub chat_rate: u32,
+    /// `COUNTERSIGN_ALLOWED_HOSTS`: comma-separated names (`chat.example.com`, optionally
+    /// `:port`) the server answers to besides its loopback names and listening address.
+    pub allowed_hosts: Vec<String>,
+    /// `COUNTERSIGN_AUTH_FAILURE_RATE`: failed authentications per client address and minute
+    /// before that address must wait (default 10; 0 = unlimited).
+    pub auth_failure_rate: u32,
+    /// `COUNTERSIGN_SESSION_HOURS`: how long a sign-in lasts (default 720, 30 days).
+    pub signin_lifetime: Duration,
+    /// `COUNTERSIGN_MAX_CONNECTIONS`: open connections in all (default: the open-file limit less
+    /// 64; 0 = unlimited).
+    pub max_connections: usize,
+    /// `COUNTERSIGN_MAX_CONNECTIONS_PER_ADDRESS`: open connections per client address, IPv6 by
+    /// /64 (default 256; 0 = unlimited; behind a reverse proxy every client is the proxy).
+    pub max_connections_per_address: usize,
+    /// `COUNTERSIGN_IDLE_TIMEOUT_SECS`: a connection without a request (or whose request
+    /// headers have not all arrived) this long is closed (default 30).
+    pub idle_timeout: Duration,
+    /// `COUNTERSIGN_BODY_GRACE_SECS`: how long a request body may take before its pace counts
+    /// (default 10).
+    pub body_grace: Duration,
+    /// `COUNTERSIGN_BODY_MIN_RATE`: bytes a second a request body must average after the grace
+    /// (default 4096).
+    pub body_min_rate: u64,
+    /// `COUNTERSIGN_WRITE_TIMEOUT_SECS`: a response write or WebSocket frame the client does not
+    /// take for this long closes its connection (default 30).
+    pub write_timeout: Duration,
+    /// `COUNTERSIGN_CORS_CREDENTIALS`: `true` lets the allowed origins send cookies (default
+    /// false).
+    pub cors_credentials: bool,
+    /// `COUNTERSIGN_SIGN_IN`: `open` (one local person, no sign-in; the default without an API
+    /// key), `key` (the API key; the default with one) or `passkeys` (people, ADR 0024).
+    pub sign_in: crate::people::SignInMode,
+    /// `COUNTERSIGN_PUBLIC_URL`: the origin people's browsers use (`https://chat.example`);
+    /// passkeys are made for its host, and links point to it. Default
+    /// `http://localhost:<port>`.
+    pub public_url: Option<String>,
+}
+
+impl Default for EdgeSettings {
+    fn default() -> Self {
+        EdgeSettings {
+            max_body_bytes: 20 * 1024 * 1024,
+            api_key: None,
+            keep_alive: Duration::from_secs(15),
+            ws_max_frame_bytes: 1024 * 1024,
+            allowed_origins: Vec::new(),
+            ws_idle: Duration::from_secs(90),
+            ws_rate: 20,
+            ip_rate: 600,
+            chat_rate: 120,
+            allowed_hosts: Vec::new(),
+            auth_failure_rate: 10,
+            signin_lifetime: Duration::from_secs(720 * 3600),
+            max_connections: crate::transport::edge::connections::default_max_connections(),
+            max_connections_per_address: 256,
+            idle_timeout: Duration::from_secs(30),
+            body_grace: Duration::from_secs(10),
+            body_min_rate: 4096,
+            write_timeout: Duration::from_secs(30),
+            cors_credentials: false,
+            sign_in: crate::people::SignInMode::Open,
+            public_url: None,
+        }
+    }
+}
+
+pub(super) fn edge_settings(
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<EdgeSettings, ConfigError> {
+    let defaults = EdgeSettings::default();
+    let max_body_bytes = number(env, "COUNTERSIGN_MAX_BODY_BYTES", defaults.max_body_bytes)?;
+    if max_body_bytes < 1024 {
+        return Err(invalid(
+            "COUNTERSIGN_MAX_BODY_BYTES",
+            &max_body_bytes.to_string(),
+            "must be at least 1024",
+        ));
+    }
+    let api_key = env("COUNTERSIGN_API_KEY")
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty());
+    if let Some(key) = &api_key
+        && key.chars().count() < crate::transport::edge::auth::MIN_KEY_LENGTH
+    {
+        return Err(ConfigError::Invalid {
+            origin: "COUNTERSIGN_API_KEY".to_string(),
+            key: "COUNTERSIGN_API_KEY",
+            value: "(hidden)".to_string(),
+            reason: format!(
+                "the key has {} characters; use at least {} (for example the output of \
+                 `openssl rand -base64 24`)",
+                key.chars().count(),
+                crate::transport::edge::auth::MIN_KEY_LENGTH
+            ),
+        });
+    }
+    let ws_max_frame_bytes = number(
+        env,
+        "COUNTERSIGN_WS_MAX_FRAME_BYTES",
+        defaults.ws_max_frame_bytes,
+    )?;
+    if ws_max_frame_bytes < 1024 {
+        return Err(invalid(
+            "COUNTERSIGN_WS_MAX_FRAME_BYTES",
+            &ws_max_frame_bytes.to_string(),
+            "must be at least 1024",
+        ));
+    }
+    let allowed_origins: Vec<String> = list(env, "COUNTERSIGN_ALLOWED_ORIGINS")
+        .into_iter()
+        .map(|o| o.trim_end_matches('/').to_string())
+        .collect();
+    if let Some(bad) = allowed_origins
+        .iter()
+        .find(|o| !(o.starts_with("http://") || o.starts_with("https://")))
+    {
+        return Err(invalid(
+            "COUNTERSIGN_ALLOWED_ORIGINS",
+            bad,
+            "name origins with their scheme: https://app.example or http://localhost:3001",
+        ));
+    }
+    let idle_secs = number(env, "COUNTERSIGN_WS_IDLE_SECS", defaults.ws_idle.as_secs())?;
+    if idle_secs < 3 {
+        return Err(invalid(
+            "COUNTERSIGN_WS_IDLE_SECS",
+            &idle_secs.to_string(),
+            "must be at least 3",
+        ));
+    }
+    let ws_rate = number(env, "COUNTERSIGN_WS_RATE", defaults.ws_rate)?;
+    if ws_rate == 0 {
+        return Err(invalid("COUNTERSIGN_WS_RATE", "0", "must be at least 1"));
+    }
+    let ip_rate = number(env, "COUNTERSIGN_IP_RATE", defaults.ip_rate)?;
+    let chat_rate = number(env, "COUNTERSIGN_CHAT_RATE", defaults.chat_rate)?;
+    let allowed_hosts = list(env, "COUNTERSIGN_ALLOWED_HOSTS");
+    if let Some(bad) = allowed_hosts
+        .iter()
+        .find(|h| h.contains("://") || h.contains('/') || h.chars().any(char::is_whitespace))
+    {
+        return Err(invalid(
+            "COUNTERSIGN_ALLOWED_HOSTS",
+            bad,
+            "name hosts as they appear in the Host header: chat.example.com or chat.example.com:8443",
+        ));
+    }
+    let positive_secs = |var: &'static str, default: Duration| -> Result<Duration, ConfigError> {
+        let secs = number(env, var, default.as_secs())?;
+        if secs == 0 {
+            return Err(invalid(var, "0", "must be at least 1"));
+        }
+        Ok(Duration::from_secs(secs))
+    };
+    let session_hours = number(
+        env,
+        "COUNTERSIGN_SESSION_HOURS",
+        defaults.signin_lifetime.as_secs() / 3600,
+    )?;
+    if session_hours == 0 {
+        return Err(invalid(
+            "COUNTERSIGN_SESSION_HOURS",
+            "0",
+            "must be at least 1",
+        ));
+    }
+    let cors_credentials = match env("COUNTERSIGN_CORS_CREDENTIALS")
+        .as_deref()
+        .map(str::trim)
+    {
+        None | Some("") | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(invalid(
+                "COUNTERSIGN_CORS_CREDENTIALS",
+                other,
+                "use true or false",
+            ));
+        }
+    };
+    let sign_in = match env("COUNTERSIGN_SIGN_IN")
+        .map(|v| v.trim().to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("") if api_key.is_some() => crate::people::SignInMode::Key,
+        None | Some("") | Some("open") => crate::people::SignInMode::Open,
+        Some("key") if api_key.is_some() => crate::people::SignInMode::Key,
+        Some("key") => {
+            return Err(invalid(
+                "COUNTERSIGN_SIGN_IN",
+                "key",
+                "needs COUNTERSIGN_API_KEY (at least 16 characters)",
+            ));
+        }
+        Some("passkeys") | Some("passkey") => crate::people::SignInMode::Passkeys,
+        Some(other) => {
+            return Err(invalid(
+                "COUNTERSIGN_SIGN_IN",
+                other,
+                "use open (no sign-in), key (the API key) or passkeys (people)",
+            ));
+        }
+    };
+    if sign_in == crate::people::SignInMode::Open && api_key.is_some() {
+        return Err(invalid(
+            "COUNTERSIGN_SIGN_IN",
+            "open",
+            "an API key is set: use key or passkeys (or unset the key)",
+        ));
+    }
+    let public_url = match env("COUNTERSIGN_PUBLIC_URL")
+        .map(|u| u.trim().trim_end_matches('/').to_string())
+    {
+        None => None,
+        Some(url) if url.is_empty() => None,
+        Some(url) => {
+            let parsed = url::Url::parse(&url)
+                .map_err(|e| invalid("COUNTERSIGN_PUBLIC_URL", &url, &format!("not a URL: {e}")))?;
+            if !matches!(parsed.scheme(), "http" | "https")
+                || parsed.host_str().is_none()
+                || parsed.path() != "/"
+                || parsed.query().is_some()
+            {
+                return Err(invalid(
+                    "COUNTERSIGN_PUBLIC_URL",
+                    &url,
+                    "name an origin: https://chat.example or http://localhost:3000 (no path)",
+                ));
+            }
+            Some(url)
+        }
+    };
+    Ok(EdgeSettings {
+        sign_in,
+        public_url,
+        allowed_hosts,
+        auth_failure_rate: number(
+            env,
+            "COUNTERSIGN_AUTH_FAILURE_RATE",
+            defaults.auth_failure_rate,
+        )?,
+        signin_lifetime: Duration::from_secs(session_hours * 3600),
+        max_connections: number(env, "COUNTERSIGN_MAX_CONNECTIONS", defaults.max_connections)?,
+        max_connections_per_address: number(
+            env,
+            "COUNTERSIGN_MAX_CONNECTIONS_PER_ADDRESS",
+            defaults.max_connections_per_address,
+        )?,
+        idle_timeout: positive_secs("COUNTERSIGN_IDLE_TIMEOUT_SECS", defaults.idle_timeout)?,
+        body_grace: positive_secs("COUNTERSIGN_BODY_GRACE_SECS", defaults.body_grace)?,
+        body_min_rate: number(env, "COUNTERSIGN_BODY_MIN_RATE", defaults.body_min_rate)?,
+        write_timeout: positive_secs("COUNTERSIGN_WRITE_TIMEOUT_SECS", defaults.write_timeout)?,
+        cors_credentials,
+        ip_rate,
+        chat_rate,
+        max_body_bytes,
+        api_key,
+        keep_alive: defaults.keep_alive,
+        ws_max_frame_bytes,
+        allowed_origins,
+        ws_idle: Duration::from_secs(idle_secs),
+        ws_rate,
+    })
+}
