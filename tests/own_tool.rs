@@ -59,6 +59,7 @@ impl Notebook {
             acknowledgment: None,
             server: None,
             pays: None,
+            names: Vec::new(),
             effects: ToolEffects::InRecord,
         }
     }

@@ -286,8 +286,10 @@ mod tests {
                     }),
                     signatures: Vec::new(),
                     signed_args: None,
+                    proposed_by: None,
                     denied_by: None,
-                    signatures_shown: 0,
+                    revision: 0,
+                    revision_shown: 0,
                     countersign_closed: false,
                 })
                 .collect(),

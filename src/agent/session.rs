@@ -213,6 +213,8 @@ pub struct Applied {
     pub grants: Vec<GrantAsked>,
     /// Signatures given to approvals that need several people.
     pub signed: Vec<Signed>,
+    /// Edits that made a waiting call a new proposal nobody has signed yet.
+    pub proposed: Vec<crate::agent::gate::Proposed>,
     pub undo: Undo,
 }
 
@@ -439,6 +441,7 @@ impl Session {
             resolutions,
             grants,
             signed,
+            proposed,
         } = Gate::new(tools).answer(
             Some(&turn.calls),
             resolved_approvals,
@@ -473,6 +476,7 @@ impl Session {
             resolutions,
             grants,
             signed,
+            proposed,
             undo,
         })
     }

@@ -47,10 +47,14 @@ pub enum AuditKind {
     /// One person approved a call that needs several (`actor`: who; `reason`: how far it got);
     /// the call runs when the last of them approves (`approved` / `edited`).
     Countersigned,
+    /// Someone edited a waiting call into a new proposal that needs others (or a passkey
+    /// confirmation) before it may run (`actor`: who; `edited_args`: the arguments now on the
+    /// table; `reason`: what they need). Earlier approvals no longer count (ADR 0028).
+    Proposed,
 }
 
 impl AuditKind {
-    pub const ALL: [AuditKind; 16] = [
+    pub const ALL: [AuditKind; 17] = [
         AuditKind::Requested,
         AuditKind::Approved,
         AuditKind::Edited,
@@ -67,9 +71,10 @@ impl AuditKind {
         AuditKind::Granted,
         AuditKind::Revoked,
         AuditKind::Countersigned,
+        AuditKind::Proposed,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             AuditKind::Requested => "requested",
             AuditKind::Approved => "approved",
@@ -87,6 +92,7 @@ impl AuditKind {
             AuditKind::Granted => "granted",
             AuditKind::Revoked => "revoked",
             AuditKind::Countersigned => "countersigned",
+            AuditKind::Proposed => "proposed",
         }
     }
 
@@ -185,24 +191,15 @@ impl<'de> Deserialize<'de> for AuditRecord {
 }
 
 /// The wire names of [`AuditKind`], in the order of [`AuditKind::ALL`].
-const KIND_NAMES: [&str; 16] = [
-    "requested",
-    "approved",
-    "edited",
-    "denied",
-    "expired",
-    "interrupted",
-    "executed",
-    "asked",
-    "answered",
-    "allowed",
-    "refused",
-    "dismissed",
-    "superseded",
-    "granted",
-    "revoked",
-    "countersigned",
-];
+const KIND_NAMES: [&str; AuditKind::ALL.len()] = {
+    let mut names = [""; AuditKind::ALL.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = AuditKind::ALL[i].as_str();
+        i += 1;
+    }
+    names
+};
 
 impl AuditEvent {
     /// An event from its JSON text (as the store keeps it).

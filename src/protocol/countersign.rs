@@ -179,6 +179,10 @@ pub struct Progress {
     /// Who denied it ([`ProgressState::Denied`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub denied_by: Option<String>,
+    /// The arguments the approval is now for, when an edit replaced the call's: a new proposal
+    /// (the signatures are for these; the card shows them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Value>,
 }
 
 impl Progress {
@@ -221,6 +225,7 @@ impl Progress {
                 .and_then(ProgressState::parse)
                 .unwrap_or(ProgressState::Waiting),
             denied_by: text("deniedBy"),
+            args: object.get("args").filter(|a| a.is_object()).cloned(),
         })
     }
 
@@ -361,6 +366,7 @@ mod tests {
             }],
             state: ProgressState::Waiting,
             denied_by: None,
+            args: None,
         };
         assert_eq!(
             progress.words(),

@@ -136,13 +136,16 @@ impl Money {
         Ok(Money { currency, minor })
     }
 
-    /// The amount in the wallet's currency, in cents, rounded half away from zero.
+    /// The amount in the wallet's currency, in cents, rounded half away from zero — and never
+    /// to nothing: a real payment costs at least one cent (0.001 KWD, 6 KRW and 0.42 INR are
+    /// each worth less than half a cent; charged 0.00 they would count nothing against a
+    /// limit or a budget, so a thousand of them would pass unseen).
     pub fn wallet_cents(&self) -> i64 {
         // minor / 10^digits units × micros per unit / 10^4 micros per cent (in 64 bits: amounts
         // are at most MAX_MAJOR units; 128-bit division costs the browser's bundle 1 KB).
         let scale = 10_i64.pow(self.currency.minor_digits) * 10_000;
         match self.minor.checked_mul(self.currency.wallet_micros) {
-            Some(micros) => (micros + scale / 2) / scale,
+            Some(micros) => ((micros + scale / 2) / scale).max(1),
             None => i64::MAX,
         }
     }
@@ -320,6 +323,23 @@ mod tests {
         assert_eq!(usd("1.5", "KWD"), 489);
         assert_eq!(usd("1000000000", "KWD"), 326_200_000_000);
         assert_eq!(usd("1000000000", "JPY"), 670_000_000);
+    }
+
+    #[test]
+    fn a_real_payment_never_converts_to_nothing() {
+        let usd = |amount: &str, code: &str| Money::parse(amount, code).unwrap().wallet_cents();
+        // Each is worth less than half a cent: charged 0.00 they would count nothing against a
+        // limit or a budget.
+        assert_eq!(usd("0.001", "KWD"), 1);
+        assert_eq!(usd("6", "KRW"), 1);
+        assert_eq!(usd("0.42", "INR"), 1);
+        assert_eq!(usd("0.01", "USD"), 1);
+        // Every amount of every currency costs at least a cent.
+        for code in codes() {
+            let digits = currency(code).unwrap().minor_digits;
+            let smallest = format_minor(1, digits).replace(',', "");
+            assert!(usd(&smallest, code) >= 1, "{smallest} {code}");
+        }
     }
 
     #[test]

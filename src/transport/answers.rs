@@ -124,18 +124,19 @@ fn approval_input(
     pending: &impl Fn(&str) -> bool,
     signer: &str,
 ) -> Result<Option<PersonInput>, ApiError> {
-    let approved = decision.approves();
-    if !pending(approval_id) && Gate::echo(&record.resolved_approvals, approval_id, approved)? {
-        return Ok(None);
-    }
-    // An approval this person already signed, of a call that waits for others, is an echo of
-    // their signature (AI SDK clients resend the conversation).
-    if approved
-        && let Some(turn) = &record.turn
-        && turn.calls.iter().any(|c| {
-            c.approval_id() == Some(approval_id) && c.signatures.iter().any(|s| s.person == signer)
-        })
-    {
+    let calls = record
+        .turn
+        .as_ref()
+        .filter(|_| pending(approval_id))
+        .map(|t| t.calls.as_slice());
+    if Gate::repeats(
+        calls,
+        &record.resolved_approvals,
+        approval_id,
+        &decision,
+        step_up.is_some(),
+        signer,
+    )? {
         return Ok(None);
     }
     Ok(Some(PersonInput::Approval {
@@ -289,8 +290,10 @@ mod tests {
             announced: false,
             signatures: Vec::new(),
             signed_args: None,
+            proposed_by: None,
             denied_by: None,
-            signatures_shown: 0,
+            revision: 0,
+            revision_shown: 0,
             countersign_closed: false,
         }
     }

@@ -218,6 +218,7 @@ fn kind_label(kind: AuditKind) -> &'static str {
         AuditKind::Granted => "Granted",
         AuditKind::Revoked => "Grant revoked",
         AuditKind::Countersigned => "Countersigned",
+        AuditKind::Proposed => "Edited: a new proposal",
     }
 }
 

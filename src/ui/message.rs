@@ -296,7 +296,12 @@ fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView 
         })
         .unwrap_or(("Preparing", "input-streaming"))
     };
+    // An edit made a new proposal: the approvals are for its arguments (ADR 0028).
+    let proposal = Memo::new(move |_| progress.with(|p| p.as_ref().and_then(|p| p.args.clone())));
     let args = move || {
+        if let Some(proposal) = proposal.get() {
+            return fields(&proposal, None);
+        }
         tool.with(|t| {
             t.as_ref()
                 .and_then(|t| t.input.as_ref())
@@ -356,6 +361,9 @@ fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView 
                 let notes = notes();
                 (!notes.is_empty()).then(|| view! { <p class="tool-notes" data-testid="tool-notes">{notes}</p> })
             }}
+            {move || proposal.with(|p| p.is_some()).then(|| view! {
+                <p class="tool-notes" data-testid="tool-proposal">"Edited: the approvals are for these arguments"</p>
+            })}
             {move || {
                 let args = args();
                 (!args.is_empty()).then(|| view! {
@@ -376,7 +384,7 @@ fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView 
                 }
             })}
             {move || approval_id().map(|id| {
-                view! { <ApprovalCard approval_id=id tool=tool/> }
+                view! { <ApprovalCard approval_id=id tool=tool progress=progress/> }
             })}
             {move || askable().then(|| view! {
                 <div class="approval-actions">
@@ -427,7 +435,11 @@ enum CardMode {
 
 /// The countersignature: Approve, Deny (with an optional reason) or Edit.
 #[component]
-fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoView {
+fn ApprovalCard(
+    approval_id: String,
+    tool: Memo<Option<ToolPart>>,
+    progress: Memo<Option<Progress>>,
+) -> impl IntoView {
     let ctl = expect_context::<ChatCtl>();
     let mode = RwSignal::new(CardMode::Ask);
     let reason = RwSignal::new(String::new());
@@ -448,8 +460,14 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
         }) => Some(rule),
         _ => None,
     };
-    // What the rule asks for beyond this person's click, and whether they can give it.
-    let needs = Memo::new(move |_| ruling.get().map(|r| r.needs()).unwrap_or_default());
+    // What the rule asks for beyond this person's click, and whether they can give it: an
+    // edit may have made it ask for more (its progress part says so).
+    let needs = Memo::new(move |_| {
+        progress
+            .with(|p| p.as_ref().map(|p| p.needs.clone()))
+            .or_else(|| ruling.get().map(|r| r.needs()))
+            .unwrap_or_default()
+    });
     let cannot = Memo::new(move |_| ctl.me.with(|me| me.cannot_sign(&needs.get(), &me.id)));
     let step_up = move || needs.with(|n| n.step_up);
     let step_error = RwSignal::new(None::<String>);
@@ -478,11 +496,10 @@ fn ApprovalCard(approval_id: String, tool: Memo<Option<ToolPart>>) -> impl IntoV
     };
     let name = move || tool.with(|t| t.as_ref().map(|t| t.tool_name.clone()).unwrap_or_default());
     let input = move || {
-        tool.with(|t| {
-            t.as_ref()
-                .and_then(|t| t.input.clone())
-                .unwrap_or(Value::Null)
-        })
+        progress
+            .with(|p| p.as_ref().and_then(|p| p.args.clone()))
+            .or_else(|| tool.with(|t| t.as_ref().and_then(|t| t.input.clone())))
+            .unwrap_or(Value::Null)
     };
     let info = Memo::new(move |_| described(ctl, &name()));
     // "Pay 50.00 USD to Hanako": the sentence the person countersigns, in the tool's words.

@@ -26,8 +26,8 @@ use super::{
 use crate::agent::{
     clock::Millis,
     history::Outcome,
-    policy::{Decide, Verdict},
-    schema::validate,
+    policy::{Decide, Judgement, Verdict},
+    schema::{SchemaError, validate},
     tools::{ToolLocation, ToolRegistry},
 };
 use crate::protocol::{
@@ -88,6 +88,23 @@ pub struct Answered {
     pub grants: Vec<GrantAsked>,
     /// The signatures given to approvals that need several people (complete or not).
     pub signed: Vec<Signed>,
+    /// Edits that became new proposals the editor could not sign themselves: the call waits
+    /// for what its new arguments need.
+    pub proposed: Vec<Proposed>,
+}
+
+/// An edit that made a waiting call a new proposal, which now needs others (or a passkey
+/// confirmation the answer did not carry): nobody has signed it yet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Proposed {
+    pub approval_id: String,
+    pub tool_call_id: String,
+    /// The arguments now on the table.
+    pub args: Value,
+    /// What they need (never less than before).
+    pub needs: crate::protocol::countersign::Requirement,
+    /// Signatures given for the arguments before no longer count.
+    pub restarted: bool,
 }
 
 /// One person's approval of an approval that needs several.
@@ -259,6 +276,7 @@ impl<'a> Gate<'a> {
             resolutions: Vec::new(),
             grants: Vec::new(),
             signed: Vec::new(),
+            proposed: Vec::new(),
         };
         let who = Who { signer, requester };
         for input in inputs {
@@ -282,6 +300,7 @@ impl<'a> Gate<'a> {
             resolutions,
             grants,
             signed,
+            proposed,
         } = answered;
         match input {
             PersonInput::Approval {
@@ -326,6 +345,7 @@ impl<'a> Gate<'a> {
                 }
                 grants.extend(decided.grant);
                 signed.extend(decided.signed);
+                proposed.extend(decided.proposed);
                 Ok(())
             }
             PersonInput::BrowserResult {
@@ -371,10 +391,17 @@ impl<'a> Gate<'a> {
     }
 
     /// The person's decision on a call awaiting approval: denied (with the trimmed reason),
-    /// dismissed, or approved — with the original arguments, or edited ones valid against the
-    /// tool's schema (a full replacement) and not forbidden by a rule — and then ready to run,
-    /// or waiting for the browser; perhaps with a grant to remember. When the approval needs
-    /// several people, an approval is one signature: the call waits for the rest.
+    /// dismissed, or approved — with the arguments on the table (the call's, or the last
+    /// edit's), or edited ones.
+    ///
+    /// An approval is judged by the rules in force on the arguments that would run (ADR 0028):
+    /// a rule that forbids them refuses an edit (the person may edit again) or ends the call
+    /// denied; a rule that asks for more people makes the requirement grow — never shrink.
+    /// An edit is a **new proposal**: signatures given for other arguments no longer count,
+    /// and the editor's own approval counts only when they may sign what it now needs (with a
+    /// step-up bound to the new arguments when it asks for one); otherwise the call waits, for
+    /// the new requirement, with no signature. When the requirement is met the call is ready
+    /// to run, or waits for the browser; perhaps with a grant to remember.
     fn decide(
         &self,
         call: &mut StepCall,
@@ -389,8 +416,7 @@ impl<'a> Gate<'a> {
             approval_id: approval_id.to_owned(),
             why: e.0,
         };
-        let (signatures, signed_args) = (call.signatures.clone(), call.signed_args.clone());
-        let (args, grant): (Value, Option<&GrantRequest>) = match decision {
+        let (asked, grant): (Option<&Value>, Option<&GrantRequest>) = match decision {
             ApprovalDecision::Deny { reason } => {
                 countersign::may_deny(&needs, who.signer, who.requester).map_err(not_eligible)?;
                 if !needs.is_plain() {
@@ -425,145 +451,236 @@ impl<'a> Gate<'a> {
                 call.announced = false;
                 return Ok(Decided::ended(ApprovalResolution::Dismissed { at_ms: now }));
             }
-            // A plain approval approves the arguments under signature (a signer's edit).
-            ApprovalDecision::Approve => (
-                signed_args
-                    .clone()
-                    .unwrap_or_else(|| call.call.args.clone()),
-                None,
-            ),
-            ApprovalDecision::ApproveWithEdits { args } => (args.clone(), None),
-            ApprovalDecision::ApproveAndGrant { args, grant } => (
-                args.clone()
-                    .or_else(|| signed_args.clone())
-                    .unwrap_or_else(|| call.call.args.clone()),
-                Some(grant),
-            ),
+            ApprovalDecision::Approve => (None, None),
+            ApprovalDecision::ApproveWithEdits { args } => (Some(args), None),
+            ApprovalDecision::ApproveAndGrant { args, grant } => (args.as_ref(), Some(grant)),
         };
+        // Whoever acts on an approval must be someone who may sign it as it stands.
         countersign::may_sign(&needs, who.signer, who.requester).map_err(not_eligible)?;
-        if signatures.iter().any(|s| s.person == who.signer.id) {
+        let proposal = call.proposal().clone();
+        let tool = self.tools.get(&call.call.name);
+        let args = match (asked, &tool) {
+            (None, _) => proposal.clone(),
+            (Some(args), _) if *args == proposal => proposal.clone(),
+            (Some(args), Some(tool)) => {
+                let invalid = |error| InputError::InvalidEdit {
+                    approval_id: approval_id.to_owned(),
+                    error,
+                };
+                let args = tool.spec.canonical_args(args).map_err(invalid)?;
+                validate(&tool.spec.parameters, &args).map_err(invalid)?;
+                args
+            }
+            (Some(_), None) => {
+                return Err(InputError::InvalidEdit {
+                    approval_id: approval_id.to_owned(),
+                    error: SchemaError {
+                        path: "$".into(),
+                        message: format!("{} is no longer offered", call.call.name),
+                    },
+                });
+            }
+        };
+        let new_proposal = args != proposal;
+        if !new_proposal && call.signatures.iter().any(|s| s.person == who.signer.id) {
             return Err(InputError::AlreadySigned {
                 approval_id: approval_id.to_owned(),
             });
         }
         let edited = args != call.call.args;
-        let tool = self.tools.get(&call.call.name);
-        if edited && let Some(tool) = &tool {
-            validate(&tool.spec.parameters, &args).map_err(|error| InputError::InvalidEdit {
-                approval_id: approval_id.to_owned(),
-                error,
-            })?;
-        }
-        if needs.step_up {
-            let Some(step_up) = who.signer.step_up_for(approval_id) else {
-                return Err(InputError::StepUpRequired {
-                    approval_id: approval_id.to_owned(),
-                });
-            };
-            if step_up.args_digest != countersign::args_digest(&args) {
-                return Err(InputError::StepUpMismatch {
-                    approval_id: approval_id.to_owned(),
-                });
-            }
-        }
-        if let Some(tool) = &tool
-            && let Some((rule, reason)) = policy.forbids(&tool.spec, &args, now)
-        {
-            if edited {
+        // The rules in force, on the arguments that would run.
+        let judged = match &tool {
+            Some(tool) => policy.judge(&tool.spec, &args, now),
+            None => Judgement::Free,
+        };
+        let (required, asking_rule) = match judged {
+            Judgement::Forbidden { rule, reason } if new_proposal => {
                 return Err(InputError::EditForbidden {
                     approval_id: approval_id.to_owned(),
                     rule,
                     reason,
                 });
             }
-            refuse(call, &rule, &reason);
-            return Ok(Decided::ended(ApprovalResolution::DeniedByRule {
-                at_ms: now,
+            Judgement::Forbidden { rule, reason } => {
+                refuse(call, &rule, &reason);
+                return Ok(Decided::ended(ApprovalResolution::DeniedByRule {
+                    at_ms: now,
+                    rule,
+                    reason,
+                }));
+            }
+            Judgement::Asks { rule, needs: more } => (needs.merge(&more), rule),
+            Judgement::Free => (needs.clone(), None),
+        };
+        let grew = required != needs;
+        // Can this answer be a signature of what is now on the table?
+        let signs = countersign::may_sign(&required, who.signer, who.requester)
+            .map_err(not_eligible)
+            .and_then(|()| {
+                if !required.step_up {
+                    return Ok(());
+                }
+                match who.signer.step_up_for(approval_id) {
+                    None => Err(InputError::StepUpRequired {
+                        approval_id: approval_id.to_owned(),
+                    }),
+                    Some(step_up) if step_up.args_digest != countersign::args_digest(&args) => {
+                        Err(InputError::StepUpMismatch {
+                            approval_id: approval_id.to_owned(),
+                        })
+                    }
+                    Some(_) => Ok(()),
+                }
+            });
+        let proposed_only = match signs {
+            Ok(()) => false,
+            // A passkey confirmation of other arguments is never a proposal of these.
+            Err(e @ InputError::StepUpMismatch { .. }) => return Err(e),
+            // An edit that now needs others, or a passkey: the call waits for them, for these
+            // arguments (a grant cannot be remembered from it).
+            Err(_) if new_proposal && grant.is_none() => true,
+            Err(e) => return Err(e),
+        };
+        if grew {
+            let rule = asking_rule.or_else(|| match &call.ruling {
+                Some(Ruling::Asked { rule, .. }) => rule.clone(),
+                _ => None,
+            });
+            call.ruling = Some(Ruling::Asked {
                 rule,
-                reason,
-            }));
+                grantable: false,
+                needs: Some(required.clone()),
+            });
+        }
+        let restarted = new_proposal && !call.signatures.is_empty();
+        if new_proposal {
+            // Signatures count for the arguments they approved: an edit starts again.
+            call.signatures.clear();
+            call.signed_args = edited.then(|| args.clone());
+            call.proposed_by = edited.then(|| who.signer.id.clone());
+            call.revision += 1;
+        } else if grew {
+            call.revision += 1;
+        }
+        if proposed_only {
+            return Ok(Decided {
+                resolution: None,
+                grant: None,
+                signed: None,
+                proposed: Some(Proposed {
+                    approval_id: approval_id.to_owned(),
+                    tool_call_id: call.call.id.clone(),
+                    args,
+                    needs: required,
+                    restarted,
+                }),
+            });
         }
         let grant = match grant {
             None => None,
-            Some(request) => {
-                let refused = |message: String| InputError::GrantRefused {
-                    approval_id: approval_id.to_owned(),
-                    message,
-                };
-                match &call.ruling {
-                    Some(Ruling::Asked {
-                        grantable: true, ..
-                    }) if needs.is_plain() => {}
-                    Some(Ruling::Asked {
-                        rule: Some(rule), ..
-                    }) => {
-                        return Err(refused(format!(
-                            "the policy rule {rule:?} asks for every such call"
-                        )));
-                    }
-                    _ => {
-                        return Err(refused(
-                            "the policy decides this call; it cannot be remembered".into(),
-                        ));
-                    }
-                }
-                let Some(tool) = &tool else {
-                    return Err(refused(format!("{} is no longer offered", call.call.name)));
-                };
-                policy
-                    .may_grant(&tool.spec, &args, request)
-                    .map_err(refused)?;
-                Some(GrantAsked {
-                    approval_id: approval_id.to_owned(),
-                    tool_call_id: call.call.id.clone(),
-                    tool: call.call.name.clone(),
-                    args: args.clone(),
-                    request: request.clone(),
-                })
-            }
+            Some(request) => Some(self.grant_asked(
+                call,
+                approval_id,
+                &required,
+                tool.as_ref().map(|t| &t.spec),
+                &args,
+                request,
+                policy,
+            )?),
         };
-        let signature = Signature {
-            person: who.signer.id.clone(),
-            name: who.signer.name.clone(),
-            at_ms: now,
-            step_up: needs.step_up,
-        };
-        if !needs.is_plain() {
-            // Signatures count for the arguments they approved: an edit starts again.
-            let under_signature = signed_args.as_ref().unwrap_or(&call.call.args);
-            let restarted = !signatures.is_empty() && &args != under_signature;
-            let mut signatures = if restarted { Vec::new() } else { signatures };
-            signatures.push(signature.clone());
-            let complete = countersign::is_complete(&needs, &signatures);
-            let signed = Signed {
-                approval_id: approval_id.to_owned(),
-                tool_call_id: call.call.id.clone(),
-                signature,
-                args: args.clone(),
-                restarted,
-                complete,
-            };
-            call.signatures = signatures;
-            call.signed_args = edited.then(|| args.clone());
-            if !complete {
-                return Ok(Decided {
-                    resolution: None,
-                    grant: None,
-                    signed: Some(signed),
-                });
-            }
+        if required.is_plain() {
             self.clear(call, args, edited, now);
             return Ok(Decided {
                 resolution: Some(ApprovalResolution::Approved { at_ms: now, edited }),
                 grant,
+                signed: None,
+                proposed: None,
+            });
+        }
+        let signature = Signature {
+            person: who.signer.id.clone(),
+            name: who.signer.name.clone(),
+            at_ms: now,
+            step_up: required.step_up,
+        };
+        call.signatures.push(signature.clone());
+        call.revision += 1;
+        let complete = countersign::is_complete(&required, &call.signatures);
+        let signed = Signed {
+            approval_id: approval_id.to_owned(),
+            tool_call_id: call.call.id.clone(),
+            signature,
+            args: args.clone(),
+            restarted,
+            complete,
+        };
+        if !complete {
+            return Ok(Decided {
+                resolution: None,
+                grant: None,
                 signed: Some(signed),
+                proposed: None,
             });
         }
         self.clear(call, args, edited, now);
         Ok(Decided {
             resolution: Some(ApprovalResolution::Approved { at_ms: now, edited }),
             grant,
-            signed: None,
+            signed: Some(signed),
+            proposed: None,
+        })
+    }
+
+    /// The grant an approval asks for, when the policy left the call to the person (and only
+    /// to them) and the grant fits the call; else why not.
+    #[allow(clippy::too_many_arguments)]
+    fn grant_asked(
+        &self,
+        call: &StepCall,
+        approval_id: &str,
+        required: &crate::protocol::countersign::Requirement,
+        tool: Option<&crate::agent::tools::ToolSpec>,
+        args: &Value,
+        request: &GrantRequest,
+        policy: &mut dyn Decide,
+    ) -> Result<GrantAsked, InputError> {
+        let refused = |message: String| InputError::GrantRefused {
+            approval_id: approval_id.to_owned(),
+            message,
+        };
+        match &call.ruling {
+            Some(Ruling::Asked {
+                grantable: true, ..
+            }) if required.is_plain() => {}
+            Some(Ruling::Asked {
+                rule: Some(rule), ..
+            }) => {
+                return Err(refused(format!(
+                    "the policy rule {rule:?} asks for every such call"
+                )));
+            }
+            _ if !required.is_plain() => {
+                return Err(refused(format!(
+                    "it needs {}; such a call cannot be remembered",
+                    required.words()
+                )));
+            }
+            _ => {
+                return Err(refused(
+                    "the policy decides this call; it cannot be remembered".into(),
+                ));
+            }
+        }
+        let Some(tool) = tool else {
+            return Err(refused(format!("{} is no longer offered", call.call.name)));
+        };
+        policy.may_grant(tool, args, request).map_err(refused)?;
+        Ok(GrantAsked {
+            approval_id: approval_id.to_owned(),
+            tool_call_id: call.call.id.clone(),
+            tool: call.call.name.clone(),
+            args: args.clone(),
+            request: request.clone(),
         })
     }
 
@@ -635,6 +752,47 @@ impl<'a> Gate<'a> {
         expiries
     }
 
+    /// Whether an answer a client sends again merely repeats what the server already holds
+    /// (AI SDK clients resend the conversation with every request): `Ok(true)`, nothing to do;
+    /// `Ok(false)`, for the gate to judge; `Err`, it contradicts how the approval ended.
+    ///
+    /// * An approval no call waits for any more: [`Gate::echo`].
+    /// * An approval of a call still waiting for others, by someone who signed it: their
+    ///   signature.
+    /// * The same edit, by the person who made it a new proposal they could not sign themselves,
+    ///   without a passkey confirmation: their proposal.
+    pub fn repeats(
+        calls: Option<&[StepCall]>,
+        resolved: &BTreeMap<String, ApprovalResolution>,
+        approval_id: &str,
+        decision: &ApprovalDecision,
+        confirmed: bool,
+        signer: &str,
+    ) -> Result<bool, InputError> {
+        let waiting = calls
+            .into_iter()
+            .flatten()
+            .find(|c| c.approval_id() == Some(approval_id));
+        let Some(call) = waiting else {
+            return Gate::echo(resolved, approval_id, decision.approves());
+        };
+        if !decision.approves() {
+            return Ok(false);
+        }
+        if call.signatures.iter().any(|s| s.person == signer) {
+            return Ok(true);
+        }
+        let edit = match decision {
+            ApprovalDecision::ApproveWithEdits { args } => Some(args),
+            ApprovalDecision::ApproveAndGrant { args, .. } => args.as_ref(),
+            _ => None,
+        };
+        Ok(!confirmed
+            && call.proposed_by.as_deref() == Some(signer)
+            && call.signed_args.is_some()
+            && edit.is_some_and(|args| args == call.proposal()))
+    }
+
     /// Whether an answer to approval `approval_id`, which no call waits for any more, merely
     /// repeats how it was resolved (`Ok(true)`: nothing to do), is for the gate to judge
     /// (`Ok(false)`: the id was never resolved here), or contradicts the resolution (`Err`).
@@ -675,6 +833,7 @@ struct Decided {
     resolution: Option<ApprovalResolution>,
     grant: Option<GrantAsked>,
     signed: Option<Signed>,
+    proposed: Option<Proposed>,
 }
 
 impl Decided {
@@ -683,6 +842,7 @@ impl Decided {
             resolution: Some(resolution),
             grant: None,
             signed: None,
+            proposed: None,
         }
     }
 }

@@ -19,9 +19,13 @@ use serde_json::Value;
 
 pub mod countersign;
 pub mod machine;
+#[cfg(test)]
+mod proposal_tests;
 
 pub use countersign::{Signer, StepUp};
-pub use machine::{Answered, Expiry, Gate, GrantAsked, Request, Signed, next_deadline, stale};
+pub use machine::{
+    Answered, Expiry, Gate, GrantAsked, Proposed, Request, Signed, next_deadline, stale,
+};
 
 use super::{
     clock::Millis,
@@ -168,18 +172,25 @@ pub struct StepCall {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ruling: Option<Ruling>,
     /// For an approval that needs several people: the signatures so far (kept once it ends,
-    /// for the part that says how it ended), the arguments they are for when a signer edited
-    /// them, and who denied it.
+    /// for the part that says how it ended), and who denied it. `signed_args`: the arguments
+    /// on the table when an edit replaced the call's (a new proposal, ADR 0028).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub signatures: Vec<Signature>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signed_args: Option<Value>,
+    /// Who made the last edit that is on the table (their client resends it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposed_by: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub denied_by: Option<String>,
-    /// How many signatures the page was shown (`data-countersign` parts), and whether the
-    /// part that ends the countersigning was emitted.
+    /// How many times its countersigning changed (a signature, an edit that made a new
+    /// proposal, a requirement that grew, a signature that stopped counting), and how many of
+    /// those changes the page was shown (`data-countersign` parts); and whether the part that
+    /// ends the countersigning was emitted.
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub signatures_shown: u32,
+    pub revision: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub revision_shown: u32,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub countersign_closed: bool,
 }
@@ -204,6 +215,12 @@ impl StepCall {
     /// What its approval needs (the chat's person's click, unless a rule asks for more).
     pub fn needs(&self) -> crate::protocol::countersign::Requirement {
         self.ruling.as_ref().map(Ruling::needs).unwrap_or_default()
+    }
+
+    /// The arguments its approval is for: the call's, or those of the last edit that made it
+    /// a new proposal.
+    pub fn proposal(&self) -> &Value {
+        self.signed_args.as_ref().unwrap_or(&self.call.args)
     }
 
     pub fn approval_id(&self) -> Option<&str> {

@@ -5,7 +5,8 @@
 //! {"mcpServers": {
 //!   "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"],
 //!             "env": {"TOKEN": "${FILES_TOKEN}"}, "trustAnnotations": true,
-//!             "tools": {"write_file": {"approval": "always"}, "move_file": {"disabled": true}}},
+//!             "tools": {"write_file": {"approval": "always"}, "move_file": {"disabled": true},
+//!                       "send_payment": {"names": ["recipient"]}}},
 //!   "search": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ${KEY}"}}
 //! }}
 //! ```
@@ -65,6 +66,9 @@ pub enum McpTransport {
 pub struct ToolOverride {
     pub approval: Option<ApprovalOverride>,
     pub disabled: bool,
+    /// Its top-level arguments that are names (`"names": ["recipient"]`): trimmed, one space
+    /// for each run of whitespace, before rules see them (ADR 0027).
+    pub names: Vec<String>,
 }
 
 /// `"approval": "always" | "never"`.
@@ -99,6 +103,8 @@ struct ToolShape {
     approval: Option<ApprovalOverride>,
     #[serde(default)]
     disabled: bool,
+    #[serde(default)]
+    names: Vec<String>,
 }
 
 /// The keys a server entry may have (ours and the common ones of other clients).
@@ -264,7 +270,7 @@ impl McpConfig {
                         let shape: ToolShape =
                             serde_json::from_value(value.clone()).map_err(|e| {
                                 at(format!(
-                                    "tool {tool:?}: {} (use {{\"approval\": \"always\" | \"never\", \"disabled\": true}})",
+                                    "tool {tool:?}: {} (use {{\"approval\": \"always\" | \"never\", \"disabled\": true, \"names\": [\"recipient\"]}})",
                                     clean(&e)
                                 ))
                             })?;
@@ -273,6 +279,7 @@ impl McpConfig {
                             ToolOverride {
                                 approval: shape.approval,
                                 disabled: shape.disabled,
+                                names: shape.names,
                             },
                         );
                     }

@@ -137,6 +137,11 @@ pub fn spec_for(
         acknowledgment: None,
         server: Some(Cow::Owned(config.name.clone())),
         pays: None,
+        names: config
+            .tools
+            .get(tool.name.as_ref())
+            .map(|o| o.names.iter().cloned().map(Cow::Owned).collect())
+            .unwrap_or_default(),
     })
 }
 
@@ -304,6 +309,7 @@ mod tests {
                     ToolOverride {
                         approval: Some(ApprovalOverride::Always),
                         disabled: false,
+                        ..Default::default()
                     },
                 ),
                 (
@@ -311,6 +317,7 @@ mod tests {
                     ToolOverride {
                         approval: Some(ApprovalOverride::Never),
                         disabled: false,
+                        ..Default::default()
                     },
                 ),
             ],
@@ -328,6 +335,7 @@ mod tests {
                 ToolOverride {
                     approval: None,
                     disabled: true,
+                    ..Default::default()
                 },
             )],
         );

@@ -153,6 +153,7 @@ fn registry(declared: &[ToolDecl]) -> Result<ToolRegistry, String> {
                 effects: crate::agent::tools::ToolEffects::ExternalOnce,
                 server: Some(decl.server.clone().into()),
                 pays: None,
+                names: Vec::new(),
             },
             Executor::Browser,
         );

@@ -156,6 +156,21 @@ pub enum Verdict {
     Ruled(Ruling),
 }
 
+/// What the rules in force say of running a call with some arguments now, with nothing
+/// reserved: how an approval is judged when it comes in (an edit is a new proposal, ADR 0028).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Judgement {
+    /// A rule refuses it.
+    Forbidden { rule: String, reason: String },
+    /// A rule insists on asking, perhaps for more than the chat's person's click.
+    Asks {
+        rule: Option<String>,
+        needs: crate::protocol::countersign::Requirement,
+    },
+    /// No rule asks for more than the person's click (a rule or a grant may even let it run).
+    Free,
+}
+
 /// A rule's problem, where it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PolicyProblem {
@@ -649,14 +664,22 @@ pub trait Decide {
     /// reserves what it pays.
     fn decide(&mut self, call_id: &str, tool: &ToolSpec, args: &Value, now_ms: Millis) -> Verdict;
 
-    /// Whether a rule forbids running `args` now (the person's approval, perhaps of edited
-    /// arguments): the rule and its reason.
+    /// What the rules say of running `args` now (the person's approval, perhaps of edited
+    /// arguments): refused, asking for someone (and for whom), or free. Reserves nothing.
+    fn judge(&mut self, tool: &ToolSpec, args: &Value, now_ms: Millis) -> Judgement;
+
+    /// Whether a rule forbids running `args` now: the rule and its reason.
     fn forbids(
         &mut self,
         tool: &ToolSpec,
         args: &Value,
         now_ms: Millis,
-    ) -> Option<(String, String)>;
+    ) -> Option<(String, String)> {
+        match self.judge(tool, args, now_ms) {
+            Judgement::Forbidden { rule, reason } => Some((rule, reason)),
+            _ => None,
+        }
+    }
 
     /// Whether the person may grant `scope` for a call of `tool` they approve with `args`:
     /// `Err` says why not.
@@ -757,18 +780,21 @@ impl Decide for Decider<'_> {
         Verdict::Ruled(verdict)
     }
 
-    fn forbids(
-        &mut self,
-        tool: &ToolSpec,
-        args: &Value,
-        now_ms: Millis,
-    ) -> Option<(String, String)> {
+    fn judge(&mut self, tool: &ToolSpec, args: &Value, now_ms: Millis) -> Judgement {
         let tool_facts = ToolFacts::of(tool);
         let rules = self.rules.clone();
         let facts = self.facts(&tool_facts, tool, args, now_ms);
         match rules.verdict(&facts) {
-            RuleVerdict::Deny { rule, reason } => Some((rule, reason)),
-            _ => None,
+            RuleVerdict::Deny { rule, reason } => Judgement::Forbidden { rule, reason },
+            RuleVerdict::Ask { rule, needs } => Judgement::Asks {
+                rule: Some(rule),
+                needs: needs.unwrap_or_default(),
+            },
+            RuleVerdict::Error { .. } => Judgement::Asks {
+                rule: None,
+                needs: Default::default(),
+            },
+            RuleVerdict::Run { .. } | RuleVerdict::NoMatch => Judgement::Free,
         }
     }
 }
@@ -789,8 +815,8 @@ impl Decide for ToolDefaults {
         }
     }
 
-    fn forbids(&mut self, _: &ToolSpec, _: &Value, _: Millis) -> Option<(String, String)> {
-        None
+    fn judge(&mut self, _: &ToolSpec, _: &Value, _: Millis) -> Judgement {
+        Judgement::Free
     }
 }
 

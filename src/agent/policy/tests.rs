@@ -55,6 +55,7 @@ fn registry() -> ToolRegistry {
                 effects: ToolEffects::ExternalOnce,
                 server: Some("files".into()),
                 pays: None,
+                names: Vec::new(),
             },
             Executor::Browser,
         );

@@ -35,6 +35,18 @@ fn call_to_ask_again(
     call_id: &str,
     tools: &crate::agent::tools::ToolRegistry,
 ) -> Result<ToolCall, String> {
+    // A call is put before the person again at most once: its re-proposal is the call to
+    // ask again from then on (a call asked again twice would run twice).
+    if let Some(again) = record
+        .messages
+        .iter()
+        .find(|m| asked_again(m) == Some(call_id))
+    {
+        return Err(format!(
+            "it was asked again already (message {}); answer or ask again that call instead",
+            again.id
+        ));
+    }
     let outcome = record.history.iter().rev().find_map(|item| match item {
         HistoryItem::ToolResults { results } => results
             .iter()
@@ -70,6 +82,17 @@ fn call_to_ask_again(
         return Err(format!("{} is no longer offered", call.name));
     }
     Ok(call)
+}
+
+/// The call a person's message asked again (`metadata.countersign.askAgain`), if any: the
+/// record keeps it, so a call is asked again at most once.
+fn asked_again(message: &UiMessage) -> Option<&str> {
+    message
+        .metadata
+        .as_ref()?
+        .get("countersign")?
+        .get("askAgain")?
+        .as_str()
 }
 
 /// Why a grant could not be changed.
@@ -238,6 +261,10 @@ impl Runtime {
                 .clone()
                 .unwrap_or_else(|| self.ids.next_id(IdKind::Message));
             let mut message = UiMessage::user_text(user_id, user.text.clone());
+            if let Some(call) = &reissue {
+                message.metadata =
+                    Some(serde_json::json!({ "countersign": { "askAgain": call.id } }));
+            }
             for a in &user.attachments {
                 message.parts.push(UiPart::File(FilePart {
                     media_type: a.media_type.clone(),
@@ -447,6 +474,12 @@ impl Runtime {
         events.extend(crate::agent::turn::signature_events(
             &session,
             &applied.signed,
+            actor,
+            now,
+        ));
+        events.extend(crate::agent::turn::proposal_events(
+            &session,
+            &applied.proposed,
             actor,
             now,
         ));

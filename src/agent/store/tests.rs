@@ -53,8 +53,10 @@ pub(crate) fn waiting_record_named(id: &str) -> SessionRecord {
         ruling: None,
         signatures: Vec::new(),
         signed_args: None,
+        proposed_by: None,
         denied_by: None,
-        signatures_shown: 0,
+        revision: 0,
+        revision_shown: 0,
         countersign_closed: false,
     });
     record.turn = Some(t);

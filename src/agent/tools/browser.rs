@@ -27,6 +27,7 @@ pub fn get_location_spec(settings: &ToolSettings) -> ToolSpec {
         acknowledgment: None,
         server: None,
         pays: None,
+        names: Vec::new(),
         effects: ToolEffects::External,
     }
 }
@@ -54,6 +55,7 @@ pub fn change_bgm_spec(settings: &ToolSettings) -> ToolSpec {
         acknowledgment: Some(bgm_initiated),
         server: None,
         pays: None,
+        names: Vec::new(),
         effects: ToolEffects::External,
     }
 }

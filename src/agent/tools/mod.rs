@@ -107,6 +107,10 @@ pub struct ToolSpec {
     /// arguments, or `None` when they do not read as money. Policy rules compare it (`context.amount_cents`, in the
     /// wallet's currency), running totals add it up, budget grants spend it.
     pub pays: Option<fn(&Value) -> Option<Payment>>,
+    /// The top-level arguments that are names (a recipient, a currency, a city): their
+    /// canonical form is trimmed with one space for each run of whitespace
+    /// ([`crate::agent::canonical`]). Every other string keeps its whitespace.
+    pub names: Vec<Cow<'static, str>>,
 }
 
 /// Where a tool's effects land. The person's approval is always on disk before anything it
@@ -129,6 +133,15 @@ pub enum ToolEffects {
 }
 
 impl ToolSpec {
+    /// `args` in their canonical form (ADR 0027): what the rules see, the card shows, a
+    /// step-up is bound to and the tool runs. Applied before the schema is checked.
+    pub fn canonical_args(
+        &self,
+        args: &Value,
+    ) -> Result<Value, crate::protocol::schema::SchemaError> {
+        crate::agent::canonical::canonical(args, &self.names)
+    }
+
     pub fn declaration(&self) -> ToolDeclaration {
         ToolDeclaration {
             name: self.name.to_string(),

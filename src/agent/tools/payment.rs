@@ -181,8 +181,8 @@ impl Wallet {
         {
             return Ok(done.clone());
         }
-        let recipient = recipient.trim();
-        if recipient.is_empty() {
+        // The recipient is canonical (ADR 0027): it is recorded exactly as the rules saw it.
+        if recipient.trim().is_empty() {
             return Err(PaymentError::NoRecipient);
         }
         let cents = money.wallet_cents();
@@ -262,9 +262,11 @@ impl PaymentTool {
             pays: Some(|args| {
                 Some(Payment {
                     money: payment_of(args).ok()?,
-                    payee: args.get("recipient")?.as_str()?.trim().to_owned(),
+                    payee: args.get("recipient")?.as_str()?.to_owned(),
                 })
             }),
+            // Canonical (ADR 0027): what a rule compares is the name the ledger records.
+            names: vec!["recipient".into(), "currency".into(), "description".into()],
         }
     }
 }

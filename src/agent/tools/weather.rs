@@ -84,6 +84,7 @@ impl WeatherTool {
             acknowledgment: None,
             server: None,
             pays: None,
+            names: vec!["location".into()],
             effects: ToolEffects::External,
         }
     }

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::TurnDriver;
 use crate::agent::{
     clock::Millis,
-    gate::{ApprovalResolution, CallPhase, PersonInput, Signed, StepCall},
+    gate::{ApprovalResolution, CallPhase, PersonInput, Proposed, Signed, StepCall},
     history::{Outcome, ToolCall},
     session::Session,
     store::{Actor, AuditEvent, AuditKind},
@@ -206,4 +206,41 @@ pub(crate) fn signature_events(
         events.push(event);
     }
     events
+}
+
+/// The audit events of edits that made a waiting call a new proposal nobody has signed yet
+/// (ADR 0028): who edited it, the new arguments, and what they need now.
+pub(crate) fn proposal_events(
+    session: &Session,
+    proposed: &[Proposed],
+    actor: &Actor,
+    now: Millis,
+) -> Vec<AuditEvent> {
+    let state = session.state();
+    let record = &state.record;
+    let Some(turn) = record.turn.as_ref() else {
+        return Vec::new();
+    };
+    proposed
+        .iter()
+        .filter_map(|proposal| {
+            let call = turn.call(&proposal.tool_call_id)?;
+            let mut event = audit_event(
+                AuditKind::Proposed,
+                &record.id,
+                &turn.id,
+                &call.call,
+                &proposal.approval_id,
+                now,
+            );
+            event.actor = Some(actor.clone());
+            event.edited_args = Some(proposal.args.clone());
+            let mut reason = format!("edited; it now needs {}", proposal.needs.words());
+            if proposal.restarted {
+                reason.push_str("; the approvals given for the earlier arguments no longer count");
+            }
+            event.reason = Some(reason);
+            Some(event)
+        })
+        .collect()
 }

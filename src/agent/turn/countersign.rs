@@ -22,6 +22,7 @@ pub(crate) fn progress_part(call: &StepCall, state: ProgressState) -> Option<Chu
         signatures: call.signatures.clone(),
         state,
         denied_by: call.denied_by.clone(),
+        args: call.signed_args.clone(),
     };
     Some(Chunk::data_with_id(
         PROGRESS_PART,
@@ -31,10 +32,12 @@ pub(crate) fn progress_part(call: &StepCall, state: ProgressState) -> Option<Chu
 }
 
 /// What `call`'s countersigning has to tell that was not told yet (marking it told): nothing
-/// for a call whose approval is the chat's person's click.
+/// for a call whose approval is the chat's person's click and was never edited into a new
+/// proposal.
 pub(crate) fn news(call: &mut StepCall) -> Vec<Chunk> {
     let needs = call.needs();
-    if needs.is_plain() || call.countersign_closed || call.gated_by.is_none() {
+    let plain = needs.is_plain() && call.signed_args.is_none();
+    if plain || call.countersign_closed || call.gated_by.is_none() {
         return Vec::new();
     }
     let state = match &call.phase {
@@ -46,16 +49,16 @@ pub(crate) fn news(call: &mut StepCall) -> Vec<Chunk> {
         } => ProgressState::Denied,
         _ => ProgressState::Ended,
     };
-    let shown = call.signatures.len() as u32;
     if state == ProgressState::Waiting {
-        if shown == call.signatures_shown {
+        // The part sent when it was asked told revision 0; one more for each change.
+        if call.revision_shown == call.revision {
             return Vec::new();
         }
-        call.signatures_shown = shown;
+        call.revision_shown = call.revision;
         return progress_part(call, state).into_iter().collect();
     }
     call.countersign_closed = true;
-    call.signatures_shown = shown;
+    call.revision_shown = call.revision;
     let mut chunks: Vec<Chunk> = progress_part(call, state).into_iter().collect();
     if state == ProgressState::Complete
         && let Some(approval_id) = &call.gated_by
@@ -116,8 +119,10 @@ mod tests {
                 })
                 .collect(),
             signed_args: None,
+            proposed_by: None,
             denied_by: None,
-            signatures_shown: 0,
+            revision: 0,
+            revision_shown: 0,
             countersign_closed: false,
         }
     }
@@ -142,10 +147,12 @@ mod tests {
             "0 of 2 was told when it was asked"
         );
         call.signatures = super::tests::call(waiting(), &["ben"]).signatures;
+        call.revision += 1;
         let told = news(&mut call);
         assert_eq!(kinds(&told), ["data-countersign"]);
         assert!(news(&mut call).is_empty(), "told once");
         call.signatures = super::tests::call(waiting(), &["ben", "ana"]).signatures;
+        call.revision += 1;
         call.phase = CallPhase::Ready {
             args: json!({"amount": 150}),
             edited: false,

@@ -32,7 +32,7 @@ use crate::protocol::{Chunk, FinishReason, MessageReducer};
 
 use super::runtime::{Runtime, TextTiming};
 
-pub(crate) use audit::{answer_events, signature_events};
+pub(crate) use audit::{answer_events, proposal_events, signature_events};
 
 /// The interrupt reason of a turn that waited for the person when they sent a new message: its
 /// waiting calls end as superseded rather than interrupted.
@@ -374,5 +374,115 @@ mod tests {
                 }]
             }
         );
+    }
+
+    /// A model that calls `process_payment` with `args` in its first step, then writes text.
+    struct Pays(Value);
+
+    impl Model for Pays {
+        fn label(&self) -> String {
+            "pays".into()
+        }
+
+        fn stream(&self, request: ModelRequest) -> super::super::model::ModelStream {
+            let answered = matches!(
+                request.history.last(),
+                Some(HistoryItem::ToolResults { .. })
+            );
+            let events = if answered {
+                vec![ModelEvent::TextDelta("Done.".into())]
+            } else {
+                vec![ModelEvent::ToolCall(super::super::history::ToolCall {
+                    id: String::new(),
+                    name: "process_payment".into(),
+                    args: self.0.clone(),
+                    provider_data: None,
+                })]
+            };
+            let finish = ModelEvent::Finish {
+                reason: if answered {
+                    FinishReason::Stop
+                } else {
+                    FinishReason::ToolCalls
+                },
+                usage: Usage::default(),
+            };
+            futures::stream::iter(events.into_iter().chain([finish]).map(Ok)).boxed()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_model_cannot_slip_a_blocked_name_past_a_rule_in_another_form() {
+        let policy = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/policy.cedar"
+        ))
+        .unwrap();
+        for written in [
+            " Mallory",
+            "Mallory ",
+            "\u{a0}Mallory",
+            "Mallory\t",
+            "\u{3000}Mallory\n",
+        ] {
+            let tools = ToolRegistry::standard(&Default::default());
+            let facts = crate::agent::policy::ToolFacts::all(&tools);
+            let runtime = Runtime::new(
+                Arc::new(Pays(json!({"amount": 5, "recipient": written}))),
+                tools,
+                Arc::new(super::super::clock::SystemClock),
+                Arc::new(super::super::clock::SequentialIds::default()),
+                Arc::new(super::super::store::MemoryStore::default()),
+                RuntimeSettings::default(),
+            );
+            runtime.set_policy(Arc::new(
+                crate::agent::policy::Policy::from_text(&policy, &facts).unwrap(),
+            ));
+            let started = runtime
+                .start_turn(
+                    "c",
+                    UserTurn {
+                        message_id: None,
+                        text: "Pay her".into(),
+                        attachments: Vec::new(),
+                        transport: Transport::Sse,
+                        ask_again: None,
+                    },
+                    None,
+                )
+                .await
+                .unwrap();
+            let mut reader = started.log.subscribe(0);
+            while reader.next().await.is_some() {}
+            let record = runtime.session("c").await.unwrap().snapshot();
+            let call = record
+                .history
+                .iter()
+                .find_map(|item| match item {
+                    HistoryItem::Assistant { parts } => parts.iter().find_map(|p| match p {
+                        AssistantPart::ToolCall { call } => Some(call.clone()),
+                        _ => None,
+                    }),
+                    _ => None,
+                })
+                .expect("the call");
+            assert_eq!(call.args["recipient"], "Mallory", "{written:?}");
+            let outcome = record
+                .history
+                .iter()
+                .find_map(|item| match item {
+                    HistoryItem::ToolResults { results } => Some(results[0].outcome.clone()),
+                    _ => None,
+                })
+                .expect("a result");
+            assert!(
+                matches!(&outcome, super::super::history::Outcome::DeniedByRule { rule, .. } if rule == "blocked-recipients"),
+                "{written:?}: {outcome:?}"
+            );
+            assert!(
+                record.wallet.transactions.is_empty(),
+                "{written:?}: nothing paid"
+            );
+        }
     }
 }

@@ -121,9 +121,15 @@ impl TurnDriver {
                 call.name,
                 self.rt.tools.names().join(", ")
             )),
-            Some(tool) => validate(&tool.spec.parameters, &call.args)
-                .err()
-                .map(|e| format!("Invalid arguments for {}: {e}", call.name)),
+            // One canonical form before anything judges or shows the call (ADR 0027).
+            Some(tool) => match tool.spec.canonical_args(&call.args) {
+                Ok(args) => {
+                    call.args = args;
+                    validate(&tool.spec.parameters, &call.args).err()
+                }
+                Err(e) => Some(e),
+            }
+            .map(|e| format!("Invalid arguments for {}: {e}", call.name)),
         };
         self.emit(Chunk::tool_input_start(call.id.clone(), call.name.clone()));
         let location = tool
@@ -167,8 +173,10 @@ impl TurnDriver {
             ruling: None,
             signatures: Vec::new(),
             signed_args: None,
+            proposed_by: None,
             denied_by: None,
-            signatures_shown: 0,
+            revision: 0,
+            revision_shown: 0,
             countersign_closed: false,
         });
     }

@@ -146,6 +146,7 @@ fn item_html(state: &AppState, seen: &Seen, public: &str) -> String {
             signatures: w.signatures.clone(),
             state: ProgressState::Waiting,
             denied_by: None,
+            args: None,
         }
         .words();
         format!(
@@ -266,14 +267,36 @@ fn edited_args(
         args.remove(name);
     }
     args.extend(crate::ui::form::values_from(schema, fields));
-    let args = Value::Object(args);
-    crate::protocol::schema::validate(schema, &args).map_err(|e| {
+    let invalid = |e: crate::protocol::schema::SchemaError| {
         refuse(
             StatusCode::UNPROCESSABLE_ENTITY,
             format!("{}: {}", e.path.trim_start_matches("$."), e.message),
         )
-    })?;
+    };
+    // The canonical form (ADR 0027): what a passkey confirmation is bound to is what runs.
+    let args = tool
+        .spec
+        .canonical_args(&Value::Object(args))
+        .map_err(invalid)?;
+    crate::protocol::schema::validate(schema, &args).map_err(invalid)?;
     Ok(args)
+}
+
+/// Arguments a page sent as JSON, in their canonical form (what the gate will compare).
+fn canonical_args(
+    state: &AppState,
+    waiting: &Waiting,
+    args: Value,
+) -> Result<Value, ServerFnError> {
+    match state.runtime.tools.get(&waiting.tool) {
+        Some(tool) => tool.spec.canonical_args(&args).map_err(|e| {
+            refuse(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("{}: {}", e.path.trim_start_matches("$."), e.message),
+            )
+        }),
+        None => Ok(args),
+    }
 }
 
 /// Decides a waiting approval as the signed-in person, through the gate.
@@ -378,7 +401,7 @@ pub async fn step_up_options(
         )
     })?;
     let args = match (args, edit) {
-        (Some(args), _) => args,
+        (Some(args), _) => canonical_args(state, &waiting, args)?,
         (None, Some(fields)) => edited_args(state, &waiting, &fields)?,
         (None, None) => waiting.args.clone(),
     };

@@ -147,8 +147,10 @@ fn call(needs: Option<Requirement>, signed: &[&str]) -> StepCall {
         }),
         signatures: signed.iter().map(|p| sig(p)).collect(),
         signed_args: None,
+        proposed_by: None,
         denied_by: None,
-        signatures_shown: 0,
+        revision: 0,
+        revision_shown: 0,
         countersign_closed: false,
     }
 }

@@ -38,8 +38,10 @@ fn call(id: &str, name: &str, location: ToolLocation, args: Value, phase: CallPh
         ruling: None,
         signatures: Vec::new(),
         signed_args: None,
+        proposed_by: None,
         denied_by: None,
-        signatures_shown: 0,
+        revision: 0,
+        revision_shown: 0,
         countersign_closed: false,
     }
 }
