@@ -10,6 +10,7 @@
 //! loadgen bidi         --base … --pid PID [--n 1000] [--approve 300] [--parallel 128]
 //!                      [--warmup 128] [--gc-url http://…/__bench/gc] [--settle-ms 2000]
 //!                      [--socket-only 1] [--gap-ms 0]
+//! loadgen ws-concurrency --base … [--n 1000] [--connect-parallel 100] [--prompt T]
 //! ```
 //!
 //! Common: `--threads N` (tokio workers, default 1: the client takes at most one of the
@@ -105,7 +106,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(command) = args.first().cloned() else {
         eprintln!(
-            "usage: loadgen <stream|ttfc|concurrency|sse-approval|bidi> --base http://IP:PORT [options]"
+            "usage: loadgen <stream|ttfc|concurrency|sse-approval|bidi|ws-concurrency> --base http://IP:PORT [options]"
         );
         return ExitCode::from(2);
     };
@@ -141,6 +142,7 @@ fn main() -> ExitCode {
             "concurrency" => sse::concurrency(&opts).await,
             "sse-approval" => sse::approval(&opts).await,
             "bidi" => ws::bidi(&opts).await,
+            "ws-concurrency" => ws::concurrency(&opts).await,
             other => Err(format!("unknown command {other:?}")),
         }
     });

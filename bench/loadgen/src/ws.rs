@@ -3,15 +3,21 @@
 //! approved one at a time, timed from sending the `tool_result` frame to the
 //! `tool-output-available` frame. `--gap-ms` waits that long before each approval (a server
 //! that was idle, as it is while a person reads the request; default 0: back to back).
+//!
+//! `ws-concurrency`: `--n` sockets on `/api/live` opened first, then every one starts its turn
+//! at once (a `message` frame), read to its `[DONE]`: the BIDI twin of the SSE concurrency
+//! scenario.
 
 use std::{
     net::SocketAddr,
     time::{Duration, Instant},
 };
 
+use std::sync::Arc;
+
 use futures_util::{SinkExt, StreamExt, stream};
 use serde_json::{Value, json};
-use tokio::net::TcpStream;
+use tokio::{net::TcpStream, sync::Barrier};
 use tokio_tungstenite::{
     WebSocketStream, client_async_with_config,
     tungstenite::{Message, protocol::WebSocketConfig},
@@ -271,6 +277,125 @@ pub async fn bidi(opts: &Opts) -> Result<Value> {
         "rss_after_kib": after,
         "bytes_per_session": per_session.round(),
         "round_trip_ms": summary(&rtt),
+        "done_ms": summary(&done),
+    }))
+}
+
+/// One turn on an open socket: the times to the first chunk and to `[DONE]`, and the chunks.
+struct TurnTimes {
+    first_chunk: Duration,
+    done: Duration,
+    chunks: u64,
+}
+
+async fn turn(session: &mut Session, chat: &str, prompt: &str, timeout: Duration) -> Result<TurnTimes> {
+    let frame = json!({
+        "type": "message", "id": chat, "trigger": "submit-message",
+        "messages": [{"id": format!("{chat}-u"), "role": "user",
+                      "parts": [{"type": "text", "text": prompt}]}],
+    });
+    let sent = Instant::now();
+    session
+        .ws
+        .send(Message::Text(frame.to_string().into()))
+        .await
+        .map_err(|e| format!("send: {e}"))?;
+    let mut first_chunk = None;
+    let mut chunks = 0u64;
+    loop {
+        let text = next_text(&mut session.ws, timeout).await?;
+        if text.starts_with("data: [DONE]") {
+            return Ok(TurnTimes {
+                first_chunk: first_chunk.ok_or("[DONE] without a chunk")?,
+                done: sent.elapsed(),
+                chunks,
+            });
+        }
+        if !text.starts_with("data: ") {
+            continue;
+        }
+        first_chunk.get_or_insert_with(|| sent.elapsed());
+        chunks += 1;
+        if text.contains(r#""type":"error""#) {
+            return Err(format!("error chunk: {text}"));
+        }
+    }
+}
+
+pub async fn concurrency(opts: &Opts) -> Result<Value> {
+    let addr = opts.addr()?;
+    let prompt = opts.str("prompt", "Tell me a story.");
+    let n = opts.num("n", 1000)? as usize;
+    let parallel = opts.num("connect-parallel", 100)?.max(1) as usize;
+    let timeout = opts.timeout()?;
+    let tag = crate::run_tag();
+
+    let opened: Vec<Result<Session>> = stream::iter(0..n)
+        .map(|_| open(addr, None, timeout))
+        .buffer_unordered(parallel)
+        .collect()
+        .await;
+    let mut errors: Vec<String> = Vec::new();
+    let mut sessions = Vec::new();
+    for s in opened {
+        match s {
+            Ok(s) => sessions.push(s),
+            Err(e) => errors.push(e),
+        }
+    }
+    let barrier = Arc::new(Barrier::new(sessions.len() + 1));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, mut session) in sessions.into_iter().enumerate() {
+        let barrier = barrier.clone();
+        let chat = format!("{tag}-{i}");
+        let prompt = prompt.clone();
+        tasks.spawn(async move {
+            barrier.wait().await;
+            let result = turn(&mut session, &chat, &prompt, timeout).await;
+            drop(session);
+            result
+        });
+    }
+    barrier.wait().await;
+    let go = Instant::now();
+    let (mut first, mut done) = (Vec::new(), Vec::new());
+    let mut chunk_counts = std::collections::BTreeMap::<u64, u64>::new();
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(Ok(t)) => {
+                first.push(ms(t.first_chunk));
+                done.push(ms(t.done));
+                *chunk_counts.entry(t.chunks).or_default() += 1;
+            }
+            Ok(Err(e)) => errors.push(e),
+            Err(e) => errors.push(format!("task: {e}")),
+        }
+    }
+    let wall = go.elapsed();
+    // Every turn streams the same script: a turn with another chunk count lost chunks.
+    let expected = chunk_counts
+        .iter()
+        .max_by_key(|(_, count)| **count)
+        .map(|(chunks, _)| *chunks)
+        .unwrap_or(0);
+    let short: u64 = chunk_counts
+        .iter()
+        .filter(|(chunks, _)| **chunks != expected)
+        .map(|(_, count)| *count)
+        .sum();
+    let mut kinds = std::collections::BTreeMap::<String, u64>::new();
+    for e in &errors {
+        *kinds.entry(e.chars().take(120).collect()).or_default() += 1;
+    }
+    Ok(json!({
+        "n": n,
+        "ok": done.len(),
+        "errors": errors.len() as u64 + short,
+        "error_kinds": kinds,
+        "chunk_count_mismatches": short,
+        "chunks_per_turn": expected,
+        "wall_ms": round(ms(wall)),
+        "first_chunk_ms": summary(&first),
         "done_ms": summary(&done),
     }))
 }

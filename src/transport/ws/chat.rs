@@ -32,8 +32,7 @@ use tokio::{sync::mpsc, task::JoinHandle};
 
 use super::{
     FrameLimiter, LiveQuery, STRIKES_BEFORE_CLOSE, close,
-    frame::{Message, OpCode},
-    socket::{Handshake, Socket, SocketError, SocketOptions, Upgrade},
+    upgrade::{Failure, Handshake, Incoming, Socket, Upgrade},
 };
 use crate::{
     agent::{TextTiming, Transport},
@@ -66,13 +65,10 @@ pub async fn upgrade(
         timing: timing_named(query.text.as_deref()).unwrap_or(TextTiming::Progressive),
         dialect: dialect_named(query.dialect.as_deref()),
     };
-    let options = SocketOptions {
-        // A `send` carries the whole conversation, like a POST body.
-        limit: state.http.max_body_bytes.max(state.http.ws_max_frame_bytes),
-        write_timeout: state.http.write_timeout,
-    };
+    // A `send` carries the whole conversation, like a POST body.
+    let limit = state.http.max_body_bytes.max(state.http.ws_max_frame_bytes);
     let tasks = state.edge.sockets.clone();
-    handshake.accept(options, &tasks, move |upgrade| {
+    handshake.accept(limit, &tasks, move |upgrade| {
         ChatSocket::new(state, client, defaults).run(upgrade)
     })
 }
@@ -104,7 +100,7 @@ enum Out {
 enum Next {
     Continue,
     Close(u16, String),
-    ClientClosed(Option<(u16, String)>),
+    ClientClosed,
     Gone,
 }
 
@@ -147,21 +143,17 @@ impl ChatSocket {
         let mut last_heard = Instant::now();
         let next = loop {
             let next = tokio::select! {
-                ready = socket.readable() => match ready {
-                    Err(_) => Next::Gone,
-                    Ok(()) => match socket.next_message() {
-                        Ok(None) => Next::Continue,
-                        Ok(Some(message)) => {
-                            last_heard = Instant::now();
-                            self.on_message(message, &mut socket).await
-                        }
-                        Err(SocketError::Frame(e)) => Next::Close(e.close_code(), e.to_string()),
-                        Err(SocketError::Eof | SocketError::Io(_)) => Next::Gone,
-                    },
+                message = socket.recv() => match message {
+                    Ok(message) => {
+                        last_heard = Instant::now();
+                        self.on_message(message, &mut socket).await
+                    }
+                    Err(Failure::Close(code, reason)) => Next::Close(code, reason),
+                    Err(Failure::Gone) => Next::Gone,
                 },
                 Some(out) = inbox.recv() => match out {
-                    Out::Frame(text) => send_text(&mut socket, &text).await,
-                    Out::Ping => match socket.send(OpCode::Ping, &[]).await {
+                    Out::Frame(text) => send_text(&mut socket, text).await,
+                    Out::Ping => match socket.ping().await {
                         Ok(()) => Next::Continue,
                         Err(_) => Next::Gone,
                     },
@@ -174,7 +166,7 @@ impl ChatSocket {
                     if last_heard.elapsed() >= idle {
                         Next::Close(close::GOING_AWAY, "idle timeout".into())
                     } else {
-                        match socket.send(OpCode::Ping, &[]).await {
+                        match socket.ping().await {
                             Ok(()) => Next::Continue,
                             Err(_) => Next::Gone,
                         }
@@ -196,19 +188,19 @@ impl ChatSocket {
                 tracing::info!(code, %reason, "closing chat socket");
                 socket.close(code, &reason).await;
             }
-            Next::ClientClosed(close) => socket.answer_close(close).await,
+            Next::ClientClosed => socket.answer_close().await,
             Next::Continue | Next::Gone => {}
         }
     }
 
-    async fn on_message(&mut self, message: Message, socket: &mut Socket) -> Next {
-        if !matches!(message, Message::Close(_)) && !self.limiter.allow(Instant::now()) {
+    async fn on_message(&mut self, message: Incoming, socket: &mut Socket) -> Next {
+        if !matches!(message, Incoming::Close(_)) && !self.limiter.allow(Instant::now()) {
             if self.limiter.strikes > STRIKES_BEFORE_CLOSE {
                 return Next::Close(close::POLICY, "too many frames".into());
             }
             // A dropped request must not leave its chat waiting: say so to it.
-            if let Message::Text(text) = &message
-                && let Some(request_id) = ChatSocketRequest::decode(text)
+            if let Incoming::Text(text) = &message
+                && let Some(request_id) = ChatSocketRequest::decode(text.as_str())
                     .ok()
                     .map(|r| r.request_id().to_owned())
             {
@@ -222,23 +214,21 @@ impl ChatSocket {
             return Next::Continue;
         }
         let text = match message {
-            Message::Text(text) => text,
-            Message::Binary(_) => {
+            Incoming::Text(text) => text,
+            Incoming::Binary(_) => {
                 return Next::Close(
                     close::UNSUPPORTED,
                     "binary frames are not accepted; send JSON text frames".into(),
                 );
             }
-            Message::Close(close) => return Next::ClientClosed(close),
-            Message::Ping(payload) => {
-                return match socket.send(OpCode::Pong, &payload).await {
-                    Ok(()) => Next::Continue,
-                    Err(_) => Next::Gone,
-                };
+            Incoming::Close(close) => {
+                tracing::debug!(?close, "the client closed the chat socket");
+                return Next::ClientClosed;
             }
-            Message::Pong(_) => return Next::Continue,
+            // A ping is answered by the socket; a pong only shows the client is there.
+            Incoming::Control => return Next::Continue,
         };
-        match ChatSocketRequest::decode(&text) {
+        match ChatSocketRequest::decode(text.as_str()) {
             Ok(ChatSocketRequest::Send {
                 request_id,
                 id,
@@ -327,7 +317,7 @@ impl ChatSocket {
                     request_id: &request_id,
                 }
                 .to_json();
-                send_text(socket, &frame).await
+                send_text(socket, frame).await
             }
             Ok(Some(log)) => {
                 let segment = Segment::replay(log, dialect, self.state.http.keep_alive);
@@ -423,11 +413,11 @@ impl ChatSocket {
             error_text: &text,
         }
         .to_json();
-        send_text(socket, &frame).await
+        send_text(socket, frame).await
     }
 }
 
-async fn send_text(socket: &mut Socket, text: &str) -> Next {
+async fn send_text(socket: &mut Socket, text: String) -> Next {
     match socket.send_text(text).await {
         Ok(()) => Next::Continue,
         Err(_) => Next::Gone,

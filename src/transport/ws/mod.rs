@@ -25,14 +25,12 @@
 //! backend would not answer with an error are handled as it does: invalid JSON closes the socket
 //! (1002), unknown or malformed frames and `audio_control` are logged and ignored.
 //!
-//! The WebSocket itself is ours ([`socket`], RFC 6455 framing in [`frame`]): a socket waiting for
-//! a person holds its TCP stream, one small task and no buffers (bench/: 1.9 KiB per idle
-//! socket, 7.2 KiB with tungstenite).
+//! The upgrade is ours (the edge's checks), the protocol tokio-tungstenite's, configured for
+//! sockets that wait for a person most of their life ([`upgrade`], ADR 0027).
 
 pub mod chat;
 mod forward;
-mod frame;
-mod socket;
+mod upgrade;
 
 use std::{
     sync::{
@@ -48,15 +46,14 @@ use axum::{
     response::Response,
     routing::get,
 };
-use frame::{Message, OpCode};
 use futures::future::Either;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use self::forward::Forwarding;
-pub use self::socket::is_upgrade;
-use self::socket::{Handshake, Socket, SocketError, SocketOptions, Upgrade};
+pub use self::upgrade::{close, is_upgrade};
+use self::upgrade::{Failure, Handshake, Incoming, Socket, Upgrade};
 use super::{
     answers::extract,
     edge::{Client, limits::TokenBucket},
@@ -81,13 +78,6 @@ use crate::{
     },
     state::AppState,
 };
-
-/// WebSocket close codes used here (RFC 6455 §7.4.1, plus an application code).
-pub mod close {
-    pub use super::frame::code::*;
-    /// Another socket took over this chat.
-    pub const REPLACED: u16 = 4001;
-}
 
 /// The BIDI routes: `/api/live`, and `/live` as the seed system's alias.
 pub fn routes() -> Router<AppState> {
@@ -167,12 +157,9 @@ fn upgrade(
 ) -> Response {
     let timing = timing_named(query.text.as_deref()).or(default_timing);
     let dialect = route_dialect.unwrap_or_else(|| dialect_named(query.dialect.as_deref()));
-    let options = SocketOptions {
-        limit: state.http.ws_max_frame_bytes,
-        write_timeout: state.http.write_timeout,
-    };
+    let limit = state.http.ws_max_frame_bytes;
     let connection = Connection::new(&state, timing, dialect, scope, client);
-    handshake.accept(options, &state.edge.sockets, move |upgrade| {
+    handshake.accept(limit, &state.edge.sockets, move |upgrade| {
         connection.run(upgrade)
     })
 }
@@ -231,8 +218,8 @@ struct Connection {
 
 /// What woke an idle connection.
 enum Wake {
-    /// The client sent something (or closed).
-    Readable,
+    /// The client sent a message (or broke the connection).
+    Incoming(Result<Incoming, Failure>),
     /// The forwarded turn has a new entry, or ended.
     Entry,
     /// The chat has news, or another socket took it over.
@@ -248,8 +235,8 @@ enum Next {
     Continue,
     /// Close with this code and reason.
     Close(u16, String),
-    /// The client closed (with its code): answer and end.
-    ClientClosed(Option<(u16, String)>),
+    /// The client closed: answer and end.
+    ClientClosed,
     /// The connection is gone; nothing more can be sent.
     Gone,
 }
@@ -298,17 +285,14 @@ impl Connection {
             ping.tick().await;
             let mut last_heard = Instant::now();
             let next = loop {
-                let Some(wake) = wait(
+                let wake = wait(
                     &self.turn,
                     &self.following,
-                    &socket,
+                    &mut socket,
                     &mut ping,
                     &self.shutdown,
                 )
-                .await
-                else {
-                    break Next::Gone;
-                };
+                .await;
                 match Box::pin(self.on_wake(wake, &mut socket, &mut last_heard)).await {
                     Next::Continue => {}
                     next => break next,
@@ -323,7 +307,7 @@ impl Connection {
                     tracing::info!(connection = self.id, chat = ?self.chat, code, %reason, "closing socket");
                     Box::pin(socket.close(code, &reason)).await;
                 }
-                Next::ClientClosed(close) => Box::pin(socket.answer_close(close)).await,
+                Next::ClientClosed => Box::pin(socket.answer_close()).await,
                 Next::Continue | Next::Gone => {}
             }
         }
@@ -331,15 +315,12 @@ impl Connection {
 
     async fn on_wake(&mut self, wake: Wake, socket: &mut Socket, last_heard: &mut Instant) -> Next {
         match wake {
-            Wake::Readable => match socket.next_message() {
-                Ok(None) => Next::Continue,
-                Ok(Some(message)) => {
-                    *last_heard = Instant::now();
-                    self.on_message(message, socket).await
-                }
-                Err(SocketError::Frame(e)) => Next::Close(e.close_code(), e.to_string()),
-                Err(SocketError::Eof | SocketError::Io(_)) => Next::Gone,
-            },
+            Wake::Incoming(Ok(message)) => {
+                *last_heard = Instant::now();
+                self.on_message(message, socket).await
+            }
+            Wake::Incoming(Err(Failure::Close(code, reason))) => Next::Close(code, reason),
+            Wake::Incoming(Err(Failure::Gone)) => Next::Gone,
             Wake::Entry => {
                 let read = match self.turn.as_mut().and_then(|t| t.reader.as_mut()) {
                     Some(reader) => reader.try_next(),
@@ -370,7 +351,7 @@ impl Connection {
             Wake::Ping => {
                 if last_heard.elapsed() >= self.idle {
                     Next::Close(close::GOING_AWAY, "idle timeout".into())
-                } else if socket.send(OpCode::Ping, &[]).await.is_err() {
+                } else if socket.ping().await.is_err() {
                     Next::Gone
                 } else {
                     Next::Continue
@@ -379,8 +360,8 @@ impl Connection {
         }
     }
 
-    async fn on_message(&mut self, message: Message, socket: &mut Socket) -> Next {
-        if !matches!(message, Message::Close(_)) && !self.limiter.allow(Instant::now()) {
+    async fn on_message(&mut self, message: Incoming, socket: &mut Socket) -> Next {
+        if !matches!(message, Incoming::Close(_)) && !self.limiter.allow(Instant::now()) {
             if self.limiter.strikes > STRIKES_BEFORE_CLOSE {
                 // One log line (the close), however many frames the flood had.
                 return Next::Close(close::POLICY, "too many frames".into());
@@ -397,8 +378,8 @@ impl Connection {
             return Next::Continue;
         }
         let text = match message {
-            Message::Text(text) => text,
-            Message::Binary(_) => {
+            Incoming::Text(text) => text,
+            Incoming::Binary(_) => {
                 return self
                     .send_error(
                         socket,
@@ -406,16 +387,14 @@ impl Connection {
                     )
                     .await;
             }
-            Message::Close(close) => return Next::ClientClosed(close),
-            Message::Ping(payload) => {
-                return match socket.send(OpCode::Pong, &payload).await {
-                    Ok(()) => Next::Continue,
-                    Err(_) => Next::Gone,
-                };
+            Incoming::Close(close) => {
+                tracing::debug!(connection = self.id, chat = ?self.chat, ?close, "the client closed");
+                return Next::ClientClosed;
             }
-            Message::Pong(_) => return Next::Continue,
+            // A ping is answered by the socket; a pong only shows the client is there.
+            Incoming::Control => return Next::Continue,
         };
-        let value: Value = match serde_json::from_str(&text) {
+        let value: Value = match serde_json::from_str(text.as_str()) {
             Ok(value) => value,
             // The seed's backend closes the socket on JSON it cannot parse.
             Err(e) if self.seed.is_some() => {
@@ -683,15 +662,15 @@ impl Connection {
     }
 }
 
-/// What wakes an idle connection next (`None`: the connection failed). Only small futures: this
-/// is what ten thousand idle sockets wait in.
+/// What wakes an idle connection next. Only small futures: this is what ten thousand idle
+/// sockets wait in.
 async fn wait(
     turn: &Option<Forwarding>,
     following: &Option<Following>,
-    socket: &Socket,
+    socket: &mut Socket,
     ping: &mut tokio::time::Interval,
     shutdown: &CancellationToken,
-) -> Option<Wake> {
+) -> Wake {
     let entry = match turn.as_ref().and_then(|t| t.reader.as_ref()) {
         Some(reader) => Either::Left(reader.ready()),
         None => Either::Right(std::future::pending()),
@@ -701,11 +680,11 @@ async fn wait(
         None => Either::Right(std::future::pending()),
     };
     tokio::select! {
-        ready = socket.readable() => ready.ok().map(|()| Wake::Readable),
-        () = entry => Some(Wake::Entry),
-        () = signal => Some(Wake::Signal),
-        _ = ping.tick() => Some(Wake::Ping),
-        () = shutdown.cancelled() => Some(Wake::Shutdown),
+        message = socket.recv() => Wake::Incoming(message),
+        () = entry => Wake::Entry,
+        () = signal => Wake::Signal,
+        _ = ping.tick() => Wake::Ping,
+        () = shutdown.cancelled() => Wake::Shutdown,
     }
 }
 
