@@ -9,7 +9,7 @@
 //! loadgen sse-approval --base … [--n 300] [--warmup 10] [--image-bytes N] [--approve-base …]
 //! loadgen bidi         --base … --pid PID [--n 1000] [--approve 300] [--parallel 128]
 //!                      [--warmup 128] [--gc-url http://…/__bench/gc] [--settle-ms 2000]
-//!                      [--socket-only 1] [--gap-ms 0]
+//!                      [--socket-only 1] [--gap-ms 0] [--first TEXT] [--pad-bytes N]
 //! loadgen ws-concurrency --base … [--n 1000] [--connect-parallel 100] [--prompt T]
 //! ```
 //!

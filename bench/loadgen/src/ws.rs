@@ -3,6 +3,9 @@
 //! approved one at a time, timed from sending the `tool_result` frame to the
 //! `tool-output-available` frame. `--gap-ms` waits that long before each approval (a server
 //! that was idle, as it is while a person reads the request; default 0: back to back).
+//! `--first TEXT` runs a turn of its own before the payment, on `/api/live?text=hold` (its text
+//! one frame), and `--pad-bytes N` adds N bytes of message metadata to the payment's frame: what a
+//! socket keeps of the larger frames it sent and received, once it waits again.
 //!
 //! `ws-concurrency`: `--n` sockets on `/api/live` opened first, then every one starts its turn
 //! at once (a `message` frame), read to its `[DONE]`: the BIDI twin of the SSE concurrency
@@ -63,13 +66,44 @@ fn chunk_of(text: &str) -> Option<Value> {
     serde_json::from_str(data).ok()
 }
 
+/// What a session does before it pauses at the payment (`--first`, `--pad-bytes`).
+#[derive(Debug, Clone, Default)]
+struct Before {
+    first: Option<String>,
+    pad_bytes: usize,
+}
+
+/// Sends a `message` frame to `chat` and reads to `[DONE]`.
+async fn whole_turn(ws: &mut Ws, chat: &str, text: &str, timeout: Duration) -> Result<()> {
+    let frame = json!({
+        "type": "message", "id": chat, "trigger": "submit-message",
+        "messages": [{"id": format!("{chat}-first"), "role": "user",
+                      "parts": [{"type": "text", "text": text}]}],
+    });
+    ws.send(Message::Text(frame.to_string().into()))
+        .await
+        .map_err(|e| format!("send: {e}"))?;
+    while !next_text(ws, timeout).await?.starts_with("data: [DONE]") {}
+    Ok(())
+}
+
 /// Opens a socket; with `chat`, starts a payment there and waits until it pauses for approval.
 async fn open(addr: SocketAddr, chat: Option<String>, timeout: Duration) -> Result<Session> {
+    open_after(addr, chat, timeout, &Before::default()).await
+}
+
+async fn open_after(
+    addr: SocketAddr,
+    chat: Option<String>,
+    timeout: Duration,
+    before: &Before,
+) -> Result<Session> {
     let tcp = TcpStream::connect(addr)
         .await
         .map_err(|e| format!("connect {addr}: {e}"))?;
     tcp.set_nodelay(true).map_err(|e| e.to_string())?;
-    let url = format!("ws://{addr}/api/live");
+    let query = if before.first.is_some() { "?text=hold" } else { "" };
+    let url = format!("ws://{addr}/api/live{query}");
     // Small buffers: tungstenite zero-fills its whole read buffer (128 KiB by default) on every
     // read, which for 10k sockets would be 1.3 GB in this process.
     let config = WebSocketConfig::default()
@@ -84,10 +118,17 @@ async fn open(addr: SocketAddr, chat: Option<String>, timeout: Duration) -> Resu
             approval_id: String::new(),
         });
     };
+    if let Some(first) = &before.first {
+        whole_turn(&mut ws, &chat, first, timeout).await?;
+    }
+    let mut message = json!({"id": format!("{chat}-u"), "role": "user",
+                             "parts": [{"type": "text", "text": PAYMENT_PROMPT}]});
+    if before.pad_bytes > 0 {
+        message["metadata"] = json!({ "pad": "x".repeat(before.pad_bytes) });
+    }
     let frame = json!({
         "type": "message", "id": chat, "trigger": "submit-message",
-        "messages": [{"id": format!("{chat}-u"), "role": "user",
-                      "parts": [{"type": "text", "text": PAYMENT_PROMPT}]}],
+        "messages": [message],
     });
     ws.send(Message::Text(frame.to_string().into()))
         .await
@@ -200,9 +241,13 @@ pub async fn bidi(opts: &Opts) -> Result<Value> {
     // lazy statics, code paths paged in, each thread's allocator arena and the JIT (Node) reach
     // their working size, so what is measured is what the sessions themselves cost.
     let socket_only = opts.num("socket-only", 0)? == 1;
+    let shape = Before {
+        first: opts.opt("first"),
+        pad_bytes: opts.num("pad-bytes", 0)? as usize,
+    };
     let warmup = opts.num("warmup", parallel as u64)?.max(1) as usize;
     let warm: Vec<Result<Session>> = stream::iter(0..warmup)
-        .map(|i| open(addr, Some(format!("{tag}-warm-{i}")), timeout))
+        .map(|i| open_after(addr, Some(format!("{tag}-warm-{i}")), timeout, &shape))
         .buffer_unordered(parallel)
         .collect()
         .await;
@@ -214,7 +259,10 @@ pub async fn bidi(opts: &Opts) -> Result<Value> {
 
     let started = Instant::now();
     let opened: Vec<Result<Session>> = stream::iter(0..n)
-        .map(|i| open(addr, (!socket_only).then(|| format!("{tag}-{i}")), timeout))
+        .map(|i| {
+            let chat = (!socket_only).then(|| format!("{tag}-{i}"));
+            open_after(addr, chat, timeout, &shape)
+        })
         .buffer_unordered(parallel)
         .collect()
         .await;
