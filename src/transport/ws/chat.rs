@@ -32,7 +32,8 @@ use tokio::{sync::mpsc, task::JoinHandle};
 
 use super::{
     FrameLimiter, LiveQuery, STRIKES_BEFORE_CLOSE, close,
-    upgrade::{Failure, Handshake, Incoming, Socket, Upgrade},
+    frame::{Message, OpCode},
+    socket::{Handshake, Socket, SocketError, SocketOptions, Upgrade},
 };
 use crate::{
     agent::{TextTiming, Transport},
@@ -65,10 +66,13 @@ pub async fn upgrade(
         timing: timing_named(query.text.as_deref()).unwrap_or(TextTiming::Progressive),
         dialect: dialect_named(query.dialect.as_deref()),
     };
-    // A `send` carries the whole conversation, like a POST body.
-    let limit = state.http.max_body_bytes.max(state.http.ws_max_frame_bytes);
+    let options = SocketOptions {
+        // A `send` carries the whole conversation, like a POST body.
+        limit: state.http.max_body_bytes.max(state.http.ws_max_frame_bytes),
+        write_timeout: state.http.write_timeout,
+    };
     let tasks = state.edge.sockets.clone();
-    handshake.accept(limit, &tasks, move |upgrade| {
+    handshake.accept(options, &tasks, move |upgrade| {
         ChatSocket::new(state, client, defaults).run(upgrade)
     })
 }
@@ -100,7 +104,7 @@ enum Out {
 enum Next {
     Continue,
     Close(u16, String),
-    ClientClosed,
+    ClientClosed(Option<(u16, String)>),
     Gone,
 }
 
@@ -143,17 +147,21 @@ impl ChatSocket {
         let mut last_heard = Instant::now();
         let next = loop {
             let next = tokio::select! {
-                message = socket.recv() => match message {
-                    Ok(message) => {
-                        last_heard = Instant::now();
-                        self.on_message(message, &mut socket).await
-                    }
-                    Err(Failure::Close(code, reason)) => Next::Close(code, reason),
-                    Err(Failure::Gone) => Next::Gone,
+                ready = socket.readable() => match ready {
+                    Err(_) => Next::Gone,
+                    Ok(()) => match socket.next_message() {
+                        Ok(None) => Next::Continue,
+                        Ok(Some(message)) => {
+                            last_heard = Instant::now();
+                            self.on_message(message, &mut socket).await
+                        }
+                        Err(SocketError::Frame(e)) => Next::Close(e.close_code(), e.to_string()),
+                        Err(SocketError::Eof | SocketError::Io(_)) => Next::Gone,
+                    },
                 },
                 Some(out) = inbox.recv() => match out {
-                    Out::Frame(text) => send_text(&mut socket, text).await,
-                    Out::Ping => match socket.ping().await {
+                    Out::Frame(text) => send_text(&mut socket, &text).await,
+                    Out::Ping => match socket.send(OpCode::Ping, &[]).await {
                         Ok(()) => Next::Continue,
                         Err(_) => Next::Gone,
                     },
@@ -166,7 +174,7 @@ impl ChatSocket {
                     if last_heard.elapsed() >= idle {
                         Next::Close(close::GOING_AWAY, "idle timeout".into())
                     } else {
-                        match socket.ping().await {
+                        match socket.send(OpCode::Ping, &[]).await {
                             Ok(()) => Next::Continue,
                             Err(_) => Next::Gone,
                         }
@@ -188,19 +196,19 @@ impl ChatSocket {
                 tracing::info!(code, %reason, "closing chat socket");
                 socket.close(code, &reason).await;
             }
-            Next::ClientClosed => socket.answer_close().await,
+            Next::ClientClosed(close) => socket.answer_close(close).await,
             Next::Continue | Next::Gone => {}
         }
     }
 
-    async fn on_message(&mut self, message: Incoming, socket: &mut Socket) -> Next {
-        if !matches!(message, Incoming::Close(_)) && !self.limiter.allow(Instant::now()) {
+    async fn on_message(&mut self, message: Message, socket: &mut Socket) -> Next {
+        if !matches!(message, Message::Close(_)) && !self.limiter.allow(Instant::now()) {
             if self.limiter.strikes > STRIKES_BEFORE_CLOSE {
                 return Next::Close(close::POLICY, "too many frames".into());
             }
             // A dropped request must not leave its chat waiting: say so to it.
-            if let Incoming::Text(text) = &message
-                && let Some(request_id) = ChatSocketRequest::decode(text.as_str())
+            if let Message::Text(text) = &message
+                && let Some(request_id) = ChatSocketRequest::decode(text)
                     .ok()
                     .map(|r| r.request_id().to_owned())
             {
@@ -214,21 +222,23 @@ impl ChatSocket {
             return Next::Continue;
         }
         let text = match message {
-            Incoming::Text(text) => text,
-            Incoming::Binary(_) => {
+            Message::Text(text) => text,
+            Message::Binary(_) => {
                 return Next::Close(
                     close::UNSUPPORTED,
                     "binary frames are not accepted; send JSON text frames".into(),
                 );
             }
-            Incoming::Close(close) => {
-                tracing::debug!(?close, "the client closed the chat socket");
-                return Next::ClientClosed;
+            Message::Close(close) => return Next::ClientClosed(close),
+            Message::Ping(payload) => {
+                return match socket.send(OpCode::Pong, &payload).await {
+                    Ok(()) => Next::Continue,
+                    Err(_) => Next::Gone,
+                };
             }
-            // A ping is answered by the socket; a pong only shows the client is there.
-            Incoming::Control => return Next::Continue,
+            Message::Pong(_) => return Next::Continue,
         };
-        match ChatSocketRequest::decode(text.as_str()) {
+        match ChatSocketRequest::decode(&text) {
             Ok(ChatSocketRequest::Send {
                 request_id,
                 id,
@@ -317,7 +327,7 @@ impl ChatSocket {
                     request_id: &request_id,
                 }
                 .to_json();
-                send_text(socket, frame).await
+                send_text(socket, &frame).await
             }
             Ok(Some(log)) => {
                 let segment = Segment::replay(log, dialect, self.state.http.keep_alive);
@@ -413,11 +423,11 @@ impl ChatSocket {
             error_text: &text,
         }
         .to_json();
-        send_text(socket, frame).await
+        send_text(socket, &frame).await
     }
 }
 
-async fn send_text(socket: &mut Socket, text: String) -> Next {
+async fn send_text(socket: &mut Socket, text: &str) -> Next {
     match socket.send_text(text).await {
         Ok(()) => Next::Continue,
         Err(_) => Next::Gone,

@@ -176,7 +176,7 @@ impl Connection {
     }
 
     pub(super) async fn send_text(&mut self, socket: &mut Socket, text: String) -> Next {
-        match socket.send_text(text).await {
+        match socket.send_text(&text).await {
             Ok(()) => Next::Continue,
             Err(_) => Next::Gone,
         }
