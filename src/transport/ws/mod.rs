@@ -30,6 +30,8 @@
 //! socket, 7.2 KiB with tungstenite).
 
 pub mod chat;
+#[cfg(test)]
+mod conformance;
 mod forward;
 mod frame;
 mod socket;
