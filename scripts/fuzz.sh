@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the fuzz targets (fuzz/: the wire protocol, the WebSocket framing, the Markdown parser) for
-# a bounded time each. Fuzzing needs nightly and cargo-fuzz, so it is not part of CI; CI replays
-# the committed inputs on stable instead (fuzz/tests/corpus.rs).
+# a bounded time each, with cargo-fuzz (scripts/setup.sh installs it) on nightly if there is one,
+# else on stable. CI fuzzes the WebSocket framing this way (scripts/test.sh: ws_frame, 60 s) and
+# replays every target's committed inputs (fuzz/tests/corpus.rs).
 #
 #   scripts/fuzz.sh                 # every target, 60 s each
 #   scripts/fuzz.sh 300             # every target, 300 s each
@@ -13,7 +14,8 @@
 # committed seeds in fuzz/seeds/<target>/. A crash stops that target, leaves the input in
 # fuzz/artifacts/<target>/ and makes this script exit non-zero; reproduce it with
 #   cd fuzz && cargo +nightly fuzz run <target> artifacts/<target>/<file>
-# and shrink it with `cargo +nightly fuzz tmin <target> artifacts/<target>/<file>`.
+# and shrink it with `cargo +nightly fuzz tmin <target> artifacts/<target>/<file>` (without
+# nightly: `RUSTC_BOOTSTRAP=1 cargo fuzz …`).
 #
 # Builds with CARGO_BUILD_JOBS=1 under `nice` unless CARGO_BUILD_JOBS is set (2-core machines).
 set -euo pipefail
@@ -29,20 +31,29 @@ if [[ $# -gt 0 ]]; then
     TARGETS=("$@")
 fi
 
-if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
-    echo "fuzz.sh: the nightly toolchain is missing (cargo-fuzz needs it for the sanitizers)." >&2
-    echo "  install it with: rustup toolchain install nightly --profile minimal" >&2
-    exit 2
+# cargo-fuzz passes rustc the unstable sanitizer flags. With a nightly toolchain it uses that;
+# without one (CI machines have only the stable toolchain, and no other can be fetched) it uses
+# stable with RUSTC_BOOTSTRAP=1, whose rust-std ships the same sanitizer runtimes
+# (FUZZ_STABLE=1 chooses stable even where nightly is installed).
+if [[ "${FUZZ_STABLE:-}" != 1 ]] && rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+    fuzz=(cargo +nightly fuzz)
+else
+    export RUSTC_BOOTSTRAP=1
+    fuzz=(cargo fuzz)
 fi
-if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+if ! "${fuzz[@]}" --version >/dev/null 2>&1; then
     echo "fuzz.sh: cargo-fuzz is missing." >&2
-    echo "  install it with: cargo install cargo-fuzz --locked" >&2
+    echo "  install it with: cargo install cargo-fuzz --locked (scripts/setup.sh does)" >&2
     exit 2
 fi
 
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}"
-echo "== building the fuzz targets (cargo-fuzz $(cargo +nightly fuzz --version | awk '{print $2}'))"
-nice -n 10 cargo +nightly fuzz build
+echo "== building the fuzz targets (${fuzz[*]} $("${fuzz[@]}" --version | awk '{print $2}'))"
+if [[ ${#TARGETS[@]} -eq 1 ]]; then
+    nice -n 10 "${fuzz[@]}" build "${TARGETS[0]}"
+else
+    nice -n 10 "${fuzz[@]}" build
+fi
 
 mkdir -p logs
 summary=()
@@ -52,7 +63,7 @@ for target in "${TARGETS[@]}"; do
     log="logs/$target.log"
     echo "== $target: ${secs}s (log: fuzz/$log)"
     set +e
-    cargo +nightly fuzz run "$target" "corpus/$target" "seeds/$target" -- \
+    "${fuzz[@]}" run "$target" "corpus/$target" "seeds/$target" -- \
         -max_total_time="$secs" -dict=protocol.dict -timeout=25 -print_final_stats=1 \
         >"$log" 2>&1
     rc=$?
@@ -80,7 +91,7 @@ if [[ "${FUZZ_KEEP:-}" == 1 && $status -eq 0 ]]; then
         echo "== minimising corpus/$target into minimized/$target"
         rm -rf "minimized/$target.new"
         mkdir -p "minimized/$target.new"
-        cargo +nightly fuzz run "$target" "minimized/$target.new" "corpus/$target" "seeds/$target" \
+        "${fuzz[@]}" run "$target" "minimized/$target.new" "corpus/$target" "seeds/$target" \
             -- -merge=1 -dict=protocol.dict >"logs/$target.merge.log" 2>&1
         rm -rf "minimized/$target"
         mv "minimized/$target.new" "minimized/$target"

@@ -67,6 +67,13 @@ else
   cargo install cargo-leptos --locked --version 0.3.10
 fi
 
+step "cargo-fuzz 0.13.2 (scripts/test.sh fuzzes the WebSocket framing with it: scripts/fuzz.sh)"
+if [ "$(cargo fuzz --version 2>/dev/null || true)" = "cargo-fuzz 0.13.2" ]; then
+  echo "present"
+else
+  cargo install cargo-fuzz --locked --version 0.13.2
+fi
+
 step "wasm-bindgen CLI (must equal the wasm-bindgen version in Cargo.lock)"
 wb_version="$(awk '$0 == "name = \"wasm-bindgen\"" { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)"
 if [ -z "$wb_version" ]; then

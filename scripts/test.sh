@@ -2,7 +2,8 @@
 # Sets up this machine if needed and runs every test: formatting, clippy (-D warnings) for both
 # feature sets, the Rust tests of both feature sets (`cargo leptos test`, the Postgres store's
 # against a throwaway cluster started here), the fuzz targets'
-# committed inputs replayed on stable (fuzz/tests/corpus.rs), the AI SDK
+# committed inputs replayed on stable (fuzz/tests/corpus.rs) and a minute of fuzzing the
+# WebSocket framing (scripts/fuzz.sh ws_frame), the AI SDK
 # conformance suite (the real npm `ai` package, 6.0.0 and 7, driving /api/chat) and the
 # Playwright suite, each against a freshly built release server started on a free port and
 # stopped again.
@@ -40,6 +41,9 @@ cargo leptos test
 
 step "fuzz corpus replayed on stable (protocol, WebSocket framing, Markdown vs pulldown-cmark)"
 (cd fuzz && cargo test --no-default-features --locked)
+
+step "fuzzing the WebSocket framing for 60 s (cargo-fuzz, ADR 0012)"
+scripts/fuzz.sh 60 ws_frame
 
 step "release build of the site (plain cargo-leptos: the settings are where it reads them)"
 cargo leptos build --release --precompress
