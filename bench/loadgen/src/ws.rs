@@ -102,7 +102,11 @@ async fn open_after(
         .await
         .map_err(|e| format!("connect {addr}: {e}"))?;
     tcp.set_nodelay(true).map_err(|e| e.to_string())?;
-    let query = if before.first.is_some() { "?text=hold" } else { "" };
+    let query = if before.first.is_some() {
+        "?text=hold"
+    } else {
+        ""
+    };
     let url = format!("ws://{addr}/api/live{query}");
     // Small buffers: tungstenite zero-fills its whole read buffer (128 KiB by default) on every
     // read, which for 10k sockets would be 1.3 GB in this process.
@@ -336,7 +340,12 @@ struct TurnTimes {
     chunks: u64,
 }
 
-async fn turn(session: &mut Session, chat: &str, prompt: &str, timeout: Duration) -> Result<TurnTimes> {
+async fn turn(
+    session: &mut Session,
+    chat: &str,
+    prompt: &str,
+    timeout: Duration,
+) -> Result<TurnTimes> {
     let frame = json!({
         "type": "message", "id": chat, "trigger": "submit-message",
         "messages": [{"id": format!("{chat}-u"), "role": "user",
