@@ -21,6 +21,8 @@
 //! the transports (start a turn, submit person input, interrupt) and how a turn gets its task;
 //! `lifecycle` how sessions come and go from memory (revive, park deadlines, release, evict).
 
+#[cfg(test)]
+mod guarantee_tests;
 mod lifecycle;
 mod news;
 mod turns;

@@ -589,6 +589,9 @@ impl<'a> Gate<'a> {
             )?),
         };
         if required.is_plain() {
+            // The chat's person approved what they edited: it runs; nothing was proposed.
+            call.signed_args = None;
+            call.proposed_by = None;
             self.clear(call, args, edited, now);
             return Ok(Decided {
                 resolution: Some(ApprovalResolution::Approved { at_ms: now, edited }),

@@ -47,13 +47,31 @@ fn call_to_ask_again(
             again.id
         ));
     }
-    let outcome = record.history.iter().rev().find_map(|item| match item {
-        HistoryItem::ToolResults { results } => results
-            .iter()
-            .find(|r| r.call_id == call_id)
-            .map(|r| r.outcome.clone()),
-        _ => None,
-    });
+    let outcome = record
+        .history
+        .iter()
+        .rev()
+        .find_map(|item| match item {
+            HistoryItem::ToolResults { results } => results
+                .iter()
+                .find(|r| r.call_id == call_id)
+                .map(|r| r.outcome.clone()),
+            _ => None,
+        })
+        // A call of the turn still waiting for another (its results go to history together).
+        .or_else(|| {
+            record
+                .turn
+                .as_ref()?
+                .calls
+                .iter()
+                .find_map(|c| match &c.phase {
+                    crate::agent::gate::CallPhase::Done { outcome, .. } if c.call.id == call_id => {
+                        Some(outcome.clone())
+                    }
+                    _ => None,
+                })
+        });
     match outcome {
         None => return Err("this chat has no such finished call".into()),
         Some(Outcome::Expired | Outcome::Dismissed) => {}
@@ -200,6 +218,15 @@ impl Runtime {
                     record.owner = Some(owner.to_owned());
                 } else if record.owner() != owner {
                     return Err(TurnError::NotYourChat);
+                }
+                if let Some(call_id) = &user.ask_again {
+                    // Refused before anything changes: a turn it would supersede stays.
+                    call_to_ask_again(record, call_id, &self.tools).map_err(|why| {
+                        TurnError::CannotAskAgain {
+                            call_id: call_id.clone(),
+                            why,
+                        }
+                    })?;
                 }
                 match live.as_mut() {
                     Some(turn) if !turn.log.is_ended() => {

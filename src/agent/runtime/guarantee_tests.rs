@@ -1,0 +1,1219 @@
+//! The promise as a model test (#33; design.md, "The promise, as invariants"): random sequences
+//! of asks, edits, approvals, denials, "not now" and "ask again", grants and their revocation,
+//! removals and role changes, expiries and restarts run against the real runtime (gate, turn
+//! loop, policy rules in Cedar, grants, people, store) and against a small reference model of
+//! who must sign what, written apart from the gate.
+//!
+//! After every step the runtime must be where the model says — each call waiting (with the same
+//! arguments on the table, the same requirement and the same signatures), run, or ended the
+//! same way — and, whatever the model says:
+//! * a call runs at most once, and of a call and its re-proposals ("ask again") at most one runs;
+//! * it runs with the arguments the last valid signatures were given for, and those signatures
+//!   satisfy the rules evaluated on those arguments, from people who may still sign when it
+//!   runs;
+//! * no grant's budget and no daily limit is exceeded;
+//! * every decision is audited with who made it.
+//!
+//! Failing cases proptest finds are kept in `proptest-regressions/` and replayed first.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+    time::Duration,
+};
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use crate::agent::{
+    ApprovalDecision, PersonInput, Runtime, RuntimeSettings, Transport, UserTurn,
+    clock::{Clock, RandomIds, TokioClock},
+    gate::CallPhase,
+    history::{HistoryItem, Outcome},
+    model::{Model, ModelEvent, ModelRequest, ModelStream, Usage},
+    policy::{Policy, ToolFacts},
+    store::{Actor, AuditKind, AuditQuery, MemoryStore, SessionStore},
+    tools::{ToolRegistry, ToolSettings, WeatherSource},
+};
+use crate::people::{People, Person, Principal};
+use crate::protocol::{
+    FinishReason,
+    grant::{GrantRequest, GrantScope},
+    money::Money,
+};
+
+/// The rules: small payments run (10 USD each, 50 USD a day), Mallory never, above 100 USD two
+/// approvers who did not ask, above 500 USD never; everything else asks the person.
+const RULES: &str = r#"
+@id("small")
+permit (principal, action == Action::"process_payment", resource)
+when { context.amount_cents <= 1000 && context.spent_today_cents + context.amount_cents <= 5000 };
+
+@id("blocked")
+@reason("blocked")
+forbid (principal, action == Action::"process_payment", resource)
+when { context.input.recipient == "Mallory" };
+
+@id("two")
+@ask
+@approvers("2")
+@role("approver")
+@not_requester
+forbid (principal, action == Action::"process_payment", resource)
+when { context.amount_cents > 10000 };
+
+@id("limit")
+@reason("too large")
+forbid (principal, action == Action::"process_payment", resource)
+when { context.amount_cents > 50000 };
+"#;
+
+const APPROVAL_TIMEOUT: Duration = Duration::from_secs(60);
+/// 2027-01-01T00:10:00Z: a day long enough for every case.
+const T0: i64 = 1_798_762_200_000;
+const DAILY_CENTS: i64 = 5_000;
+const SMALL_CENTS: i64 = 1_000;
+const OPENING_CENTS: i64 = 100_000;
+
+/// The requester, three approvers and someone with no role.
+const PEOPLE: [&str; 5] = ["rae", "ana", "ben", "cy", "dan"];
+const REQUESTER: &str = "rae";
+
+/// A model that pays what the person's message says (the message is the call's arguments as
+/// JSON), then says it is done.
+struct Pays;
+
+impl Model for Pays {
+    fn label(&self) -> String {
+        "pays".into()
+    }
+
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        use futures::StreamExt;
+        let answered = !matches!(request.history.last(), Some(HistoryItem::User { .. }));
+        let args = match request.history.last() {
+            Some(HistoryItem::User { text, .. }) => serde_json::from_str(text).unwrap_or_default(),
+            _ => Value::Null,
+        };
+        let mut events = Vec::new();
+        if answered {
+            events.push(ModelEvent::TextDelta("Done.".into()));
+        } else {
+            events.push(ModelEvent::ToolCall(crate::agent::history::ToolCall {
+                id: String::new(),
+                name: "process_payment".into(),
+                args,
+                provider_data: None,
+            }));
+        }
+        events.push(ModelEvent::Finish {
+            reason: if answered {
+                FinishReason::Stop
+            } else {
+                FinishReason::ToolCalls
+            },
+            usage: Usage::default(),
+        });
+        futures::stream::iter(events.into_iter().map(Ok)).boxed()
+    }
+}
+
+/// A payment as the model or an editor writes it.
+#[derive(Debug, Clone, PartialEq)]
+struct Pay {
+    amount: &'static str,
+    currency: &'static str,
+    recipient: &'static str,
+}
+
+impl Pay {
+    fn args(&self) -> Value {
+        let amount: Value = serde_json::from_str(self.amount).unwrap_or_default();
+        json!({"amount": amount, "currency": self.currency, "recipient": self.recipient})
+    }
+}
+
+/// The arguments as the model sees their canonical form: names trimmed, one space for each run
+/// of whitespace. (Invisible characters make an edit invalid: [`Model::approve`].)
+fn canonical(args: &Value) -> Value {
+    let mut args = args.clone();
+    for key in ["recipient", "currency"] {
+        if let Some(text) = args[key].as_str() {
+            args[key] = json!(text.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+    }
+    args
+}
+
+fn cents(args: &Value) -> i64 {
+    let amount = args["amount"].to_string();
+    let currency = args["currency"].as_str().unwrap_or("USD");
+    Money::parse(&amount, currency)
+        .map(|m| m.wallet_cents())
+        .unwrap_or(0)
+}
+
+fn invisible(args: &Value) -> bool {
+    args["recipient"]
+        .as_str()
+        .is_some_and(|r| r.contains('\u{200b}'))
+}
+
+fn pays() -> impl Strategy<Value = Pay> {
+    let amount = prop_oneof![
+        Just("5"),
+        Just("9"),
+        Just("20"),
+        Just("60"),
+        Just("150"),
+        Just("350"),
+        Just("600"),
+        Just("950"),
+    ];
+    let currency = prop_oneof![6 => Just("USD"), 1 => Just("KWD"), 1 => Just("KRW")];
+    let recipient = prop_oneof![
+        4 => Just("Vendor"),
+        1 => Just(" Vendor\t"),
+        1 => Just("Mallory"),
+        1 => Just("\u{a0}Mallory"),
+        1 => Just("Mallory\n"),
+        1 => Just("Mal\u{200b}lory"),
+    ];
+    (amount, currency, recipient).prop_map(|(amount, currency, recipient)| Pay {
+        amount,
+        currency,
+        recipient,
+    })
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// The model asks for a payment in the requester's chat `chat`.
+    Ask {
+        chat: u8,
+        pay: Pay,
+    },
+    Approve {
+        who: usize,
+        call: usize,
+        edit: Option<Pay>,
+        grant: Option<GrantScope>,
+    },
+    Deny {
+        who: usize,
+        call: usize,
+    },
+    NotNow {
+        call: usize,
+    },
+    AskAgain {
+        call: usize,
+    },
+    Revoke {
+        grant: usize,
+    },
+    Remove {
+        who: usize,
+    },
+    /// Gives or takes the approver role.
+    Roles {
+        who: usize,
+        approver: bool,
+    },
+    /// Every approval waiting now expires.
+    Expire,
+    Restart,
+}
+
+fn ops() -> impl Strategy<Value = Op> {
+    let who = 0..PEOPLE.len();
+    // Calls by how recent they are: 0 is the newest.
+    let call = prop_oneof![4 => 0..2usize, 1 => 0..8usize];
+    let grant = prop_oneof![
+        4 => Just(None),
+        1 => Just(Some(GrantScope::Call)),
+        1 => Just(Some(GrantScope::Budget)),
+    ];
+    prop_oneof![
+        4 => (0..2u8, pays()).prop_map(|(chat, pay)| Op::Ask { chat, pay }),
+        8 => (who.clone(), call.clone(), proptest::option::weighted(0.3, pays()), grant)
+            .prop_map(|(who, call, edit, grant)| Op::Approve { who, call, edit, grant }),
+        2 => (who.clone(), call.clone()).prop_map(|(who, call)| Op::Deny { who, call }),
+        2 => call.clone().prop_map(|call| Op::NotNow { call }),
+        3 => call.prop_map(|call| Op::AskAgain { call }),
+        1 => (0..4usize).prop_map(|grant| Op::Revoke { grant }),
+        1 => Just(Op::Expire),
+        1 => Just(Op::Restart),
+    ]
+}
+
+// ---- The reference model ----
+
+/// What a call needs: the requester's click, or two approvers who did not ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Needs {
+    Requester,
+    TwoApprovers,
+}
+
+/// How the rules judge arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Judged {
+    Forbidden,
+    Two,
+    /// The small-payments rule lets it run (when asked; at an approval it is free).
+    Runs,
+    Free,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum State {
+    Waiting,
+    /// Ran with these arguments: paid, or failed for want of money.
+    Ran {
+        args: Value,
+        paid: bool,
+    },
+    Ended(&'static str),
+}
+
+#[derive(Debug, Clone)]
+struct Call {
+    chat: String,
+    /// The runtime's id of the call, and of its approval.
+    id: String,
+    approval: Option<String>,
+    /// The call this one asks again (its re-proposal chain's first call).
+    root: usize,
+    asked_again: bool,
+    proposal: Value,
+    /// The call's own arguments (an edit on the table differs).
+    args: Value,
+    needs: Needs,
+    grantable: bool,
+    signatures: Vec<String>,
+    state: State,
+}
+
+#[derive(Debug, Clone)]
+struct Grant {
+    id: String,
+    scope: GrantScope,
+    chat: String,
+    args: Value,
+    max: i64,
+    used: i64,
+    expires: i64,
+    revoked: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+struct World {
+    /// Active people and whether they are approvers.
+    people: BTreeMap<&'static str, (bool, bool)>,
+    calls: Vec<Call>,
+    grants: Vec<Grant>,
+    spent_today: i64,
+    balances: BTreeMap<String, i64>,
+    now: i64,
+}
+
+impl World {
+    fn new() -> Self {
+        let mut world = World {
+            now: T0,
+            ..World::default()
+        };
+        for (i, name) in PEOPLE.iter().enumerate() {
+            world.people.insert(name, (true, (1..=3).contains(&i)));
+        }
+        world
+    }
+
+    fn active(&self, who: &str) -> bool {
+        self.people.get(who).is_some_and(|(active, _)| *active)
+    }
+
+    fn approver(&self, who: &str) -> bool {
+        self.people
+            .get(who)
+            .is_some_and(|(a, approver)| *a && *approver)
+    }
+
+    fn judge(&self, args: &Value) -> Judged {
+        let cents = cents(args);
+        if args["recipient"] == "Mallory" || cents > 50_000 {
+            Judged::Forbidden
+        } else if cents > 10_000 {
+            Judged::Two
+        } else if cents <= SMALL_CENTS && self.spent_today + cents <= DAILY_CENTS {
+            Judged::Runs
+        } else {
+            Judged::Free
+        }
+    }
+
+    fn may_sign(&self, who: &str, needs: Needs) -> bool {
+        match needs {
+            Needs::Requester => who == REQUESTER && self.active(who),
+            Needs::TwoApprovers => who != REQUESTER && self.approver(who),
+        }
+    }
+
+    /// People who may no longer sign what they signed (removed, or without the role now):
+    /// their signatures stop counting, at once.
+    fn drop_signatures(&mut self) {
+        let world = self.clone();
+        for call in &mut self.calls {
+            if call.state == State::Waiting {
+                call.signatures.retain(|s| world.may_sign(s, call.needs));
+            }
+        }
+    }
+
+    /// The grant that lets `args` run in `chat` now, as the runtime's book picks it.
+    fn grant_for(&self, chat: &str, args: &Value) -> Option<usize> {
+        let cents = cents(args);
+        self.grants
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| !g.revoked && self.now < g.expires)
+            .filter(|(_, g)| match g.scope {
+                GrantScope::Call => g.chat == chat && g.args == *args,
+                _ => g.used + cents <= g.max,
+            })
+            .min_by_key(|(_, g)| (g.scope != GrantScope::Call, g.expires))
+            .map(|(i, _)| i)
+    }
+
+    /// Runs `call` with `args`: the wallet pays, or refuses for want of money.
+    fn run(&mut self, call: usize, args: Value) {
+        let chat = self.calls[call].chat.clone();
+        let cents = cents(&args);
+        let balance = self.balances.entry(chat).or_insert(OPENING_CENTS);
+        let paid = *balance >= cents;
+        if paid {
+            *balance -= cents;
+            self.spent_today += cents;
+        }
+        self.calls[call].state = State::Ran { args, paid };
+    }
+
+    /// Ends every waiting call of `chat` (a new message supersedes its turn).
+    fn supersede(&mut self, chat: &str) {
+        for call in &mut self.calls {
+            if call.chat == chat && call.state == State::Waiting {
+                call.state = State::Ended("superseded");
+            }
+        }
+    }
+
+    /// A new call of `chat` with `args` (a model's, or a re-proposal's), judged by the rules
+    /// and grants: what the runtime must do with it.
+    fn ask(&mut self, chat: &str, args: Value, root: Option<usize>) -> usize {
+        let index = self.calls.len();
+        let judged = self.judge(&args);
+        self.calls.push(Call {
+            chat: chat.to_owned(),
+            id: String::new(),
+            approval: None,
+            root: root.unwrap_or(index),
+            asked_again: false,
+            proposal: args.clone(),
+            args: args.clone(),
+            needs: if judged == Judged::Two {
+                Needs::TwoApprovers
+            } else {
+                Needs::Requester
+            },
+            grantable: judged == Judged::Free,
+            signatures: Vec::new(),
+            state: State::Waiting,
+        });
+        match judged {
+            Judged::Forbidden => self.calls[index].state = State::Ended("refused"),
+            Judged::Runs => self.run(index, args),
+            Judged::Free => {
+                if let Some(grant) = self.grant_for(chat, &args) {
+                    self.grants[grant].used += cents(&args);
+                    self.run(index, args);
+                }
+            }
+            Judged::Two => {}
+        }
+        index
+    }
+
+    /// What an approval does: `Err(())` when the runtime must refuse it (nothing changes).
+    fn approve(
+        &mut self,
+        call: usize,
+        who: &str,
+        edit: Option<&Value>,
+        grant: Option<GrantScope>,
+    ) -> Result<(), ()> {
+        let c = &self.calls[call];
+        if c.state != State::Waiting || !self.active(who) || !self.may_sign(who, c.needs) {
+            return Err(());
+        }
+        if edit.is_some_and(invisible) {
+            return Err(());
+        }
+        let args = edit.map(canonical).unwrap_or_else(|| c.proposal.clone());
+        let new_proposal = args != c.proposal;
+        if !new_proposal && c.signatures.iter().any(|s| s == who) {
+            return Err(());
+        }
+        let judged = self.judge(&args);
+        if judged == Judged::Forbidden {
+            if new_proposal {
+                return Err(());
+            }
+            self.calls[call].state = State::Ended("refused");
+            return Ok(());
+        }
+        let needs = if judged == Judged::Two {
+            Needs::TwoApprovers
+        } else {
+            c.needs
+        };
+        let grew = needs != c.needs;
+        let signs = self.may_sign(who, needs);
+        if !signs {
+            if !new_proposal || grant.is_some() {
+                return Err(());
+            }
+            let c = &mut self.calls[call];
+            c.needs = needs;
+            c.grantable = false;
+            c.signatures.clear();
+            c.proposal = args;
+            return Ok(());
+        }
+        let grantable = c.grantable && !grew && needs == Needs::Requester;
+        if let Some(scope) = grant {
+            if !grantable || (scope == GrantScope::Budget && cents(&args) > BUDGET) {
+                return Err(());
+            }
+        }
+        let chat = c.chat.clone();
+        let c = &mut self.calls[call];
+        if grew {
+            c.needs = needs;
+            c.grantable = false;
+        }
+        if new_proposal {
+            c.signatures.clear();
+            c.proposal = args.clone();
+        }
+        if let Some(scope) = grant {
+            self.grants.push(Grant {
+                id: String::new(),
+                scope,
+                chat,
+                args: args.clone(),
+                max: BUDGET,
+                used: if scope == GrantScope::Budget {
+                    cents(&args)
+                } else {
+                    0
+                },
+                expires: self.now + GRANT_SECONDS * 1000,
+                revoked: false,
+            });
+        }
+        if needs == Needs::Requester {
+            self.run(call, args);
+            return Ok(());
+        }
+        self.calls[call].signatures.push(who.to_owned());
+        if self.calls[call].signatures.len() >= 2 {
+            self.run(call, args);
+        }
+        Ok(())
+    }
+
+    fn deny(&mut self, call: usize, who: &str) -> Result<(), ()> {
+        let c = &self.calls[call];
+        let may = self.active(who) && (who == REQUESTER || self.may_sign(who, c.needs));
+        if c.state != State::Waiting || !may {
+            return Err(());
+        }
+        self.calls[call].state = State::Ended("denied");
+        Ok(())
+    }
+
+    fn not_now(&mut self, call: usize) -> Result<(), ()> {
+        if self.calls[call].state != State::Waiting || !self.active(REQUESTER) {
+            return Err(());
+        }
+        self.calls[call].state = State::Ended("dismissed");
+        Ok(())
+    }
+
+    /// "Ask again": `Ok(index)` of the new call.
+    fn ask_again(&mut self, call: usize) -> Result<usize, ()> {
+        let c = &self.calls[call];
+        let undecided = matches!(c.state, State::Ended("expired" | "dismissed"));
+        if !undecided || c.asked_again {
+            return Err(());
+        }
+        let (chat, args, root) = (c.chat.clone(), c.args.clone(), c.root);
+        self.calls[call].asked_again = true;
+        self.supersede(&chat);
+        Ok(self.ask(&chat, args, Some(root)))
+    }
+}
+
+const BUDGET: i64 = 40_000;
+const GRANT_SECONDS: i64 = 3_600;
+
+// ---- The system under test ----
+
+struct System {
+    store: Arc<MemoryStore>,
+    rt: Arc<Runtime>,
+    clock: Arc<TokioClock>,
+    directory: Arc<People>,
+}
+
+fn person(name: &str, approver: bool, active: bool) -> Person {
+    Person {
+        id: name.to_owned(),
+        name: name.to_uppercase(),
+        roles: if approver {
+            ["approver".to_owned()].into()
+        } else {
+            BTreeSet::new()
+        },
+        created_ms: T0,
+        invited_by: None,
+        revoked_ms: (!active).then_some(T0),
+    }
+}
+
+impl System {
+    async fn boot(store: Arc<MemoryStore>, world: &World) -> System {
+        let tools = ToolRegistry::standard(&ToolSettings {
+            approval_timeout: APPROVAL_TIMEOUT,
+            browser_timeout: Duration::from_secs(10),
+            weather: WeatherSource::Offline,
+        });
+        let facts = ToolFacts::all(&tools);
+        let clock = Arc::new(TokioClock::starting_at(world.now));
+        let rt = Runtime::new(
+            Arc::new(Pays),
+            tools,
+            clock.clone(),
+            Arc::new(RandomIds),
+            store.clone(),
+            RuntimeSettings::default(),
+        );
+        let policy = Policy::from_text(RULES, &facts).expect("the rules load");
+        policy
+            .restore(store.clone(), world.now)
+            .await
+            .expect("the book is read");
+        rt.set_policy(Arc::new(policy));
+        let directory = Arc::new(People::with_people(
+            world
+                .people
+                .iter()
+                .map(|(name, (active, approver))| person(name, *approver, *active))
+                .collect(),
+        ));
+        rt.set_people(directory.clone());
+        rt.resume_unfinished()
+            .await
+            .expect("unfinished turns resume");
+        System {
+            store,
+            rt,
+            clock,
+            directory,
+        }
+    }
+
+    fn actor(who: &str) -> Actor {
+        Actor {
+            transport: Transport::Api.as_str().into(),
+            person: Some(who.to_owned()),
+            name: Some(who.to_uppercase()),
+            ..Actor::default()
+        }
+    }
+
+    /// Waits, without letting time pass, until every turn stands still: parked for the
+    /// person, or ended with its task done.
+    async fn settle(&self) {
+        for _ in 0..10_000 {
+            let still = ["chat-0", "chat-1"].iter().all(|chat| {
+                let Some(session) = self.rt.live_session(chat) else {
+                    return true;
+                };
+                let state = session.state();
+                // A parked turn whose deadline passed is about to be woken.
+                let due = state.record.turn.as_ref().is_some_and(|t| {
+                    crate::agent::gate::next_deadline(&t.calls)
+                        .is_some_and(|d| d <= self.clock.now_ms())
+                });
+                match state.live.as_ref() {
+                    None => true,
+                    Some(turn) if turn.log.is_ended() => {
+                        turn.task.as_ref().is_none_or(|t| t.is_finished())
+                    }
+                    Some(turn) => !due && turn.parked.is_some() && turn.task.is_none(),
+                }
+            });
+            if still {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("a turn made no progress");
+    }
+}
+
+/// One call as the runtime holds it.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    state: State,
+    proposal: Option<Value>,
+    needs: Option<Needs>,
+    signatures: Vec<String>,
+}
+
+async fn seen(sys: &System, call: &Call) -> Seen {
+    let record = sys
+        .rt
+        .session(&call.chat)
+        .await
+        .expect("the chat loads")
+        .snapshot();
+    if let Some(waiting) = record
+        .turn
+        .as_ref()
+        .and_then(|t| t.calls.iter().find(|c| c.call.id == call.id))
+        .filter(|c| matches!(c.phase, CallPhase::AwaitingApproval { .. }))
+    {
+        let needs = waiting.needs();
+        return Seen {
+            state: State::Waiting,
+            proposal: Some(waiting.proposal().clone()),
+            needs: Some(if needs.is_plain() {
+                Needs::Requester
+            } else {
+                Needs::TwoApprovers
+            }),
+            signatures: waiting
+                .signatures
+                .iter()
+                .map(|s| s.person.clone())
+                .collect(),
+        };
+    }
+    let result = record.history.iter().find_map(|item| match item {
+        HistoryItem::ToolResults { results } => results.iter().find(|r| r.call_id == call.id),
+        _ => None,
+    });
+    let paid = record
+        .wallet
+        .transactions
+        .iter()
+        .any(|t| t.tool_call_id == call.id);
+    let state = match result.map(|r| (&r.outcome, &r.edited_args)) {
+        Some((Outcome::Output { .. }, edited)) => State::Ran {
+            args: edited.clone().unwrap_or_else(|| call.args.clone()),
+            paid,
+        },
+        Some((Outcome::Error { .. }, edited)) if !paid => State::Ran {
+            args: edited.clone().unwrap_or_else(|| call.args.clone()),
+            paid: false,
+        },
+        Some((Outcome::Denied { .. }, _)) => State::Ended("denied"),
+        Some((Outcome::DeniedByRule { .. }, _)) => State::Ended("refused"),
+        Some((Outcome::Expired, _)) => State::Ended("expired"),
+        Some((Outcome::Dismissed, _)) => State::Ended("dismissed"),
+        Some((Outcome::Superseded | Outcome::Interrupted, _)) => State::Ended("superseded"),
+        other => panic!("call {} of {}: {other:?} {record:?}", call.id, call.chat),
+    };
+    Seen {
+        state,
+        proposal: None,
+        needs: None,
+        signatures: Vec::new(),
+    }
+}
+
+fn expected(call: &Call) -> Seen {
+    match &call.state {
+        State::Waiting => Seen {
+            state: State::Waiting,
+            proposal: Some(call.proposal.clone()),
+            needs: Some(call.needs),
+            signatures: call.signatures.clone(),
+        },
+        other => Seen {
+            state: other.clone(),
+            proposal: None,
+            needs: None,
+            signatures: Vec::new(),
+        },
+    }
+}
+
+/// The call of `chat` the runtime made last (one it was not known to have made): its id, and
+/// its approval's when it was gated — as the person's page sees them.
+async fn new_call(sys: &System, chat: &str, known: &BTreeSet<String>) -> (String, Option<String>) {
+    let record = sys.rt.session(chat).await.expect("loads").snapshot();
+    record
+        .messages
+        .iter()
+        .rev()
+        .flat_map(|m| m.parts.iter())
+        .find_map(|part| match part {
+            crate::protocol::UiPart::Tool(tool) if !known.contains(&tool.tool_call_id) => Some((
+                tool.tool_call_id.clone(),
+                tool.approval.as_ref().map(|a| a.id.clone()),
+            )),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("a new call in {:?}", record.messages))
+}
+
+fn input(approval: &str, decision: ApprovalDecision) -> PersonInput {
+    PersonInput::Approval {
+        approval_id: approval.to_owned(),
+        decision,
+        step_up: None,
+    }
+}
+
+/// Runs `ops` against the runtime and the model, checking after each.
+async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let store = Arc::new(MemoryStore::default());
+    let mut world = World::new();
+    let mut sys = System::boot(store.clone(), &world).await;
+    let mut known: BTreeSet<String> = BTreeSet::new();
+    for (step, op) in ops.into_iter().enumerate() {
+        let at = format!("step {step}: {op:?}");
+        world.now = sys.clock.now_ms();
+        match op {
+            Op::Ask { chat, pay } => {
+                if !world.active(REQUESTER) {
+                    continue;
+                }
+                let chat = format!("chat-{chat}");
+                let args = pay.args();
+                let started = sys
+                    .rt
+                    .start_turn_as(
+                        &chat,
+                        UserTurn {
+                            message_id: None,
+                            text: args.to_string(),
+                            attachments: Vec::new(),
+                            transport: Transport::Api,
+                            ask_again: None,
+                        },
+                        Vec::new(),
+                        None,
+                        REQUESTER,
+                    )
+                    .await;
+                prop_assert!(started.is_ok(), "{at}: {started:?}");
+                sys.settle().await;
+                world.supersede(&chat);
+                if invisible(&args) {
+                    // The model's call is invalid: it never reaches the gate.
+                    continue;
+                }
+                let index = world.ask(&chat, canonical(&args), None);
+                let (id, approval) = new_call(&sys, &chat, &known).await;
+                known.insert(id.clone());
+                world.calls[index].id = id;
+                world.calls[index].approval = approval;
+            }
+            Op::Approve {
+                who,
+                call,
+                edit,
+                grant,
+            } => {
+                let Some(index) = pick(&world, call) else {
+                    continue;
+                };
+                let who = PEOPLE[who];
+                let c = world.calls[index].clone();
+                let Some(approval) = c.approval.clone() else {
+                    continue;
+                };
+                let edit = edit.map(|p| p.args());
+                let request = grant.map(|scope| GrantRequest {
+                    scope,
+                    seconds: GRANT_SECONDS as u64,
+                    max_cents: (scope == GrantScope::Budget).then_some(BUDGET),
+                });
+                let decision = match (&edit, request) {
+                    (args, Some(grant)) => ApprovalDecision::ApproveAndGrant {
+                        args: args.clone(),
+                        grant,
+                    },
+                    (Some(args), None) => ApprovalDecision::ApproveWithEdits { args: args.clone() },
+                    (None, None) => ApprovalDecision::Approve,
+                };
+                let grants_before = world.grants.len();
+                let want = world.approve(index, who, edit.as_ref(), grant);
+                let got = sys
+                    .rt
+                    .submit_as(&c.chat, &[input(&approval, decision)], &System::actor(who))
+                    .await;
+                sys.settle().await;
+                prop_assert_eq!(got.is_ok(), want.is_ok(), "{}: {:?}", at, got.err());
+                if world.grants.len() > grants_before {
+                    // Learn the runtime's id of the grant just made.
+                    let made = sys
+                        .rt
+                        .policy()
+                        .grants()
+                        .into_iter()
+                        .find(|g| !world.grants.iter().any(|w| w.id == g.id))
+                        .expect("the grant was kept");
+                    world.grants.last_mut().expect("made").id = made.id;
+                }
+            }
+            Op::Deny { who, call } => {
+                let Some(index) = pick(&world, call) else {
+                    continue;
+                };
+                let c = world.calls[index].clone();
+                let Some(approval) = c.approval.clone() else {
+                    continue;
+                };
+                let who = PEOPLE[who];
+                let want = world.deny(index, who);
+                let got = sys
+                    .rt
+                    .submit_as(
+                        &c.chat,
+                        &[input(&approval, ApprovalDecision::Deny { reason: None })],
+                        &System::actor(who),
+                    )
+                    .await;
+                sys.settle().await;
+                prop_assert_eq!(got.is_ok(), want.is_ok(), "{}: {:?}", at, got.err());
+            }
+            Op::NotNow { call } => {
+                let Some(index) = pick(&world, call) else {
+                    continue;
+                };
+                let c = world.calls[index].clone();
+                let Some(approval) = c.approval.clone() else {
+                    continue;
+                };
+                let want = world.not_now(index);
+                let got = sys
+                    .rt
+                    .submit_as(
+                        &c.chat,
+                        &[input(&approval, ApprovalDecision::Dismiss)],
+                        &System::actor(REQUESTER),
+                    )
+                    .await;
+                sys.settle().await;
+                prop_assert_eq!(got.is_ok(), want.is_ok(), "{}: {:?}", at, got.err());
+            }
+            Op::AskAgain { call } => {
+                if !world.active(REQUESTER) {
+                    continue;
+                }
+                let Some(index) = pick(&world, call) else {
+                    continue;
+                };
+                let c = world.calls[index].clone();
+                let want = world.ask_again(index);
+                let got = sys
+                    .rt
+                    .start_turn_as(
+                        &c.chat,
+                        UserTurn {
+                            message_id: None,
+                            text: "Ask me again".into(),
+                            attachments: Vec::new(),
+                            transport: Transport::Api,
+                            ask_again: Some(c.id.clone()),
+                        },
+                        Vec::new(),
+                        None,
+                        REQUESTER,
+                    )
+                    .await;
+                sys.settle().await;
+                prop_assert_eq!(got.is_ok(), want.is_ok(), "{}: {:?}", at, got.err());
+                if let Ok(new) = want {
+                    let (id, approval) = new_call(&sys, &c.chat, &known).await;
+                    known.insert(id.clone());
+                    world.calls[new].id = id;
+                    world.calls[new].approval = approval;
+                }
+            }
+            Op::Revoke { grant } => {
+                if world.grants.is_empty() {
+                    continue;
+                }
+                let index = grant % world.grants.len();
+                let id = world.grants[index].id.clone();
+                let was = world.grants[index].revoked;
+                let got = sys.rt.revoke_grant(&id, REQUESTER).await;
+                prop_assert_eq!(got.is_ok(), !was, "{}: {:?}", at, got.err());
+                world.grants[index].revoked = true;
+            }
+            Op::Remove { who } => {
+                let who = PEOPLE[who];
+                if !world.active(who) {
+                    continue;
+                }
+                sys.directory
+                    .revoke(&Principal::Local { via_key: true }, who, world.now)
+                    .await
+                    .map_err(|e| TestCaseError::fail(format!("{at}: {e}")))?;
+                if let Some(entry) = world.people.get_mut(who) {
+                    entry.0 = false;
+                }
+                world.drop_signatures();
+                sys.settle().await;
+            }
+            Op::Roles { who, approver } => {
+                let who = PEOPLE[who];
+                if !world.active(who) {
+                    continue;
+                }
+                let roles = if approver {
+                    ["approver".to_owned()].into()
+                } else {
+                    BTreeSet::new()
+                };
+                sys.directory
+                    .set_roles(&Principal::Local { via_key: true }, who, roles)
+                    .await
+                    .map_err(|e| TestCaseError::fail(format!("{at}: {e}")))?;
+                if let Some(entry) = world.people.get_mut(who) {
+                    entry.1 = approver;
+                }
+                world.drop_signatures();
+                sys.settle().await;
+            }
+            Op::Expire => {
+                tokio::time::advance(APPROVAL_TIMEOUT + Duration::from_secs(1)).await;
+                sys.settle().await;
+                for call in &mut world.calls {
+                    if call.state == State::Waiting {
+                        call.state = State::Ended("expired");
+                    }
+                }
+            }
+            Op::Restart => {
+                sys.settle().await;
+                drop(sys);
+                sys = System::boot(store.clone(), &world).await;
+                sys.settle().await;
+            }
+        }
+        world.now = sys.clock.now_ms();
+        check(&sys, &world, &at).await?;
+    }
+    Ok(())
+}
+
+/// A call the model knows, by how recent it is (`None` when there is none yet).
+fn pick(world: &World, back: usize) -> Option<usize> {
+    let len = world.calls.len();
+    (len > 0).then(|| len - 1 - back % len)
+}
+
+/// The runtime is where the model says, and the invariants hold.
+async fn check(sys: &System, world: &World, at: &str) -> Result<(), TestCaseError> {
+    for call in world.calls.iter().filter(|c| !c.id.is_empty()) {
+        let seen = seen(sys, call).await;
+        let want = expected(call);
+        prop_assert_eq!(&seen, &want, "{}: call {} ({:?})", at, call.id, call.args);
+    }
+    // A call runs at most once, and of a re-proposal chain at most one runs.
+    let mut paid: BTreeSet<String> = BTreeSet::new();
+    let mut roots: BTreeSet<usize> = BTreeSet::new();
+    for chat in ["chat-0", "chat-1"] {
+        let Ok(Some(session)) = sys.rt.existing_session(chat).await else {
+            continue;
+        };
+        for transaction in session.snapshot().wallet.transactions {
+            prop_assert!(
+                paid.insert(transaction.tool_call_id.clone()),
+                "{}: paid twice",
+                at
+            );
+            let call = world
+                .calls
+                .iter()
+                .find(|c| c.id == transaction.tool_call_id)
+                .ok_or_else(|| TestCaseError::fail(format!("{at}: a payment nobody allowed")))?;
+            prop_assert!(roots.insert(call.root), "{}: a call ran again", at);
+            // It ran with the arguments on the table when it was approved.
+            let State::Ran { args, .. } = &call.state else {
+                return Err(TestCaseError::fail(format!("{at}: ran, but {call:?}")));
+            };
+            prop_assert_eq!(
+                transaction.recipient.as_str(),
+                args["recipient"].as_str().unwrap_or("")
+            );
+            prop_assert_eq!(transaction.amount_cents, cents(args));
+        }
+    }
+    // No budget is exceeded.
+    for grant in sys.rt.policy().grants() {
+        if let Some(max) = grant.max_cents {
+            prop_assert!(grant.used_cents <= max, "{}: {grant:?}", at);
+        }
+    }
+    // Every decision is audited with who made it.
+    let audit = sys
+        .store
+        .audit(&AuditQuery {
+            limit: Some(AuditQuery::MAX_LIMIT),
+            ..AuditQuery::default()
+        })
+        .await
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    for record in audit {
+        let event = record.event;
+        let by_person = matches!(
+            event.kind,
+            AuditKind::Approved
+                | AuditKind::Edited
+                | AuditKind::Denied
+                | AuditKind::Countersigned
+                | AuditKind::Proposed
+                | AuditKind::Dismissed
+        );
+        if by_person {
+            prop_assert!(
+                event.actor.as_ref().is_some_and(|a| a.person.is_some()),
+                "{}: {:?} without who",
+                at,
+                event
+            );
+        }
+    }
+    Ok(())
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 512,
+        max_shrink_iters: 2_000,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn the_gate_keeps_its_promise(ops in proptest::collection::vec(ops(), 1..48)) {
+        runtime().block_on(run(ops))?;
+    }
+}
+
+/// The regressions of #33, one each, as sequences the model test replays.
+#[test]
+fn the_issues_attacks_are_refused() {
+    let vendor = |amount: &'static str| Pay {
+        amount,
+        currency: "USD",
+        recipient: "Vendor",
+    };
+    let cases: Vec<Vec<Op>> = vec![
+        // An edit of 20 USD to 150 by the requester needs two approvers.
+        vec![
+            Op::Ask {
+                chat: 0,
+                pay: vendor("20"),
+            },
+            Op::Approve {
+                who: 0,
+                call: 0,
+                edit: Some(vendor("150")),
+                grant: None,
+            },
+            Op::Approve {
+                who: 0,
+                call: 0,
+                edit: None,
+                grant: None,
+            },
+        ],
+        // Not now, ask again, approve with "this exact payment", then ask again three times.
+        vec![
+            Op::Ask {
+                chat: 0,
+                pay: vendor("20"),
+            },
+            Op::NotNow { call: 0 },
+            Op::AskAgain { call: 0 },
+            Op::Approve {
+                who: 0,
+                call: 0,
+                edit: None,
+                grant: Some(GrantScope::Call),
+            },
+            // (Calls by how recent they are: 1 is the first, 0 its re-proposal, which ran.)
+            Op::AskAgain { call: 1 },
+            Op::AskAgain { call: 1 },
+            Op::AskAgain { call: 0 },
+        ],
+        // A removed approver's signature stops counting.
+        vec![
+            Op::Ask {
+                chat: 0,
+                pay: vendor("150"),
+            },
+            Op::Approve {
+                who: 1,
+                call: 0,
+                edit: None,
+                grant: None,
+            },
+            Op::Remove { who: 1 },
+            Op::Approve {
+                who: 2,
+                call: 0,
+                edit: None,
+                grant: None,
+            },
+            Op::Restart,
+            Op::Approve {
+                who: 3,
+                call: 0,
+                edit: None,
+                grant: None,
+            },
+        ],
+        // A blocked name in another form.
+        vec![Op::Ask {
+            chat: 1,
+            pay: Pay {
+                amount: "5",
+                currency: "USD",
+                recipient: "\u{a0}Mallory",
+            },
+        }],
+    ];
+    for ops in cases {
+        if let Err(e) = runtime().block_on(run(ops.clone())) {
+            panic!("{ops:?}: {e}");
+        }
+    }
+}
