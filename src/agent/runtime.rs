@@ -23,7 +23,10 @@
 
 mod lifecycle;
 mod news;
+mod people;
 mod turns;
+
+pub(crate) use people::dropped_events;
 
 use std::{
     collections::HashMap,

@@ -15,6 +15,7 @@
 //! ([`crate::agent::gate::Signer`]) and whose chat it is. [`People`] is the directory: the
 //! people and their passkeys in memory, written through to the store.
 
+pub mod holds;
 pub mod passkeys;
 
 use std::{
@@ -32,6 +33,7 @@ use crate::{
     protocol::countersign::Me,
 };
 
+pub use holds::{Ending, Hold, Holds};
 pub use passkeys::{Passkeys, StepUpProof};
 
 /// The id of the one local person (open and key modes, and the API key in passkeys mode).
@@ -326,6 +328,28 @@ pub fn person_name(text: &str) -> Result<String, PeopleError> {
     Ok(name.to_owned())
 }
 
+/// What changed about someone who could sign in, as a change of people is told to the rest of
+/// the server (here, or read again after another instance's news).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// They were removed: their sessions ended, their signatures no longer count.
+    Removed(Person),
+    /// Their roles changed (from `was`): a signature that needed a role they lost no longer
+    /// counts.
+    RolesChanged {
+        person: Person,
+        was: BTreeSet<String>,
+    },
+}
+
+impl Change {
+    pub fn person(&self) -> &Person {
+        match self {
+            Change::Removed(person) | Change::RolesChanged { person, .. } => person,
+        }
+    }
+}
+
 /// The people and their passkeys, in memory and written through to the store.
 pub struct People {
     mode: SignInMode,
@@ -333,6 +357,9 @@ pub struct People {
     directory: RwLock<Directory>,
     /// The WebAuthn ceremonies (`None` unless the mode is passkeys).
     passkeys: Option<Passkeys>,
+    /// What people hold open here (sockets, streams), to end when they may no longer be
+    /// signed in.
+    holds: Arc<Holds>,
 }
 
 impl std::fmt::Debug for People {
@@ -347,6 +374,22 @@ impl std::fmt::Debug for People {
 struct Directory {
     people: BTreeMap<String, Person>,
     passkeys: BTreeMap<String, StoredPasskey>,
+}
+
+/// Who of `people` may sign, as the gate needs them.
+fn standing_of(people: Vec<Person>) -> crate::agent::gate::countersign::Standing {
+    crate::agent::gate::countersign::Standing::new(
+        people
+            .into_iter()
+            .filter(Person::is_active)
+            .map(|p| crate::agent::gate::Signer {
+                id: p.id,
+                name: p.name,
+                roles: p.roles,
+                person: true,
+                step_ups: Vec::new(),
+            }),
+    )
 }
 
 fn read(lock: &RwLock<Directory>) -> std::sync::RwLockReadGuard<'_, Directory> {
@@ -367,6 +410,7 @@ impl People {
             store: Arc::new(crate::agent::store::MemoryStore::default()),
             directory: RwLock::default(),
             passkeys: None,
+            holds: Arc::default(),
         }
     }
 
@@ -386,6 +430,7 @@ impl People {
                 passkeys: keys.into_iter().map(|k| (k.id.clone(), k)).collect(),
             }),
             passkeys: Some(passkeys.kept_in(store_for_ceremonies)),
+            holds: Arc::default(),
         })
     }
 
@@ -394,25 +439,92 @@ impl People {
     }
 
     /// Reads people and passkeys from the store again (another instance sharing the database
-    /// changed them). A store that cannot be read keeps the directory as it was, and says so.
-    pub async fn reload(&self) {
+    /// changed them), and returns who was removed or had their roles changed since the
+    /// directory last knew them; what the removed held open here ends. A store that cannot be
+    /// read keeps the directory as it was, and says so.
+    pub async fn reload(&self) -> Vec<Change> {
         if self.mode != SignInMode::Passkeys {
-            return;
+            return Vec::new();
         }
         let read = async {
             Ok::<_, StoreError>((self.store.people().await?, self.store.passkeys().await?))
         };
-        match read.await {
-            Ok((people, keys)) => {
-                *write(&self.directory) = Directory {
-                    people: people.into_iter().map(|p| (p.id.clone(), p)).collect(),
-                    passkeys: keys.into_iter().map(|k| (k.id.clone(), k)).collect(),
-                };
-            }
+        let (people, keys) = match read.await {
+            Ok(read) => read,
             Err(e) => {
                 tracing::warn!(error = %e.report(), "cannot read people again; keeping the directory as it was");
+                return Vec::new();
+            }
+        };
+        let changes = {
+            let mut directory = write(&self.directory);
+            let changes: Vec<Change> = people
+                .iter()
+                .filter_map(|now| {
+                    let before = directory.people.get(&now.id)?;
+                    if before.is_active() && !now.is_active() {
+                        Some(Change::Removed(now.clone()))
+                    } else if now.is_active() && before.roles != now.roles {
+                        Some(Change::RolesChanged {
+                            person: now.clone(),
+                            was: before.roles.clone(),
+                        })
+                    } else {
+                        None
+                    }
+                })
+                .collect();
+            *directory = Directory {
+                people: people.into_iter().map(|p| (p.id.clone(), p)).collect(),
+                passkeys: keys.into_iter().map(|k| (k.id.clone(), k)).collect(),
+            };
+            changes
+        };
+        for change in &changes {
+            if let Change::Removed(person) = change {
+                let ended = self.holds.end_person(&person.id, Ending::Removed);
+                tracing::info!(person = %person.id, ended, "removed on another instance: signed out here");
             }
         }
+        changes
+    }
+
+    /// Who may sign now, read from the store rather than this directory (another instance may
+    /// have removed someone this one has not heard of yet): everyone who may sign in, with their
+    /// roles. Nobody without passkeys.
+    pub async fn standing(&self) -> Result<crate::agent::gate::countersign::Standing, PeopleError> {
+        if self.mode != SignInMode::Passkeys {
+            return Ok(Default::default());
+        }
+        Ok(standing_of(self.store.people().await?))
+    }
+
+    /// [`People::standing`] as this directory has it (when the store cannot be read).
+    pub fn standing_here(&self) -> crate::agent::gate::countersign::Standing {
+        standing_of(read(&self.directory).people.values().cloned().collect())
+    }
+
+    /// What this instance's sockets and streams hold.
+    pub fn holds(&self) -> &Arc<Holds> {
+        &self.holds
+    }
+
+    /// A hold for a socket or stream `principal` opens with sign-in session `signin` (`None`:
+    /// the API key in a header, or no sign-in at all): it ends when they are removed or that
+    /// sign-in ends. Taken after the edge let the request in, so a removal in between is
+    /// looked for again here.
+    pub fn hold(&self, principal: &Principal, signin: Option<&str>) -> Hold {
+        let person = match principal {
+            Principal::Person { id, .. } => Some(id.as_str()),
+            Principal::Local { .. } => None,
+        };
+        let hold = self.holds.hold(person, signin);
+        if let Some(person) = person
+            && self.active(person).is_none()
+        {
+            hold.end(Ending::Removed);
+        }
+        hold
     }
 
     /// The WebAuthn ceremonies, when people sign in with passkeys.
@@ -627,7 +739,9 @@ impl People {
         Ok(changed)
     }
 
-    /// Revokes `person`: their sessions and signatures stop counting at once.
+    /// Revokes `person`: their sessions end at once, here (what they hold open closes) and, by
+    /// the store's news, on every instance. What else ends with them (grants, signatures, turns)
+    /// is the runtime's ([`crate::agent::Runtime::remove_person`]).
     pub async fn revoke(
         &self,
         by: &Principal,
@@ -646,6 +760,7 @@ impl People {
         write(&self.directory)
             .people
             .insert(changed.id.clone(), changed.clone());
+        self.holds.end_person(&changed.id, Ending::Removed);
         Ok(changed)
     }
 
@@ -671,14 +786,25 @@ impl People {
     /// For tests: a directory of these people, without passkeys.
     #[cfg(test)]
     pub fn with_people(people: Vec<Person>) -> People {
+        Self::with_people_in(
+            Arc::new(crate::agent::store::MemoryStore::default()),
+            people,
+        )
+    }
+
+    /// For tests: [`People::with_people`], written through to `store` (which may then change
+    /// behind the directory's back, as another instance's would).
+    #[cfg(test)]
+    pub fn with_people_in(store: Arc<dyn PeopleStore>, people: Vec<Person>) -> People {
         People {
             mode: SignInMode::Passkeys,
-            store: Arc::new(crate::agent::store::MemoryStore::default()),
+            store,
             directory: RwLock::new(Directory {
                 people: people.into_iter().map(|p| (p.id.clone(), p)).collect(),
                 passkeys: BTreeMap::new(),
             }),
             passkeys: None,
+            holds: Arc::default(),
         }
     }
 }
