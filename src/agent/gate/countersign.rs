@@ -269,4 +269,6 @@ pub fn args_digest(args: &Value) -> String {
 }
 
 #[cfg(test)]
+mod recheck_tests;
+#[cfg(test)]
 mod tests;
