@@ -17,6 +17,7 @@
 
 pub mod holds;
 pub mod passkeys;
+mod principal;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -25,16 +26,14 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    agent::{
-        clock::Millis,
-        store::{PeopleStore, StoreError},
-    },
-    protocol::countersign::Me,
+use crate::agent::{
+    clock::Millis,
+    store::{PeopleStore, StoreError},
 };
 
 pub use holds::{Ending, Hold, Holds};
 pub use passkeys::{Passkeys, StepUpProof};
+pub use principal::Principal;
 
 /// The id of the one local person (open and key modes, and the API key in passkeys mode).
 pub const LOCAL: &str = crate::protocol::countersign::LOCAL_PERSON;
@@ -165,100 +164,6 @@ impl Invite {
 /// The digest an invite is stored under.
 pub fn token_digest(token: &str) -> String {
     crate::agent::store::audit::sha256_hex(token.trim().as_bytes())
-}
-
-/// Who makes a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Principal {
-    /// The one local person: no sign-in (open), the API key, or a key sign-in.
-    Local {
-        /// Whether they proved it with the API key.
-        via_key: bool,
-    },
-    /// A person signed in with a passkey.
-    Person {
-        id: String,
-        name: String,
-        roles: BTreeSet<String>,
-        /// The passkey they signed in with (`None`: a session from before sessions named it).
-        passkey: Option<String>,
-    },
-}
-
-impl Principal {
-    /// The local person of a server without sign-in.
-    pub fn local() -> Principal {
-        Principal::Local { via_key: false }
-    }
-
-    /// `person`, signed in with `passkey`.
-    pub fn of(person: &Person, passkey: Option<String>) -> Principal {
-        Principal::Person {
-            id: person.id.clone(),
-            name: person.name.clone(),
-            roles: person.roles.clone(),
-            passkey,
-        }
-    }
-
-    /// The passkey the person signed in with.
-    pub fn passkey(&self) -> Option<&str> {
-        match self {
-            Principal::Local { .. } => None,
-            Principal::Person { passkey, .. } => passkey.as_deref(),
-        }
-    }
-
-    /// `local`, or the person's id: who owns a chat they start.
-    pub fn id(&self) -> &str {
-        match self {
-            Principal::Local { .. } => LOCAL,
-            Principal::Person { id, .. } => id,
-        }
-    }
-
-    pub fn name(&self) -> &str {
-        match self {
-            Principal::Local { via_key: true } => "API key",
-            Principal::Local { via_key: false } => "Local person",
-            Principal::Person { name, .. } => name,
-        }
-    }
-
-    pub fn roles(&self) -> BTreeSet<String> {
-        match self {
-            Principal::Local { .. } => BTreeSet::new(),
-            Principal::Person { roles, .. } => roles.clone(),
-        }
-    }
-
-    pub fn is_person(&self) -> bool {
-        matches!(self, Principal::Person { .. })
-    }
-
-    /// Who may manage people: an admin, or the API key (which sets up the first person).
-    pub fn may_manage_people(&self) -> bool {
-        match self {
-            Principal::Local { via_key } => *via_key,
-            Principal::Person { roles, .. } => roles.contains(ADMIN),
-        }
-    }
-
-    /// Whether this principal may open (read, continue, stop) a chat owned by `owner`
-    /// (`None`: a chat from before chats had owners, which the local person owns).
-    pub fn owns(&self, owner: Option<&str>) -> bool {
-        self.id() == owner.unwrap_or(LOCAL)
-    }
-
-    /// What the page is told about them.
-    pub fn me(&self, mode: SignInMode) -> Me {
-        Me {
-            id: self.id().to_owned(),
-            name: self.name().to_owned(),
-            roles: self.roles().into_iter().collect(),
-            people: mode == SignInMode::Passkeys,
-        }
-    }
 }
 
 /// Why something about people was refused.

@@ -205,6 +205,11 @@ mod tests {
             progress.words(),
             "BEN was removed; 2 more people (approver) needed"
         );
+        // Strict ai@6.0.0 keeps a data part's `data` as it is: the part goes out whole.
+        let strict = told[0].to_json(crate::protocol::Dialect::V6Strict).unwrap();
+        let strict: serde_json::Value = serde_json::from_str(&strict).unwrap();
+        assert_eq!(strict["type"], "data-countersign");
+        assert_eq!(strict["data"]["dropped"][0]["why"], "was removed");
         assert!(news(&mut calls[0]).is_empty(), "told once");
     }
 

@@ -58,10 +58,11 @@ fn call(needs: Option<Requirement>, phase: CallPhase, signed: &[&str]) -> StepCa
             })
             .collect(),
         signed_args: None,
+        proposed_by: None,
         denied_by: None,
         dropped: Vec::new(),
-        signatures_shown: 0,
-        dropped_shown: 0,
+        revision: 0,
+        revision_shown: 0,
         countersign_closed: false,
     }
 }
@@ -116,10 +117,18 @@ fn run(
     recheck(calls, resolved, s, "dan", 500, |_| 60_500)
 }
 
+/// What happened, who stands how, whose signatures still count, and what is said of the others.
+type Case = (
+    &'static str,
+    Standing,
+    &'static [&'static str],
+    &'static [(&'static str, &'static str)],
+);
+
 #[test]
 fn a_waiting_approval_drops_the_removed_and_those_without_the_role_and_keeps_waiting() {
     #[rustfmt::skip]
-    let cases: [(&str, Standing, &[&str], &[(&str, &str)]); 4] = [
+    let cases: [Case; 4] = [
         ("nobody changed", standing(&[]), &["ben", "ana"], &[]),
         ("Ben removed", standing(&[("ben", None)]), &["ana"], &[("BEN", "was removed")]),
         ("Ben lost the role", standing(&[("ben", Some(&["finance"]))]), &["ana"],
