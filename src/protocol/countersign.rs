@@ -480,6 +480,7 @@ mod tests {
             }],
             state: ProgressState::Waiting,
             denied_by: None,
+            args: None,
             dropped: vec![cai.clone()],
         };
         assert_eq!(
