@@ -160,10 +160,10 @@ impl Runtime {
             Reach::RunningHere => Vec::new(),
         };
         chats.extend(
-            crate::agent::lock(&self.live)
-                .iter()
-                .filter(|(_, s)| reach == Reach::Everywhere || s.has_task())
-                .map(|(id, _)| id.clone()),
+            self.live_sessions_reached(reach)
+                .into_iter()
+                .filter(|s| uncounted_in(&s.state().record, &standing))
+                .map(|s| s.id.clone()),
         );
         chats.sort();
         chats.dedup();
@@ -258,11 +258,11 @@ impl Runtime {
     /// Stops the turns of `person`'s chats that `reach` reaches: what they started ends with
     /// them.
     async fn stop_turns_of(self: &Arc<Self>, person: &Person, reach: Reach) {
-        let mut chats: Vec<String> = crate::agent::lock(&self.live)
-            .iter()
-            .filter(|(_, s)| reach == Reach::Everywhere || s.has_task())
-            .filter(|(_, s)| s.state().record.owner() == person.id)
-            .map(|(id, _)| id.clone())
+        let mut chats: Vec<String> = self
+            .live_sessions_reached(reach)
+            .into_iter()
+            .filter(|s| s.state().record.owner() == person.id)
+            .map(|s| s.id.clone())
             .collect();
         if reach == Reach::Everywhere {
             chats.extend(
@@ -281,6 +281,15 @@ impl Runtime {
                 tracing::info!(session = %chat, person = %person.id, "a removed person's turn stopped");
             }
         }
+    }
+
+    /// The sessions in memory here that `reach` reaches (taken out of the registry before any
+    /// of them is looked into).
+    fn live_sessions_reached(&self, reach: Reach) -> Vec<Arc<Session>> {
+        let live: Vec<Arc<Session>> = crate::agent::lock(&self.live).values().cloned().collect();
+        live.into_iter()
+            .filter(|s| reach == Reach::Everywhere || s.has_task())
+            .collect()
     }
 
     /// Appends an event about people (no chat) to the audit log.
@@ -408,6 +417,20 @@ pub(crate) fn dropped_events(
             Some(event)
         })
         .collect()
+}
+
+/// Whether `record`'s turn has a signature that no longer counts by `standing`.
+fn uncounted_in(record: &SessionRecord, standing: &Standing) -> bool {
+    let Some(turn) = record.turn.as_ref().filter(|t| !t.status.is_over()) else {
+        return false;
+    };
+    turn.calls.iter().any(|call| {
+        let needs = call.needs();
+        !needs.is_plain()
+            && call.signatures.iter().any(|s| {
+                countersign::no_longer_counts(&needs, s, standing, record.owner()).is_some()
+            })
+    })
 }
 
 /// An audit event about `person` (no chat, no tool): `args` names them, with `more`.
