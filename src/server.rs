@@ -503,7 +503,7 @@ async fn accept_error(error: std::io::Error) {
 }
 
 /// On a database several instances share: a sign-in session ended on another instance is
-/// refused here too from its news on (ADR 0025).
+/// refused here too from its news on, and what it held open here ends (ADR 0025).
 fn follow_ended_signins(state: &AppState) {
     use tokio::sync::broadcast::error::RecvError;
     let Some(mut news) = state.runtime.store.news() else {
@@ -518,10 +518,18 @@ fn follow_ended_signins(state: &AppState) {
                 Err(RecvError::Closed) => return,
             }
             let now = state.runtime.clock.now_ms();
-            if let Ok(Some(signins)) = state.edge.signins(&state).await
-                && let Err(e) = signins.reload_ended(now).await
-            {
-                tracing::warn!(error = %e.report(), "cannot read the ended sign-ins again");
+            if let Ok(Some(signins)) = state.edge.signins(&state).await {
+                match signins.reload_ended(now).await {
+                    // What they held open here ends too.
+                    Ok(ended) => {
+                        for id in ended {
+                            state.runtime.people().holds().end_signin(&id);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e.report(), "cannot read the ended sign-ins again");
+                    }
+                }
             }
         }
     });

@@ -26,7 +26,7 @@ use super::{
     session::SessionRecord,
 };
 use crate::protocol::{
-    countersign::{Requirement, Signature},
+    countersign::{Dropped, Requirement, Signature},
     grant::Ruling,
 };
 
@@ -45,6 +45,8 @@ pub struct Waiting {
     pub rule: Option<String>,
     pub needs: Requirement,
     pub signatures: Vec<Signature>,
+    /// Signatures that stopped counting (their person was removed or lost the role).
+    pub dropped: Vec<Dropped>,
     pub requested_at_ms: Millis,
     pub deadline_ms: Millis,
 }
@@ -98,6 +100,7 @@ fn waiting_of(record: &SessionRecord) -> Vec<Waiting> {
                 },
                 needs: call.needs(),
                 signatures: call.signatures.clone(),
+                dropped: call.dropped.clone(),
                 requested_at_ms: *requested_at_ms,
                 deadline_ms: *deadline_ms,
             }),
@@ -290,6 +293,7 @@ mod tests {
                     denied_by: None,
                     revision: 0,
                     revision_shown: 0,
+                    dropped: Vec::new(),
                     countersign_closed: false,
                 })
                 .collect(),

@@ -25,7 +25,10 @@
 mod guarantee_tests;
 mod lifecycle;
 mod news;
+mod people;
 mod turns;
+
+pub(crate) use people::dropped_events;
 
 use std::{
     collections::HashMap,

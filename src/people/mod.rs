@@ -15,7 +15,9 @@
 //! ([`crate::agent::gate::Signer`]) and whose chat it is. [`People`] is the directory: the
 //! people and their passkeys in memory, written through to the store.
 
+pub mod holds;
 pub mod passkeys;
+mod principal;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -24,15 +26,14 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    agent::{
-        clock::Millis,
-        store::{PeopleStore, StoreError},
-    },
-    protocol::countersign::Me,
+use crate::agent::{
+    clock::Millis,
+    store::{PeopleStore, StoreError},
 };
 
+pub use holds::{Ending, Hold, Holds};
 pub use passkeys::{Passkeys, StepUpProof};
+pub use principal::Principal;
 
 /// The id of the one local person (open and key modes, and the API key in passkeys mode).
 pub const LOCAL: &str = crate::protocol::countersign::LOCAL_PERSON;
@@ -165,100 +166,6 @@ pub fn token_digest(token: &str) -> String {
     crate::agent::store::audit::sha256_hex(token.trim().as_bytes())
 }
 
-/// Who makes a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Principal {
-    /// The one local person: no sign-in (open), the API key, or a key sign-in.
-    Local {
-        /// Whether they proved it with the API key.
-        via_key: bool,
-    },
-    /// A person signed in with a passkey.
-    Person {
-        id: String,
-        name: String,
-        roles: BTreeSet<String>,
-        /// The passkey they signed in with (`None`: a session from before sessions named it).
-        passkey: Option<String>,
-    },
-}
-
-impl Principal {
-    /// The local person of a server without sign-in.
-    pub fn local() -> Principal {
-        Principal::Local { via_key: false }
-    }
-
-    /// `person`, signed in with `passkey`.
-    pub fn of(person: &Person, passkey: Option<String>) -> Principal {
-        Principal::Person {
-            id: person.id.clone(),
-            name: person.name.clone(),
-            roles: person.roles.clone(),
-            passkey,
-        }
-    }
-
-    /// The passkey the person signed in with.
-    pub fn passkey(&self) -> Option<&str> {
-        match self {
-            Principal::Local { .. } => None,
-            Principal::Person { passkey, .. } => passkey.as_deref(),
-        }
-    }
-
-    /// `local`, or the person's id: who owns a chat they start.
-    pub fn id(&self) -> &str {
-        match self {
-            Principal::Local { .. } => LOCAL,
-            Principal::Person { id, .. } => id,
-        }
-    }
-
-    pub fn name(&self) -> &str {
-        match self {
-            Principal::Local { via_key: true } => "API key",
-            Principal::Local { via_key: false } => "Local person",
-            Principal::Person { name, .. } => name,
-        }
-    }
-
-    pub fn roles(&self) -> BTreeSet<String> {
-        match self {
-            Principal::Local { .. } => BTreeSet::new(),
-            Principal::Person { roles, .. } => roles.clone(),
-        }
-    }
-
-    pub fn is_person(&self) -> bool {
-        matches!(self, Principal::Person { .. })
-    }
-
-    /// Who may manage people: an admin, or the API key (which sets up the first person).
-    pub fn may_manage_people(&self) -> bool {
-        match self {
-            Principal::Local { via_key } => *via_key,
-            Principal::Person { roles, .. } => roles.contains(ADMIN),
-        }
-    }
-
-    /// Whether this principal may open (read, continue, stop) a chat owned by `owner`
-    /// (`None`: a chat from before chats had owners, which the local person owns).
-    pub fn owns(&self, owner: Option<&str>) -> bool {
-        self.id() == owner.unwrap_or(LOCAL)
-    }
-
-    /// What the page is told about them.
-    pub fn me(&self, mode: SignInMode) -> Me {
-        Me {
-            id: self.id().to_owned(),
-            name: self.name().to_owned(),
-            roles: self.roles().into_iter().collect(),
-            people: mode == SignInMode::Passkeys,
-        }
-    }
-}
-
 /// Why something about people was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PeopleError {
@@ -326,6 +233,28 @@ pub fn person_name(text: &str) -> Result<String, PeopleError> {
     Ok(name.to_owned())
 }
 
+/// What changed about someone who could sign in, as a change of people is told to the rest of
+/// the server (here, or read again after another instance's news).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// They were removed: their sessions ended, their signatures no longer count.
+    Removed(Person),
+    /// Their roles changed (from `was`): a signature that needed a role they lost no longer
+    /// counts.
+    RolesChanged {
+        person: Person,
+        was: BTreeSet<String>,
+    },
+}
+
+impl Change {
+    pub fn person(&self) -> &Person {
+        match self {
+            Change::Removed(person) | Change::RolesChanged { person, .. } => person,
+        }
+    }
+}
+
 /// The people and their passkeys, in memory and written through to the store.
 pub struct People {
     mode: SignInMode,
@@ -333,6 +262,9 @@ pub struct People {
     directory: RwLock<Directory>,
     /// The WebAuthn ceremonies (`None` unless the mode is passkeys).
     passkeys: Option<Passkeys>,
+    /// What people hold open here (sockets, streams), to end when they may no longer be
+    /// signed in.
+    holds: Arc<Holds>,
 }
 
 impl std::fmt::Debug for People {
@@ -347,6 +279,22 @@ impl std::fmt::Debug for People {
 struct Directory {
     people: BTreeMap<String, Person>,
     passkeys: BTreeMap<String, StoredPasskey>,
+}
+
+/// Who of `people` may sign, as the gate needs them.
+fn standing_of(people: Vec<Person>) -> crate::agent::gate::countersign::Standing {
+    crate::agent::gate::countersign::Standing::new(
+        people
+            .into_iter()
+            .filter(Person::is_active)
+            .map(|p| crate::agent::gate::Signer {
+                id: p.id,
+                name: p.name,
+                roles: p.roles,
+                person: true,
+                step_ups: Vec::new(),
+            }),
+    )
 }
 
 fn read(lock: &RwLock<Directory>) -> std::sync::RwLockReadGuard<'_, Directory> {
@@ -367,6 +315,7 @@ impl People {
             store: Arc::new(crate::agent::store::MemoryStore::default()),
             directory: RwLock::default(),
             passkeys: None,
+            holds: Arc::default(),
         }
     }
 
@@ -386,6 +335,7 @@ impl People {
                 passkeys: keys.into_iter().map(|k| (k.id.clone(), k)).collect(),
             }),
             passkeys: Some(passkeys.kept_in(store_for_ceremonies)),
+            holds: Arc::default(),
         })
     }
 
@@ -394,25 +344,92 @@ impl People {
     }
 
     /// Reads people and passkeys from the store again (another instance sharing the database
-    /// changed them). A store that cannot be read keeps the directory as it was, and says so.
-    pub async fn reload(&self) {
+    /// changed them), and returns who was removed or had their roles changed since the
+    /// directory last knew them; what the removed held open here ends. A store that cannot be
+    /// read keeps the directory as it was, and says so.
+    pub async fn reload(&self) -> Vec<Change> {
         if self.mode != SignInMode::Passkeys {
-            return;
+            return Vec::new();
         }
         let read = async {
             Ok::<_, StoreError>((self.store.people().await?, self.store.passkeys().await?))
         };
-        match read.await {
-            Ok((people, keys)) => {
-                *write(&self.directory) = Directory {
-                    people: people.into_iter().map(|p| (p.id.clone(), p)).collect(),
-                    passkeys: keys.into_iter().map(|k| (k.id.clone(), k)).collect(),
-                };
-            }
+        let (people, keys) = match read.await {
+            Ok(read) => read,
             Err(e) => {
                 tracing::warn!(error = %e.report(), "cannot read people again; keeping the directory as it was");
+                return Vec::new();
+            }
+        };
+        let changes = {
+            let mut directory = write(&self.directory);
+            let changes: Vec<Change> = people
+                .iter()
+                .filter_map(|now| {
+                    let before = directory.people.get(&now.id)?;
+                    if before.is_active() && !now.is_active() {
+                        Some(Change::Removed(now.clone()))
+                    } else if now.is_active() && before.roles != now.roles {
+                        Some(Change::RolesChanged {
+                            person: now.clone(),
+                            was: before.roles.clone(),
+                        })
+                    } else {
+                        None
+                    }
+                })
+                .collect();
+            *directory = Directory {
+                people: people.into_iter().map(|p| (p.id.clone(), p)).collect(),
+                passkeys: keys.into_iter().map(|k| (k.id.clone(), k)).collect(),
+            };
+            changes
+        };
+        for change in &changes {
+            if let Change::Removed(person) = change {
+                let ended = self.holds.end_person(&person.id, Ending::Removed);
+                tracing::info!(person = %person.id, ended, "removed on another instance: signed out here");
             }
         }
+        changes
+    }
+
+    /// Who may sign now, read from the store rather than this directory (another instance may
+    /// have removed someone this one has not heard of yet): everyone who may sign in, with their
+    /// roles. Nobody without passkeys.
+    pub async fn standing(&self) -> Result<crate::agent::gate::countersign::Standing, PeopleError> {
+        if self.mode != SignInMode::Passkeys {
+            return Ok(Default::default());
+        }
+        Ok(standing_of(self.store.people().await?))
+    }
+
+    /// [`People::standing`] as this directory has it (when the store cannot be read).
+    pub fn standing_here(&self) -> crate::agent::gate::countersign::Standing {
+        standing_of(read(&self.directory).people.values().cloned().collect())
+    }
+
+    /// What this instance's sockets and streams hold.
+    pub fn holds(&self) -> &Arc<Holds> {
+        &self.holds
+    }
+
+    /// A hold for a socket or stream `principal` opens with sign-in session `signin` (`None`:
+    /// the API key in a header, or no sign-in at all): it ends when they are removed or that
+    /// sign-in ends. Taken after the edge let the request in, so a removal in between is
+    /// looked for again here.
+    pub fn hold(&self, principal: &Principal, signin: Option<&str>) -> Hold {
+        let person = match principal {
+            Principal::Person { id, .. } => Some(id.as_str()),
+            Principal::Local { .. } => None,
+        };
+        let hold = self.holds.hold(person, signin);
+        if let Some(person) = person
+            && self.active(person).is_none()
+        {
+            hold.end(Ending::Removed);
+        }
+        hold
     }
 
     /// The WebAuthn ceremonies, when people sign in with passkeys.
@@ -627,7 +644,9 @@ impl People {
         Ok(changed)
     }
 
-    /// Revokes `person`: their sessions and signatures stop counting at once.
+    /// Revokes `person`: their sessions end at once, here (what they hold open closes) and, by
+    /// the store's news, on every instance. What else ends with them (grants, signatures, turns)
+    /// is the runtime's ([`crate::agent::Runtime::remove_person`]).
     pub async fn revoke(
         &self,
         by: &Principal,
@@ -646,6 +665,7 @@ impl People {
         write(&self.directory)
             .people
             .insert(changed.id.clone(), changed.clone());
+        self.holds.end_person(&changed.id, Ending::Removed);
         Ok(changed)
     }
 
@@ -671,14 +691,25 @@ impl People {
     /// For tests: a directory of these people, without passkeys.
     #[cfg(test)]
     pub fn with_people(people: Vec<Person>) -> People {
+        Self::with_people_in(
+            Arc::new(crate::agent::store::MemoryStore::default()),
+            people,
+        )
+    }
+
+    /// For tests: [`People::with_people`], written through to `store` (which may then change
+    /// behind the directory's back, as another instance's would).
+    #[cfg(test)]
+    pub fn with_people_in(store: Arc<dyn PeopleStore>, people: Vec<Person>) -> People {
         People {
             mode: SignInMode::Passkeys,
-            store: Arc::new(crate::agent::store::MemoryStore::default()),
+            store,
             directory: RwLock::new(Directory {
                 people: people.into_iter().map(|p| (p.id.clone(), p)).collect(),
                 passkeys: BTreeMap::new(),
             }),
             passkeys: None,
+            holds: Arc::default(),
         }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! One [`AuditEvent`] per thing that happened to a gated tool call: it was requested, the person
 //! approved (possibly with edits) or denied it, it expired or was interrupted, and it was
-//! executed (with the outcome). Events of one call share `tool_call_id` and `approval_id`, so a
+//! executed (with the outcome) — and, about people, when an admin removed someone or changed
+//! their roles (no chat, no tool; `args` names the person). Events of one call share `tool_call_id` and `approval_id`, so a
 //! reader can put the story of a call back together; `args_digest` (SHA-256 of the arguments in
 //! canonical JSON — object keys sorted) lets an auditor prove which arguments a decision was
 //! about without trusting the stored copy. Times are Unix epoch milliseconds.
@@ -51,10 +52,19 @@ pub enum AuditKind {
     /// confirmation) before it may run (`actor`: who; `edited_args`: the arguments now on the
     /// table; `reason`: what they need). Earlier approvals no longer count (ADR 0028).
     Proposed,
+    /// A signature stopped counting: its person was removed or no longer has the role the
+    /// approval needs (`reason`: whose, and why; `actor`: who removed them or changed their
+    /// roles, when known).
+    Dropped,
+    /// An admin removed a person (`args`: `{person, name}`; `actor`: the admin). Not about a
+    /// call: no chat, no tool.
+    Removed,
+    /// An admin changed a person's roles (`args`: `{person, name, roles, was}`).
+    RolesChanged,
 }
 
 impl AuditKind {
-    pub const ALL: [AuditKind; 17] = [
+    pub const ALL: [AuditKind; 20] = [
         AuditKind::Requested,
         AuditKind::Approved,
         AuditKind::Edited,
@@ -72,6 +82,9 @@ impl AuditKind {
         AuditKind::Revoked,
         AuditKind::Countersigned,
         AuditKind::Proposed,
+        AuditKind::Dropped,
+        AuditKind::Removed,
+        AuditKind::RolesChanged,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -93,6 +106,9 @@ impl AuditKind {
             AuditKind::Revoked => "revoked",
             AuditKind::Countersigned => "countersigned",
             AuditKind::Proposed => "proposed",
+            AuditKind::Dropped => "dropped",
+            AuditKind::Removed => "removed",
+            AuditKind::RolesChanged => "roles_changed",
         }
     }
 
@@ -106,7 +122,8 @@ impl AuditKind {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[cfg_attr(test, derive(Deserialize))]
 pub struct Actor {
-    /// `sse`, `bidi`, `seed`, `api` or `inbox`.
+    /// `sse`, `bidi`, `ws`, `seed`, `api`, `inbox` or `people` (the people page: a removal,
+    /// new roles).
     pub transport: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,

@@ -131,6 +131,27 @@ pub struct Signature {
     pub step_up: bool,
 }
 
+/// A signature that stopped counting while its approval waited: the person was removed, or no
+/// longer has the role the approval needs. The card and the inbox say so ("Cai was removed").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Dropped {
+    /// The person's id.
+    pub person: String,
+    pub name: String,
+    /// Why, as the rest of a sentence that starts with their name: "was removed", "no longer
+    /// has the role approver".
+    pub why: String,
+    pub at_ms: i64,
+}
+
+impl Dropped {
+    /// "Cai was removed".
+    pub fn words(&self) -> String {
+        format!("{} {}", self.name, self.why)
+    }
+}
+
 /// Where an approval that needs several people stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -183,6 +204,10 @@ pub struct Progress {
     /// (the signatures are for these; the card shows them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Value>,
+    /// Signatures given and then dropped (not in `signatures`): they no longer count. Absent
+    /// when there are none, so a part is what it always was until someone is removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<Dropped>,
 }
 
 impl Progress {
@@ -212,6 +237,23 @@ impl Progress {
                     .collect()
             })
             .unwrap_or_default();
+        let dropped = object
+            .get("dropped")
+            .and_then(Value::as_array)
+            .map(|list| {
+                list.iter()
+                    .filter_map(|d| {
+                        let d = d.as_object()?;
+                        Some(Dropped {
+                            person: d.get("person")?.as_str()?.to_owned(),
+                            name: d.get("name")?.as_str()?.to_owned(),
+                            why: d.get("why")?.as_str()?.to_owned(),
+                            at_ms: d.get("atMs").and_then(Value::as_i64).unwrap_or(0),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         Some(Progress {
             approval_id: text("approvalId")?,
             tool_call_id: text("toolCallId")?,
@@ -226,10 +268,12 @@ impl Progress {
                 .unwrap_or(ProgressState::Waiting),
             denied_by: text("deniedBy"),
             args: object.get("args").filter(|a| a.is_object()).cloned(),
+            dropped,
         })
     }
 
-    /// "1 of 2: Ana approved — waiting for one more approver".
+    /// "1 of 2: Ana approved — waiting for one more approver"; after a signature was dropped,
+    /// "Cai was removed; 1 more approver needed (Ana approved)".
     pub fn words(&self) -> String {
         let have = self.signatures.len();
         let need = self.needs.approvers.max(1) as usize;
@@ -242,13 +286,24 @@ impl Progress {
             ProgressState::Complete => format!("Approved by {names}"),
             ProgressState::Ended if have == 0 => "Ended before anyone approved".to_owned(),
             ProgressState::Ended => format!("Ended after {have} of {need}: {names} approved"),
+            ProgressState::Waiting if !self.dropped.is_empty() => {
+                let dropped: Vec<String> = self.dropped.iter().map(Dropped::words).collect();
+                let left = need.saturating_sub(have);
+                let more = match left {
+                    1 => format!("1 more {}", self.needs_who()),
+                    n => format!("{n} more people ({})", self.needs_who()),
+                };
+                let approved = if have == 0 {
+                    String::new()
+                } else {
+                    format!(" ({names} approved)")
+                };
+                format!("{}; {more} needed{approved}", dropped.join("; "))
+            }
             ProgressState::Waiting if have == 0 => format!("0 of {need}: waiting for approvers"),
             ProgressState::Waiting => {
                 let left = need.saturating_sub(have);
-                let who = match &self.needs.role {
-                    Some(role) => role.clone(),
-                    None => "approver".to_owned(),
-                };
+                let who = self.needs_who();
                 let more = if left == 1 {
                     format!("one more {who}")
                 } else {
@@ -257,6 +312,11 @@ impl Progress {
                 format!("{have} of {need}: {names} approved — waiting for {more}")
             }
         }
+    }
+
+    /// Who is still needed, in one word: the role, or "approver".
+    fn needs_who(&self) -> &str {
+        self.needs.role.as_deref().unwrap_or("approver")
     }
 }
 
@@ -367,10 +427,19 @@ mod tests {
             state: ProgressState::Waiting,
             denied_by: None,
             args: None,
+            dropped: Vec::new(),
         };
         assert_eq!(
             progress.words(),
             "1 of 2: Ana approved — waiting for one more approver"
+        );
+        assert!(
+            !progress
+                .to_value()
+                .as_object()
+                .unwrap()
+                .contains_key("dropped"),
+            "a part without dropped signatures is what it always was"
         );
         assert_eq!(
             Progress::from_value(&progress.to_value()),
@@ -389,6 +458,54 @@ mod tests {
         assert_eq!(progress.words(), "Denied by Cy");
         assert_eq!(Progress::from_value(&progress.to_value()), Some(progress));
         assert_eq!(names(["a", "b", "c"].into_iter()), "a, b and c");
+    }
+
+    #[test]
+    fn a_dropped_signature_is_said_with_what_is_still_needed() {
+        let cai = Dropped {
+            person: "p3".into(),
+            name: "Cai".into(),
+            why: "was removed".into(),
+            at_ms: 9,
+        };
+        let mut progress = Progress {
+            approval_id: "a1".into(),
+            tool_call_id: "c1".into(),
+            needs: two_approvers(),
+            signatures: vec![Signature {
+                person: "p1".into(),
+                name: "Ana".into(),
+                at_ms: 5,
+                step_up: true,
+            }],
+            state: ProgressState::Waiting,
+            denied_by: None,
+            args: None,
+            dropped: vec![cai.clone()],
+        };
+        assert_eq!(
+            progress.words(),
+            "Cai was removed; 1 more approver needed (Ana approved)"
+        );
+        assert_eq!(
+            Progress::from_value(&progress.to_value()),
+            Some(progress.clone()),
+            "hand-read like the rest"
+        );
+        assert_eq!(progress.to_value()["dropped"][0]["why"], "was removed");
+        progress.signatures.clear();
+        progress.dropped.push(Dropped {
+            name: "Ben".into(),
+            why: "no longer has the role approver".into(),
+            ..cai
+        });
+        assert_eq!(
+            progress.words(),
+            "Cai was removed; Ben no longer has the role approver; 2 more people (approver) needed"
+        );
+        // Once it ends, what ended it is what is said.
+        progress.state = ProgressState::Ended;
+        assert_eq!(progress.words(), "Ended before anyone approved");
     }
 
     #[test]

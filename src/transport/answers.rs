@@ -294,6 +294,7 @@ mod tests {
             denied_by: None,
             revision: 0,
             revision_shown: 0,
+            dropped: Vec::new(),
             countersign_closed: false,
         }
     }

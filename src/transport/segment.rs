@@ -233,6 +233,16 @@ impl Segment {
         self
     }
 
+    /// What the segment says last when whoever asked for it may no longer be signed in
+    /// (`why`): an `error` chunk in a chunk dialect; nothing in the seed's, whose client knows
+    /// no such error.
+    pub fn signed_out(&self, why: &str) -> Option<Piece> {
+        match self.encoding {
+            Encoding::Chunks(dialect) => Chunk::error(why).to_json(dialect).map(Piece::Chunk),
+            Encoding::Seed { .. } => None,
+        }
+    }
+
     /// The next piece; `None` after [`Piece::End`] (in the seed's dialect: after the last
     /// frame).
     pub async fn next(&mut self) -> Option<Piece> {

@@ -30,7 +30,8 @@ use super::{
     segment::{self, PauseMetadata, Piece, Segment},
 };
 use crate::{
-    agent::{TextTiming, Transport, store::Actor},
+    agent::{TextTiming, Transport},
+    people::Hold,
     protocol::{
         ChatRequest, Dialect, SeedTransport,
         sse::{DONE_FRAME, KEEP_ALIVE_FRAME, UI_MESSAGE_STREAM_HEADERS},
@@ -75,7 +76,7 @@ async fn chat(
         dialect(&headers),
         // Our own route streams text as it is generated unless the client asks to hold it.
         Some(timing(&headers).unwrap_or(TextTiming::Progressive)),
-        client.actor(Transport::Sse),
+        &client,
     )
     .await
 }
@@ -87,15 +88,16 @@ async fn run(
     transport: Transport,
     dialect: Dialect,
     timing: Option<TextTiming>,
-    actor: Actor,
+    client: &Client,
 ) -> Result<Response, ApiError> {
+    let actor = client.actor(transport);
     let opened = segment::open(state, request, transport, timing, &actor).await?;
     let chat_id = opened.chat_id.clone();
     let mut segment = Segment::new(opened, dialect, state.http.keep_alive);
     if let Dialect::Seed(_) = dialect {
         segment = segment.with_pause_metadata(pause_metadata(state, &chat_id, transport).await?);
     }
-    Ok(stream_response(segment))
+    Ok(stream_response(segment, super::edge::hold(state, client)))
 }
 
 /// The seed's SSE response ends at a pause with a `finish` of its own that reports the turn's
@@ -126,11 +128,10 @@ async fn resume(
     super::access::own_chat_of(&state, &client.principal(), &chat_id).await?;
     Ok(match segment::streaming_log(&state, &chat_id).await? {
         None => StatusCode::NO_CONTENT.into_response(),
-        Some(log) => stream_response(Segment::replay(
-            log,
-            dialect(&headers),
-            state.http.keep_alive,
-        )),
+        Some(log) => stream_response(
+            Segment::replay(log, dialect(&headers), state.http.keep_alive),
+            super::edge::hold(&state, &client),
+        ),
     })
 }
 
@@ -169,7 +170,7 @@ async fn seed_stream(
         Transport::Seed,
         Dialect::Seed(SeedTransport::Sse),
         timing(&headers),
-        client.actor(Transport::Seed),
+        &client,
     )
     .await
 }
@@ -191,22 +192,20 @@ fn body_error(rejection: BytesRejection) -> ApiError {
 }
 
 /// Streams a segment of a turn as SSE: a `data:` event per chunk, `[DONE]` at its end, a
-/// comment when the line is quiet.
-pub fn stream_response(segment: Segment) -> Response {
-    let body = stream::unfold(segment, |mut segment| async move {
-        let frame = match segment.next().await? {
-            Piece::Chunk(json) => {
-                let mut frame = String::with_capacity(json.len() + 8);
-                frame.push_str("data: ");
-                frame.push_str(&json);
-                frame.push_str("\n\n");
-                Bytes::from(frame)
+/// comment when the line is quiet. When `hold` ends (whoever asked was removed, or signed out)
+/// the stream ends at once, with an `error` chunk that says why.
+pub fn stream_response(segment: Segment, hold: Hold) -> Response {
+    let body = stream::unfold(Some((segment, hold)), |state| async move {
+        let (mut segment, hold) = state?;
+        let piece = tokio::select! {
+            biased;
+            why = hold.ended() => {
+                let last = segment.signed_out(why.words())?;
+                return Some((Ok::<_, Infallible>(frame_of(last)), None));
             }
-            Piece::Frame(frame) => Bytes::from(frame),
-            Piece::KeepAlive => Bytes::from_static(KEEP_ALIVE_FRAME.as_bytes()),
-            Piece::End => Bytes::from_static(DONE_FRAME.as_bytes()),
+            piece = segment.next() => piece?,
         };
-        Some((Ok::<_, Infallible>(frame), segment))
+        Some((Ok(frame_of(piece)), Some((segment, hold))))
     });
     let mut response = Response::new(Body::from_stream(body));
     for (name, value) in UI_MESSAGE_STREAM_HEADERS {
@@ -219,6 +218,22 @@ pub fn stream_response(segment: Segment) -> Response {
         HeaderValue::from_static("text/event-stream"),
     );
     response
+}
+
+/// A piece of a segment as SSE bytes.
+fn frame_of(piece: Piece) -> Bytes {
+    match piece {
+        Piece::Chunk(json) => {
+            let mut frame = String::with_capacity(json.len() + 8);
+            frame.push_str("data: ");
+            frame.push_str(&json);
+            frame.push_str("\n\n");
+            Bytes::from(frame)
+        }
+        Piece::Frame(frame) => Bytes::from(frame),
+        Piece::KeepAlive => Bytes::from_static(KEEP_ALIVE_FRAME.as_bytes()),
+        Piece::End => Bytes::from_static(DONE_FRAME.as_bytes()),
+    }
 }
 
 #[cfg(test)]

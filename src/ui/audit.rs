@@ -219,6 +219,9 @@ fn kind_label(kind: AuditKind) -> &'static str {
         AuditKind::Revoked => "Grant revoked",
         AuditKind::Countersigned => "Countersigned",
         AuditKind::Proposed => "Edited: a new proposal",
+        AuditKind::Dropped => "Signature dropped",
+        AuditKind::Removed => "Person removed",
+        AuditKind::RolesChanged => "Roles changed",
     }
 }
 

@@ -4,6 +4,8 @@
 
 #[cfg(unix)]
 pub mod binary;
+#[cfg(unix)]
+pub mod people;
 pub mod stream;
 
 use std::{sync::Arc, time::Duration};

@@ -12,12 +12,18 @@
 //!   binding).
 //! * Any person who may sign may **deny**, and one denial ends it; the person who asked may
 //!   always deny (withdraw) their own request, or set it aside ("not now").
+//! * A signature counts only while its person **may still sign** ([`Standing`]): someone removed,
+//!   or without the role now, no longer counts towards the quorum ([`recheck`]). The runtime
+//!   rechecks when people change, when an answer may complete the quorum, and just before a
+//!   countersigned call runs, each time with who may sign as the store says at that moment.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use crate::protocol::countersign::{Requirement, Signature};
+use super::{ApprovalResolution, CallPhase, StepCall};
+use crate::agent::clock::Millis;
+use crate::protocol::countersign::{Dropped, Requirement, Signature};
 
 /// Who answers an approval, as the edge and the people directory know them now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,11 +133,142 @@ pub fn is_complete(needs: &Requirement, signatures: &[Signature]) -> bool {
     distinct.len() >= needs.approvers.max(1) as usize
 }
 
+/// Who may sign now: the people who may sign in, with their roles, as the people directory
+/// has them at one moment (read from the store: another instance may have removed someone
+/// this one has not heard of yet). Whoever is not in it was removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Standing {
+    people: BTreeMap<String, Signer>,
+}
+
+impl Standing {
+    /// `people`: everyone who may sign in now.
+    pub fn new(people: impl IntoIterator<Item = Signer>) -> Standing {
+        Standing {
+            people: people.into_iter().map(|p| (p.id.clone(), p)).collect(),
+        }
+    }
+
+    /// `id` as they stand now (`None`: removed, or never a person).
+    pub fn get(&self, id: &str) -> Option<&Signer> {
+        self.people.get(id)
+    }
+}
+
+/// Why `signature` no longer counts towards an approval needing `needs`, asked for by
+/// `requester` — the rest of a sentence that starts with the person's name ("was removed",
+/// "no longer has the role approver") — or `None`: it still counts. Its step-up was checked
+/// when it was given, against the arguments it is for.
+pub fn no_longer_counts(
+    needs: &Requirement,
+    signature: &Signature,
+    standing: &Standing,
+    requester: &str,
+) -> Option<String> {
+    let Some(now) = standing.get(&signature.person) else {
+        return Some("was removed".to_owned());
+    };
+    if let Some(role) = &needs.role
+        && !now.roles.contains(role)
+    {
+        return Some(format!("no longer has the role {role}"));
+    }
+    let mut without_step_up = needs.clone();
+    without_step_up.step_up = false;
+    may_sign(&without_step_up, now, requester)
+        .err()
+        .map(|_| "may no longer sign it".to_owned())
+}
+
+/// A signature that stopped counting ([`recheck`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Uncounted {
+    pub approval_id: String,
+    pub tool_call_id: String,
+    pub dropped: Dropped,
+    /// The call was cleared to run and waits for approvals again: without this signature the
+    /// quorum is no longer met.
+    pub reopened: bool,
+}
+
+/// Drops, from the countersignatures of `calls`, every signature that no longer counts
+/// ([`no_longer_counts`]; `requester`: whose chat it is), keeping it in the call's `dropped`
+/// (the card and the inbox say so). Approvals still waiting keep waiting for more; a call the
+/// quorum had cleared to run on the server that has not started yet waits for approvals again
+/// when what is left no longer meets it — with a new deadline from `reopen`, and its approval no
+/// longer in `resolved` (a late answer is judged as any answer). A call already running, or sent
+/// to the browser, is past recall. Returns what was dropped, in call order.
+pub fn recheck(
+    calls: &mut [StepCall],
+    resolved: &mut BTreeMap<String, ApprovalResolution>,
+    standing: &Standing,
+    requester: &str,
+    now: Millis,
+    reopen: impl Fn(&StepCall) -> Millis,
+) -> Vec<Uncounted> {
+    let mut uncounted = Vec::new();
+    for call in calls {
+        let needs = call.needs();
+        let waiting = match &call.phase {
+            CallPhase::AwaitingApproval { approval_id, .. } => Some(approval_id.clone()),
+            CallPhase::Ready { .. } => None,
+            _ => continue,
+        };
+        let Some(approval_id) = waiting.clone().or_else(|| call.gated_by.clone()) else {
+            continue;
+        };
+        if needs.is_plain() || call.signatures.is_empty() {
+            continue;
+        }
+        let before = uncounted.len();
+        let mut kept = Vec::with_capacity(call.signatures.len());
+        for signature in std::mem::take(&mut call.signatures) {
+            match no_longer_counts(&needs, &signature, standing, requester) {
+                None => kept.push(signature),
+                Some(why) => {
+                    let dropped = Dropped {
+                        person: signature.person,
+                        name: signature.name,
+                        why,
+                        at_ms: now,
+                    };
+                    call.dropped.push(dropped.clone());
+                    uncounted.push(Uncounted {
+                        approval_id: approval_id.clone(),
+                        tool_call_id: call.call.id.clone(),
+                        dropped,
+                        reopened: false,
+                    });
+                }
+            }
+        }
+        call.signatures = kept;
+        if uncounted.len() > before {
+            // The page is told (a new `data-countersign` part).
+            call.revision += 1;
+        }
+        if waiting.is_none() && uncounted.len() > before && !is_complete(&needs, &call.signatures) {
+            call.phase = CallPhase::AwaitingApproval {
+                approval_id: approval_id.clone(),
+                requested_at_ms: now,
+                deadline_ms: reopen(call),
+            };
+            resolved.remove(&approval_id);
+            for u in &mut uncounted[before..] {
+                u.reopened = true;
+            }
+        }
+    }
+    uncounted
+}
+
 /// SHA-256 (hex) of `args` in canonical JSON (object keys sorted): what a step-up assertion is
 /// bound to, and what the audit log records as `args_digest`.
 pub fn args_digest(args: &Value) -> String {
     crate::agent::store::audit::digest(args)
 }
 
+#[cfg(test)]
+mod recheck_tests;
 #[cfg(test)]
 mod tests;

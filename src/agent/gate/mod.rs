@@ -34,7 +34,7 @@ use super::{
     tools::ToolLocation,
 };
 use crate::protocol::{
-    countersign::Signature,
+    countersign::{Dropped, Signature},
     grant::{GrantRequest, Ruling},
 };
 
@@ -183,6 +183,10 @@ pub struct StepCall {
     pub proposed_by: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub denied_by: Option<String>,
+    /// Signatures that stopped counting while it waited (the person was removed or lost the
+    /// role): [`countersign::recheck`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<Dropped>,
     /// How many times its countersigning changed (a signature, an edit that made a new
     /// proposal, a requirement that grew, a signature that stopped counting), and how many of
     /// those changes the page was shown (`data-countersign` parts); and whether the part that

@@ -147,6 +147,7 @@ fn waiting(args: Value) -> StepCall {
         signed_args: None,
         proposed_by: None,
         denied_by: None,
+        dropped: Vec::new(),
         revision: 0,
         revision_shown: 0,
         countersign_closed: false,

@@ -1,7 +1,8 @@
 //! What other instances sharing the database say (ADR 0025): a chat committed elsewhere is read
 //! again by whoever follows it here (a socket, an SSE resume, the inbox), a stop asked elsewhere
-//! reaches the turn running here. News only wakes: the database is read again each time, and
-//! lost news makes everything followed here read again.
+//! reaches the turn running here, a person removed elsewhere is signed out here (what they hold
+//! open closes) and the turns running here drop their signatures. News only wakes: the database
+//! is read again each time, and lost news makes everything followed here read again.
 
 use std::sync::Arc;
 
@@ -52,7 +53,7 @@ impl Runtime {
                     self.unpark(&session);
                 }
             }
-            StoreNews::People => self.people().reload().await,
+            StoreNews::People => self.people_news().await,
             StoreNews::Grants => self.policy().reload_grants().await,
             StoreNews::SignIns => {}
             StoreNews::Missed => {
@@ -66,7 +67,7 @@ impl Runtime {
                 for chat in chats {
                     self.on_chat_news(&chat, false).await;
                 }
-                self.people().reload().await;
+                self.people_news().await;
                 self.policy().reload_grants().await;
             }
         }

@@ -9,7 +9,7 @@ use super::{Runtime, TextTiming, TurnError, TurnStarted, UserTurn};
 use crate::agent::{
     Transport,
     clock::IdKind,
-    gate::{InputError, PersonInput, Signer, StepUp},
+    gate::{InputError, PersonInput},
     history::{AssistantPart, HistoryItem, Outcome, ToolCall},
     model::Usage,
     session::{
@@ -450,7 +450,7 @@ impl Runtime {
 
     /// Tells `session`'s turn that person input was applied: a parked turn gets a task again,
     /// a waiting one is woken.
-    fn wake(self: &Arc<Self>, session: &Arc<Session>) {
+    pub(super) fn wake(self: &Arc<Self>, session: &Arc<Session>) {
         {
             let mut state = session.state();
             let SessionState { record, live, .. } = &mut *state;
@@ -485,10 +485,29 @@ impl Runtime {
         if session.runs_elsewhere() {
             return Err(InputError::RunningElsewhere);
         }
-        let now = self.clock.now_ms();
         let owner = session.state().record.owner().to_owned();
         let requester = self.requester(&owner);
-        let mut signer = self.signer(actor)?;
+        // An approval is judged with who may sign as the store says now (another instance may
+        // have removed someone this one has not heard of): the signer, and every signature it
+        // would join — one that no longer counts is dropped first, and the quorum waits.
+        let standing = if inputs
+            .iter()
+            .any(|i| matches!(i, PersonInput::Approval { .. }))
+        {
+            let standing = self
+                .people()
+                .standing()
+                .await
+                .map_err(|e| InputError::NotRecorded {
+                    message: e.to_string(),
+                })?;
+            self.recheck_session(&session, &standing, None).await?;
+            Some(standing)
+        } else {
+            None
+        };
+        let now = self.clock.now_ms();
+        let mut signer = self.signer(actor, standing.as_ref())?;
         let receipts = self
             .verify_step_ups(chat_id, inputs, &mut signer, now)
             .await?;
@@ -622,75 +641,6 @@ impl Runtime {
         Ok(applied.receipt)
     }
 
-    /// Who answers, from the audit log's view of them: the person they signed in as (with their
-    /// roles now), or the one local person. Someone removed since they signed in answers nothing.
-    fn signer(&self, actor: &Actor) -> Result<Signer, InputError> {
-        let Some(id) = &actor.person else {
-            return Ok(Signer::local());
-        };
-        match self.people().active(id) {
-            Some(person) => Ok(Signer {
-                id: person.id,
-                name: person.name,
-                roles: person.roles,
-                person: true,
-                step_ups: Vec::new(),
-            }),
-            None => Err(InputError::NotAnApprover {
-                approval_id: String::new(),
-                why: "you may no longer sign in to this server".into(),
-            }),
-        }
-    }
-
-    /// Checks the passkey confirmations the inputs carry (step-up): each must be a fresh
-    /// assertion by one of the signer's passkeys, made for that approval of this chat. Adds them
-    /// to `signer` (the gate checks the arguments they are bound to); returns, by approval, the
-    /// passkey and the receipt the audit log keeps.
-    async fn verify_step_ups(
-        &self,
-        chat_id: &str,
-        inputs: &[PersonInput],
-        signer: &mut Signer,
-        now: crate::agent::clock::Millis,
-    ) -> Result<std::collections::BTreeMap<String, (String, serde_json::Value)>, InputError> {
-        let mut receipts = std::collections::BTreeMap::new();
-        for input in inputs {
-            let PersonInput::Approval {
-                approval_id,
-                step_up: Some(credential),
-                ..
-            } = input
-            else {
-                continue;
-            };
-            let people = self.people();
-            let refused = |message: String| InputError::StepUpRefused { message };
-            let passkeys = people.passkeys().map_err(|e| refused(e.to_string()))?;
-            let (proof, used) = passkeys
-                .finish_step_up(credential, people, now)
-                .await
-                .map_err(|e| refused(e.to_string()))?;
-            let binding = &proof.binding;
-            if binding.person != signer.id
-                || binding.chat != chat_id
-                || &binding.approval_id != approval_id
-            {
-                return Err(refused(
-                    "it was made for another approval or another person".into(),
-                ));
-            }
-            people.used_passkey(used, now).await;
-            signer.step_ups.push(StepUp {
-                approval_id: approval_id.clone(),
-                args_digest: binding.args_digest.clone(),
-                passkey: proof.passkey.clone(),
-            });
-            receipts.insert(approval_id.clone(), (proof.passkey, proof.receipt));
-        }
-        Ok(receipts)
-    }
-
     /// Revokes the person's grant `id`: from now on it lets nothing run. The revocation is kept
     /// and audited; when it cannot be written it still holds until the server stops, and the
     /// error says so.
@@ -701,7 +651,6 @@ impl Runtime {
         id: &str,
         by: &str,
     ) -> Result<crate::protocol::grant::Grant, GrantChange> {
-        let now = self.clock.now_ms();
         let theirs = self
             .policy()
             .grants()
@@ -712,6 +661,19 @@ impl Runtime {
                 crate::agent::policy::GrantError::Unknown(id.to_owned()),
             ));
         }
+        self.revoke_and_record(id, None, None).await
+    }
+
+    /// Revokes grant `id` now, and keeps and audits the revocation (`actor`: who did it; `why`:
+    /// said after the grant's label). When it cannot be written it still holds until the server
+    /// stops, and the error says so.
+    pub(super) async fn revoke_and_record(
+        &self,
+        id: &str,
+        actor: Option<&Actor>,
+        why: Option<&str>,
+    ) -> Result<crate::protocol::grant::Grant, GrantChange> {
+        let now = self.clock.now_ms();
         let grant = self.policy().revoke_grant(id, now)?;
         let mut event = crate::agent::store::audit::event(
             crate::agent::store::AuditKind::Revoked,
@@ -724,7 +686,11 @@ impl Runtime {
         );
         event.approval_id = Some(grant.approval_id.clone());
         event.grant = Some(grant.id.clone());
-        event.reason = Some(grant.label.clone());
+        event.reason = Some(match why {
+            Some(why) => format!("{} — {why}", grant.label),
+            None => grant.label.clone(),
+        });
+        event.actor = actor.cloned();
         let written = match self.policy().save_grant(&grant).await {
             Ok(()) => self.policy().audit(&[event]).await,
             Err(e) => Err(e),

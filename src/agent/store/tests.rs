@@ -57,6 +57,7 @@ pub(crate) fn waiting_record_named(id: &str) -> SessionRecord {
         denied_by: None,
         revision: 0,
         revision_shown: 0,
+        dropped: Vec::new(),
         countersign_closed: false,
     });
     record.turn = Some(t);

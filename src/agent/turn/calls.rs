@@ -12,10 +12,15 @@ use super::audit::{audit_event, executed_event};
 use super::{Flow, TurnDriver};
 use crate::agent::{
     clock::until,
-    gate::{ApprovalResolution, CallPhase, Expiry, Gate, StepCall, next_deadline},
+    gate::{
+        ApprovalResolution, CallPhase, Expiry, Gate, StepCall,
+        countersign::{Standing, recheck},
+        next_deadline,
+    },
     history::{HistoryItem, Outcome, ToolCall, ToolResult},
     model::CallNotice,
     questions::{Asker, QuestionEvent},
+    runtime::dropped_events,
     session::{SessionRecord, TurnStatus},
     store::AuditKind,
     tools::{Executor, ToolContext, ToolEffects, ToolRegistry},
@@ -32,12 +37,15 @@ impl TurnDriver {
         let mut last_pause_inputs: Option<u64> = paused_at;
         let mut emitted_since_pause = false;
         loop {
+            // Who may sign as the store says now, when a countersigned call is about to run.
+            let standing = self.standing_before_running().await;
             let now = self.rt.clock.now_ms();
             let mut to_emit = Vec::new();
             let mut to_run = Vec::new();
             let (waiting, next_deadline, all_done, inputs) = {
                 let mut state = self.session.state();
                 let record = &mut state.record;
+                let requester = record.owner().to_owned();
                 let SessionRecord {
                     turn,
                     resolved_approvals,
@@ -47,6 +55,26 @@ impl TurnDriver {
                     return Flow::Continue;
                 };
                 let turn_id = turn.id.clone();
+                if let Some(standing) = &standing {
+                    // A signature of someone removed (or without the role) since the quorum was
+                    // met does not count: without it the call waits for approvals again.
+                    let uncounted = recheck(
+                        &mut turn.calls,
+                        resolved_approvals,
+                        standing,
+                        &requester,
+                        now,
+                        |call| now + self.rt.approval_wait(call),
+                    );
+                    self.audit.extend(dropped_events(
+                        &self.session.id,
+                        &turn_id,
+                        &turn.calls,
+                        &uncounted,
+                        None,
+                        now,
+                    ));
+                }
                 for expiry in
                     Gate::new(&self.rt.tools).tick(&mut turn.calls, resolved_approvals, now)
                 {
@@ -222,6 +250,29 @@ impl TurnDriver {
                     self.on_question(event);
                     self.emit_question_parts();
                 }
+            }
+        }
+    }
+
+    /// Who may sign now, read from the store, when a countersigned call is cleared to run
+    /// (`None`: none is). When the store cannot be read, the directory here says it.
+    async fn standing_before_running(&self) -> Option<Standing> {
+        let due = self.with_turn(|t| {
+            t.calls.iter().any(|c| {
+                matches!(c.phase, CallPhase::Ready { .. })
+                    && !c.signatures.is_empty()
+                    && !c.needs().is_plain()
+            })
+        });
+        if due != Some(true) {
+            return None;
+        }
+        let people = self.rt.people();
+        match people.standing().await {
+            Ok(standing) => Some(standing),
+            Err(e) => {
+                tracing::error!(session = %self.session.id, error = %e, "cannot read who may sign; the directory here decides");
+                Some(people.standing_here())
             }
         }
     }

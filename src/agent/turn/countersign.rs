@@ -1,5 +1,6 @@
 //! The `data-countersign` parts of approvals that need several people (ADR 0024): the first when
-//! the approval is asked, one each time its signatures change, and one when it ends — complete
+//! the approval is asked, one each time its signatures change (one given, or one dropped: its
+//! person was removed or lost the role), and one when it ends — complete
 //! (then, for AI SDK v7 clients, each signature as a `tool-approval-response`), denied, or ended
 //! otherwise. A part replaces the one before it (same id: the approval's).
 
@@ -23,6 +24,7 @@ pub(crate) fn progress_part(call: &StepCall, state: ProgressState) -> Option<Chu
         state,
         denied_by: call.denied_by.clone(),
         args: call.signed_args.clone(),
+        dropped: call.dropped.clone(),
     };
     Some(Chunk::data_with_id(
         PROGRESS_PART,
@@ -123,6 +125,7 @@ mod tests {
             denied_by: None,
             revision: 0,
             revision_shown: 0,
+            dropped: Vec::new(),
             countersign_closed: false,
         }
     }
@@ -173,6 +176,41 @@ mod tests {
         assert_eq!(progress.state, ProgressState::Complete);
         assert_eq!(progress.words(), "Approved by BEN and ANA");
         assert!(news(&mut call).is_empty(), "closed");
+    }
+
+    #[test]
+    fn a_signature_that_stopped_counting_is_told_with_whose_and_why() {
+        use crate::agent::gate::countersign::{Standing, recheck};
+        let mut calls = vec![call(waiting(), &["ben"])];
+        calls[0].revision = 1;
+        calls[0].revision_shown = 1;
+        // Ben was removed: only Eve may sign now.
+        let standing = Standing::new([crate::agent::gate::Signer {
+            id: "eve".into(),
+            name: "EVE".into(),
+            roles: ["approver".to_owned()].into(),
+            person: true,
+            step_ups: Vec::new(),
+        }]);
+        let mut resolved = Default::default();
+        let dropped = recheck(&mut calls, &mut resolved, &standing, "dan", 5, |_| 60);
+        assert_eq!(dropped.len(), 1);
+        let told = news(&mut calls[0]);
+        assert_eq!(kinds(&told), ["data-countersign"]);
+        let Chunk::Data(data) = &told[0] else {
+            panic!("{told:?}")
+        };
+        let progress = Progress::from_value(&data.data).unwrap();
+        assert_eq!(
+            progress.words(),
+            "BEN was removed; 2 more people (approver) needed"
+        );
+        // Strict ai@6.0.0 keeps a data part's `data` as it is: the part goes out whole.
+        let strict = told[0].to_json(crate::protocol::Dialect::V6Strict).unwrap();
+        let strict: serde_json::Value = serde_json::from_str(&strict).unwrap();
+        assert_eq!(strict["type"], "data-countersign");
+        assert_eq!(strict["data"]["dropped"][0]["why"], "was removed");
+        assert!(news(&mut calls[0]).is_empty(), "told once");
     }
 
     #[test]

@@ -177,6 +177,7 @@ impl TurnDriver {
             denied_by: None,
             revision: 0,
             revision_shown: 0,
+            dropped: Vec::new(),
             countersign_closed: false,
         });
     }

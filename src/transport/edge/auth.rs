@@ -171,13 +171,24 @@ impl SignIns {
     }
 
     /// Reads the ended sessions from the store again (another instance sharing the database
-    /// ended one): they are added to the ones known here.
-    pub async fn reload_ended(&self, now: Millis) -> Result<(), StoreError> {
+    /// ended one): they are added to the ones known here. Returns those this instance did not
+    /// know were ended (what they hold open here ends too).
+    pub async fn reload_ended(&self, now: Millis) -> Result<Vec<String>, StoreError> {
         let stored = self.store.ended_signins(now).await?;
         let mut ended = lock(&self.ended);
         ended.retain(|_, expires| *expires > now);
-        ended.extend(stored);
-        Ok(())
+        let mut news = Vec::new();
+        for (id, expires) in stored {
+            if ended.insert(id.clone(), expires).is_none() {
+                news.push(id);
+            }
+        }
+        Ok(news)
+    }
+
+    /// Whether session `id` was ended (signed out).
+    pub fn is_ended(&self, id: &str) -> bool {
+        lock(&self.ended).contains_key(id)
     }
 
     fn mac(
@@ -310,39 +321,61 @@ impl SignIns {
     }
 }
 
-/// Single-use WebSocket tickets, each for the principal that asked for it.
+/// Single-use WebSocket tickets, each for the principal that asked for it (and the sign-in
+/// session it asked with: the socket ends with it).
 #[derive(Debug, Default)]
 pub struct Tickets {
-    issued: Mutex<HashMap<String, (Instant, Principal)>>,
+    issued: Mutex<HashMap<String, Issued>>,
+}
+
+#[derive(Debug)]
+struct Issued {
+    expires: Instant,
+    principal: Principal,
+    signin: Option<String>,
 }
 
 /// Tickets outstanding at once, at most (the oldest are dropped first when over).
 const TICKETS_KEPT: usize = 10_000;
 
 impl Tickets {
-    /// A new ticket for `principal`, valid for [`TICKET_LIFETIME`] from `now`.
-    pub fn issue(&self, now: Instant, principal: Principal) -> Result<String, NoRandomness> {
+    /// A new ticket for `principal` (signed in with session `signin`), valid for
+    /// [`TICKET_LIFETIME`] from `now`.
+    pub fn issue(
+        &self,
+        now: Instant,
+        principal: Principal,
+        signin: Option<String>,
+    ) -> Result<String, NoRandomness> {
         let ticket = random_token(24)?;
         let mut issued = lock(&self.issued);
-        issued.retain(|_, (expires, _)| *expires > now);
+        issued.retain(|_, i| i.expires > now);
         if issued.len() >= TICKETS_KEPT
             && let Some(oldest) = issued
                 .iter()
-                .min_by_key(|(_, (e, _))| *e)
+                .min_by_key(|(_, i)| i.expires)
                 .map(|(t, _)| t.clone())
         {
             issued.remove(&oldest);
         }
-        issued.insert(ticket.clone(), (now + TICKET_LIFETIME, principal));
+        issued.insert(
+            ticket.clone(),
+            Issued {
+                expires: now + TICKET_LIFETIME,
+                principal,
+                signin,
+            },
+        );
         Ok(ticket)
     }
 
-    /// Uses `ticket` up: its principal once, if it was issued and has not expired.
-    pub fn redeem(&self, ticket: &str, now: Instant) -> Option<Principal> {
+    /// Uses `ticket` up: its principal and sign-in session once, if it was issued and has not
+    /// expired.
+    pub fn redeem(&self, ticket: &str, now: Instant) -> Option<(Principal, Option<String>)> {
         lock(&self.issued)
             .remove(ticket)
-            .filter(|(expires, _)| *expires > now)
-            .map(|(_, principal)| principal)
+            .filter(|i| i.expires > now)
+            .map(|i| (i.principal, i.signin))
     }
 }
 
@@ -440,6 +473,7 @@ mod tests {
             signins.verify(&first_token, 2_000),
             Err(SessionError::Ended)
         );
+        assert!(signins.is_ended(&first.id));
         assert!(signins.verify(&second_token, 2_000).is_ok());
         // After a restart (same store): still ended.
         let restarted = self::signins(KEY, store.clone()).await;
@@ -518,24 +552,24 @@ mod tests {
             roles: Default::default(),
             passkey: Some("key-1".into()),
         };
-        let ticket = tickets.issue(t0, ana.clone()).unwrap();
+        let ticket = tickets.issue(t0, ana.clone(), Some("s1".into())).unwrap();
         assert!(ticket.len() >= 32);
         assert_eq!(tickets.redeem("made-up", t0), None);
         assert_eq!(
             tickets.redeem(&ticket, t0 + Duration::from_secs(1)),
-            Some(ana),
-            "a ticket opens the socket as whoever asked for it"
+            Some((ana, Some("s1".into()))),
+            "a ticket opens the socket as whoever asked for it, in their sign-in"
         );
         assert_eq!(
             tickets.redeem(&ticket, t0 + Duration::from_secs(2)),
             None,
             "single use"
         );
-        let late = tickets.issue(t0, Principal::local()).unwrap();
+        let late = tickets.issue(t0, Principal::local(), None).unwrap();
         assert_eq!(tickets.redeem(&late, t0 + TICKET_LIFETIME), None);
         assert_ne!(
-            tickets.issue(t0, Principal::local()).unwrap(),
-            tickets.issue(t0, Principal::local()).unwrap()
+            tickets.issue(t0, Principal::local(), None).unwrap(),
+            tickets.issue(t0, Principal::local(), None).unwrap()
         );
     }
 }

@@ -132,13 +132,20 @@ impl Edge {
 }
 
 /// Who is calling: the address the connection came from, the user agent, and the principal the
-/// guard found (none on a public path without a valid sign-in).
+/// guard found (none on a public path without a valid sign-in) with the sign-in session it
+/// came with (none for the API key in a header, or without sign-in).
 #[derive(Debug, Clone, Default)]
 pub struct Client {
     pub address: Option<SocketAddr>,
     pub user_agent: Option<String>,
     pub principal: Option<Principal>,
+    pub signin: Option<String>,
 }
+
+/// The sign-in session a request came with (its id), as the guard found it: what a socket or
+/// stream it opens ends with ([`hold`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignInId(pub String);
 
 impl Client {
     pub fn from_parts(parts: &Parts) -> Self {
@@ -153,6 +160,18 @@ impl Client {
                 .and_then(|v| v.to_str().ok())
                 .map(|s| s.chars().take(200).collect()),
             principal: parts.extensions.get::<Principal>().cloned(),
+            signin: parts.extensions.get::<SignInId>().map(|s| s.0.clone()),
+        }
+    }
+
+    /// Who calls as the people directory has them now (a socket re-reads it at every frame):
+    /// `None` once they were removed.
+    pub fn principal_now(&self, people: &crate::people::People) -> Option<Principal> {
+        match self.principal() {
+            Principal::Person { id, passkey, .. } => people
+                .active(&id)
+                .map(|person| Principal::of(&person, passkey)),
+            local => Some(local),
         }
     }
 
@@ -196,6 +215,22 @@ impl<S: Send + Sync> FromRequestParts<S> for Client {
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         Ok(Client::from_parts(parts))
     }
+}
+
+/// A hold for a socket or stream `client` opens: it ends (and the socket closes, the stream
+/// stops) when their person is removed or their sign-in session ends — also when that happened
+/// between the guard letting the request in and now.
+pub fn hold(state: &AppState, client: &Client) -> crate::people::Hold {
+    let hold = state
+        .runtime
+        .people()
+        .hold(&client.principal(), client.signin.as_deref());
+    if let (Some(id), Some(signins)) = (&client.signin, state.edge.signins.get())
+        && signins.is_ended(id)
+    {
+        hold.end(crate::people::Ending::SignedOut);
+    }
+    hold
 }
 
 /// Paths anyone may fetch, signed in or not: the sign-in pages and their passkey ceremonies,
@@ -308,7 +343,12 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
                 Err(e) => return e.into_response(),
             };
             match found {
-                Some(principal) => Some(principal),
+                Some((principal, signin)) => {
+                    if let Some(signin) = signin {
+                        request.extensions_mut().insert(SignInId(signin));
+                    }
+                    Some(principal)
+                }
                 // A stale cookie on a sign-in page is no attempt to break in.
                 None if public => None,
                 None => {
@@ -350,32 +390,36 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
     next.run(request).await
 }
 
-/// The principal a credential proves, if it proves one.
+/// The principal a credential proves, if it proves one, and the sign-in session it came with.
 async fn identify(
     state: &AppState,
     presented: &Credential<'_>,
     now: Instant,
-) -> Result<Option<Principal>, ApiError> {
+) -> Result<Option<(Principal, Option<String>)>, ApiError> {
     let edge = &state.edge;
+    let active = |principal: &Principal| match principal {
+        // Someone removed since they signed in is signed out.
+        Principal::Person { id, .. } => state.runtime.people().active(id).is_some(),
+        Principal::Local { .. } => true,
+    };
     Ok(match presented {
         Credential::Key(given) => edge
             .key
             .as_ref()
             .filter(|key| key.matches(given))
-            .map(|_| Principal::Local { via_key: true }),
+            .map(|_| (Principal::Local { via_key: true }, None)),
         Credential::Session(token) => {
             let Some(signins) = edge.signins(state).await? else {
                 return Ok(None);
             };
             match signins.verify(token, state.runtime.clock.now_ms()) {
                 Ok(session) => match session.person {
-                    None => Some(Principal::Local { via_key: true }),
-                    // Someone removed since they signed in is signed out.
+                    None => Some((Principal::Local { via_key: true }, Some(session.id))),
                     Some(person) => state
                         .runtime
                         .people()
                         .active(&person)
-                        .map(|p| Principal::of(&p, session.passkey)),
+                        .map(|p| (Principal::of(&p, session.passkey), Some(session.id))),
                 },
                 Err(e) => {
                     tracing::debug!(error = %e, "session refused");
@@ -383,10 +427,15 @@ async fn identify(
                 }
             }
         }
-        Credential::Ticket(ticket) => edge.tickets.redeem(ticket, now).filter(|p| match p {
-            Principal::Person { id, .. } => state.runtime.people().active(id).is_some(),
-            Principal::Local { .. } => true,
-        }),
+        Credential::Ticket(ticket) => {
+            let ended = |signin: &Option<String>| match (signin, edge.signins.get()) {
+                (Some(id), Some(signins)) => signins.is_ended(id),
+                _ => false,
+            };
+            edge.tickets
+                .redeem(ticket, now)
+                .filter(|(principal, signin)| active(principal) && !ended(signin))
+        }
         Credential::None => None,
     })
 }

@@ -182,7 +182,9 @@ pub async fn signout(State(state): State<AppState>, headers: HeaderMap) -> Respo
         if let Err(e) = signins.end(&session, state.runtime.clock.now_ms()).await {
             return ApiError::from(e).into_response();
         }
-        tracing::info!(session = %session.id, "signed out");
+        // What this sign-in holds open here ends now; on other instances, with the news.
+        let ended = state.runtime.people().holds().end_signin(&session.id);
+        tracing::info!(session = %session.id, ended, "signed out");
     }
     let mut response = Redirect::to("/signin").into_response();
     if let Ok(v) = HeaderValue::from_str(&session_set_cookie(&headers, "", 0)) {
@@ -200,7 +202,7 @@ pub async fn ticket(
     let ticket = state
         .edge
         .tickets
-        .issue(Instant::now(), client.principal())
+        .issue(Instant::now(), client.principal(), client.signin.clone())
         .map_err(|e| {
             tracing::error!(error = %e, "cannot issue a WebSocket ticket");
             ApiError::new(

@@ -37,6 +37,7 @@ use super::{
 };
 use crate::{
     agent::{TextTiming, Transport},
+    people::{Ending, Hold},
     protocol::{
         ChatRequest, Dialect,
         chat_socket::{ChatSocketFrameError, ChatSocketRequest, ChatSocketResponse, chunk_frame},
@@ -72,8 +73,9 @@ pub async fn upgrade(
         write_timeout: state.http.write_timeout,
     };
     let tasks = state.edge.sockets.clone();
+    let hold = crate::transport::edge::hold(&state, &client);
     handshake.accept(options, &tasks, move |upgrade| {
-        ChatSocket::new(state, client, defaults).run(upgrade)
+        ChatSocket::new(state, client, defaults).run(upgrade, hold)
     })
 }
 
@@ -132,7 +134,8 @@ impl ChatSocket {
         }
     }
 
-    async fn run(mut self, upgrade: Upgrade) {
+    /// The socket's life; it closes when `hold` ends (its person removed, their sign-in ended).
+    async fn run(mut self, upgrade: Upgrade, hold: Hold) {
         let Some(mut socket) = upgrade.socket().await else {
             return;
         };
@@ -181,6 +184,7 @@ impl ChatSocket {
                     }
                 }
                 () = shutdown.cancelled() => Next::Close(close::GOING_AWAY, "the server is shutting down".into()),
+                why = hold.ended() => Next::Close(close::SIGNED_OUT, why.words().into()),
             };
             match next {
                 Next::Continue => {}
@@ -238,6 +242,11 @@ impl ChatSocket {
             }
             Message::Pong(_) => return Next::Continue,
         };
+        // Who sends it, as the directory has them now (see `Connection::on_frame`).
+        match self.client.principal_now(self.state.runtime.people()) {
+            Some(principal) => self.client.principal = Some(principal),
+            None => return Next::Close(close::SIGNED_OUT, Ending::Removed.words().into()),
+        }
         match ChatSocketRequest::decode(&text) {
             Ok(ChatSocketRequest::Send {
                 request_id,

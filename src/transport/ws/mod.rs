@@ -75,6 +75,7 @@ use crate::{
         followers::Following,
         session::{LogReader, Read, TurnLog},
     },
+    people::{Ending, Hold},
     protocol::{
         ChatRequest, Chunk, ClientFrame, Dialect, EnvelopeError, SeedEncoder, SeedTransport,
         ServerControl,
@@ -84,11 +85,15 @@ use crate::{
     state::AppState,
 };
 
-/// WebSocket close codes used here (RFC 6455 §7.4.1, plus an application code).
+/// WebSocket close codes used here (RFC 6455 §7.4.1, plus application codes).
 pub mod close {
     pub use super::frame::code::*;
     /// Another socket took over this chat.
     pub const REPLACED: u16 = 4001;
+    /// Whoever opened the socket may no longer be signed in: they were removed, or signed out
+    /// of the session they opened it with (HTTP's 401, in the application range). The reason
+    /// says which; the page goes to sign-in rather than reconnecting.
+    pub const SIGNED_OUT: u16 = 4401;
 }
 
 /// The BIDI routes: `/api/live`, and `/live` as the seed system's alias.
@@ -173,7 +178,8 @@ fn upgrade(
         limit: state.http.ws_max_frame_bytes,
         write_timeout: state.http.write_timeout,
     };
-    let connection = Connection::new(&state, timing, dialect, scope, client);
+    let hold = super::edge::hold(&state, &client);
+    let connection = Connection::new(&state, timing, dialect, scope, client, hold);
     handshake.accept(options, &state.edge.sockets, move |upgrade| {
         connection.run(upgrade)
     })
@@ -225,8 +231,10 @@ struct Connection {
     /// The turn this socket forwards.
     turn: Option<Forwarding>,
     limiter: FrameLimiter,
-    /// Who is on the other end (for the audit log).
+    /// Who is on the other end, as the directory has them at the last frame.
     client: Client,
+    /// Ends when they are removed or their sign-in ends: the socket closes.
+    hold: Hold,
     /// Cancelled when the server shuts down.
     shutdown: CancellationToken,
 }
@@ -243,6 +251,8 @@ enum Wake {
     Ping,
     /// The server is shutting down.
     Shutdown,
+    /// Whoever opened the socket may no longer be signed in.
+    SignedOut(Ending),
 }
 
 /// What the connection loop should do after handling something.
@@ -263,6 +273,7 @@ impl Connection {
         dialect: Dialect,
         scope: ChatScope,
         client: Client,
+        hold: Hold,
     ) -> Self {
         Connection {
             runtime: state.runtime.clone(),
@@ -280,6 +291,7 @@ impl Connection {
             turn: None,
             limiter: FrameLimiter::new(state.http.ws_rate, Instant::now()),
             client,
+            hold,
             shutdown: state.edge.shutdown.clone(),
         }
     }
@@ -306,6 +318,7 @@ impl Connection {
                     &socket,
                     &mut ping,
                     &self.shutdown,
+                    &self.hold,
                 )
                 .await
                 else {
@@ -369,6 +382,7 @@ impl Connection {
                 }
             }
             Wake::Shutdown => Next::Close(close::GOING_AWAY, "the server is shutting down".into()),
+            Wake::SignedOut(why) => Next::Close(close::SIGNED_OUT, why.words().into()),
             Wake::Ping => {
                 if last_heard.elapsed() >= self.idle {
                     Next::Close(close::GOING_AWAY, "idle timeout".into())
@@ -452,6 +466,12 @@ impl Connection {
     }
 
     async fn on_frame(&mut self, frame: ClientFrame, socket: &mut Socket) -> Next {
+        // Who sends it, as the directory has them now: nothing a socket does rests on who they
+        // were when it opened (a role change takes effect at the next frame).
+        match self.client.principal_now(self.runtime.people()) {
+            Some(principal) => self.client.principal = Some(principal),
+            None => return Next::Close(close::SIGNED_OUT, Ending::Removed.words().into()),
+        }
         match frame {
             ClientFrame::Ping { timestamp } => {
                 let pong = ServerControl::Pong { timestamp }.to_json();
@@ -693,6 +713,7 @@ async fn wait(
     socket: &Socket,
     ping: &mut tokio::time::Interval,
     shutdown: &CancellationToken,
+    hold: &Hold,
 ) -> Option<Wake> {
     let entry = match turn.as_ref().and_then(|t| t.reader.as_ref()) {
         Some(reader) => Either::Left(reader.ready()),
@@ -708,6 +729,7 @@ async fn wait(
         () = signal => Some(Wake::Signal),
         _ = ping.tick() => Some(Wake::Ping),
         () = shutdown.cancelled() => Some(Wake::Shutdown),
+        why = hold.ended() => Some(Wake::SignedOut(why)),
     }
 }
 

@@ -195,7 +195,7 @@ pub async fn invite(
     Ok(link(state, &token))
 }
 
-/// New roles for a person.
+/// New roles for a person: signatures that needed a role they lost stop counting.
 pub async fn set_roles(
     state: &AppState,
     person: String,
@@ -203,17 +203,16 @@ pub async fn set_roles(
 ) -> Result<(), ServerFnError> {
     let principal = signed_in()?;
     let roles = role_names(&roles).map_err(people_refusal)?;
-    let changed = state
+    state
         .runtime
-        .people()
-        .set_roles(&principal, &person, roles)
+        .set_person_roles(&principal, &actor(&principal), &person, roles)
         .await
         .map_err(people_refusal)?;
-    tracing::info!(by = %principal.id(), person = %changed.id, roles = ?changed.roles, "roles changed");
     Ok(())
 }
 
-/// Removes a person.
+/// Removes a person: they are signed out everywhere, what they hold open closes, their grants
+/// are revoked and their signatures on approvals still waiting stop counting.
 pub async fn remove(state: &AppState, person: String) -> Result<(), ServerFnError> {
     let principal = signed_in()?;
     if principal.id() == person {
@@ -222,14 +221,21 @@ pub async fn remove(state: &AppState, person: String) -> Result<(), ServerFnErro
             "you cannot remove yourself; ask another admin",
         ));
     }
-    let removed = state
+    state
         .runtime
-        .people()
-        .revoke(&principal, &person, state.runtime.clock.now_ms())
+        .remove_person(&principal, &actor(&principal), &person)
         .await
         .map_err(people_refusal)?;
-    tracing::info!(by = %principal.id(), person = %removed.id, "person removed");
     Ok(())
+}
+
+/// How the audit log names `principal` acting on the people page.
+fn actor(principal: &Principal) -> crate::agent::store::Actor {
+    let client = leptos::prelude::use_context::<axum::http::request::Parts>()
+        .as_ref()
+        .map(crate::transport::edge::Client::from_parts)
+        .unwrap_or_default();
+    crate::transport::edge::actor_of(principal, "people", client.address, client.user_agent)
 }
 
 /// A link that adds a passkey for the signed-in person on another device.

@@ -28,15 +28,17 @@ pub async fn invite_person(name: Option<String>, roles: String) -> Result<String
     list::invite(&state, name, roles).await
 }
 
-/// Gives `person` exactly `roles` (admins only).
+/// Gives `person` exactly `roles` (admins only): signatures that needed a role they lost stop
+/// counting.
 #[server(prefix = "/api/fn", endpoint = "set_person_roles", input = JsonCodec)]
 pub async fn set_person_roles(person: String, roles: String) -> Result<(), ServerFnError> {
     let state = expect_context::<crate::state::AppState>();
     list::set_roles(&state, person, roles).await
 }
 
-/// Removes `person`: they can no longer sign in, and their signatures stop counting (admins
-/// only).
+/// Removes `person` (admins only): they are signed out everywhere and what they hold open
+/// closes, their grants are revoked, their signatures on approvals still waiting stop counting
+/// and their turns stop.
 #[server(prefix = "/api/fn", endpoint = "remove_person", input = JsonCodec)]
 pub async fn remove_person(person: String) -> Result<(), ServerFnError> {
     let state = expect_context::<crate::state::AppState>();

@@ -151,6 +151,7 @@ fn call(needs: Option<Requirement>, signed: &[&str]) -> StepCall {
         denied_by: None,
         revision: 0,
         revision_shown: 0,
+        dropped: Vec::new(),
         countersign_closed: false,
     }
 }

@@ -42,6 +42,7 @@ fn call(id: &str, name: &str, location: ToolLocation, args: Value, phase: CallPh
         denied_by: None,
         revision: 0,
         revision_shown: 0,
+        dropped: Vec::new(),
         countersign_closed: false,
     }
 }

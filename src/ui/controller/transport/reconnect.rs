@@ -6,6 +6,10 @@ use crate::ui::controller::Link;
 /// The close code the server sends when another tab or window took the chat over.
 pub(super) const TAKEN_OVER: u16 = 4001;
 
+/// The close code the server sends when whoever opened the socket may no longer be signed in
+/// (removed, or signed out of that sign-in): reconnecting would only be refused.
+pub(super) const SIGNED_OUT: u16 = 4401;
+
 /// The longest wait between reconnect attempts.
 const MAX_DELAY_MS: i32 = 5000;
 
@@ -16,6 +20,8 @@ pub(super) enum AfterClose {
     Offline,
     /// Another tab follows the chat now: go offline and say so.
     TakenOver,
+    /// The person may no longer be signed in: go offline, say why, and do not reconnect.
+    SignedOut,
     /// Anything else is a network failure: reconnect after a backoff.
     Reconnect,
 }
@@ -26,6 +32,8 @@ pub(super) fn after_close(code: u16, by_us: bool, in_use: bool) -> AfterClose {
         AfterClose::Offline
     } else if code == TAKEN_OVER {
         AfterClose::TakenOver
+    } else if code == SIGNED_OUT {
+        AfterClose::SignedOut
     } else {
         AfterClose::Reconnect
     }
@@ -66,6 +74,8 @@ mod tests {
             (TAKEN_OVER, true, true, AfterClose::Offline),
             (TAKEN_OVER, false, false, AfterClose::Offline),
             (TAKEN_OVER, false, true, AfterClose::TakenOver),
+            (SIGNED_OUT, false, true, AfterClose::SignedOut),
+            (SIGNED_OUT, true, true, AfterClose::Offline),
             (1006, false, true, AfterClose::Reconnect),
             (1000, false, true, AfterClose::Reconnect),
             (1009, false, true, AfterClose::Reconnect),

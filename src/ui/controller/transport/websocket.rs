@@ -194,6 +194,12 @@ impl WebSocketTransport {
                     false,
                 );
             }
+            AfterClose::SignedOut => {
+                ctl.link.set(Link::Offline);
+                // The reason says why: "signed out: you were removed".
+                let why = reason.strip_prefix("signed out").unwrap_or("");
+                ctl.show_error(format!("Signed out{why}. Sign in again to go on."), false);
+            }
             AfterClose::Reconnect => {
                 leptos::logging::log!("socket closed {code} {reason}; reconnecting");
                 ctl.link.set(Link::Reconnecting);

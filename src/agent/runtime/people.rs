@@ -1,0 +1,454 @@
+//! What a change of people does to what the runtime holds (ADR 0024, issue #33). Removing
+//! someone ends their power everywhere, at once: their sessions end and what they hold open
+//! closes (the directory's [`crate::people::Holds`]), their grants are revoked, their signatures
+//! on approvals still waiting stop counting — the card and the inbox say whose and why — and
+//! their turns stop. A role change drops the signatures that no longer qualify. Each is audited
+//! with who did it.
+//!
+//! On a database several instances share, the instance where it happened does this for every
+//! chat it can reach (the inbox's index knows every chat that waits, wherever it runs); the
+//! others hear the news, read the people again, close what the removed held open there and
+//! recheck the chats whose turns run there. Whatever news is late, an answer is judged — and a
+//! countersigned call runs — only with who may sign as the store says at that moment.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
+
+use serde_json::{Value, json};
+
+use super::Runtime;
+use crate::agent::{
+    clock::Millis,
+    gate::{
+        InputError, PersonInput, Signer, StepCall, StepUp,
+        countersign::{self, Standing, Uncounted},
+    },
+    session::{Session, SessionRecord, SessionState},
+    store::{Actor, AuditEvent, AuditKind, audit},
+};
+use crate::people::{Change, PeopleError, Person, Principal};
+
+/// Which chats a recheck reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// Every chat this instance can change: the inbox's (every chat that waits, wherever it
+    /// runs) and those in memory here — where the change was made.
+    Everywhere,
+    /// The chats whose turns run here (no other instance may change them) — on news of a
+    /// change made elsewhere.
+    RunningHere,
+}
+
+impl Runtime {
+    /// Removes `person`, as `by` (an admin or the API key; `actor`: how the audit log names
+    /// them): they are signed out everywhere, their grants are revoked, their signatures on
+    /// approvals still waiting no longer count and their turns stop.
+    pub async fn remove_person(
+        self: &Arc<Self>,
+        by: &Principal,
+        actor: &Actor,
+        person: &str,
+    ) -> Result<Person, PeopleError> {
+        let now = self.clock.now_ms();
+        let removed = self.people().revoke(by, person, now).await?;
+        let mut event = people_event(AuditKind::Removed, now, &removed, json!({}));
+        event.actor = Some(actor.clone());
+        event.reason = Some(format!("{} removed {}", by.name(), removed.name));
+        self.audit_people(event).await;
+        let why = format!("{} was removed", removed.name);
+        let theirs: Vec<String> = self
+            .policy()
+            .grants()
+            .into_iter()
+            .filter(|g| g.owner() == removed.id && g.revoked_at_ms.is_none())
+            .map(|g| g.id)
+            .collect();
+        for grant in theirs {
+            if let Err(e) = self
+                .revoke_and_record(&grant, Some(actor), Some(&why))
+                .await
+            {
+                tracing::error!(%grant, error = %e, "a removed person's grant was not revoked for good");
+            }
+        }
+        self.recheck_signatures(Reach::Everywhere, Some(actor))
+            .await;
+        self.stop_turns_of(&removed, Reach::Everywhere).await;
+        tracing::info!(by = %by.id(), person = %removed.id, "person removed");
+        Ok(removed)
+    }
+
+    /// Gives `person` exactly `roles`, as `by`: signatures that needed a role they lost no
+    /// longer count.
+    pub async fn set_person_roles(
+        self: &Arc<Self>,
+        by: &Principal,
+        actor: &Actor,
+        person: &str,
+        roles: BTreeSet<String>,
+    ) -> Result<Person, PeopleError> {
+        let was = self
+            .people()
+            .person(person)
+            .map(|p| p.roles)
+            .unwrap_or_default();
+        let changed = self.people().set_roles(by, person, roles).await?;
+        let now = self.clock.now_ms();
+        let mut event = people_event(
+            AuditKind::RolesChanged,
+            now,
+            &changed,
+            json!({"roles": changed.roles, "was": was}),
+        );
+        event.actor = Some(actor.clone());
+        event.reason = Some(format!(
+            "{} gave {} the roles: {}",
+            by.name(),
+            changed.name,
+            roles_words(&changed.roles)
+        ));
+        self.audit_people(event).await;
+        if changed.roles != was {
+            self.recheck_signatures(Reach::Everywhere, Some(actor))
+                .await;
+        }
+        tracing::info!(by = %by.id(), person = %changed.id, roles = ?changed.roles, "roles changed");
+        Ok(changed)
+    }
+
+    /// Another instance changed people (or news was lost): the directory reads them again and
+    /// ends what the removed held open here; the chats whose turns run here are rechecked and
+    /// the removed's turns running here stop.
+    pub(super) async fn people_news(self: &Arc<Self>) {
+        let changes = self.people().reload().await;
+        if changes.is_empty() {
+            return;
+        }
+        self.recheck_signatures(Reach::RunningHere, None).await;
+        for change in &changes {
+            if let Change::Removed(person) = change {
+                self.stop_turns_of(person, Reach::RunningHere).await;
+            }
+        }
+    }
+
+    /// Drops, in the chats `reach` reaches, the signatures of people who may no longer sign
+    /// (removed, or without the role now) as the store says now; `actor`: who caused it.
+    async fn recheck_signatures(self: &Arc<Self>, reach: Reach, actor: Option<&Actor>) {
+        let standing = match self.people().standing().await {
+            Ok(standing) => standing,
+            Err(e) => {
+                // Each answer and each countersigned call rechecks with the store again.
+                tracing::error!(error = %e, "cannot read who may sign; waiting signatures are rechecked when they are next used");
+                return;
+            }
+        };
+        let mut chats: Vec<String> = match reach {
+            Reach::Everywhere => self
+                .inbox
+                .all()
+                .into_iter()
+                .filter(|w| {
+                    w.signatures.iter().any(|s| {
+                        countersign::no_longer_counts(&w.needs, s, &standing, &w.owner).is_some()
+                    })
+                })
+                .map(|w| w.chat)
+                .collect(),
+            Reach::RunningHere => Vec::new(),
+        };
+        chats.extend(
+            self.live_sessions_reached(reach)
+                .into_iter()
+                .filter(|s| uncounted_in(&s.state().record, &standing))
+                .map(|s| s.id.clone()),
+        );
+        chats.sort();
+        chats.dedup();
+        for chat in chats {
+            let session = match self.existing_session(&chat).await {
+                Ok(Some(session)) => session,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!(session = %chat, error = %e.report(), "cannot read a chat to recheck its signatures");
+                    continue;
+                }
+            };
+            if let Err(e) = self.recheck_session(&session, &standing, actor).await {
+                tracing::warn!(session = %chat, error = %e, "signatures that no longer count are dropped when the chat is next answered");
+            }
+        }
+    }
+
+    /// Drops from `session`'s turn the signatures that no longer count by `standing`
+    /// ([`countersign::recheck`]); when there were some, the record is committed with their
+    /// audit events (`actor`: who caused it) and the turn woken to tell the page. A chat whose
+    /// turn runs on another instance is that instance's to recheck.
+    pub(super) async fn recheck_session(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        standing: &Standing,
+        actor: Option<&Actor>,
+    ) -> Result<(), InputError> {
+        if session.runs_elsewhere() {
+            return Ok(());
+        }
+        let now = self.clock.now_ms();
+        let events = {
+            let mut state = session.state();
+            let SessionState {
+                record,
+                unsaved_audit,
+                ..
+            } = &mut *state;
+            let requester = record.owner().to_owned();
+            let SessionRecord {
+                id,
+                turn,
+                resolved_approvals,
+                ..
+            } = record;
+            let Some(turn) = turn.as_mut().filter(|t| !t.status.is_over()) else {
+                return Ok(());
+            };
+            let uncounted = countersign::recheck(
+                &mut turn.calls,
+                resolved_approvals,
+                standing,
+                &requester,
+                now,
+                |call| now + self.approval_wait(call),
+            );
+            if uncounted.is_empty() {
+                return Ok(());
+            }
+            let events = dropped_events(id, &turn.id, &turn.calls, &uncounted, actor, now);
+            // Answers still waiting for their turn's commit go first.
+            let earlier = std::mem::take(unsaved_audit);
+            [earlier, events].concat()
+        };
+        let snapshot = session.snapshot();
+        match self.store.commit(&snapshot, &events).await {
+            Ok(()) => self.inbox.sync(&snapshot),
+            Err(e) if e.is_conflict() => {
+                tracing::warn!(session = %session.id, "another instance changed the chat first; its signatures are rechecked when it is next answered");
+                self.forget_live(session);
+                return Err(InputError::AnsweredElsewhere);
+            }
+            Err(e) => {
+                // The record here has them dropped: the turn's next commit carries the events.
+                tracing::error!(session = %session.id, error = %e.report(), "cannot record dropped signatures yet");
+                session.state().unsaved_audit.splice(0..0, events);
+            }
+        }
+        // The turn tells the page (a new `data-countersign` part), parked or not.
+        self.wake(session);
+        Ok(())
+    }
+
+    /// How long an approval of `call` waits when it is asked again.
+    pub(crate) fn approval_wait(&self, call: &StepCall) -> Millis {
+        self.tools
+            .get(&call.call.name)
+            .map_or(0, |t| t.spec.approval_timeout.as_millis() as Millis)
+    }
+
+    /// Stops the turns of `person`'s chats that `reach` reaches: what they started ends with
+    /// them.
+    async fn stop_turns_of(self: &Arc<Self>, person: &Person, reach: Reach) {
+        let mut chats: Vec<String> = self
+            .live_sessions_reached(reach)
+            .into_iter()
+            .filter(|s| s.state().record.owner() == person.id)
+            .map(|s| s.id.clone())
+            .collect();
+        if reach == Reach::Everywhere {
+            chats.extend(
+                self.inbox
+                    .all()
+                    .into_iter()
+                    .filter(|w| w.owner == person.id)
+                    .map(|w| w.chat),
+            );
+        }
+        chats.sort();
+        chats.dedup();
+        let reason = format!("stopped: {} was removed", person.name);
+        for chat in chats {
+            if self.interrupt(&chat, &reason).await {
+                tracing::info!(session = %chat, person = %person.id, "a removed person's turn stopped");
+            }
+        }
+    }
+
+    /// The sessions in memory here that `reach` reaches (taken out of the registry before any
+    /// of them is looked into).
+    fn live_sessions_reached(&self, reach: Reach) -> Vec<Arc<Session>> {
+        let live: Vec<Arc<Session>> = crate::agent::lock(&self.live).values().cloned().collect();
+        live.into_iter()
+            .filter(|s| reach == Reach::Everywhere || s.has_task())
+            .collect()
+    }
+
+    /// Appends an event about people (no chat) to the audit log.
+    async fn audit_people(&self, event: AuditEvent) {
+        if let Err(e) = self.policy().audit(&[event]).await {
+            tracing::error!(
+                error = &e as &dyn std::error::Error,
+                "a change of people could not be audited"
+            );
+        }
+    }
+
+    /// Who answers, from the audit log's view of them: the person they signed in as, with their
+    /// roles as `standing` says (read from the store for an approval) or else as the directory
+    /// has them now; or the one local person. Someone removed since they signed in answers
+    /// nothing.
+    pub(super) fn signer(
+        &self,
+        actor: &Actor,
+        standing: Option<&Standing>,
+    ) -> Result<Signer, InputError> {
+        let Some(id) = &actor.person else {
+            return Ok(Signer::local());
+        };
+        let found = match standing {
+            Some(standing) => standing.get(id).cloned(),
+            None => self.people().active(id).map(|person| Signer {
+                id: person.id,
+                name: person.name,
+                roles: person.roles,
+                person: true,
+                step_ups: Vec::new(),
+            }),
+        };
+        found.ok_or_else(|| InputError::NotAnApprover {
+            approval_id: String::new(),
+            why: "you may no longer sign in to this server".into(),
+        })
+    }
+
+    /// Checks the passkey confirmations the inputs carry (step-up): each must be a fresh
+    /// assertion by one of the signer's passkeys, made for that approval of this chat. Adds them
+    /// to `signer` (the gate checks the arguments they are bound to); returns, by approval, the
+    /// passkey and the receipt the audit log keeps.
+    pub(super) async fn verify_step_ups(
+        &self,
+        chat_id: &str,
+        inputs: &[PersonInput],
+        signer: &mut Signer,
+        now: Millis,
+    ) -> Result<BTreeMap<String, (String, Value)>, InputError> {
+        let mut receipts = BTreeMap::new();
+        for input in inputs {
+            let PersonInput::Approval {
+                approval_id,
+                step_up: Some(credential),
+                ..
+            } = input
+            else {
+                continue;
+            };
+            let people = self.people();
+            let refused = |message: String| InputError::StepUpRefused { message };
+            let passkeys = people.passkeys().map_err(|e| refused(e.to_string()))?;
+            let (proof, used) = passkeys
+                .finish_step_up(credential, people, now)
+                .await
+                .map_err(|e| refused(e.to_string()))?;
+            let binding = &proof.binding;
+            if binding.person != signer.id
+                || binding.chat != chat_id
+                || &binding.approval_id != approval_id
+            {
+                return Err(refused(
+                    "it was made for another approval or another person".into(),
+                ));
+            }
+            people.used_passkey(used, now).await;
+            signer.step_ups.push(StepUp {
+                approval_id: approval_id.clone(),
+                args_digest: binding.args_digest.clone(),
+                passkey: proof.passkey.clone(),
+            });
+            receipts.insert(approval_id.clone(), (proof.passkey, proof.receipt));
+        }
+        Ok(receipts)
+    }
+}
+
+/// The audit events of signatures that stopped counting in `chat`'s turn `turn_id` (`actor`:
+/// who removed them or changed their roles, when known).
+pub(crate) fn dropped_events(
+    chat: &str,
+    turn_id: &str,
+    calls: &[StepCall],
+    uncounted: &[Uncounted],
+    actor: Option<&Actor>,
+    now: Millis,
+) -> Vec<AuditEvent> {
+    uncounted
+        .iter()
+        .filter_map(|u| {
+            let call = calls.iter().find(|c| c.call.id == u.tool_call_id)?;
+            let mut event = audit::event(
+                AuditKind::Dropped,
+                now,
+                chat,
+                turn_id,
+                &call.call.id,
+                &call.call.name,
+                &call.call.args,
+            );
+            event.approval_id = Some(u.approval_id.clone());
+            event.actor = actor.cloned();
+            event.reason = Some(format!(
+                "{}'s signature no longer counts: {}{}",
+                u.dropped.name,
+                u.dropped.words(),
+                if u.reopened {
+                    "; the call waits for approvals again"
+                } else {
+                    ""
+                }
+            ));
+            Some(event)
+        })
+        .collect()
+}
+
+/// Whether `record`'s turn has a signature that no longer counts by `standing`.
+fn uncounted_in(record: &SessionRecord, standing: &Standing) -> bool {
+    let Some(turn) = record.turn.as_ref().filter(|t| !t.status.is_over()) else {
+        return false;
+    };
+    turn.calls.iter().any(|call| {
+        let needs = call.needs();
+        !needs.is_plain()
+            && call.signatures.iter().any(|s| {
+                countersign::no_longer_counts(&needs, s, standing, record.owner()).is_some()
+            })
+    })
+}
+
+/// An audit event about `person` (no chat, no tool): `args` names them, with `more`.
+fn people_event(kind: AuditKind, now: Millis, person: &Person, more: Value) -> AuditEvent {
+    let mut args = json!({"person": person.id, "name": person.name});
+    if let (Some(args), Value::Object(more)) = (args.as_object_mut(), more) {
+        args.extend(more);
+    }
+    audit::event(kind, now, "", "", "", "", &args)
+}
+
+fn roles_words(roles: &BTreeSet<String>) -> String {
+    if roles.is_empty() {
+        "none".to_owned()
+    } else {
+        roles.iter().cloned().collect::<Vec<_>>().join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests;

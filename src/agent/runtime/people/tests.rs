@@ -1,0 +1,374 @@
+//! Who may sign is read from the store when it matters, not from a directory that may not
+//! have heard yet: a removal made on another instance (the store changed behind this
+//! directory's back) keeps a signature from completing a quorum, and from running a call the
+//! quorum had already cleared.
+
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use async_trait::async_trait;
+
+use crate::agent::{
+    Runtime, RuntimeSettings, Transport, TurnEntry, UserTurn,
+    clock::{Millis, SequentialIds, SystemClock},
+    demo::DemoModel,
+    gate::{ApprovalDecision, CallPhase, PersonInput, StepCall},
+    policy::{Policy, ToolFacts},
+    store::{Actor, AuditKind, AuditQuery, MemoryStore, PeopleStore, SessionStore, StoreError},
+    tools::{ToolRegistry, ToolSettings, WeatherSource},
+};
+use crate::people::{Invite, InviteKind, People, Person, StoredPasskey};
+use crate::protocol::{
+    Chunk,
+    countersign::{PROGRESS_PART, Progress},
+};
+
+/// Two approvers, not the requester (no step-up: these answers come without passkeys).
+const POLICY: &str = r#"
+@id("two-approvers") @ask @approvers("2") @role("approver") @not_requester
+forbid (principal, action == Action::"process_payment", resource)
+when { context.amount_cents > 10000 };
+"#;
+
+fn person(id: &str, roles: &[&str]) -> Person {
+    let mut name = id.to_owned();
+    name[..1].make_ascii_uppercase();
+    Person {
+        id: id.into(),
+        name,
+        roles: roles.iter().map(|r| r.to_string()).collect(),
+        created_ms: 0,
+        invited_by: None,
+        revoked_ms: None,
+    }
+}
+
+/// A people store that, as the `revoke_after`-th read of the people returns, has `who` removed
+/// by another instance: that read still sees them, every later one does not.
+#[derive(Default)]
+struct RemovedElsewhere {
+    inner: MemoryStore,
+    reads: AtomicUsize,
+    plan: Mutex<Option<(usize, Person)>>,
+}
+
+impl RemovedElsewhere {
+    fn remove_after(&self, reads: usize, who: &Person) {
+        let mut removed = who.clone();
+        removed.revoked_ms = Some(1);
+        *self.plan.lock().unwrap() = Some((reads, removed));
+    }
+}
+
+#[async_trait]
+impl PeopleStore for RemovedElsewhere {
+    async fn people(&self) -> Result<Vec<Person>, StoreError> {
+        let people = self.inner.people().await?;
+        let read = self.reads.fetch_add(1, Ordering::SeqCst) + 1;
+        let due = {
+            let plan = self.plan.lock().unwrap();
+            plan.as_ref()
+                .filter(|(after, _)| *after == read)
+                .map(|(_, p)| p.clone())
+        };
+        if let Some(removed) = due {
+            self.inner.save_person(&removed).await?;
+        }
+        Ok(people)
+    }
+    async fn save_person(&self, person: &Person) -> Result<(), StoreError> {
+        self.inner.save_person(person).await
+    }
+    async fn passkeys(&self) -> Result<Vec<StoredPasskey>, StoreError> {
+        self.inner.passkeys().await
+    }
+    async fn save_passkey(&self, passkey: &StoredPasskey) -> Result<(), StoreError> {
+        self.inner.save_passkey(passkey).await
+    }
+    async fn save_invite(&self, invite: &Invite) -> Result<(), StoreError> {
+        self.inner.save_invite(invite).await
+    }
+    async fn invite(&self, digest: &str) -> Result<Option<Invite>, StoreError> {
+        self.inner.invite(digest).await
+    }
+    async fn close_invites(&self, kind: InviteKind, at: Millis) -> Result<(), StoreError> {
+        self.inner.close_invites(kind, at).await
+    }
+    async fn enrol(
+        &self,
+        digest: &str,
+        person: Option<&Person>,
+        passkey: &StoredPasskey,
+        at: Millis,
+    ) -> Result<bool, StoreError> {
+        self.inner.enrol(digest, person, passkey, at).await
+    }
+    async fn keep_ceremony(
+        &self,
+        challenge: &str,
+        state: &str,
+        expires: Millis,
+        now: Millis,
+        max: usize,
+    ) -> Result<bool, StoreError> {
+        self.inner
+            .keep_ceremony(challenge, state, expires, now, max)
+            .await
+    }
+    async fn take_ceremony(&self, challenge: &str) -> Result<Option<(Millis, String)>, StoreError> {
+        self.inner.take_ceremony(challenge).await
+    }
+}
+
+struct Team {
+    runtime: Arc<Runtime>,
+    people: Arc<RemovedElsewhere>,
+    sessions: Arc<MemoryStore>,
+    ben: Person,
+    approval: String,
+}
+
+/// Ana, Ben and Eve (approvers) and Dan, whose 150 USD payment waits for two of them.
+async fn team() -> Team {
+    let people = Arc::new(RemovedElsewhere::default());
+    let team = [
+        person("ana", &["approver"]),
+        person("ben", &["approver"]),
+        person("eve", &["approver"]),
+        person("dan", &[]),
+    ];
+    for p in &team {
+        people.save_person(p).await.unwrap();
+    }
+    let tools = ToolRegistry::standard(&ToolSettings {
+        approval_timeout: Duration::from_secs(60),
+        browser_timeout: Duration::from_secs(10),
+        weather: WeatherSource::Offline,
+    });
+    let policy = Policy::from_text(POLICY, &ToolFacts::all(&tools)).unwrap();
+    let sessions = Arc::new(MemoryStore::default());
+    let runtime = Runtime::new(
+        Arc::new(DemoModel::new(Duration::ZERO)),
+        tools,
+        Arc::new(SystemClock),
+        Arc::new(SequentialIds::default()),
+        sessions.clone(),
+        RuntimeSettings::default(),
+    );
+    runtime.set_policy(Arc::new(policy));
+    runtime.set_people(Arc::new(People::with_people_in(
+        people.clone(),
+        team.to_vec(),
+    )));
+    let started = runtime
+        .start_turn_as(
+            "c",
+            UserTurn {
+                message_id: None,
+                text: "Send $150 to Jack".into(),
+                attachments: Vec::new(),
+                transport: Transport::Sse,
+                ask_again: None,
+            },
+            Vec::new(),
+            None,
+            "dan",
+        )
+        .await
+        .unwrap();
+    let mut reader = started.log.subscribe(0);
+    while !matches!(reader.next().await, Some(TurnEntry::Pause) | None) {}
+    let approval = call(&runtime).await.approval_id().unwrap().to_owned();
+    Team {
+        runtime,
+        people,
+        sessions,
+        ben: team[1].clone(),
+        approval,
+    }
+}
+
+async fn call(runtime: &Arc<Runtime>) -> StepCall {
+    runtime
+        .session("c")
+        .await
+        .unwrap()
+        .snapshot()
+        .turn
+        .unwrap()
+        .calls[0]
+        .clone()
+}
+
+fn approve(approval: &str) -> [PersonInput; 1] {
+    [PersonInput::Approval {
+        approval_id: approval.to_owned(),
+        decision: ApprovalDecision::Approve,
+        step_up: None,
+    }]
+}
+
+fn as_person(id: &str) -> Actor {
+    Actor {
+        transport: "inbox".into(),
+        person: Some(id.into()),
+        ..Actor::default()
+    }
+}
+
+/// Reads the turn's log until a chunk is `wanted` (`what` it is, for the failure), and on to
+/// the pause or the end after it (what the turn committed with it).
+async fn until(runtime: &Arc<Runtime>, what: &str, wanted: impl Fn(&Chunk) -> bool) {
+    let log = runtime.session("c").await.unwrap().current_log().unwrap();
+    let mut reader = log.subscribe(0);
+    let found = async {
+        let mut seen = false;
+        while let Some(entry) = reader.next().await {
+            match entry {
+                TurnEntry::Chunk(chunk) if wanted(&chunk) => seen = true,
+                TurnEntry::Pause | TurnEntry::End if seen => return,
+                _ => {}
+            }
+        }
+        assert!(seen, "the turn ended without {what}");
+    };
+    tokio::time::timeout(Duration::from_secs(5), found)
+        .await
+        .unwrap_or_else(|_| panic!("never {what}"));
+}
+
+/// Until a `data-countersign` part says `words` (what the card and the inbox show).
+async fn told(runtime: &Arc<Runtime>, words: &str) {
+    until(runtime, &format!("told {words:?}"), |chunk| {
+        matches!(chunk, Chunk::Data(data) if data.name == PROGRESS_PART
+            && Progress::from_value(&data.data).is_some_and(|p| p.words() == words))
+    })
+    .await;
+}
+
+async fn dropped_events(sessions: &MemoryStore) -> Vec<String> {
+    sessions
+        .audit(&AuditQuery {
+            kind: Some(AuditKind::Dropped),
+            ..AuditQuery::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|r| r.event.reason)
+        .collect()
+}
+
+fn names(call: &StepCall) -> Vec<&str> {
+    call.signatures.iter().map(|s| s.name.as_str()).collect()
+}
+
+#[tokio::test]
+async fn a_signature_of_someone_removed_elsewhere_does_not_complete_the_quorum() {
+    let Team {
+        runtime,
+        people,
+        sessions,
+        ben,
+        approval,
+    } = team().await;
+    runtime
+        .submit_as("c", &approve(&approval), &as_person("ben"))
+        .await
+        .unwrap();
+    // Another instance removes Ben: the store says so, this directory has not heard yet.
+    let mut removed = ben.clone();
+    removed.revoked_ms = Some(1);
+    people.inner.save_person(&removed).await.unwrap();
+    assert!(
+        runtime.people().active("ben").is_some(),
+        "a stale directory"
+    );
+
+    runtime
+        .submit_as("c", &approve(&approval), &as_person("eve"))
+        .await
+        .unwrap();
+    let waiting = call(&runtime).await;
+    assert!(
+        matches!(waiting.phase, CallPhase::AwaitingApproval { .. }),
+        "{:?}",
+        waiting.phase
+    );
+    assert_eq!(names(&waiting), ["Eve"]);
+    assert_eq!(waiting.dropped[0].name, "Ben");
+    assert_eq!(waiting.dropped[0].why, "was removed");
+    told(
+        &runtime,
+        "Ben was removed; 1 more approver needed (Eve approved)",
+    )
+    .await;
+    assert_eq!(
+        dropped_events(&sessions).await,
+        ["Ben's signature no longer counts: Ben was removed"]
+    );
+    // Nor may Ben sign again on this instance: the store, not the directory, says who he is.
+    let refused = runtime
+        .submit_as("c", &approve(&approval), &as_person("ben"))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), "not_an_approver");
+}
+
+#[tokio::test]
+async fn a_call_the_quorum_cleared_waits_again_when_a_signer_is_removed_before_it_runs() {
+    let Team {
+        runtime,
+        people,
+        sessions,
+        ben,
+        approval,
+    } = team().await;
+    runtime
+        .submit_as("c", &approve(&approval), &as_person("ben"))
+        .await
+        .unwrap();
+    // Eve's answer completes the quorum (the store still has Ben as it is read for it); Ben is
+    // removed elsewhere right after, before the payment runs.
+    people.remove_after(people.reads.load(Ordering::SeqCst) + 1, &ben);
+    runtime
+        .submit_as("c", &approve(&approval), &as_person("eve"))
+        .await
+        .unwrap();
+    told(
+        &runtime,
+        "Ben was removed; 1 more approver needed (Eve approved)",
+    )
+    .await;
+    let waiting = call(&runtime).await;
+    assert!(
+        matches!(waiting.phase, CallPhase::AwaitingApproval { .. }),
+        "it did not run: {:?}",
+        waiting.phase
+    );
+    assert_eq!(waiting.approval_id(), Some(approval.as_str()));
+    assert_eq!(
+        dropped_events(&sessions).await,
+        ["Ben's signature no longer counts: Ben was removed; the call waits for approvals again"]
+    );
+    let record = runtime.session("c").await.unwrap().snapshot();
+    assert!(
+        !record.resolved_approvals.contains_key(&approval),
+        "its approval may be answered again"
+    );
+    // Ana's signature completes it with two that count: now it runs.
+    runtime
+        .submit_as("c", &approve(&approval), &as_person("ana"))
+        .await
+        .unwrap();
+    until(&runtime, "ran", |chunk| {
+        matches!(chunk, Chunk::ToolOutputAvailable(_))
+    })
+    .await;
+    told(&runtime, "Approved by Eve and Ana").await;
+}
