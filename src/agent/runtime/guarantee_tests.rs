@@ -32,7 +32,7 @@ use crate::agent::{
     history::{HistoryItem, Outcome},
     model::{Model, ModelEvent, ModelRequest, ModelStream, Usage},
     policy::{Policy, ToolFacts},
-    store::{Actor, AuditKind, AuditQuery, MemoryStore, SessionStore},
+    store::{Actor, AuditKind, AuditQuery, MemoryStore, PeopleStore, SessionStore},
     tools::{ToolRegistry, ToolSettings, WeatherSource},
 };
 use crate::people::{People, Person, Principal};
@@ -574,7 +574,6 @@ struct System {
     store: Arc<MemoryStore>,
     rt: Arc<Runtime>,
     clock: Arc<TokioClock>,
-    directory: Arc<People>,
 }
 
 fn person(name: &str, approver: bool, active: bool) -> Person {
@@ -615,23 +614,20 @@ impl System {
             .await
             .expect("the book is read");
         rt.set_policy(Arc::new(policy));
-        let directory = Arc::new(People::with_people(
-            world
-                .people
-                .iter()
-                .map(|(name, (active, approver))| person(name, *approver, *active))
-                .collect(),
-        ));
-        rt.set_people(directory.clone());
+        // People live in the same store as the chats (a restart reads them back).
+        let mut people = PeopleStore::people(store.as_ref()).await.expect("people");
+        if people.is_empty() {
+            for (name, (active, approver)) in &world.people {
+                let someone = person(name, *approver, *active);
+                store.save_person(&someone).await.expect("kept");
+                people.push(someone);
+            }
+        }
+        rt.set_people(Arc::new(People::with_people_in(store.clone(), people)));
         rt.resume_unfinished()
             .await
             .expect("unfinished turns resume");
-        System {
-            store,
-            rt,
-            clock,
-            directory,
-        }
+        System { store, rt, clock }
     }
 
     fn actor(who: &str) -> Actor {
@@ -973,8 +969,8 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 if !world.active(who) {
                     continue;
                 }
-                sys.directory
-                    .revoke(&Principal::Local { via_key: true }, who, world.now)
+                sys.rt
+                    .remove_person(&operator(), &System::actor("operator"), who)
                     .await
                     .map_err(|e| TestCaseError::fail(format!("{at}: {e}")))?;
                 if let Some(entry) = world.people.get_mut(who) {
@@ -993,8 +989,8 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 } else {
                     BTreeSet::new()
                 };
-                sys.directory
-                    .set_roles(&Principal::Local { via_key: true }, who, roles)
+                sys.rt
+                    .set_person_roles(&operator(), &System::actor("operator"), who, roles)
                     .await
                     .map_err(|e| TestCaseError::fail(format!("{at}: {e}")))?;
                 if let Some(entry) = world.people.get_mut(who) {
@@ -1023,6 +1019,11 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
         check(&sys, &world, &at).await?;
     }
     Ok(())
+}
+
+/// Who removes people and changes roles: the operator, with the API key.
+fn operator() -> Principal {
+    Principal::Local { via_key: true }
 }
 
 /// A call the model knows, by how recent it is (`None` when there is none yet).
