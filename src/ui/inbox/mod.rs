@@ -16,6 +16,9 @@ use serde_json::Value;
 #[cfg(feature = "ssr")]
 mod list;
 
+/// What a page whose sign-in ended says while it goes to the sign-in page (which says why).
+pub const SIGNED_OUT: &str = "You are signed out here. Opening the sign-in page…";
+
 /// How long a read waits for a change before it answers with the same version (seconds).
 pub const LONG_POLL_SECS: u64 = 20;
 
@@ -33,7 +36,7 @@ pub struct InboxList {
 
 /// The inbox of the signed-in person (`focus`: one approval only), as soon as it differs from
 /// `since` (at once when `since` is `None`, else within [`LONG_POLL_SECS`]).
-#[server(prefix = "/api/fn", endpoint = "inbox_view", input = JsonCodec)]
+#[server(prefix = "/api/fn", endpoint = "inbox_view", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn inbox_view(
     since: Option<u64>,
     focus: Option<String>,
@@ -61,7 +64,7 @@ pub async fn inbox_view(
 /// Approves (`approve`) or denies (with `reason`) approval `approval_id` as the signed-in person;
 /// `edit`: the edit form's fields, to approve with changed arguments; `step_up`: the passkey
 /// assertion when the rule asks for one. Answers how it stands now.
-#[server(prefix = "/api/fn", endpoint = "decide_approval", input = JsonCodec)]
+#[server(prefix = "/api/fn", endpoint = "decide_approval", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn decide_approval(
     approval_id: String,
     approve: bool,
@@ -75,7 +78,7 @@ pub async fn decide_approval(
 
 /// A passkey challenge for approving `approval_id` with `args` (the arguments it would run), or
 /// with the edit form's fields `edit`, or as they stand — bound to the approval and them.
-#[server(prefix = "/api/fn", endpoint = "step_up_options", input = JsonCodec)]
+#[server(prefix = "/api/fn", endpoint = "step_up_options", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn step_up_options(
     approval_id: String,
     args: Option<Value>,
@@ -87,7 +90,7 @@ pub async fn step_up_options(
 
 /// The version of `chat_id`'s waiting approvals, as soon as it differs from `known` (or after
 /// [`LONG_POLL_SECS`]): a chat page that is not connected hears of decisions made elsewhere.
-#[server(prefix = "/api/fn", endpoint = "chat_news", input = JsonCodec)]
+#[server(prefix = "/api/fn", endpoint = "chat_news", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn chat_news(chat_id: String, known: Option<u64>) -> Result<u64, ServerFnError> {
     let state = expect_context::<crate::state::AppState>();
     let me = crate::ui::api::principal();
@@ -123,8 +126,12 @@ pub async fn confirm_with_passkey(
     super::platform::passkey_assert(&options).await
 }
 
-/// A server function's error as the person reads it.
+/// A server function's error as the person reads it (a page whose sign-in ended says that, not
+/// the error it could not read: it is on its way to the sign-in page).
 pub fn server_message(e: &ServerFnError) -> String {
+    if super::platform::is_signed_out() {
+        return SIGNED_OUT.to_owned();
+    }
     let text = e.to_string();
     text.strip_prefix("error running server function: ")
         .unwrap_or(&text)
@@ -153,7 +160,8 @@ pub fn InboxPage(focus: Option<String>) -> impl IntoView {
     let follow = move || {
         spawn_local(async move {
             let mut failures = 0;
-            while alive.get_value() {
+            // A page whose sign-in ended stops asking (it goes to the sign-in page).
+            while alive.get_value() && !super::platform::is_signed_out() {
                 match inbox_view(version.get_value(), focus.get_value()).await {
                     Ok(view) => {
                         failures = 0;

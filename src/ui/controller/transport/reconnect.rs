@@ -36,6 +36,13 @@ pub(super) fn reconnect_delay_ms(attempt: u32) -> i32 {
     (250 * 2i32.pow(attempt.min(5))).min(MAX_DELAY_MS)
 }
 
+/// Whether reconnect attempt `attempt` (1, 2, ...) first asks the server whether the page is
+/// still signed in: from the second on (one failure is a network's; two in a row may be a
+/// refusal, which a WebSocket cannot tell apart).
+pub(super) fn check_session_first(attempt: u32) -> bool {
+    attempt >= 2
+}
+
 /// What the indicator says while a socket is being opened.
 pub(super) fn opening_link(failed_attempts: u32) -> Link {
     if failed_attempts > 0 {
