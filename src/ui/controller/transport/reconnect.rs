@@ -95,6 +95,12 @@ mod tests {
     }
 
     #[test]
+    fn a_second_failed_reconnect_asks_whether_the_page_is_still_signed_in() {
+        let asks: Vec<bool> = (1..=4).map(check_session_first).collect();
+        assert_eq!(asks, [false, true, true, true]);
+    }
+
+    #[test]
     fn the_indicator_says_reconnecting_after_a_failure() {
         assert_eq!(opening_link(0), Link::Connecting);
         assert_eq!(opening_link(1), Link::Reconnecting);
