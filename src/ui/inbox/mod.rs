@@ -16,9 +16,6 @@ use serde_json::Value;
 #[cfg(feature = "ssr")]
 mod list;
 
-/// What a page whose sign-in ended says while it goes to the sign-in page (which says why).
-pub const SIGNED_OUT: &str = "You are signed out here. Opening the sign-in page…";
-
 /// How long a read waits for a change before it answers with the same version (seconds).
 pub const LONG_POLL_SECS: u64 = 20;
 
@@ -126,12 +123,8 @@ pub async fn confirm_with_passkey(
     super::platform::passkey_assert(&options).await
 }
 
-/// A server function's error as the person reads it (a page whose sign-in ended says that, not
-/// the error it could not read: it is on its way to the sign-in page).
+/// A server function's error as the person reads it.
 pub fn server_message(e: &ServerFnError) -> String {
-    if super::platform::is_signed_out() {
-        return SIGNED_OUT.to_owned();
-    }
     let text = e.to_string();
     text.strip_prefix("error running server function: ")
         .unwrap_or(&text)
@@ -172,6 +165,8 @@ pub fn InboxPage(focus: Option<String>) -> impl IntoView {
                         }
                         version.set_value(Some(view.version));
                     }
+                    // Signed out: the page is on its way to the sign-in page, which says why.
+                    Err(_) if super::platform::is_signed_out() => return,
                     Err(e) => {
                         failures += 1;
                         html.set(super::grants::error_html(&server_message(&e)));
