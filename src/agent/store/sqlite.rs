@@ -82,8 +82,8 @@ const MIGRATIONS: &[(i64, &str)] = &[
     ),
     (11, include_str!("../../../migrations/0011_attachments.sql")),
     (
-        13,
-        include_str!("../../../migrations/0013_passkey_ceremony_owners.sql"),
+        12,
+        include_str!("../../../migrations/0012_passkey_ceremony_owners.sql"),
     ),
 ];
 

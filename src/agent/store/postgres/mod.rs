@@ -66,8 +66,8 @@ const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../../../../migrations/postgres/0005_attachments.sql"),
     ),
     (
-        7,
-        include_str!("../../../../migrations/postgres/0007_passkey_ceremony_owners.sql"),
+        6,
+        include_str!("../../../../migrations/postgres/0006_passkey_ceremony_owners.sql"),
     ),
 ];
 

@@ -1,4 +1,4 @@
--- Passkey ceremonies belong to their owner (SQLite's migration 13, issue #33): the one-time link
+-- Passkey ceremonies belong to their owner (SQLite's migration 12, issue #33): the one-time link
 -- a registration is for, or the person a step-up is for; each owner keeps a few at most (their
 -- oldest go first), with no shared cap an anonymous caller can fill. Sign-in ceremonies keep no
 -- state: their challenge is signed by the server, and the challenges answered are recorded until
