@@ -99,8 +99,9 @@ pub struct Registered {
     pub passkey: Passkey,
 }
 
-/// A ceremony in progress, as the store keeps it (webauthn-rs' state is serialisable with its
-/// `danger-allow-state-serialisation` feature: it never leaves the server).
+/// A registration or step-up in progress, as the store keeps it (a sign-in keeps nothing);
+/// webauthn-rs' state is serialisable with its `danger-allow-state-serialisation` feature, and
+/// never leaves the server.
 #[derive(serde::Serialize, serde::Deserialize)]
 #[serde(tag = "ceremony", rename_all = "snake_case")]
 enum Ceremony {
