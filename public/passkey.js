@@ -159,7 +159,9 @@
           ? await register(form.dataset.token, (form.elements.name || {}).value)
           : await signIn(form.dataset.next);
       say("Signed in.");
-      window.location.assign(typeof next === "string" && next.startsWith("/") ? next : "/");
+      // Where to go is the server's to say (one rule, `local_path`: a path of this site only);
+      // it is followed as given, never re-derived here.
+      window.location.assign(typeof next === "string" ? next : "/");
     } catch (e) {
       say(e.message || String(e), true);
       if (button) button.disabled = false;

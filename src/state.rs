@@ -133,7 +133,10 @@ impl AppState {
         let public = self.public_url(addr);
         let url =
             url::Url::parse(&public).map_err(|e| StartupError::People(format!("{public}: {e}")))?;
-        let passkeys = Passkeys::new(&url).map_err(StartupError::People)?;
+        // Sign-in challenges are signed with (a key derived from) the server's secret, which
+        // every instance on the database shares.
+        let secret = self.signin_store.signing_secret().await?;
+        let passkeys = Passkeys::new(&url, &secret).map_err(StartupError::People)?;
         let people = People::load(self.people_store.clone(), passkeys).await?;
         let link = people
             .setup_link(self.runtime.clock.now_ms())

@@ -299,7 +299,7 @@ async fn key_guessing_is_throttled_per_address_and_the_right_key_waits_too() {
         .and_then(|v| v.trim().parse().ok())
         .expect("Retry-After");
     assert!(wait >= 1);
-    // A wrong sign-in form and a forged cookie count the same way.
+    // A wrong key in the sign-in form waits the same way.
     let form = "key=guess&next=%2F";
     let signin = raw(
         &addr,
@@ -320,17 +320,22 @@ async fn key_guessing_is_throttled_per_address_and_the_right_key_waits_too() {
         let answer = raw(&addr, "127.0.0.2", get("/api/audit", &addr, &credential)).await;
         assert_eq!(status(&answer), 200, "{answer}");
     }
-    let forged = raw(
-        &addr,
-        "127.0.0.3",
-        get(
-            "/api/audit",
+    // A cookie that signs nobody in is refused as signed out, from the waiting address too: it
+    // cannot be guessed, so it is not throttled, and it counts for nothing.
+    for from in ["127.0.0.3", "127.0.0.1"] {
+        let forged = raw(
             &addr,
-            "Cookie: countersign_session=v1.abc.99999999999999.AAAA\r\n",
-        ),
-    )
-    .await;
-    assert_eq!(status(&forged), 401, "{forged}");
+            from,
+            get(
+                "/api/audit",
+                &addr,
+                "Cookie: countersign_session=v1.abc.99999999999999.AAAA\r\n",
+            ),
+        )
+        .await;
+        assert_eq!(status(&forged), 401, "{forged}");
+        assert!(forged.contains("\"signed_out\""), "{forged}");
+    }
 }
 
 #[tokio::test]

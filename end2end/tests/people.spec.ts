@@ -5,7 +5,8 @@
 // virtual authenticator (CDP WebAuthn.addVirtualAuthenticator): the first person from the link
 // the server prints, the others invited by her; sign-in; a two-person approval decided in the
 // inbox of two other browsers — one a phone — while the chat that asked updates live, in both
-// transports; the requester refused on their own request; a step-up bound to the arguments.
+// transports; the requester refused on their own request; a step-up bound to the arguments; a
+// removed person's open page, sent to the sign-in page that says so.
 import { spawn, type ChildProcess } from "node:child_process";
 import { rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -295,6 +296,28 @@ test("a step-up is bound to the arguments: an edit needs its own passkey confirm
   await expect(item.getByTestId("inbox-sentence")).toContainText("120");
   const card = toolCards(page, "process_payment").last();
   await expect(card.getByTestId("countersign-progress")).toHaveText(/1 of 2: Ben approved/);
+});
+
+test("a removed person's open page goes to the sign-in page, which says they were removed", async () => {
+  // Dan has the inbox open: it follows the server by long polling.
+  const page = dan.page;
+  await page.goto("/approvals");
+  // The list is loaded by the page's code: once it shows, the page is following the server.
+  await expect(page.getByTestId("inbox-item").first()).toBeVisible();
+  // Ana removes him.
+  await ana.page.goto("/people");
+  const row = ana.page.locator('[data-testid="person-row"]').filter({ hasText: "Dan" });
+  await row.getByTestId("remove-person").click();
+  await expect(ana.page.getByTestId("people-notice")).toHaveText("Removed.");
+  // His page's next question to the server is answered 401 signed_out: it goes to the sign-in
+  // page (which comes back to the inbox after), and that page says why. No raw error on the way.
+  await expect(page).toHaveURL(/\/signin\?next=\/approvals$/, { timeout: 30_000 });
+  await expect(page.getByTestId("signed-out")).toContainText("You were removed");
+  await expect(page.getByTestId("passkey-signin")).toBeVisible();
+  expect(dan.problems).toEqual([]);
+  // Ana, at the same address, is not made to wait.
+  await ana.page.goto("/approvals");
+  await expect(ana.page.getByTestId("inbox")).toBeVisible();
 });
 
 test.afterAll(async () => {

@@ -120,6 +120,34 @@ pub fn location() -> (String, String) {
     (path, query)
 }
 
+thread_local! {
+    /// Whether the server said this page's sign-in ended.
+    static SIGNED_OUT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The server answered 401: this page's sign-in ended (removed, signed out, expired). The page
+/// goes to the sign-in page — once, whatever else still fails — which says why and comes back
+/// here after; what polls stops ([`is_signed_out`]).
+pub fn signed_out() {
+    if SIGNED_OUT.with(|s| s.replace(true)) {
+        return;
+    }
+    let (path, query) = location();
+    let here = if query.is_empty() {
+        path
+    } else {
+        format!("{path}?{query}")
+    };
+    if let Some(window) = window() {
+        let _ = window.location().assign(&crate::ui::url::signin_url(&here));
+    }
+}
+
+/// Whether this page's sign-in ended ([`signed_out`]): nothing more to ask the server.
+pub fn is_signed_out() -> bool {
+    SIGNED_OUT.with(std::cell::Cell::get)
+}
+
 /// The page's origin as a WebSocket base (`ws://host` or `wss://host`).
 pub fn ws_base() -> String {
     let location = window().map(|w| w.location());

@@ -17,7 +17,8 @@ fn js_error(value: JsValue) -> String {
 }
 
 /// Sends `method url` with an optional JSON body; an error status becomes
-/// `FetchError::Http` with the `{error: {code, message}}` the server sent.
+/// `FetchError::Http` with the `{error: {code, message}}` the server sent (and a 401 takes the
+/// page to the sign-in page: its sign-in ended).
 async fn send(
     method: &str,
     url: &str,
@@ -47,6 +48,9 @@ async fn send(
         return Ok(response);
     }
     let status = response.status();
+    if status == 401 {
+        super::dom::signed_out();
+    }
     let text = text(&response).await.unwrap_or_default();
     let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     let code = json["error"]["code"]

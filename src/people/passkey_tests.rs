@@ -41,9 +41,12 @@ async fn directory(ben_revoked: bool) -> People {
         .save_person(&person(BEN, "Ben", ben_revoked))
         .await
         .expect("saved");
-    People::load(store, Passkeys::new(&origin()).expect("a relying party"))
-        .await
-        .expect("loaded")
+    People::load(
+        store,
+        Passkeys::new(&origin(), &[7; 32]).expect("a relying party"),
+    )
+    .await
+    .expect("loaded")
 }
 
 /// Someone's authenticator and the id of the passkey it made.
@@ -151,7 +154,7 @@ async fn a_registered_passkey_signs_its_person_in_once_per_challenge() {
     let mut ana = register(&people, ANA, 1_000).await;
     let passkeys = people.passkeys().expect("on");
 
-    let options = passkeys.begin_signin(2_000).await.expect("options");
+    let options = passkeys.begin_signin(2_000).expect("options");
     let assertion = answer(&mut ana, options);
     let (who, key) = passkeys
         .finish_signin(&assertion, &people, 2_100)
@@ -160,9 +163,167 @@ async fn a_registered_passkey_signs_its_person_in_once_per_challenge() {
     assert_eq!(who.id, ANA);
     assert_eq!(key.id, ana.credential);
 
-    // The same answer again (a replay): its challenge is gone.
+    // The same answer again (a replay): its challenge was answered.
     let why = refusal(passkeys.finish_signin(&assertion, &people, 2_200).await);
-    assert!(why.contains("answers no challenge"), "{why}");
+    assert!(why.contains("used already"), "{why}");
+}
+
+#[tokio::test]
+async fn asking_for_sign_in_options_keeps_nothing_so_no_flood_locks_anyone_out() {
+    let people = directory(false).await;
+    let mut ana = register(&people, ANA, 1_000).await;
+    let passkeys = people.passkeys().expect("on");
+    // Ana's confirmation is waiting when the flood starts.
+    let waiting = passkeys
+        .begin_step_up(binding(ANA, "d1"), &people.passkeys_of(ANA), 1_500)
+        .await
+        .expect("options");
+    // More anonymous requests for options than the old shared cap of ceremonies (10,000) held.
+    for i in 0..10_001 {
+        passkeys
+            .begin_signin(2_000 + i)
+            .unwrap_or_else(|e| panic!("request {i} was refused: {e}"));
+    }
+    // Everyone still signs in and confirms.
+    let options = passkeys.begin_signin(20_000).expect("options");
+    let (who, _) = passkeys
+        .finish_signin(&answer(&mut ana, options), &people, 20_100)
+        .await
+        .expect("signed in after the flood");
+    assert_eq!(who.id, ANA);
+    passkeys
+        .finish_step_up(&answer(&mut ana, waiting), &people, 20_200)
+        .await
+        .expect("the waiting confirmation still verifies");
+    let fresh = passkeys
+        .begin_step_up(binding(ANA, "d2"), &people.passkeys_of(ANA), 20_300)
+        .await
+        .expect("a new confirmation");
+    passkeys
+        .finish_step_up(&answer(&mut ana, fresh), &people, 20_400)
+        .await
+        .expect("confirmed");
+}
+
+#[tokio::test]
+async fn a_sign_in_challenge_is_this_servers_until_it_expires_on_any_instance() {
+    let store: Arc<dyn PeopleStore> = Arc::new(MemoryStore::default());
+    store
+        .save_person(&person(ANA, "Ana", false))
+        .await
+        .expect("saved");
+    // Two instances on one database share its secret; a third server has its own.
+    let instance = |secret: [u8; 32]| {
+        let store = store.clone();
+        async move {
+            People::load(
+                store,
+                Passkeys::new(&origin(), &secret).expect("a relying party"),
+            )
+            .await
+            .expect("loaded")
+        }
+    };
+    let a = instance([7; 32]).await;
+    let mut ana = register(&a, ANA, 1_000).await;
+    let b = instance([7; 32]).await;
+    let elsewhere = instance([8; 32]).await;
+
+    // Options from A, the answer to B; the same answer again, to A or B: used.
+    let options = a
+        .passkeys()
+        .expect("on")
+        .begin_signin(2_000)
+        .expect("options");
+    let assertion = answer(&mut ana, options);
+    let (who, _) = b
+        .passkeys()
+        .expect("on")
+        .finish_signin(&assertion, &b, 2_100)
+        .await
+        .expect("signed in on the other instance");
+    assert_eq!(who.id, ANA);
+    for instance in [&a, &b] {
+        let why = refusal(
+            instance
+                .passkeys()
+                .expect("on")
+                .finish_signin(&assertion, instance, 2_200)
+                .await,
+        );
+        assert!(why.contains("used already"), "{why}");
+    }
+
+    // Another server's challenge is none of this one's.
+    let options = elsewhere
+        .passkeys()
+        .expect("on")
+        .begin_signin(3_000)
+        .expect("options");
+    let why = refusal(
+        a.passkeys()
+            .expect("on")
+            .finish_signin(&answer(&mut ana, options), &a, 3_100)
+            .await,
+    );
+    assert!(why.contains("no sign-in challenge of this server"), "{why}");
+
+    // Five minutes to answer; a refused answer is recorded nowhere, so a late one stays refused.
+    let options = a
+        .passkeys()
+        .expect("on")
+        .begin_signin(4_000)
+        .expect("options");
+    let late = answer(&mut ana, options);
+    for _ in 0..2 {
+        let why = refusal(
+            a.passkeys()
+                .expect("on")
+                .finish_signin(&late, &a, 4_000 + 5 * 60 * 1000)
+                .await,
+        );
+        assert!(why.contains("too long"), "{why}");
+    }
+}
+
+#[tokio::test]
+async fn one_persons_confirmations_never_crowd_out_anothers() {
+    let people = directory(false).await;
+    let mut ana = register(&people, ANA, 1_000).await;
+    let mut ben = register(&people, BEN, 1_000).await;
+    let passkeys = people.passkeys().expect("on");
+    let anas = passkeys
+        .begin_step_up(binding(ANA, "d"), &people.passkeys_of(ANA), 2_000)
+        .await
+        .expect("options");
+    // Ben asks for a thousand confirmations (a script, a stuck button).
+    let mut first = None;
+    let mut last = None;
+    for i in 0..1_000 {
+        let options = passkeys
+            .begin_step_up(binding(BEN, "d"), &people.passkeys_of(BEN), 2_001 + i)
+            .await
+            .expect("options");
+        first.get_or_insert_with(|| options.clone());
+        last = Some(options);
+    }
+    passkeys
+        .finish_step_up(&answer(&mut ana, anas), &people, 3_100)
+        .await
+        .expect("Ana's confirmation is untouched");
+    passkeys
+        .finish_step_up(&answer(&mut ben, last.expect("asked")), &people, 3_200)
+        .await
+        .expect("Ben's newest is kept");
+    let why = refusal(
+        passkeys
+            .finish_step_up(&answer(&mut ben, first.expect("asked")), &people, 3_300)
+            .await,
+    );
+    assert!(
+        why.contains("answers no challenge"),
+        "his oldest made room: {why}"
+    );
 }
 
 #[tokio::test]
@@ -171,7 +332,7 @@ async fn a_revoked_person_cannot_sign_in_or_confirm() {
     let mut ben = register(&people, BEN, 1_000).await;
     let passkeys = people.passkeys().expect("on");
 
-    let options = passkeys.begin_signin(2_000).await.expect("options");
+    let options = passkeys.begin_signin(2_000).expect("options");
     let why = refusal(
         passkeys
             .finish_signin(&answer(&mut ben, options), &people, 2_100)
@@ -259,7 +420,7 @@ async fn a_step_up_needs_the_signers_own_passkey_the_right_ceremony_and_no_delay
     assert!(why.contains("not the signer's"), "{why}");
 
     // A sign-in answer is no confirmation, and a confirmation no sign-in.
-    let options = passkeys.begin_signin(3_000).await.expect("options");
+    let options = passkeys.begin_signin(3_000).expect("options");
     let why = refusal(
         passkeys
             .finish_step_up(&answer(&mut ana, options), &people, 3_100)
@@ -275,7 +436,7 @@ async fn a_step_up_needs_the_signers_own_passkey_the_right_ceremony_and_no_delay
             .finish_signin(&answer(&mut ana, options), &people, 4_100)
             .await,
     );
-    assert!(why.contains("not a sign-in"), "{why}");
+    assert!(why.contains("no sign-in challenge"), "{why}");
 
     // Two minutes to confirm, then the challenge is void.
     let options = passkeys

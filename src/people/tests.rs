@@ -17,7 +17,7 @@ async fn directory(people: Vec<Person>) -> People {
         store.save_person(p).await.unwrap();
     }
     let url = url::Url::parse("http://localhost:3000").unwrap();
-    People::load(store, Passkeys::new(&url).unwrap())
+    People::load(store, Passkeys::new(&url, &[7; 32]).unwrap())
         .await
         .unwrap()
 }

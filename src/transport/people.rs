@@ -1,7 +1,8 @@
 //! Signing people in with passkeys (ADR 0024): the one-time link's page (`GET /welcome/{token}`)
 //! and the four WebAuthn ceremony steps, as Leptos server functions that `public/passkey.js`
-//! calls (they run before anyone is signed in, so the edge lets them through; each is throttled
-//! like every POST).
+//! calls (they run before anyone is signed in, so the edge lets them through; each is rate
+//! limited like every POST). Nothing an anonymous caller does here is kept: sign-in options are
+//! stateless (ADR 0024), registration needs an open one-time link.
 //!
 //! * `passkey_register_begin {token, name}` → creation options; `passkey_register_finish
 //!   {credential}` → the new person (or their new passkey) is kept, the link is used up, and
@@ -18,7 +19,7 @@ use leptos::{prelude::*, server_fn::codec::Json as JsonCodec};
 use serde_json::Value;
 
 use super::{
-    edge::signin::{safe_next, session_set_cookie},
+    edge::signin::{local_path, session_set_cookie},
     html::{self, escape},
 };
 use crate::{
@@ -192,7 +193,7 @@ pub async fn passkey_register_finish(credential: Value) -> Result<String, Server
     })
 }
 
-/// Options for signing in with any passkey registered here.
+/// Options for signing in with any passkey registered here (nothing is kept: anyone may ask).
 #[server(prefix = "/api/fn", endpoint = "passkey_signin_begin", input = JsonCodec)]
 pub async fn passkey_signin_begin() -> Result<Value, ServerFnError> {
     let state = expect_context::<AppState>();
@@ -201,11 +202,11 @@ pub async fn passkey_signin_begin() -> Result<Value, ServerFnError> {
         .passkeys()
         .map_err(people_refusal)?
         .begin_signin(state.runtime.clock.now_ms())
-        .await
         .map_err(people_refusal)
 }
 
-/// Checks the assertion and signs the person in; answers where to go (`next`, if local).
+/// Checks the assertion and signs the person in; answers where to go: `next` if it is a path of
+/// this site (`local_path`, which `public/passkey.js` follows as given), else `/`.
 #[server(prefix = "/api/fn", endpoint = "passkey_signin_finish", input = JsonCodec)]
 pub async fn passkey_signin_finish(
     credential: Value,
@@ -215,39 +216,19 @@ pub async fn passkey_signin_finish(
     let people = state.runtime.people();
     let now = state.runtime.clock.now_ms();
     let passkeys = people.passkeys().map_err(people_refusal)?;
-    // Failed sign-ins count like wrong keys: an address that keeps failing waits.
-    let client = request_parts().ok().map(|parts| {
-        super::edge::limits::address_key(super::edge::Client::from_parts(&parts).address)
-    });
-    if let Some(client) = &client
-        && let Err(wait) = state.edge.failures.check(client, std::time::Instant::now())
-    {
-        tracing::warn!(%client, "passkey sign-in refused: too many failed attempts");
-        return Err(refuse(
-            StatusCode::TOO_MANY_REQUESTS,
-            format!(
-                "Too many failed sign-ins from this address: try again in {} s.",
-                wait.as_secs().max(1)
-            ),
-        ));
-    }
-    let (person, used) = match passkeys.finish_signin(&credential, people, now).await {
-        Ok(found) => found,
-        Err(e) => {
-            if let Some(client) = &client {
-                state
-                    .edge
-                    .failures
-                    .record(client, std::time::Instant::now());
-                tracing::warn!(%client, error = %e, "a passkey sign-in failed");
-            }
-            return Err(people_refusal(e));
-        }
-    };
+    // A refused answer does not count against the address: an assertion cannot be guessed, and
+    // counting refusals let anyone at a shared address keep everyone there from signing in.
+    let (person, used) = passkeys
+        .finish_signin(&credential, people, now)
+        .await
+        .map_err(|e| {
+            tracing::info!(error = %e, "a passkey sign-in was refused");
+            people_refusal(e)
+        })?;
     let passkey = used.id.clone();
     people.used_passkey(used, now).await;
     sign_in(&state, &person, &passkey).await?;
-    Ok(safe_next(next.as_deref()))
+    Ok(local_path(next.as_deref()))
 }
 
 /// `GET /welcome/{token}`: the page of a one-time link — who invited whom, with what roles —

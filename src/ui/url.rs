@@ -31,9 +31,38 @@ pub fn encode(text: &str) -> String {
     percent_encoding::utf8_percent_encode(text, UNRESERVED).to_string()
 }
 
+/// What a path keeps as it is in the sign-in page's `next` (the unreserved characters and `/`,
+/// so the address reads as the path it names).
+const PATH: &percent_encoding::AsciiSet = &UNRESERVED.remove(b'/');
+
+/// The sign-in page that comes back to `here` (a path and query of this site) after: the one
+/// place both the server's redirects and the page build it.
+pub fn signin_url(here: &str) -> String {
+    format!(
+        "/signin?next={}",
+        percent_encoding::utf8_percent_encode(here, PATH)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sign_in_page_comes_back_to_the_page_it_left() {
+        assert_eq!(signin_url("/approvals"), "/signin?next=/approvals");
+        assert_eq!(signin_url("/a b?c"), "/signin?next=/a%20b%3Fc");
+        assert_eq!(
+            signin_url("/audit?session=c 1&kind=x"),
+            "/signin?next=/audit%3Fsession%3Dc%201%26kind%3Dx"
+        );
+        let next = signin_url("/approvals/apv-1?x=1");
+        let query = next.split_once('?').map(|(_, q)| q).unwrap_or_default();
+        assert_eq!(
+            query_param(query, "next").as_deref(),
+            Some("/approvals/apv-1?x=1")
+        );
+    }
 
     #[test]
     fn query_values_are_form_decoded() {

@@ -343,20 +343,32 @@ pub trait PeopleStore: Send + Sync + 'static {
     ) -> Result<bool, StoreError>;
 
     /// Keeps a passkey ceremony's `state` under its `challenge` until `expires` (so its answer
-    /// may reach any instance). Ceremonies expired at `now` go; false, keeping nothing, when
-    /// `max` are in progress.
+    /// may reach any instance), for `owner` (the one-time link or the person it is for).
+    /// Ceremonies expired at `now` go, and so do `owner`'s oldest beyond `per_owner - 1`: an
+    /// owner's newest ceremony is always kept, and no owner's crowd out another's.
     async fn keep_ceremony(
         &self,
         challenge: &str,
+        owner: &str,
         state: &str,
         expires: Millis,
         now: Millis,
-        max: usize,
-    ) -> Result<bool, StoreError>;
+        per_owner: usize,
+    ) -> Result<(), StoreError>;
 
     /// Takes the ceremony of `challenge`, once (of two answers at once, one gets it): its expiry
     /// and state.
     async fn take_ceremony(&self, challenge: &str) -> Result<Option<(Millis, String)>, StoreError>;
+
+    /// Records that the (stateless) challenge `challenge` was answered, until it expires at
+    /// `expires`: true the first time, false when it was already (of two answers at once, one
+    /// gets true). Records expired at `now` go.
+    async fn spend_challenge(
+        &self,
+        challenge: &str,
+        expires: Millis,
+        now: Millis,
+    ) -> Result<bool, StoreError>;
 }
 
 #[async_trait]
@@ -408,8 +420,10 @@ struct People {
     people: HashMap<String, Person>,
     passkeys: HashMap<String, StoredPasskey>,
     invites: HashMap<String, Invite>,
-    /// Passkey ceremonies: challenge → (expiry, state).
-    ceremonies: HashMap<String, (Millis, String)>,
+    /// Passkey ceremonies: challenge → (owner, expiry, state).
+    ceremonies: HashMap<String, (String, Millis, String)>,
+    /// Stateless challenges answered: challenge → expiry.
+    spent: HashMap<String, Millis>,
 }
 
 /// The stored log of `record`'s turn, if the stored one belongs to it and it is not over.
@@ -586,22 +600,47 @@ impl PeopleStore for MemoryStore {
     async fn keep_ceremony(
         &self,
         challenge: &str,
+        owner: &str,
         state: &str,
         expires: Millis,
         now: Millis,
-        max: usize,
-    ) -> Result<bool, StoreError> {
+        per_owner: usize,
+    ) -> Result<(), StoreError> {
         let ceremonies = &mut lock(&self.people).ceremonies;
-        ceremonies.retain(|_, (until, _)| *until > now);
-        if ceremonies.len() >= max {
-            return Ok(false);
+        ceremonies.retain(|_, (_, until, _)| *until > now);
+        let mut owned: Vec<(Millis, String)> = ceremonies
+            .iter()
+            .filter(|(_, (o, _, _))| o == owner)
+            .map(|(c, (_, until, _))| (*until, c.clone()))
+            .collect();
+        owned.sort();
+        let over = (owned.len() + 1).saturating_sub(per_owner.max(1));
+        for (_, oldest) in owned.into_iter().take(over) {
+            ceremonies.remove(&oldest);
         }
-        ceremonies.insert(challenge.to_owned(), (expires, state.to_owned()));
-        Ok(true)
+        ceremonies.insert(
+            challenge.to_owned(),
+            (owner.to_owned(), expires, state.to_owned()),
+        );
+        Ok(())
     }
 
     async fn take_ceremony(&self, challenge: &str) -> Result<Option<(Millis, String)>, StoreError> {
-        Ok(lock(&self.people).ceremonies.remove(challenge))
+        Ok(lock(&self.people)
+            .ceremonies
+            .remove(challenge)
+            .map(|(_, until, state)| (until, state)))
+    }
+
+    async fn spend_challenge(
+        &self,
+        challenge: &str,
+        expires: Millis,
+        now: Millis,
+    ) -> Result<bool, StoreError> {
+        let spent = &mut lock(&self.people).spent;
+        spent.retain(|_, until| *until > now);
+        Ok(spent.insert(challenge.to_owned(), expires).is_none())
     }
 
     async fn people(&self) -> Result<Vec<Person>, StoreError> {

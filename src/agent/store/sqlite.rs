@@ -81,6 +81,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../../../migrations/0010_passkey_ceremonies.sql"),
     ),
     (11, include_str!("../../../migrations/0011_attachments.sql")),
+    (
+        12,
+        include_str!("../../../migrations/0012_passkey_ceremony_owners.sql"),
+    ),
 ];
 
 /// How far a commit goes before it returns (`COUNTERSIGN_DB_SYNC`).

@@ -417,31 +417,68 @@ fn a_store_error_keeps_its_cause_apart_from_its_message() {
     assert_eq!(StoreError::new("gone").report(), "session store: gone");
 }
 
-/// Passkey ceremonies: kept until they expire, taken once, at most `max` at a time.
+/// Passkey ceremonies: kept until they expire, taken once, at most `per_owner` of one owner (their
+/// oldest go) and no owner's counted against another's; answered stateless challenges recorded
+/// once, until they expire.
 async fn ceremony_contract(store: &dyn PeopleStore) {
-    assert!(
+    store
+        .keep_ceremony("c1", "ana", "{\"a\":1}", 100, 10, 2)
+        .await
+        .unwrap();
+    store
+        .keep_ceremony("c2", "ana", "{}", 101, 11, 2)
+        .await
+        .unwrap();
+    // Ben's are his own: Ana's two do not stop them, his do not push hers out.
+    for (i, challenge) in ["b1", "b2", "b3"].into_iter().enumerate() {
         store
-            .keep_ceremony("c1", "{\"a\":1}", 100, 10, 2)
+            .keep_ceremony(challenge, "ben", "{}", 100 + i as i64, 12, 2)
             .await
-            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(
+        store.take_ceremony("b1").await.unwrap(),
+        None,
+        "Ben's oldest made room for his newest"
     );
-    assert!(store.keep_ceremony("c2", "{}", 100, 10, 2).await.unwrap());
-    assert!(
-        !store.keep_ceremony("c3", "{}", 100, 10, 2).await.unwrap(),
-        "two in progress already"
-    );
+    assert!(store.take_ceremony("b3").await.unwrap().is_some());
     assert_eq!(
         store.take_ceremony("c1").await.unwrap(),
         Some((100, "{\"a\":1}".to_owned()))
     );
     assert_eq!(store.take_ceremony("c1").await.unwrap(), None, "taken once");
-    // At 100 the others have expired: they make room.
-    assert!(store.keep_ceremony("c4", "{}", 200, 100, 1).await.unwrap());
+    // A third of Ana's pushes out her oldest left (c2), never someone else's.
+    store
+        .keep_ceremony("c3", "ana", "{}", 150, 20, 2)
+        .await
+        .unwrap();
+    store
+        .keep_ceremony("c4", "ana", "{}", 151, 21, 2)
+        .await
+        .unwrap();
     assert_eq!(store.take_ceremony("c2").await.unwrap(), None);
+    assert!(store.take_ceremony("b2").await.unwrap().is_some());
+    // At 150 the others have expired: they go.
+    store
+        .keep_ceremony("c5", "cy", "{}", 200, 150, 2)
+        .await
+        .unwrap();
+    assert_eq!(store.take_ceremony("c3").await.unwrap(), None);
+    assert!(store.take_ceremony("c4").await.unwrap().is_some());
     assert_eq!(
-        store.take_ceremony("c4").await.unwrap(),
+        store.take_ceremony("c5").await.unwrap(),
         Some((200, "{}".to_owned()))
     );
+
+    // A stateless challenge is answered once, however many times it is offered.
+    assert!(store.spend_challenge("s1", 100, 10).await.unwrap());
+    assert!(!store.spend_challenge("s1", 100, 20).await.unwrap());
+    assert!(store.spend_challenge("s2", 100, 20).await.unwrap());
+    assert!(
+        store.take_ceremony("s1").await.unwrap().is_none(),
+        "an answered challenge is no ceremony to take"
+    );
+    assert!(!store.spend_challenge("s1", 100, 99).await.unwrap());
 }
 
 /// Attachments: kept once per chat by their digest, read back byte for byte, only in their chat.

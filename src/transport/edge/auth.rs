@@ -2,11 +2,15 @@
 //!
 //! * **The key** is compared in constant time, as SHA-256 digests of equal length (`subtle`), so
 //!   neither the time taken nor the key's length says how much of a guess was right.
-//! * **Guessing is throttled.** Every failed authentication (a wrong key in a header or the
-//!   sign-in form, a cookie or WebSocket ticket that does not verify) takes a token from the
-//!   client address's bucket (`COUNTERSIGN_AUTH_FAILURE_RATE` a minute, IPv6 by /64); while the
-//!   bucket is empty, that address gets 429 with `Retry-After` before any credential it sends is
-//!   looked at — the right key included. Other addresses are not affected.
+//! * **Guessing the key is throttled.** Every wrong key (in a header or the sign-in form) takes a
+//!   token from the client address's bucket (`COUNTERSIGN_AUTH_FAILURE_RATE` a minute, IPv6 by
+//!   /64); while the bucket is empty, that address gets 429 with `Retry-After` before any key it
+//!   sends is looked at — the right one included. Other addresses are not affected. Only the key
+//!   is throttled because only the key can be guessed: a session cookie, a WebSocket ticket or a
+//!   passkey assertion that does not verify is no guess worth counting (each is random or signed
+//!   with 128 bits or more), and counting them let a signed-out page's polling, or anyone at a
+//!   shared address, lock everyone there out. A cookie that no longer signs anyone in (expired,
+//!   ended, its person removed) is "signed out" (401 `signed_out`), not a failure.
 //! * **A sign-in is a session, not a digest of the key.** The cookie holds a random session id,
 //!   its expiry and an HMAC-SHA256 over both and a digest of the current key, under a random
 //!   secret the server keeps in its database. Nothing in it lets anyone recover or test the key
@@ -76,7 +80,7 @@ impl ApiKey {
     }
 }
 
-/// Failed authentications per client address.
+/// Wrong API keys per client address.
 #[derive(Debug)]
 pub struct Failures {
     limits: RateLimits,
@@ -276,6 +280,19 @@ impl SignIns {
 
     /// The session a cookie value names, if it verifies, has not expired and was not ended.
     pub fn verify(&self, token: &str, now: Millis) -> Result<Session, SessionError> {
+        let session = self.open(token)?;
+        if session.expires_ms <= now {
+            return Err(SessionError::Expired);
+        }
+        if lock(&self.ended).contains_key(&session.id) {
+            return Err(SessionError::Ended);
+        }
+        Ok(session)
+    }
+
+    /// The session a cookie value names if this server signed it, expired or ended or not
+    /// (whose it was: what a page is told when it no longer signs anyone in).
+    pub fn open(&self, token: &str) -> Result<Session, SessionError> {
         let parts: Vec<&str> = token.split('.').collect();
         let (id, person, expires, signature) = match parts.as_slice() {
             ["v1", id, expires, signature] => (*id, None, *expires, *signature),
@@ -296,12 +313,6 @@ impl SignIns {
         self.mac(id, person, expires_ms)?
             .verify_slice(&signature)
             .map_err(|_| SessionError::BadSignature)?;
-        if expires_ms <= now {
-            return Err(SessionError::Expired);
-        }
-        if lock(&self.ended).contains_key(id) {
-            return Err(SessionError::Ended);
-        }
         Ok(Session {
             id: id.to_owned(),
             expires_ms,

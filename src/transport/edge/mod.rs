@@ -38,11 +38,10 @@ use axum::{
     middleware::Next,
     response::{IntoResponse, Redirect, Response},
 };
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use self::{
-    auth::{ApiKey, Failures, SignIns, Tickets},
+    auth::{ApiKey, Failures, SessionError, SignIns, Tickets},
     connections::{BodyPace, ConnectionLimits, MinRateBody},
     hosts::HostAllowlist,
     limits::{RateLimits, TooMany, address_key},
@@ -321,42 +320,16 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
     let principal = if edge.mode == SignInMode::Open {
         Some(Principal::local())
     } else {
-        let public = is_public(&path);
         let presented = credential(request.headers(), request.uri().query(), upgrade);
-        if presented == Credential::None {
-            if !public {
-                return unauthorized(&path, edge.mode);
-            }
-            None
-        } else {
-            let client = address_key(address);
-            if !public && let Err(wait) = edge.failures.check(&client, now) {
-                tracing::warn!(%client, %path, "refused: too many failed authentications");
-                return TooMany {
-                    wait,
-                    what: "after failed authentications from this address",
+        match authenticate(&state, &presented, &path, address, now).await {
+            Ok(Some((principal, signin))) => {
+                if let Some(signin) = signin {
+                    request.extensions_mut().insert(SignInId(signin));
                 }
-                .into_response();
+                Some(principal)
             }
-            let found = match identify(&state, &presented, now).await {
-                Ok(found) => found,
-                Err(e) => return e.into_response(),
-            };
-            match found {
-                Some((principal, signin)) => {
-                    if let Some(signin) = signin {
-                        request.extensions_mut().insert(SignInId(signin));
-                    }
-                    Some(principal)
-                }
-                // A stale cookie on a sign-in page is no attempt to break in.
-                None if public => None,
-                None => {
-                    edge.failures.record(&client, now);
-                    tracing::warn!(%client, %path, "failed authentication");
-                    return unauthorized(&path, edge.mode);
-                }
-            }
+            Ok(None) => None,
+            Err(refused) => return refused,
         }
     };
     if let Some(principal) = principal {
@@ -390,54 +363,170 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
     next.run(request).await
 }
 
-/// The principal a credential proves, if it proves one, and the sign-in session it came with.
-async fn identify(
+/// Who `presented` proves the caller is, with the sign-in session it came with (`None` on a
+/// public path without a valid credential), or the response that refuses the request.
+///
+/// Only a wrong API key counts as a failed attempt against the address (and only the key waits
+/// while the address has none left): it is the one credential that can be guessed. A cookie that
+/// no longer signs anyone in is [`SignedOut`], a used or unknown ticket plainly unauthorized —
+/// neither throttles the address, so a signed-out page that keeps asking locks nobody out.
+async fn authenticate(
     state: &AppState,
     presented: &Credential<'_>,
+    path: &str,
+    address: Option<SocketAddr>,
     now: Instant,
-) -> Result<Option<(Principal, Option<String>)>, ApiError> {
+) -> Result<Option<(Principal, Option<String>)>, Response> {
     let edge = &state.edge;
-    let active = |principal: &Principal| match principal {
-        // Someone removed since they signed in is signed out.
-        Principal::Person { id, .. } => state.runtime.people().active(id).is_some(),
-        Principal::Local { .. } => true,
-    };
-    Ok(match presented {
-        Credential::Key(given) => edge
-            .key
-            .as_ref()
-            .filter(|key| key.matches(given))
-            .map(|_| (Principal::Local { via_key: true }, None)),
-        Credential::Session(token) => {
-            let Some(signins) = edge.signins(state).await? else {
-                return Ok(None);
-            };
-            match signins.verify(token, state.runtime.clock.now_ms()) {
-                Ok(session) => match session.person {
-                    None => Some((Principal::Local { via_key: true }, Some(session.id))),
-                    Some(person) => state
-                        .runtime
-                        .people()
-                        .active(&person)
-                        .map(|p| (Principal::of(&p, session.passkey), Some(session.id))),
-                },
-                Err(e) => {
-                    tracing::debug!(error = %e, "session refused");
-                    None
+    let public = is_public(path);
+    match presented {
+        Credential::None if public => Ok(None),
+        Credential::None => Err(unauthorized(path, edge.mode)),
+        Credential::Key(given) => {
+            let client = address_key(address);
+            if !public && let Err(wait) = edge.failures.check(&client, now) {
+                tracing::warn!(%client, %path, "refused: too many wrong keys");
+                return Err(TooMany {
+                    wait,
+                    what: "after wrong keys from this address",
+                }
+                .into_response());
+            }
+            match edge.key.as_ref().filter(|key| key.matches(given)) {
+                Some(_) => Ok(Some((Principal::Local { via_key: true }, None))),
+                None if public => Ok(None),
+                None => {
+                    edge.failures.record(&client, now);
+                    tracing::warn!(%client, %path, "a wrong key");
+                    Err(unauthorized(path, edge.mode))
                 }
             }
         }
+        Credential::Session(token) => match session_principal(state, token).await {
+            Err(e) => Err(e.into_response()),
+            Ok(Ok((principal, signin))) => Ok(Some((principal, Some(signin)))),
+            // A stale cookie on a sign-in page is no attempt at anything.
+            Ok(Err(_)) if public => Ok(None),
+            Ok(Err(why)) => {
+                tracing::debug!(%path, why = why.as_str(), "signed out");
+                Err(signed_out(path, why))
+            }
+        },
         Credential::Ticket(ticket) => {
+            // A ticket of someone removed, or of a sign-in that ended since, opens nothing.
             let ended = |signin: &Option<String>| match (signin, edge.signins.get()) {
                 (Some(id), Some(signins)) => signins.is_ended(id),
                 _ => false,
             };
-            edge.tickets
+            let redeemed = edge
+                .tickets
                 .redeem(ticket, now)
-                .filter(|(principal, signin)| active(principal) && !ended(signin))
+                .filter(|(principal, signin)| {
+                    let active = match principal {
+                        Principal::Person { id, .. } => {
+                            state.runtime.people().active(id).is_some()
+                        }
+                        Principal::Local { .. } => true,
+                    };
+                    active && !ended(signin)
+                });
+            match redeemed {
+                Some(principal) => Ok(Some(principal)),
+                None if public => Ok(None),
+                None => {
+                    tracing::debug!(%path, "a WebSocket ticket that is used, expired or unknown");
+                    Err(unauthorized(path, edge.mode))
+                }
+            }
         }
-        Credential::None => None,
+    }
+}
+
+/// Why a session cookie no longer signs anyone in: what the page is told, once, before it goes
+/// to the sign-in page (which says it again, from the same cookie).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignedOut {
+    /// The person was removed (or their session ended after they were).
+    Removed,
+    /// The session was ended: signed out.
+    Ended,
+    Expired,
+    /// This server never signed it, or it no longer verifies (a new API key, another database).
+    Invalid,
+}
+
+impl SignedOut {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SignedOut::Removed => "removed",
+            SignedOut::Ended => "ended",
+            SignedOut::Expired => "expired",
+            SignedOut::Invalid => "invalid",
+        }
+    }
+
+    /// What the person reads.
+    pub fn message(self) -> &'static str {
+        match self {
+            SignedOut::Removed => {
+                "You were removed from this server: you can no longer sign in here. Ask an admin \
+                 for a new invitation if that is a mistake."
+            }
+            SignedOut::Ended => "You were signed out. Sign in again to go on.",
+            SignedOut::Expired => "Your sign-in expired. Sign in again to go on.",
+            SignedOut::Invalid => {
+                "Your sign-in is no longer valid on this server (its key or database changed). \
+                 Sign in again to go on."
+            }
+        }
+    }
+}
+
+/// Whom the session cookie `token` signs in now (with the sign-in session's id), or why it
+/// signs nobody in.
+pub async fn session_principal(
+    state: &AppState,
+    token: &str,
+) -> Result<Result<(Principal, String), SignedOut>, ApiError> {
+    let Some(signins) = state.edge.signins(state).await? else {
+        return Ok(Err(SignedOut::Invalid));
+    };
+    let people = state.runtime.people();
+    let removed = |person: &str| people.active(person).is_none();
+    Ok(match signins.verify(token, state.runtime.clock.now_ms()) {
+        Ok(session) => match session.person {
+            None => Ok((Principal::Local { via_key: true }, session.id)),
+            // Someone removed since they signed in is signed out.
+            Some(person) => people
+                .active(&person)
+                .map(|p| (Principal::of(&p, session.passkey), session.id))
+                .ok_or(SignedOut::Removed),
+        },
+        Err(e) => {
+            // An ended or expired session of someone removed since says that they were.
+            let of_removed = signins
+                .open(token)
+                .ok()
+                .and_then(|s| s.person)
+                .is_some_and(|person| removed(&person));
+            Err(match e {
+                _ if of_removed => SignedOut::Removed,
+                SessionError::Ended => SignedOut::Ended,
+                SessionError::Expired => SignedOut::Expired,
+                SessionError::Malformed | SessionError::BadSignature => SignedOut::Invalid,
+            })
+        }
     })
+}
+
+/// 401 `signed_out` for the API (the page goes to the sign-in page, which says why), the
+/// sign-in page for a page.
+fn signed_out(path: &str, why: SignedOut) -> Response {
+    if is_api(path) {
+        ApiError::new(StatusCode::UNAUTHORIZED, "signed_out", why.message()).into_response()
+    } else {
+        Redirect::to(&crate::ui::url::signin_url(path)).into_response()
+    }
 }
 
 /// 401 for the API, the sign-in page for a page.
@@ -454,7 +543,7 @@ fn unauthorized(path: &str, mode: SignInMode) -> Response {
         };
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response()
     } else {
-        Redirect::to(&format!("/signin?next={}", encode_component(path))).into_response()
+        Redirect::to(&crate::ui::url::signin_url(path)).into_response()
     }
 }
 
@@ -507,18 +596,6 @@ pub fn check_origin(headers: &HeaderMap, allowed: &[String]) -> Result<(), ApiEr
     } else {
         Err(forbidden(origin))
     }
-}
-
-/// Characters a path keeps in the sign-in page's `next` parameter.
-const PATH_COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'~')
-    .remove(b'/');
-
-fn encode_component(text: &str) -> String {
-    utf8_percent_encode(text, PATH_COMPONENT).to_string()
 }
 
 /// Headers from name-value pairs (the edge's unit tests).
@@ -594,11 +671,5 @@ mod tests {
             "a ticket only opens a WebSocket"
         );
         assert_eq!(credential(&HeaderMap::new(), None, true), Credential::None);
-    }
-
-    #[test]
-    fn sign_in_redirects_keep_the_path_encoded() {
-        assert_eq!(encode_component("/a b?c"), "/a%20b%3Fc");
-        assert_eq!(encode_component("/audit"), "/audit");
     }
 }

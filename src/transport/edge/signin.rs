@@ -26,7 +26,7 @@ use super::{
     limits::{TooMany, address_key},
 };
 use crate::{
-    people::SignInMode,
+    people::{Principal, SignInMode},
     state::AppState,
     transport::{ApiError, html::escape},
 };
@@ -71,12 +71,48 @@ pub(crate) fn session_set_cookie(headers: &HeaderMap, token: &str, max_age_secs:
     }
 }
 
-/// Only local paths are followed after signing in (no open redirect).
-pub(crate) fn safe_next(next: Option<&str>) -> String {
-    match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.to_owned(),
-        _ => "/".to_owned(),
+/// The longest `next` followed (a path of this site is never longer).
+const MAX_NEXT: usize = 2048;
+
+/// Where to go after signing in: `next` if it is a path of this site, else `/` — the one rule
+/// for every place that follows a `next` (the key form's redirect, the passkey sign-in's answer,
+/// which `public/passkey.js` follows as it is, and the pages' hidden fields).
+///
+/// `next` is parsed as a URL relative to the site, as a browser would (tabs and newlines
+/// dropped, `\` read as `/`, `//host` and `scheme:` leaving the site), and kept only if its
+/// origin is still the site's; what is kept is the parsed URL's path, query and fragment,
+/// percent-encoded ASCII, so it is always a valid `Location` that no browser reads as another
+/// host. Control characters and anything longer than [`MAX_NEXT`] are refused outright.
+pub fn local_path(next: Option<&str>) -> String {
+    const HOME: &str = "/";
+    let Some(next) = next.filter(|n| n.len() <= MAX_NEXT && !n.chars().any(char::is_control))
+    else {
+        return HOME.to_owned();
+    };
+    // An origin of our own making: only what a browser would resolve to it stays.
+    let Ok(site) = url::Url::parse("http://countersign.invalid/") else {
+        return HOME.to_owned();
+    };
+    let Ok(target) = site.join(next) else {
+        return HOME.to_owned();
+    };
+    if target.origin() != site.origin() {
+        return HOME.to_owned();
     }
+    let mut path = target.path().to_owned();
+    if let Some(query) = target.query() {
+        path.push('?');
+        path.push_str(query);
+    }
+    if let Some(fragment) = target.fragment() {
+        path.push('#');
+        path.push_str(fragment);
+    }
+    // A path that starts with `//` (from `/.//host`) would name a host as a `Location`.
+    if !path.starts_with('/') || path.starts_with("//") {
+        return HOME.to_owned();
+    }
+    path
 }
 
 #[derive(Debug, Deserialize)]
@@ -97,7 +133,10 @@ async fn signed_in(state: &AppState, headers: &HeaderMap) -> Option<super::auth:
     signins.verify(token, state.runtime.clock.now_ms()).ok()
 }
 
-/// `GET /signin`.
+/// `GET /signin`: the sign-in form; with a cookie that still signs someone in, who that is; with
+/// one that no longer does, why (removed, signed out, expired) above the form. The stale cookie
+/// is left as it is: every page of this browser that still runs is told the same, and the next
+/// sign-in replaces it.
 pub async fn page(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -106,18 +145,21 @@ pub async fn page(
     if state.edge.mode == SignInMode::Open {
         return Redirect::to("/").into_response();
     }
-    let next = safe_next(query.next.as_deref());
-    if let Some(session) = signed_in(&state, &headers).await {
-        let who = match &session.person {
-            Some(person) => match state.runtime.people().active(person) {
-                Some(person) => format!("as {}", person.name),
-                None => return signin_html(&state, &next, None).into_response(),
-            },
-            None => "with the API key".to_owned(),
-        };
-        return signed_in_html(&state, &next, &who).into_response();
-    }
-    signin_html(&state, &next, None).into_response()
+    let next = local_path(query.next.as_deref());
+    let notice = match session_cookie(&headers) {
+        None => None,
+        Some(token) => match super::session_principal(&state, token).await {
+            Err(e) => return e.into_response(),
+            Ok(Ok((Principal::Person { name, .. }, _))) => {
+                return signed_in_html(&state, &next, &format!("as {name}")).into_response();
+            }
+            Ok(Ok((Principal::Local { .. }, _))) => {
+                return signed_in_html(&state, &next, "with the API key").into_response();
+            }
+            Ok(Err(why)) => Some(Notice::SignedOut(why)),
+        },
+    };
+    signin_html(&state, &next, notice).into_response()
 }
 
 /// `POST /signin`.
@@ -133,7 +175,7 @@ pub async fn submit(
             return ApiError::from_body_rejection(rejection.status(), &rejection).into_response();
         }
     };
-    let next = safe_next(form.next.as_deref());
+    let next = local_path(form.next.as_deref());
     let Some(key) = &state.edge.key else {
         return Redirect::to(&next).into_response();
     };
@@ -150,8 +192,7 @@ pub async fn submit(
     if !key.matches(&form.key) {
         state.edge.failures.record(&address, now);
         tracing::warn!(client = %address, "sign-in with a wrong key");
-        let mut response =
-            signin_html(&state, &next, Some("That key is not right.")).into_response();
+        let mut response = signin_html(&state, &next, Some(Notice::WrongKey)).into_response();
         *response.status_mut() = StatusCode::UNAUTHORIZED;
         return response;
     }
@@ -221,10 +262,26 @@ fn document(state: &AppState, body: &str) -> Html<String> {
     crate::transport::people::page(state, "Sign in", body)
 }
 
-fn signin_html(state: &AppState, next: &str, error: Option<&str>) -> Html<String> {
-    let error = error
-        .map(|e| format!("<p class=\"signin-error\" role=\"alert\">{}</p>", escape(e)))
-        .unwrap_or_default();
+/// What the sign-in page says above its form.
+#[derive(Debug, Clone, Copy)]
+enum Notice {
+    WrongKey,
+    SignedOut(super::SignedOut),
+}
+
+fn signin_html(state: &AppState, next: &str, notice: Option<Notice>) -> Html<String> {
+    let error = match notice {
+        None => String::new(),
+        Some(Notice::WrongKey) => {
+            "<p class=\"signin-error\" role=\"alert\">That key is not right.</p>".to_owned()
+        }
+        Some(Notice::SignedOut(why)) => format!(
+            "<p class=\"signin-error\" role=\"alert\" data-testid=\"signed-out\" \
+             data-reason=\"{}\">{}</p>",
+            why.as_str(),
+            escape(why.message())
+        ),
+    };
     let key_form = |autofocus: &str| {
         format!(
             "<form method=\"post\" action=\"/signin\">\
@@ -286,12 +343,61 @@ mod tests {
     use crate::transport::edge::headers;
 
     #[test]
-    fn only_local_paths_are_followed_after_signing_in() {
-        assert_eq!(safe_next(Some("/audit?x=1")), "/audit?x=1");
-        assert_eq!(safe_next(Some("//evil.example")), "/");
-        assert_eq!(safe_next(Some("https://evil.example")), "/");
-        assert_eq!(safe_next(Some("/\\evil")), "/");
-        assert_eq!(safe_next(None), "/");
+    fn only_a_path_of_this_site_is_followed_after_signing_in() {
+        let long = format!("/{}", "a".repeat(MAX_NEXT));
+        #[rustfmt::skip]
+        let cases: &[(Option<&str>, &str)] = &[
+            // Paths of the site stay, as the browser would send them (percent-encoded ASCII).
+            (Some("/audit?x=1"), "/audit?x=1"),
+            (Some("/approvals/apv-1#top"), "/approvals/apv-1#top"),
+            (Some("/%2F%2Fevil"), "/%2F%2Fevil"),
+            (Some("/a b"), "/a%20b"),
+            (Some("/caf\u{e9}?q=\u{2713}"), "/caf%C3%A9?q=%E2%9C%93"),
+            (Some("/./audit"), "/audit"),
+            (Some("/../audit"), "/audit"),
+            (Some("audit"), "/audit"),
+            (Some("?x=1"), "/?x=1"),
+            (None, "/"),
+            (Some(""), "/"),
+            // Other hosts, however written.
+            (Some("//evil.example"), "/"),
+            (Some("///evil.example"), "/"),
+            (Some("/\\evil"), "/"),
+            (Some("\\\\evil"), "/"),
+            (Some("/\\/evil"), "/"),
+            (Some("https://evil.example"), "/"),
+            (Some("https:evil"), "/"),
+            (Some("HTTPS://evil.example/x"), "/"),
+            (Some("javascript:alert(1)"), "/"),
+            (Some("data:text/html,<script>alert(1)</script>"), "/"),
+            (Some("/.//evil.example"), "/"),
+            (Some("/x/..//evil.example"), "/"),
+            (Some("http://countersign.invalid@evil.example/"), "/"),
+            (Some("//\u{ff0f}evil.example"), "/"),
+            (Some("/\u{3000}/evil.example"), "/%E3%80%80/evil.example"),
+            // Control characters (a browser drops tabs and newlines: `/\t/evil` is `//evil`).
+            (Some("/\t/evil.example"), "/"),
+            (Some("/\n/x"), "/"),
+            (Some("/\r\n/x"), "/"),
+            (Some("/x\u{0}"), "/"),
+            (Some("/x\u{7f}"), "/"),
+            (Some("/x\u{85}"), "/"),
+            (Some(" //evil.example"), "/"),
+            // Overlong.
+            (Some(long.as_str()), "/"),
+        ];
+        for (next, expected) in cases {
+            let followed = local_path(*next);
+            assert_eq!(&followed, expected, "{next:?}");
+            // Whatever it is, it is a valid Location that stays on the site.
+            assert!(HeaderValue::from_str(&followed).is_ok(), "{next:?}");
+            assert!(followed.starts_with('/') && !followed.starts_with("//"));
+            assert!(!followed.contains('\\'));
+        }
+        assert_eq!(
+            local_path(Some(&format!("/{}", "a".repeat(MAX_NEXT - 1)))).len(),
+            MAX_NEXT
+        );
     }
 
     #[test]

@@ -9,6 +9,9 @@ use serde_json::Value;
 
 use crate::protocol::{ToolPresentation, UiMessage};
 
+mod client;
+pub use client::PageClient;
+
 #[cfg(feature = "ssr")]
 mod server;
 #[cfg(feature = "ssr")]

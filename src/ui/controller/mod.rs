@@ -328,7 +328,8 @@ impl ChatCtl {
     fn follow_decisions(self, chat: String) {
         spawn_local(async move {
             loop {
-                if self.followed.with_value(|f| *f != chat) {
+                // Another chat is shown, or this page's sign-in ended: stop asking.
+                if self.followed.with_value(|f| *f != chat) || platform::is_signed_out() {
                     return;
                 }
                 if self.mode.get_untracked() != Mode::Sse {

@@ -14,7 +14,7 @@ use crate::protocol::grant::{GRANT_DURATIONS, GrantRequest, GrantScope, Ruling};
 
 /// The grants panel's list, written on the server ([`list::list_html`]): the page needs no
 /// decoder of grants, only the HTML (scripts read `GET /api/policy`).
-#[server(prefix = "/api/fn", endpoint = "grants_panel", input = JsonCodec)]
+#[server(prefix = "/api/fn", endpoint = "grants_panel", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn grants_panel() -> Result<String, ServerFnError> {
     let state = expect_context::<crate::state::AppState>();
     let now = state.runtime.clock.now_ms();
@@ -30,7 +30,7 @@ pub async fn grants_panel() -> Result<String, ServerFnError> {
 }
 
 /// Revokes grant `id`: from now on it lets nothing run. Audited.
-#[server(prefix = "/api/fn", endpoint = "revoke_grant", input = JsonCodec)]
+#[server(prefix = "/api/fn", endpoint = "revoke_grant", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn revoke_grant(id: String) -> Result<(), ServerFnError> {
     let state = expect_context::<crate::state::AppState>();
     state

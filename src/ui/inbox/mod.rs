@@ -33,7 +33,7 @@ pub struct InboxList {
 
 /// The inbox of the signed-in person (`focus`: one approval only), as soon as it differs from
 /// `since` (at once when `since` is `None`, else within [`LONG_POLL_SECS`]).
-#[server(prefix = "/api/fn", endpoint = "inbox_view", input = JsonCodec)]
+#[server(prefix = "/api/fn", endpoint = "inbox_view", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn inbox_view(
     since: Option<u64>,
     focus: Option<String>,
@@ -61,7 +61,7 @@ pub async fn inbox_view(
 /// Approves (`approve`) or denies (with `reason`) approval `approval_id` as the signed-in person;
 /// `edit`: the edit form's fields, to approve with changed arguments; `step_up`: the passkey
 /// assertion when the rule asks for one. Answers how it stands now.
-#[server(prefix = "/api/fn", endpoint = "decide_approval", input = JsonCodec)]
+#[server(prefix = "/api/fn", endpoint = "decide_approval", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn decide_approval(
     approval_id: String,
     approve: bool,
@@ -75,7 +75,7 @@ pub async fn decide_approval(
 
 /// A passkey challenge for approving `approval_id` with `args` (the arguments it would run), or
 /// with the edit form's fields `edit`, or as they stand — bound to the approval and them.
-#[server(prefix = "/api/fn", endpoint = "step_up_options", input = JsonCodec)]
+#[server(prefix = "/api/fn", endpoint = "step_up_options", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn step_up_options(
     approval_id: String,
     args: Option<Value>,
@@ -87,7 +87,7 @@ pub async fn step_up_options(
 
 /// The version of `chat_id`'s waiting approvals, as soon as it differs from `known` (or after
 /// [`LONG_POLL_SECS`]): a chat page that is not connected hears of decisions made elsewhere.
-#[server(prefix = "/api/fn", endpoint = "chat_news", input = JsonCodec)]
+#[server(prefix = "/api/fn", endpoint = "chat_news", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn chat_news(chat_id: String, known: Option<u64>) -> Result<u64, ServerFnError> {
     let state = expect_context::<crate::state::AppState>();
     let me = crate::ui::api::principal();
@@ -153,7 +153,8 @@ pub fn InboxPage(focus: Option<String>) -> impl IntoView {
     let follow = move || {
         spawn_local(async move {
             let mut failures = 0;
-            while alive.get_value() {
+            // A page whose sign-in ended stops asking (it goes to the sign-in page).
+            while alive.get_value() && !super::platform::is_signed_out() {
                 match inbox_view(version.get_value(), focus.get_value()).await {
                     Ok(view) => {
                         failures = 0;
@@ -164,6 +165,8 @@ pub fn InboxPage(focus: Option<String>) -> impl IntoView {
                         }
                         version.set_value(Some(view.version));
                     }
+                    // Signed out: the page is on its way to the sign-in page, which says why.
+                    Err(_) if super::platform::is_signed_out() => return,
                     Err(e) => {
                         failures += 1;
                         html.set(super::grants::error_html(&server_message(&e)));

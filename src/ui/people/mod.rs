@@ -14,7 +14,7 @@ mod list;
 use super::inbox::server_message;
 
 /// The page's content, for the signed-in person.
-#[server(prefix = "/api/fn", endpoint = "people_view", input = JsonCodec)]
+#[server(prefix = "/api/fn", endpoint = "people_view", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn people_view() -> Result<String, ServerFnError> {
     let state = expect_context::<crate::state::AppState>();
     Ok(list::people_html(&state, &crate::ui::api::principal()))
@@ -22,7 +22,7 @@ pub async fn people_view() -> Result<String, ServerFnError> {
 
 /// A one-time link inviting someone (suggested `name`, `roles` separated by spaces or commas);
 /// admins and the API key only.
-#[server(prefix = "/api/fn", endpoint = "invite_person", input = JsonCodec)]
+#[server(prefix = "/api/fn", endpoint = "invite_person", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn invite_person(name: Option<String>, roles: String) -> Result<String, ServerFnError> {
     let state = expect_context::<crate::state::AppState>();
     list::invite(&state, name, roles).await
@@ -30,7 +30,7 @@ pub async fn invite_person(name: Option<String>, roles: String) -> Result<String
 
 /// Gives `person` exactly `roles` (admins only): signatures that needed a role they lost stop
 /// counting.
-#[server(prefix = "/api/fn", endpoint = "set_person_roles", input = JsonCodec)]
+#[server(prefix = "/api/fn", endpoint = "set_person_roles", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn set_person_roles(person: String, roles: String) -> Result<(), ServerFnError> {
     let state = expect_context::<crate::state::AppState>();
     list::set_roles(&state, person, roles).await
@@ -39,14 +39,14 @@ pub async fn set_person_roles(person: String, roles: String) -> Result<(), Serve
 /// Removes `person` (admins only): they are signed out everywhere and what they hold open
 /// closes, their grants are revoked, their signatures on approvals still waiting stop counting
 /// and their turns stop.
-#[server(prefix = "/api/fn", endpoint = "remove_person", input = JsonCodec)]
+#[server(prefix = "/api/fn", endpoint = "remove_person", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn remove_person(person: String) -> Result<(), ServerFnError> {
     let state = expect_context::<crate::state::AppState>();
     list::remove(&state, person).await
 }
 
 /// A one-time link (15 minutes) that adds a passkey for the signed-in person on another device.
-#[server(prefix = "/api/fn", endpoint = "device_link", input = JsonCodec)]
+#[server(prefix = "/api/fn", endpoint = "device_link", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn device_link() -> Result<String, ServerFnError> {
     let state = expect_context::<crate::state::AppState>();
     list::device_link(&state).await

@@ -48,6 +48,13 @@ pub fn person_name() -> Option<String> {
     }
 }
 
+/// A page's sign-in ends in the browser (a 401 there); the server renders for a signed-in request.
+pub fn signed_out() {}
+
+pub fn is_signed_out() -> bool {
+    false
+}
+
 /// Countdowns tick only in the browser.
 pub fn tick_countdowns(_offset_ms: i64) {}
 

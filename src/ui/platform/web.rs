@@ -9,9 +9,9 @@ use crate::{browser, protocol::Frame};
 
 pub use browser::{
     dom::{
-        action_of, copy, download, every, focus, form_entries, is_near_bottom, location, now_ms,
-        person_name, random_id, scroll_to_bottom, signed_in, sleep, storage_get, storage_set,
-        tick_countdowns, ws_base,
+        action_of, copy, download, every, focus, form_entries, is_near_bottom, is_signed_out,
+        location, now_ms, person_name, random_id, scroll_to_bottom, signed_in, signed_out, sleep,
+        storage_get, storage_set, tick_countdowns, ws_base,
     },
     passkey::assert as passkey_assert,
 };

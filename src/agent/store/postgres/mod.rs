@@ -65,6 +65,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         5,
         include_str!("../../../../migrations/postgres/0005_attachments.sql"),
     ),
+    (
+        6,
+        include_str!("../../../../migrations/postgres/0006_passkey_ceremony_owners.sql"),
+    ),
 ];
 
 /// The advisory lock instances take while they migrate ("CSGN", then 1 for the schema).

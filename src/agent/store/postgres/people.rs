@@ -168,27 +168,52 @@ impl PeopleStore for PostgresStore {
     async fn keep_ceremony(
         &self,
         challenge: &str,
+        owner: &str,
         state: &str,
         expires: Millis,
         now: Millis,
-        max: usize,
-    ) -> Result<bool, StoreError> {
+        per_owner: usize,
+    ) -> Result<(), StoreError> {
         let context = "cannot keep a passkey ceremony";
-        let max = i64::try_from(max).unwrap_or(i64::MAX);
-        // One statement: the expired go, and the new one is kept if fewer than `max` remain.
-        let kept = self
+        // The owner's newest `per_owner - 1` stay, beside the new one.
+        let kept = i64::try_from(per_owner.max(1) - 1).unwrap_or(i64::MAX);
+        // One statement: the expired go, the owner's oldest beyond the cap go, the new one stays.
+        // (Two of one owner's at once may leave one more than the cap until the owner's next.)
+        self.execute(
+            "WITH gone AS (DELETE FROM passkey_ceremonies WHERE expires_ms <= $5),
+             crowded AS (
+                 DELETE FROM passkey_ceremonies WHERE owner = $2 AND challenge IN (
+                     SELECT challenge FROM passkey_ceremonies
+                     WHERE owner = $2 AND expires_ms > $5
+                     ORDER BY expires_ms DESC, challenge OFFSET $6))
+             INSERT INTO passkey_ceremonies (challenge, owner, expires_ms, state)
+             VALUES ($1, $2, $3, $4)
+             ON CONFLICT (challenge) DO UPDATE SET
+                 owner = EXCLUDED.owner, expires_ms = EXCLUDED.expires_ms, state = EXCLUDED.state",
+            &[&challenge, &owner, &expires, &state, &now, &kept],
+            context,
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn spend_challenge(
+        &self,
+        challenge: &str,
+        expires: Millis,
+        now: Millis,
+    ) -> Result<bool, StoreError> {
+        let context = "cannot record an answered passkey challenge";
+        let inserted = self
             .execute(
-                "WITH gone AS (DELETE FROM passkey_ceremonies WHERE expires_ms <= $4)
-                 INSERT INTO passkey_ceremonies (challenge, expires_ms, state)
-                 SELECT $1, $2, $3
-                 WHERE (SELECT count(*) FROM passkey_ceremonies WHERE expires_ms > $4) < $5
-                 ON CONFLICT (challenge) DO UPDATE SET
-                     expires_ms = EXCLUDED.expires_ms, state = EXCLUDED.state",
-                &[&challenge, &expires, &state, &now, &max],
+                "WITH gone AS (DELETE FROM passkey_challenges_used WHERE expires_ms <= $3)
+                 INSERT INTO passkey_challenges_used (challenge, expires_ms) VALUES ($1, $2)
+                 ON CONFLICT (challenge) DO NOTHING",
+                &[&challenge, &expires, &now],
                 context,
             )
             .await?;
-        Ok(kept == 1)
+        Ok(inserted == 1)
     }
 
     async fn take_ceremony(&self, challenge: &str) -> Result<Option<(Millis, String)>, StoreError> {

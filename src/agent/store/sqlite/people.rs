@@ -197,13 +197,15 @@ impl PeopleStore for SqliteStore {
     async fn keep_ceremony(
         &self,
         challenge: &str,
+        owner: &str,
         state: &str,
         expires: Millis,
         now: Millis,
-        max: usize,
-    ) -> Result<bool, StoreError> {
-        let (challenge, state) = (challenge.to_owned(), state.to_owned());
-        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        per_owner: usize,
+    ) -> Result<(), StoreError> {
+        let (challenge, owner, state) = (challenge.to_owned(), owner.to_owned(), state.to_owned());
+        // The owner's newest `per_owner - 1` stay, beside the new one.
+        let kept = i64::try_from(per_owner.max(1) - 1).unwrap_or(i64::MAX);
         self.with(move |conn| {
             let context = "cannot keep a passkey ceremony";
             conn.execute(
@@ -211,21 +213,45 @@ impl PeopleStore for SqliteStore {
                 params![now],
             )
             .map_err(err(context))?;
-            let kept: i64 = conn
-                .query_row("SELECT count(*) FROM passkey_ceremonies", [], |row| {
-                    row.get(0)
-                })
-                .map_err(err(context))?;
-            if kept >= max {
-                return Ok(false);
-            }
             conn.execute(
-                "INSERT OR REPLACE INTO passkey_ceremonies (challenge, expires_ms, state)
-                 VALUES (?1, ?2, ?3)",
-                params![challenge, expires, state],
+                "DELETE FROM passkey_ceremonies WHERE owner = ?1 AND challenge NOT IN (
+                     SELECT challenge FROM passkey_ceremonies WHERE owner = ?1
+                     ORDER BY expires_ms DESC, challenge LIMIT ?2)",
+                params![owner, kept],
             )
             .map_err(err(context))?;
-            Ok(true)
+            conn.execute(
+                "INSERT OR REPLACE INTO passkey_ceremonies (challenge, owner, expires_ms, state)
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![challenge, owner, expires, state],
+            )
+            .map_err(err(context))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn spend_challenge(
+        &self,
+        challenge: &str,
+        expires: Millis,
+        now: Millis,
+    ) -> Result<bool, StoreError> {
+        let challenge = challenge.to_owned();
+        self.with(move |conn| {
+            let context = "cannot record an answered passkey challenge";
+            conn.execute(
+                "DELETE FROM passkey_challenges_used WHERE expires_ms <= ?1",
+                params![now],
+            )
+            .map_err(err(context))?;
+            conn.execute(
+                "INSERT INTO passkey_challenges_used (challenge, expires_ms) VALUES (?1, ?2)
+                 ON CONFLICT (challenge) DO NOTHING",
+                params![challenge, expires],
+            )
+            .map(|inserted| inserted == 1)
+            .map_err(err(context))
         })
         .await
     }

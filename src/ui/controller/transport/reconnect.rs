@@ -44,6 +44,13 @@ pub(super) fn reconnect_delay_ms(attempt: u32) -> i32 {
     (250 * 2i32.pow(attempt.min(5))).min(MAX_DELAY_MS)
 }
 
+/// Whether reconnect attempt `attempt` (1, 2, ...) first asks the server whether the page is
+/// still signed in: from the second on (one failure is a network's; two in a row may be a
+/// refusal, which a WebSocket cannot tell apart).
+pub(super) fn check_session_first(attempt: u32) -> bool {
+    attempt >= 2
+}
+
 /// What the indicator says while a socket is being opened.
 pub(super) fn opening_link(failed_attempts: u32) -> Link {
     if failed_attempts > 0 {
@@ -95,6 +102,12 @@ mod tests {
         let delays: Vec<i32> = (1..=7).map(reconnect_delay_ms).collect();
         assert_eq!(delays, [500, 1000, 2000, 4000, 5000, 5000, 5000]);
         assert_eq!(reconnect_delay_ms(u32::MAX), 5000);
+    }
+
+    #[test]
+    fn a_second_failed_reconnect_asks_whether_the_page_is_still_signed_in() {
+        let asks: Vec<bool> = (1..=4).map(check_session_first).collect();
+        assert_eq!(asks, [false, true, true, true]);
     }
 
     #[test]

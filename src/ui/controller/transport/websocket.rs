@@ -208,6 +208,16 @@ impl WebSocketTransport {
                 let this = self.clone();
                 spawn_local(async move {
                     platform::sleep(reconnect::reconnect_delay_ms(attempt)).await;
+                    // A socket that keeps failing to open may be refused (its sign-in ended: a
+                    // WebSocket cannot say 401). A plain request finds out, and a 401 takes the
+                    // page to the sign-in page; then nothing reconnects.
+                    if reconnect::check_session_first(attempt) {
+                        let _ = platform::get_text("/api/app").await;
+                    }
+                    if platform::is_signed_out() {
+                        ctl.link.set(Link::Offline);
+                        return;
+                    }
                     let closed = this.0.socket.borrow().is_none();
                     if ctl.mode.get_untracked() == Mode::Bidi && closed {
                         ctl.link.set(Link::Offline);
