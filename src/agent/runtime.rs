@@ -25,6 +25,8 @@ mod lifecycle;
 mod news;
 mod turns;
 
+pub use turns::GrantChange;
+
 use std::{
     collections::HashMap,
     sync::{
