@@ -720,11 +720,12 @@ mod tests {
                 .iter()
                 .any(|t| t.name == "process_payment" && t.needs_approval)
         );
-        let (status, _, body) = get("/api/chats/chat%20never-seen").await;
-        assert_eq!(status, StatusCode::OK);
-        let chat: crate::ui::api::ChatSnapshot = serde_json::from_str(&body).unwrap();
-        assert_eq!(chat.chat_id, "chat never-seen");
-        assert!(chat.messages.is_empty() && chat.pending.is_empty() && !chat.streaming);
+        // A chat nobody started is not found (the page shows it as a new chat).
+        let (status, content_type, body) = get("/api/chats/chat%20never-seen").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(content_type.starts_with("application/json"));
+        let error: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(error["error"]["code"], "chat_not_found", "{body}");
     }
 
     #[tokio::test]
