@@ -283,15 +283,12 @@ fn edited_args(
 }
 
 /// Arguments a page sent as JSON, in their canonical form (what the gate will compare).
-fn canonical_args(
-    state: &AppState,
-    waiting: &Waiting,
-    args: Value,
-) -> Result<Value, ServerFnError> {
+fn canonical_args(state: &AppState, waiting: &Waiting, args: Value) -> Result<Value, FnError> {
     match state.runtime.tools.get(&waiting.tool) {
         Some(tool) => tool.spec.canonical_args(&args).map_err(|e| {
             refuse(
                 StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_edit",
                 format!("{}: {}", e.path.trim_start_matches("$."), e.message),
             )
         }),
