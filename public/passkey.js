@@ -64,7 +64,8 @@
     };
   };
 
-  // A Countersign server function (JSON in, JSON out); its refusal's words as the error.
+  // A Countersign server function (JSON in, JSON out); its refusal's words
+  // (`{"error": {"code", "message"}}`) as the error.
   const call = async (name, body) => {
     const response = await fetch(`/api/fn/${name}`, {
       method: "POST",
@@ -74,7 +75,13 @@
     });
     const text = await response.text();
     if (!response.ok) {
-      throw new Error(text.replace(/^ServerError\|/, "") || `the server answered ${response.status}`);
+      let message = "";
+      try {
+        message = JSON.parse(text).error.message;
+      } catch (_) {
+        message = text;
+      }
+      throw new Error(message || `the server answered ${response.status}`);
     }
     return text ? JSON.parse(text) : null;
   };

@@ -681,6 +681,10 @@ mod tests {
         assert_eq!(config.agent.weather, WeatherSetting::Offline);
         assert_eq!(config.http.max_body_bytes, 4096);
         assert_eq!(
+            config.http.body_bytes_per_address, 8192,
+            "twice the largest body, unless set"
+        );
+        assert_eq!(
             config.http.api_key.as_deref(),
             Some("a-key-of-sixteen-or-more")
         );
@@ -702,6 +706,8 @@ mod tests {
             ("COUNTERSIGN_MAX_CONNECTIONS", "many"),
             ("COUNTERSIGN_CORS_CREDENTIALS", "yes"),
             ("COUNTERSIGN_SESSION_HOURS", "0"),
+            ("COUNTERSIGN_MAX_MESSAGES", "0"),
+            ("COUNTERSIGN_BODY_BYTES_PER_ADDRESS", "1048576"),
         ] {
             let err = Config::resolve(env_of(&[(var, value)])).unwrap_err();
             assert!(err.to_string().contains(var), "{var}: {err}");

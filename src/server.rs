@@ -73,8 +73,8 @@ pub fn router(state: AppState) -> Router {
             get(transport::tools_page::page).layer(axum::middleware::map_response(no_cache_async)),
         )
         .merge(transport::audit::routes())
-        // The page's verbs as Leptos server functions (ui::grants).
-        .route("/api/fn/{*name}", post(server_fn))
+        // The page's verbs as Leptos server functions (transport::functions).
+        .route("/api/fn/{*name}", post(transport::functions::handle))
         .fallback_service(site::service(state.site.clone(), not_found))
         // Outermost last: the host is checked first, then CORS answers preflights, then the
         // guard authenticates (transport::edge).
@@ -92,17 +92,6 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(compression())
         .with_state(state)
-}
-
-/// The Leptos server functions, with the app's state in their context.
-async fn server_fn(
-    State(state): State<AppState>,
-    request: axum::extract::Request,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    leptos_axum::handle_server_fns_with_context(move || provide_context(state.clone()), request)
-        .await
-        .into_response()
 }
 
 /// Marks a page as one the browser must check with the server before showing it again.
@@ -739,11 +728,12 @@ mod tests {
                 .iter()
                 .any(|t| t.name == "process_payment" && t.needs_approval)
         );
-        let (status, _, body) = get("/api/chats/chat%20never-seen").await;
-        assert_eq!(status, StatusCode::OK);
-        let chat: crate::ui::api::ChatSnapshot = serde_json::from_str(&body).unwrap();
-        assert_eq!(chat.chat_id, "chat never-seen");
-        assert!(chat.messages.is_empty() && chat.pending.is_empty() && !chat.streaming);
+        // A chat nobody started is not found (the page shows it as a new chat).
+        let (status, content_type, body) = get("/api/chats/chat%20never-seen").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(content_type.starts_with("application/json"));
+        let error: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(error["error"]["code"], "chat_not_found", "{body}");
     }
 
     #[tokio::test]

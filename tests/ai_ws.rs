@@ -403,6 +403,12 @@ async fn bad_requests_get_an_error_frame_and_the_socket_goes_on() {
             "invalid_frame",
         ),
         (json!({"type": "ping", "requestId": "c"}), "invalid_frame"),
+        // More messages than a request may carry (the default cap, 10,000).
+        (
+            json!({"type": "send", "requestId": "e", "id": "c", "messages":
+                vec![user("u", "hi"); 10_001]}),
+            "too_many_messages",
+        ),
         (
             json!({"type": "send", "requestId": "d", "id": "c", "trigger": "submit-message",
                    "messages": [{"id": "m", "role": "assistant", "parts": [

@@ -113,11 +113,70 @@ async fn an_image_is_kept_once_shown_by_url_and_refused_when_it_is_not_one() {
     .await;
     assert_eq!(status, 422, "{text}");
     assert!(text.contains("unknown_attachment"), "{text}");
-    let snapshot: Value = reqwest::get(format!("{base}/api/chats/bad"))
-        .await
-        .unwrap()
-        .json()
-        .await
+    // Nothing changed: the chat was never started.
+    let snapshot = reqwest::get(format!("{base}/api/chats/bad")).await.unwrap();
+    assert_eq!(snapshot.status(), 404);
+    let snapshot: Value = snapshot.json().await.unwrap();
+    assert_eq!(snapshot["error"]["code"], "chat_not_found", "{snapshot}");
+}
+
+/// A message refused for one of its attachments (413 or 422) keeps none of them: the valid
+/// image beside the bad one is not served afterwards, as if it had never been sent. Sent alone,
+/// the same image is kept and served, so the 404 is not for another reason.
+#[tokio::test]
+async fn a_message_refused_for_one_attachment_keeps_none() {
+    use base64::Engine;
+    let server = common::start(common::Opts::default()).await;
+    let base = format!("http://{}", server.addr);
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(PNG)
         .unwrap();
-    assert_eq!(snapshot["messages"], json!([]), "nothing changed");
+    let sha = countersign::agent::store::audit::sha256_hex(&png);
+    let valid = format!("data:image/png;base64,{PNG}");
+    // 11 MiB decoded: over the 10 MiB an attachment may be.
+    let huge = format!(
+        "data:image/png;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(vec![7u8; 11 * 1024 * 1024])
+    );
+    let cases = [
+        ("too-large", huge, 413, "attachment_too_large"),
+        (
+            "not-base64",
+            "data:image/png,notbase64".to_owned(),
+            422,
+            "invalid_attachment",
+        ),
+        (
+            "unknown",
+            format!("/api/chats/unknown/files/{}", "1".repeat(64)),
+            422,
+            "unknown_attachment",
+        ),
+    ];
+    for (chat, bad, status, code) in cases {
+        let body = json!({"id": chat, "trigger": "submit-message", "messages": [
+            {"id": "u1", "role": "user", "parts": [
+                {"type": "text", "text": "Two pictures"},
+                {"type": "file", "mediaType": "image/png", "url": valid, "filename": "dot.png"},
+                {"type": "file", "mediaType": "image/png", "url": bad, "filename": "bad.png"}
+            ]}
+        ]});
+        let (answered, text) = post(&base, &body).await;
+        assert_eq!(answered, status, "{chat}: {}", &text[..text.len().min(300)]);
+        assert!(text.contains(code), "{chat}: {text}");
+        let served = reqwest::get(format!("{base}/api/chats/{chat}/files/{sha}"))
+            .await
+            .unwrap();
+        assert_eq!(served.status(), 404, "{chat}: the valid image was kept");
+        let served: Value = served.json().await.unwrap();
+        assert_eq!(served["error"]["code"], "file_not_found");
+
+        // The same message without the bad attachment: kept and served.
+        let (answered, text) = post(&base, &message(chat, &valid)).await;
+        assert_eq!(answered, 200, "{chat}: {text}");
+        let served = reqwest::get(format!("{base}/api/chats/{chat}/files/{sha}"))
+            .await
+            .unwrap();
+        assert_eq!(served.status(), 200, "{chat}");
+    }
 }

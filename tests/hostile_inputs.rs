@@ -576,6 +576,33 @@ async fn an_answer_after_the_deadline_is_refused() {
     );
 }
 
+/// A chat nobody started reads as not existing — 404 `chat_not_found`, no messages, no version
+/// — exactly as someone else's does (`tests/people.rs`); a started one reads as itself.
+#[tokio::test]
+async fn a_chat_nobody_started_is_not_found() {
+    let server = server_with(Duration::from_secs(60), &[]).await;
+    let response = reqwest::get(format!("{}/api/chats/never-started", server.base))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "chat_not_found", "{body}");
+    assert!(body.get("version").is_none() && body.get("messages").is_none());
+    let (status, _) = sse(
+        &server,
+        json!({"id": "started", "messages": [user("hello")]}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let started: Value = reqwest::get(format!("{}/api/chats/started", server.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(started["messages"].as_array().map(Vec::len), Some(2));
+}
+
 #[tokio::test]
 async fn the_api_key_guards_every_route_and_signing_in_sets_a_cookie() {
     let server = server_with(

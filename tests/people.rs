@@ -11,7 +11,7 @@ mod common;
 use std::time::Duration;
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-use common::people::*;
+use common::{binary::Binary, people::*};
 use serde_json::{Value, json};
 
 #[tokio::test]
@@ -285,12 +285,17 @@ async fn no_one_reads_or_answers_what_they_may_not() {
     let refused = decide(&app, &ben, &approval, true, None).await;
     assert_eq!(refused.status, 404, "{}", refused.text);
     // Ben cannot read, continue, stop, resume or answer questions in Dan's chat.
-    let (_, snapshot) = get(&app, Some(&ben), &format!("/api/chats/{chat}")).await;
-    assert_eq!(
-        snapshot["messages"],
-        json!([]),
-        "someone else's chat reads as empty"
-    );
+    // Someone else's chat reads exactly as one that does not exist: the same 404 and body, no
+    // version that would tell which ids are in use.
+    let (status, snapshot) = get(&app, Some(&ben), &format!("/api/chats/{chat}")).await;
+    let (unknown_status, unknown) = get(&app, Some(&ben), "/api/chats/no-such-chat").await;
+    assert_eq!((status, unknown_status), (404, 404), "{snapshot} {unknown}");
+    assert_eq!(snapshot["error"]["code"], "chat_not_found", "{snapshot}");
+    assert_eq!(snapshot, unknown);
+    assert!(snapshot.get("version").is_none() && snapshot.get("messages").is_none());
+    let (status, own) = get(&app, Some(&dan), &format!("/api/chats/{chat}")).await;
+    assert_eq!(status, 200, "{own}");
+    assert_eq!(own["messages"].as_array().map(Vec::len), Some(2), "{own}");
     let (status, _) = post_chat(&app, &ben, say(chat, "Send $400 to Ben"), false).await;
     assert_eq!(status, 404);
     let stop = reqwest::Client::new()

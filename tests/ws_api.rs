@@ -547,6 +547,13 @@ async fn bad_input_gets_an_error_chunk_and_the_session_survives() {
             json!({"type": "tool_result", "toolCallId": "x", "result": {}}).to_string(),
             "no chat yet",
         ),
+        // More messages than a request may carry (the default cap, 10,000): refused unread.
+        (
+            json!({"type": "message", "id": "c", "messages":
+                vec![json!({"id": "u", "role": "user", "parts": []}); 10_001]})
+            .to_string(),
+            "too_many_messages",
+        ),
     ] {
         socket.send(Message::Text(frame.into())).await.unwrap();
         match next(&mut socket).await {

@@ -99,33 +99,36 @@ fn name_of(attachment: &Attachment) -> String {
         .unwrap_or_else(|| attachment.media_type.clone())
 }
 
+/// A message's attachments, every one checked ([`Runtime::check_attachments`]): each with the
+/// bytes to keep when it is a `data:` URL. Nothing of them is stored yet.
+#[derive(Debug)]
+pub struct CheckedAttachments(Vec<(Attachment, Option<Vec<u8>>)>);
+
 impl Runtime {
-    /// Keeps the `data:` URL attachments of a message to `chat` (each once, by its SHA-256)
-    /// and returns the attachments with references in their place. A reference to this chat's
-    /// own stored file stays (a client sending back what it was shown) if the file exists; any
-    /// other URL (`https:`) stays as it was.
-    pub async fn keep_attachments(
+    /// Checks every attachment of a message to `chat` and stores nothing: a base64 `data:` URL
+    /// no larger than `max_attachment_bytes` decoded, or a reference to this chat's own stored
+    /// file (a client sending back what it was shown) that exists, or any other URL (`https:`).
+    /// The first that is none of these refuses the message, and with it all its attachments.
+    pub async fn check_attachments(
         &self,
         chat: &str,
         attachments: Vec<Attachment>,
-    ) -> Result<Vec<Attachment>, TurnError> {
+    ) -> Result<CheckedAttachments, TurnError> {
         let limit = self.settings.max_attachment_bytes;
-        let now = self.clock.now_ms();
-        let mut kept = Vec::with_capacity(attachments.len());
-        for mut attachment in attachments {
+        let mut checked = Vec::with_capacity(attachments.len());
+        for attachment in attachments {
             let name = name_of(&attachment);
             if let Some(sha) = referenced(chat, &attachment.url) {
                 if self.store.attachment(chat, &sha).await?.is_none() {
                     return Err(AttachmentError::UnknownFile { name }.into());
                 }
-                kept.push(attachment);
+                checked.push((attachment, None));
                 continue;
             }
-            let Some(bytes) = data_url_bytes(&attachment.url, &name)? else {
-                kept.push(attachment);
-                continue;
-            };
-            if bytes.len() > limit {
+            let bytes = data_url_bytes(&attachment.url, &name)?;
+            if let Some(bytes) = &bytes
+                && bytes.len() > limit
+            {
                 return Err(AttachmentError::TooLarge {
                     name,
                     size: bytes.len(),
@@ -133,11 +136,28 @@ impl Runtime {
                 }
                 .into());
             }
-            let sha = sha256_hex(&bytes);
-            self.store
-                .save_attachment(chat, &sha, &attachment.media_type, &bytes, now)
-                .await?;
-            attachment.url = file_url(chat, &sha);
+            checked.push((attachment, bytes));
+        }
+        Ok(CheckedAttachments(checked))
+    }
+
+    /// Keeps the `data:` URL attachments `checked` holds (each once, by its SHA-256) and
+    /// returns the attachments with references in their place; the others stay as they were.
+    pub async fn keep_attachments(
+        &self,
+        chat: &str,
+        checked: CheckedAttachments,
+    ) -> Result<Vec<Attachment>, TurnError> {
+        let now = self.clock.now_ms();
+        let mut kept = Vec::with_capacity(checked.0.len());
+        for (mut attachment, bytes) in checked.0 {
+            if let Some(bytes) = bytes {
+                let sha = sha256_hex(&bytes);
+                self.store
+                    .save_attachment(chat, &sha, &attachment.media_type, &bytes, now)
+                    .await?;
+                attachment.url = file_url(chat, &sha);
+            }
             kept.push(attachment);
         }
         Ok(kept)
@@ -209,6 +229,16 @@ mod tests {
         )
     }
 
+    /// Checks, then keeps, as a turn does.
+    async fn keep(
+        rt: &Runtime,
+        chat: &str,
+        attachments: Vec<Attachment>,
+    ) -> Result<Vec<Attachment>, TurnError> {
+        let checked = rt.check_attachments(chat, attachments).await?;
+        rt.keep_attachments(chat, checked).await
+    }
+
     fn attached(url: &str) -> Attachment {
         Attachment {
             media_type: "image/png".into(),
@@ -221,13 +251,13 @@ mod tests {
     async fn a_data_url_is_kept_once_referenced_and_inlined_again_for_a_model() {
         let rt = runtime(16);
         let data = "data:image/png;base64,iVBORw0=";
-        let kept = rt
-            .keep_attachments(
-                "c",
-                vec![attached(data), attached("https://example.com/x.png")],
-            )
-            .await
-            .unwrap();
+        let kept = keep(
+            &rt,
+            "c",
+            vec![attached(data), attached("https://example.com/x.png")],
+        )
+        .await
+        .unwrap();
         let sha = referenced("c", &kept[0].url).expect("a reference in place of the bytes");
         assert_eq!(kept[1].url, "https://example.com/x.png", "other URLs stay");
         assert_eq!(
@@ -235,8 +265,7 @@ mod tests {
             vec![0x89, b'P', b'N', b'G', 0x0d]
         );
         // The same file again is the same reference; sending the reference back is accepted.
-        let again = rt
-            .keep_attachments("c", vec![attached(data), kept[0].clone()])
+        let again = keep(&rt, "c", vec![attached(data), kept[0].clone()])
             .await
             .unwrap();
         assert_eq!(again[0].url, kept[0].url);
@@ -256,8 +285,7 @@ mod tests {
     #[tokio::test]
     async fn too_large_unreadable_or_unknown_attachments_are_refused_and_nothing_is_kept() {
         let rt = runtime(4);
-        let too_large = rt
-            .keep_attachments("c", vec![attached("data:image/png;base64,iVBORw0=")])
+        let too_large = keep(&rt, "c", vec![attached("data:image/png;base64,iVBORw0=")])
             .await
             .unwrap_err();
         assert!(
@@ -271,22 +299,34 @@ mod tests {
             ),
             "{too_large:?}"
         );
-        let bad = rt
-            .keep_attachments("c", vec![attached("data:image/png;base64,@@@")])
+        let bad = keep(&rt, "c", vec![attached("data:image/png;base64,@@@")])
             .await
             .unwrap_err();
         assert!(matches!(
             bad,
             TurnError::Attachment(AttachmentError::NotADataUrl { .. })
         ));
-        let unknown = rt
-            .keep_attachments("c", vec![attached(&file_url("c", &"0".repeat(64)))])
+        let unknown = keep(&rt, "c", vec![attached(&file_url("c", &"0".repeat(64)))])
             .await
             .unwrap_err();
         assert!(matches!(
             unknown,
             TurnError::Attachment(AttachmentError::UnknownFile { .. })
         ));
+        // A good attachment beside a refused one is not kept either, in either order.
+        let good = "data:image/png;base64,AAAA";
+        let sha = sha256_hex(&[0, 0, 0]);
+        for refused in ["data:image/png;base64,iVBORw0=", "data:image/png,raw"] {
+            for attachments in [
+                vec![attached(good), attached(refused)],
+                vec![attached(refused), attached(good)],
+            ] {
+                assert!(keep(&rt, "c", attachments).await.is_err());
+                assert_eq!(rt.store.attachment("c", &sha).await.unwrap(), None);
+            }
+        }
+        assert!(keep(&rt, "c", vec![attached(good)]).await.is_ok());
+        assert!(rt.store.attachment("c", &sha).await.unwrap().is_some());
     }
 
     #[test]

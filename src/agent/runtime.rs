@@ -29,6 +29,7 @@ mod people;
 mod turns;
 
 pub(crate) use people::dropped_events;
+pub use turns::GrantChange;
 
 use std::{
     collections::HashMap,

@@ -153,6 +153,15 @@ impl SessionRecord {
             .as_deref()
             .unwrap_or(crate::protocol::countersign::LOCAL_PERSON)
     }
+
+    /// Whether nobody has used the chat yet: no owner, nothing said, no turn. The first person
+    /// to start a turn in it owns it; until then it is, to everyone, a chat that does not exist.
+    pub fn is_untouched(&self) -> bool {
+        self.owner.is_none()
+            && self.messages.is_empty()
+            && self.history.is_empty()
+            && self.turn.is_none()
+    }
 }
 
 /// The running turn of a live session.

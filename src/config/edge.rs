@@ -9,6 +9,13 @@ pub struct EdgeSettings {
     /// `COUNTERSIGN_MAX_BODY_BYTES`: largest accepted request body (default 20 MiB, room for
     /// images).
     pub max_body_bytes: usize,
+    /// `COUNTERSIGN_BODY_BYTES_PER_ADDRESS`: request-body bytes one client address may have in
+    /// flight at once (default twice `max_body_bytes`; 0 = no cap); a body beyond it waits until
+    /// earlier ones are read.
+    pub body_bytes_per_address: usize,
+    /// `COUNTERSIGN_MAX_MESSAGES`: the most messages a chat request may carry (default 10,000);
+    /// more is refused (413 `too_many_messages`).
+    pub max_messages: usize,
     /// `COUNTERSIGN_API_KEY`: when set, every route but `/healthz` and the static files needs
     /// it (`Authorization: Bearer`, `X-API-Key`, or the cookie of a sign-in at `/signin`).
     pub api_key: Option<String>,
@@ -74,6 +81,8 @@ impl Default for EdgeSettings {
     fn default() -> Self {
         EdgeSettings {
             max_body_bytes: 20 * 1024 * 1024,
+            body_bytes_per_address: 40 * 1024 * 1024,
+            max_messages: 10_000,
             api_key: None,
             keep_alive: Duration::from_secs(15),
             ws_max_frame_bytes: 1024 * 1024,
@@ -108,6 +117,26 @@ pub(super) fn edge_settings(
             "COUNTERSIGN_MAX_BODY_BYTES",
             &max_body_bytes.to_string(),
             "must be at least 1024",
+        ));
+    }
+    let body_bytes_per_address = number(
+        env,
+        "COUNTERSIGN_BODY_BYTES_PER_ADDRESS",
+        2 * max_body_bytes,
+    )?;
+    if body_bytes_per_address != 0 && body_bytes_per_address < max_body_bytes {
+        return Err(invalid(
+            "COUNTERSIGN_BODY_BYTES_PER_ADDRESS",
+            &body_bytes_per_address.to_string(),
+            "must be 0 (no cap) or at least COUNTERSIGN_MAX_BODY_BYTES",
+        ));
+    }
+    let max_messages = number(env, "COUNTERSIGN_MAX_MESSAGES", defaults.max_messages)?;
+    if max_messages == 0 {
+        return Err(invalid(
+            "COUNTERSIGN_MAX_MESSAGES",
+            "0",
+            "must be at least 1",
         ));
     }
     let api_key = env("COUNTERSIGN_API_KEY")
@@ -288,6 +317,8 @@ pub(super) fn edge_settings(
         ip_rate,
         chat_rate,
         max_body_bytes,
+        body_bytes_per_address,
+        max_messages,
         api_key,
         keep_alive: defaults.keep_alive,
         ws_max_frame_bytes,

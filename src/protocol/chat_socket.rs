@@ -11,31 +11,27 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use serde_json::value::RawValue;
 
-use super::{Trigger, UiMessage};
+use super::{
+    Trigger, UiMessage,
+    envelope::{ReadError, ReadLimits, read_messages},
+};
 
 /// A client frame.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(
-    tag = "type",
-    rename_all = "kebab-case",
-    rename_all_fields = "camelCase"
-)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ChatSocketRequest {
     /// A chat request: starts a turn or answers the waiting one.
     Send {
         request_id: String,
         /// The chat id.
         id: String,
+        /// The messages a server reads of the client's copy ([`read_messages`]).
         messages: Vec<UiMessage>,
-        #[serde(default)]
         trigger: Option<Trigger>,
-        #[serde(default)]
         message_id: Option<String>,
         /// The transport's headers, names in lower case.
-        #[serde(default)]
         headers: BTreeMap<String, String>,
     },
     /// Re-attach to the chat's turn that is still streaming.
@@ -43,9 +39,7 @@ pub enum ChatSocketRequest {
         request_id: String,
         id: String,
         /// Chunks the client already has (ai@7 never sends it: everything is replayed).
-        #[serde(default)]
         last_sequence: Option<u64>,
-        #[serde(default)]
         headers: BTreeMap<String, String>,
     },
     /// Stop the request (and the turn it streams).
@@ -62,36 +56,131 @@ pub enum ChatSocketFrameError {
     /// The frame names its request but cannot be read; answer it with an `error`.
     #[error("{message}")]
     Invalid { request_id: String, message: String },
+    /// A `send` with more messages than a request may carry.
+    #[error("the request carries more than {max} messages")]
+    TooManyMessages { request_id: String, max: usize },
+}
+
+/// Every key of every client frame, each as its raw JSON: read in one pass that builds nothing
+/// (a `send` carries the whole conversation), any other key skipped.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawFrame<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    request_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    messages: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    trigger: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    message_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    headers: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    last_sequence: Option<&'a RawValue>,
+}
+
+/// The value of field `name` (`raw`), or the reason it is not one.
+fn field<T: DeserializeOwned>(raw: Option<&RawValue>, name: &str) -> Result<T, String> {
+    let text = raw.map_or("null", RawValue::get);
+    serde_json::from_str(text).map_err(|e| match raw {
+        None => format!("missing field `{name}`"),
+        Some(_) => format!("`{name}`: {e}"),
+    })
 }
 
 impl ChatSocketRequest {
-    /// Reads a text frame. A frame without a `requestId` cannot be answered at all.
-    pub fn decode(text: &str) -> Result<Self, ChatSocketFrameError> {
-        let value: Value =
-            serde_json::from_str(text).map_err(|e| ChatSocketFrameError::NotJson(e.to_string()))?;
-        let request_id = value
-            .get("requestId")
-            .and_then(Value::as_str)
-            .filter(|id| !id.is_empty())
-            .ok_or(ChatSocketFrameError::NoRequestId)?
-            .to_owned();
-        let kind = value
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        if !matches!(kind.as_str(), "send" | "resume" | "abort") {
-            return Err(ChatSocketFrameError::Invalid {
-                request_id,
+    /// Reads a text frame; a `send`'s messages as a server reads them ([`read_messages`]:
+    /// more than `limits.max_messages` is refused before any is decoded). A frame without a
+    /// `requestId` cannot be answered at all.
+    pub fn decode(text: &str, limits: ReadLimits) -> Result<Self, ChatSocketFrameError> {
+        let (frame, request_id) = Self::head(text)?;
+        let kind = frame
+            .kind
+            .and_then(|k| serde_json::from_str::<String>(k.get()).ok())
+            .unwrap_or_default();
+        let invalid = |why: String| ChatSocketFrameError::Invalid {
+            request_id: request_id.clone(),
+            message: format!("the {kind} frame cannot be read: {why}"),
+        };
+        match kind.as_str() {
+            "send" => {
+                let id = field(frame.id, "id").map_err(invalid)?;
+                let trigger = field(frame.trigger, "trigger").map_err(invalid)?;
+                let message_id = field(frame.message_id, "messageId").map_err(invalid)?;
+                let headers: Option<BTreeMap<String, String>> =
+                    field(frame.headers, "headers").map_err(invalid)?;
+                let Some(messages) = frame.messages else {
+                    return Err(invalid("missing field `messages`".to_owned()));
+                };
+                let messages = match read_messages(messages, limits) {
+                    Ok(messages) => messages,
+                    Err(ReadError::TooManyMessages { max }) => {
+                        return Err(ChatSocketFrameError::TooManyMessages { request_id, max });
+                    }
+                    Err(ReadError::Json(e)) => return Err(invalid(format!("`messages`: {e}"))),
+                };
+                Ok(ChatSocketRequest::Send {
+                    request_id,
+                    id,
+                    messages,
+                    trigger,
+                    message_id,
+                    headers: headers.unwrap_or_default(),
+                })
+            }
+            "resume" => {
+                let headers: Option<BTreeMap<String, String>> =
+                    field(frame.headers, "headers").map_err(invalid)?;
+                Ok(ChatSocketRequest::Resume {
+                    id: field(frame.id, "id").map_err(invalid)?,
+                    last_sequence: field(frame.last_sequence, "lastSequence").map_err(invalid)?,
+                    headers: headers.unwrap_or_default(),
+                    request_id,
+                })
+            }
+            "abort" => Ok(ChatSocketRequest::Abort { request_id }),
+            _ => Err(ChatSocketFrameError::Invalid {
                 message: format!(
                     "unknown frame type {kind:?}: this socket takes send, resume and abort"
                 ),
+                request_id,
+            }),
+        }
+    }
+
+    /// The `requestId` a frame names, read without reading the rest of it.
+    pub fn request_id_of(text: &str) -> Option<String> {
+        Self::head(text).ok().map(|(_, id)| id)
+    }
+
+    /// The frame's keys and its `requestId`.
+    fn head(text: &str) -> Result<(RawFrame<'_>, String), ChatSocketFrameError> {
+        if !text.trim_start().starts_with('{') {
+            // JSON that is no object (an array would read as a frame's fields in order).
+            return Err(match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+                Ok(_) => ChatSocketFrameError::NoRequestId,
+                Err(e) => ChatSocketFrameError::NotJson(e.to_string()),
             });
         }
-        serde_json::from_value(value).map_err(|e| ChatSocketFrameError::Invalid {
-            request_id,
-            message: format!("the {kind} frame cannot be read: {e}"),
-        })
+        let frame: RawFrame<'_> = serde_json::from_str(text).map_err(|e| {
+            // JSON that is no frame (a duplicate key) has no request id to answer.
+            if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
+                ChatSocketFrameError::NoRequestId
+            } else {
+                ChatSocketFrameError::NotJson(e.to_string())
+            }
+        })?;
+        let request_id = frame
+            .request_id
+            .and_then(|id| serde_json::from_str::<String>(id.get()).ok())
+            .filter(|id| !id.is_empty())
+            .ok_or(ChatSocketFrameError::NoRequestId)?;
+        Ok((frame, request_id))
     }
 
     pub fn request_id(&self) -> &str {
@@ -149,17 +238,21 @@ pub fn chunk_frame(request_id: &str, sequence: u64, chunk_json: &str) -> String 
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
+
+    const LIMITS: ReadLimits = ReadLimits {
+        max_messages: 3,
+        earlier: 1,
+    };
 
     #[test]
     fn client_frames_decode_as_ai7_sends_them() {
         let send = ChatSocketRequest::decode(
             r#"{"type":"send","requestId":"nHMca9iBuC1n1bek","id":"chat-1","trigger":"submit-message",
                 "messages":[{"parts":[{"type":"text","text":"hello"}],"id":"u1","role":"user"}],
-                "headers":{"x-countersign-text":"hold"},"body":{}}"#,
-        )
+                "headers":{"x-countersign-text":"hold"},"body":{}}"#, LIMITS)
         .unwrap();
         let ChatSocketRequest::Send {
             request_id,
@@ -181,7 +274,8 @@ mod tests {
 
         assert_eq!(
             ChatSocketRequest::decode(
-                r#"{"type":"resume","requestId":"r","id":"c","headers":{},"body":{}}"#
+                r#"{"type":"resume","requestId":"r","id":"c","headers":{},"body":{}}"#,
+                LIMITS
             )
             .unwrap(),
             ChatSocketRequest::Resume {
@@ -192,7 +286,7 @@ mod tests {
             }
         );
         assert_eq!(
-            ChatSocketRequest::decode(r#"{"type":"abort","requestId":"a"}"#)
+            ChatSocketRequest::decode(r#"{"type":"abort","requestId":"a"}"#, LIMITS)
                 .unwrap()
                 .request_id(),
             "a"
@@ -202,17 +296,17 @@ mod tests {
     #[test]
     fn bad_frames_say_whether_they_can_be_answered() {
         assert!(matches!(
-            ChatSocketRequest::decode("{"),
+            ChatSocketRequest::decode("{", LIMITS),
             Err(ChatSocketFrameError::NotJson(_))
         ));
         assert_eq!(
-            ChatSocketRequest::decode(r#"{"type":"send"}"#),
+            ChatSocketRequest::decode(r#"{"type":"send"}"#, LIMITS),
             Err(ChatSocketFrameError::NoRequestId)
         );
         let Err(ChatSocketFrameError::Invalid {
             request_id,
             message,
-        }) = ChatSocketRequest::decode(r#"{"type":"ping","requestId":"x"}"#)
+        }) = ChatSocketRequest::decode(r#"{"type":"ping","requestId":"x"}"#, LIMITS)
         else {
             panic!("an unknown type is answerable");
         };
@@ -220,10 +314,44 @@ mod tests {
         assert!(message.contains("unknown frame type"), "{message}");
         assert!(matches!(
             ChatSocketRequest::decode(
-                r#"{"type":"send","requestId":"x","id":"c","messages":"no"}"#
+                r#"{"type":"send","requestId":"x","id":"c","messages":"no"}"#,
+                LIMITS
             ),
             Err(ChatSocketFrameError::Invalid { .. })
         ));
+    }
+
+    #[test]
+    fn a_send_is_read_as_a_server_reads_a_post() {
+        let user = |id: &str| format!(r#"{{"id":"{id}","role":"user","parts":[]}}"#);
+        let send = |messages: &[String]| {
+            format!(
+                r#"{{"type":"send","requestId":"m","id":"c","messages":[{}]}}"#,
+                messages.join(",")
+            )
+        };
+        // More messages than a request may carry: refused with the cap, and answerable.
+        let many = send(&(0..4).map(|i| user(&format!("u{i}"))).collect::<Vec<_>>());
+        assert_eq!(
+            ChatSocketRequest::decode(&many, LIMITS),
+            Err(ChatSocketFrameError::TooManyMessages {
+                request_id: "m".into(),
+                max: 3
+            })
+        );
+        assert_eq!(
+            ChatSocketRequest::request_id_of(&many).as_deref(),
+            Some("m")
+        );
+        // Within it: the new message and the one before it; older ones are only JSON.
+        let three = send(&[r#"{"role":7}"#.to_owned(), user("a"), user("b")]);
+        let Ok(ChatSocketRequest::Send { messages, .. }) =
+            ChatSocketRequest::decode(&three, LIMITS)
+        else {
+            panic!("a send");
+        };
+        let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
     }
 
     #[test]

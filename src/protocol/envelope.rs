@@ -13,7 +13,7 @@
 //! that is what the seed clients send.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Number, Value};
+use serde_json::{Number, Value, value::RawValue};
 
 use super::json_util::{TagError, split_tagged};
 use super::message::UiMessage;
@@ -52,42 +52,139 @@ impl ChatRequest {
         serde_json::from_str(text)
     }
 
-    /// [`ChatRequest::from_json`] for a server, which reads the earlier messages only to start a
-    /// turn (a new user message last): when the last message is the assistant's (answers to
-    /// approvals, tool outputs), the earlier ones are checked to be JSON but not decoded — a
-    /// client sends the whole conversation with every answer, attachments included, and a
-    /// 1 MiB image must not be decoded again at each approval.
-    pub fn from_slice_for_server(body: &[u8]) -> Result<Self, serde_json::Error> {
+    /// [`ChatRequest::from_json`] for a server: only the messages a server reads are decoded
+    /// ([`read_messages`]). A client sends the whole conversation with every request (the AI
+    /// SDK does), attachments included; the server keeps the conversation itself and needs the
+    /// last message and, when it starts a turn, the few before it.
+    pub fn from_slice_for_server(body: &[u8], limits: ReadLimits) -> Result<Self, ReadError> {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Lean<'a> {
             id: String,
             #[serde(borrow)]
-            messages: Vec<&'a serde_json::value::RawValue>,
+            messages: &'a RawValue,
             #[serde(default)]
             trigger: Option<Trigger>,
             #[serde(default)]
             message_id: Option<String>,
         }
         let lean: Lean<'_> = serde_json::from_slice(body)?;
-        let mut messages = Vec::new();
-        if let Some((last, earlier)) = lean.messages.split_last() {
-            let last: UiMessage = serde_json::from_str(last.get())?;
-            if last.role == super::message::Role::User {
-                messages = earlier
-                    .iter()
-                    .map(|m| serde_json::from_str(m.get()))
-                    .collect::<Result<_, _>>()?;
-            }
-            messages.push(last);
-        }
         Ok(ChatRequest {
             id: lean.id,
-            messages,
+            messages: read_messages(lean.messages, limits)?,
             trigger: lean.trigger,
             message_id: lean.message_id,
         })
     }
+}
+
+/// How much of a request's `messages` a server reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadLimits {
+    /// The most messages a request may carry: more is refused, and read no further than that.
+    pub max_messages: usize,
+    /// How many of the messages before the last are decoded when the last is the person's new
+    /// message (what a new chat may adopt as context).
+    pub earlier: usize,
+}
+
+/// Why a chat request could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("the request carries more than {max} messages")]
+    TooManyMessages { max: usize },
+}
+
+/// The last `keep` entries of the JSON array `array`, oldest first, each as its raw JSON: the
+/// entries are checked to be JSON but none is decoded, and the whole array costs no more memory
+/// than `keep` references. An array of more than `max` entries is
+/// [`ReadError::TooManyMessages`].
+pub fn latest_messages(
+    array: &RawValue,
+    keep: usize,
+    max: usize,
+) -> Result<Vec<&RawValue>, ReadError> {
+    use serde::de::{DeserializeSeed, Error, SeqAccess, Visitor};
+
+    struct Latest<'c> {
+        keep: usize,
+        max: usize,
+        over: &'c std::cell::Cell<bool>,
+    }
+
+    impl<'de> Visitor<'de> for Latest<'_> {
+        type Value = std::collections::VecDeque<&'de RawValue>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an array of messages")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut kept = std::collections::VecDeque::with_capacity(self.keep.min(64));
+            let mut count = 0usize;
+            while let Some(entry) = seq.next_element::<&'de RawValue>()? {
+                count += 1;
+                if count > self.max {
+                    self.over.set(true);
+                    return Err(A::Error::custom("too many messages"));
+                }
+                if kept.len() == self.keep {
+                    kept.pop_front();
+                }
+                if self.keep > 0 {
+                    kept.push_back(entry);
+                }
+            }
+            Ok(kept)
+        }
+    }
+
+    impl<'de> DeserializeSeed<'de> for Latest<'_> {
+        type Value = std::collections::VecDeque<&'de RawValue>;
+
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+
+    let over = std::cell::Cell::new(false);
+    let mut reader = serde_json::Deserializer::from_str(array.get());
+    let latest = Latest {
+        keep,
+        max,
+        over: &over,
+    };
+    match latest.deserialize(&mut reader) {
+        Ok(kept) => {
+            reader.end()?;
+            Ok(kept.into())
+        }
+        Err(_) if over.get() => Err(ReadError::TooManyMessages { max }),
+        Err(e) => Err(ReadError::Json(e)),
+    }
+}
+
+/// The messages of a request's `messages` array that a server reads: the last one and, when it
+/// is the person's new message, the `limits.earlier` before it (the context a new chat may
+/// adopt, ADR 0020). When the last is the assistant's (answers to approvals, tool outputs), the
+/// earlier ones are only checked to be JSON.
+pub fn read_messages(array: &RawValue, limits: ReadLimits) -> Result<Vec<UiMessage>, ReadError> {
+    let latest = latest_messages(array, limits.earlier + 1, limits.max_messages)?;
+    let Some((last, earlier)) = latest.split_last() else {
+        return Ok(Vec::new());
+    };
+    let last: UiMessage = serde_json::from_str(last.get())?;
+    let mut messages = Vec::new();
+    if last.role == super::message::Role::User {
+        messages = earlier
+            .iter()
+            .map(|m| serde_json::from_str(m.get()))
+            .collect::<Result<_, _>>()?;
+    }
+    messages.push(last);
+    Ok(messages)
 }
 
 /// `audio_control.action`.
@@ -214,6 +311,92 @@ impl ClientFrame {
             .map_err(|source| EnvelopeError::InvalidFields { frame_type, source })
     }
 
+    /// A frame's JSON for a server, still to be normalised and decoded
+    /// ([`ClientFrame::from_value`]), read in one pass that builds only what a frame holds:
+    /// keys no frame has are skipped, and a `message` frame keeps only the messages a server
+    /// reads (the last `limits.earlier + 1`, [`latest_messages`]; more than
+    /// `limits.max_messages` is refused). JSON that is not an object reads as `null` (not a
+    /// frame).
+    pub fn value_for_server(text: &str, limits: ReadLimits) -> Result<Value, ReadError> {
+        /// Every key of every client frame, as raw JSON.
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Keys<'a> {
+            #[serde(rename = "type", borrow, default)]
+            kind: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            messages: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            id: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            trigger: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            message_id: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            tool_call_id: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            result: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            reason: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            timestamp: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            chunk: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            sample_rate: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            channels: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            bit_depth: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            action: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            received: Option<&'a RawValue>,
+        }
+        if !text.trim_start().starts_with('{') {
+            serde_json::from_str::<serde::de::IgnoredAny>(text)?;
+            return Ok(Value::Null);
+        }
+        let keys: Keys<'_> = serde_json::from_str(text)?;
+        let mut frame = serde_json::Map::new();
+        for (name, raw) in [
+            ("type", keys.kind),
+            ("id", keys.id),
+            ("trigger", keys.trigger),
+            ("messageId", keys.message_id),
+            ("toolCallId", keys.tool_call_id),
+            ("result", keys.result),
+            ("reason", keys.reason),
+            ("timestamp", keys.timestamp),
+            ("chunk", keys.chunk),
+            ("sampleRate", keys.sample_rate),
+            ("channels", keys.channels),
+            ("bitDepth", keys.bit_depth),
+            ("action", keys.action),
+            ("received", keys.received),
+        ] {
+            if let Some(raw) = raw {
+                frame.insert(name.to_owned(), serde_json::from_str(raw.get())?);
+            }
+        }
+        // Only a `message` frame has messages; one that is not an array stays a wrong type.
+        let is_message = frame.get("type").and_then(Value::as_str) == Some("message");
+        if let Some(messages) = keys.messages.filter(|_| is_message) {
+            let value = if messages.get().trim_start().starts_with('[') {
+                let kept = latest_messages(messages, limits.earlier + 1, limits.max_messages)?;
+                Value::Array(
+                    kept.iter()
+                        .map(|m| serde_json::from_str(m.get()))
+                        .collect::<Result<_, _>>()?,
+                )
+            } else {
+                Value::Null
+            };
+            frame.insert("messages".to_owned(), value);
+        }
+        Ok(Value::Object(frame))
+    }
+
     /// The chat request carried by a `message` frame.
     pub fn into_chat_request(self) -> Option<ChatRequest> {
         match self {
@@ -290,26 +473,70 @@ mod tests {
         assert!(ChatRequest::from_json(r#"{"id":"c","messages":[],"trigger":"resume"}"#).is_err());
     }
 
+    const LIMITS: ReadLimits = ReadLimits {
+        max_messages: 5,
+        earlier: 2,
+    };
+
     #[test]
     fn a_server_decodes_earlier_messages_only_for_a_new_user_message() {
         let user = json!({"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]});
         let assistant = json!({"id": "a1", "role": "assistant", "parts": [{"type": "step-start"}]});
+        let read =
+            |body: &Value| ChatRequest::from_slice_for_server(body.to_string().as_bytes(), LIMITS);
         // Answers: the earlier messages are JSON but need not be messages the server reads.
         let answers = json!({"id": "c", "messages": [{"role": 7}, assistant.clone()],
                              "trigger": "submit-message", "messageId": "a1"});
-        let request = ChatRequest::from_slice_for_server(answers.to_string().as_bytes()).unwrap();
+        let request = read(&answers).unwrap();
         assert_eq!(request.messages.len(), 1);
         assert_eq!(request.message_id.as_deref(), Some("a1"));
-        // A new message: every message is decoded, as from_json does.
-        let turn = json!({"id": "c", "messages": [user.clone(), assistant, user]});
-        let request = ChatRequest::from_slice_for_server(turn.to_string().as_bytes()).unwrap();
-        assert_eq!(request, ChatRequest::from_json(&turn.to_string()).unwrap());
+        // A new message: the messages before it are decoded, as from_json does.
+        let turn = json!({"id": "c", "messages": [user.clone(), assistant.clone(), user.clone()]});
+        assert_eq!(
+            read(&turn).unwrap(),
+            ChatRequest::from_json(&turn.to_string()).unwrap()
+        );
         let bad =
             json!({"id": "c", "messages": [{"role": 7}, {"id": "u", "role": "user", "parts": []}]});
-        assert!(ChatRequest::from_slice_for_server(bad.to_string().as_bytes()).is_err());
-        assert!(ChatRequest::from_slice_for_server(b"{\"id\":\"c\",\"messages\":[{]}").is_err());
-        let empty = ChatRequest::from_slice_for_server(br#"{"id":"c","messages":[]}"#).unwrap();
+        assert!(read(&bad).is_err());
+        assert!(
+            ChatRequest::from_slice_for_server(b"{\"id\":\"c\",\"messages\":[{]}", LIMITS).is_err()
+        );
+        let empty = read(&json!({"id": "c", "messages": []})).unwrap();
         assert!(empty.messages.is_empty());
+        assert!(read(&json!({"id": "c", "messages": null})).is_err());
+    }
+
+    /// Only the last `earlier + 1` messages are decoded (older ones, even broken or nested
+    /// deeper than a decoder goes, are only JSON); more than `max_messages` is refused.
+    #[test]
+    fn a_server_reads_the_latest_messages_and_no_more_than_the_cap() {
+        let user = |id: &str| format!(r#"{{"id":"{id}","role":"user","parts":[]}}"#);
+        let body =
+            |messages: &[String]| format!(r#"{{"id":"c","messages":[{}]}}"#, messages.join(","));
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        let five = body(&[
+            deep,
+            r#"{"role":7}"#.into(),
+            user("a"),
+            user("b"),
+            user("c"),
+        ]);
+        let request = ChatRequest::from_slice_for_server(five.as_bytes(), LIMITS).unwrap();
+        let ids: Vec<&str> = request.messages.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b", "c"]);
+
+        let six: Vec<String> = (0..6).map(|i| user(&format!("u{i}"))).collect();
+        let over = body(&six);
+        assert!(matches!(
+            ChatRequest::from_slice_for_server(over.as_bytes(), LIMITS),
+            Err(ReadError::TooManyMessages { max: 5 })
+        ));
+        let raw = RawValue::from_string(format!("[{}]", six[..3].join(","))).unwrap();
+        let kept = latest_messages(&raw, 2, 5).unwrap();
+        assert_eq!(kept.len(), 2);
+        assert_eq!(kept[1].get(), six[2]);
+        assert!(latest_messages(&raw, 0, 5).unwrap().is_empty());
     }
 
     #[test]
@@ -376,6 +603,9 @@ mod tests {
                 expected,
                 "{wire}"
             );
+            // A server reads the same frame from its text.
+            let read = ClientFrame::value_for_server(&wire.to_string(), LIMITS).unwrap();
+            assert_eq!(ClientFrame::from_value(read).unwrap(), expected, "{wire}");
             // Re-encoding drops only the tolerated extras.
             let mut trimmed = wire.clone();
             let map = trimmed.as_object_mut().unwrap();
@@ -385,6 +615,40 @@ mod tests {
             }
             assert_eq!(serde_json::to_value(&expected).unwrap(), trimmed);
         }
+    }
+
+    #[test]
+    fn a_server_reads_a_message_frame_as_it_reads_a_post() {
+        let user = |id: &str| json!({"id": id, "role": "user", "parts": []});
+        let frame = json!({"type": "message", "id": "c", "junk": {"a": [1, 2, 3]},
+            "messages": [{"role": 7}, user("a"), user("b"), user("c")]});
+        let read = ClientFrame::value_for_server(&frame.to_string(), LIMITS).unwrap();
+        assert_eq!(
+            read,
+            json!({"type": "message", "id": "c", "messages": [user("a"), user("b"), user("c")]})
+        );
+        let many = json!({"type": "message", "id": "c", "messages": vec![user("u"); 6]});
+        assert!(matches!(
+            ClientFrame::value_for_server(&many.to_string(), LIMITS),
+            Err(ReadError::TooManyMessages { max: 5 })
+        ));
+        // Valid JSON that is no frame reads as none; broken JSON is an error.
+        assert_eq!(
+            ClientFrame::value_for_server("[1]", LIMITS).unwrap(),
+            Value::Null
+        );
+        assert!(matches!(
+            ClientFrame::from_value(Value::Null),
+            Err(EnvelopeError::NotAnObject)
+        ));
+        assert!(ClientFrame::value_for_server("{", LIMITS).is_err());
+        // A message frame whose messages are not an array stays one that cannot be read.
+        let wrong = json!({"type": "message", "id": "c", "messages": "no"});
+        let read = ClientFrame::value_for_server(&wrong.to_string(), LIMITS).unwrap();
+        assert!(matches!(
+            ClientFrame::from_value(read),
+            Err(EnvelopeError::InvalidFields { .. })
+        ));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! What the pages load besides the chat stream: `GET /api/app` (the model and its tools),
 //! `GET /api/mcp` (the MCP servers' status), `GET /api/chats/{id}` (a chat's messages and
-//! pending approvals, to show it again after a reload) and `POST
+//! pending approvals, to show it again after a reload; 404 `chat_not_found` for one nobody
+//! started or someone else's, the same answer) and `POST
 //! /api/chats/{id}/questions/{question}` (the person's reply to a question a running tool asks).
 //! The data and how it is read live in `ui::api`, shared with server rendering.
 
@@ -66,14 +67,15 @@ async fn chat(
 ) -> Result<Json<ChatSnapshot>, ApiError> {
     api::chat_snapshot(&state, id, &client.principal())
         .await
-        .map(Json)
         .map_err(|message| {
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store_unavailable",
                 message,
             )
-        })
+        })?
+        .map(Json)
+        .ok_or_else(ApiError::not_your_chat)
 }
 
 /// A file attached in a chat (ADR 0026), to whoever may read the chat: the bytes as kept, under

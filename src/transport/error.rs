@@ -130,6 +130,18 @@ impl IntoResponse for ApiError {
     }
 }
 
+impl From<ApiError> for crate::ui::FnError {
+    /// The same refusal from a server function (logged as a route's is).
+    fn from(e: ApiError) -> Self {
+        if e.status.is_server_error() {
+            tracing::error!(status = e.status.as_u16(), code = e.code, message = %e.message, "server function failed");
+        } else {
+            tracing::warn!(status = e.status.as_u16(), code = e.code, message = %e.message, "server function refused");
+        }
+        crate::ui::FnError::new(e.status.as_u16(), e.code, e.message)
+    }
+}
+
 impl From<TooMany> for ApiError {
     /// A 429 with the wait in the message and in `Retry-After`.
     fn from(limited: TooMany) -> Self {

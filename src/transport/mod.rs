@@ -13,6 +13,8 @@
 //! * [`seed`]: the original system's dialect (its envelope, frames and confirmations).
 //! * [`answers`]: reads the person's answers out of the client's copy of the conversation.
 //! * [`error`]: the one error type every route returns, as `{error: {code, message}}`.
+//! * [`functions`]: the page's Leptos server functions (`/api/fn/…`), refusing bad input with
+//!   the same errors.
 //! * [`edge`]: what stands in front of every route: connection caps and deadlines, the host
 //!   allowlist, CORS, the API key and sign-in sessions, origin (CSRF), rate limits.
 //! * [`audit`]: the audit log as JSON and as a JSONL export.
@@ -30,6 +32,7 @@ pub mod audit;
 pub mod context;
 pub mod edge;
 pub mod error;
+pub mod functions;
 pub mod html;
 pub mod people;
 pub mod request;

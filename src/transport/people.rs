@@ -25,6 +25,7 @@ use super::{
 use crate::{
     people::{InviteKind, PeopleError, Person, Principal, passkeys::Registered, person_name},
     state::AppState,
+    ui::FnError,
 };
 
 /// The server functions anyone may call (the edge lets them through unauthenticated).
@@ -35,32 +36,37 @@ pub const PUBLIC_FUNCTIONS: [&str; 4] = [
     "/api/fn/passkey_signin_finish",
 ];
 
-/// A refusal a server function answers with `status` (the body says why, for people).
-pub fn refuse(status: StatusCode, message: impl std::fmt::Display) -> ServerFnError {
-    if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
-        response.set_status(status);
-    }
-    ServerFnError::new(message.to_string())
+/// A refusal a server function answers with `status` and `code` (the message says why, for
+/// people).
+pub fn refuse(status: StatusCode, code: &str, message: impl std::fmt::Display) -> FnError {
+    FnError::new(status.as_u16(), code, message.to_string())
 }
 
 /// A people error as a server function's refusal.
-pub fn people_refusal(e: PeopleError) -> ServerFnError {
-    let status = match &e {
-        PeopleError::Off => StatusCode::NOT_FOUND,
-        PeopleError::NotAllowed(_) => StatusCode::FORBIDDEN,
-        PeopleError::InvalidRole(_) | PeopleError::InvalidName => StatusCode::UNPROCESSABLE_ENTITY,
-        PeopleError::InviteNotValid | PeopleError::UnknownPerson => StatusCode::NOT_FOUND,
-        PeopleError::LastAdmin(_) => StatusCode::CONFLICT,
-        PeopleError::Passkey(_) => StatusCode::FORBIDDEN,
-        PeopleError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+pub fn people_refusal(e: PeopleError) -> FnError {
+    let (status, code) = match &e {
+        PeopleError::Off => (StatusCode::NOT_FOUND, "people_off"),
+        PeopleError::NotAllowed(_) => (StatusCode::FORBIDDEN, "not_allowed"),
+        PeopleError::InvalidRole(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_role"),
+        PeopleError::InvalidName => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_name"),
+        PeopleError::InviteNotValid => (StatusCode::NOT_FOUND, "invite_not_valid"),
+        PeopleError::UnknownPerson => (StatusCode::NOT_FOUND, "person_not_found"),
+        PeopleError::LastAdmin(_) => (StatusCode::CONFLICT, "last_admin"),
+        PeopleError::Passkey(_) => (StatusCode::FORBIDDEN, "passkey_refused"),
+        PeopleError::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
     };
-    refuse(status, e)
+    refuse(status, code, e)
 }
 
 /// The request's headers and client address (server functions run inside the request).
-fn request_parts() -> Result<axum::http::request::Parts, ServerFnError> {
-    use_context::<axum::http::request::Parts>()
-        .ok_or_else(|| ServerFnError::new("no request in context"))
+fn request_parts() -> Result<axum::http::request::Parts, FnError> {
+    use_context::<axum::http::request::Parts>().ok_or_else(|| {
+        refuse(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "no request in context",
+        )
+    })
 }
 
 /// Who calls a server function (the edge's principal; `None` before sign-in).
@@ -70,19 +76,19 @@ pub fn caller() -> Option<Principal> {
 }
 
 /// Who calls, or a 401 refusal.
-pub fn signed_in() -> Result<Principal, ServerFnError> {
-    caller().ok_or_else(|| refuse(StatusCode::UNAUTHORIZED, "sign in first"))
+pub fn signed_in() -> Result<Principal, FnError> {
+    caller().ok_or_else(|| refuse(StatusCode::UNAUTHORIZED, "unauthorized", "sign in first"))
 }
 
 /// Starts a session for `person` and sets its cookie on the response.
-async fn sign_in(state: &AppState, person: &Person, passkey: &str) -> Result<(), ServerFnError> {
+async fn sign_in(state: &AppState, person: &Person, passkey: &str) -> Result<(), FnError> {
     let parts = request_parts()?;
     let signins = state
         .edge
         .signins(state)
         .await
-        .map_err(|e| refuse(e.status, e.message))?
-        .ok_or_else(|| refuse(StatusCode::NOT_FOUND, PeopleError::Off))?;
+        .map_err(FnError::from)?
+        .ok_or_else(|| people_refusal(PeopleError::Off))?;
     let now = state.runtime.clock.now_ms();
     let address = super::edge::Client::from_parts(&parts)
         .address
@@ -105,10 +111,7 @@ async fn sign_in(state: &AppState, person: &Person, passkey: &str) -> Result<(),
 /// Options for registering a passkey from the one-time link `token`; `name` is the new person's
 /// (ignored for a device link: the person has one).
 #[server(prefix = "/api/fn", endpoint = "passkey_register_begin", input = JsonCodec)]
-pub async fn passkey_register_begin(
-    token: String,
-    name: Option<String>,
-) -> Result<Value, ServerFnError> {
+pub async fn passkey_register_begin(token: String, name: Option<String>) -> Result<Value, FnError> {
     let state = expect_context::<AppState>();
     let people = state.runtime.people();
     let now = state.runtime.clock.now_ms();
@@ -143,7 +146,7 @@ pub async fn passkey_register_begin(
 /// Keeps the passkey the authenticator made, uses the link up and signs the person in.
 /// Answers where to go next.
 #[server(prefix = "/api/fn", endpoint = "passkey_register_finish", input = JsonCodec)]
-pub async fn passkey_register_finish(credential: Value) -> Result<String, ServerFnError> {
+pub async fn passkey_register_finish(credential: Value) -> Result<String, FnError> {
     let state = expect_context::<AppState>();
     let people = state.runtime.people();
     let now = state.runtime.clock.now_ms();
@@ -195,7 +198,7 @@ pub async fn passkey_register_finish(credential: Value) -> Result<String, Server
 
 /// Options for signing in with any passkey registered here (nothing is kept: anyone may ask).
 #[server(prefix = "/api/fn", endpoint = "passkey_signin_begin", input = JsonCodec)]
-pub async fn passkey_signin_begin() -> Result<Value, ServerFnError> {
+pub async fn passkey_signin_begin() -> Result<Value, FnError> {
     let state = expect_context::<AppState>();
     let people = state.runtime.people();
     people
@@ -211,7 +214,7 @@ pub async fn passkey_signin_begin() -> Result<Value, ServerFnError> {
 pub async fn passkey_signin_finish(
     credential: Value,
     next: Option<String>,
-) -> Result<String, ServerFnError> {
+) -> Result<String, FnError> {
     let state = expect_context::<AppState>();
     let people = state.runtime.people();
     let now = state.runtime.clock.now_ms();

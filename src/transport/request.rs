@@ -9,11 +9,116 @@ use axum::http::StatusCode;
 use super::{answers::is_answer, context::earlier_context, error::ApiError};
 use crate::{
     agent::{Transport, UserTurn, history::HistoryItem},
-    protocol::{ChatRequest, Role, Trigger, UiMessage, UiPart},
+    protocol::{
+        ChatRequest, Role, Trigger, UiMessage, UiPart,
+        envelope::{ReadError, ReadLimits},
+    },
+    state::AppState,
 };
 
 /// The longest chat id accepted.
 pub const MAX_CHAT_ID: usize = 200;
+
+/// Bodies from this size on are read on a blocking thread ([`off_thread`]).
+const LARGE: usize = 256 * 1024;
+
+/// How much of a request's messages this server reads, on every route: at most
+/// `COUNTERSIGN_MAX_MESSAGES` of them, and of those only the last and, for a new turn, the ones
+/// a new chat may adopt as context ([`super::context::MAX_MESSAGES`]).
+pub fn read_limits(state: &AppState) -> ReadLimits {
+    ReadLimits {
+        max_messages: state.http.max_messages,
+        earlier: super::context::MAX_MESSAGES,
+    }
+}
+
+/// A request with more messages than this server reads (413 `too_many_messages`).
+pub fn too_many_messages(max: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "too_many_messages",
+        format!(
+            "the request carries more than {max} messages, the most this server reads \
+             (COUNTERSIGN_MAX_MESSAGES); the server keeps the conversation, so send the new \
+             message (and, to start a chat, the few before it)"
+        ),
+    )
+}
+
+/// [`ReadError`] as the route's answer: `invalid` says what a body that is not JSON of the
+/// right shape is.
+pub fn read_error(e: ReadError, invalid: impl FnOnce(serde_json::Error) -> ApiError) -> ApiError {
+    match e {
+        ReadError::TooManyMessages { max } => too_many_messages(max),
+        ReadError::Json(e) => invalid(e),
+    }
+}
+
+/// A request's body, whole, in one buffer of its declared size: at most `limit` bytes (else 413
+/// `body_too_large`), 408 `body_too_slow` when it trickles in (the edge's pace), 400 when it
+/// breaks off. (Gathered frame by frame and then copied into one buffer, as a body extractor
+/// does, a large body would be held twice at once.)
+pub async fn read_body(
+    body: axum::body::Body,
+    limit: usize,
+) -> Result<axum::body::Bytes, ApiError> {
+    use futures::StreamExt;
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("the request body is larger than the {limit} bytes this route accepts"),
+        )
+    };
+    let declared = http_body::Body::size_hint(&body).exact();
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let mut buffer = Vec::with_capacity(declared.map_or(0, |n| n as usize));
+    let mut data = body.into_data_stream();
+    while let Some(chunk) = data.next().await {
+        let chunk = chunk.map_err(|e| {
+            let status = if super::edge::connections::is_too_slow(&e) {
+                StatusCode::REQUEST_TIMEOUT
+            } else {
+                StatusCode::BAD_REQUEST
+            };
+            ApiError::from_body_rejection(status, &e)
+        })?;
+        if buffer.len() + chunk.len() > limit {
+            return Err(too_large());
+        }
+        buffer.extend_from_slice(&chunk);
+    }
+    Ok(buffer.into())
+}
+
+/// `read(input)`, on a blocking thread when the input is large (`size` bytes): decoding a body
+/// of megabytes takes milliseconds of CPU, which the few worker threads that answer everyone
+/// else (`/healthz` too) must not spend.
+pub async fn off_thread<I, T>(
+    input: I,
+    size: usize,
+    read: impl FnOnce(I) -> T + Send + 'static,
+) -> Result<T, ApiError>
+where
+    I: Send + 'static,
+    T: Send + 'static,
+{
+    if size < LARGE {
+        return Ok(read(input));
+    }
+    tokio::task::spawn_blocking(move || read(input))
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "reading a request failed");
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "the request could not be read; try again",
+            )
+        })
+}
 
 /// What a chat request asks.
 #[derive(Debug, Clone, PartialEq)]

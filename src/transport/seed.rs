@@ -3,35 +3,56 @@
 //! `message` frames, and its `tool_result` frames (a browser tool's output, or a confirmation
 //! addressed to an approval id). Each is turned into what the rest of the server speaks.
 
-use serde_json::{Value, json};
+use serde_json::{Value, json, value::RawValue};
 
-use super::{context::MAX_MESSAGES, error::ApiError};
+use super::{context::MAX_MESSAGES, error::ApiError, request::read_error};
 use crate::{
     agent::{ApprovalDecision, BrowserResult, PersonInput},
-    protocol::{ChatRequest, Role, UiMessage, UiPart, message::TextPart},
+    protocol::{
+        ChatRequest, Role, UiMessage, UiPart,
+        envelope::{ReadLimits, latest_messages},
+        message::TextPart,
+    },
 };
 
-/// Converts the seed system's request into a [`ChatRequest`]. The last message is what the
-/// request says (a new message, or answers); the earlier ones are kept only as far as they read
-/// ([`earlier_message`]), for what a new chat may adopt as context (`transport::context`).
-pub fn request(value: &Value) -> Result<ChatRequest, ApiError> {
-    let messages = value
-        .get("messages")
-        .and_then(Value::as_array)
-        .filter(|m| !m.is_empty())
-        .ok_or_else(|| ApiError::bad_request("empty_messages", "the request has no messages"))?;
-    let chat_id = value
-        .get("id")
-        .or_else(|| value.get("chatId"))
-        .and_then(Value::as_str)
-        .unwrap_or("seed-default")
-        .to_string();
-    let (last, earlier) = messages.split_last().unwrap_or((&Value::Null, &[]));
-    let mut messages: Vec<UiMessage> = earlier
+/// Converts the seed system's request body into a [`ChatRequest`]. The last message is what the
+/// request says (a new message, or answers); of the earlier ones only the latest
+/// [`MAX_MESSAGES`] are read, as far as they read ([`earlier_message`]), for what a new chat may
+/// adopt as context (`transport::context`). Like every chat request, it is read without building
+/// the rest (`protocol::envelope::latest_messages`) and may carry at most `limits.max_messages`.
+pub fn request(body: &[u8], limits: ReadLimits) -> Result<ChatRequest, ApiError> {
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow, default)]
+        id: Option<&'a RawValue>,
+        #[serde(borrow, default, rename = "chatId")]
+        chat_id: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        messages: Option<&'a RawValue>,
+    }
+    let not_json = |e: serde_json::Error| {
+        ApiError::bad_request("invalid_json", format!("the body is not JSON: {e}"))
+    };
+    let envelope: Envelope<'_> = serde_json::from_slice(body).map_err(not_json)?;
+    let no_messages = || ApiError::bad_request("empty_messages", "the request has no messages");
+    let messages = envelope
+        .messages
+        .filter(|m| m.get().trim_start().starts_with('['))
+        .ok_or_else(no_messages)?;
+    let latest = latest_messages(messages, MAX_MESSAGES + 1, limits.max_messages)
+        .map_err(|e| read_error(e, not_json))?;
+    let values: Vec<Value> = latest
         .iter()
-        .skip(earlier.len().saturating_sub(MAX_MESSAGES))
-        .map(earlier_message)
-        .collect();
+        .map(|m| serde_json::from_str(m.get()))
+        .collect::<Result<_, _>>()
+        .map_err(not_json)?;
+    let (last, earlier) = values.split_last().ok_or_else(no_messages)?;
+    let chat_id = envelope
+        .id
+        .or(envelope.chat_id)
+        .and_then(|id| serde_json::from_str::<String>(id.get()).ok())
+        .unwrap_or_else(|| "seed-default".to_owned());
+    let mut messages: Vec<UiMessage> = earlier.iter().map(earlier_message).collect();
     messages.push(message(last)?);
     Ok(ChatRequest {
         id: chat_id,
@@ -227,6 +248,16 @@ pub fn tool_result(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const LIMITS: ReadLimits = ReadLimits {
+        max_messages: 10,
+        earlier: MAX_MESSAGES,
+    };
+
+    /// [`request`] of `body` as JSON text.
+    fn read(body: &Value) -> Result<ChatRequest, ApiError> {
+        request(body.to_string().as_bytes(), LIMITS)
+    }
     use crate::transport::answers::is_answer;
 
     #[test]
@@ -253,7 +284,7 @@ mod tests {
             agent::{Transport, history::HistoryItem},
             transport::request::ChatCommand,
         };
-        let request = request(&json!({"id": "chat", "messages": [
+        let request = read(&json!({"id": "chat", "messages": [
             {"role": "user", "content": "Pay Bob $5"},
             {"role": "assistant", "parts": [
                 {"type": "tool-process_payment", "toolCallId": "c1", "toolName": "process_payment",
@@ -293,14 +324,25 @@ mod tests {
     }
 
     #[test]
-    fn seed_requests_need_messages() {
-        assert_eq!(request(&json!({})).unwrap_err().code, "empty_messages");
+    fn seed_requests_need_messages_and_no_more_than_the_cap() {
+        assert_eq!(read(&json!({})).unwrap_err().code, "empty_messages");
         assert_eq!(
-            request(&json!({"messages": []})).unwrap_err().code,
+            read(&json!({"messages": []})).unwrap_err().code,
             "empty_messages"
         );
-        let request = request(&json!({"messages": [{"role": "user", "content": "hi"}]})).unwrap();
+        assert_eq!(
+            read(&json!({"messages": "hi"})).unwrap_err().code,
+            "empty_messages"
+        );
+        assert_eq!(request(b"{", LIMITS).unwrap_err().code, "invalid_json");
+        let hi = json!({"role": "user", "content": "hi"});
+        let request = read(&json!({"messages": [hi]})).unwrap();
         assert_eq!(request.id, "seed-default");
+        let many = read(&json!({"messages": vec![hi; LIMITS.max_messages + 1]})).unwrap_err();
+        assert_eq!(
+            (many.status.as_u16(), many.code),
+            (413, "too_many_messages")
+        );
     }
 
     #[test]

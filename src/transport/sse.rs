@@ -15,7 +15,7 @@ use std::convert::Infallible;
 use axum::{
     Json, Router,
     body::{Body, Bytes},
-    extract::{Path, State, rejection::BytesRejection},
+    extract::{Path, State},
     http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
     routing::{get, post},
@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use super::{
     edge::Client,
     error::ApiError,
+    request::{off_thread, read_body, read_error, read_limits},
     seed,
     segment::{self, PauseMetadata, Piece, Segment},
 };
@@ -60,14 +61,22 @@ async fn chat(
     State(state): State<AppState>,
     client: Client,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(body_error)?;
-    let request = ChatRequest::from_slice_for_server(&body).map_err(|e| {
-        ApiError::bad_request(
-            "invalid_request",
-            format!("the body is not a chat request {{id, messages, trigger, messageId}}: {e}"),
-        )
+    let body = read_body(body, state.http.max_body_bytes).await?;
+    let limits = read_limits(&state);
+    let size = body.len();
+    let request = off_thread(body, size, move |body| {
+        ChatRequest::from_slice_for_server(&body, limits)
+    })
+    .await?
+    .map_err(|e| {
+        read_error(e, |e| {
+            ApiError::bad_request(
+                "invalid_request",
+                format!("the body is not a chat request {{id, messages, trigger, messageId}}: {e}"),
+            )
+        })
     })?;
     run(
         &state,
@@ -158,12 +167,12 @@ async fn seed_stream(
     State(state): State<AppState>,
     client: Client,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(body_error)?;
-    let value: Value = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request("invalid_json", format!("the body is not JSON: {e}")))?;
-    let request = seed::request(&value)?;
+    let body = read_body(body, state.http.max_body_bytes).await?;
+    let limits = read_limits(&state);
+    let size = body.len();
+    let request = off_thread(body, size, move |body| seed::request(&body, limits)).await??;
     run(
         &state,
         request,
@@ -185,10 +194,6 @@ fn timing(headers: &HeaderMap) -> Option<TextTiming> {
             .get(TEXT_TIMING_HEADER)
             .and_then(|v| v.to_str().ok()),
     )
-}
-
-fn body_error(rejection: BytesRejection) -> ApiError {
-    ApiError::from_body_rejection(rejection.status(), &rejection)
 }
 
 /// Streams a segment of a turn as SSE: a `data:` event per chunk, `[DONE]` at its end, a

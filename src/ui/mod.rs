@@ -6,6 +6,7 @@ mod audit;
 mod chat;
 mod composer;
 pub mod controller;
+pub mod fn_error;
 mod form;
 pub mod grants;
 pub mod html;
@@ -22,6 +23,7 @@ use leptos::{either::EitherOf5, prelude::*};
 
 pub use chat::ChatPage;
 pub use composer::Composer;
+pub use fn_error::FnError;
 
 /// The HTML document around the app (server only renders it; the client hydrates `<body>`).
 /// The head is static, written here rather than with leptos_meta (its client side was ~7 KB

@@ -90,6 +90,12 @@ impl Binary {
         }
     }
 
+    /// The server's process id (its `/proc/<pid>/status` tells its memory).
+    #[allow(dead_code)]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL: no shutdown code runs.
     pub fn kill9(mut self) {
         self.child.kill().expect("kill -9");

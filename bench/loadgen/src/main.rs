@@ -11,11 +11,14 @@
 //!                      [--warmup 128] [--gc-url http://…/__bench/gc] [--settle-ms 2000]
 //!                      [--socket-only 1] [--gap-ms 0] [--first TEXT] [--pad-bytes N]
 //! loadgen ws-concurrency --base … [--n 1000] [--connect-parallel 100] [--prompt T]
+//! loadgen flood        --base … [--senders 2] [--messages 200000] [--body-mb 19]
+//!                      [--seconds 10] [--probe-ms 50] [--pid PID]
 //! ```
 //!
 //! Common: `--threads N` (tokio workers, default 1: the client takes at most one of the
 //! machine's cores), `--timeout-s S` (per turn, default 60).
 
+mod flood;
 mod sse;
 mod stats;
 mod ws;
@@ -106,7 +109,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(command) = args.first().cloned() else {
         eprintln!(
-            "usage: loadgen <stream|ttfc|concurrency|sse-approval|bidi|ws-concurrency> --base http://IP:PORT [options]"
+            "usage: loadgen <stream|ttfc|concurrency|sse-approval|bidi|ws-concurrency|flood> --base http://IP:PORT [options]"
         );
         return ExitCode::from(2);
     };
@@ -143,6 +146,7 @@ fn main() -> ExitCode {
             "sse-approval" => sse::approval(&opts).await,
             "bidi" => ws::bidi(&opts).await,
             "ws-concurrency" => ws::concurrency(&opts).await,
+            "flood" => flood::flood(&opts).await,
             other => Err(format!("unknown command {other:?}")),
         }
     });

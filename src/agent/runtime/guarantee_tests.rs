@@ -242,6 +242,8 @@ fn ops() -> impl Strategy<Value = Op> {
         2 => call.clone().prop_map(|call| Op::NotNow { call }),
         3 => call.prop_map(|call| Op::AskAgain { call }),
         1 => (0..4usize).prop_map(|grant| Op::Revoke { grant }),
+        1 => (1..PEOPLE.len()).prop_map(|who| Op::Remove { who }),
+        1 => (1..PEOPLE.len(), any::<bool>()).prop_map(|(who, approver)| Op::Roles { who, approver }),
         1 => Just(Op::Expire),
         1 => Just(Op::Restart),
     ]

@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Runtime, TextTiming, TurnError, TurnStarted, UserTurn};
 use crate::agent::{
     Transport,
+    attachments::CheckedAttachments,
     clock::IdKind,
     gate::{InputError, PersonInput},
     history::{AssistantPart, HistoryItem, Outcome, ToolCall},
@@ -126,11 +127,7 @@ pub enum GrantChange {
 
 /// Whether `owner` may start a turn in the chat of `record`: theirs, or one nobody used yet.
 fn may_start(record: &SessionRecord, owner: &str) -> bool {
-    let untouched = record.owner.is_none()
-        && record.messages.is_empty()
-        && record.history.is_empty()
-        && record.turn.is_none();
-    untouched || record.owner() == owner
+    record.is_untouched() || record.owner() == owner
 }
 
 /// Puts a client's earlier conversation at the start of `record`'s history if the chat is
@@ -154,6 +151,14 @@ fn adopt_context(record: &mut SessionRecord, context: Vec<HistoryItem>) {
         items = record.history.len() - before,
         "a new chat adopted the client's earlier messages as context"
     );
+}
+
+/// What a message waits for before its turn can begin.
+enum Admission {
+    /// The turn waiting for the person is being ended (its task, if it has one).
+    Superseded(Option<tokio::task::JoinHandle<()>>),
+    /// Everything else is accepted: its files are to be kept first.
+    KeepFiles(CheckedAttachments),
 }
 
 impl Runtime {
@@ -199,24 +204,24 @@ impl Runtime {
             return Err(TurnError::EmptyMessage);
         }
         let session = self.session(chat_id).await?;
-        if !user.attachments.is_empty() {
-            // Files are kept (once each) before the message's commit, for the owner only.
+        // Attachments are checked before anything changes (by the owner only: a reference to a
+        // file says whether the chat has it), and kept once the message is otherwise accepted,
+        // before its commit: a refused message keeps none of them.
+        let mut files = if user.attachments.is_empty() {
+            None
+        } else {
             if !may_start(&session.state().record, owner) {
                 return Err(TurnError::NotYourChat);
             }
-            user.attachments = self.keep_attachments(chat_id, user.attachments).await?;
-        }
+            let attachments = std::mem::take(&mut user.attachments);
+            Some(self.check_attachments(chat_id, attachments).await?)
+        };
         loop {
-            let superseded = {
+            let next = {
                 let mut state = session.state();
                 let SessionState { record, live, .. } = &mut *state;
-                let untouched = record.owner.is_none()
-                    && record.messages.is_empty()
-                    && record.history.is_empty()
-                    && record.turn.is_none();
-                if untouched && owner != crate::people::LOCAL {
-                    record.owner = Some(owner.to_owned());
-                } else if record.owner() != owner {
+                let claim = record.is_untouched() && owner != crate::people::LOCAL;
+                if !claim && record.owner() != owner {
                     return Err(TurnError::NotYourChat);
                 }
                 if let Some(call_id) = &user.ask_again {
@@ -238,7 +243,7 @@ impl Runtime {
                         turn.cancel.cancel();
                         // A parked turn needs a task to end itself.
                         self.unpark_locked(&session, record, turn);
-                        turn.task.take()
+                        Admission::Superseded(turn.task.take())
                     }
                     _ => {
                         let reissue = match &user.ask_again {
@@ -252,17 +257,29 @@ impl Runtime {
                                 )?)
                             }
                         };
-                        adopt_context(record, context);
-                        let started =
-                            self.begin_turn(&session, record, live, user, timing, reissue);
-                        return Ok(started);
+                        if let Some(checked) = files.take() {
+                            Admission::KeepFiles(checked)
+                        } else {
+                            if claim {
+                                record.owner = Some(owner.to_owned());
+                            }
+                            adopt_context(record, context);
+                            let started =
+                                self.begin_turn(&session, record, live, user, timing, reissue);
+                            return Ok(started);
+                        }
                     }
                 }
             };
-            if let Some(task) = superseded {
-                let _ = task.await;
-            } else {
-                tokio::task::yield_now().await;
+            match next {
+                Admission::Superseded(Some(task)) => {
+                    let _ = task.await;
+                }
+                Admission::Superseded(None) => tokio::task::yield_now().await,
+                // Then everything is checked again: the chat may have changed meanwhile.
+                Admission::KeepFiles(checked) => {
+                    user.attachments = self.keep_attachments(chat_id, checked).await?;
+                }
             }
         }
     }

@@ -15,7 +15,9 @@
 //!    * *origin* (CSRF): a browser request that changes state or opens a WebSocket must come
 //!      from the server's own origin or an allowed one;
 //!    * *rate limits* on what costs work (POST and upgrades) per address, and per chat for
-//!      `POST /api/chat` ([`check_chat_rate`]).
+//!      `POST /api/chat` ([`check_chat_rate`]);
+//!    * *bodies in flight* per address ([`inflight`]): a request's body is read only when its
+//!      address has room for it, then at a minimum pace ([`connections::MinRateBody`]).
 //!
 //! TLS is the reverse proxy's job; behind one, `COUNTERSIGN_ALLOWED_HOSTS` names the public host.
 
@@ -23,6 +25,7 @@ pub mod auth;
 pub mod connections;
 pub mod cors;
 pub mod hosts;
+pub mod inflight;
 pub mod limits;
 pub mod signin;
 
@@ -44,6 +47,7 @@ use self::{
     auth::{ApiKey, Failures, SessionError, SignIns, Tickets},
     connections::{BodyPace, ConnectionLimits, MinRateBody},
     hosts::HostAllowlist,
+    inflight::BodyBudget,
     limits::{RateLimits, TooMany, address_key},
 };
 use super::error::ApiError;
@@ -72,6 +76,10 @@ pub struct Edge {
     pub tickets: Tickets,
     pub connections: Arc<ConnectionLimits>,
     pub pace: BodyPace,
+    /// Request-body bytes in flight per address (`None`: no cap).
+    pub bodies: Option<Arc<BodyBudget>>,
+    /// The largest request body (`COUNTERSIGN_MAX_BODY_BYTES`).
+    max_body_bytes: usize,
     /// Cancelled when the server shuts down: open WebSockets close with 1001.
     pub shutdown: CancellationToken,
     /// The WebSockets' tasks, which shutdown waits for.
@@ -109,6 +117,8 @@ impl Edge {
                 grace: http.body_grace,
                 min_rate: http.body_min_rate,
             },
+            bodies: BodyBudget::new(http.body_bytes_per_address),
+            max_body_bytes: http.max_body_bytes,
             shutdown: CancellationToken::new(),
             sockets: TaskTracker::new(),
         })
@@ -354,12 +364,22 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
             .into_response();
         }
     }
-    let request = if http_body::Body::is_end_stream(request.body()) {
-        request
-    } else {
-        let pace = edge.pace;
-        request.map(|body| axum::body::Body::new(MinRateBody::new(body, pace)))
+    if http_body::Body::is_end_stream(request.body()) {
+        return next.run(request).await;
+    }
+    // The body is read once its address has room for it, and held until the answer begins.
+    let _in_flight = match &edge.bodies {
+        Some(budget) => {
+            let declared = http_body::Body::size_hint(request.body()).exact();
+            let bytes = declared.map_or(edge.max_body_bytes, |n| {
+                usize::try_from(n).map_or(edge.max_body_bytes, |n| n.min(edge.max_body_bytes))
+            });
+            Some(budget.reserve(&address_key(address), bytes).await)
+        }
+        None => None,
     };
+    let pace = edge.pace;
+    let request = request.map(|body| axum::body::Body::new(MinRateBody::new(body, pace)));
     next.run(request).await
 }
 
@@ -423,9 +443,7 @@ async fn authenticate(
                 .redeem(ticket, now)
                 .filter(|(principal, signin)| {
                     let active = match principal {
-                        Principal::Person { id, .. } => {
-                            state.runtime.people().active(id).is_some()
-                        }
+                        Principal::Person { id, .. } => state.runtime.people().active(id).is_some(),
                         Principal::Local { .. } => true,
                     };
                     active && !ended(signin)

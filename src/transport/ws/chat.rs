@@ -46,6 +46,7 @@ use crate::{
     transport::{
         ApiError,
         edge::Client,
+        request::{off_thread, read_limits, too_many_messages},
         segment::{self, Piece, Segment, dialect_named, timing_named},
         sse::{DIALECT_HEADER, TEXT_TIMING_HEADER},
     },
@@ -212,9 +213,7 @@ impl ChatSocket {
             }
             // A dropped request must not leave its chat waiting: say so to it.
             if let Message::Text(text) = &message
-                && let Some(request_id) = ChatSocketRequest::decode(text)
-                    .ok()
-                    .map(|r| r.request_id().to_owned())
+                && let Some(request_id) = ChatSocketRequest::request_id_of(text)
             {
                 let error = ApiError::new(
                     axum::http::StatusCode::TOO_MANY_REQUESTS,
@@ -247,7 +246,17 @@ impl ChatSocket {
             Some(principal) => self.client.principal = Some(principal),
             None => return Next::Close(close::SIGNED_OUT, Ending::Removed.words().into()),
         }
-        match ChatSocketRequest::decode(&text) {
+        let limits = read_limits(&self.state);
+        let size = text.len();
+        let decoded = match off_thread(text, size, move |text| {
+            ChatSocketRequest::decode(&text, limits)
+        })
+        .await
+        {
+            Ok(decoded) => decoded,
+            Err(e) => return Next::Close(close::INTERNAL, e.message),
+        };
+        match decoded {
             Ok(ChatSocketRequest::Send {
                 request_id,
                 id,
@@ -280,6 +289,10 @@ impl ChatSocket {
             }) => {
                 let error = ApiError::bad_request("invalid_frame", message);
                 self.send_error(socket, &request_id, &error).await
+            }
+            Err(ChatSocketFrameError::TooManyMessages { request_id, max }) => {
+                self.send_error(socket, &request_id, &too_many_messages(max))
+                    .await
             }
             // Nothing to answer it with: the client would close on our answer anyway.
             Err(e) => Next::Close(close::POLICY, e.to_string()),

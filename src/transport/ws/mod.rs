@@ -63,7 +63,7 @@ use super::{
     answers::extract,
     edge::{Client, limits::TokenBucket},
     error::ApiError,
-    request::{ChatCommand, MAX_CHAT_ID},
+    request::{ChatCommand, MAX_CHAT_ID, off_thread, read_limits, too_many_messages},
     seed,
     segment::{dialect_named, entry_of, timing_named},
 };
@@ -79,6 +79,7 @@ use crate::{
     protocol::{
         ChatRequest, Chunk, ClientFrame, Dialect, EnvelopeError, SeedEncoder, SeedTransport,
         ServerControl,
+        envelope::{ReadError, ReadLimits},
         seed::Entry,
         sse::{DONE_FRAME, encode_chunk},
     },
@@ -94,6 +95,8 @@ pub mod close {
     /// of the session they opened it with (HTTP's 401, in the application range). The reason
     /// says which; the page goes to sign-in rather than reconnecting.
     pub const SIGNED_OUT: u16 = 4401;
+    /// The server failed (RFC 6455 §7.4.1).
+    pub const INTERNAL: u16 = 1011;
 }
 
 /// The BIDI routes: `/api/live`, and `/live` as the seed system's alias.
@@ -231,6 +234,8 @@ struct Connection {
     /// The turn this socket forwards.
     turn: Option<Forwarding>,
     limiter: FrameLimiter,
+    /// How much of a `message` frame's messages is read.
+    limits: ReadLimits,
     /// Who is on the other end, as the directory has them at the last frame.
     client: Client,
     /// Ends when they are removed or their sign-in ends: the socket closes.
@@ -290,6 +295,7 @@ impl Connection {
             following: None,
             turn: None,
             limiter: FrameLimiter::new(state.http.ws_rate, Instant::now()),
+            limits: read_limits(state),
             client,
             hold,
             shutdown: state.edge.shutdown.clone(),
@@ -431,17 +437,27 @@ impl Connection {
             }
             Message::Pong(_) => return Next::Continue,
         };
-        let value: Value = match serde_json::from_str(&text) {
-            Ok(value) => value,
+        let limits = self.limits;
+        let size = text.len();
+        let read = off_thread(text, size, move |text| {
+            ClientFrame::value_for_server(&text, limits)
+        })
+        .await;
+        let value: Value = match read {
+            Ok(Ok(value)) => value,
+            Ok(Err(ReadError::TooManyMessages { max })) => {
+                return self.send_api_error(socket, too_many_messages(max)).await;
+            }
             // The seed's backend closes the socket on JSON it cannot parse.
-            Err(e) if self.seed.is_some() => {
+            Ok(Err(ReadError::Json(e))) if self.seed.is_some() => {
                 return Next::Close(close::PROTOCOL_ERROR, format!("Invalid JSON: {e}"));
             }
-            Err(e) => {
+            Ok(Err(ReadError::Json(e))) => {
                 return self
                     .send_error(socket, &format!("The frame is not valid JSON: {e}"))
                     .await;
             }
+            Err(e) => return Next::Close(close::INTERNAL, e.message),
         };
         let connection = self.id;
         let value =

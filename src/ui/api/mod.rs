@@ -84,6 +84,21 @@ pub struct ChatSnapshot {
     pub version: u64,
 }
 
+impl ChatSnapshot {
+    /// A chat the server does not have for this person (`GET /api/chats/{id}` answers 404
+    /// `chat_not_found`, as for one of someone else's): to the page, a new chat, empty.
+    pub fn new_chat(chat_id: String, now_ms: i64) -> Self {
+        ChatSnapshot {
+            chat_id,
+            messages: Vec::new(),
+            pending: Vec::new(),
+            server_now_ms: now_ms,
+            streaming: false,
+            version: 0,
+        }
+    }
+}
+
 /// One page of the audit log, with what the filters can choose from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditPage {

@@ -47,12 +47,13 @@ pub fn app_info(state: &AppState, principal: &Principal) -> AppInfo {
     }
 }
 
-/// A chat with its pending approvals (an unknown chat, or someone else's, is empty).
+/// A chat with its pending approvals; `None` when `principal` has no such chat: nobody started
+/// it, or it is someone else's (the same answer, so it tells nothing of other people's chats).
 pub async fn chat_snapshot(
     state: &AppState,
     chat_id: String,
     principal: &Principal,
-) -> Result<ChatSnapshot, String> {
+) -> Result<Option<ChatSnapshot>, String> {
     let runtime = &state.runtime;
     let now = runtime.clock.now_ms();
     // Read before the record: a change in between makes the page look once more, never miss it.
@@ -61,16 +62,12 @@ pub async fn chat_snapshot(
         .existing_session(&chat_id)
         .await
         .map_err(|e| e.to_string())?
-        .filter(|s| principal.owns(s.state().record.owner.as_deref()));
-    let Some(session) = session else {
-        return Ok(ChatSnapshot {
-            chat_id,
-            messages: Vec::new(),
-            pending: Vec::new(),
-            server_now_ms: now,
-            streaming: false,
-            version,
+        .filter(|s| {
+            let state = s.state();
+            !state.record.is_untouched() && principal.owns(state.record.owner.as_deref())
         });
+    let Some(session) = session else {
+        return Ok(None);
     };
     let record = session.snapshot();
     let pending = record
@@ -96,14 +93,14 @@ pub async fn chat_snapshot(
             None | Some(TurnEntry::End) | Some(TurnEntry::Pause)
         )
     });
-    Ok(ChatSnapshot {
+    Ok(Some(ChatSnapshot {
         chat_id,
         messages: record.messages,
         pending,
         server_now_ms: now,
         streaming,
         version,
-    })
+    }))
 }
 
 /// One page of the audit log, newest first (what `principal` may read).
@@ -147,9 +144,12 @@ pub async fn get_app_info() -> Result<AppInfo, String> {
     Ok(app_info(&state()?, &principal()))
 }
 
-/// A chat as the server holds it.
+/// A chat as the server holds it (one it does not have for this person: a new chat).
 pub async fn load_chat(chat_id: String) -> Result<ChatSnapshot, String> {
-    chat_snapshot(&state()?, chat_id, &principal()).await
+    let state = state()?;
+    let now = state.runtime.clock.now_ms();
+    let snapshot = chat_snapshot(&state, chat_id.clone(), &principal()).await?;
+    Ok(snapshot.unwrap_or_else(|| ChatSnapshot::new_chat(chat_id, now)))
 }
 
 /// One page of the audit log.

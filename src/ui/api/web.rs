@@ -13,10 +13,16 @@ pub async fn get_app_info() -> Result<AppInfo, String> {
         .map_err(|e| e.to_string())
 }
 
-/// A chat as the server holds it: `GET /api/chats/{id}`.
+/// A chat as the server holds it: `GET /api/chats/{id}` (404 `chat_not_found`: a new chat).
 pub async fn load_chat(chat_id: String) -> Result<ChatSnapshot, String> {
     let url = format!("/api/chats/{}", encode(&chat_id));
-    platform::get_json(&url).await.map_err(|e| e.to_string())
+    match platform::get_json(&url).await {
+        Ok(snapshot) => Ok(snapshot),
+        Err(platform::FetchError::Http {
+            status: 404, code, ..
+        }) if code == "chat_not_found" => Ok(ChatSnapshot::new_chat(chat_id, platform::now_ms())),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// One page of the audit log: `GET /api/audit` with the filters, and the tool names. (`Send`

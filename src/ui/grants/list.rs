@@ -1,10 +1,28 @@
 //! The grants panel's list as HTML, written on the server (the page receives it whole).
 
-use crate::protocol::{
-    grant::{Grant, GrantState},
-    money::format_minor,
+use axum::http::StatusCode;
+
+use crate::{
+    agent::{policy::GrantError, runtime::GrantChange},
+    protocol::{
+        grant::{Grant, GrantState},
+        money::format_minor,
+    },
+    transport::people::refuse,
+    ui::{FnError, html::escape},
 };
-use crate::ui::html::escape;
+
+/// Why a grant could not be revoked, as the server function's refusal.
+pub(super) fn revoke_refusal(e: GrantChange) -> FnError {
+    let (status, code) = match &e {
+        GrantChange::Refused(GrantError::Unknown(_)) => (StatusCode::NOT_FOUND, "grant_not_found"),
+        GrantChange::Refused(GrantError::AlreadyRevoked(_)) => {
+            (StatusCode::CONFLICT, "grant_already_revoked")
+        }
+        GrantChange::NotRecorded => (StatusCode::SERVICE_UNAVAILABLE, "grant_not_recorded"),
+    };
+    refuse(status, code, e)
+}
 
 /// "in 14 min", "in 2 h", "in 3 days"; `None` once past.
 fn remaining(until_ms: i64, now_ms: i64) -> Option<String> {

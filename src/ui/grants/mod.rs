@@ -9,13 +9,13 @@ use leptos::{prelude::*, server_fn::codec::Json as JsonCodec, task::spawn_local}
 #[cfg(feature = "ssr")]
 mod list;
 
-use super::html::escape;
+use super::{FnError, html::escape};
 use crate::protocol::grant::{GRANT_DURATIONS, GrantRequest, GrantScope, Ruling};
 
 /// The grants panel's list, written on the server ([`list::list_html`]): the page needs no
 /// decoder of grants, only the HTML (scripts read `GET /api/policy`).
 #[server(prefix = "/api/fn", endpoint = "grants_panel", input = JsonCodec, client = crate::ui::api::PageClient)]
-pub async fn grants_panel() -> Result<String, ServerFnError> {
+pub async fn grants_panel() -> Result<String, FnError> {
     let state = expect_context::<crate::state::AppState>();
     let now = state.runtime.clock.now_ms();
     let me = crate::ui::api::principal();
@@ -29,16 +29,17 @@ pub async fn grants_panel() -> Result<String, ServerFnError> {
     Ok(list::list_html(&mine, now))
 }
 
-/// Revokes grant `id`: from now on it lets nothing run. Audited.
+/// Revokes grant `id`: from now on it lets nothing run. Audited. Another person's grant reads
+/// as one that does not exist (404 `grant_not_found`).
 #[server(prefix = "/api/fn", endpoint = "revoke_grant", input = JsonCodec, client = crate::ui::api::PageClient)]
-pub async fn revoke_grant(id: String) -> Result<(), ServerFnError> {
+pub async fn revoke_grant(id: String) -> Result<(), FnError> {
     let state = expect_context::<crate::state::AppState>();
     state
         .runtime
         .revoke_grant(&id, crate::ui::api::principal().id())
         .await
         .map(|_| ())
-        .map_err(|e| ServerFnError::new(e.to_string()))
+        .map_err(list::revoke_refusal)
 }
 
 /// The grants panel: every grant, the active ones first, each active one with Revoke. The list

@@ -2,7 +2,6 @@
 //! HTML, and the actions (decide, a step-up challenge).
 
 use axum::http::StatusCode;
-use leptos::prelude::ServerFnError;
 use serde_json::Value;
 
 use crate::{
@@ -18,7 +17,7 @@ use crate::{
     protocol::countersign::{Progress, ProgressState},
     state::AppState,
     transport::people::{people_refusal, refuse},
-    ui::html::escape,
+    ui::{FnError, html::escape},
 };
 
 /// The gate's view of a principal now (roles as the directory has them).
@@ -239,9 +238,8 @@ fn item_html(state: &AppState, seen: &Seen, public: &str) -> String {
 }
 
 /// How an input error reads as a refusal of a server function.
-fn input_refusal(e: InputError) -> ServerFnError {
-    let api: crate::transport::ApiError = e.into();
-    refuse(api.status, api.message)
+fn input_refusal(e: InputError) -> FnError {
+    crate::transport::ApiError::from(e).into()
 }
 
 /// The arguments the edit form's `fields` describe: the approval's arguments with the form's
@@ -250,10 +248,11 @@ fn edited_args(
     state: &AppState,
     waiting: &Waiting,
     fields: &[(String, String)],
-) -> Result<Value, ServerFnError> {
+) -> Result<Value, FnError> {
     let tool = state.runtime.tools.get(&waiting.tool).ok_or_else(|| {
         refuse(
             StatusCode::CONFLICT,
+            "tool_not_offered",
             format!("{} is no longer offered", waiting.tool),
         )
     })?;
@@ -271,6 +270,7 @@ fn edited_args(
     let invalid = |e: crate::protocol::schema::SchemaError| {
         refuse(
             StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_edit",
             format!("{}: {}", e.path.trim_start_matches("$."), e.message),
         )
     };
@@ -284,15 +284,12 @@ fn edited_args(
 }
 
 /// Arguments a page sent as JSON, in their canonical form (what the gate will compare).
-fn canonical_args(
-    state: &AppState,
-    waiting: &Waiting,
-    args: Value,
-) -> Result<Value, ServerFnError> {
+fn canonical_args(state: &AppState, waiting: &Waiting, args: Value) -> Result<Value, FnError> {
     match state.runtime.tools.get(&waiting.tool) {
         Some(tool) => tool.spec.canonical_args(&args).map_err(|e| {
             refuse(
                 StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_edit",
                 format!("{}: {}", e.path.trim_start_matches("$."), e.message),
             )
         }),
@@ -308,11 +305,12 @@ pub async fn decide(
     reason: Option<String>,
     step_up: Option<Value>,
     edit: Option<Vec<(String, String)>>,
-) -> Result<String, ServerFnError> {
+) -> Result<String, FnError> {
     let principal = crate::ui::api::principal();
     let gone = || {
         refuse(
             StatusCode::NOT_FOUND,
+            "approval_not_waiting",
             "this approval is not waiting for you: it was decided, expired, or is not yours to \
              decide",
         )
@@ -380,17 +378,19 @@ pub async fn step_up_options(
     approval_id: String,
     args: Option<Value>,
     edit: Option<Vec<(String, String)>>,
-) -> Result<Value, ServerFnError> {
+) -> Result<Value, FnError> {
     let principal = crate::ui::api::principal();
     let Principal::Person { id, .. } = &principal else {
         return Err(refuse(
             StatusCode::FORBIDDEN,
+            "step_up_needs_a_passkey",
             "a passkey confirmation needs someone signed in with a passkey",
         ));
     };
     let waiting = state.runtime.inbox.get(&approval_id).ok_or_else(|| {
         refuse(
             StatusCode::NOT_FOUND,
+            "approval_not_waiting",
             "this approval is not waiting any more",
         )
     })?;
@@ -398,6 +398,7 @@ pub async fn step_up_options(
     may_sign(&waiting.needs, &signer, &waiting.owner).map_err(|e| {
         refuse(
             StatusCode::FORBIDDEN,
+            "not_an_approver",
             format!("you may not approve it: {}", e.0),
         )
     })?;

@@ -11,6 +11,8 @@
 
 use leptos::{prelude::*, server_fn::codec::Json as JsonCodec, task::spawn_local};
 use serde::{Deserialize, Serialize};
+
+use super::FnError;
 use serde_json::Value;
 
 #[cfg(feature = "ssr")]
@@ -34,10 +36,7 @@ pub struct InboxList {
 /// The inbox of the signed-in person (`focus`: one approval only), as soon as it differs from
 /// `since` (at once when `since` is `None`, else within [`LONG_POLL_SECS`]).
 #[server(prefix = "/api/fn", endpoint = "inbox_view", input = JsonCodec, client = crate::ui::api::PageClient)]
-pub async fn inbox_view(
-    since: Option<u64>,
-    focus: Option<String>,
-) -> Result<InboxList, ServerFnError> {
+pub async fn inbox_view(since: Option<u64>, focus: Option<String>) -> Result<InboxList, FnError> {
     let state = expect_context::<crate::state::AppState>();
     let inbox = &state.runtime.inbox;
     let version = match since {
@@ -68,7 +67,7 @@ pub async fn decide_approval(
     reason: Option<String>,
     step_up: Option<Value>,
     edit: Option<Vec<(String, String)>>,
-) -> Result<String, ServerFnError> {
+) -> Result<String, FnError> {
     let state = expect_context::<crate::state::AppState>();
     list::decide(&state, approval_id, approve, reason, step_up, edit).await
 }
@@ -80,7 +79,7 @@ pub async fn step_up_options(
     approval_id: String,
     args: Option<Value>,
     edit: Option<Vec<(String, String)>>,
-) -> Result<Value, ServerFnError> {
+) -> Result<Value, FnError> {
     let state = expect_context::<crate::state::AppState>();
     list::step_up_options(&state, approval_id, args, edit).await
 }
@@ -88,12 +87,12 @@ pub async fn step_up_options(
 /// The version of `chat_id`'s waiting approvals, as soon as it differs from `known` (or after
 /// [`LONG_POLL_SECS`]): a chat page that is not connected hears of decisions made elsewhere.
 #[server(prefix = "/api/fn", endpoint = "chat_news", input = JsonCodec, client = crate::ui::api::PageClient)]
-pub async fn chat_news(chat_id: String, known: Option<u64>) -> Result<u64, ServerFnError> {
+pub async fn chat_news(chat_id: String, known: Option<u64>) -> Result<u64, FnError> {
     let state = expect_context::<crate::state::AppState>();
     let me = crate::ui::api::principal();
     crate::transport::access::own_chat_of(&state, &me, &chat_id)
         .await
-        .map_err(|e| crate::transport::people::refuse(e.status, e.message))?;
+        .map_err(FnError::from)?;
     let inbox = &state.runtime.inbox;
     Ok(match known {
         Some(known) => {
@@ -119,16 +118,8 @@ pub async fn confirm_with_passkey(
 ) -> Result<Value, String> {
     let options = step_up_options(approval_id.to_owned(), args, edit)
         .await
-        .map_err(|e| server_message(&e))?;
+        .map_err(|e| e.to_string())?;
     super::platform::passkey_assert(&options).await
-}
-
-/// A server function's error as the person reads it.
-pub fn server_message(e: &ServerFnError) -> String {
-    let text = e.to_string();
-    text.strip_prefix("error running server function: ")
-        .unwrap_or(&text)
-        .to_owned()
 }
 
 /// The inbox page; `focus` is one approval's id (`/approvals/{id}`).
@@ -169,7 +160,7 @@ pub fn InboxPage(focus: Option<String>) -> impl IntoView {
                     Err(_) if super::platform::is_signed_out() => return,
                     Err(e) => {
                         failures += 1;
-                        html.set(super::grants::error_html(&server_message(&e)));
+                        html.set(super::grants::error_html(&e.to_string()));
                         super::platform::sleep(1_000 * failures.min(10)).await;
                     }
                 }
@@ -203,7 +194,7 @@ pub fn InboxPage(focus: Option<String>) -> impl IntoView {
             };
             match decide_approval(approval_id, approve, reason, assertion, edit).await {
                 Ok(words) => notice(true, words),
-                Err(e) => notice(false, server_message(&e)),
+                Err(e) => notice(false, e.to_string()),
             }
         });
     };

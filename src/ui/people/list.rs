@@ -3,13 +3,12 @@
 use std::collections::BTreeSet;
 
 use axum::http::StatusCode;
-use leptos::prelude::ServerFnError;
 
 use crate::{
     people::{ADMIN, InviteKind, Person, Principal, SignInMode, role_names},
     state::AppState,
     transport::people::{people_refusal, refuse, signed_in},
-    ui::html::escape,
+    ui::{FnError, html::escape},
 };
 
 /// The roles the page offers as checkboxes besides those people have.
@@ -177,7 +176,7 @@ pub async fn invite(
     state: &AppState,
     name: Option<String>,
     roles: String,
-) -> Result<String, ServerFnError> {
+) -> Result<String, FnError> {
     let principal = signed_in()?;
     let roles = role_names(&roles).map_err(people_refusal)?;
     let people = state.runtime.people();
@@ -196,11 +195,7 @@ pub async fn invite(
 }
 
 /// New roles for a person: signatures that needed a role they lost stop counting.
-pub async fn set_roles(
-    state: &AppState,
-    person: String,
-    roles: String,
-) -> Result<(), ServerFnError> {
+pub async fn set_roles(state: &AppState, person: String, roles: String) -> Result<(), FnError> {
     let principal = signed_in()?;
     let roles = role_names(&roles).map_err(people_refusal)?;
     state
@@ -213,11 +208,12 @@ pub async fn set_roles(
 
 /// Removes a person: they are signed out everywhere, what they hold open closes, their grants
 /// are revoked and their signatures on approvals still waiting stop counting.
-pub async fn remove(state: &AppState, person: String) -> Result<(), ServerFnError> {
+pub async fn remove(state: &AppState, person: String) -> Result<(), FnError> {
     let principal = signed_in()?;
     if principal.id() == person {
         return Err(refuse(
             StatusCode::CONFLICT,
+            "cannot_remove_yourself",
             "you cannot remove yourself; ask another admin",
         ));
     }
@@ -239,7 +235,7 @@ fn actor(principal: &Principal) -> crate::agent::store::Actor {
 }
 
 /// A link that adds a passkey for the signed-in person on another device.
-pub async fn device_link(state: &AppState) -> Result<String, ServerFnError> {
+pub async fn device_link(state: &AppState) -> Result<String, FnError> {
     let principal = signed_in()?;
     let (token, _) = state
         .runtime

@@ -11,11 +11,11 @@ use leptos::{prelude::*, server_fn::codec::Json as JsonCodec, task::spawn_local}
 #[cfg(feature = "ssr")]
 mod list;
 
-use super::inbox::server_message;
+use super::FnError;
 
 /// The page's content, for the signed-in person.
 #[server(prefix = "/api/fn", endpoint = "people_view", input = JsonCodec, client = crate::ui::api::PageClient)]
-pub async fn people_view() -> Result<String, ServerFnError> {
+pub async fn people_view() -> Result<String, FnError> {
     let state = expect_context::<crate::state::AppState>();
     Ok(list::people_html(&state, &crate::ui::api::principal()))
 }
@@ -23,31 +23,29 @@ pub async fn people_view() -> Result<String, ServerFnError> {
 /// A one-time link inviting someone (suggested `name`, `roles` separated by spaces or commas);
 /// admins and the API key only.
 #[server(prefix = "/api/fn", endpoint = "invite_person", input = JsonCodec, client = crate::ui::api::PageClient)]
-pub async fn invite_person(name: Option<String>, roles: String) -> Result<String, ServerFnError> {
+pub async fn invite_person(name: Option<String>, roles: String) -> Result<String, FnError> {
     let state = expect_context::<crate::state::AppState>();
     list::invite(&state, name, roles).await
 }
 
-/// Gives `person` exactly `roles` (admins only): signatures that needed a role they lost stop
-/// counting.
+/// Gives `person` exactly `roles` (admins only).
 #[server(prefix = "/api/fn", endpoint = "set_person_roles", input = JsonCodec, client = crate::ui::api::PageClient)]
-pub async fn set_person_roles(person: String, roles: String) -> Result<(), ServerFnError> {
+pub async fn set_person_roles(person: String, roles: String) -> Result<(), FnError> {
     let state = expect_context::<crate::state::AppState>();
     list::set_roles(&state, person, roles).await
 }
 
-/// Removes `person` (admins only): they are signed out everywhere and what they hold open
-/// closes, their grants are revoked, their signatures on approvals still waiting stop counting
-/// and their turns stop.
+/// Removes `person`: they can no longer sign in, and their signatures stop counting (admins
+/// only).
 #[server(prefix = "/api/fn", endpoint = "remove_person", input = JsonCodec, client = crate::ui::api::PageClient)]
-pub async fn remove_person(person: String) -> Result<(), ServerFnError> {
+pub async fn remove_person(person: String) -> Result<(), FnError> {
     let state = expect_context::<crate::state::AppState>();
     list::remove(&state, person).await
 }
 
 /// A one-time link (15 minutes) that adds a passkey for the signed-in person on another device.
 #[server(prefix = "/api/fn", endpoint = "device_link", input = JsonCodec, client = crate::ui::api::PageClient)]
-pub async fn device_link() -> Result<String, ServerFnError> {
+pub async fn device_link() -> Result<String, FnError> {
     let state = expect_context::<crate::state::AppState>();
     list::device_link(&state).await
 }
@@ -81,21 +79,21 @@ pub fn PeoplePage() -> impl IntoView {
         spawn_local(async move {
             match people_view().await {
                 Ok(view) => html.set(view),
-                Err(e) => html.set(super::grants::error_html(&server_message(&e))),
+                Err(e) => html.set(super::grants::error_html(&e.to_string())),
             }
         });
     };
     Effect::new(move |_| load());
-    let done = move |result: Result<String, ServerFnError>| match result {
+    let done = move |result: Result<String, FnError>| match result {
         Ok(text) => {
             above.set(notice_html(true, &text));
             load();
         }
-        Err(e) => above.set(notice_html(false, &server_message(&e))),
+        Err(e) => above.set(notice_html(false, &e.to_string())),
     };
-    let linked = move |result: Result<String, ServerFnError>| match result {
+    let linked = move |result: Result<String, FnError>| match result {
         Ok(url) => above.set(link_html(&url)),
-        Err(e) => above.set(notice_html(false, &server_message(&e))),
+        Err(e) => above.set(notice_html(false, &e.to_string())),
     };
     let on_click = move |ev: leptos::ev::MouseEvent| {
         let Some(action) = super::platform::action_of(&ev) else {

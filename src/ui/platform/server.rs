@@ -1,6 +1,7 @@
 //! The server build of the platform interface: the server renders HTML only. Apart from
-//! `location` and `respond_not_found` (which the server's render uses), none of these is reached
-//! there: they are called from event handlers and effects, which run in the browser.
+//! `location`, `respond_not_found` and `respond_status` (which the server's render and its server
+//! functions use), none of these is reached there: they are called from event handlers and
+//! effects, which run in the browser.
 
 use std::rc::Rc;
 
@@ -65,8 +66,15 @@ pub async fn passkey_assert(_options: &Value) -> Result<Value, String> {
 
 /// Marks the response being rendered as 404 Not Found.
 pub fn respond_not_found() {
-    if let Some(response) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() {
-        response.set_status(axum::http::StatusCode::NOT_FOUND);
+    respond_status(404);
+}
+
+/// Sets the status of the response being rendered or answered (a server function's refusal).
+pub fn respond_status(status: u16) {
+    if let Some(response) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>()
+        && let Ok(status) = axum::http::StatusCode::from_u16(status)
+    {
+        response.set_status(status);
     }
 }
 

@@ -19,6 +19,9 @@ pub use browser::{
 /// The browser sets the status; the page only renders.
 pub fn respond_not_found() {}
 
+/// The browser answers nothing: a status is the server's to set.
+pub fn respond_status(_status: u16) {}
+
 pub async fn stream(
     method: &str,
     url: &str,

@@ -111,17 +111,26 @@ impl PeopleStore for RemovedElsewhere {
     async fn keep_ceremony(
         &self,
         challenge: &str,
+        owner: &str,
         state: &str,
         expires: Millis,
         now: Millis,
-        max: usize,
-    ) -> Result<bool, StoreError> {
+        per_owner: usize,
+    ) -> Result<(), StoreError> {
         self.inner
-            .keep_ceremony(challenge, state, expires, now, max)
+            .keep_ceremony(challenge, owner, state, expires, now, per_owner)
             .await
     }
     async fn take_ceremony(&self, challenge: &str) -> Result<Option<(Millis, String)>, StoreError> {
         self.inner.take_ceremony(challenge).await
+    }
+    async fn spend_challenge(
+        &self,
+        challenge: &str,
+        expires: Millis,
+        now: Millis,
+    ) -> Result<bool, StoreError> {
+        self.inner.spend_challenge(challenge, expires, now).await
     }
 }
 
