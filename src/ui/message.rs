@@ -20,6 +20,7 @@ use crate::protocol::{
     chunk::{APPROVAL_EXPIRED_PREFIX, DISMISSED_PREFIX, SUPERSEDED_PREFIX, WITHDRAWN_PREFIX},
     countersign::{PROGRESS_PART, Progress, ProgressState},
     grant::Ruling,
+    message::inline_image_type,
     presentation::unknown_tool_sentence,
     question::QUESTION_PART,
     schema,
@@ -146,7 +147,7 @@ fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) 
             </details>
         }),
         Some(UiPart::File(file))
-            if file.media_type.starts_with("image/")
+            if inline_image_type(&file.media_type).is_some()
                 && (file.url.starts_with("data:image/")
                     || file.url.starts_with("https://")
                     || file.url.starts_with("/api/chats/")) =>
@@ -155,9 +156,18 @@ fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) 
                 <img class="attachment" src=file.url alt=file.filename.unwrap_or_else(|| "attached image".into())/>
             })
         }
-        Some(UiPart::File(file)) => EitherOf7::E(view! {
-            <p class="attachment-name"><super::icons::AttachIcon/>" "{file.filename.unwrap_or(file.media_type)}</p>
-        }),
+        // Any other file is a download (the server serves it as one, ADR 0026): a link when
+        // it is kept here, its name otherwise.
+        Some(UiPart::File(file)) => {
+            let name = file.filename.clone().unwrap_or(file.media_type);
+            let href = file.url.starts_with("/api/chats/").then_some(file.url);
+            EitherOf7::E(view! {
+                <p class="attachment-name" data-testid="attachment-name"><super::icons::AttachIcon/>" "{match href {
+                    Some(href) => Either::Left(view! { <a href=href download=name.clone()>{name.clone()}</a> }),
+                    None => Either::Right(name),
+                }}</p>
+            })
+        }
         Some(UiPart::SourceUrl(source)) => {
             let href = super::markdown::safe_href(&source.url);
             let title = source.title.clone().unwrap_or_else(|| source.url.clone());
