@@ -592,6 +592,20 @@ async fn a_large_payment_needs_two_approvers_who_are_not_the_requester_each_with
         "the signed challenge is made of the approval and the arguments"
     );
     assert_eq!(audit[2]["actor"]["name"], "Ana");
+    // The audit page says who: the person, the passkey that confirmed it (a step-up), and only
+    // then the transport and address.
+    let page = page_as(&app, &ana, &format!("/audit?session={chat}")).await;
+    let who = who_cells(&page);
+    assert_eq!(who.len(), 4, "{page}");
+    let short: String = ben.credential.chars().take(8).collect();
+    assert!(
+        who.iter().any(|w| w.starts_with("Ben")
+            && w.contains(&format!("step-up with passkey {short}…"))
+            && w.contains("inbox · 127.0.0.1:")),
+        "{who:?}"
+    );
+    assert!(who.iter().any(|w| w.starts_with("Ana")), "{who:?}");
+    assert!(who.iter().any(|w| w.starts_with("the server")), "{who:?}");
 
     // Dan may not read the others' view of the audit beyond his chat; Cy sees nothing of it.
     let seen_by_cy = audit_as(&app, &cy, chat).await;
@@ -624,6 +638,42 @@ async fn wait_for_output(app: &Binary, who: &Someone, chat: &str) -> Value {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("the payment did not run");
+}
+
+/// The HTML of page `path` as `who` sees it.
+async fn page_as(app: &Binary, who: &Someone, path: &str) -> String {
+    let response = reqwest::Client::new()
+        .get(format!("{}{path}", app.base))
+        .header("cookie", who.cookie.as_deref().unwrap_or_default())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{path}");
+    response.text().await.unwrap()
+}
+
+/// The text of each "Who" cell of an audit page, its markup and comments left out.
+fn who_cells(page: &str) -> Vec<String> {
+    page.split("data-testid=\"audit-who\"")
+        .skip(1)
+        .map(|cell| {
+            let cell = &cell[..cell.find("</td>").unwrap_or(cell.len())];
+            let mut text = String::new();
+            let mut in_tag = false;
+            for c in cell.chars().skip_while(|c| *c != '>').skip(1) {
+                match c {
+                    '<' => {
+                        in_tag = true;
+                        text.push(' ');
+                    }
+                    '>' => in_tag = false,
+                    c if !in_tag => text.push(c),
+                    _ => {}
+                }
+            }
+            text.split_whitespace().collect::<Vec<_>>().join(" ")
+        })
+        .collect()
 }
 
 async fn audit_as(app: &Binary, who: &Someone, chat: &str) -> Vec<Value> {
