@@ -620,6 +620,80 @@ async fn a_large_payment_needs_two_approvers_who_are_not_the_requester_each_with
     assert_eq!(seen_by_dan.len(), 4);
 }
 
+/// Issue #33: an approver's "no" reaches the person who asked — their card and its part say who
+/// denied it and why — and the model is told who said no, so it does not tell the requester
+/// that they declined.
+#[tokio::test]
+async fn an_approvers_denial_reaches_the_requester_with_who_and_why() {
+    let db = temp("denial");
+    let (app, setup) = passkeys_server(&db, &[]).await;
+    let [ana, ben, _eve, _cy, dan] = team(&app, &setup).await;
+    let chat = "chat-dan-3";
+    let (status, chunks) = post_chat(&app, &dan, say(chat, "Send $150 to Jack"), true).await;
+    assert_eq!(status, 200);
+    let approval = of_type(&chunks, "tool-approval-request")[0]["approvalId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let denied = call(
+        &app,
+        Some(&ben),
+        "decide_approval",
+        json!({"approval_id": approval, "approve": false, "reason": "not this vendor"}),
+    )
+    .await;
+    assert_eq!(denied.status, 200, "{}", denied.text);
+    let mut snapshot = Value::Null;
+    for _ in 0..100 {
+        snapshot = get(&app, Some(&dan), &format!("/api/chats/{chat}")).await.1;
+        let answered = snapshot["messages"][1]["parts"]
+            .as_array()
+            .is_some_and(|parts| parts.iter().any(|p| p["type"] == "text"));
+        if answered {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let parts = snapshot["messages"][1]["parts"].as_array().unwrap().clone();
+    let tool = parts
+        .iter()
+        .find(|p| p["type"] == "tool-process_payment")
+        .unwrap();
+    assert_eq!(tool["state"], "output-denied", "{parts:?}");
+    assert_eq!(tool["approval"]["approved"], false, "{tool}");
+    assert_eq!(
+        tool["approval"]["reason"], "Denied by Ben: not this vendor",
+        "{tool}"
+    );
+    let progress = parts
+        .iter()
+        .find(|p| p["type"] == "data-countersign")
+        .unwrap();
+    assert_eq!(progress["data"]["state"], "denied");
+    assert_eq!(progress["data"]["deniedBy"], "Ben");
+    assert_eq!(progress["data"]["reason"], "not this vendor");
+    let said: String = parts
+        .iter()
+        .filter(|p| p["type"] == "text")
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert!(
+        said.contains("Ben denied the payment") && said.contains("not this vendor"),
+        "{said}"
+    );
+    assert!(!said.contains("You declined"), "{said}");
+    // The audit page says it was Ben, signed in with his passkey, from the inbox.
+    let page = page_as(&app, &ana, &format!("/audit?session={chat}")).await;
+    let short: String = ben.credential.chars().take(8).collect();
+    let who = who_cells(&page);
+    assert!(
+        who.iter().any(|w| w.starts_with(&format!(
+            "Ben signed in with passkey {short}… inbox · 127.0.0.1:"
+        ))),
+        "{who:?}"
+    );
+}
+
 async fn wait_for_output(app: &Binary, who: &Someone, chat: &str) -> Value {
     for _ in 0..100 {
         let (_, snapshot) = get(app, Some(who), &format!("/api/chats/{chat}")).await;

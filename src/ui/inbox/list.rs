@@ -147,6 +147,7 @@ fn item_html(state: &AppState, seen: &Seen, public: &str) -> String {
             state: ProgressState::Waiting,
             denied_by: None,
             args: None,
+            reason: None,
         }
         .words();
         format!(
