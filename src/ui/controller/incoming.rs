@@ -17,11 +17,13 @@ impl ChatCtl {
     /// Loads the current chat from the server (its messages, pending approvals, deadlines).
     pub(super) fn reload(self) {
         let id = self.chat_id.get_untracked();
+        self.loading.update(|n| *n += 1);
         spawn_local(async move {
             match crate::ui::api::load_chat(id).await {
                 Ok(snapshot) => self.apply_snapshot(snapshot),
                 Err(e) => self.show_error(format!("Cannot load this chat: {e}"), false),
             }
+            self.loading.update(|n| *n = n.saturating_sub(1));
         });
     }
 
