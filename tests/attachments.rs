@@ -180,3 +180,118 @@ async fn a_message_refused_for_one_attachment_keeps_none() {
         assert_eq!(served.status(), 200, "{chat}");
     }
 }
+
+/// Issue #33: a file whose media type is not exactly an image type the page shows (a list like
+/// `image/x, text/html`, SVG, HTML) is never served as itself: it is a download of
+/// `application/octet-stream` under a safe name. Only exact PNG, JPEG, GIF, WebP and AVIF images
+/// are inline.
+#[tokio::test]
+async fn only_exact_image_types_are_served_inline_and_anything_else_is_a_download() {
+    use base64::Engine;
+    let server = common::start(common::Opts::default()).await;
+    let base = format!("http://{}", server.addr);
+    let encode = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let page = b"<html><body><script>alert(document.cookie)</script></body></html>";
+    let svg = b"<svg xmlns=\"http://www.w3.org/2000/svg\"><script>alert(1)</script></svg>";
+    // Each file is different: the chat keeps a file once by its content (ADR 0026).
+    let files = [
+        ("dot.png", "image/png", PNG.to_owned()),
+        ("shout.png", "IMAGE/PNG", encode(b"another image")),
+        ("page.png", "image/x, text/html", encode(page)),
+        ("drawing.svg", "image/svg+xml", encode(svg)),
+        ("page.html", "text/html", encode(b"<p>hello</p>")),
+        (
+            "\"quoted\"\r\n.png",
+            "image/png; charset=utf-8",
+            encode(b"<p>a parameter</p>"),
+        ),
+    ];
+    let mut parts = vec![json!({"type": "text", "text": "Here are some files"})];
+    for (name, media_type, data) in &files {
+        parts.push(json!({"type": "file", "mediaType": media_type,
+            "url": format!("data:application/octet-stream;base64,{data}"), "filename": name}));
+    }
+    let body = json!({"id": "mixed", "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": parts}
+    ]});
+    let (status, text) = post(&base, &body).await;
+    assert_eq!(status, 200, "{text}");
+    let snapshot: Value = reqwest::get(format!("{base}/api/chats/mixed"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let stored = snapshot["messages"][0]["parts"].as_array().unwrap().clone();
+    let url_of = |name: &str| {
+        stored
+            .iter()
+            .find(|p| p["filename"] == name)
+            .and_then(|p| p["url"].as_str())
+            .unwrap_or_else(|| panic!("{name} in {stored:?}"))
+            .to_owned()
+    };
+    for (name, content_type, disposition) in [
+        (
+            "dot.png",
+            "image/png",
+            "inline; filename=\"dot.png\"; filename*=UTF-8''dot.png",
+        ),
+        (
+            "shout.png",
+            "image/png",
+            "inline; filename=\"shout.png\"; filename*=UTF-8''shout.png",
+        ),
+        (
+            "page.png",
+            "application/octet-stream",
+            "attachment; filename=\"page.png\"; filename*=UTF-8''page.png",
+        ),
+        (
+            "drawing.svg",
+            "application/octet-stream",
+            "attachment; filename=\"drawing.svg\"; filename*=UTF-8''drawing.svg",
+        ),
+        (
+            "page.html",
+            "application/octet-stream",
+            "attachment; filename=\"page.html\"; filename*=UTF-8''page.html",
+        ),
+        (
+            "\"quoted\"\r\n.png",
+            "application/octet-stream",
+            "attachment; filename=\"_quoted___.png\"; filename*=UTF-8''%22quoted%22__.png",
+        ),
+    ] {
+        let ((kind, shown_as, nosniff, policy), _) = served(&base, &url_of(name)).await;
+        assert_eq!(kind, content_type, "{name}");
+        assert_eq!(shown_as, disposition, "{name}");
+        assert_eq!(nosniff, "nosniff", "{name}");
+        assert!(policy.contains("sandbox"), "{name}");
+    }
+    // The download is the file as it was sent, byte for byte.
+    let (_, bytes) = served(&base, &url_of("page.png")).await;
+    assert_eq!(bytes, page);
+}
+
+/// `GET url`: its content type, disposition, nosniff and content security policy headers, and
+/// its bytes.
+async fn served(base: &str, url: &str) -> ((String, String, String, String), Vec<u8>) {
+    let response = reqwest::get(format!("{base}{url}")).await.unwrap();
+    assert_eq!(response.status(), 200, "{url}");
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let headers = (
+        header("content-type"),
+        header("content-disposition"),
+        header("x-content-type-options"),
+        header("content-security-policy"),
+    );
+    (headers, response.bytes().await.unwrap().to_vec())
+}

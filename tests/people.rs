@@ -252,6 +252,20 @@ async fn a_large_payment_needs_two_approvers_who_are_not_the_requester_each_with
         "the signed challenge is made of the approval and the arguments"
     );
     assert_eq!(audit[2]["actor"]["name"], "Ana");
+    // The audit page says who: the person, the passkey that confirmed it (a step-up), and only
+    // then the transport and address.
+    let page = page_as(&app, &ana, &format!("/audit?session={chat}")).await;
+    let who = who_cells(&page);
+    assert_eq!(who.len(), 4, "{page}");
+    let short: String = ben.credential.chars().take(8).collect();
+    assert!(
+        who.iter().any(|w| w.starts_with("Ben")
+            && w.contains(&format!("step-up with passkey {short}…"))
+            && w.contains("inbox · 127.0.0.1:")),
+        "{who:?}"
+    );
+    assert!(who.iter().any(|w| w.starts_with("Ana")), "{who:?}");
+    assert!(who.iter().any(|w| w.starts_with("the server")), "{who:?}");
 
     // Dan may not read the others' view of the audit beyond his chat; Cy sees nothing of it.
     let seen_by_cy = audit_as(&app, &cy, chat).await;
@@ -264,6 +278,116 @@ async fn a_large_payment_needs_two_approvers_who_are_not_the_requester_each_with
     );
     let seen_by_dan = audit_as(&app, &dan, chat).await;
     assert_eq!(seen_by_dan.len(), 4);
+}
+
+/// Issue #33: an approver's "no" reaches the person who asked — their card and its part say who
+/// denied it and why — and the model is told who said no, so it does not tell the requester
+/// that they declined.
+#[tokio::test]
+async fn an_approvers_denial_reaches_the_requester_with_who_and_why() {
+    let db = temp("denial");
+    let (app, setup) = passkeys_server(&db, &[]).await;
+    let [ana, ben, _eve, _cy, dan] = team(&app, &setup).await;
+    let chat = "chat-dan-3";
+    let (status, chunks) = post_chat(&app, &dan, say(chat, "Send $150 to Jack"), true).await;
+    assert_eq!(status, 200);
+    let approval = of_type(&chunks, "tool-approval-request")[0]["approvalId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let denied = call(
+        &app,
+        Some(&ben),
+        "decide_approval",
+        json!({"approval_id": approval, "approve": false, "reason": "not this vendor"}),
+    )
+    .await;
+    assert_eq!(denied.status, 200, "{}", denied.text);
+    let mut snapshot = Value::Null;
+    for _ in 0..100 {
+        snapshot = get(&app, Some(&dan), &format!("/api/chats/{chat}")).await.1;
+        let answered = snapshot["messages"][1]["parts"]
+            .as_array()
+            .is_some_and(|parts| parts.iter().any(|p| p["type"] == "text"));
+        if answered {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let parts = snapshot["messages"][1]["parts"].as_array().unwrap().clone();
+    let tool = parts
+        .iter()
+        .find(|p| p["type"] == "tool-process_payment")
+        .unwrap();
+    assert_eq!(tool["state"], "output-denied", "{parts:?}");
+    assert_eq!(tool["approval"]["approved"], false, "{tool}");
+    assert_eq!(
+        tool["approval"]["reason"], "Denied by Ben: not this vendor",
+        "{tool}"
+    );
+    let progress = parts
+        .iter()
+        .find(|p| p["type"] == "data-countersign")
+        .unwrap();
+    assert_eq!(progress["data"]["state"], "denied");
+    assert_eq!(progress["data"]["deniedBy"], "Ben");
+    assert_eq!(progress["data"]["reason"], "not this vendor");
+    let said: String = parts
+        .iter()
+        .filter(|p| p["type"] == "text")
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert!(
+        said.contains("Ben denied the payment") && said.contains("not this vendor"),
+        "{said}"
+    );
+    assert!(!said.contains("You declined"), "{said}");
+    // The audit page says it was Ben, signed in with his passkey, from the inbox.
+    let page = page_as(&app, &ana, &format!("/audit?session={chat}")).await;
+    let short: String = ben.credential.chars().take(8).collect();
+    let who = who_cells(&page);
+    assert!(
+        who.iter().any(|w| w.starts_with(&format!(
+            "Ben signed in with passkey {short}… inbox · 127.0.0.1:"
+        ))),
+        "{who:?}"
+    );
+}
+
+/// The HTML of page `path` as `who` sees it.
+async fn page_as(app: &Binary, who: &Someone, path: &str) -> String {
+    let response = reqwest::Client::new()
+        .get(format!("{}{path}", app.base))
+        .header("cookie", who.cookie.as_deref().unwrap_or_default())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{path}");
+    response.text().await.unwrap()
+}
+
+/// The text of each "Who" cell of an audit page, its markup and comments left out.
+fn who_cells(page: &str) -> Vec<String> {
+    page.split("data-testid=\"audit-who\"")
+        .skip(1)
+        .map(|cell| {
+            let cell = &cell[..cell.find("</td>").unwrap_or(cell.len())];
+            let mut text = String::new();
+            let mut in_tag = false;
+            for c in cell.chars().skip_while(|c| *c != '>').skip(1) {
+                match c {
+                    '<' => {
+                        in_tag = true;
+                        text.push(' ');
+                    }
+                    '>' => in_tag = false,
+                    c if !in_tag => text.push(c),
+                    _ => {}
+                }
+            }
+            text.split_whitespace().collect::<Vec<_>>().join(" ")
+        })
+        .collect()
 }
 
 #[tokio::test]

@@ -401,7 +401,11 @@ async fn a_grant_the_call_does_not_allow_is_refused_and_changes_nothing() {
             "does not cover",
         ),
         (json!({"scope": "tool", "seconds": 3600}), "budget"),
-        (json!({"scope": "call", "seconds": 99_999_999}), "30 days"),
+        // How long a grant lasts: what the card offers and the README says, 15 minutes to
+        // 7 days (the server once took a minute to 30 days).
+        (json!({"scope": "call", "seconds": 99_999_999}), "7 days"),
+        (json!({"scope": "call", "seconds": 8 * 86_400}), "7 days"),
+        (json!({"scope": "call", "seconds": 60}), "15 minutes"),
         (json!({"scope": "everything", "seconds": 60}), "scope"),
     ] {
         let (status, _, body) = post(

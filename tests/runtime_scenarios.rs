@@ -97,6 +97,21 @@ fn describe(entries: &[TurnEntry]) -> Vec<String> {
                             v["approvalId"].as_str().unwrap_or(""),
                             v["toolCallId"].as_str().unwrap_or("")
                         ),
+                        Chunk::ToolApprovalResponse(_) => {
+                            let head = format!(
+                                "tool-approval-response {} {}",
+                                v["approvalId"].as_str().unwrap_or(""),
+                                if v["approved"] == true {
+                                    "approved"
+                                } else {
+                                    "denied"
+                                }
+                            );
+                            match v["reason"].as_str() {
+                                Some(reason) => format!("{head}: {reason}"),
+                                None => head,
+                            }
+                        }
                         Chunk::ToolOutputAvailable(_) => format!(
                             "tool-output-available {}",
                             v["toolCallId"].as_str().unwrap_or("")
@@ -324,7 +339,10 @@ async fn denial_with_a_reason_reaches_the_model() {
     let second = answer(&rt, "c", &[deny("apv-1", Some("金額が多すぎる"))]).await;
     assert_eq!(
         describe(&second),
-        with_final(lines(&["tool-output-denied call-1"]))
+        with_final(lines(&[
+            "tool-approval-response apv-1 denied: 金額が多すぎる",
+            "tool-output-denied call-1"
+        ]))
     );
     assert!(
         text_of(&second).contains("金額が多すぎる"),
@@ -338,7 +356,8 @@ async fn denial_with_a_reason_reaches_the_model() {
     assert_eq!(
         results[0].outcome,
         Outcome::Denied {
-            reason: Some("金額が多すぎる".into())
+            reason: Some("金額が多すぎる".into()),
+            by: None,
         }
     );
     let session = rt.session("c").await.unwrap();
@@ -467,7 +486,10 @@ async fn parallel_payments_answered_approve_then_deny() {
     let b = answer(&rt, "c", &[deny("apv-2", None)]).await;
     assert_eq!(
         describe(&b),
-        with_final(lines(&["tool-output-denied call-2"]))
+        with_final(lines(&[
+            "tool-approval-response apv-2 denied",
+            "tool-output-denied call-2"
+        ]))
     );
     let session = rt.session("c").await.unwrap();
     assert_eq!(session.with_wallet(|w| w.balance_cents), 97_000);
@@ -478,7 +500,14 @@ async fn parallel_payments_answered_in_reverse_order() {
     let rt = runtime();
     two_payments(&rt).await;
     let b = answer(&rt, "c", &[deny("apv-2", Some("not Bob"))]).await;
-    assert_eq!(describe(&b), lines(&["tool-output-denied call-2", "PAUSE"]));
+    assert_eq!(
+        describe(&b),
+        lines(&[
+            "tool-approval-response apv-2 denied: not Bob",
+            "tool-output-denied call-2",
+            "PAUSE"
+        ])
+    );
     let a = answer(&rt, "c", &[approve("apv-1")]).await;
     assert_eq!(
         describe(&a),
@@ -496,7 +525,9 @@ async fn parallel_payments_both_denied_in_one_answer() {
     assert_eq!(
         describe(&both),
         with_final(lines(&[
+            "tool-approval-response apv-1 denied",
             "tool-output-denied call-1",
+            "tool-approval-response apv-2 denied",
             "tool-output-denied call-2"
         ]))
     );
@@ -627,7 +658,10 @@ async fn location_denied_never_reaches_the_browser() {
     let result = answer(&rt, "c", &[deny("apv-1", None)]).await;
     assert_eq!(
         describe(&result),
-        with_final(lines(&["tool-output-denied call-1"]))
+        with_final(lines(&[
+            "tool-approval-response apv-1 denied",
+            "tool-output-denied call-1"
+        ]))
     );
     let err = rt
         .submit(

@@ -13,6 +13,7 @@ import {
   startChat,
   statusHistory,
   toolCards,
+  userMessages,
   waitForReloadedApp,
 } from "./chat";
 
@@ -47,6 +48,48 @@ for (const mode of MODES) {
     await expect(assistantMessages(page)).toHaveCount(2);
     await expectAnswer(page, "Tokyo", /18\s?°C/);
     await expectTurnFinished(page);
+  });
+}
+
+for (const mode of MODES) {
+  test(`a message sent right after New chat stays shown when the chat's snapshot comes last (${mode})`, async ({
+    page,
+  }) => {
+    await startChat(page, mode);
+    // The new chat's snapshot is taken at once (an empty chat) and delivered only after the first
+    // turn has ended, 300 ms late: the order in which the page used to lose what it sent.
+    let taken!: () => void;
+    const snapshotTaken = new Promise<void>((resolve) => (taken = resolve));
+    let deliver!: () => void;
+    const delivery = new Promise<void>((resolve) => (deliver = resolve));
+    let held = 0;
+    await page.route(/\/api\/chats\/[^/?]+$/, async (route) => {
+      if (route.request().method() !== "GET" || held > 0) return route.fallback();
+      held += 1;
+      const response = await route.fetch();
+      taken();
+      await delivery;
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await route.fulfill({ response });
+    });
+    await page.getByTestId("new-chat").click();
+    await expect(page.getByTestId("empty-state")).toBeVisible();
+    await snapshotTaken;
+    await send(page, "What's the weather in Tokyo?");
+    await expectAnswer(page, "Tokyo", /18\s?°C/);
+    await expectTurnFinished(page);
+    const conversation = page.locator("#conversation");
+    // The chat is still being loaded: its snapshot comes last.
+    await expect(conversation).toHaveAttribute("aria-busy", "true");
+    deliver();
+    await expect(conversation).toHaveAttribute("aria-busy", "false");
+    expect(held).toBe(1);
+    // The empty snapshot has been applied: what the page sent, and its answer, are still shown.
+    await expect(page.getByTestId("empty-state")).toBeHidden();
+    await expect(userMessages(page)).toHaveCount(1);
+    await expect(userMessages(page)).toContainText("What's the weather in Tokyo?");
+    await expect(assistantMessages(page)).toHaveCount(1);
+    await expectAnswer(page, "Tokyo", /18\s?°C/);
   });
 }
 

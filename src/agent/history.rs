@@ -34,8 +34,13 @@ pub enum Outcome {
     Output { output: Value },
     /// The tool (or its arguments, or the browser) failed.
     Error { message: String },
-    /// The person denied the call.
-    Denied { reason: Option<String> },
+    /// The call was denied: by the person who asked (`by: None`), or by someone else who may
+    /// decide it (an approver: `by` is their name).
+    Denied {
+        reason: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+    },
     /// Nobody answered the approval request before its deadline.
     Expired,
     /// The turn was interrupted (Stop) before the call finished.
@@ -54,9 +59,28 @@ impl Outcome {
         match self {
             Outcome::Output { output } => output.clone(),
             Outcome::Error { message } => json!({ "error": message }),
-            Outcome::Denied { reason } => json!({
+            Outcome::Denied { reason, by: None } => json!({
                 "error": "The person denied this tool call. Do not retry it unless they ask.",
                 "denied": true,
+                "reason": reason,
+            }),
+            // Someone else said no: the person talking with the model did not, and must not be
+            // told they did.
+            Outcome::Denied {
+                reason,
+                by: Some(name),
+            } => json!({
+                "error": format!(
+                    "{name} denied this tool call{} It was not run. {name} is one of the \
+                     approvers, not the person you are talking with: tell them that {name} \
+                     denied it, and why. Do not retry it unless they ask.",
+                    match reason {
+                        Some(reason) => format!(": {reason}."),
+                        None => ".".to_owned(),
+                    }
+                ),
+                "denied": true,
+                "denied_by": name,
                 "reason": reason,
             }),
             Outcome::Expired => json!({
@@ -309,12 +333,57 @@ mod tests {
         );
         let denied = Outcome::Denied {
             reason: Some("too much".into()),
+            by: None,
         }
         .model_view();
         assert_eq!(denied["denied"], true);
         assert_eq!(denied["reason"], "too much");
+        assert!(denied.get("denied_by").is_none());
         assert_eq!(Outcome::Expired.model_view()["expired"], true);
         assert_eq!(Outcome::Interrupted.model_view()["interrupted"], true);
+    }
+
+    #[test]
+    fn the_model_is_told_who_denied_a_call_when_it_was_not_the_person_it_talks_with() {
+        let denied = Outcome::Denied {
+            reason: Some("not this vendor".into()),
+            by: Some("Ben".into()),
+        };
+        let view = denied.model_view();
+        assert_eq!(view["denied"], true);
+        assert_eq!(view["denied_by"], "Ben");
+        assert_eq!(view["reason"], "not this vendor");
+        let said = view["error"].as_str().unwrap();
+        assert!(
+            said.starts_with("Ben denied this tool call: not this vendor."),
+            "{said}"
+        );
+        assert!(
+            said.contains("not the person you are talking with"),
+            "{said}"
+        );
+        let silent = Outcome::Denied {
+            reason: None,
+            by: Some("Ben".into()),
+        }
+        .model_view();
+        assert!(
+            silent["error"]
+                .as_str()
+                .unwrap()
+                .starts_with("Ben denied this tool call. It was not run."),
+            "{silent}"
+        );
+        // Kept in the record: an old record (no `by`) reads as the person's own denial.
+        let stored = serde_json::to_value(&denied).unwrap();
+        assert_eq!(serde_json::from_value::<Outcome>(stored).unwrap(), denied);
+        assert_eq!(
+            serde_json::from_value::<Outcome>(json!({"kind": "denied", "reason": "x"})).unwrap(),
+            Outcome::Denied {
+                reason: Some("x".into()),
+                by: None
+            }
+        );
     }
 
     #[test]

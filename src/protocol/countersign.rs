@@ -208,6 +208,9 @@ pub struct Progress {
     /// when there are none, so a part is what it always was until someone is removed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dropped: Vec<Dropped>,
+    /// Why, in their words ([`ProgressState::Denied`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl Progress {
@@ -269,6 +272,7 @@ impl Progress {
             denied_by: text("deniedBy"),
             args: object.get("args").filter(|a| a.is_object()).cloned(),
             dropped,
+            reason: text("reason"),
         })
     }
 
@@ -279,10 +283,11 @@ impl Progress {
         let need = self.needs.approvers.max(1) as usize;
         let names = names(self.signatures.iter().map(|s| s.name.as_str()));
         match self.state {
-            ProgressState::Denied => format!(
-                "Denied by {}",
-                self.denied_by.as_deref().unwrap_or("an approver")
-            ),
+            ProgressState::Denied => denial_words(
+                Some(self.denied_by.as_deref().unwrap_or("an approver")),
+                self.reason.as_deref(),
+            )
+            .unwrap_or_default(),
             ProgressState::Complete => format!("Approved by {names}"),
             ProgressState::Ended if have == 0 => "Ended before anyone approved".to_owned(),
             ProgressState::Ended => format!("Ended after {have} of {need}: {names} approved"),
@@ -319,6 +324,21 @@ impl Progress {
         self.needs.role.as_deref().unwrap_or("approver")
     }
 }
+
+/// What a denial says of itself — the `reason` of the approval's answer the server sends
+/// (`tool-approval-response`) and the card's words: "Denied by Ben: not this vendor" when
+/// someone (`by`) other than the person who asked said no; the reason as given (if any) when it
+/// was the person who asked.
+pub fn denial_words(by: Option<&str>, reason: Option<&str>) -> Option<String> {
+    match (by, reason) {
+        (Some(by), Some(reason)) => Some(format!("{DENIED_BY}{by}: {reason}")),
+        (Some(by), None) => Some(format!("{DENIED_BY}{by}")),
+        (None, reason) => reason.map(str::to_owned),
+    }
+}
+
+/// How [`denial_words`] names who denied a call.
+pub const DENIED_BY: &str = "Denied by ";
 
 /// "Ana", "Ana and Ben", "Ana, Ben and Cy".
 pub fn names<'a>(names: impl Iterator<Item = &'a str>) -> String {
@@ -428,6 +448,7 @@ mod tests {
             denied_by: None,
             args: None,
             dropped: Vec::new(),
+            reason: None,
         };
         assert_eq!(
             progress.words(),
@@ -456,7 +477,19 @@ mod tests {
         progress.state = ProgressState::Denied;
         progress.denied_by = Some("Cy".into());
         assert_eq!(progress.words(), "Denied by Cy");
+        assert_eq!(
+            Progress::from_value(&progress.to_value()),
+            Some(progress.clone())
+        );
+        progress.reason = Some("not this vendor".into());
+        assert_eq!(progress.words(), "Denied by Cy: not this vendor");
+        assert_eq!(progress.to_value()["reason"], "not this vendor");
         assert_eq!(Progress::from_value(&progress.to_value()), Some(progress));
+        assert_eq!(
+            denial_words(None, Some("too much")).as_deref(),
+            Some("too much")
+        );
+        assert_eq!(denial_words(None, None), None);
         assert_eq!(names(["a", "b", "c"].into_iter()), "a, b and c");
     }
 

@@ -18,12 +18,11 @@ use serde_json::Value;
 
 use super::countersign::Requirement;
 
-/// How long a grant may last at most (30 days).
-pub const MAX_GRANT_SECONDS: u64 = 30 * 24 * 3600;
-/// How short a grant may be (one minute).
-pub const MIN_GRANT_SECONDS: u64 = 60;
-
-/// The durations the approval card offers, with their words.
+/// The durations the approval card offers, with their words, shortest first. The one truth
+/// about how long a grant lasts: the server accepts any duration from the first to the last
+/// ([`MIN_GRANT_SECONDS`], [`MAX_GRANT_SECONDS`]), and the README says so
+/// ([`grant_duration_range`]). Long enough to matter for a session of work, short enough that a
+/// forgotten grant does not become a standing permission (a week).
 pub const GRANT_DURATIONS: [(u64, &str); 5] = [
     (15 * 60, "15 minutes"),
     (3600, "1 hour"),
@@ -31,6 +30,19 @@ pub const GRANT_DURATIONS: [(u64, &str); 5] = [
     (24 * 3600, "1 day"),
     (7 * 24 * 3600, "7 days"),
 ];
+/// How short a grant may be: the shortest the card offers.
+pub const MIN_GRANT_SECONDS: u64 = GRANT_DURATIONS[0].0;
+/// How long a grant may last at most: the longest the card offers.
+pub const MAX_GRANT_SECONDS: u64 = GRANT_DURATIONS[GRANT_DURATIONS.len() - 1].0;
+
+/// "15 minutes to 7 days": how long a grant may last, in words.
+pub fn grant_duration_range() -> String {
+    format!(
+        "{} to {}",
+        GRANT_DURATIONS[0].1,
+        GRANT_DURATIONS[GRANT_DURATIONS.len() - 1].1
+    )
+}
 
 /// What a grant covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -371,6 +383,23 @@ mod tests {
         ] {
             assert!(GrantRequest::from_value(&bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_card_the_server_and_the_readme_agree_on_how_long_a_grant_lasts() {
+        assert!(
+            GRANT_DURATIONS.windows(2).all(|w| w[0].0 < w[1].0),
+            "the card's durations go from the shortest to the longest"
+        );
+        assert_eq!(MIN_GRANT_SECONDS, 15 * 60);
+        assert_eq!(MAX_GRANT_SECONDS, 7 * 24 * 3600);
+        assert_eq!(grant_duration_range(), "15 minutes to 7 days");
+        let readme = include_str!("../../README.md");
+        assert!(
+            readme.contains(&format!("for {}.", grant_duration_range())),
+            "the README states the range the server enforces ({})",
+            grant_duration_range()
+        );
     }
 
     #[test]

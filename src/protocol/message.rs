@@ -129,6 +129,27 @@ pub struct FilePart {
     pub provider_metadata: Option<ProviderMetadata>,
 }
 
+/// The image types shown inline — by the page as `<img>`, and by the server as `inline` —
+/// exactly these, compared whole (ASCII case aside): never SVG (a document that can carry
+/// script), never a type with parameters or a list (`image/x, text/html`). Any other file is a
+/// download.
+pub const INLINE_IMAGE_TYPES: [&str; 5] = [
+    "image/png",
+    "image/jpeg",
+    "image/gif",
+    "image/webp",
+    "image/avif",
+];
+
+/// `media_type` as written in [`INLINE_IMAGE_TYPES`] if it is exactly one of them; `None`: the
+/// file is a download.
+pub fn inline_image_type(media_type: &str) -> Option<&'static str> {
+    INLINE_IMAGE_TYPES
+        .iter()
+        .copied()
+        .find(|allowed| allowed.eq_ignore_ascii_case(media_type))
+}
+
 /// `{"type":"data-<name>", id?, data}`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 #[cfg_attr(test, derive(Deserialize))]

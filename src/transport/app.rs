@@ -16,7 +16,7 @@ use axum::{
 use super::{edge::Client, error::ApiError};
 use crate::{
     agent::questions::QuestionError,
-    protocol::question::QuestionReply,
+    protocol::{message::inline_image_type, question::QuestionReply},
     state::AppState,
     ui::api::{self, AppInfo, ChatSnapshot},
 };
@@ -78,16 +78,20 @@ async fn chat(
         .ok_or_else(ApiError::not_your_chat)
 }
 
-/// A file attached in a chat (ADR 0026), to whoever may read the chat: the bytes as kept, under
-/// their own media type, never sniffed or run as a page (an SVG or HTML file stays inert), and
-/// cached for good (the URL names the content). Someone else's chat, an unknown chat or file:
-/// 404.
+/// A file attached in a chat (ADR 0026), to whoever may read the chat: cached for good (the
+/// URL names the content), never sniffed, never run as a page. Only an image of exactly one of
+/// the [`INLINE_IMAGE_TYPES`](crate::protocol::message::INLINE_IMAGE_TYPES) is served as
+/// itself, `inline`; anything else — SVG, HTML, a type like `image/x, text/html` — is a
+/// download of `application/octet-stream`. Someone else's chat, an unknown chat or file: 404.
 async fn file(
     State(state): State<AppState>,
     Path((id, sha)): Path<(String, String)>,
     client: Client,
 ) -> Result<axum::response::Response, ApiError> {
-    use axum::{http::header, response::IntoResponse};
+    use axum::{
+        http::{HeaderValue, header},
+        response::IntoResponse,
+    };
     let not_found = || {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -98,7 +102,7 @@ async fn file(
     if !crate::agent::attachments::is_sha(&sha) {
         return Err(not_found());
     }
-    super::access::own_chat_of(&state, &client.principal(), &id)
+    let session = super::access::own_chat_of(&state, &client.principal(), &id)
         .await?
         .ok_or_else(not_found)?;
     let file = state
@@ -107,40 +111,81 @@ async fn file(
         .attachment(&id, &sha)
         .await?
         .ok_or_else(not_found)?;
-    let media_type = axum::http::HeaderValue::from_str(&file.media_type)
-        .ok()
-        .filter(|_| file.media_type.contains('/'))
-        .unwrap_or(axum::http::HeaderValue::from_static(
-            "application/octet-stream",
-        ));
-    let disposition = if file.media_type.starts_with("image/") {
-        "inline"
-    } else {
-        "attachment"
-    };
+    let url = crate::agent::attachments::file_url(&id, &sha);
+    let name = session.state().record.messages.iter().find_map(|m| {
+        m.parts.iter().find_map(|part| match part {
+            crate::protocol::UiPart::File(f) if f.url == url => f.filename.clone(),
+            _ => None,
+        })
+    });
+    let inline = inline_image_type(&file.media_type);
+    let disposition = disposition(inline.is_some(), name.as_deref(), &sha);
     Ok((
         [
-            (header::CONTENT_TYPE, media_type),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(inline.unwrap_or("application/octet-stream")),
+            ),
             (
                 header::CONTENT_DISPOSITION,
-                axum::http::HeaderValue::from_static(disposition),
+                HeaderValue::from_str(&disposition)
+                    .unwrap_or(HeaderValue::from_static("attachment")),
             ),
             (
                 header::X_CONTENT_TYPE_OPTIONS,
-                axum::http::HeaderValue::from_static("nosniff"),
+                HeaderValue::from_static("nosniff"),
             ),
             (
                 header::CONTENT_SECURITY_POLICY,
-                axum::http::HeaderValue::from_static("default-src 'none'; sandbox"),
+                HeaderValue::from_static("default-src 'none'; sandbox"),
             ),
             (
                 header::CACHE_CONTROL,
-                axum::http::HeaderValue::from_static("private, max-age=31536000, immutable"),
+                HeaderValue::from_static("private, max-age=31536000, immutable"),
             ),
         ],
         file.bytes,
     )
         .into_response())
+}
+
+/// The `Content-Disposition` of a stored file: `inline` or `attachment`, with the name the
+/// person gave it made safe — `filename` in plain ASCII (anything else, quotes, slashes and
+/// control characters become `_`, no leading dot) and `filename*` with the name's own letters,
+/// percent-encoded — or, without a usable name, `attachment-<first 12 digits of its digest>`.
+fn disposition(inline: bool, name: Option<&str>, sha: &str) -> String {
+    let kind = if inline { "inline" } else { "attachment" };
+    let cleaned: String = name
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_control() || matches!(c, '/' | '\\') {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    let cleaned = cleaned.trim().trim_start_matches('.').trim();
+    let cleaned: String = cleaned.chars().take(120).collect();
+    let fallback = format!("attachment-{}", &sha[..sha.len().min(12)]);
+    if cleaned.is_empty() {
+        return format!("{kind}; filename=\"{fallback}\"");
+    }
+    let ascii: String = cleaned
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, ' ' | '.' | '-' | '_' | '(' | ')') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!(
+        "{kind}; filename=\"{ascii}\"; filename*=UTF-8''{}",
+        crate::ui::url::encode(&cleaned)
+    )
 }
 
 /// The person's reply to a question a running tool asks: `{"action": "accept", "content": {…}}`,
@@ -186,5 +231,49 @@ async fn answer_question(
             "invalid_answer",
             message,
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::disposition;
+
+    const SHA: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn a_download_is_named_safely() {
+        assert_eq!(
+            disposition(true, Some("dot.png"), SHA),
+            "inline; filename=\"dot.png\"; filename*=UTF-8''dot.png"
+        );
+        assert_eq!(
+            disposition(false, Some("Rechnung März.pdf"), SHA),
+            "attachment; filename=\"Rechnung M_rz.pdf\"; filename*=UTF-8''Rechnung%20M%C3%A4rz.pdf"
+        );
+        // Quotes, paths, line breaks and leading dots never reach the header as they were.
+        assert_eq!(
+            disposition(false, Some("../..\\\"evil\"\r\n.html"), SHA),
+            "attachment; filename=\"_..__evil___.html\"; \
+             filename*=UTF-8''_.._%22evil%22__.html"
+        );
+        assert_eq!(
+            disposition(false, Some(".bashrc"), SHA),
+            "attachment; filename=\"bashrc\"; filename*=UTF-8''bashrc"
+        );
+        for nameless in [None, Some(""), Some("  "), Some("...")] {
+            assert_eq!(
+                disposition(false, nameless, SHA),
+                "attachment; filename=\"attachment-0123456789ab\"",
+                "{nameless:?}"
+            );
+        }
+        let long = "a".repeat(500);
+        assert!(disposition(false, Some(&long), SHA).len() < 300);
+        for name in ["x\u{7f}y", "a\"b", "\u{202e}gpj.exe"] {
+            assert!(
+                axum::http::HeaderValue::from_str(&disposition(false, Some(name), SHA)).is_ok(),
+                "{name:?}"
+            );
+        }
     }
 }

@@ -168,14 +168,7 @@ fn AuditRow(record: AuditRecord) -> impl IntoView {
     let e = record.event;
     let kind = e.kind;
     let details = details(&e);
-    let who = e
-        .actor
-        .as_ref()
-        .map(|a| match &a.address {
-            Some(addr) => format!("{} · {addr}", a.transport),
-            None => a.transport.clone(),
-        })
-        .unwrap_or_else(|| "the server".to_owned());
+    let who = who(&e);
     let digest_short: String = e.args_digest.chars().take(12).collect();
     view! {
         <tr data-testid="audit-row" data-kind=kind.as_str()>
@@ -192,11 +185,68 @@ fn AuditRow(record: AuditRecord) -> impl IntoView {
                 <code class="audit-digest" title=e.args_digest.clone()>{digest_short}"…"</code>
             </td>
             <td class="audit-details">{details}</td>
-            <td class="audit-who">{who}</td>
+            <td class="audit-who" data-testid="audit-who">
+                <span class="audit-who-name">{who.name}</span>
+                {who.proof.map(|(words, passkey)| view! {
+                    <span class="audit-who-proof" title=passkey>{words}</span>
+                })}
+                {who.via.map(|via| view! { <span class="audit-who-via">{via}</span> })}
+            </td>
             <td class="audit-chat">
                 <a href=format!("/audit?session={}", encode(&e.session_id))>{e.session_id.clone()}</a>
             </td>
         </tr>
+    }
+}
+
+/// Who did it, as the "Who" column says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Who {
+    /// The person's name; "Local person" for the one local person or the API key; "the
+    /// server" when nobody answered (a rule, a grant, a deadline, the turn).
+    name: String,
+    /// How they proved it, in words ("step-up with passkey AbCd1234…", "signed in with passkey
+    /// AbCd1234…"), and the passkey's full credential id.
+    proof: Option<(String, String)>,
+    /// Where the answer came from: the transport and the client's address.
+    via: Option<String>,
+}
+
+fn who(e: &crate::protocol::audit::AuditEvent) -> Who {
+    let Some(actor) = &e.actor else {
+        return Who {
+            name: "the server".to_owned(),
+            proof: None,
+            via: None,
+        };
+    };
+    let name = actor
+        .name
+        .clone()
+        .or_else(|| actor.person.clone())
+        .unwrap_or_else(|| "Local person".to_owned());
+    let proof = actor.passkey.as_ref().map(|passkey| {
+        let short: String = passkey.chars().take(8).collect();
+        let short = if short.len() < passkey.len() {
+            format!("{short}…")
+        } else {
+            short
+        };
+        let words = if e.step_up.is_some() {
+            format!("step-up with passkey {short}")
+        } else {
+            format!("signed in with passkey {short}")
+        };
+        (words, passkey.clone())
+    });
+    let via = match &actor.address {
+        Some(address) => format!("{} · {address}", actor.transport),
+        None => actor.transport.clone(),
+    };
+    Who {
+        name,
+        proof,
+        via: Some(via),
     }
 }
 
@@ -312,6 +362,53 @@ mod tests {
         assert_eq!(utc(0), "1970-01-01 00:00:00");
         assert_eq!(utc(1_795_326_821_838), "2026-11-22 05:53:41");
         assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00");
+    }
+
+    #[test]
+    fn who_is_the_person_with_their_passkey_then_where_from() {
+        let mut event: crate::protocol::audit::AuditEvent = serde_json::from_value(json!({
+            "at_ms": 1, "kind": "countersigned", "session_id": "c", "turn_id": "t",
+            "tool_call_id": "k", "tool": "process_payment", "args": {}, "args_digest": "d",
+            "actor": {"transport": "inbox", "address": "127.0.0.1:38490", "person": "p-ben",
+                "name": "Ben", "passkey": "AbCdEfGh12345678"},
+            "step_up": {"nonce": "n"}
+        }))
+        .unwrap();
+        assert_eq!(
+            who(&event),
+            Who {
+                name: "Ben".into(),
+                proof: Some((
+                    "step-up with passkey AbCdEfGh…".into(),
+                    "AbCdEfGh12345678".into()
+                )),
+                via: Some("inbox · 127.0.0.1:38490".into()),
+            }
+        );
+        event.step_up = None;
+        assert_eq!(
+            who(&event).proof.unwrap().0,
+            "signed in with passkey AbCdEfGh…"
+        );
+        // A person whose name was not recorded is their id; no person is the local one.
+        let actor = event.actor.as_mut().unwrap();
+        actor.name = None;
+        assert_eq!(who(&event).name, "p-ben");
+        let actor = event.actor.as_mut().unwrap();
+        actor.person = None;
+        actor.passkey = None;
+        actor.address = None;
+        actor.transport = "sse".into();
+        assert_eq!(
+            who(&event),
+            Who {
+                name: "Local person".into(),
+                proof: None,
+                via: Some("sse".into()),
+            }
+        );
+        event.actor = None;
+        assert_eq!(who(&event).name, "the server");
     }
 
     #[test]

@@ -157,7 +157,8 @@ pub fn ChatPage() -> impl IntoView {
                 </div>
             })}
 
-            <section class="conversation" id=CONVERSATION_ID aria-label="Conversation">
+            <section class="conversation" id=CONVERSATION_ID aria-label="Conversation"
+                aria-busy=move || (ctl.loading.get() > 0).to_string()>
                 <Show
                     when=move || !ids.with(Vec::is_empty)
                     fallback=move || view! { <EmptyState/> }

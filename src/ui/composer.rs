@@ -7,6 +7,7 @@
 use leptos::{ev, prelude::*, task::spawn_local};
 
 use super::platform::{self, PickedFile};
+use crate::protocol::message::{INLINE_IMAGE_TYPES, inline_image_type};
 
 /// A composer that calls `on_send` with the trimmed text and the attached images, and clears
 /// itself.
@@ -50,10 +51,11 @@ pub fn Composer(
         spawn_local(async move {
             for picked in platform::read_picked(&ev).await {
                 match picked {
-                    Ok(file) if !file.media_type.starts_with("image/") => {
+                    Ok(file) if inline_image_type(&file.media_type).is_none() => {
                         if let Some(report) = on_error {
                             report.run(format!(
-                                "{} is not an image; only images can be attached.",
+                                "{} is not an image this page shows; only PNG, JPEG, GIF, \
+                                 WebP and AVIF images can be attached.",
                                 file.name
                             ));
                         }
@@ -117,7 +119,7 @@ pub fn Composer(
             <label class="attach" title="Attach images">
                 <span class="visually-hidden">"Attach images"</span>
                 <super::icons::AttachIcon/>
-                <input type="file" accept="image/*" multiple class="visually-hidden" data-testid="attach-input" on:change=on_pick/>
+                <input type="file" accept=INLINE_IMAGE_TYPES.join(",") multiple class="visually-hidden" data-testid="attach-input" on:change=on_pick/>
             </label>
             <label class="visually-hidden" for="composer-input">"Message"</label>
             <textarea

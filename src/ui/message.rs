@@ -18,8 +18,9 @@ use super::{
 use crate::protocol::{
     Role, ToolPart, ToolPresentation, ToolState, UiMessage, UiPart,
     chunk::{APPROVAL_EXPIRED_PREFIX, DISMISSED_PREFIX, SUPERSEDED_PREFIX, WITHDRAWN_PREFIX},
-    countersign::{PROGRESS_PART, Progress, ProgressState},
+    countersign::{DENIED_BY, PROGRESS_PART, Progress, ProgressState},
     grant::Ruling,
+    message::inline_image_type,
     presentation::unknown_tool_sentence,
     question::QUESTION_PART,
     schema,
@@ -146,7 +147,7 @@ fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) 
             </details>
         }),
         Some(UiPart::File(file))
-            if file.media_type.starts_with("image/")
+            if inline_image_type(&file.media_type).is_some()
                 && (file.url.starts_with("data:image/")
                     || file.url.starts_with("https://")
                     || file.url.starts_with("/api/chats/")) =>
@@ -155,9 +156,18 @@ fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) 
                 <img class="attachment" src=file.url alt=file.filename.unwrap_or_else(|| "attached image".into())/>
             })
         }
-        Some(UiPart::File(file)) => EitherOf7::E(view! {
-            <p class="attachment-name"><super::icons::AttachIcon/>" "{file.filename.unwrap_or(file.media_type)}</p>
-        }),
+        // Any other file is a download (the server serves it as one, ADR 0026): a link when
+        // it is kept here, its name otherwise.
+        Some(UiPart::File(file)) => {
+            let name = file.filename.clone().unwrap_or(file.media_type);
+            let href = file.url.starts_with("/api/chats/").then_some(file.url);
+            EitherOf7::E(view! {
+                <p class="attachment-name" data-testid="attachment-name"><super::icons::AttachIcon/>" "{match href {
+                    Some(href) => Either::Left(view! { <a href=href download=name.clone()>{name.clone()}</a> }),
+                    None => Either::Right(name),
+                }}</p>
+            })
+        }
         Some(UiPart::SourceUrl(source)) => {
             let href = super::markdown::safe_href(&source.url);
             let title = source.title.clone().unwrap_or_else(|| source.url.clone());
@@ -189,6 +199,30 @@ fn progress_of(message: &UiMessage, tool: &ToolPart) -> Option<Progress> {
         }
         _ => None,
     })
+}
+
+/// Why a person denied `tool`, as its card says it under the status — the reason carried by the
+/// approval's answer (`approval.reason`: the requester's own words, or "Denied by Ben: …" from
+/// the server). Nothing when a `data-countersign` part says it (`countersigned`), for a rule's
+/// refusal (its chip says it) or for a call that was not denied.
+fn denial_note(tool: &ToolPart, countersigned: bool) -> Option<String> {
+    let approval = tool.approval.as_ref()?;
+    let denied = approval.approved == Some(false)
+        && matches!(
+            tool.state,
+            ToolState::OutputDenied | ToolState::ApprovalResponded
+        );
+    if !denied || countersigned || matches!(ruling_of(tool), Some(Ruling::DeniedByRule { .. })) {
+        return None;
+    }
+    let reason = approval.reason.as_deref()?.trim();
+    if reason.is_empty() {
+        None
+    } else if reason.starts_with(DENIED_BY) {
+        Some(reason.to_owned())
+    } else {
+        Some(format!("Reason: {reason}"))
+    }
 }
 
 /// The state of a tool part in words a person understands, and the `data-state` it shows;
@@ -383,6 +417,11 @@ fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView 
                     </p>
                 }
             })}
+            {move || {
+                let countersigned = progress.with(Option::is_some);
+                tool.with(|t| t.as_ref().and_then(|t| denial_note(t, countersigned)))
+                    .map(|note| view! { <p class="tool-denial" data-testid="denial-reason">{note}</p> })
+            }}
             {move || approval_id().map(|id| {
                 view! { <ApprovalCard approval_id=id tool=tool progress=progress/> }
             })}
@@ -709,6 +748,39 @@ mod tests {
             ruling_of(&refused).and_then(|r| r.sentence()),
             Some("Refused by rule limit: too much".into())
         );
+    }
+
+    #[test]
+    fn a_denied_card_says_why() {
+        let mut denied = ToolPart::new("process_payment", "c", ToolState::OutputDenied);
+        denied.approval = Some(crate::protocol::Approval {
+            id: "a".into(),
+            approved: Some(false),
+            reason: Some("too much".into()),
+            ..Default::default()
+        });
+        assert_eq!(
+            denial_note(&denied, false).as_deref(),
+            Some("Reason: too much")
+        );
+        assert_eq!(
+            denial_note(&denied, true),
+            None,
+            "the progress part says it"
+        );
+        if let Some(approval) = denied.approval.as_mut() {
+            approval.reason = Some("Denied by Ben: not this vendor".into());
+        }
+        assert_eq!(
+            denial_note(&denied, false).as_deref(),
+            Some("Denied by Ben: not this vendor")
+        );
+        if let Some(approval) = denied.approval.as_mut() {
+            approval.reason = None;
+        }
+        assert_eq!(denial_note(&denied, false), None);
+        let ran = ToolPart::new("process_payment", "c", ToolState::OutputAvailable);
+        assert_eq!(denial_note(&ran, false), None);
     }
 
     #[test]

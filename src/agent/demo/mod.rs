@@ -331,6 +331,7 @@ mod tests {
                 name: "process_payment".into(),
                 outcome: Outcome::Denied {
                     reason: Some("not today".into()),
+                    by: None,
                 },
                 edited_args: None,
             }],

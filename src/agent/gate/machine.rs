@@ -419,9 +419,7 @@ impl<'a> Gate<'a> {
         let (asked, grant): (Option<&Value>, Option<&GrantRequest>) = match decision {
             ApprovalDecision::Deny { reason } => {
                 countersign::may_deny(&needs, who.signer, who.requester).map_err(not_eligible)?;
-                if !needs.is_plain() {
-                    call.denied_by = Some(who.signer.name.clone());
-                }
+                call.denied_by = Some(who.signer.name.clone());
                 let reason = reason
                     .as_ref()
                     .map(|r| r.trim().to_string())
@@ -429,6 +427,8 @@ impl<'a> Gate<'a> {
                 call.phase = CallPhase::Done {
                     outcome: Outcome::Denied {
                         reason: reason.clone(),
+                        // The model is told who said no when it was not the person who asked.
+                        by: (who.signer.id != who.requester).then(|| who.signer.name.clone()),
                     },
                     edited_args: None,
                 };

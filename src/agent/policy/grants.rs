@@ -9,7 +9,10 @@ use serde_json::Value;
 use super::spending::Spending;
 use crate::agent::{clock::Millis, tools::ToolSpec};
 use crate::protocol::{
-    grant::{Grant, GrantRequest, GrantScope, GrantState, MAX_GRANT_SECONDS, MIN_GRANT_SECONDS},
+    grant::{
+        Grant, GrantRequest, GrantScope, GrantState, MAX_GRANT_SECONDS, MIN_GRANT_SECONDS,
+        grant_duration_range,
+    },
     money::format_minor,
 };
 
@@ -194,9 +197,8 @@ pub(super) fn check_request(
 ) -> Result<(), String> {
     if !(MIN_GRANT_SECONDS..=MAX_GRANT_SECONDS).contains(&request.seconds) {
         return Err(format!(
-            "a grant lasts from {} minute to {} days",
-            MIN_GRANT_SECONDS / 60,
-            MAX_GRANT_SECONDS / 86_400
+            "a grant lasts from {} ({MIN_GRANT_SECONDS} to {MAX_GRANT_SECONDS} seconds)",
+            grant_duration_range()
         ));
     }
     let pays = tool.pays.and_then(|pays| pays(args)).map(|p| p.money);

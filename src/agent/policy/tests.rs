@@ -1000,6 +1000,13 @@ fn grant_requests_are_checked_against_the_call() {
         ask(&location.spec, json!({}), GrantScope::Tool, 86_400, None),
         Ok(())
     );
+    // Every duration the card offers, the shortest and the longest included.
+    for (seconds, _) in crate::protocol::grant::GRANT_DURATIONS {
+        assert_eq!(
+            ask(&location.spec, json!({}), GrantScope::Tool, seconds, None),
+            Ok(())
+        );
+    }
     for (tool, args, scope, seconds, max, why) in [
         (
             &pay_tool.spec,
@@ -1029,17 +1036,17 @@ fn grant_requests_are_checked_against_the_call() {
             &pay_tool.spec,
             pay(40.0, "J"),
             GrantScope::Budget,
-            31 * 86_400,
+            7 * 86_400 + 1,
             Some(5_000),
-            "30 days",
+            "15 minutes to 7 days",
         ),
         (
             &pay_tool.spec,
             pay(40.0, "J"),
             GrantScope::Call,
-            30,
+            15 * 60 - 1,
             None,
-            "1 minute",
+            "15 minutes to 7 days",
         ),
         (
             &location.spec,

@@ -25,7 +25,7 @@ use crate::agent::{
     store::AuditKind,
     tools::{Executor, ToolContext, ToolEffects, ToolRegistry},
 };
-use crate::protocol::Chunk;
+use crate::protocol::{Chunk, countersign::denial_words};
 
 impl TurnDriver {
     /// Phase A: waits until every call of the step has its result, running server tools,
@@ -110,6 +110,7 @@ impl TurnDriver {
                         && !call.announced
                     {
                         call.announced = true;
+                        to_emit.extend(denial_answer(call));
                         to_emit.push(result_chunk(
                             &call.call.id,
                             outcome,
@@ -496,6 +497,27 @@ fn is_provider_call(call: &ToolCall, provider_call_id: &str) -> bool {
                 .values()
                 .any(|data| data.get("id").and_then(Value::as_str) == Some(provider_call_id))
         })
+}
+
+/// For a call a person denied, the approval's answer as AI SDK v7 carries it
+/// (`tool-approval-response`, `approved: false`), with who said no and why in its `reason`
+/// ([`denial_words`]): the requester's card and its part say it even when an approver denied it
+/// elsewhere. Strict ai@6.0.0 clients get no such chunk (its `tool-output-denied` has only the
+/// call's id); a countersigned approval's `data-countersign` part tells them.
+fn denial_answer(call: &StepCall) -> Option<Chunk> {
+    let CallPhase::Done {
+        outcome: Outcome::Denied { reason, by },
+        ..
+    } = &call.phase
+    else {
+        return None;
+    };
+    let approval_id = call.gated_by.clone()?;
+    Some(Chunk::tool_approval_response(
+        approval_id,
+        false,
+        denial_words(by.as_deref(), reason.as_deref()),
+    ))
 }
 
 /// The chunk that reports how a call ended.

@@ -25,6 +25,13 @@ pub(crate) fn progress_part(call: &StepCall, state: ProgressState) -> Option<Chu
         denied_by: call.denied_by.clone(),
         args: call.signed_args.clone(),
         dropped: call.dropped.clone(),
+        reason: match &call.phase {
+            CallPhase::Done {
+                outcome: Outcome::Denied { reason, .. },
+                ..
+            } => reason.clone(),
+            _ => None,
+        },
     };
     Some(Chunk::data_with_id(
         PROGRESS_PART,
@@ -217,7 +224,10 @@ mod tests {
     fn a_denial_or_an_end_is_told_without_approvals() {
         let mut denied = call(
             CallPhase::Done {
-                outcome: Outcome::Denied { reason: None },
+                outcome: Outcome::Denied {
+                    reason: Some("not this vendor".into()),
+                    by: Some("Cy".into()),
+                },
                 edited_args: None,
             },
             &["ben"],
@@ -230,7 +240,8 @@ mod tests {
         };
         assert_eq!(
             Progress::from_value(&data.data).unwrap().words(),
-            "Denied by Cy"
+            "Denied by Cy: not this vendor",
+            "who and why reach every client, strict ai@6.0.0 included"
         );
         let mut expired = call(
             CallPhase::Done {

@@ -325,3 +325,27 @@ fn tool_call_predicate_matches_the_sdk() {
         UiMessage::user_text("u", "x")
     ]));
 }
+
+#[test]
+fn only_exact_raster_image_types_are_shown_inline() {
+    for (media_type, inline) in [
+        ("image/png", Some("image/png")),
+        ("IMAGE/JPEG", Some("image/jpeg")),
+        ("image/gif", Some("image/gif")),
+        ("image/webp", Some("image/webp")),
+        ("image/avif", Some("image/avif")),
+        ("image/svg+xml", None),
+        ("image/x, text/html", None),
+        ("image/png, text/html", None),
+        ("image/png; charset=utf-8", None),
+        (" image/png", None),
+        ("image/png\n", None),
+        ("image/", None),
+        ("image/x-icon", None),
+        ("text/html", None),
+        ("application/pdf", None),
+        ("", None),
+    ] {
+        assert_eq!(inline_image_type(media_type), inline, "{media_type:?}");
+    }
+}

@@ -17,20 +17,18 @@ impl ChatCtl {
     /// Loads the current chat from the server (its messages, pending approvals, deadlines).
     pub(super) fn reload(self) {
         let id = self.chat_id.get_untracked();
+        self.loading.update(|n| *n += 1);
         spawn_local(async move {
             match crate::ui::api::load_chat(id).await {
                 Ok(snapshot) => self.apply_snapshot(snapshot),
                 Err(e) => self.show_error(format!("Cannot load this chat: {e}"), false),
             }
+            self.loading.update(|n| *n = n.saturating_sub(1));
         });
     }
 
     fn apply_snapshot(self, snapshot: ChatSnapshot) {
         if snapshot.chat_id != self.chat_id.get_untracked() {
-            return;
-        }
-        // A turn this page streams now is newer than the snapshot.
-        if self.conversation.with_value(|c| c.active().is_some()) {
             return;
         }
         self.news.set_value(snapshot.version);
@@ -47,9 +45,18 @@ impl ChatCtl {
         // Calls that already ran are not run again by this browser.
         self.executed
             .update_value(|e| e.extend(state::finished_calls(&snapshot.messages)));
+        // A turn this page streams now is newer than the snapshot (the decisions above still
+        // hold: which chat it follows, from which version).
+        if self.conversation.with_value(|c| c.active().is_some()) {
+            return;
+        }
+        // What this page sent after the snapshot was taken stays shown.
+        let messages = self
+            .conversation
+            .with_value(|c| state::merge_snapshot(c.messages(), snapshot.messages));
         self.conversation
-            .set_value(Conversation::new(snapshot.messages.clone()));
-        self.messages.set(snapshot.messages);
+            .set_value(Conversation::new(messages.clone()));
+        self.messages.set(messages);
         let waiting = self.messages.with(|m| state::waits_for_person(m));
         let transport = self.transport();
         if snapshot.streaming || (waiting && transport.follows_waiting_turns()) {

@@ -70,6 +70,8 @@ pub struct ChatCtl {
     pub focus_approval: RwSignal<Option<String>>,
     /// The page has hydrated (the wasm is running).
     pub hydrated: RwSignal<bool>,
+    /// Loads of the chat from the server under way (the conversation is `aria-busy` meanwhile).
+    pub loading: RwSignal<u32>,
     conversation: StoredValue<Conversation>,
     transports: StoredValue<Transports, LocalStorage>,
     /// Browser tool calls already started.
@@ -106,6 +108,7 @@ impl ChatCtl {
             chats: RwSignal::new(Vec::new()),
             focus_approval: RwSignal::new(None),
             hydrated: RwSignal::new(false),
+            loading: RwSignal::new(0),
             conversation: StoredValue::new(Conversation::new(Vec::new())),
             transports: StoredValue::new_local(Transports::new()),
             executed: StoredValue::new(HashSet::new()),

@@ -218,6 +218,25 @@ pub(super) fn finished_calls(messages: &[UiMessage]) -> impl Iterator<Item = Str
         .map(|tool| tool.tool_call_id.clone())
 }
 
+/// The messages to show when a snapshot of the chat (`snapshot`: the server's messages as they
+/// were when it was taken) arrives while the page shows `local`: the snapshot's, then what the
+/// page shows after the last message the snapshot has — a message it sent and the answer to it,
+/// which reached the server after the snapshot was taken (a snapshot asked for by "New chat"
+/// can arrive after the first message was sent, or even answered). So the page shows what it
+/// sent whatever the order of arrivals; a message both have is the snapshot's copy (the
+/// server's: stored attachments, decisions made elsewhere).
+pub(super) fn merge_snapshot(local: &[UiMessage], snapshot: Vec<UiMessage>) -> Vec<UiMessage> {
+    let known: std::collections::HashSet<&str> = snapshot.iter().map(|m| m.id.as_str()).collect();
+    let newer = local
+        .iter()
+        .rposition(|m| known.contains(m.id.as_str()))
+        .map_or(0, |last_known| last_known + 1);
+    let tail = local[newer..].to_vec();
+    let mut merged = snapshot;
+    merged.extend(tail);
+    merged
+}
+
 /// A grace after a deadline before asking the server what it did (clocks and timers differ).
 const DEADLINE_GRACE_MS: i64 = 1000;
 
@@ -383,6 +402,69 @@ mod tests {
             requested,
             UiMessage::user_text("u2", "never mind")
         ]));
+    }
+
+    #[test]
+    fn a_snapshot_never_hides_what_the_page_sent_whatever_the_order_of_arrivals() {
+        let ids = |messages: &[UiMessage]| -> Vec<String> {
+            messages.iter().map(|m| m.id.clone()).collect()
+        };
+        let sent = UiMessage::user_text("u1", "Send $12 to Hanako");
+        let mut answer = assistant(vec![tool("a", ToolState::OutputAvailable, None)]);
+        answer.id = "m1".into();
+        // "New chat", then a message sent at once: the new chat's (empty) snapshot arrives
+        // before the answer, after it, or after the server kept the message.
+        let server_had = [
+            vec![],
+            vec![sent.clone()],
+            vec![sent.clone(), answer.clone()],
+        ];
+        let page_had = [
+            vec![],
+            vec![sent.clone()],
+            vec![sent.clone(), answer.clone()],
+        ];
+        for snapshot in &server_had {
+            for local in &page_had {
+                let merged = merge_snapshot(local, snapshot.clone());
+                let longest = if local.len() > snapshot.len() {
+                    local
+                } else {
+                    snapshot
+                };
+                assert_eq!(
+                    ids(&merged),
+                    ids(longest),
+                    "page {:?}, snapshot {:?}",
+                    ids(local),
+                    ids(snapshot)
+                );
+            }
+        }
+        // An earlier chat opened and written to before its snapshot came: its history, then
+        // the new message.
+        let history = vec![UiMessage::user_text("u0", "hi"), UiMessage::assistant("m0")];
+        assert_eq!(
+            ids(&merge_snapshot(
+                std::slice::from_ref(&sent),
+                history.clone()
+            )),
+            ["u0", "m0", "u1"]
+        );
+        // What both have is the server's copy (an attachment it keeps by URL).
+        let mut kept = sent.clone();
+        kept.parts.push(UiPart::File(FilePart {
+            media_type: "image/png".into(),
+            url: "/api/chats/c/files/abc".into(),
+            filename: None,
+            provider_metadata: None,
+        }));
+        let merged = merge_snapshot(&[sent.clone(), answer.clone()], vec![kept.clone()]);
+        assert_eq!(merged, vec![kept, answer]);
+        // A newer snapshot (a message from another device) is shown as it is.
+        let mut later = history.clone();
+        later.push(sent.clone());
+        assert_eq!(ids(&merge_snapshot(&history, later)), ["u0", "m0", "u1"]);
     }
 
     #[test]

@@ -147,6 +147,7 @@ fn item_html(state: &AppState, seen: &Seen, public: &str) -> String {
             denied_by: None,
             args: None,
             dropped: w.dropped.clone(),
+            reason: None,
         }
         .words();
         format!(

@@ -317,7 +317,8 @@ enum Settled<'a> {
         error: String,
         output: Option<&'a Value>,
     },
-    Denied(Option<&'a str>),
+    /// Denied, with the reason, by someone other than the person (their name) or by them.
+    Denied(Option<&'a str>, Option<&'a str>),
     Expired,
     /// A policy rule refused it (its reason).
     Refused(&'a str),
@@ -347,9 +348,10 @@ fn settle(outcome: &Outcome) -> Settled<'_> {
             error: "interrupted".into(),
             output: None,
         },
-        Outcome::Denied { reason } => {
-            Settled::Denied(reason.as_deref().map(str::trim).filter(|r| !r.is_empty()))
-        }
+        Outcome::Denied { reason, by } => Settled::Denied(
+            reason.as_deref().map(str::trim).filter(|r| !r.is_empty()),
+            by.as_deref(),
+        ),
         Outcome::Expired => Settled::Expired,
         Outcome::DeniedByRule { reason, .. } => Settled::Refused(reason),
         Outcome::Dismissed | Outcome::Superseded => Settled::Undecided,
@@ -376,15 +378,29 @@ struct Subject {
     nothing_ja: &'static str,
 }
 
-fn declined(lang: Lang, subject: &Subject, reason: Option<&str>) -> String {
-    match lang {
-        Lang::En => format!(
+/// `by`: the approver who denied it, when it was not the person (who must not hear that they
+/// declined it).
+fn declined(lang: Lang, subject: &Subject, reason: Option<&str>, by: Option<&str>) -> String {
+    match (lang, by) {
+        (Lang::En, Some(by)) => format!(
+            "{by} denied {}, so {}.{}",
+            subject.en,
+            subject.nothing_en,
+            around(reason, " Their reason: “", "”.")
+        ),
+        (Lang::Ja, Some(by)) => format!(
+            "{}は{by}さんに拒否されたため、{}{}。",
+            subject.ja,
+            subject.nothing_ja,
+            around(reason, "（理由:「", "」）")
+        ),
+        (Lang::En, None) => format!(
             "You declined {}, so {}.{}",
             subject.en,
             subject.nothing_en,
             around(reason, " Your reason: “", "”.")
         ),
-        Lang::Ja => format!(
+        (Lang::Ja, None) => format!(
             "{}は拒否されたため、{}{}。",
             subject.ja,
             subject.nothing_ja,
@@ -466,7 +482,7 @@ fn weather(lang: Lang, call: &ToolOutcome, settled: Settled) -> String {
                 Lang::Ja => format!("{place}の天気を取得できませんでした（{error}）。"),
             }
         }
-        Settled::Denied(reason) => declined(lang, &subject, reason),
+        Settled::Denied(reason, by) => declined(lang, &subject, reason, by),
         Settled::Expired => expired(lang, &subject),
         Settled::Refused(reason) => refused(lang, &subject, reason),
         Settled::Undecided => undecided(lang, &subject),
@@ -708,7 +724,7 @@ fn payment(lang: Lang, call: &ToolOutcome, settled: Settled) -> String {
                 "金額は0より大きくする必要があるため、{}はできませんでした。",
                 subject.ja
             ),
-            (Some(Failure::Refused), _) => declined(lang, &subject, None),
+            (Some(Failure::Refused), _) => declined(lang, &subject, None, None),
             (Some(Failure::TimedOut), Lang::En) => {
                 format!(
                     "{} timed out, so no money was sent.",
@@ -727,7 +743,7 @@ fn payment(lang: Lang, call: &ToolOutcome, settled: Settled) -> String {
                 )
             }
         },
-        Settled::Denied(reason) => declined(lang, &subject, reason),
+        Settled::Denied(reason, by) => declined(lang, &subject, reason, by),
         Settled::Expired => expired(lang, &subject),
         Settled::Refused(reason) => refused(lang, &subject, reason),
         Settled::Undecided => undecided(lang, &subject),
@@ -775,7 +791,7 @@ fn location(lang: Lang, settled: Settled) -> String {
                 ),
             },
         },
-        Settled::Denied(reason) => declined(lang, &subject, reason),
+        Settled::Denied(reason, by) => declined(lang, &subject, reason, by),
         Settled::Expired => expired(lang, &subject),
         Settled::Refused(reason) => refused(lang, &subject, reason),
         Settled::Undecided => undecided(lang, &subject),
@@ -866,7 +882,7 @@ fn bgm(lang: Lang, call: &ToolOutcome, settled: Settled) -> String {
                 clean_error(lang, &error)
             ),
         },
-        Settled::Denied(reason) => declined(lang, &subject, reason),
+        Settled::Denied(reason, by) => declined(lang, &subject, reason, by),
         Settled::Expired => expired(lang, &subject),
         Settled::Refused(reason) => refused(lang, &subject, reason),
         Settled::Undecided => undecided(lang, &subject),
@@ -894,7 +910,7 @@ fn other_tool(lang: Lang, call: &ToolOutcome, settled: Settled) -> String {
                 clean_error(lang, &error)
             ),
         },
-        Settled::Denied(reason) => declined(lang, &subject, reason),
+        Settled::Denied(reason, by) => declined(lang, &subject, reason, by),
         Settled::Expired => expired(lang, &subject),
         Settled::Refused(reason) => refused(lang, &subject, reason),
         Settled::Undecided => undecided(lang, &subject),
@@ -1203,6 +1219,7 @@ mod tests {
         let args = payment_args(40.0, "USD", "Bob");
         let denied = || Outcome::Denied {
             reason: Some("too much".into()),
+            by: None,
         };
         assert_eq!(
             one(Lang::En, "process_payment", args.clone(), denied()),
@@ -1218,10 +1235,29 @@ mod tests {
                 "process_payment",
                 args,
                 Outcome::Denied {
-                    reason: Some("  ".into())
+                    reason: Some("  ".into()),
+                    by: None,
                 }
             ),
             "You declined the payment of $40 to Bob, so no money was sent."
+        );
+    }
+
+    #[test]
+    fn a_payment_an_approver_denied_is_theirs_not_the_persons() {
+        let args = payment_args(150.0, "USD", "Jack");
+        let denied = || Outcome::Denied {
+            reason: Some("not this vendor".into()),
+            by: Some("Ben".into()),
+        };
+        assert_eq!(
+            one(Lang::En, "process_payment", args.clone(), denied()),
+            "Ben denied the payment of $150 to Jack, so no money was sent. Their reason: \
+             “not this vendor”."
+        );
+        assert_eq!(
+            one(Lang::Ja, "process_payment", args, denied()),
+            "Jackへの150ドルの送金はBenさんに拒否されたため、送金していません（理由:「not this vendor」）。"
         );
     }
 
@@ -1363,7 +1399,10 @@ mod tests {
 
     #[test]
     fn location_declined_or_expired() {
-        let declined = || Outcome::Denied { reason: None };
+        let declined = || Outcome::Denied {
+            reason: None,
+            by: None,
+        };
         assert_eq!(
             one(Lang::En, "get_location", json!({}), declined()),
             "You declined sharing your location, so I didn't access it."
@@ -1424,7 +1463,10 @@ mod tests {
             ToolOutcome::new(
                 "process_payment",
                 payment_args(40.0, "USD", "Bob"),
-                Outcome::Denied { reason: None },
+                Outcome::Denied {
+                    reason: None,
+                    by: None,
+                },
             ),
         ];
         assert_eq!(
@@ -1666,7 +1708,10 @@ mod tests {
             let outcome = match kind {
                 0 => ran(value.clone()),
                 1 => errored(value.to_string()),
-                2 => Outcome::Denied { reason: value.as_str().map(str::to_string) },
+                2 => Outcome::Denied {
+                    reason: value.as_str().map(str::to_string),
+                    by: (tool == "x").then(|| "Ben".to_owned()),
+                },
                 _ => Outcome::Expired,
             };
             let lang = if ja { Lang::Ja } else { Lang::En };

@@ -718,3 +718,48 @@ fn the_rules_of_eligibility_say_why_in_words() {
     };
     assert_eq!(error.code(), "not_an_approver");
 }
+
+#[test]
+fn a_denial_records_who_said_no_and_tells_the_model_when_it_was_not_the_requester() {
+    use crate::agent::history::Outcome;
+    let tools = ToolRegistry::standard(&ToolSettings::default());
+    let gate = Gate::new(&tools);
+    let no = input(ApprovalDecision::Deny {
+        reason: Some(" not this vendor ".into()),
+    });
+    for (what, needs, signer, by) in [
+        ("an approver denies", two_approvers(), eve(), Some("EVE")),
+        ("the requester withdraws", two_approvers(), ana(), None),
+        ("the requester denies a plain one", plain(), ana(), None),
+    ] {
+        let calls = vec![call(needs, &[])];
+        let answered = gate
+            .answer(
+                Some(&calls),
+                &BTreeMap::new(),
+                std::slice::from_ref(&no),
+                10,
+                &mut ToolDefaults,
+                &signer,
+                "ana",
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let call = &answered.calls[0];
+        assert_eq!(
+            call.denied_by.as_deref(),
+            Some(signer.name.as_str()),
+            "{what}"
+        );
+        assert_eq!(
+            call.phase,
+            CallPhase::Done {
+                outcome: Outcome::Denied {
+                    reason: Some("not this vendor".into()),
+                    by: by.map(str::to_owned),
+                },
+                edited_args: None,
+            },
+            "{what}"
+        );
+    }
+}

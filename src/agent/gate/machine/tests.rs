@@ -158,7 +158,10 @@ fn step() -> Vec<StepCall> {
             ToolLocation::Browser,
             json!({}),
             CallPhase::Done {
-                outcome: Outcome::Denied { reason: None },
+                outcome: Outcome::Denied {
+                    reason: None,
+                    by: None,
+                },
                 edited_args: None,
             },
         ),
@@ -418,7 +421,7 @@ fn every_acceptance_moves_exactly_its_calls() {
                 },
             )],
             |c| {
-                matches!(&c[0].phase, CallPhase::Done { outcome: Outcome::Denied { reason: Some(r) }, .. } if r == "too much")
+                matches!(&c[0].phase, CallPhase::Done { outcome: Outcome::Denied { reason: Some(r), by: None }, .. } if r == "too much")
                     && !c[0].announced
             },
         ),
@@ -436,7 +439,10 @@ fn every_acceptance_moves_exactly_its_calls() {
                 matches!(
                     &c[0].phase,
                     CallPhase::Done {
-                        outcome: Outcome::Denied { reason: None },
+                        outcome: Outcome::Denied {
+                            reason: None,
+                            by: None
+                        },
                         ..
                     }
                 )

@@ -320,6 +320,7 @@ async fn an_approval_wait_and_a_restart_replay_signatures_and_every_outcome() {
                     name: "process_payment".into(),
                     outcome: Outcome::Denied {
                         reason: Some("too much".into()),
+                        by: None,
                     },
                     edited_args: None,
                 },
@@ -347,6 +348,7 @@ async fn an_approval_wait_and_a_restart_replay_signatures_and_every_outcome() {
     let sent = &server.requests()[1].body;
     let denied = Outcome::Denied {
         reason: Some("too much".into()),
+        by: None,
     }
     .model_view();
     assert_eq!(denied["denied"], true);

@@ -289,7 +289,10 @@ async fn an_approval_wait_and_a_restart_replay_provider_ids_and_every_outcome() 
                 ToolResult {
                     call_id: "call-2".into(),
                     name: "get_weather".into(),
-                    outcome: Outcome::Denied { reason: None },
+                    outcome: Outcome::Denied {
+                        reason: None,
+                        by: None,
+                    },
                     edited_args: None,
                 },
             ],
@@ -316,7 +319,7 @@ async fn an_approval_wait_and_a_restart_replay_provider_ids_and_every_outcome() 
             ]},
             {"role": "tool", "tool_call_id": "call_A", "content": "{\"temp_c\":21}"},
             {"role": "tool", "tool_call_id": "call_B",
-             "content": Outcome::Denied { reason: None }.model_view().to_string()}
+             "content": Outcome::Denied { reason: None, by: None }.model_view().to_string()}
         ])
     );
 }

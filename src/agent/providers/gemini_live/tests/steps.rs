@@ -241,6 +241,7 @@ async fn a_denial_is_a_response_with_an_error() {
         &calls[0],
         Outcome::Denied {
             reason: Some("too much".into()),
+            by: None,
         },
     )]);
     let mut stream = model.stream(chat.request());
