@@ -515,6 +515,7 @@ mod tests {
             denied_by: None,
             args: None,
             dropped: vec![cai.clone()],
+            reason: None,
         };
         assert_eq!(
             progress.words(),

@@ -9,8 +9,11 @@
 //!   dismissed, edited arguments against the schema and the rules, a grant the approval may not
 //!   make, a result for the wrong kind of call) is decided here;
 //! * [`Gate::tick`] — deadlines: approvals and browser calls past theirs end;
-//! * [`Gate::echo`] — whether an answer a client sends again merely repeats how an approval was
-//!   resolved (AI SDK clients resend the whole conversation).
+//! * [`Gate::repeats`] (and [`Gate::echo`]) — whether an answer a client sends again merely
+//!   repeats what the server holds (AI SDK clients resend the whole conversation).
+//!
+//! Every approval is judged by the rules on the arguments that would run; an edit is a new
+//! proposal whose requirement only grows (ADR 0028).
 //!
 //! Pure: time comes in as `now`, new approval ids from the caller, nothing is awaited, locked or
 //! written. The turn loop turns the transitions into chunks, audit events and commits.
