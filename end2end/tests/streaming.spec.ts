@@ -52,12 +52,26 @@ for (const mode of MODES) {
 }
 
 for (const mode of MODES) {
-  test(`a message sent right after New chat stays shown when the chat's snapshot comes last (${mode})`, async ({
+  test(`a message sent right after opening a chat stays shown when the chat's snapshot comes last (${mode})`, async ({
     page,
   }) => {
     await startChat(page, mode);
-    // The new chat's snapshot is taken at once (an empty chat) and delivered only after the first
-    // turn has ended, 300 ms late: the order in which the page used to lose what it sent.
+    await send(page, "What's the weather in Tokyo?");
+    await expectAnswer(page, "Tokyo", /18\s?°C/);
+    await expectTurnFinished(page);
+    // New chat loads nothing: the server does not know the chat yet.
+    let fetched = 0;
+    await page.route(/\/api\/chats\/[^/?]+$/, (route) => {
+      if (route.request().method() === "GET") fetched += 1;
+      return route.fallback();
+    });
+    await page.getByTestId("new-chat").click();
+    await expect(page.getByTestId("empty-state")).toBeVisible();
+    expect(fetched).toBe(0);
+    await page.unrouteAll({ behavior: "wait" });
+    // Back to the Tokyo chat from the list: its snapshot is taken at once and delivered only
+    // after the next turn has ended, 300 ms late — the order in which the page used to lose what
+    // it sent.
     let taken!: () => void;
     const snapshotTaken = new Promise<void>((resolve) => (taken = resolve));
     let deliver!: () => void;
@@ -72,11 +86,14 @@ for (const mode of MODES) {
       await new Promise((resolve) => setTimeout(resolve, 300));
       await route.fulfill({ response });
     });
-    await page.getByTestId("new-chat").click();
-    await expect(page.getByTestId("empty-state")).toBeVisible();
+    const list = page.getByTestId("chat-list");
+    if (!(await list.isVisible()) && (await page.getByTestId("chat-list-toggle").count()) > 0) {
+      await page.getByTestId("chat-list-toggle").click();
+    }
+    await list.getByTestId("chat-item").filter({ hasText: "Tokyo" }).first().click();
     await snapshotTaken;
-    await send(page, "What's the weather in Tokyo?");
-    await expectAnswer(page, "Tokyo", /18\s?°C/);
+    await send(page, "What's the weather in Paris?");
+    await expectAnswer(page, "Paris");
     await expectTurnFinished(page);
     const conversation = page.locator("#conversation");
     // The chat is still being loaded: its snapshot comes last.
@@ -84,12 +101,13 @@ for (const mode of MODES) {
     deliver();
     await expect(conversation).toHaveAttribute("aria-busy", "false");
     expect(held).toBe(1);
-    // The empty snapshot has been applied: what the page sent, and its answer, are still shown.
-    await expect(page.getByTestId("empty-state")).toBeHidden();
-    await expect(userMessages(page)).toHaveCount(1);
-    await expect(userMessages(page)).toContainText("What's the weather in Tokyo?");
-    await expect(assistantMessages(page)).toHaveCount(1);
-    await expectAnswer(page, "Tokyo", /18\s?°C/);
+    // The older snapshot has been applied: the chat's first turn, and what the page sent after
+    // it was taken, with its answer, are all shown.
+    await expect(userMessages(page)).toHaveCount(2);
+    await expect(userMessages(page).nth(0)).toContainText("What's the weather in Tokyo?");
+    await expect(userMessages(page).nth(1)).toContainText("What's the weather in Paris?");
+    await expect(assistantMessages(page)).toHaveCount(2);
+    await expectAnswer(page, "Paris");
   });
 }
 

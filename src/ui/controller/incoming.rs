@@ -27,7 +27,7 @@ impl ChatCtl {
         });
     }
 
-    fn apply_snapshot(self, snapshot: ChatSnapshot) {
+    pub(super) fn apply_snapshot(self, snapshot: ChatSnapshot) {
         if snapshot.chat_id != self.chat_id.get_untracked() {
             return;
         }

@@ -135,11 +135,18 @@ impl ChatCtl {
         }
         self.chats.set(storage::saved_chats());
         let (_, query) = platform::location();
+        // The chat the address names, or the one open last if it was ever used; else a new one
+        // (which the server does not know yet: nothing to load).
         let chat = super::url::query_param(&query, "chat")
             .filter(|c| !c.trim().is_empty())
-            .or_else(storage::saved_chat)
-            .unwrap_or_else(|| platform::random_id("chat"));
-        self.open_chat(chat);
+            .or_else(|| {
+                storage::saved_chat()
+                    .filter(|id| self.chats.with_untracked(|c| c.iter().any(|e| &e.id == id)))
+            });
+        match chat {
+            Some(chat) => self.open_chat(chat),
+            None => self.new_chat(),
+        }
         spawn_local(async move {
             match super::api::get_app_info().await {
                 Ok(info) => {
@@ -154,18 +161,26 @@ impl ChatCtl {
 
     /// Shows chat `id` (loading it from the server).
     pub fn open_chat(self, id: String) {
+        self.open(id, false);
+    }
+
+    /// Starts an empty chat: the server has nothing of it yet, so nothing is loaded.
+    pub fn new_chat(self) {
+        self.open(platform::random_id("chat"), true);
+    }
+
+    fn open(self, id: String, fresh: bool) {
         let transport = self.transport();
         transport.disconnect(self);
         storage::save_chat(&id);
-        self.chat_id.set(id);
+        self.chat_id.set(id.clone());
         self.reset_local();
         transport.connect(self);
-        self.reload();
-    }
-
-    /// Starts an empty chat.
-    pub fn new_chat(self) {
-        self.open_chat(platform::random_id("chat"));
+        if fresh {
+            self.apply_snapshot(super::api::ChatSnapshot::new_chat(id, platform::now_ms()));
+        } else {
+            self.reload();
+        }
     }
 
     fn reset_local(self) {
