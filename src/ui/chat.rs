@@ -26,7 +26,8 @@ pub fn ChatPage() -> impl IntoView {
     let ctl = ChatCtl::new();
     provide_context(ctl);
     // Effects run only in the browser, after hydration.
-    Effect::new(move |_| ctl.start());
+    // Once: nothing start-up reads may make it run again (a chat opened there reads signals).
+    Effect::new(move |_| untrack(move || ctl.start()));
     #[cfg(feature = "hydrate")]
     Effect::new(move |_| expose_test_hooks(ctl));
 

@@ -57,7 +57,7 @@ impl ChatCtl {
         self.conversation
             .set_value(Conversation::new(messages.clone()));
         self.messages.set(messages);
-        let waiting = self.messages.with(|m| state::waits_for_person(m));
+        let waiting = self.messages.with_untracked(|m| state::waits_for_person(m));
         let transport = self.transport();
         if snapshot.streaming || (waiting && transport.follows_waiting_turns()) {
             // Follow the turn live again: SSE re-attaches to a streaming turn; BIDI replays the
