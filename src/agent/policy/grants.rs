@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::spending::Spending;
 use crate::agent::{
     clock::Millis,
-    store::{Claim, Ended, Spent},
+    store::{Claim, Spent, Unused},
     tools::ToolSpec,
 };
 use crate::protocol::{
@@ -29,12 +29,27 @@ pub enum GrantError {
     AlreadyRevoked(String),
 }
 
-/// A call that ended, whose reservation is to be let go: in the store, then here.
+/// A call that held a reservation and ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ending {
-    pub ended: Ended,
+    pub chat: String,
+    pub call: String,
+    /// It did what it claimed for (it ran, and paid where it was to pay): what it reserved stays
+    /// spent. Otherwise its reservation goes and its grant share goes back, in the store
+    /// ([`crate::agent::store::PolicyStore::release`]), then here.
+    pub used: bool,
     /// What it paid, in cents.
     pub paid: Option<i64>,
+}
+
+impl Ending {
+    /// What the store lets go of for it: nothing when it used what it reserved.
+    pub fn unused(&self) -> Option<Unused> {
+        (!self.used).then(|| Unused {
+            chat: self.chat.clone(),
+            call: self.call.clone(),
+        })
+    }
 }
 
 /// Grants and spending.
@@ -182,15 +197,13 @@ impl Book {
         let Some(claim) = self.held.get(call) else {
             return;
         };
-        if self.ending.iter().any(|e| e.ended.call == call) {
+        if self.ending.iter().any(|e| e.call == call) {
             return;
         }
         self.ending.push(Ending {
-            ended: Ended {
-                chat: claim.chat.clone(),
-                call: call.to_owned(),
-                used: ran && (paid.is_some() || claim.cents == 0),
-            },
+            chat: claim.chat.clone(),
+            call: call.to_owned(),
+            used: ran && (paid.is_some() || claim.cents == 0),
             paid,
         });
     }
@@ -209,11 +222,11 @@ impl Book {
     /// of a call that did not use it goes back to the grant.
     pub(super) fn release(&mut self, ending: &[Ending], now: Millis) {
         for end in ending {
-            let Some(claim) = self.held.remove(&end.ended.call) else {
+            let Some(claim) = self.held.remove(&end.call) else {
                 continue;
             };
             self.spending.settle(&claim.call, end.paid, now);
-            if end.ended.used {
+            if end.used {
                 continue;
             }
             if let Some(grant) = self

@@ -80,9 +80,9 @@ impl Policy {
         step(&mut decider)
     }
 
-    /// A call ended: it ran or not, and paid `paid_cents` (or nothing). What it reserved is let
-    /// go with the next [`Policy::flush`] — for a payment, call it once the payment's commit is
-    /// on disk (until then the reservation is what counts it on other instances).
+    /// A call ended: it ran or not, and paid `paid_cents` (or nothing). What it reserved and did
+    /// not use goes back with the next [`Policy::flush`]. Call it for a payment once its commit
+    /// is on disk.
     pub fn settle(&self, call: &str, ran: bool, paid_cents: Option<i64>) {
         lock(&self.book).settle(call, ran, paid_cents);
     }
@@ -97,10 +97,9 @@ impl Policy {
         let ending = lock(&self.book).take_ending();
         match self.store.get() {
             None => lock(&self.book).release(&ending, now),
-            Some(_) if ending.is_empty() => {}
             Some(store) => {
-                let ended: Vec<_> = ending.iter().map(|e| e.ended.clone()).collect();
-                match store.release(&ended).await {
+                let unused: Vec<_> = ending.iter().filter_map(|e| e.unused()).collect();
+                match store.release(&unused).await {
                     Ok(()) => lock(&self.book).release(&ending, now),
                     Err(e) => {
                         tracing::error!(error = %e.report(), "cannot let go of what ended calls reserved");

@@ -32,7 +32,7 @@ use std::{
 use async_trait::async_trait;
 
 pub use audit::{Actor, AuditEvent, AuditKind, AuditQuery, AuditRecord};
-pub use reservations::{Claim, Ended, GrantUse, Reserved, Spent};
+pub use reservations::{Claim, GrantUse, Reserved, Spent, Unused};
 
 pub use super::attachments::StoredFile;
 pub(crate) use super::lock;
@@ -411,11 +411,11 @@ pub trait PolicyStore: Send + Sync + 'static {
         decide: &mut (dyn for<'s> FnMut(&'s Spent) -> Vec<Claim> + Send),
     ) -> Result<Reserved, StoreError>;
 
-    /// Calls that held reservations ended: their reservations go, and the grant share of each
-    /// that did not use it goes back. A call without a reservation changes nothing. A payment's
-    /// reservation must go only once its ledger row is committed (until then it is what counts
-    /// the payment).
-    async fn release(&self, ended: &[Ended]) -> Result<(), StoreError>;
+    /// Calls that ended without using what they reserved: their reservations go and their
+    /// grant shares go back; a call without a reservation changes nothing. (A payment that was
+    /// made needs nothing: its ledger row counts it from its commit on, and a later reservation
+    /// sweeps its reservation away.)
+    async fn release(&self, unused: &[Unused]) -> Result<(), StoreError>;
 
     /// Appends audit events that belong to no session commit (a grant revoked).
     async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError>;
@@ -793,8 +793,8 @@ impl PolicyStore for MemoryStore {
         reservations::reserve_in_memory(self, now, decide)
     }
 
-    async fn release(&self, ended: &[Ended]) -> Result<(), StoreError> {
-        lock(&self.reservations).release(ended, &mut lock(&self.grants));
+    async fn release(&self, unused: &[Unused]) -> Result<(), StoreError> {
+        lock(&self.reservations).release(unused, &mut lock(&self.grants));
         Ok(())
     }
 }

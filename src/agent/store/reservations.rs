@@ -11,8 +11,9 @@
 //!
 //! The day's total is what the ledger says was paid today plus what reservations of the day
 //! hold for calls that have not paid: a reservation stops counting the moment its payment's
-//! ledger row is committed, so it may go later ([`super::PolicyStore::release`]), and a call
-//! that ends without paying gives back its share of the day and of its grant.
+//! ledger row is committed (a later reservation sweeps it away), and a call that ends without
+//! using what it reserved gives back its share of the day and of its grant
+//! ([`super::PolicyStore::release`]).
 
 use std::collections::HashMap;
 
@@ -65,15 +66,12 @@ pub enum Reserved {
     Refused,
 }
 
-/// A call that held a reservation ended.
+/// A call that ended without using what it reserved: it did not run, or ran and paid nothing
+/// where it was to pay.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ended {
+pub struct Unused {
     pub chat: String,
     pub call: String,
-    /// It did what it claimed for (it ran, and paid where it was to pay): its grant's share stays
-    /// used. Otherwise the share goes back to the grant. Either way the reservation goes — for a
-    /// payment, once its ledger row is committed.
-    pub used: bool,
 }
 
 /// One reservation row: (day, cents, grant).
@@ -95,32 +93,34 @@ impl Reservations {
         now: Millis,
     ) -> Spent {
         let since = start_of_day(now);
-        let paid: i64 = records
+        let ledger: i64 = records
             .values()
             .flat_map(|r| &r.wallet.transactions)
             .filter(|t| t.timestamp_ms >= since)
             .map(|t| t.amount_cents)
             .sum();
-        let is_paid = |chat: &str, call: &str| {
-            records
-                .get(chat)
-                .is_some_and(|r| r.wallet.transactions.iter().any(|t| t.tool_call_id == call))
-        };
         let day = day_of(now);
         let reserved: i64 = self
             .rows
             .iter()
-            .filter(|((chat, call), (d, _, _))| *d == day && !is_paid(chat, call))
+            .filter(|((chat, call), (d, _, _))| *d == day && !paid(records, chat, call))
             .map(|(_, (_, cents, _))| *cents)
             .sum();
         Spent {
-            today_cents: paid + reserved,
+            today_cents: ledger + reserved,
             grants: grants.iter().map(GrantUse::of).collect(),
         }
     }
 
-    /// Keeps `claims` (made at `now`), all or nothing, raising their grants' use in `grants`.
-    pub(super) fn keep(&mut self, claims: &[Claim], grants: &mut [Grant], now: Millis) -> Reserved {
+    /// Keeps `claims` (made at `now`), all or nothing, raising their grants' use in `grants`;
+    /// reservations of calls `records` has the payments of go.
+    pub(super) fn keep(
+        &mut self,
+        claims: &[Claim],
+        grants: &mut [Grant],
+        records: &HashMap<String, SessionRecord>,
+        now: Millis,
+    ) -> Reserved {
         let mut taken: HashMap<&str, i64> = HashMap::new();
         let fresh: Vec<&Claim> = claims
             .iter()
@@ -155,18 +155,20 @@ impl Reservations {
                 (day_of(now), claim.cents, claim.grant.clone()),
             );
         }
-        self.rows.retain(|_, (day, _, _)| *day >= day_of(now) - 1);
+        self.rows.retain(|(chat, call), (day, _, _)| {
+            *day >= day_of(now) - 1 && !paid(records, chat, call)
+        });
         Reserved::Kept
     }
 
-    /// Lets `ended` go, giving back the grant share of those that did not use it.
-    pub(super) fn release(&mut self, ended: &[Ended], grants: &mut [Grant]) {
-        for end in ended {
-            let Some((_, cents, grant)) = self.rows.remove(&(end.chat.clone(), end.call.clone()))
+    /// Lets the reservations of `unused` go, giving back their grant shares.
+    pub(super) fn release(&mut self, unused: &[Unused], grants: &mut [Grant]) {
+        for call in unused {
+            let Some((_, cents, grant)) = self.rows.remove(&(call.chat.clone(), call.call.clone()))
             else {
                 continue;
             };
-            if let (false, Some(id)) = (end.used, grant)
+            if let Some(id) = grant
                 && let Some(grant) = grants.iter_mut().find(|g| g.id == id)
             {
                 grant.used_cents = (grant.used_cents - cents).max(0);
@@ -174,6 +176,13 @@ impl Reservations {
             }
         }
     }
+}
+
+/// Whether `records` has the payment of `call` of `chat` (its ledger row).
+fn paid(records: &HashMap<String, SessionRecord>, chat: &str, call: &str) -> bool {
+    records
+        .get(chat)
+        .is_some_and(|r| r.wallet.transactions.iter().any(|t| t.tool_call_id == call))
 }
 
 impl GrantUse {
@@ -199,5 +208,6 @@ pub(super) fn reserve_in_memory(
         reservations.spent(&records, &lock(&store.grants), now)
     };
     let claims = decide(&spent);
-    Ok(reservations.keep(&claims, &mut lock(&store.grants), now))
+    let records = lock(&store.records);
+    Ok(reservations.keep(&claims, &mut lock(&store.grants), &records, now))
 }

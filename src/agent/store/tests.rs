@@ -454,16 +454,9 @@ pub(crate) async fn policy_contract<S: SessionStore + PolicyStore>(store: &S) {
     );
     assert_eq!(totals(store).await, (1_000, 2_000, 1));
 
-    // The payment is made and committed: its ledger row counts it, not twice; its reservation
-    // goes and the grant keeps its use.
+    // The payment is made and committed: its ledger row counts it, not twice, and the grant
+    // keeps its use; the next reservation sweeps its reservation away.
     store.commit(&waiting_record(), &[]).await.unwrap();
-    assert_eq!(totals(store).await, (1_000, 2_000, 1));
-    let paid = Ended {
-        chat: "chat".into(),
-        call: "call-0".into(),
-        used: true,
-    };
-    store.release(&[paid]).await.unwrap();
     assert_eq!(totals(store).await, (1_000, 2_000, 1));
 
     // A call that did not run gives back its share of the day and of the grant, once.
@@ -473,13 +466,19 @@ pub(crate) async fn policy_contract<S: SessionStore + PolicyStore>(store: &S) {
         (Reserved::Kept, 1_000)
     );
     assert_eq!(totals(store).await, (3_000, 4_000, 2));
-    let ended = Ended {
+    let ended = Unused {
         chat: "other".into(),
         call: "call-7".into(),
-        used: false,
     };
     store.release(&[ended.clone()]).await.unwrap();
     store.release(&[ended]).await.unwrap();
+    assert_eq!(totals(store).await, (1_000, 2_000, 1));
+    // The paid call's reservation is gone: releasing it gives nothing back.
+    let paid = Unused {
+        chat: "chat".into(),
+        call: "call-0".into(),
+    };
+    store.release(&[paid]).await.unwrap();
     assert_eq!(totals(store).await, (1_000, 2_000, 1));
 
     // Exactly the budget fits (30 USD left).
@@ -497,10 +496,9 @@ pub(crate) async fn policy_contract<S: SessionStore + PolicyStore>(store: &S) {
 
     // A revocation written later keeps the use, and nothing reserves from a revoked grant.
     store
-        .release(&[Ended {
+        .release(&[Unused {
             chat: "other".into(),
             call: "call-8".into(),
-            used: false,
         }])
         .await
         .unwrap();

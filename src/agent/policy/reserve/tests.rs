@@ -16,7 +16,7 @@ use super::super::tests::{
 };
 use super::super::*;
 use crate::agent::store::{
-    AuditEvent, Claim, Ended, MemoryStore, PolicyStore, Reserved, Spent, StoreError,
+    AuditEvent, Claim, MemoryStore, PolicyStore, Reserved, Spent, StoreError, Unused,
 };
 use crate::protocol::grant::GrantScope;
 
@@ -204,7 +204,7 @@ impl PolicyStore for Down {
     ) -> Result<Reserved, StoreError> {
         Err(StoreError::new("down"))
     }
-    async fn release(&self, _: &[Ended]) -> Result<(), StoreError> {
+    async fn release(&self, _: &[Unused]) -> Result<(), StoreError> {
         Err(StoreError::new("down"))
     }
     async fn append_audit(&self, _: &[AuditEvent]) -> Result<(), StoreError> {
@@ -274,8 +274,8 @@ impl PolicyStore for RevokedMeanwhile {
         self.inner.save_grant(&revoked).await?;
         self.inner.reserve(now, &mut |_| claims.clone()).await
     }
-    async fn release(&self, ended: &[Ended]) -> Result<(), StoreError> {
-        self.inner.release(ended).await
+    async fn release(&self, unused: &[Unused]) -> Result<(), StoreError> {
+        self.inner.release(unused).await
     }
     async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
         self.inner.append_audit(events).await

@@ -9,6 +9,13 @@
 //! payment's ledger row replaces its reservation in the total) or a grant's use, so what the
 //! decision saw is what holds when it commits: two instances never both fit under a limit only
 //! one fits under. What only lowers them (a call that ends without paying) needs no lock.
+//!
+//! Reservations and releases commit without waiting for the WAL to reach the disk
+//! (`synchronous_commit = off` for their transactions; other instances see them at once): a
+//! commit that waits makes every commit before it durable, and whatever depends on a reservation
+//! — a payment's commit, a call that must not run twice on disk as running — is such a commit.
+//! What a crash of the database can lose is a reservation no commit followed, whose call's
+//! effects were never on disk either. So the lock is held for a few round trips, never an fsync.
 
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
@@ -19,8 +26,8 @@ use crate::{
         clock::Millis,
         policy::spending::{day_of, start_of_day},
         store::{
-            AuditEvent, Claim, Ended, GrantUse, PolicyStore, Reserved, Spent, StoreError,
-            StoreNews, encode::to_json,
+            AuditEvent, Claim, GrantUse, PolicyStore, Reserved, Spent, StoreError, StoreNews,
+            Unused, encode::to_json,
         },
     },
     protocol::grant::Grant,
@@ -114,10 +121,14 @@ async fn keep_in(
         }
         grants_used = true;
     }
-    // Reservations of calls still in flight since the day before yesterday are of no use.
+    // Reservations of payments made count no more (their ledger rows do), and those of calls
+    // still in flight since the day before yesterday are of no use.
     execute_in(
         tx,
-        "DELETE FROM spending_reservations WHERE day < $1",
+        "DELETE FROM spending_reservations r
+         WHERE r.day < $1 OR EXISTS (
+             SELECT 1 FROM ledger l
+             WHERE l.session_id = r.session_id AND l.tool_call_id = r.tool_call_id)",
         &[&(day_of(now) - 1)],
         context,
     )
@@ -210,13 +221,11 @@ impl PolicyStore for PostgresStore {
         let _one_at_a_time = self.reserving.lock().await;
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(err(context))?;
-        execute_in(
-            &tx,
-            "SELECT pg_advisory_xact_lock($1)",
-            &[&SPENDING_LOCK],
-            context,
-        )
-        .await?;
+        tx.batch_execute(&format!(
+            "SET LOCAL synchronous_commit = off; SELECT pg_advisory_xact_lock({SPENDING_LOCK})"
+        ))
+        .await
+        .map_err(err(context))?;
         let spent = spent_in(&tx, now).await?;
         let claims = decide(&spent);
         if claims.is_empty() {
@@ -234,13 +243,16 @@ impl PolicyStore for PostgresStore {
         Ok(Reserved::Kept)
     }
 
-    async fn release(&self, ended: &[Ended]) -> Result<(), StoreError> {
-        if ended.is_empty() {
+    async fn release(&self, unused: &[Unused]) -> Result<(), StoreError> {
+        if unused.is_empty() {
             return Ok(());
         }
         let context = "cannot release a reservation";
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(err(context))?;
+        tx.batch_execute("SET LOCAL synchronous_commit = off")
+            .await
+            .map_err(err(context))?;
         let released = tx
             .prepare_cached(
                 "DELETE FROM spending_reservations WHERE session_id = $1 AND tool_call_id = $2
@@ -249,12 +261,12 @@ impl PolicyStore for PostgresStore {
             .await
             .map_err(err(context))?;
         let mut refunded = false;
-        for end in ended {
+        for end in unused {
             let held = tx
                 .query_opt(&released, &[&end.chat, &end.call])
                 .await
                 .map_err(err(context))?;
-            let Some(row) = held.filter(|_| !end.used) else {
+            let Some(row) = held else {
                 continue;
             };
             let cents: i64 = row.try_get(0).map_err(err(context))?;

@@ -5,6 +5,13 @@
 //! decides, and writes its claims on the writer, one reservation at a time (the store's
 //! `reserving` lock); a grant's use still only moves by a conditional update that never passes
 //! its budget.
+//!
+//! Reservations and releases are committed without waiting for the disk
+//! (`synchronous=NORMAL` for their transactions): a WAL commit that waits for the disk makes
+//! every commit before it durable, and whatever depends on a reservation having been kept — a
+//! payment's commit, a call that must not run twice on disk as running — is such a commit. What
+//! a power cut can lose is a reservation no commit followed: its call's effects were never on
+//! disk either, and a release lost only counts a call that did not pay (never too little).
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -15,12 +22,30 @@ use crate::{
         clock::Millis,
         policy::spending::{day_of, start_of_day},
         store::{
-            AuditEvent, Claim, Ended, GrantUse, PolicyStore, Reserved, Spent, StoreError,
+            AuditEvent, Claim, GrantUse, PolicyStore, Reserved, Spent, StoreError, Unused,
             encode::to_json,
         },
     },
     protocol::grant::Grant,
 };
+
+/// Runs `f` on the writer's connection with commits that do not wait for the disk (see the
+/// module's documentation), then restores the connection's setting.
+fn without_waiting<R>(
+    conn: &mut Connection,
+    f: impl FnOnce(&mut Connection) -> Result<R, StoreError>,
+) -> Result<R, StoreError> {
+    let context = "cannot set how commits reach the disk";
+    let was: i64 = conn
+        .pragma_query_value(None, "synchronous", |row| row.get(0))
+        .map_err(err(context))?;
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(err(context))?;
+    let done = f(conn);
+    conn.pragma_update(None, "synchronous", was)
+        .map_err(err(context))?;
+    done
+}
 
 /// The day of `now`'s spending and every grant's use.
 fn spent(conn: &Connection, now: Millis) -> Result<Spent, StoreError> {
@@ -97,19 +122,26 @@ fn keep(conn: &mut Connection, claims: &[Claim], now: Millis) -> Result<Reserved
             return Ok(Reserved::Refused);
         }
     }
-    // Reservations of calls still in flight since the day before yesterday are of no use.
-    tx.prepare_cached("DELETE FROM spending_reservations WHERE day < ?1")
-        .and_then(|mut stmt| stmt.execute([day_of(now) - 1]))
-        .map_err(err(context))?;
+    // Reservations of payments made count no more (their ledger rows do), and those of calls
+    // still in flight since the day before yesterday are of no use.
+    tx.prepare_cached(
+        "DELETE FROM spending_reservations
+         WHERE day < ?1 OR EXISTS (
+             SELECT 1 FROM ledger l
+             WHERE l.session_id = spending_reservations.session_id
+                 AND l.tool_call_id = spending_reservations.tool_call_id)",
+    )
+    .and_then(|mut stmt| stmt.execute([day_of(now) - 1]))
+    .map_err(err(context))?;
     tx.commit().map_err(err(context))?;
     Ok(Reserved::Kept)
 }
 
-/// Lets the reservations of `ended` go.
-fn release(conn: &mut Connection, ended: &[Ended]) -> Result<(), StoreError> {
+/// Lets the reservations of `unused` go, giving back their grant shares.
+fn release(conn: &mut Connection, unused: &[Unused]) -> Result<(), StoreError> {
     let context = "cannot release a reservation";
     let tx = conn.transaction().map_err(err(context))?;
-    for end in ended {
+    for end in unused {
         let held: Option<(i64, Option<String>)> = tx
             .prepare_cached(
                 "DELETE FROM spending_reservations WHERE session_id = ?1 AND tool_call_id = ?2
@@ -120,7 +152,7 @@ fn release(conn: &mut Connection, ended: &[Ended]) -> Result<(), StoreError> {
                     .optional()
             })
             .map_err(err(context))?;
-        if let (false, Some((cents, Some(grant)))) = (end.used, held) {
+        if let Some((cents, Some(grant))) = held {
             tx.prepare_cached(
                 "UPDATE grants SET used_cents = MAX(used_cents - ?2, 0), uses = MAX(uses - 1, 0)
                  WHERE id = ?1",
@@ -227,14 +259,16 @@ impl PolicyStore for SqliteStore {
         if claims.is_empty() {
             return Ok(Reserved::Kept);
         }
-        self.with(move |conn| keep(conn, &claims, now)).await
+        self.with(move |conn| without_waiting(conn, |conn| keep(conn, &claims, now)))
+            .await
     }
 
-    async fn release(&self, ended: &[Ended]) -> Result<(), StoreError> {
-        if ended.is_empty() {
+    async fn release(&self, unused: &[Unused]) -> Result<(), StoreError> {
+        if unused.is_empty() {
             return Ok(());
         }
-        let ended = ended.to_vec();
-        self.with(move |conn| release(conn, &ended)).await
+        let unused = unused.to_vec();
+        self.with(move |conn| without_waiting(conn, |conn| release(conn, &unused)))
+            .await
     }
 }
