@@ -302,3 +302,141 @@ async fn a_budget_grant_raced_over_three_instances_is_never_overspent() {
         }
     }
 }
+
+/// An instance of the runtime with the [`DAILY_LIMIT`] rules on `store` (several share it, as
+/// instances share a database), its policy restored from it as at start-up.
+async fn instance(
+    store: &std::sync::Arc<countersign::agent::store::MemoryStore>,
+) -> std::sync::Arc<countersign::agent::Runtime> {
+    use countersign::agent::{
+        Runtime, RuntimeSettings,
+        clock::{RandomIds, SystemClock},
+        demo::DemoModel,
+        policy::{Policy, ToolFacts},
+        tools::{ToolRegistry, ToolSettings, WeatherSource},
+    };
+    use std::sync::Arc;
+    let tools = ToolRegistry::standard(&ToolSettings {
+        weather: WeatherSource::Offline,
+        ..ToolSettings::default()
+    });
+    let policy = Policy::from_text(DAILY_LIMIT, &ToolFacts::all(&tools)).expect("the rules load");
+    let runtime = Runtime::new(
+        Arc::new(DemoModel::new(Duration::ZERO)),
+        tools,
+        Arc::new(SystemClock),
+        Arc::new(RandomIds),
+        store.clone(),
+        RuntimeSettings::default(),
+    );
+    runtime.set_policy(Arc::new(policy));
+    runtime
+        .policy()
+        .restore(store.clone(), runtime.clock.now_ms())
+        .await
+        .expect("restored");
+    runtime
+}
+
+/// The chunks of `log` from `from` to its next pause or its end, in the full dialect.
+async fn segment(
+    log: &std::sync::Arc<countersign::agent::session::TurnLog>,
+    from: usize,
+) -> Vec<Value> {
+    use countersign::agent::TurnEntry;
+    let mut reader = log.subscribe(from);
+    let mut chunks = Vec::new();
+    while let Some(entry) = tokio::time::timeout(Duration::from_secs(30), reader.next())
+        .await
+        .expect("the turn goes on")
+    {
+        match entry {
+            TurnEntry::Chunk(chunk) => {
+                chunks.extend(chunk.to_value(countersign::protocol::Dialect::Full))
+            }
+            TurnEntry::Pause | TurnEntry::End => break,
+        }
+    }
+    chunks
+}
+
+/// Starts a turn saying `text` in `chat` on `runtime`: its chunks until it pauses or ends.
+async fn turn(
+    runtime: &std::sync::Arc<countersign::agent::Runtime>,
+    chat: &str,
+    text: &str,
+) -> Vec<Value> {
+    let started = runtime
+        .start_turn(
+            chat,
+            countersign::agent::UserTurn {
+                text: text.into(),
+                ..Default::default()
+            },
+            None,
+        )
+        .await
+        .expect("the turn starts");
+    segment(&started.log, 0).await
+}
+
+#[tokio::test]
+async fn a_payment_approved_while_the_day_had_room_is_refused_when_it_starts_past_the_limit() {
+    use countersign::agent::{
+        ApprovalDecision, PersonInput,
+        store::{AuditQuery, PolicyStore, SessionStore},
+    };
+    let store = std::sync::Arc::new(countersign::agent::store::MemoryStore::default());
+    let (a, b) = (instance(&store).await, instance(&store).await);
+    // On A, 20 USD asks (the rules run payments without asking up to 10 USD).
+    let asked = turn(&a, "approved", "Send $20 to Jill").await;
+    let approval = of_type(&asked, "tool-approval-request")[0]["approvalId"]
+        .as_str()
+        .expect("an approval")
+        .to_owned();
+    // Meanwhile B lets fourteen 7 USD payments run by the rule: 98 of the day's 100 USD.
+    for i in 0..14 {
+        let paid = turn(&b, &format!("small-{i}"), "Send $7 to Jack").await;
+        assert_eq!(of_type(&paid, "tool-output-available").len(), 1, "{paid:?}");
+    }
+    // The person approves on A, whose copy of the day's total still says 0: the store's says
+    // 98 USD, and the payment is refused as it starts, the model told why.
+    let receipt = a
+        .submit(
+            "approved",
+            &[PersonInput::Approval {
+                approval_id: approval,
+                decision: ApprovalDecision::Approve,
+                step_up: None,
+            }],
+        )
+        .await
+        .expect("the approval is taken");
+    let rest = segment(&receipt.log, receipt.from).await;
+    assert!(
+        of_type(&rest, "tool-output-available").is_empty(),
+        "{rest:?}"
+    );
+    assert_eq!(of_type(&rest, "tool-output-denied").len(), 1, "{rest:?}");
+    let text = text_of(&rest);
+    assert!(
+        text.contains("policy does not allow") && text.contains("100 USD a day"),
+        "{text}"
+    );
+    let audit = store
+        .audit(&AuditQuery {
+            session: Some("approved".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("the audit log");
+    assert!(
+        audit.iter().any(
+            |r| r.event.kind == countersign::agent::store::AuditKind::Refused
+                && r.event.rule.as_deref() == Some("daily-limit")
+        ),
+        "{audit:?}"
+    );
+    let now = a.clock.now_ms();
+    assert_eq!(store.spent(now).await.expect("spent").today_cents, 9_800);
+}
