@@ -69,6 +69,9 @@ pub struct Decider<'a> {
     /// Nothing can be reserved now (the store failed): a call that would claim asks the
     /// person instead, and a payment cleared to run does not start.
     pub(super) unreserved: bool,
+    /// Whether a decision read or moved the running totals a limit is held to: a call that pays
+    /// was decided (however), or a grant was used. Only then does the store's count matter.
+    pub(super) spends: bool,
 }
 
 /// What the gate asks of the policy.
@@ -153,6 +156,7 @@ impl Decider<'_> {
 
     /// Claims `cents` (and a use of `grant`) for `call`.
     fn claim(&mut self, call: &str, cents: Option<i64>, grant: Option<String>) {
+        self.spends = true;
         self.claims.push(Claim {
             chat: self.chat.to_owned(),
             call: call.to_owned(),
@@ -180,6 +184,7 @@ impl Decider<'_> {
         else {
             return Ok(());
         };
+        self.spends = true;
         if self.unreserved {
             return Err(Refusal::Unrecorded);
         }
@@ -200,6 +205,7 @@ impl Decide for Decider<'_> {
         let facts = self.facts(&tool_facts, tool, args, now_ms);
         let cents = facts.pays.as_ref().map(|p| p.money.wallet_cents());
         let ruled = rules.verdict(&facts);
+        self.spends |= cents.is_some();
         let verdict = match ruled {
             RuleVerdict::Run { rule } if rule.is_empty() => return Verdict::Run,
             RuleVerdict::Run { rule } => Ruling::AllowedByRule { rule },

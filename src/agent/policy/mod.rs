@@ -531,6 +531,7 @@ impl Policy {
             wallet,
             claims: Vec::new(),
             unreserved: false,
+            spends: false,
         }
     }
 

@@ -19,7 +19,9 @@ impl Policy {
     /// run ([`Decider::clear_to_run`]) — on the day's total and the grants' use as the store has
     /// them, and keeps what the calls it lets run claim, in one step of the store: no other
     /// decision, of this instance or another on the same database, comes in between. `step` may
-    /// run more than once (a grant it used was revoked meanwhile); its last result counts.
+    /// run more than once (first on this instance's copy: a step whose calls neither pay nor
+    /// use a grant is decided there, without the store; then again whenever a grant it used
+    /// was revoked meanwhile); its last result counts.
     ///
     /// When the store cannot keep the claims, `step` runs once more on a decider that reserves
     /// nothing: what would have claimed asks the person, a payment cleared to run does not start.
@@ -41,6 +43,13 @@ impl Policy {
             decider.book.keep(&claims, now);
             return decided;
         };
+        {
+            let mut decider = self.decider(tools, chat, requester, wallet.clone());
+            let decided = step(&mut decider);
+            if !decider.spends {
+                return decided;
+            }
+        }
         for _ in 0..ATTEMPTS {
             let mut decided = None;
             let mut claims = Vec::new();

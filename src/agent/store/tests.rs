@@ -470,7 +470,7 @@ pub(crate) async fn policy_contract<S: SessionStore + PolicyStore>(store: &S) {
         chat: "other".into(),
         call: "call-7".into(),
     };
-    store.release(&[ended.clone()]).await.unwrap();
+    store.release(std::slice::from_ref(&ended)).await.unwrap();
     store.release(&[ended]).await.unwrap();
     assert_eq!(totals(store).await, (1_000, 2_000, 1));
     // The paid call's reservation is gone: releasing it gives nothing back.

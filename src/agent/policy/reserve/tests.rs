@@ -293,6 +293,21 @@ async fn a_grant_revoked_while_a_call_is_decided_lets_nothing_run_and_the_call_a
     store.save_grant(&budget).await.unwrap();
     let policy = Policy::tool_defaults();
     policy.restore(store.clone(), NOON).await.unwrap();
+    // A step that neither pays nor uses a grant is decided without the store.
+    let registry = registry();
+    let weather = registry.get("get_weather").unwrap();
+    let verdict = policy
+        .decide(
+            &registry,
+            "c",
+            &LOCAL_REQUESTER,
+            &ChatWallet::default(),
+            NOON,
+            |d| verdict_as_want(&d.decide("w", &weather.spec, &json!({"city": "Oslo"}), NOON)),
+        )
+        .await;
+    assert_eq!(verdict, "Default");
+    assert_eq!(store.reserves.load(Ordering::SeqCst), 0);
     assert_eq!(
         payments(&policy, "c", &[("x", 5.0)]).await,
         ["Ask(None, true)"]
