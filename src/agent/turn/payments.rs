@@ -17,7 +17,7 @@ use crate::agent::{
 use crate::protocol::grant::Ruling;
 
 /// What a payment that could not reserve what it pays is told (it did not start).
-pub(crate) const UNRECORDED: &str = "Not run: what it would pay could not be checked against \
+const UNRECORDED: &str = "Not run: what it would pay could not be checked against \
      the day's limits (the database did not answer). Nothing was paid.";
 
 impl TurnDriver {
