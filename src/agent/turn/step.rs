@@ -208,6 +208,9 @@ impl TurnDriver {
         };
         let requester = rt.requester(&owner);
         let proposed = &step.calls;
+        // The step may be decided more than once (`Policy::decide`): each time hands out the
+        // same approval ids, in order.
+        let mut issued: Vec<String> = Vec::new();
         let (calls, requests) = rt
             .policy()
             .decide(
@@ -218,12 +221,15 @@ impl TurnDriver {
                 now,
                 |decider| {
                     let mut calls = proposed.clone();
-                    let requests = gate.request(
-                        &mut calls,
-                        now,
-                        || rt.ids.next_id(IdKind::Approval),
-                        decider,
-                    );
+                    let mut used = 0;
+                    let next_id = || {
+                        if used == issued.len() {
+                            issued.push(rt.ids.next_id(IdKind::Approval));
+                        }
+                        used += 1;
+                        issued[used - 1].clone()
+                    };
+                    let requests = gate.request(&mut calls, now, next_id, decider);
                     (calls, requests)
                 },
             )
