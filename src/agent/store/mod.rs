@@ -21,6 +21,7 @@
 pub mod audit;
 pub(crate) mod encode;
 pub mod postgres;
+pub mod reservations;
 pub mod sqlite;
 
 use std::{
@@ -31,6 +32,7 @@ use std::{
 use async_trait::async_trait;
 
 pub use audit::{Actor, AuditEvent, AuditKind, AuditQuery, AuditRecord};
+pub use reservations::{Claim, GrantUse, Reserved, Spent, Unused};
 
 pub use super::attachments::StoredFile;
 pub(crate) use super::lock;
@@ -381,18 +383,39 @@ pub trait ToolListStore: Send + Sync + 'static {
     async fn kept_tool_list(&self, server: &str) -> Result<Option<String>, StoreError>;
 }
 
-/// Where the policy's state lives (in the sessions' database): the person's grants, and what
-/// the wallets paid (the ledger the sessions' commits write), for running totals.
+/// Where the policy's state lives (in the sessions' database): the person's grants and their
+/// use, what the wallets paid (the ledger the sessions' commits write) and what calls about to
+/// run reserved ([`reservations`]): the running totals budgets and daily limits are held to.
 #[async_trait]
 pub trait PolicyStore: Send + Sync + 'static {
-    /// Writes `grant` (new, or its use or revocation changed).
+    /// Writes `grant`: a new one (with its first use), or its revocation. Its use is the
+    /// store's from then on: only [`PolicyStore::reserve`] and [`PolicyStore::release`] change it.
     async fn save_grant(&self, grant: &Grant) -> Result<(), StoreError>;
 
-    /// Every grant kept, oldest first.
+    /// Every grant kept, oldest first, with its use as the store has it.
     async fn grants(&self) -> Result<Vec<Grant>, StoreError>;
 
-    /// What every wallet paid from `since` on, in the wallets' cents.
-    async fn paid_since(&self, since: Millis) -> Result<i64, StoreError>;
+    /// The day of `now`'s spending (paid, and reserved by calls that have not paid yet) and the
+    /// grants' use.
+    async fn spent(&self, now: Millis) -> Result<Spent, StoreError>;
+
+    /// Decides and reserves in one step: `decide` is given the day's spending and the grants'
+    /// use as they are now and returns what the calls it lets run claim; those claims are kept,
+    /// all or nothing, before any other reservation is decided — by this instance or, on a
+    /// shared database, by any other. A claim kept before (same chat and call) counts once.
+    /// [`Reserved::Refused`], keeping nothing, when a grant claimed was revoked or expired
+    /// meanwhile or has no room left: decide again.
+    async fn reserve(
+        &self,
+        now: Millis,
+        decide: &mut (dyn for<'s> FnMut(&'s Spent) -> Vec<Claim> + Send),
+    ) -> Result<Reserved, StoreError>;
+
+    /// Calls that ended without using what they reserved: their reservations go and their
+    /// grant shares go back; a call without a reservation changes nothing. (A payment that was
+    /// made needs nothing: its ledger row counts it from its commit on, and a later reservation
+    /// sweeps its reservation away.)
+    async fn release(&self, unused: &[Unused]) -> Result<(), StoreError>;
 
     /// Appends audit events that belong to no session commit (a grant revoked).
     async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError>;
@@ -409,6 +432,7 @@ pub struct MemoryStore {
     signins: Mutex<HashMap<String, (SignIn, Option<Millis>)>>,
     tool_lists: Mutex<HashMap<String, String>>,
     grants: Mutex<Vec<Grant>>,
+    reservations: Mutex<reservations::Reservations>,
     people: Mutex<People>,
     /// (chat, sha) → file.
     attachments: Mutex<HashMap<(String, String), StoredFile>>,
@@ -727,7 +751,13 @@ impl PolicyStore for MemoryStore {
     async fn save_grant(&self, grant: &Grant) -> Result<(), StoreError> {
         let mut grants = lock(&self.grants);
         match grants.iter_mut().find(|g| g.id == grant.id) {
-            Some(kept) => *kept = grant.clone(),
+            Some(kept) => {
+                *kept = Grant {
+                    used_cents: kept.used_cents,
+                    uses: kept.uses,
+                    ..grant.clone()
+                }
+            }
             None => grants.push(grant.clone()),
         }
         Ok(())
@@ -749,13 +779,23 @@ impl PolicyStore for MemoryStore {
         Ok(())
     }
 
-    async fn paid_since(&self, since: Millis) -> Result<i64, StoreError> {
-        Ok(lock(&self.records)
-            .values()
-            .flat_map(|r| &r.wallet.transactions)
-            .filter(|t| t.timestamp_ms >= since)
-            .map(|t| t.amount_cents)
-            .sum())
+    async fn spent(&self, now: Millis) -> Result<Spent, StoreError> {
+        let reservations = lock(&self.reservations);
+        let records = lock(&self.records);
+        Ok(reservations.spent(&records, &lock(&self.grants), now))
+    }
+
+    async fn reserve(
+        &self,
+        now: Millis,
+        decide: &mut (dyn for<'s> FnMut(&'s Spent) -> Vec<Claim> + Send),
+    ) -> Result<Reserved, StoreError> {
+        reservations::reserve_in_memory(self, now, decide)
+    }
+
+    async fn release(&self, unused: &[Unused]) -> Result<(), StoreError> {
+        lock(&self.reservations).release(unused, &mut lock(&self.grants));
+        Ok(())
     }
 }
 

@@ -28,20 +28,20 @@ use rusqlite::{Connection, OptionalExtension, params, types::Value as SqlValue};
 use tokio::sync::oneshot;
 
 use super::{
-    AuditEvent, AuditQuery, AuditRecord, PolicyStore, SessionStore, SignIn, SignInStore,
-    StoreError, StoredFile, StoredSession, ToolListStore,
+    AuditEvent, AuditQuery, AuditRecord, SessionStore, SignIn, SignInStore, StoreError, StoredFile,
+    StoredSession, ToolListStore,
     audit::AuditKind,
-    encode::{RecordColumns, Write, decode_paused_log, decode_record, to_json},
+    encode::{RecordColumns, Write, decode_paused_log, decode_record},
 };
 use crate::agent::{
     clock::Millis,
     session::{SessionRecord, TurnEntry, TurnStatus},
 };
-use crate::protocol::grant::Grant;
 
 mod checkpoint;
 mod files;
 mod people;
+mod policy;
 mod writer;
 
 use checkpoint::*;
@@ -84,6 +84,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (
         12,
         include_str!("../../../migrations/0012_passkey_ceremony_owners.sql"),
+    ),
+    (
+        13,
+        include_str!("../../../migrations/0013_spending_reservations.sql"),
     ),
 ];
 
@@ -134,6 +138,9 @@ pub struct SqliteStore {
     /// memory.
     inline: Option<Arc<std::sync::Mutex<Connection>>>,
     path: Option<PathBuf>,
+    /// Reservations go one at a time: each reads the day's spending, decides and writes its
+    /// claims before the next reads ([`PolicyStore::reserve`]).
+    reserving: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Work for a thread that owns a connection (the reader's jobs, the writer's `Job::Run`).
@@ -276,6 +283,7 @@ impl SqliteStore {
             reads,
             inline,
             path,
+            reserving: Arc::default(),
         })
     }
 
@@ -587,88 +595,6 @@ impl SessionStore for SqliteStore {
                     })
                 })
                 .collect()
-        })
-        .await
-    }
-}
-
-#[async_trait]
-impl PolicyStore for SqliteStore {
-    async fn save_grant(&self, grant: &Grant) -> Result<(), StoreError> {
-        let body = to_json(grant)?;
-        let grant = grant.clone();
-        self.with(move |conn| {
-            conn.execute(
-                "INSERT INTO grants (id, tool, chat, created_at_ms, expires_at_ms, revoked_at_ms,
-                     body)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                 ON CONFLICT (id) DO UPDATE SET revoked_at_ms = excluded.revoked_at_ms,
-                     body = excluded.body",
-                params![
-                    grant.id,
-                    grant.tool,
-                    grant.chat,
-                    grant.created_at_ms,
-                    grant.expires_at_ms,
-                    grant.revoked_at_ms,
-                    body
-                ],
-            )
-            .map_err(err("cannot write a grant"))?;
-            Ok(())
-        })
-        .await
-    }
-
-    async fn grants(&self) -> Result<Vec<Grant>, StoreError> {
-        self.read(|conn| {
-            let mut stmt = conn
-                .prepare("SELECT id, body FROM grants ORDER BY created_at_ms, id")
-                .map_err(err("cannot read the grants"))?;
-            let rows = stmt
-                .query_map([], |row| {
-                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-                })
-                .map_err(err("cannot read the grants"))?;
-            let mut grants = Vec::new();
-            for row in rows {
-                let (id, body) = row.map_err(err("cannot read the grants"))?;
-                grants.push(
-                    serde_json::from_str(&body).map_err(|e| {
-                        StoreError::caused_by(format!("grant {id} is unreadable"), e)
-                    })?,
-                );
-            }
-            Ok(grants)
-        })
-        .await
-    }
-
-    async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
-        let events = events
-            .iter()
-            .map(|e| Ok((e.clone(), to_json(e)?)))
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        self.with(move |conn| {
-            let tx = conn
-                .transaction()
-                .map_err(err("cannot begin an audit append"))?;
-            for (event, json) in &events {
-                insert_audit(&tx, event, json)?;
-            }
-            tx.commit().map_err(err("cannot commit an audit append"))
-        })
-        .await
-    }
-
-    async fn paid_since(&self, since: i64) -> Result<i64, StoreError> {
-        self.read(move |conn| {
-            conn.query_row(
-                "SELECT COALESCE(SUM(amount_cents), 0) FROM ledger WHERE at_ms >= ?1",
-                [since],
-                |row| row.get(0),
-            )
-            .map_err(err("cannot add up the ledger"))
         })
         .await
     }

@@ -39,6 +39,7 @@ use instances::alive;
 mod commit;
 mod instances;
 mod people;
+mod policy;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -68,6 +69,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (
         6,
         include_str!("../../../../migrations/postgres/0006_passkey_ceremony_owners.sql"),
+    ),
+    (
+        7,
+        include_str!("../../../../migrations/postgres/0007_spending_reservations.sql"),
     ),
 ];
 
@@ -99,6 +104,9 @@ pub struct PostgresStore {
     instance: Arc<str>,
     /// What the other instances say ([`instances`]).
     news: tokio::sync::broadcast::Sender<StoreNews>,
+    /// This instance's reservations go one at a time ([`policy`]): they would wait for each
+    /// other on the database's lock anyway, each holding a connection of the pool.
+    reserving: Arc<tokio::sync::Mutex<()>>,
     /// Stops the heartbeat and the listener when the last clone of the store goes.
     _background: Arc<tokio_util::sync::DropGuard>,
 }
@@ -253,6 +261,7 @@ impl PostgresStore {
             versions: Arc::default(),
             instance,
             news,
+            reserving: Arc::default(),
             _background: Arc::new(stop.drop_guard()),
         })
     }
