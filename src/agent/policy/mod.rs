@@ -124,6 +124,34 @@ pub struct CallFacts<'a> {
     pub now_ms: Millis,
 }
 
+impl CallFacts<'_> {
+    /// What the audit log keeps of these facts (`facts` of an event, ADR 0029): the policy
+    /// text's SHA-256, and everything the rules read but the arguments (the event has them).
+    pub fn recorded(&self, policy: &str) -> Value {
+        serde_json::json!({
+            "policy": policy,
+            "requester": {
+                "id": self.requester.id,
+                "name": self.requester.name,
+                "roles": self.requester.roles,
+            },
+            "server": self.tool.server,
+            "parameters": self.tool.parameters,
+            "pays": self.tool.pays,
+            "payment": self.pays.as_ref().map(|p| serde_json::json!({
+                "amount_cents": p.money.wallet_cents(),
+                "currency": p.money.currency.code,
+                "payee": p.payee,
+            })),
+            "new_payee": self.new_payee,
+            "asks_by_default": self.asks_by_default,
+            "spent_today_cents": self.spent_today_cents,
+            "spent_in_chat_cents": self.spent_in_chat_cents,
+            "now_ms": self.now_ms,
+        })
+    }
+}
+
 /// What the rules alone say about a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RuleVerdict {
@@ -398,7 +426,18 @@ impl Policy {
         if self.store.set(store).is_err() {
             tracing::error!("the policy's store was set twice; the first stays");
         }
-        Ok(())
+        self.keep_text(now_ms).await
+    }
+
+    /// Keeps the text of the rules in force in the store (once per text), so that receipts of
+    /// the calls they decide can be checked against them (ADR 0029).
+    pub async fn keep_text(&self, now_ms: Millis) -> Result<(), StoreError> {
+        let (Some(store), Rules::Cedar(rules)) = (self.store.get(), &*self.rules()) else {
+            return Ok(());
+        };
+        store
+            .keep_policy_text(rules.digest(), rules.text(), now_ms)
+            .await
     }
 
     /// Appends audit events that belong to no session commit (a grant revoked).
@@ -514,6 +553,7 @@ impl Policy {
             chat,
             requester,
             wallet,
+            recorded: Vec::new(),
         }
     }
 
@@ -656,6 +696,8 @@ pub struct Decider<'a> {
     chat: &'a str,
     requester: &'a Requester,
     wallet: ChatWallet,
+    /// What each call was decided from (by call id), for the audit log.
+    recorded: Vec<(String, Value)>,
 }
 
 /// What the gate asks of the policy.
@@ -694,6 +736,12 @@ pub trait Decide {
 }
 
 impl Decider<'_> {
+    /// What each call decided so far was decided from, by call id, as the audit log keeps it
+    /// ([`CallFacts::recorded`]; none without a policy file).
+    pub fn take_facts(&mut self) -> Vec<(String, Value)> {
+        std::mem::take(&mut self.recorded)
+    }
+
     /// The facts of a call of `tool` (whose policy facts are `facts`) with `args`, now.
     fn facts<'f>(
         &'f mut self,
@@ -730,6 +778,10 @@ impl Decide for Decider<'_> {
         let facts = self.facts(&tool_facts, tool, args, now_ms);
         let cents = facts.pays.as_ref().map(|p| p.money.wallet_cents());
         let ruled = rules.verdict(&facts);
+        if let Rules::Cedar(cedar) = &*rules {
+            let recorded = facts.recorded(cedar.digest());
+            self.recorded.push((call_id.to_owned(), recorded));
+        }
         let verdict = match ruled {
             RuleVerdict::Run { rule } if rule.is_empty() => return Verdict::Run,
             RuleVerdict::Run { rule } => Ruling::AllowedByRule { rule },

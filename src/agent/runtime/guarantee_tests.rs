@@ -493,10 +493,10 @@ impl World {
             return Ok(());
         }
         let grantable = c.grantable && !grew && needs == Needs::Requester;
-        if let Some(scope) = grant {
-            if !grantable || (scope == GrantScope::Budget && cents(&args) > BUDGET) {
-                return Err(());
-            }
+        if let Some(scope) = grant
+            && (!grantable || (scope == GrantScope::Budget && cents(&args) > BUDGET))
+        {
+            return Err(());
         }
         let chat = c.chat.clone();
         let c = &mut self.calls[call];

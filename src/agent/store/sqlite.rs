@@ -31,7 +31,9 @@ use super::{
     AuditEvent, AuditQuery, AuditRecord, PolicyStore, SessionStore, SignIn, SignInStore,
     StoreError, StoredFile, StoredSession, ToolListStore,
     audit::AuditKind,
-    encode::{RecordColumns, Write, decode_paused_log, decode_record, to_json},
+    encode::{
+        Chained, RecordColumns, Write, decode_paused_log, decode_record, stored_event, to_json,
+    },
 };
 use crate::agent::{
     clock::Millis,
@@ -39,6 +41,7 @@ use crate::agent::{
 };
 use crate::protocol::grant::Grant;
 
+mod chain;
 mod checkpoint;
 mod files;
 mod people;
@@ -85,7 +88,12 @@ const MIGRATIONS: &[(i64, &str)] = &[
         12,
         include_str!("../../../migrations/0012_passkey_ceremony_owners.sql"),
     ),
+    (13, include_str!("../../../migrations/0013_audit_chain.sql")),
 ];
+
+/// The migration that makes the audit log a chain: the records already there are chained right
+/// after it, in its transaction ([`chain::start`]).
+const CHAIN_MIGRATION: i64 = 13;
 
 /// How far a commit goes before it returns (`COUNTERSIGN_DB_SYNC`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -394,6 +402,9 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
             .map_err(err("cannot begin a migration"))?;
         tx.execute_batch(sql)
             .map_err(|e| StoreError::caused_by(format!("migration {version} failed"), e))?;
+        if *version == CHAIN_MIGRATION {
+            chain::start(&tx)?;
+        }
         tx.pragma_update(None, "user_version", version)
             .map_err(err("cannot record the schema version"))?;
         tx.commit().map_err(err("cannot commit a migration"))?;
@@ -537,10 +548,38 @@ impl SessionStore for SqliteStore {
         "sqlite"
     }
 
+    async fn chain_head(&self) -> Result<super::ChainHead, StoreError> {
+        self.read_chain_head().await
+    }
+
+    async fn chain(&self, after: i64, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        self.read_chain(after, limit).await
+    }
+
+    async fn keep_checkpoint(&self, checkpoint: &super::Checkpoint) -> Result<(), StoreError> {
+        self.write_checkpoint(checkpoint).await
+    }
+
+    async fn checkpoints(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<super::Checkpoint>, StoreError> {
+        self.read_checkpoints(after, limit).await
+    }
+
+    async fn last_checkpoint(&self) -> Result<Option<super::Checkpoint>, StoreError> {
+        self.read_last_checkpoint().await
+    }
+
+    async fn audit_secret(&self) -> Result<[u8; 32], StoreError> {
+        self.checkpoint_seed().await
+    }
+
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
         let query = query.clone();
         self.read(move |conn| {
-            let mut sql = String::from("SELECT seq, event FROM audit WHERE 1 = 1");
+            let mut sql = String::from("SELECT seq, event, hash FROM audit WHERE 1 = 1");
             let mut args: Vec<SqlValue> = Vec::new();
             if let Some(session) = &query.session {
                 sql.push_str(" AND session_id = ?");
@@ -558,6 +597,10 @@ impl SessionStore for SqliteStore {
                 sql.push_str(" AND seq < ?");
                 args.push(SqlValue::Integer(before));
             }
+            if let Some(approval) = &query.approval {
+                sql.push_str(" AND approval_id = ?");
+                args.push(SqlValue::Text(approval.clone()));
+            }
             if let Some(person) = &query.visible_to {
                 sql.push_str(
                     " AND (session_id IN (SELECT id FROM sessions WHERE coalesce(owner, 'local') = ?)
@@ -571,19 +614,18 @@ impl SessionStore for SqliteStore {
             let mut stmt = conn
                 .prepare(&sql)
                 .map_err(err("cannot query the audit log"))?;
-            let rows: Vec<(i64, String)> = stmt
+            let rows: Vec<(i64, String, Option<String>)> = stmt
                 .query_map(rusqlite::params_from_iter(args), |row| {
-                    Ok((row.get(0)?, row.get(1)?))
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
                 })
                 .and_then(|rows| rows.collect())
                 .map_err(err("cannot query the audit log"))?;
             rows.into_iter()
-                .map(|(seq, event)| {
+                .map(|(seq, event, hash)| {
                     Ok(AuditRecord {
                         seq,
-                        event: AuditEvent::from_json(&event).map_err(|e| {
-                            StoreError::caused_by(format!("audit entry {seq} is unreadable"), e)
-                        })?,
+                        event: stored_event(seq, &event)?,
+                        hash,
                     })
                 })
                 .collect()
@@ -645,20 +687,27 @@ impl PolicyStore for SqliteStore {
     }
 
     async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
-        let events = events
-            .iter()
-            .map(|e| Ok((e.clone(), to_json(e)?)))
-            .collect::<Result<Vec<_>, StoreError>>()?;
+        let events = Chained::all(events)?;
         self.with(move |conn| {
             let tx = conn
                 .transaction()
                 .map_err(err("cannot begin an audit append"))?;
-            for (event, json) in &events {
-                insert_audit(&tx, event, json)?;
-            }
+            chain::append(&tx, &events)?;
             tx.commit().map_err(err("cannot commit an audit append"))
         })
         .await
+    }
+
+    async fn keep_policy_text(&self, digest: &str, text: &str, at: i64) -> Result<(), StoreError> {
+        self.keep_policy(digest, text, at).await
+    }
+
+    async fn policy_text(&self, digest: &str) -> Result<Option<String>, StoreError> {
+        self.policy(digest).await
+    }
+
+    async fn policy_texts(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.policies().await
     }
 
     async fn paid_since(&self, since: i64) -> Result<i64, StoreError> {

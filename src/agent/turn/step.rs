@@ -203,16 +203,17 @@ impl TurnDriver {
             )
         };
         let requester = rt.requester(&owner);
-        let requests = {
+        let (requests, facts) = {
             let mut decider = rt
                 .policy()
                 .decider(&rt.tools, &self.session.id, &requester, wallet);
-            gate.request(
+            let requests = gate.request(
                 &mut step.calls,
                 now,
                 || rt.ids.next_id(IdKind::Approval),
                 &mut decider,
-            )
+            );
+            (requests, decider.take_facts())
         };
         let version = rt.policy().status().version;
         for request in requests {
@@ -248,6 +249,11 @@ impl TurnDriver {
             if event.rule.is_some() {
                 event.policy_version = version.clone();
             }
+            // What the rules decided from, so that anyone can decide again (ADR 0029).
+            event.facts = facts
+                .iter()
+                .find(|(call, _)| *call == request.tool_call_id)
+                .map(|(_, facts)| facts.clone());
             self.audit.push(event);
             // An approval that needs several people says so to every client, strict ai@6.0.0
             // included (which keeps data parts): 0 of N so far.

@@ -119,6 +119,7 @@ pub async fn audit_page(
         tool: clean(filters.tool),
         kind,
         before: filters.before.filter(|b| *b > 0),
+        approval: None,
         limit: Some(AUDIT_PAGE),
         visible_to: crate::transport::audit::visible_to(principal),
     };
@@ -128,10 +129,21 @@ pub async fn audit_page(
         .audit(&query)
         .await
         .map_err(|e| format!("the audit log cannot be read: {e}"))?;
+    let chain = match state.notary.get() {
+        Some(notary) => {
+            let mut status = notary.status();
+            if let Ok(head) = state.runtime.store.chain_head().await {
+                status.head = head.head.seq;
+            }
+            Some(status)
+        }
+        None => None,
+    };
     Ok(AuditPage {
         records,
         limit: query.limit(),
         tools: state.runtime.tools.names(),
+        chain,
     })
 }
 

@@ -3,13 +3,13 @@
 
 use async_trait::async_trait;
 
-use super::{PostgresStore, commit::insert_audit, err};
+use super::{PostgresStore, err};
 use crate::{
     agent::{
         clock::Millis,
         store::{
             AuditEvent, PolicyStore, SignIn, SignInStore, StoreError, StoreNews, ToolListStore,
-            encode::to_json,
+            encode::{Chained, to_json},
         },
     },
     protocol::grant::Grant,
@@ -65,21 +65,33 @@ impl PolicyStore for PostgresStore {
     }
 
     async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
-        let events = events
-            .iter()
-            .map(|e| Ok((e, to_json(e)?)))
-            .collect::<Result<Vec<_>, StoreError>>()?;
+        let events = Chained::all(events)?;
         let mut client = self.client().await?;
         let tx = client
             .transaction()
             .await
             .map_err(err("cannot begin an audit append"))?;
-        for (event, json) in &events {
-            insert_audit(&tx, event, json).await?;
-        }
+        super::chain::append(&tx, &events).await?;
         tx.commit()
             .await
             .map_err(err("cannot commit an audit append"))
+    }
+
+    async fn keep_policy_text(
+        &self,
+        digest: &str,
+        text: &str,
+        at: Millis,
+    ) -> Result<(), StoreError> {
+        self.keep_policy(digest, text, at).await
+    }
+
+    async fn policy_text(&self, digest: &str) -> Result<Option<String>, StoreError> {
+        self.policy(digest).await
+    }
+
+    async fn policy_texts(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.policies().await
     }
 
     async fn paid_since(&self, since: Millis) -> Result<i64, StoreError> {
