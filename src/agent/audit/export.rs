@@ -58,13 +58,13 @@ pub struct Source {
     pub origin: Option<String>,
 }
 
-fn header(source: &Source, checkpoint: &Checkpoint) -> Value {
+fn header(source: &Source, since: i64, checkpoint: Option<&Checkpoint>) -> Value {
     json!({
         "version": VERSION,
         "key": source.notary.public_key(),
         "origin": source.origin,
-        "since": checkpoint.since,
-        "checkpoint": checkpoint.seq,
+        "since": since,
+        "checkpoint": checkpoint.map(|c| c.seq),
     })
 }
 
@@ -72,7 +72,11 @@ fn header(source: &Source, checkpoint: &Checkpoint) -> Value {
 /// records, the checkpoints. Sent page by page (`next` gives the next lines, empty at the end).
 pub struct Export {
     source: Source,
-    checkpoint: Checkpoint,
+    /// The last checkpoint: signed now, or the last one signed before the chain broke.
+    checkpoint: Option<Checkpoint>,
+    /// The last record exported.
+    end: i64,
+    since: i64,
     stage: Stage,
 }
 
@@ -84,12 +88,24 @@ enum Stage {
 }
 
 impl Export {
-    /// Signs the chain's head (checking it first) and starts the export there.
+    /// Signs the chain's head (checking it first) and starts the export there. A chain that
+    /// does not hold is exported as it is, up to its head, unsigned beyond the last checkpoint
+    /// signed before it broke: the evidence, for whoever checks it.
     pub async fn start(source: Source) -> Result<Export, ExportError> {
-        let checkpoint = source.notary.checkpoint().await?;
+        let (checkpoint, end, since) = match source.notary.checkpoint().await {
+            Ok(c) => (Some(c.clone()), c.seq, c.since),
+            Err(NotaryError::Broken(_)) => {
+                let head = source.sessions.chain_head().await?;
+                let last = source.sessions.last_checkpoint().await?;
+                (last, head.head.seq, head.since)
+            }
+            Err(NotaryError::Store(e)) => return Err(e.into()),
+        };
         Ok(Export {
             source,
             checkpoint,
+            end,
+            since,
             stage: Stage::Start,
         })
     }
@@ -97,13 +113,11 @@ impl Export {
     /// The next lines (each ending in `\n`); empty when the export is over.
     pub async fn next(&mut self) -> Result<String, ExportError> {
         let mut out = String::new();
-        let end = self.checkpoint.seq;
+        let end = self.end;
         match self.stage {
             Stage::Start => {
-                line(
-                    &mut out,
-                    &json!({ EXPORT: header(&self.source, &self.checkpoint) }),
-                );
+                let header = header(&self.source, self.since, self.checkpoint.as_ref());
+                line(&mut out, &json!({ EXPORT: header }));
                 for (digest, text) in self.source.policies.policy_texts().await? {
                     line(
                         &mut out,
@@ -183,6 +197,71 @@ fn about(event: &AuditEvent, person: &str) -> bool {
         event.kind,
         AuditKind::Enrolled | AuditKind::RolesChanged | AuditKind::Removed
     ) && event.args.get("person").and_then(Value::as_str) == Some(person)
+}
+
+/// What a receipt says, for a person reading it (the check reads the records themselves): the
+/// proposal, each signature, the execution and where they are in the chain.
+fn summary(records: &[AuditRecord], approval_id: &str, executed: i64) -> Value {
+    let story: Vec<&AuditRecord> = records
+        .iter()
+        .filter(|r| r.event.approval_id.as_deref() == Some(approval_id))
+        .collect();
+    let decision = story.iter().find(|r| {
+        matches!(
+            r.event.kind,
+            AuditKind::Requested | AuditKind::Allowed | AuditKind::Refused
+        )
+    });
+    let ran = story.iter().find(|r| r.seq == executed);
+    let args = ran.map(|r| {
+        r.event
+            .edited_args
+            .clone()
+            .unwrap_or_else(|| r.event.args.clone())
+    });
+    let signatures: Vec<Value> = story
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.event.kind,
+                AuditKind::Countersigned | AuditKind::Approved | AuditKind::Edited
+            )
+        })
+        .map(|r| {
+            let actor = r.event.actor.as_ref();
+            json!({
+                "seq": r.seq,
+                "kind": r.event.kind,
+                "person": actor.and_then(|a| a.person.clone()),
+                "name": actor.and_then(|a| a.name.clone()),
+                "passkey": actor.and_then(|a| a.passkey.clone()),
+                "at_ms": r.event.at_ms,
+                "args_digest": crate::agent::store::audit::digest(
+                    r.event.edited_args.as_ref().unwrap_or(&r.event.args)
+                ),
+                "assertion": r.event.step_up.is_some(),
+            })
+        })
+        .collect();
+    json!({
+        "tool": ran.map(|r| r.event.tool.clone()),
+        "chat": ran.map(|r| r.event.session_id.clone()),
+        "args_digest": args.as_ref().map(crate::agent::store::audit::digest),
+        "decision": decision.map(|r| json!({
+            "seq": r.seq,
+            "kind": r.event.kind,
+            "rule": r.event.rule,
+            "grant": r.event.grant,
+            "policy_version": r.event.policy_version,
+            "policy": r.event.facts.as_ref().and_then(|f| f.get("policy").cloned()),
+        })),
+        "signatures": signatures,
+        "execution": ran.map(|r| json!({
+            "seq": r.seq,
+            "at_ms": r.event.at_ms,
+            "result_digest": r.event.outcome.as_ref().map(crate::agent::store::audit::digest),
+        })),
+    })
 }
 
 /// The receipt of approval `approval_id`'s executed call (ADR 0029): the call's records; the
@@ -336,6 +415,7 @@ pub async fn receipt(source: &Source, approval_id: &str) -> Result<Value, Export
         }));
     }
     let checkpoint = store.last_checkpoint().await?;
+    let summary = summary(&included, approval_id, executed_seq);
     Ok(json!({
         RECEIPT: {
             "version": VERSION,
@@ -345,6 +425,7 @@ pub async fn receipt(source: &Source, approval_id: &str) -> Result<Value, Export
             "approval_id": approval_id,
             "executed": executed_seq,
         },
+        "call": summary,
         "segments": segments,
         "policies": policy_texts
             .into_iter()
