@@ -266,11 +266,7 @@ async fn chain(
     State(state): State<AppState>,
 ) -> Result<Json<crate::protocol::audit::ChainStatus>, ApiError> {
     let notary = state.notary.get().ok_or_else(not_signed)?;
-    let mut status = notary.status();
-    if let Ok(head) = state.runtime.store.chain_head().await {
-        status.head = head.head.seq;
-    }
-    Ok(Json(status))
+    Ok(Json(notary.status_now().await))
 }
 
 /// Every checkpoint, oldest first (JSONL): what an operator copies elsewhere.

@@ -376,15 +376,22 @@ pub async fn receipt(source: &Source, approval_id: &str) -> Result<Value, Export
         let Some(checkpoint) = store.checkpoints(first - 1, 1).await?.into_iter().next() else {
             break;
         };
-        let prev = store
-            .chain(first - 2, 1)
+        // The record before (numbers before the chain may skip), or the chain's start.
+        let before = store
+            .audit(&AuditQuery {
+                before: Some(first),
+                limit: Some(1),
+                ..AuditQuery::default()
+            })
             .await?
             .into_iter()
-            .find(|r| r.seq == first - 1)
-            .and_then(|r| r.hash)
-            .unwrap_or_else(|| hex(&super::chain::ZERO));
+            .next();
+        let (start, prev) = match before {
+            Some(r) => (r.seq, r.hash.unwrap_or_default()),
+            None => (0, hex(&super::chain::ZERO)),
+        };
         let mut entries = Vec::new();
-        let mut after = first - 1;
+        let mut after = start;
         while after < checkpoint.seq {
             let page = store.chain(after, PAGE).await?;
             if page.is_empty() {
@@ -409,7 +416,7 @@ pub async fn receipt(source: &Source, approval_id: &str) -> Result<Value, Export
             i += 1;
         }
         segments.push(json!({
-            "after": {"seq": first - 1, "hash": prev},
+            "after": {"seq": start, "hash": prev},
             "entries": entries,
             "checkpoint": checkpoint,
         }));

@@ -102,6 +102,23 @@ impl Notary {
         lock(&self.status).clone()
     }
 
+    /// [`Notary::status`], after checking the chain once if it never was (the page asked before
+    /// the start's check ran).
+    pub async fn status_now(&self) -> ChainStatus {
+        let status = self.status();
+        if status.verified.is_none()
+            && status.broken.is_none()
+            && let Err(e) = self.checkpoint().await
+        {
+            tracing::debug!(error = %e, "the audit chain was not signed for the page");
+        }
+        let mut status = self.status();
+        if let Ok(head) = self.store.chain_head().await {
+            status.head = head.head.seq;
+        }
+        status
+    }
+
     /// Checks the chain up to its head and signs the head, unless a checkpoint signed it
     /// already: the checkpoint that covers the whole chain now.
     pub async fn checkpoint(&self) -> Result<Checkpoint, NotaryError> {
@@ -278,5 +295,93 @@ impl Notary {
                 Err(e) => tracing::error!(error = %e, "the audit chain was not signed at shutdown"),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::agent::{
+        clock::TokioClock,
+        store::{AuditKind, MemoryStore, PolicyStore, audit::sample},
+    };
+
+    async fn append(store: &MemoryStore, n: usize) {
+        let events: Vec<_> = (0..n)
+            .map(|i| sample("c", AuditKind::Requested, json!({"i": i})))
+            .collect();
+        store.append_audit(&events).await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_head_is_signed_every_so_many_records_and_at_shutdown() {
+        let store = Arc::new(MemoryStore::default());
+        let clock = Arc::new(TokioClock::starting_at(1_000));
+        let notary = Notary::new(store.clone(), clock.clone(), 10).await.unwrap();
+        append(&store, 9).await;
+        assert_eq!(notary.checkpoint_if_due().await.unwrap(), None, "9 < 10");
+        append(&store, 1).await;
+        let first = notary
+            .checkpoint_if_due()
+            .await
+            .unwrap()
+            .expect("10 records");
+        assert_eq!(first.seq, 10);
+        assert!(first.verify(Some(&notary.public_key())).is_ok());
+        let status = notary.status();
+        assert_eq!(
+            (status.verified, status.signed_at_ms),
+            (Some(10), Some(1_000))
+        );
+        // Nothing new: the same checkpoint, not a second one.
+        assert_eq!(notary.checkpoint().await.unwrap(), first);
+        assert_eq!(store.checkpoints(0, 10).await.unwrap().len(), 1);
+
+        // At shutdown the head is signed, however few records came after.
+        let stop = tokio_util::sync::CancellationToken::new();
+        let task = notary.spawn(stop.clone());
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        append(&store, 3).await;
+        assert_eq!(store.last_checkpoint().await.unwrap().unwrap().seq, 10);
+        stop.cancel();
+        task.await.unwrap();
+        assert_eq!(store.last_checkpoint().await.unwrap().unwrap().seq, 13);
+        // The same key from the same store, after a restart.
+        let again = Notary::new(store.clone(), clock, 10).await.unwrap();
+        assert_eq!(again.public_key(), notary.public_key());
+    }
+
+    #[tokio::test]
+    async fn a_checkpoint_that_no_longer_matches_the_chain_stops_the_signing() {
+        let store = Arc::new(MemoryStore::default());
+        let notary = Notary::new(store.clone(), Arc::new(TokioClock::starting_at(5)), 100)
+            .await
+            .unwrap();
+        append(&store, 3).await;
+        notary.checkpoint().await.unwrap();
+        // A checkpoint of another chain (a rewrite re-signed elsewhere, or a forged one).
+        let other = CheckpointKey::from_seed(&[9; 32]).sign(3, &[1; 32], 0, 6);
+        store
+            .keep_checkpoint(&Checkpoint { seq: 4, ..other })
+            .await
+            .unwrap();
+        append(&store, 2).await;
+        let fresh = Notary::new(store.clone(), Arc::new(TokioClock::starting_at(7)), 100)
+            .await
+            .unwrap();
+        let Err(NotaryError::Broken(broken)) = fresh.checkpoint().await else {
+            panic!("a foreign checkpoint must break the chain");
+        };
+        assert_eq!(broken.seq, 4);
+        assert_eq!(fresh.status().broken.map(|b| b.seq), Some(4));
+        assert_eq!(
+            store.last_checkpoint().await.unwrap().unwrap().seq,
+            4,
+            "nothing new signed"
+        );
     }
 }

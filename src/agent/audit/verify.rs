@@ -331,8 +331,9 @@ fn receipt(value: &Value, trusted: &Trusted) -> Result<Report, Unusable> {
         for entry in segment["entries"].as_array().into_iter().flatten() {
             let step = if let Some(digest) = entry.get("digest").and_then(Value::as_str) {
                 let seq = entry.get("seq").and_then(Value::as_i64).unwrap_or(-1);
+                let head = walk.head().seq;
                 match parse_hash(digest) {
-                    Some(d) if seq == walk.head().seq + 1 => {
+                    Some(d) if seq == head + 1 || (seq > head && seq <= since) => {
                         walk = Walk::from(
                             Head {
                                 seq,

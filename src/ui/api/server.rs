@@ -130,13 +130,7 @@ pub async fn audit_page(
         .await
         .map_err(|e| format!("the audit log cannot be read: {e}"))?;
     let chain = match state.notary.get() {
-        Some(notary) => {
-            let mut status = notary.status();
-            if let Ok(head) = state.runtime.store.chain_head().await {
-                status.head = head.head.seq;
-            }
-            Some(status)
-        }
+        Some(notary) => Some(notary.status_now().await),
         None => None,
     };
     Ok(AuditPage {
