@@ -421,6 +421,18 @@ async fn a_log_made_by_the_real_flows_verifies_offline_and_any_tampering_is_foun
             .unwrap()
             .execute_batch(&sql)
             .unwrap();
+        if name == "edited" {
+            // The server on that database says so on /audit, and marks the record.
+            let served = copy_db(&copy, &dir, "edited-served.db");
+            let (app, _) = passkeys_server(&served, &[]).await;
+            let page = text_as(&app, Some(&ana), "/audit").await.1;
+            assert!(
+                page.contains(&format!("The chain is broken at #{signed}")),
+                "{page}"
+            );
+            assert!(page.contains("data-testid=\"audit-broken\""), "{page}");
+            app.kill9();
+        }
         let (checked, text) = export_of(&copy, &origin).await;
         let broken = checked.expect_err(name);
         assert!(
