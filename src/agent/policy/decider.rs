@@ -72,6 +72,8 @@ pub struct Decider<'a> {
     /// Whether a decision read or moved the running totals a limit is held to: a call that pays
     /// was decided (however), or a grant was used. Only then does the store's count matter.
     pub(super) spends: bool,
+    /// What each call was decided from (by call id), for the audit log.
+    pub(super) recorded: Vec<(String, Value)>,
 }
 
 /// What the gate asks of the policy.
@@ -110,6 +112,12 @@ pub trait Decide {
 }
 
 impl Decider<'_> {
+    /// What each call decided so far was decided from, by call id, as the audit log keeps it
+    /// ([`CallFacts::recorded`]; none without a policy file).
+    pub fn take_facts(&mut self) -> Vec<(String, Value)> {
+        std::mem::take(&mut self.recorded)
+    }
+
     /// What the calls decided so far claim.
     pub fn claims(&self) -> &[Claim] {
         &self.claims
@@ -205,6 +213,10 @@ impl Decide for Decider<'_> {
         let facts = self.facts(&tool_facts, tool, args, now_ms);
         let cents = facts.pays.as_ref().map(|p| p.money.wallet_cents());
         let ruled = rules.verdict(&facts);
+        if let Rules::Cedar(cedar) = &*rules {
+            let recorded = facts.recorded(cedar.digest());
+            self.recorded.push((call_id.to_owned(), recorded));
+        }
         self.spends |= cents.is_some();
         let verdict = match ruled {
             RuleVerdict::Run { rule } if rule.is_empty() => return Verdict::Run,

@@ -140,6 +140,34 @@ pub struct CallFacts<'a> {
     pub now_ms: Millis,
 }
 
+impl CallFacts<'_> {
+    /// What the audit log keeps of these facts (`facts` of an event, ADR 0029): the policy
+    /// text's SHA-256, and everything the rules read but the arguments (the event has them).
+    pub fn recorded(&self, policy: &str) -> Value {
+        serde_json::json!({
+            "policy": policy,
+            "requester": {
+                "id": self.requester.id,
+                "name": self.requester.name,
+                "roles": self.requester.roles,
+            },
+            "server": self.tool.server,
+            "parameters": self.tool.parameters,
+            "pays": self.tool.pays,
+            "payment": self.pays.as_ref().map(|p| serde_json::json!({
+                "amount_cents": p.money.wallet_cents(),
+                "currency": p.money.currency.code,
+                "payee": p.payee,
+            })),
+            "new_payee": self.new_payee,
+            "asks_by_default": self.asks_by_default,
+            "spent_today_cents": self.spent_today_cents,
+            "spent_in_chat_cents": self.spent_in_chat_cents,
+            "now_ms": self.now_ms,
+        })
+    }
+}
+
 /// What the rules alone say about a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RuleVerdict {
@@ -424,7 +452,18 @@ impl Policy {
         if self.store.set(store).is_err() {
             tracing::error!("the policy's store was set twice; the first stays");
         }
-        Ok(())
+        self.keep_text(now_ms).await
+    }
+
+    /// Keeps the text of the rules in force in the store (once per text), so that receipts of
+    /// the calls they decide can be checked against them (ADR 0029).
+    pub async fn keep_text(&self, now_ms: Millis) -> Result<(), StoreError> {
+        let (Some(store), Rules::Cedar(rules)) = (self.store.get(), &*self.rules()) else {
+            return Ok(());
+        };
+        store
+            .keep_policy_text(rules.digest(), rules.text(), now_ms)
+            .await
     }
 
     /// Appends audit events that belong to no session commit (a grant revoked).
@@ -532,6 +571,7 @@ impl Policy {
             claims: Vec::new(),
             unreserved: false,
             spends: false,
+            recorded: Vec::new(),
         }
     }
 

@@ -31,13 +31,14 @@ use super::{
     AuditEvent, AuditQuery, AuditRecord, SessionStore, SignIn, SignInStore, StoreError, StoredFile,
     StoredSession, ToolListStore,
     audit::AuditKind,
-    encode::{RecordColumns, Write, decode_paused_log, decode_record},
+    encode::{RecordColumns, Write, decode_paused_log, decode_record, stored_event},
 };
 use crate::agent::{
     clock::Millis,
     session::{SessionRecord, TurnEntry, TurnStatus},
 };
 
+mod chain;
 mod checkpoint;
 mod files;
 mod people;
@@ -89,7 +90,12 @@ const MIGRATIONS: &[(i64, &str)] = &[
         13,
         include_str!("../../../migrations/0013_spending_reservations.sql"),
     ),
+    (14, include_str!("../../../migrations/0014_audit_chain.sql")),
 ];
+
+/// The migration that makes the audit log a chain: the records already there are chained right
+/// after it, in its transaction ([`chain::start`]).
+const CHAIN_MIGRATION: i64 = 14;
 
 /// How far a commit goes before it returns (`COUNTERSIGN_DB_SYNC`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -402,6 +408,9 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
             .map_err(err("cannot begin a migration"))?;
         tx.execute_batch(sql)
             .map_err(|e| StoreError::caused_by(format!("migration {version} failed"), e))?;
+        if *version == CHAIN_MIGRATION {
+            chain::start(&tx)?;
+        }
         tx.pragma_update(None, "user_version", version)
             .map_err(err("cannot record the schema version"))?;
         tx.commit().map_err(err("cannot commit a migration"))?;
@@ -545,10 +554,38 @@ impl SessionStore for SqliteStore {
         "sqlite"
     }
 
+    async fn chain_head(&self) -> Result<super::ChainHead, StoreError> {
+        self.read_chain_head().await
+    }
+
+    async fn chain(&self, after: i64, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        self.read_chain(after, limit).await
+    }
+
+    async fn keep_checkpoint(&self, checkpoint: &super::Checkpoint) -> Result<(), StoreError> {
+        self.write_checkpoint(checkpoint).await
+    }
+
+    async fn checkpoints(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<super::Checkpoint>, StoreError> {
+        self.read_checkpoints(after, limit).await
+    }
+
+    async fn last_checkpoint(&self) -> Result<Option<super::Checkpoint>, StoreError> {
+        self.read_last_checkpoint().await
+    }
+
+    async fn audit_secret(&self) -> Result<[u8; 32], StoreError> {
+        self.checkpoint_seed().await
+    }
+
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
         let query = query.clone();
         self.read(move |conn| {
-            let mut sql = String::from("SELECT seq, event FROM audit WHERE 1 = 1");
+            let mut sql = String::from("SELECT seq, event, hash FROM audit WHERE 1 = 1");
             let mut args: Vec<SqlValue> = Vec::new();
             if let Some(session) = &query.session {
                 sql.push_str(" AND session_id = ?");
@@ -566,6 +603,10 @@ impl SessionStore for SqliteStore {
                 sql.push_str(" AND seq < ?");
                 args.push(SqlValue::Integer(before));
             }
+            if let Some(approval) = &query.approval {
+                sql.push_str(" AND approval_id = ?");
+                args.push(SqlValue::Text(approval.clone()));
+            }
             if let Some(person) = &query.visible_to {
                 sql.push_str(
                     " AND (session_id IN (SELECT id FROM sessions WHERE coalesce(owner, 'local') = ?)
@@ -579,19 +620,18 @@ impl SessionStore for SqliteStore {
             let mut stmt = conn
                 .prepare(&sql)
                 .map_err(err("cannot query the audit log"))?;
-            let rows: Vec<(i64, String)> = stmt
+            let rows: Vec<(i64, String, Option<String>)> = stmt
                 .query_map(rusqlite::params_from_iter(args), |row| {
-                    Ok((row.get(0)?, row.get(1)?))
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
                 })
                 .and_then(|rows| rows.collect())
                 .map_err(err("cannot query the audit log"))?;
             rows.into_iter()
-                .map(|(seq, event)| {
+                .map(|(seq, event, hash)| {
                     Ok(AuditRecord {
                         seq,
-                        event: AuditEvent::from_json(&event).map_err(|e| {
-                            StoreError::caused_by(format!("audit entry {seq} is unreadable"), e)
-                        })?,
+                        event: stored_event(seq, &event)?,
+                        hash,
                     })
                 })
                 .collect()

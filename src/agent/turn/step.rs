@@ -211,7 +211,7 @@ impl TurnDriver {
         // The step may be decided more than once (`Policy::decide`): each time hands out the
         // same approval ids, in order.
         let mut issued: Vec<String> = Vec::new();
-        let (calls, requests) = rt
+        let (calls, requests, facts) = rt
             .policy()
             .decide(
                 &rt.tools,
@@ -230,7 +230,7 @@ impl TurnDriver {
                         issued[used - 1].clone()
                     };
                     let requests = gate.request(&mut calls, now, next_id, decider);
-                    (calls, requests)
+                    (calls, requests, decider.take_facts())
                 },
             )
             .await;
@@ -269,6 +269,11 @@ impl TurnDriver {
             if event.rule.is_some() {
                 event.policy_version = version.clone();
             }
+            // What the rules decided from, so that anyone can decide again (ADR 0029).
+            event.facts = facts
+                .iter()
+                .find(|(call, _)| *call == request.tool_call_id)
+                .map(|(_, facts)| facts.clone());
             self.audit.push(event);
             // An approval that needs several people says so to every client, strict ai@6.0.0
             // included (which keeps data parts): 0 of N so far.

@@ -210,6 +210,15 @@ impl PolicyStore for Down {
     async fn append_audit(&self, _: &[AuditEvent]) -> Result<(), StoreError> {
         Err(StoreError::new("down"))
     }
+    async fn keep_policy_text(&self, _: &str, _: &str, _: Millis) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn policy_text(&self, _: &str) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
+    async fn policy_texts(&self) -> Result<Vec<(String, String)>, StoreError> {
+        Ok(Vec::new())
+    }
 }
 
 #[tokio::test]
@@ -279,6 +288,15 @@ impl PolicyStore for RevokedMeanwhile {
     }
     async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
         self.inner.append_audit(events).await
+    }
+    async fn keep_policy_text(&self, digest: &str, text: &str, at: Millis) -> Result<(), StoreError> {
+        self.inner.keep_policy_text(digest, text, at).await
+    }
+    async fn policy_text(&self, digest: &str) -> Result<Option<String>, StoreError> {
+        self.inner.policy_text(digest).await
+    }
+    async fn policy_texts(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.inner.policy_texts().await
     }
 }
 

@@ -20,14 +20,15 @@
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 
-use super::{PostgresStore, commit::insert_audit, err, execute_in, instances, notify_in};
+use super::{PostgresStore, err, execute_in, instances, notify_in};
 use crate::{
     agent::{
         clock::Millis,
         policy::spending::{day_of, start_of_day},
         store::{
             AuditEvent, Claim, GrantUse, PolicyStore, Reserved, Spent, StoreError, StoreNews,
-            Unused, encode::to_json,
+            Unused,
+            encode::{Chained, to_json},
         },
     },
     protocol::grant::Grant,
@@ -191,21 +192,33 @@ impl PolicyStore for PostgresStore {
     }
 
     async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
-        let events = events
-            .iter()
-            .map(|e| Ok((e, to_json(e)?)))
-            .collect::<Result<Vec<_>, StoreError>>()?;
+        let events = Chained::all(events)?;
         let mut client = self.client().await?;
         let tx = client
             .transaction()
             .await
             .map_err(err("cannot begin an audit append"))?;
-        for (event, json) in &events {
-            insert_audit(&tx, event, json).await?;
-        }
+        super::chain::append(&tx, &events).await?;
         tx.commit()
             .await
             .map_err(err("cannot commit an audit append"))
+    }
+
+    async fn keep_policy_text(
+        &self,
+        digest: &str,
+        text: &str,
+        at: Millis,
+    ) -> Result<(), StoreError> {
+        self.keep_policy(digest, text, at).await
+    }
+
+    async fn policy_text(&self, digest: &str) -> Result<Option<String>, StoreError> {
+        self.policy(digest).await
+    }
+
+    async fn policy_texts(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.policies().await
     }
 
     async fn spent(&self, now: Millis) -> Result<Spent, StoreError> {

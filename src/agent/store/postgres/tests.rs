@@ -80,6 +80,126 @@ async fn the_postgres_store_keeps_the_session_contract() {
 }
 
 #[tokio::test]
+async fn the_postgres_store_keeps_the_chain_contract() {
+    if let Some(store) = fresh_store("chain").await {
+        crate::agent::store::tests::chain_contract(&store, &store).await;
+    }
+}
+
+/// Issue #38: instances committing at once append to one chain, numbered in commit order with
+/// no gap and no fork (the head's row is locked by each appending transaction).
+#[tokio::test]
+async fn instances_committing_at_once_extend_one_chain_without_gaps_or_forks() {
+    let Some(config) = fresh_database("chain_race").await else {
+        return;
+    };
+    let one = PostgresStore::connect_with(config.clone()).await.unwrap();
+    let two = PostgresStore::connect_with(config).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..24 {
+        let store = if i % 2 == 0 { one.clone() } else { two.clone() };
+        tasks.push(tokio::spawn(async move {
+            let id = format!("race-{i}");
+            let record = SessionRecord::new(&id, i);
+            let events = [
+                audit::sample(&id, AuditKind::Requested, json!({"i": i})),
+                audit::sample(&id, AuditKind::Approved, json!({"i": i})),
+            ];
+            if i % 3 == 0 {
+                store.append_audit(&events).await.unwrap();
+            } else {
+                store.commit(&record, &events).await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let chain = one.chain(0, 100).await.unwrap();
+    let seqs: Vec<i64> = chain.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, (1..=48).collect::<Vec<_>>(), "no gaps");
+    let mut walk = crate::agent::audit::chain::Walk::from_start(0);
+    for r in &chain {
+        walk.record(r)
+            .expect("one chain: every record links to the one before");
+    }
+    assert_eq!(two.chain_head().await.unwrap().head, walk.head());
+    // A commit's two records are next to each other (one transaction, one lock).
+    for pair in chain.chunks(2) {
+        assert_eq!(pair[0].event.session_id, pair[1].event.session_id);
+    }
+}
+
+/// A database from before the chain: its records are chained when it is migrated, the chain
+/// says where they end, and the records after them follow on.
+#[tokio::test]
+async fn an_existing_log_is_chained_when_the_database_is_migrated() {
+    let Some(config) = fresh_database("chain_migrate").await else {
+        return;
+    };
+    {
+        let (mut client, connection) = config.connect(NoTls).await.unwrap();
+        let connection = tokio::spawn(connection);
+        let tx = client.transaction().await.unwrap();
+        tx.batch_execute("CREATE TABLE countersign_schema (version BIGINT NOT NULL)")
+            .await
+            .unwrap();
+        for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v < CHAIN_MIGRATION) {
+            tx.batch_execute(sql).await.unwrap();
+            tx.execute(
+                "INSERT INTO countersign_schema (version) VALUES ($1)",
+                &[&version],
+            )
+            .await
+            .unwrap();
+        }
+        for i in 0..3 {
+            let event = audit::sample("old", AuditKind::Requested, json!({"i": i}));
+            let json = crate::agent::store::encode::to_json(&event).unwrap();
+            tx.execute(
+                "INSERT INTO audit (at_ms, kind, session_id, turn_id, tool_call_id, tool,
+                     args_digest, event)
+                 VALUES (1, 'requested', 'old', 't', 'c', 'process_payment', 'd', $1)",
+                &[&json],
+            )
+            .await
+            .unwrap();
+        }
+        // A rolled-back insert leaves a gap in the identity's numbers.
+        tx.batch_execute("SELECT setval(pg_get_serial_sequence('audit', 'seq'), 10)")
+            .await
+            .unwrap();
+        let event = audit::sample("old", AuditKind::Approved, json!({"i": 9}));
+        let json = crate::agent::store::encode::to_json(&event).unwrap();
+        tx.execute(
+            "INSERT INTO audit (at_ms, kind, session_id, turn_id, tool_call_id, tool,
+                 args_digest, event)
+             VALUES (1, 'approved', 'old', 't', 'c', 'process_payment', 'd', $1)",
+            &[&json],
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        drop(client);
+        let _ = connection.await;
+    }
+    let store = PostgresStore::connect_with(config).await.unwrap();
+    let head = store.chain_head().await.unwrap();
+    assert_eq!((head.since, head.head.seq), (11, 11));
+    store
+        .append_audit(&[audit::sample("new", AuditKind::Requested, json!({}))])
+        .await
+        .unwrap();
+    let chain = store.chain(0, 10).await.unwrap();
+    let seqs: Vec<i64> = chain.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, [1, 2, 3, 11, 12]);
+    let mut walk = crate::agent::audit::chain::Walk::from_start(head.since);
+    for r in &chain {
+        walk.record(r).unwrap();
+    }
+}
+
+#[tokio::test]
 async fn the_postgres_store_keeps_the_signin_contract() {
     if let Some(store) = fresh_store("signins").await {
         signin_contract(&store).await;

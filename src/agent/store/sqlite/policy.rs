@@ -16,14 +16,14 @@
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{SqliteStore, err, writer::insert_audit};
+use super::{SqliteStore, err};
 use crate::{
     agent::{
         clock::Millis,
         policy::spending::{day_of, start_of_day},
         store::{
             AuditEvent, Claim, GrantUse, PolicyStore, Reserved, Spent, StoreError, Unused,
-            encode::to_json,
+            encode::{Chained, to_json},
         },
     },
     protocol::grant::Grant,
@@ -228,20 +228,27 @@ impl PolicyStore for SqliteStore {
     }
 
     async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
-        let events = events
-            .iter()
-            .map(|e| Ok((e.clone(), to_json(e)?)))
-            .collect::<Result<Vec<_>, StoreError>>()?;
+        let events = Chained::all(events)?;
         self.with(move |conn| {
             let tx = conn
                 .transaction()
                 .map_err(err("cannot begin an audit append"))?;
-            for (event, json) in &events {
-                insert_audit(&tx, event, json)?;
-            }
+            super::chain::append(&tx, &events)?;
             tx.commit().map_err(err("cannot commit an audit append"))
         })
         .await
+    }
+
+    async fn keep_policy_text(&self, digest: &str, text: &str, at: i64) -> Result<(), StoreError> {
+        self.keep_policy(digest, text, at).await
+    }
+
+    async fn policy_text(&self, digest: &str) -> Result<Option<String>, StoreError> {
+        self.policy(digest).await
+    }
+
+    async fn policy_texts(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.policies().await
     }
 
     async fn spent(&self, now: Millis) -> Result<Spent, StoreError> {

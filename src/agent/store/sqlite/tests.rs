@@ -17,6 +17,8 @@ use crate::agent::{
 async fn the_sqlite_store_keeps_the_contract() {
     store_contract(&SqliteStore::in_memory().unwrap()).await;
     policy_contract(&SqliteStore::in_memory().unwrap()).await;
+    let chained = SqliteStore::in_memory().unwrap();
+    crate::agent::store::tests::chain_contract(&chained, &chained).await;
     signin_contract(&SqliteStore::in_memory().unwrap()).await;
     tool_list_contract(&SqliteStore::in_memory().unwrap()).await;
     people_contract(&SqliteStore::in_memory().unwrap()).await;
@@ -251,6 +253,14 @@ async fn the_audit_migration_keeps_every_sequence_number() {
         .map(|r| r.seq)
         .collect();
     assert_eq!(seqs, [8, 7, 3]);
+    // The records that were there are chained, and the chain says where they end (ADR 0029).
+    let chain = store.chain_head().await.unwrap();
+    assert_eq!((chain.since, chain.head.seq), (7, 8));
+    let mut walk = crate::agent::audit::chain::Walk::from_start(chain.since);
+    for r in store.chain(0, 10).await.unwrap() {
+        walk.record(&r).unwrap();
+    }
+    assert_eq!(walk.head(), chain.head);
     let version: i64 = store
         .with(|conn| {
             conn.pragma_query_value(None, "user_version", |r| r.get(0))
