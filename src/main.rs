@@ -45,6 +45,13 @@ async fn main() -> std::process::ExitCode {
         print!("{}", report.output);
         return std::process::ExitCode::from(report.code);
     }
+    // `countersign audit verify <export|receipt>`: an audit export or a receipt checked
+    // offline (ADR 0029).
+    if args.first().map(String::as_str) == Some("audit") {
+        let report = countersign::agent::audit::cli::run(&args[1..]);
+        print!("{}", report.output);
+        return std::process::ExitCode::from(report.code);
+    }
 
     server::init_tracing();
     let config = match Config::load() {

@@ -254,6 +254,8 @@ pub async fn serve(
             e.report()
         )));
     }
+    // The audit chain is checked, then signed as it grows and once more at shutdown.
+    let notary = state.start_notary(state.edge.shutdown.clone()).await;
     let facts = crate::agent::policy::ToolFacts::all(&runtime.tools);
     runtime.policy().recheck(&facts);
     crate::agent::policy::watch(
@@ -306,6 +308,12 @@ pub async fn serve(
     }
     if let Some(log) = runtime.chunk_log() {
         log.flush_all();
+    }
+    // The head as it stands now, signed (the notary saw `shutdown`).
+    if let Some(notary) = notary
+        && let Err(e) = notary.await
+    {
+        tracing::error!(error = %e, "the audit notary stopped abnormally");
     }
     tracing::info!("stopped");
     Ok(())

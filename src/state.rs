@@ -45,6 +45,8 @@ pub struct AppState {
     pub policy_store: Arc<dyn PolicyStore>,
     /// Where people, their passkeys and one-time links are kept (the sessions' database).
     pub people_store: Arc<dyn PeopleStore>,
+    /// Checks and signs the audit chain (ADR 0029); set when the server starts serving.
+    pub notary: Arc<std::sync::OnceLock<Arc<crate::agent::audit::Notary>>>,
 }
 
 impl AppState {
@@ -101,7 +103,40 @@ impl AppState {
             http: config.http,
             edge,
             signin_store,
+            notary: Arc::default(),
         }
+    }
+
+    /// Starts the notary of the sessions' audit chain (its key from the store, made on first
+    /// start): the chain is checked, then signed every so many records, on demand, and when
+    /// `stop` is cancelled. A store that keeps no chain leaves the server without one.
+    pub async fn start_notary(
+        &self,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        use crate::agent::audit::{Notary, notary::EVERY};
+        let store = self.runtime.store.clone();
+        match Notary::new(store, self.runtime.clock.clone(), EVERY).await {
+            Ok(notary) => {
+                let task = notary.spawn(stop);
+                let _ = self.notary.set(notary);
+                Some(task)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e.report(), "the audit log will not be signed");
+                None
+            }
+        }
+    }
+
+    /// Where receipts and the verifiable export come from, once the notary runs.
+    pub fn audit_source(&self) -> Option<crate::agent::audit::export::Source> {
+        Some(crate::agent::audit::export::Source {
+            sessions: self.runtime.store.clone(),
+            policies: self.policy_store.clone(),
+            notary: self.notary.get()?.clone(),
+            origin: self.edge.public_url.get().cloned(),
+        })
     }
 
     /// Where the server really listens (its port when configured with port 0): the names it

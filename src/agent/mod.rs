@@ -7,6 +7,7 @@
 //! [`turn`] (the turn loop) → [`demo`] (the offline model).
 
 pub mod attachments;
+pub mod audit;
 pub mod canonical;
 pub mod chunk_log;
 pub mod clock;

@@ -547,6 +547,15 @@ fn rebind<S: serde::Serialize + serde::de::DeserializeOwned>(
     Ok(rebound)
 }
 
+/// The public key of a stored passkey (webauthn-rs' COSE key, as JSON), which checks its
+/// assertions; `null` when the stored passkey does not read.
+pub fn public_key(stored: &StoredPasskey) -> Value {
+    serde_json::from_str::<Passkey>(&stored.key)
+        .ok()
+        .and_then(|p| serde_json::to_value(p.get_public_key()).ok())
+        .unwrap_or(Value::Null)
+}
+
 /// A passkey as the store keeps it, from a registration.
 pub fn stored(
     passkey: &Passkey,

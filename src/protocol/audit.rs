@@ -61,10 +61,14 @@ pub enum AuditKind {
     Removed,
     /// An admin changed a person's roles (`args`: `{person, name, roles, was}`).
     RolesChanged,
+    /// A passkey was registered (`args`: `{person, name, roles, passkey, public_key}`: the
+    /// person, their roles when it was made — a new person's — and the credential's public
+    /// key, which their step-up assertions are checked with, ADR 0029). Not about a call.
+    Enrolled,
 }
 
 impl AuditKind {
-    pub const ALL: [AuditKind; 20] = [
+    pub const ALL: [AuditKind; 21] = [
         AuditKind::Requested,
         AuditKind::Approved,
         AuditKind::Edited,
@@ -85,6 +89,7 @@ impl AuditKind {
         AuditKind::Dropped,
         AuditKind::Removed,
         AuditKind::RolesChanged,
+        AuditKind::Enrolled,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -109,6 +114,7 @@ impl AuditKind {
             AuditKind::Dropped => "dropped",
             AuditKind::Removed => "removed",
             AuditKind::RolesChanged => "roles_changed",
+            AuditKind::Enrolled => "enrolled",
         }
     }
 
@@ -181,14 +187,49 @@ pub struct AuditEvent {
     /// the authenticator made it (ADR 0024).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_up: Option<Value>,
+    /// What a policy rule decided from (`requested`, `allowed`, `refused` by a rule): the
+    /// policy file's SHA-256 (`policy`), the requester, the tool's schema and the running
+    /// totals — so anyone can evaluate the rule again on these arguments (ADR 0029).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<Value>,
 }
 
-/// An event as stored: numbered in append order (`{"seq", ...event}` on the wire).
+/// An event as stored: numbered in commit order (`{"seq", ...event, "hash"}` on the wire).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AuditRecord {
     pub seq: i64,
     #[serde(flatten)]
     pub event: AuditEvent,
+    /// The audit chain's hash at this record (hex): SHA-256 over the previous record's hash,
+    /// `seq` and the event (ADR 0029).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+}
+
+/// How far the server checked its audit chain, for the `/audit` page (`GET /api/audit/chain`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainStatus {
+    /// The Ed25519 public key checkpoints are signed with (hex), also served at
+    /// `/.well-known/countersign-audit-key`.
+    pub key: String,
+    /// The last record.
+    pub head: i64,
+    /// The chain was checked from its start up to this record, which a checkpoint signed…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<i64>,
+    /// …at this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_at_ms: Option<i64>,
+    /// The first record whose link does not hold, and what is wrong with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broken: Option<BrokenLink>,
+}
+
+/// A link of the audit chain that does not hold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokenLink {
+    pub seq: i64,
+    pub problem: String,
 }
 
 /// Decoded by hand rather than with `flatten` or a derive: serde's flattening decoder and a
@@ -202,8 +243,13 @@ impl<'de> Deserialize<'de> for AuditRecord {
             .remove("seq")
             .and_then(|v| v.as_i64())
             .ok_or_else(|| D::Error::custom("an audit record needs an integer `seq`"))?;
+        let hash = match map.remove("hash") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(hash)) => Some(hash),
+            Some(_) => return Err(D::Error::custom("an audit record's `hash` is text")),
+        };
         let event = event_of(map).map_err(D::Error::custom)?;
-        Ok(AuditRecord { seq, event })
+        Ok(AuditRecord { seq, event, hash })
     }
 }
 
@@ -254,6 +300,7 @@ fn event_of(map: serde_json::Map<String, Value>) -> Result<AuditEvent, serde_jso
         policy_version: f.opt_string("policy_version"),
         grant: f.opt_string("grant"),
         step_up: f.opt_value("step_up"),
+        facts: f.opt_value("facts"),
     };
     f.check().map(|()| event)
 }
@@ -282,6 +329,9 @@ pub struct AuditQuery {
     pub kind: Option<AuditKind>,
     /// Only events with a smaller `seq` (paging backwards).
     pub before: Option<i64>,
+    /// Only events of this approval (a call's story: its receipt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
     /// At most this many (default [`AuditQuery::DEFAULT_LIMIT`], at most [`AuditQuery::MAX_LIMIT`]).
     pub limit: Option<usize>,
     /// Only what this person may read: events of their own chats, and their own answers to
@@ -315,6 +365,10 @@ impl AuditQuery {
             && self.session.as_ref().is_none_or(|s| *s == e.session_id)
             && self.tool.as_ref().is_none_or(|t| *t == e.tool)
             && self.kind.is_none_or(|k| k == e.kind)
+            && self
+                .approval
+                .as_ref()
+                .is_none_or(|a| e.approval_id.as_ref() == Some(a))
             && self.before.is_none_or(|b| record.seq < b)
     }
 }
@@ -344,7 +398,7 @@ mod tests {
             "actor": {"transport": "sse", "address": "127.0.0.1", "user_agent": "ua",
                 "person": "p1", "name": "Ana", "passkey": "k1"},
             "outcome": {"ok": 1}, "rule": "limit", "policy_version": "v", "grant": "g",
-            "step_up": {"nonce": "n"}
+            "step_up": {"nonce": "n"}, "facts": {"policy": "p"}
         });
         let mut inputs = vec![base.clone()];
         for key in base.as_object().unwrap().keys() {
@@ -400,9 +454,12 @@ mod tests {
                 policy_version: Some("abc".into()),
                 grant: None,
                 step_up: None,
+                facts: None,
             },
+            hash: Some("ab".repeat(32)),
         };
         let wire = serde_json::to_value(&record).unwrap();
+        assert_eq!(wire["hash"], "ab".repeat(32));
         assert_eq!(wire["seq"], 7);
         assert_eq!(wire["tool"], "process_payment");
         assert_eq!(

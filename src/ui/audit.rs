@@ -99,7 +99,14 @@ fn AuditBody(page: AuditData, filters: AuditFilters, export: String) -> impl Int
             format!("/audit?{}", pairs.join("&"))
         });
     let count = page.records.len();
+    let broken = page
+        .chain
+        .as_ref()
+        .and_then(|c| c.broken.as_ref())
+        .map(|b| b.seq);
+    let chain = page.chain.clone().map(|c| view! { <ChainLine chain=c/> });
     view! {
+        {chain}
         <form class="audit-filters" method="get" action="/audit" data-testid="audit-filters">
             <label>
                 "Chat"
@@ -155,7 +162,10 @@ fn AuditBody(page: AuditData, filters: AuditFilters, export: String) -> impl Int
                             <th scope="col">"Chat"</th>
                         </tr>
                     </thead>
-                    <tbody>{page.records.into_iter().map(|r| view! { <AuditRow record=r/> }).collect_view()}</tbody>
+                    <tbody>{page.records.into_iter().map(|r| {
+                        let broken = broken == Some(r.seq);
+                        view! { <AuditRow record=r broken/> }
+                    }).collect_view()}</tbody>
                 </table>
             })
         }}
@@ -163,16 +173,55 @@ fn AuditBody(page: AuditData, filters: AuditFilters, export: String) -> impl Int
     }
 }
 
+/// "Chain verified up to #N, signed at …" — or where it broke — and the key that signs it.
 #[component]
-fn AuditRow(record: AuditRecord) -> impl IntoView {
+fn ChainLine(chain: crate::protocol::audit::ChainStatus) -> impl IntoView {
+    let key_short: String = chain.key.chars().take(16).collect();
+    let state = match (&chain.broken, chain.verified, chain.signed_at_ms) {
+        (Some(b), _, _) => Either::Left(view! {
+            <strong class="audit-chain-broken" role="alert">
+                {format!("The chain is broken at #{}: {}. Nothing after it is signed.", b.seq, b.problem)}
+            </strong>
+        }),
+        (None, Some(seq), Some(at)) => Either::Right(Either::Left(view! {
+            <span>{format!("Chain verified up to #{seq}, signed at {} UTC", utc(at))}</span>
+            {(chain.head > seq).then(|| format!(" (#{} to #{} not signed yet).", seq + 1, chain.head))}
+        })),
+        _ => Either::Right(Either::Right(
+            view! { <span>"The chain has not been checked yet."</span> },
+        )),
+    };
+    view! {
+        <p class="audit-chain" data-testid="audit-chain">
+            {state}
+            " Checkpoints are signed with Ed25519 key "
+            <code title=chain.key.clone()>{key_short}"…"</code>
+            " ("<a href="/.well-known/countersign-audit-key">"the key"</a>"); check an export or a receipt with "
+            <code>"countersign audit verify"</code>"."
+        </p>
+    }
+}
+
+#[component]
+fn AuditRow(record: AuditRecord, broken: bool) -> impl IntoView {
     let e = record.event;
     let kind = e.kind;
     let details = details(&e);
     let who = who(&e);
     let digest_short: String = e.args_digest.chars().take(12).collect();
+    let receipt = (kind == AuditKind::Executed)
+        .then(|| {
+            e.approval_id
+                .as_ref()
+                .map(|a| format!("/api/audit/receipts/{}", encode(a)))
+        })
+        .flatten();
     view! {
-        <tr data-testid="audit-row" data-kind=kind.as_str()>
-            <td class="audit-seq">{record.seq}</td>
+        <tr data-testid="audit-row" data-kind=kind.as_str() class:audit-broken=broken>
+            <td class="audit-seq" title=record.hash.clone().unwrap_or_default()>
+                {record.seq}
+                {broken.then(|| view! { <span class="audit-broken-mark" data-testid="audit-broken">" broken link"</span> })}
+            </td>
             <td class="audit-time">
                 <time datetime=utc(e.at_ms)>{utc(e.at_ms)}</time>
             </td>
@@ -184,7 +233,12 @@ fn AuditRow(record: AuditRecord) -> impl IntoView {
                 <span>{compact(&e.args)}</span>
                 <code class="audit-digest" title=e.args_digest.clone()>{digest_short}"…"</code>
             </td>
-            <td class="audit-details">{details}</td>
+            <td class="audit-details">
+                {details}
+                {receipt.map(|href| view! {
+                    " " <a class="audit-receipt" href=href download="" data-testid="audit-receipt">"Receipt"</a>
+                })}
+            </td>
             <td class="audit-who" data-testid="audit-who">
                 <span class="audit-who-name">{who.name}</span>
                 {who.proof.map(|(words, passkey)| view! {
@@ -272,6 +326,7 @@ fn kind_label(kind: AuditKind) -> &'static str {
         AuditKind::Dropped => "Signature dropped",
         AuditKind::Removed => "Person removed",
         AuditKind::RolesChanged => "Roles changed",
+        AuditKind::Enrolled => "Passkey registered",
     }
 }
 

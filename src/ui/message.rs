@@ -365,6 +365,17 @@ fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView 
                 .and_then(|t| t.approval.as_ref().map(|a| a.id.clone()))
         })
     };
+    // A call that ran after an approval (a person's, a rule's or a grant's) has a receipt
+    // anyone can check offline (ADR 0029): the server makes it; the card links to it.
+    let receipt = move || {
+        tool.with(|t| {
+            t.as_ref()
+                .filter(|t| matches!(t.state, ToolState::OutputAvailable | ToolState::OutputError))
+                .and_then(|t| t.approval.as_ref())
+                .filter(|a| a.approved == Some(true))
+                .map(|a| format!("/api/audit/receipts/{}", super::url::encode(&a.id)))
+        })
+    };
     let ruling = Memo::new(move |_| tool.with(|t| t.as_ref().and_then(ruling_of)));
     // Only a call nobody decided can be asked again: it expired, or was set aside.
     let askable = move || matches!(state().1, "expired" | "dismissed");
@@ -440,6 +451,9 @@ fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView 
                 })
             }}
             {move || error().map(|e| view! { <p class="tool-error">{e}</p> })}
+            {move || receipt().map(|href| view! {
+                <a class="tool-receipt" href=href download="" data-testid="tool-receipt">"Receipt"</a>
+            })}
             <button
                 type="button"
                 class="link-button"

@@ -67,6 +67,10 @@ const MAX_APPROVERS: u32 = 20;
 pub struct CedarRules {
     set: PolicySet,
     rules: BTreeMap<String, RuleInfo>,
+    /// The file's text, and its SHA-256 (hex): what a receipt names and its verifier
+    /// evaluates again (ADR 0029).
+    text: String,
+    digest: String,
 }
 
 /// What we keep about one rule.
@@ -110,6 +114,21 @@ impl CedarRules {
         tools: &[ToolFacts],
         mcp_servers: &[String],
     ) -> Result<(CedarRules, Vec<PolicyProblem>), Vec<PolicyProblem>> {
+        let (rules, mut warnings) = Self::parse(text)?;
+        let lines = LineIndex::new(text);
+        let (errors, mut more) =
+            validate(&rules.set, &rules.rules, tools, mcp_servers, &lines, text);
+        warnings.append(&mut more);
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok((rules, warnings))
+    }
+
+    /// Parses `text` and reads its rules' annotations, without checking it against a tool
+    /// registry: what `countersign audit verify` evaluates a recorded policy with (the tools
+    /// it was checked against then are not at hand; evaluation does not need them).
+    pub fn parse(text: &str) -> Result<(CedarRules, Vec<PolicyProblem>), Vec<PolicyProblem>> {
         let lines = LineIndex::new(text);
         let parsed = PolicySet::from_str(text).map_err(|errors| {
             errors
@@ -242,12 +261,25 @@ impl CedarRules {
         if !problems.is_empty() {
             return Err(problems);
         }
-        let (errors, mut more) = validate(&set, &rules, tools, mcp_servers, &lines, text);
-        warnings.append(&mut more);
-        if !errors.is_empty() {
-            return Err(errors);
-        }
-        Ok((CedarRules { set, rules }, warnings))
+        Ok((
+            CedarRules {
+                set,
+                rules,
+                text: text.to_owned(),
+                digest: crate::agent::store::audit::sha256_hex(text.as_bytes()),
+            },
+            warnings,
+        ))
+    }
+
+    /// The policy file's text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// SHA-256 (hex) of [`CedarRules::text`].
+    pub fn digest(&self) -> &str {
+        &self.digest
     }
 
     /// The rules, by id.

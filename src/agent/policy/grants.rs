@@ -1,13 +1,17 @@
 //! The person's grants (approvals they asked the server to remember) and today's spending,
-//! kept together under one lock: a decision that uses a grant's budget and reserves what the
-//! call pays happens at once.
+//! kept together under one lock: this instance's copy of what the store holds, and what the
+//! calls it let run claimed of them (ADR 0023; the store keeps the truth, issue #33).
 
 use std::collections::{BTreeSet, HashMap};
 
 use serde_json::Value;
 
 use super::spending::Spending;
-use crate::agent::{clock::Millis, tools::ToolSpec};
+use crate::agent::{
+    clock::Millis,
+    store::{Claim, Spent, Unused},
+    tools::ToolSpec,
+};
 use crate::protocol::{
     grant::{
         Grant, GrantRequest, GrantScope, GrantState, MAX_GRANT_SECONDS, MIN_GRANT_SECONDS,
@@ -25,14 +29,39 @@ pub enum GrantError {
     AlreadyRevoked(String),
 }
 
+/// A call that held a reservation and ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ending {
+    pub chat: String,
+    pub call: String,
+    /// It did what it claimed for (it ran, and paid where it was to pay): what it reserved stays
+    /// spent. Otherwise its reservation goes and its grant share goes back, in the store
+    /// ([`crate::agent::store::PolicyStore::release`]), then here.
+    pub used: bool,
+    /// What it paid, in cents.
+    pub paid: Option<i64>,
+}
+
+impl Ending {
+    /// What the store lets go of for it: nothing when it used what it reserved.
+    pub fn unused(&self) -> Option<Unused> {
+        (!self.used).then(|| Unused {
+            chat: self.chat.clone(),
+            call: self.call.clone(),
+        })
+    }
+}
+
 /// Grants and spending.
 #[derive(Debug, Default)]
 pub struct Book {
     grants: Vec<Grant>,
     pub(super) spending: Spending,
-    /// Call id → (grant id, cents it took of the grant's budget).
-    uses: HashMap<String, (String, i64)>,
-    /// Grants whose use changed since they were last written.
+    /// Calls this instance reserved for that have not ended, by call id.
+    held: HashMap<String, Claim>,
+    /// Calls that ended whose reservations are still to be let go ([`Book::release`]).
+    ending: Vec<Ending>,
+    /// Grants whose revocation is still to be written.
     changed: BTreeSet<String>,
 }
 
@@ -41,8 +70,7 @@ impl Book {
         Book {
             grants,
             spending,
-            uses: HashMap::new(),
-            changed: BTreeSet::new(),
+            ..Book::default()
         }
     }
 
@@ -58,7 +86,8 @@ impl Book {
         self.grants.push(grant);
     }
 
-    /// Takes in `stored` grants written by another instance: see `Policy::reload_grants`.
+    /// Takes in the grants the store has (another instance made, used or revoked some): new
+    /// grants are added, a revocation holds, and a grant's use is the store's.
     pub fn merge(&mut self, stored: Vec<Grant>) {
         for grant in stored {
             match self.grants.iter_mut().find(|g| g.id == grant.id) {
@@ -67,10 +96,22 @@ impl Book {
                     if known.revoked_at_ms.is_none() {
                         known.revoked_at_ms = grant.revoked_at_ms;
                     }
-                    if grant.used_cents > known.used_cents || grant.uses > known.uses {
-                        known.used_cents = known.used_cents.max(grant.used_cents);
-                        known.uses = known.uses.max(grant.uses);
-                    }
+                    known.used_cents = grant.used_cents;
+                    known.uses = grant.uses;
+                }
+            }
+        }
+    }
+
+    /// Takes the day's total and the grants' use as the store has them now.
+    pub fn sync(&mut self, spent: &Spent, now: Millis) {
+        self.spending.sync(spent.today_cents, now);
+        for stored in &spent.grants {
+            if let Some(known) = self.grants.iter_mut().find(|g| g.id == stored.id) {
+                known.used_cents = stored.used_cents;
+                known.uses = stored.uses;
+                if known.revoked_at_ms.is_none() {
+                    known.revoked_at_ms = stored.revoked_at_ms;
                 }
             }
         }
@@ -95,7 +136,10 @@ impl Book {
     }
 
     /// The active grant that lets this call run now, if any: its tool, its chat (or every
-    /// chat), its exact arguments (for a call grant), and room in its budget for `cents`.
+    /// chat), its exact arguments (for a call grant), and room in its budget for `cents` beyond
+    /// what it already used and what calls decided with it in this step take (`pending`, by
+    /// grant id).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn grant_for(
         &self,
         chat: &str,
@@ -103,6 +147,7 @@ impl Book {
         tool: &ToolSpec,
         args: &Value,
         cents: Option<i64>,
+        pending: &HashMap<&str, i64>,
         now_ms: Millis,
     ) -> Option<Grant> {
         self.grants
@@ -116,43 +161,88 @@ impl Book {
             .filter(|g| match g.max_cents {
                 None => true,
                 // A budget covers only calls whose amount is known.
-                Some(max) => cents.is_some_and(|c| g.used_cents.saturating_add(c) <= max),
+                Some(max) => cents.is_some_and(|c| {
+                    let taken = pending.get(g.id.as_str()).copied().unwrap_or(0);
+                    g.used_cents.saturating_add(taken).saturating_add(c) <= max
+                }),
             })
             // The narrowest first: an exact call, then this chat's, then a budget.
             .min_by_key(|g| (g.args.is_none(), g.chat.is_none(), g.expires_at_ms))
             .cloned()
     }
 
-    /// Counts a call against a grant.
-    pub(super) fn use_grant(&mut self, id: &str, call: &str, cents: i64) {
-        if let Some(grant) = self.grants.iter_mut().find(|g| g.id == id) {
-            grant.used_cents = grant.used_cents.saturating_add(cents);
-            grant.uses += 1;
-            self.uses.insert(call.to_owned(), (id.to_owned(), cents));
-            self.changed.insert(id.to_owned());
+    /// The store kept `claims` (made at `now`): they count here too.
+    pub(super) fn keep(&mut self, claims: &[Claim], now: Millis) {
+        for claim in claims {
+            if self.held.contains_key(&claim.call) {
+                continue;
+            }
+            self.spending.reserve(&claim.call, claim.cents, now);
+            if let Some(grant) = self
+                .grants
+                .iter_mut()
+                .find(|g| Some(&g.id) == claim.grant.as_ref())
+            {
+                grant.used_cents = grant.used_cents.saturating_add(claim.cents);
+                grant.uses += 1;
+            }
+            self.held.insert(claim.call.clone(), claim.clone());
         }
     }
 
-    /// A call ended: it ran or not, and paid `paid` (or nothing). Spending counts what it paid;
-    /// a grant's share of a call that did not run, or ran and paid nothing where it was to pay,
-    /// goes back to the grant (returned when that happened).
-    pub(super) fn settle(
-        &mut self,
-        call: &str,
-        ran: bool,
-        paid: Option<i64>,
-        now_ms: Millis,
-    ) -> Option<Grant> {
-        self.spending.settle(call, paid, now_ms);
-        let (id, cents) = self.uses.remove(call)?;
-        if ran && (paid.is_some() || cents == 0) {
-            return None;
+    /// A call ended: it ran or not, and paid `paid` (or nothing). When it held a reservation,
+    /// the reservation is to be let go ([`Book::take_ending`]); a grant's share of a call that
+    /// did not run, or ran and paid nothing where it was to pay, goes back to the grant then.
+    pub(super) fn settle(&mut self, call: &str, ran: bool, paid: Option<i64>) {
+        let Some(claim) = self.held.get(call) else {
+            return;
+        };
+        if self.ending.iter().any(|e| e.call == call) {
+            return;
         }
-        let grant = self.grants.iter_mut().find(|g| g.id == id)?;
-        grant.used_cents = (grant.used_cents - cents).max(0);
-        grant.uses = grant.uses.saturating_sub(1);
-        self.changed.insert(id);
-        Some(grant.clone())
+        self.ending.push(Ending {
+            chat: claim.chat.clone(),
+            call: call.to_owned(),
+            used: ran && (paid.is_some() || claim.cents == 0),
+            paid,
+        });
+    }
+
+    /// The calls that ended whose reservations are still held.
+    pub(super) fn take_ending(&mut self) -> Vec<Ending> {
+        std::mem::take(&mut self.ending)
+    }
+
+    /// `ending` could not be let go in the store: they are tried again with the next ones.
+    pub(super) fn keep_ending(&mut self, ending: Vec<Ending>) {
+        self.ending.splice(0..0, ending);
+    }
+
+    /// The store let `ending` go (at `now`): spending counts what they paid, and a grant's share
+    /// of a call that did not use it goes back to the grant.
+    pub(super) fn release(&mut self, ending: &[Ending], now: Millis) {
+        for end in ending {
+            let Some(claim) = self.held.remove(&end.call) else {
+                continue;
+            };
+            self.spending.settle(&claim.call, end.paid, now);
+            if end.used {
+                continue;
+            }
+            if let Some(grant) = self
+                .grants
+                .iter_mut()
+                .find(|g| Some(&g.id) == claim.grant.as_ref())
+            {
+                grant.used_cents = (grant.used_cents - claim.cents).max(0);
+                grant.uses = grant.uses.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Whether this instance holds a reservation for `call`.
+    pub fn holds(&self, call: &str) -> bool {
+        self.held.contains_key(call)
     }
 
     pub(super) fn mark_changed(&mut self, id: &str) {
@@ -339,12 +429,12 @@ mod tests {
     }
 
     #[test]
-    fn grants_another_instance_wrote_are_taken_in_without_losing_use_or_revocation() {
+    fn grants_another_instance_wrote_are_taken_in_with_the_stores_use_and_every_revocation() {
         let mut book = Book::default();
         book.add(stored("g1", 3_000, 2, None));
         book.add(stored("g2", 0, 0, Some(50)));
         book.merge(vec![
-            // Used more elsewhere: the larger count holds.
+            // Used more elsewhere: the store's count holds.
             stored("g1", 5_000, 3, Some(60)),
             // A revocation here is not undone by an older copy.
             stored("g2", 100, 1, None),
@@ -368,11 +458,11 @@ mod tests {
             (100, Some(50))
         );
         assert_eq!(book.grants().len(), 3);
-        // Less use elsewhere (an older write) takes nothing back.
+        // A call elsewhere failed and gave its share back: the store's use is the truth.
         book.merge(vec![stored("g1", 1_000, 1, None)]);
         assert_eq!(
             (by_id(&book, "g1").used_cents, by_id(&book, "g1").uses),
-            (5_000, 3)
+            (1_000, 1)
         );
     }
 }

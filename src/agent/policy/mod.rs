@@ -10,28 +10,34 @@
 //! 2. the person's **grants** ([`grants`]), only where the rules left it to the person
 //!    (nothing matched): a grant never runs what a rule denies or insists on asking for;
 //! 3. running **totals** ([`spending`]): what the wallet paid today and in this chat, plus what
-//!    calls already cleared will pay, so that two calls decided at once never both fit under a
-//!    limit only one fits under.
+//!    calls already cleared will pay. A call a rule or a grant lets run claims what it pays and
+//!    the grant it uses in the same step of the store as the decision ([`Policy::decide`],
+//!    [`crate::agent::store::reservations`]), so no two calls — of one step, two chats or two
+//!    instances on one database — both fit under a limit or a budget only one fits under.
 //!
 //! The person's approval of a call is checked again against the rules as they are then, with
 //! the arguments that will run: an edit cannot slip a call into a rule that denies it, and a
-//! rule added by a reload while the call waited still applies.
+//! rule added by a reload while the call waited still applies. A payment is checked once more,
+//! with the day's total as it is, when it is about to start ([`Decider::clear_to_run`]).
 
 pub mod cedar;
 pub mod cli;
+mod decider;
 pub mod grants;
+mod reserve;
 pub mod spending;
 mod watch;
 
 use std::{
     path::{Path, PathBuf},
-    sync::{Arc, Mutex, MutexGuard, RwLock},
+    sync::{Arc, Mutex, RwLock},
 };
 
 use serde::Serialize;
 use serde_json::Value;
 
 pub use cedar::{CedarRules, RuleEffect, RuleInfo};
+pub use decider::{ChatWallet, Decide, Decider, Refusal, ToolDefaults};
 pub use grants::{Book, GrantError};
 pub use spending::Spending;
 pub use watch::watch;
@@ -46,6 +52,16 @@ use crate::protocol::{
     grant::{Grant, Ruling},
     money::Payment,
 };
+
+/// A policy's state besides its rules: the book, where it is kept, and one decision that
+/// reserves at a time on this instance.
+fn book_and_store() -> (
+    Mutex<Book>,
+    std::sync::OnceLock<Arc<dyn PolicyStore>>,
+    tokio::sync::Mutex<()>,
+) {
+    Default::default()
+}
 
 /// What the policy knows of a tool: enough to type its rules.
 #[derive(Debug, Clone, PartialEq)]
@@ -122,6 +138,34 @@ pub struct CallFacts<'a> {
     pub spent_today_cents: i64,
     pub spent_in_chat_cents: i64,
     pub now_ms: Millis,
+}
+
+impl CallFacts<'_> {
+    /// What the audit log keeps of these facts (`facts` of an event, ADR 0029): the policy
+    /// text's SHA-256, and everything the rules read but the arguments (the event has them).
+    pub fn recorded(&self, policy: &str) -> Value {
+        serde_json::json!({
+            "policy": policy,
+            "requester": {
+                "id": self.requester.id,
+                "name": self.requester.name,
+                "roles": self.requester.roles,
+            },
+            "server": self.tool.server,
+            "parameters": self.tool.parameters,
+            "pays": self.tool.pays,
+            "payment": self.pays.as_ref().map(|p| serde_json::json!({
+                "amount_cents": p.money.wallet_cents(),
+                "currency": p.money.currency.code,
+                "payee": p.payee,
+            })),
+            "new_payee": self.new_payee,
+            "asks_by_default": self.asks_by_default,
+            "spent_today_cents": self.spent_today_cents,
+            "spent_in_chat_cents": self.spent_in_chat_cents,
+            "now_ms": self.now_ms,
+        })
+    }
 }
 
 /// What the rules alone say about a call.
@@ -314,8 +358,12 @@ pub struct Policy {
     mcp_servers: Vec<String>,
     status: Mutex<PolicyStatus>,
     book: Mutex<Book>,
-    /// Where grants are kept; unset: in memory only.
+    /// Where grants, their use and the day's reservations are kept; unset: in memory only (the
+    /// book is then the truth).
     store: std::sync::OnceLock<Arc<dyn PolicyStore>>,
+    /// This instance's decisions that reserve go one at a time ([`Policy::decide`]), so the
+    /// book, its copy of the store, stays in step with it.
+    reserving: tokio::sync::Mutex<()>,
 }
 
 impl Default for Policy {
@@ -327,13 +375,15 @@ impl Default for Policy {
 impl Policy {
     /// No policy file: each tool's own setting decides, and the person's grants.
     pub fn tool_defaults() -> Self {
+        let (book, store, reserving) = book_and_store();
         Policy {
             rules: RwLock::new(Arc::new(Rules::ToolDefaults)),
             file: None,
             mcp_servers: Vec::new(),
             status: Mutex::new(PolicyStatus::default()),
-            book: Mutex::new(Book::default()),
-            store: std::sync::OnceLock::new(),
+            book,
+            store,
+            reserving,
         }
     }
 
@@ -350,13 +400,15 @@ impl Policy {
             tracing::warn!(file = %path.display(), %warning, "policy");
         }
         let status = status_of(Some(path), &rules, version, warnings, now_ms);
+        let (book, store, reserving) = book_and_store();
         Ok(Policy {
             rules: RwLock::new(Arc::new(rules)),
             file: Some(path.to_owned()),
             mcp_servers,
             status: Mutex::new(status),
-            book: Mutex::new(Book::default()),
-            store: std::sync::OnceLock::new(),
+            book,
+            store,
+            reserving,
         })
     }
 
@@ -369,13 +421,15 @@ impl Policy {
             })?;
         let rules = Rules::Cedar(Box::new(rules));
         let status = status_of(None, &rules, version(text), warnings, 0);
+        let (book, store, reserving) = book_and_store();
         Ok(Policy {
             rules: RwLock::new(Arc::new(rules)),
             file: None,
             mcp_servers: Vec::new(),
             status: Mutex::new(status),
-            book: Mutex::new(Book::default()),
-            store: std::sync::OnceLock::new(),
+            book,
+            store,
+            reserving,
         })
     }
 
@@ -385,20 +439,31 @@ impl Policy {
         self
     }
 
-    /// Keeps grants in `store` from now on, starting from the grants it kept and what the
-    /// wallets paid today (once, at start-up, before the first turn).
+    /// Keeps grants and reservations in `store` from now on, starting from the grants it kept
+    /// and the day's total it has (once, at start-up, before the first turn).
     pub async fn restore(
         &self,
         store: Arc<dyn PolicyStore>,
         now_ms: Millis,
     ) -> Result<(), StoreError> {
         let grants = store.grants().await?;
-        let paid = store.paid_since(spending::start_of_day(now_ms)).await?;
-        *lock(&self.book) = Book::new(grants, Spending::starting(now_ms, paid));
+        let spent = store.spent(now_ms).await?;
+        *lock(&self.book) = Book::new(grants, Spending::starting(now_ms, spent.today_cents));
         if self.store.set(store).is_err() {
             tracing::error!("the policy's store was set twice; the first stays");
         }
-        Ok(())
+        self.keep_text(now_ms).await
+    }
+
+    /// Keeps the text of the rules in force in the store (once per text), so that receipts of
+    /// the calls they decide can be checked against them (ADR 0029).
+    pub async fn keep_text(&self, now_ms: Millis) -> Result<(), StoreError> {
+        let (Some(store), Rules::Cedar(rules)) = (self.store.get(), &*self.rules()) else {
+            return Ok(());
+        };
+        store
+            .keep_policy_text(rules.digest(), rules.text(), now_ms)
+            .await
     }
 
     /// Appends audit events that belong to no session commit (a grant revoked).
@@ -417,18 +482,6 @@ impl Policy {
         match self.store.get() {
             Some(store) => store.save_grant(grant).await,
             None => Ok(()),
-        }
-    }
-
-    /// Writes the grants whose use changed. A failure is logged and the grant written again
-    /// with the next change (a grant's use only grows while calls are let run, so a lost write
-    /// under-counts nothing that a later one does not carry).
-    pub async fn flush_grants(&self) {
-        for grant in self.take_changed_grants() {
-            if let Err(e) = self.save_grant(&grant).await {
-                tracing::error!(grant = %grant.id, error = &e as &dyn std::error::Error, "cannot write a grant's use");
-                lock(&self.book).mark_changed(&grant.id);
-            }
         }
     }
 
@@ -498,8 +551,9 @@ impl Policy {
         }
     }
 
-    /// A decider for calls of chat `chat`, whose wallet is `wallet`. It holds the book's lock:
-    /// decide a step's calls with one, then drop it.
+    /// A decider for calls of chat `chat`, whose wallet is `wallet`, on this instance's copy
+    /// of the totals. It holds the book's lock: decide a step's calls with one, then drop it.
+    /// What the calls it lets run claim is kept only by [`Policy::decide`].
     pub fn decider<'a>(
         &'a self,
         tools: &'a ToolRegistry,
@@ -514,6 +568,10 @@ impl Policy {
             chat,
             requester,
             wallet,
+            claims: Vec::new(),
+            unreserved: false,
+            spends: false,
+            recorded: Vec::new(),
         }
     }
 
@@ -523,30 +581,18 @@ impl Policy {
     }
 
     /// Takes in the grants the store has (another instance sharing the database made, used or
-    /// revoked some): new grants are added, a revocation holds, and a grant's use is the larger
-    /// of the two counts (use only grows). A store that cannot be read changes nothing.
+    /// revoked some): new grants are added, a revocation holds, and a grant's use is the
+    /// store's. A store that cannot be read changes nothing.
     pub async fn reload_grants(&self) {
         let Some(store) = self.store.get() else {
             return;
         };
+        // Not while a decision of this instance is being kept (its use would be counted twice).
+        let _in_step = self.reserving.lock().await;
         match store.grants().await {
             Ok(stored) => lock(&self.book).merge(stored),
             Err(e) => {
                 tracing::warn!(error = %e.report(), "cannot read the grants again");
-            }
-        }
-    }
-
-    /// Catches today's running total up with the ledger (on a database several instances
-    /// share, their payments count too). A store that cannot be read changes nothing.
-    pub async fn catch_up_spending(&self, now_ms: Millis) {
-        let Some(store) = self.store.get() else {
-            return;
-        };
-        match store.paid_since(spending::start_of_day(now_ms)).await {
-            Ok(paid) => lock(&self.book).spending.catch_up(paid, now_ms),
-            Err(e) => {
-                tracing::warn!(error = %e.report(), "cannot read today's payments");
             }
         }
     }
@@ -566,27 +612,9 @@ impl Policy {
         lock(&self.book).revoke(id, now_ms)
     }
 
-    /// A call ended: it ran or not, and what it paid (if anything) counts for today; a grant's
-    /// share of a call that did not run or pay goes back to the grant. Returns the grant whose
-    /// use changed (written with the next [`Policy::flush_grants`]).
-    pub fn settle(
-        &self,
-        call: &str,
-        ran: bool,
-        paid_cents: Option<i64>,
-        now_ms: Millis,
-    ) -> Option<Grant> {
-        lock(&self.book).settle(call, ran, paid_cents, now_ms)
-    }
-
-    /// Marks grant `id` to be written with the next [`Policy::flush_grants`].
+    /// Marks grant `id` to be written with the next [`Policy::flush`].
     pub fn mark_grant_changed(&self, id: &str) {
         lock(&self.book).mark_changed(id);
-    }
-
-    /// The grants whose use changed since they were last written (and marks them written).
-    pub fn take_changed_grants(&self) -> Vec<Grant> {
-        lock(&self.book).take_changed()
     }
 }
 
@@ -617,206 +645,6 @@ fn status_of(
         rules: summaries,
         warnings,
         reload_error: None,
-    }
-}
-
-/// What a decision needs of a chat's wallet.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ChatWallet {
-    /// What it paid, in its cents (plus, while deciding a step, what calls let run will pay).
-    pub paid_cents: i64,
-    /// Whom it paid (as the payments named them).
-    pub payees: Vec<String>,
-}
-
-impl ChatWallet {
-    pub fn of(wallet: &crate::agent::tools::Wallet) -> Self {
-        ChatWallet {
-            paid_cents: wallet.paid_cents(),
-            payees: wallet
-                .transactions
-                .iter()
-                .map(|t| t.recipient.trim().to_owned())
-                .collect(),
-        }
-    }
-
-    fn has_paid(&self, payee: &str) -> bool {
-        let payee = payee.trim();
-        self.payees.iter().any(|p| p.eq_ignore_ascii_case(payee))
-    }
-}
-
-/// Decides calls of one chat, holding the book (grants and spending) while it does: the
-/// decisions of one step see each other's reservations.
-pub struct Decider<'a> {
-    rules: Arc<Rules>,
-    tools: &'a ToolRegistry,
-    book: MutexGuard<'a, Book>,
-    chat: &'a str,
-    requester: &'a Requester,
-    wallet: ChatWallet,
-}
-
-/// What the gate asks of the policy.
-pub trait Decide {
-    /// What call `call_id` of `tool` with (validated) `args` needs, now. A call let run
-    /// reserves what it pays.
-    fn decide(&mut self, call_id: &str, tool: &ToolSpec, args: &Value, now_ms: Millis) -> Verdict;
-
-    /// What the rules say of running `args` now (the person's approval, perhaps of edited
-    /// arguments): refused, asking for someone (and for whom), or free. Reserves nothing.
-    fn judge(&mut self, tool: &ToolSpec, args: &Value, now_ms: Millis) -> Judgement;
-
-    /// Whether a rule forbids running `args` now: the rule and its reason.
-    fn forbids(
-        &mut self,
-        tool: &ToolSpec,
-        args: &Value,
-        now_ms: Millis,
-    ) -> Option<(String, String)> {
-        match self.judge(tool, args, now_ms) {
-            Judgement::Forbidden { rule, reason } => Some((rule, reason)),
-            _ => None,
-        }
-    }
-
-    /// Whether the person may grant `scope` for a call of `tool` they approve with `args`:
-    /// `Err` says why not.
-    fn may_grant(
-        &mut self,
-        tool: &ToolSpec,
-        args: &Value,
-        request: &crate::protocol::grant::GrantRequest,
-    ) -> Result<(), String> {
-        grants::check_request(tool, args, request)
-    }
-}
-
-impl Decider<'_> {
-    /// The facts of a call of `tool` (whose policy facts are `facts`) with `args`, now.
-    fn facts<'f>(
-        &'f mut self,
-        facts: &'f ToolFacts,
-        tool: &ToolSpec,
-        args: &'f Value,
-        now_ms: Millis,
-    ) -> CallFacts<'f> {
-        let pays = tool.pays.and_then(|pays| pays(args));
-        let new_payee = pays
-            .as_ref()
-            .is_some_and(|p| !self.wallet.has_paid(&p.payee));
-        CallFacts {
-            chat: self.chat,
-            requester: self.requester,
-            tool: facts,
-            args,
-            pays,
-            new_payee,
-            asks_by_default: tool.approval.requires_approval(args),
-            spent_today_cents: self.book.spending.today(now_ms),
-            spent_in_chat_cents: self.wallet.paid_cents,
-            now_ms,
-        }
-    }
-}
-
-impl Decide for Decider<'_> {
-    fn decide(&mut self, call_id: &str, tool: &ToolSpec, args: &Value, now_ms: Millis) -> Verdict {
-        let _ = self.tools;
-        let tool_facts = ToolFacts::of(tool);
-        let chat = self.chat.to_owned();
-        let rules = self.rules.clone();
-        let facts = self.facts(&tool_facts, tool, args, now_ms);
-        let cents = facts.pays.as_ref().map(|p| p.money.wallet_cents());
-        let ruled = rules.verdict(&facts);
-        let verdict = match ruled {
-            RuleVerdict::Run { rule } if rule.is_empty() => return Verdict::Run,
-            RuleVerdict::Run { rule } => Ruling::AllowedByRule { rule },
-            RuleVerdict::Deny { rule, reason } => Ruling::DeniedByRule { rule, reason },
-            RuleVerdict::Ask { rule, needs } => Ruling::Asked {
-                rule: Some(rule),
-                grantable: false,
-                needs,
-            },
-            RuleVerdict::Error { message } => {
-                tracing::warn!(tool = %tool.name, %message, "a policy rule failed to evaluate; the call asks");
-                Ruling::Asked {
-                    rule: None,
-                    grantable: false,
-                    needs: None,
-                }
-            }
-            RuleVerdict::NoMatch => {
-                let requester = self.requester.id.clone();
-                match self
-                    .book
-                    .grant_for(&chat, &requester, tool, args, cents, now_ms)
-                {
-                    Some(grant) => Ruling::AllowedByGrant {
-                        grant: grant.id,
-                        label: grant.label,
-                    },
-                    None => Ruling::Asked {
-                        rule: None,
-                        grantable: true,
-                        needs: None,
-                    },
-                }
-            }
-        };
-        match &verdict {
-            Ruling::AllowedByRule { .. } | Ruling::AllowedByGrant { .. } => {
-                if let Some(cents) = cents {
-                    self.book.spending.reserve(call_id, cents, now_ms);
-                    self.wallet.paid_cents = self.wallet.paid_cents.saturating_add(cents);
-                }
-                if let Ruling::AllowedByGrant { grant, .. } = &verdict {
-                    self.book.use_grant(grant, call_id, cents.unwrap_or(0));
-                }
-            }
-            _ => {}
-        }
-        Verdict::Ruled(verdict)
-    }
-
-    fn judge(&mut self, tool: &ToolSpec, args: &Value, now_ms: Millis) -> Judgement {
-        let tool_facts = ToolFacts::of(tool);
-        let rules = self.rules.clone();
-        let facts = self.facts(&tool_facts, tool, args, now_ms);
-        match rules.verdict(&facts) {
-            RuleVerdict::Deny { rule, reason } => Judgement::Forbidden { rule, reason },
-            RuleVerdict::Ask { rule, needs } => Judgement::Asks {
-                rule: Some(rule),
-                needs: needs.unwrap_or_default(),
-            },
-            RuleVerdict::Error { .. } => Judgement::Asks {
-                rule: None,
-                needs: Default::default(),
-            },
-            RuleVerdict::Run { .. } | RuleVerdict::NoMatch => Judgement::Free,
-        }
-    }
-}
-
-/// The decider of a gate without a policy (tests): each tool's own setting, no grants.
-pub struct ToolDefaults;
-
-impl Decide for ToolDefaults {
-    fn decide(&mut self, _: &str, tool: &ToolSpec, args: &Value, _: Millis) -> Verdict {
-        if tool.approval.requires_approval(args) {
-            Verdict::Ruled(Ruling::Asked {
-                rule: None,
-                grantable: false,
-                needs: None,
-            })
-        } else {
-            Verdict::Run
-        }
-    }
-
-    fn judge(&mut self, _: &ToolSpec, _: &Value, _: Millis) -> Judgement {
-        Judgement::Free
     }
 }
 

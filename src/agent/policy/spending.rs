@@ -1,12 +1,14 @@
-//! Running totals for rules like "at most 50 USD a day without asking": what the wallet paid
+//! Running totals for rules like "at most 50 USD a day without asking": what the wallets paid
 //! today (UTC, every chat), plus what calls already cleared to run will pay.
 //!
-//! A call a rule or a grant lets run reserves its amount when it is decided, under the same lock
-//! as the decision, so two calls decided at once (two parallel calls of one step, or two chats)
-//! cannot both fit under a limit only one of them fits under. The reservation becomes spending
-//! when the payment is made, and goes when the call ends any other way. Payments the person
-//! approved count too, once made. After a restart the day's total is read back from the store's
-//! ledger.
+//! The database's total is the truth ([`crate::agent::store::reservations`]): a call a rule or
+//! a grant lets run, and a payment a person approved, reserves its amount there in the same step
+//! as the decision that lets it run, so no two calls — of one step, of two chats, of two
+//! instances — both fit under a limit only one of them fits under. [`Spending`] is this
+//! instance's copy: what the database said at the last decision (or the last catch-up each
+//! second), with the reservations this instance holds on top. It decides nothing that runs; the
+//! rules read it when a person's approval comes in (checked again, exactly, before it runs) and
+//! where no store is kept (`countersign policy test`).
 
 use std::collections::HashMap;
 
@@ -28,17 +30,19 @@ pub fn start_of_day(at_ms: Millis) -> Millis {
 #[derive(Debug, Default)]
 pub struct Spending {
     day: i64,
-    paid_today: i64,
+    /// Today's total besides this instance's reservations: what every wallet paid, and what
+    /// other instances reserved, as the store last said (plus what this instance paid since).
+    others: i64,
     /// Tool call id → (day, cents) it will pay.
     reserved: HashMap<String, (i64, i64)>,
 }
 
 impl Spending {
-    /// Spending that starts from what the ledger says was paid on the day of `now` (cents).
-    pub fn starting(now: Millis, paid_today_cents: i64) -> Self {
+    /// Spending that starts from the day's total the store has on the day of `now` (cents).
+    pub fn starting(now: Millis, total_cents: i64) -> Self {
         Spending {
             day: day_of(now),
-            paid_today: paid_today_cents,
+            others: total_cents,
             reserved: HashMap::new(),
         }
     }
@@ -47,30 +51,31 @@ impl Spending {
         let day = day_of(now);
         if day != self.day {
             self.day = day;
-            self.paid_today = 0;
+            self.others = 0;
             self.reserved.retain(|_, (d, _)| *d >= day);
         }
+    }
+
+    /// What this instance reserved for today.
+    fn own_today(&self) -> i64 {
+        self.reserved
+            .values()
+            .filter(|(d, _)| *d == self.day)
+            .map(|(_, c)| *c)
+            .sum()
     }
 
     /// Paid today plus reserved for today, in cents.
     pub fn today(&mut self, now: Millis) -> i64 {
         self.roll(now);
-        let day = self.day;
-        self.paid_today.saturating_add(
-            self.reserved
-                .values()
-                .filter(|(d, _)| *d == day)
-                .map(|(_, c)| *c)
-                .sum(),
-        )
+        self.others.saturating_add(self.own_today())
     }
 
-    /// Catches up with what the ledger says was paid today (`ledger_cents`, every instance's
-    /// payments on a shared database): the day's total only grows, so the larger count holds
-    /// (this instance's own payments may be counted before their commit is visible).
-    pub fn catch_up(&mut self, ledger_cents: i64, now: Millis) {
+    /// Takes the day's total as the store has it now (`total_cents`: every instance's payments
+    /// and reservations, this instance's included).
+    pub fn sync(&mut self, total_cents: i64, now: Millis) {
         self.roll(now);
-        self.paid_today = self.paid_today.max(ledger_cents);
+        self.others = total_cents.saturating_sub(self.own_today());
     }
 
     /// Reserves `cents` for `call`, decided at `now`.
@@ -84,7 +89,7 @@ impl Spending {
         self.roll(now);
         self.reserved.remove(call);
         if let Some(cents) = paid {
-            self.paid_today = self.paid_today.saturating_add(cents);
+            self.others = self.others.saturating_add(cents);
         }
     }
 
@@ -99,23 +104,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_ledger_of_every_instance_raises_the_days_total_and_never_lowers_it() {
+    fn the_stores_total_replaces_what_others_spent_and_keeps_this_instances_reservations() {
         let now = 10 * DAY_MS + 5;
         let mut spending = Spending::starting(now, 1_000);
         spending.reserve("c1", 500, now);
-        spending.catch_up(4_000, now);
-        assert_eq!(spending.today(now), 4_500, "others paid 3,000 since");
-        spending.catch_up(2_000, now);
-        assert_eq!(
-            spending.today(now),
-            4_500,
-            "an older read takes nothing back"
-        );
-        spending.catch_up(9_000, now + DAY_MS);
+        assert_eq!(spending.today(now), 1_500);
+        // The store counts c1 too: others paid or reserved 3,000 since.
+        spending.sync(4_500, now);
+        assert_eq!(spending.today(now), 4_500);
+        // Others' calls ended without paying: the total goes down as well as up.
+        spending.sync(2_000, now);
+        assert_eq!(spending.today(now), 2_000);
+        spending.settle("c1", Some(500), now);
+        assert_eq!(spending.today(now), 2_000, "paid what it reserved");
+        spending.sync(9_000, now + DAY_MS);
         assert_eq!(
             spending.today(now + DAY_MS),
             9_000,
-            "a new day starts from its ledger"
+            "a new day starts from the store's"
         );
     }
 

@@ -15,16 +15,17 @@ use crate::protocol::{
     grant::{GrantRequest, GrantScope},
 };
 
-const EXAMPLE: &str = include_str!("../../../examples/policy.cedar");
+pub(super) const EXAMPLE: &str = include_str!("../../../examples/policy.cedar");
 
 /// The one local person, whose chats every table's calls are in.
-static LOCAL_REQUESTER: std::sync::LazyLock<Requester> = std::sync::LazyLock::new(Requester::local);
+pub(super) static LOCAL_REQUESTER: std::sync::LazyLock<Requester> =
+    std::sync::LazyLock::new(Requester::local);
 
 /// Noon UTC, 2026-11-26 (a Thursday).
-const NOON: Millis = 1_795_694_400_000;
+pub(super) const NOON: Millis = 1_795_694_400_000;
 
 /// Countersign's own tools and an MCP server `files` with a read and a write tool.
-fn registry() -> ToolRegistry {
+pub(super) fn registry() -> ToolRegistry {
     let registry = ToolRegistry::standard(&ToolSettings::default());
     for (name, asks) in [("read_file", false), ("write_file", true)] {
         registry.add(
@@ -63,11 +64,11 @@ fn registry() -> ToolRegistry {
     registry
 }
 
-fn policy(text: &str) -> Policy {
+pub(super) fn policy(text: &str) -> Policy {
     Policy::from_text(text, &ToolFacts::all(&registry())).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn grant(id: &str, scope: GrantScope, tool: &str) -> Grant {
+pub(super) fn grant(id: &str, scope: GrantScope, tool: &str) -> Grant {
     Grant {
         id: id.into(),
         scope,
@@ -101,7 +102,7 @@ enum Want {
     Deny(&'static str),
 }
 
-fn verdict_as_want(verdict: &Verdict) -> String {
+pub(super) fn verdict_as_want(verdict: &Verdict) -> String {
     match verdict {
         Verdict::Run => "Default".into(),
         Verdict::Ruled(Ruling::AllowedByRule { rule }) => format!("Rule({rule})"),
@@ -164,7 +165,7 @@ impl Default for Case {
     }
 }
 
-fn pay(amount: f64, recipient: &str) -> Value {
+pub(super) fn pay(amount: f64, recipient: &str) -> Value {
     json!({"amount": amount, "recipient": recipient})
 }
 
@@ -715,53 +716,82 @@ fn every_case_is_decided_as_expected() {
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }
 
-#[test]
-fn two_parallel_calls_cannot_both_fit_under_a_running_total() {
+/// Decides `payments` (call id, amount, payee) of `chat` as one step on `policy`: what each got.
+async fn step(policy: &Policy, chat: &str, payments: &[(&str, f64, &str)]) -> Vec<String> {
     let registry = registry();
     let tool = registry.get("process_payment").unwrap();
-    let policy = policy(EXAMPLE).with_book(Vec::new(), Spending::starting(NOON, 3_000));
-    let mut decider = policy.decider(&registry, "chat-1", &LOCAL_REQUESTER, ChatWallet::default());
-    // 30 USD paid today: 10 more fits under 50 once, not twice.
-    let first = decider.decide("call-a", &tool.spec, &pay(10.0, "Jack"), NOON);
-    let second = decider.decide("call-b", &tool.spec, &pay(10.0, "Jill"), NOON);
-    let third = decider.decide("call-c", &tool.spec, &pay(10.0, "Jim"), NOON);
-    assert_eq!(verdict_as_want(&first), "Rule(small-payments)");
-    assert_eq!(verdict_as_want(&second), "Rule(small-payments)");
-    assert_eq!(verdict_as_want(&third), "Ask(None, true)");
-    drop(decider);
-    // Another chat deciding meanwhile sees the reservations too.
-    let mut other = policy.decider(&registry, "chat-2", &LOCAL_REQUESTER, ChatWallet::default());
-    assert_eq!(
-        verdict_as_want(&other.decide("call-d", &tool.spec, &pay(0.01, "Jo"), NOON)),
-        "Ask(None, true)"
-    );
-    drop(other);
-    // A reserved call that did not pay gives its share back.
-    policy.settle("call-b", false, None, NOON);
-    let mut again = policy.decider(&registry, "chat-2", &LOCAL_REQUESTER, ChatWallet::default());
-    assert_eq!(
-        verdict_as_want(&again.decide("call-e", &tool.spec, &pay(10.0, "Jo"), NOON)),
-        "Rule(small-payments)"
-    );
+    policy
+        .decide(
+            &registry,
+            chat,
+            &LOCAL_REQUESTER,
+            &ChatWallet::default(),
+            NOON,
+            |decider| {
+                payments
+                    .iter()
+                    .map(|(id, amount, payee)| {
+                        verdict_as_want(&decider.decide(id, &tool.spec, &pay(*amount, payee), NOON))
+                    })
+                    .collect()
+            },
+        )
+        .await
 }
 
-#[test]
-fn a_budget_grant_is_spent_by_the_calls_it_runs_and_refunded_by_those_that_fail() {
-    let registry = registry();
-    let tool = registry.get("process_payment").unwrap();
+#[tokio::test]
+async fn two_parallel_calls_cannot_both_fit_under_a_running_total() {
+    let policy = policy(EXAMPLE).with_book(Vec::new(), Spending::starting(NOON, 3_000));
+    // 30 USD paid today: 10 more fits under 50 once, not twice.
+    let first = step(
+        &policy,
+        "chat-1",
+        &[
+            ("call-a", 10.0, "Jack"),
+            ("call-b", 10.0, "Jill"),
+            ("call-c", 10.0, "Jim"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        first,
+        [
+            "Rule(small-payments)",
+            "Rule(small-payments)",
+            "Ask(None, true)"
+        ]
+    );
+    // Another chat deciding meanwhile sees the reservations too.
+    let other = step(&policy, "chat-2", &[("call-d", 0.01, "Jo")]).await;
+    assert_eq!(other, ["Ask(None, true)"]);
+    // A reserved call that did not pay gives its share back once it is let go.
+    policy.settle("call-b", false, None);
+    policy.flush(NOON).await;
+    let again = step(&policy, "chat-2", &[("call-e", 10.0, "Jo")]).await;
+    assert_eq!(again, ["Rule(small-payments)"]);
+}
+
+#[tokio::test]
+async fn a_budget_grant_is_spent_by_the_calls_it_runs_and_refunded_by_those_that_fail() {
     let mut g = grant("g-budget", GrantScope::Budget, "process_payment");
     g.max_cents = Some(5_000);
     let policy = Policy::tool_defaults().with_book(vec![g], Spending::starting(NOON, 0));
-    let mut decider = policy.decider(&registry, "chat-1", &LOCAL_REQUESTER, ChatWallet::default());
-    let a = decider.decide("a", &tool.spec, &pay(30.0, "Jack"), NOON);
-    let b = decider.decide("b", &tool.spec, &pay(30.0, "Jack"), NOON);
-    assert_eq!(verdict_as_want(&a), "Grant(g-budget)");
-    assert_eq!(verdict_as_want(&b), "Ask(None, true)", "20 USD left");
-    drop(decider);
+    let decided = step(
+        &policy,
+        "chat-1",
+        &[("a", 30.0, "Jack"), ("b", 30.0, "Jack")],
+    )
+    .await;
+    assert_eq!(
+        decided,
+        ["Grant(g-budget)", "Ask(None, true)"],
+        "20 USD left"
+    );
     assert_eq!(policy.grants()[0].used_cents, 3_000);
-    assert_eq!(policy.take_changed_grants().len(), 1);
     // The payment failed (insufficient funds): the grant gets its 30 USD back.
-    policy.settle("a", true, None, NOON);
+    policy.settle("a", true, None);
+    assert_eq!(policy.grants()[0].used_cents, 3_000, "once it is let go");
+    policy.flush(NOON).await;
     assert_eq!(policy.grants()[0].used_cents, 0);
     assert_eq!(policy.grants()[0].uses, 0);
 }

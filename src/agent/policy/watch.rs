@@ -49,7 +49,13 @@ pub fn watch(policy: Arc<Policy>, tools: Arc<ToolRegistry>, clock: Arc<dyn Clock
             let current = tools.snapshot();
             if now != last {
                 last = now;
-                let _ = policy.reload(&ToolFacts::all(&tools), clock.now_ms());
+                if policy
+                    .reload(&ToolFacts::all(&tools), clock.now_ms())
+                    .is_ok()
+                    && let Err(e) = policy.keep_text(clock.now_ms()).await
+                {
+                    tracing::error!(error = %e.report(), "cannot keep the new policy's text for the audit log");
+                }
                 listed = current;
             } else if !Arc::ptr_eq(&listed, &current) {
                 listed = current;

@@ -37,7 +37,36 @@ pub fn event(
         policy_version: None,
         grant: None,
         step_up: None,
+        facts: None,
     }
+}
+
+/// The `enrolled` event of a passkey registered for `person` (given when the registration made
+/// them: their name and roles then), with the credential's public key: what their step-up
+/// assertions are checked with later (ADR 0029). Its time is the passkey's.
+pub fn enrolled(
+    person: Option<&crate::people::Person>,
+    passkey: &crate::people::StoredPasskey,
+) -> AuditEvent {
+    let mut args = serde_json::json!({
+        "person": passkey.person,
+        "passkey": passkey.id,
+        "label": passkey.label,
+        "public_key": crate::people::passkeys::public_key(passkey),
+    });
+    if let Some(person) = person {
+        args["name"] = Value::String(person.name.clone());
+        args["roles"] = serde_json::json!(person.roles);
+    }
+    event(
+        AuditKind::Enrolled,
+        passkey.created_ms,
+        "",
+        "",
+        "",
+        "",
+        &args,
+    )
 }
 
 #[cfg(test)]
@@ -57,8 +86,13 @@ pub(crate) fn sample(session: &str, kind: AuditKind, args: Value) -> AuditEvent 
 
 /// SHA-256 (hex) of `value` serialised as canonical JSON (keys sorted, no whitespace).
 pub fn digest(value: &Value) -> String {
-    let canonical = serde_json::to_vec(&sorted(value)).unwrap_or_default();
-    sha256_hex(&canonical)
+    sha256_hex(&canonical(value))
+}
+
+/// `value` as canonical JSON: object keys sorted, no whitespace, numbers as serde_json writes
+/// them (what [`digest`] and the audit chain hash).
+pub fn canonical(value: &Value) -> Vec<u8> {
+    serde_json::to_vec(&sorted(value)).unwrap_or_default()
 }
 
 /// SHA-256 of `bytes`, as lowercase hex.
@@ -112,6 +146,7 @@ mod tests {
         let record = AuditRecord {
             seq: 7,
             event: sample("s", AuditKind::Denied, json!({"amount": 1})),
+            hash: None,
         };
         let v = serde_json::to_value(&record).unwrap();
         assert_eq!(v["seq"], 7);

@@ -56,7 +56,37 @@ pub(crate) struct Write {
     pub(crate) approvals: Vec<PendingApprovalRow>,
     pub(crate) browser_calls: Vec<PendingBrowserRow>,
     pub(crate) ledger: Vec<Payment>,
-    pub(crate) audit: Vec<(AuditEvent, String)>,
+    pub(crate) audit: Vec<Chained>,
+}
+
+/// An audit event encoded for the chain: its JSON (the `event` column) and the digest its chain
+/// hash covers (ADR 0029). The store gives it its `seq` and hash when it appends it.
+pub(crate) struct Chained {
+    pub(crate) event: AuditEvent,
+    pub(crate) json: String,
+    pub(crate) digest: crate::agent::audit::chain::Hash,
+}
+
+impl Chained {
+    pub(crate) fn all(events: &[AuditEvent]) -> Result<Vec<Chained>, StoreError> {
+        events
+            .iter()
+            .map(|e| {
+                Ok(Chained {
+                    event: e.clone(),
+                    json: to_json(e)?,
+                    digest: crate::agent::audit::chain::digest_of(e),
+                })
+            })
+            .collect()
+    }
+}
+
+/// An audit event as stored (`json`), decoded and hashed the way it reads back: what the chain
+/// of records written before it existed is made of (ADR 0029).
+pub(crate) fn stored_event(seq: i64, json: &str) -> Result<AuditEvent, StoreError> {
+    AuditEvent::from_json(json)
+        .map_err(|e| StoreError::caused_by(format!("audit entry {seq} is unreadable"), e))
 }
 
 /// A row of `pending_approvals`: a call of the record's turn that waits for people. `Hash`, so
@@ -138,10 +168,7 @@ impl Write {
             approvals,
             browser_calls,
             ledger: record.wallet.transactions.clone(),
-            audit: audit
-                .iter()
-                .map(|e| Ok((e.clone(), to_json(e)?)))
-                .collect::<Result<_, StoreError>>()?,
+            audit: Chained::all(audit)?,
         })
     }
 }

@@ -21,6 +21,7 @@
 pub mod audit;
 pub(crate) mod encode;
 pub mod postgres;
+pub mod reservations;
 pub mod sqlite;
 
 use std::{
@@ -30,7 +31,9 @@ use std::{
 
 use async_trait::async_trait;
 
+pub use crate::agent::audit::{chain::ChainHead, checkpoint::Checkpoint};
 pub use audit::{Actor, AuditEvent, AuditKind, AuditQuery, AuditRecord};
+pub use reservations::{Claim, GrantUse, Reserved, Spent, Unused};
 
 pub use super::attachments::StoredFile;
 pub(crate) use super::lock;
@@ -173,6 +176,11 @@ pub struct SignIn {
     pub person: Option<String>,
 }
 
+/// A store that keeps no audit chain (a test's).
+fn no_chain() -> StoreError {
+    StoreError::new("this store keeps no audit chain")
+}
+
 /// 32 random bytes from the operating system: a new signing secret.
 pub(crate) fn fresh_secret() -> Result<[u8; 32], StoreError> {
     let mut secret = [0u8; 32];
@@ -232,6 +240,42 @@ pub trait SessionStore: Send + Sync + 'static {
 
     /// Audit records matching `query`, newest first.
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError>;
+
+    /// The audit chain's head, and where it started (ADR 0029). Every audit event a store
+    /// appends (a commit's, [`PolicyStore::append_audit`]'s, an enrolment's) extends it in the
+    /// transaction that writes it, in commit order, whichever instance writes it.
+    async fn chain_head(&self) -> Result<ChainHead, StoreError> {
+        Err(no_chain())
+    }
+
+    /// Audit records after `after`, oldest first, at most `limit`, with their chain hashes.
+    async fn chain(&self, after: i64, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        let _ = (after, limit);
+        Err(no_chain())
+    }
+
+    /// Keeps a signed checkpoint of the chain (one kept already at its `seq` stays).
+    async fn keep_checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        let _ = checkpoint;
+        Err(no_chain())
+    }
+
+    /// Checkpoints after record `after`, oldest first, at most `limit`.
+    async fn checkpoints(&self, after: i64, limit: usize) -> Result<Vec<Checkpoint>, StoreError> {
+        let _ = (after, limit);
+        Err(no_chain())
+    }
+
+    /// The newest checkpoint, if any.
+    async fn last_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
+        Err(no_chain())
+    }
+
+    /// The seed the chain's checkpoints are signed with (Ed25519): made on first use, then
+    /// always the same, kept like the sign-in secret.
+    async fn audit_secret(&self) -> Result<[u8; 32], StoreError> {
+        Err(no_chain())
+    }
 
     /// What kind of database this is (`memory`, `sqlite`, `postgres`), for `/healthz`.
     fn database(&self) -> &'static str;
@@ -381,21 +425,57 @@ pub trait ToolListStore: Send + Sync + 'static {
     async fn kept_tool_list(&self, server: &str) -> Result<Option<String>, StoreError>;
 }
 
-/// Where the policy's state lives (in the sessions' database): the person's grants, and what
-/// the wallets paid (the ledger the sessions' commits write), for running totals.
+/// Where the policy's state lives (in the sessions' database): the person's grants and their
+/// use, what the wallets paid (the ledger the sessions' commits write) and what calls about to
+/// run reserved ([`reservations`]): the running totals budgets and daily limits are held to.
 #[async_trait]
 pub trait PolicyStore: Send + Sync + 'static {
-    /// Writes `grant` (new, or its use or revocation changed).
+    /// Writes `grant`: a new one (with its first use), or its revocation. Its use is the
+    /// store's from then on: only [`PolicyStore::reserve`] and [`PolicyStore::release`] change it.
     async fn save_grant(&self, grant: &Grant) -> Result<(), StoreError>;
 
-    /// Every grant kept, oldest first.
+    /// Every grant kept, oldest first, with its use as the store has it.
     async fn grants(&self) -> Result<Vec<Grant>, StoreError>;
 
-    /// What every wallet paid from `since` on, in the wallets' cents.
-    async fn paid_since(&self, since: Millis) -> Result<i64, StoreError>;
+    /// The day of `now`'s spending (paid, and reserved by calls that have not paid yet) and the
+    /// grants' use.
+    async fn spent(&self, now: Millis) -> Result<Spent, StoreError>;
+
+    /// Decides and reserves in one step: `decide` is given the day's spending and the grants'
+    /// use as they are now and returns what the calls it lets run claim; those claims are kept,
+    /// all or nothing, before any other reservation is decided — by this instance or, on a
+    /// shared database, by any other. A claim kept before (same chat and call) counts once.
+    /// [`Reserved::Refused`], keeping nothing, when a grant claimed was revoked or expired
+    /// meanwhile or has no room left: decide again.
+    async fn reserve(
+        &self,
+        now: Millis,
+        decide: &mut (dyn for<'s> FnMut(&'s Spent) -> Vec<Claim> + Send),
+    ) -> Result<Reserved, StoreError>;
+
+    /// Calls that ended without using what they reserved: their reservations go and their
+    /// grant shares go back; a call without a reservation changes nothing. (A payment that was
+    /// made needs nothing: its ledger row counts it from its commit on, and a later reservation
+    /// sweeps its reservation away.)
+    async fn release(&self, unused: &[Unused]) -> Result<(), StoreError>;
 
     /// Appends audit events that belong to no session commit (a grant revoked).
     async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError>;
+
+    /// Keeps the text of a policy file whose rules decided audited calls, under the SHA-256 of
+    /// the text (`digest`, hex): a receipt's verifier evaluates its rules again (ADR 0029).
+    async fn keep_policy_text(
+        &self,
+        digest: &str,
+        text: &str,
+        at: Millis,
+    ) -> Result<(), StoreError>;
+
+    /// The policy text kept under `digest`.
+    async fn policy_text(&self, digest: &str) -> Result<Option<String>, StoreError>;
+
+    /// Every policy text kept, by digest.
+    async fn policy_texts(&self) -> Result<Vec<(String, String)>, StoreError>;
 }
 
 /// Everything in memory, lost on restart.
@@ -405,10 +485,14 @@ pub struct MemoryStore {
     /// The log of each session's paused turn, by turn id.
     paused_logs: Mutex<HashMap<String, (String, Vec<TurnEntry>)>>,
     audit: Mutex<Vec<AuditRecord>>,
+    checkpoints: Mutex<Vec<Checkpoint>>,
+    policies: Mutex<std::collections::BTreeMap<String, String>>,
     secret: Mutex<Option<[u8; 32]>>,
+    audit_secret: Mutex<Option<[u8; 32]>>,
     signins: Mutex<HashMap<String, (SignIn, Option<Millis>)>>,
     tool_lists: Mutex<HashMap<String, String>>,
     grants: Mutex<Vec<Grant>>,
+    reservations: Mutex<reservations::Reservations>,
     people: Mutex<People>,
     /// (chat, sha) → file.
     attachments: Mutex<HashMap<(String, String), StoredFile>>,
@@ -470,14 +554,7 @@ impl SessionStore for MemoryStore {
             lock(&self.paused_logs).remove(&record.id);
         }
         lock(&self.records).insert(record.id.clone(), record.clone());
-        let mut log = lock(&self.audit);
-        for event in audit {
-            let seq = log.len() as i64 + 1;
-            log.push(AuditRecord {
-                seq,
-                event: event.clone(),
-            });
-        }
+        append_chained(&mut lock(&self.audit), audit);
         Ok(())
     }
 
@@ -557,6 +634,80 @@ impl SessionStore for MemoryStore {
             .take(query.limit())
             .cloned()
             .collect())
+    }
+
+    async fn chain_head(&self) -> Result<ChainHead, StoreError> {
+        Ok(ChainHead {
+            head: memory_head(&lock(&self.audit)),
+            since: 0,
+        })
+    }
+
+    async fn chain(&self, after: i64, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        Ok(lock(&self.audit)
+            .iter()
+            .filter(|r| r.seq > after)
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn keep_checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        let mut kept = lock(&self.checkpoints);
+        if let Err(at) = kept.binary_search_by_key(&checkpoint.seq, |c| c.seq) {
+            kept.insert(at, checkpoint.clone());
+        }
+        Ok(())
+    }
+
+    async fn checkpoints(&self, after: i64, limit: usize) -> Result<Vec<Checkpoint>, StoreError> {
+        Ok(lock(&self.checkpoints)
+            .iter()
+            .filter(|c| c.seq > after)
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn last_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
+        Ok(lock(&self.checkpoints).last().cloned())
+    }
+
+    async fn audit_secret(&self) -> Result<[u8; 32], StoreError> {
+        let mut secret = lock(&self.audit_secret);
+        match *secret {
+            Some(s) => Ok(s),
+            None => {
+                let fresh = fresh_secret()?;
+                *secret = Some(fresh);
+                Ok(fresh)
+            }
+        }
+    }
+}
+
+/// The head of the memory store's chain.
+fn memory_head(log: &[AuditRecord]) -> crate::agent::audit::chain::Head {
+    log.last()
+        .and_then(|r| {
+            Some(crate::agent::audit::chain::Head {
+                seq: r.seq,
+                hash: crate::agent::audit::chain::parse_hash(r.hash.as_deref()?)?,
+            })
+        })
+        .unwrap_or_default()
+}
+
+/// Appends `events` to the memory store's chain.
+fn append_chained(log: &mut Vec<AuditRecord>, events: &[AuditEvent]) {
+    let mut head = memory_head(log);
+    for event in events {
+        head = head.next(&crate::agent::audit::chain::digest_of(event));
+        log.push(AuditRecord {
+            seq: head.seq,
+            event: event.clone(),
+            hash: Some(crate::agent::audit::chain::hex(&head.hash)),
+        });
     }
 }
 
@@ -701,6 +852,7 @@ impl PeopleStore for MemoryStore {
             people.people.insert(person.id.clone(), person.clone());
         }
         people.passkeys.insert(passkey.id.clone(), passkey.clone());
+        append_chained(&mut lock(&self.audit), &[audit::enrolled(person, passkey)]);
         Ok(true)
     }
 }
@@ -727,7 +879,13 @@ impl PolicyStore for MemoryStore {
     async fn save_grant(&self, grant: &Grant) -> Result<(), StoreError> {
         let mut grants = lock(&self.grants);
         match grants.iter_mut().find(|g| g.id == grant.id) {
-            Some(kept) => *kept = grant.clone(),
+            Some(kept) => {
+                *kept = Grant {
+                    used_cents: kept.used_cents,
+                    uses: kept.uses,
+                    ..grant.clone()
+                }
+            }
             None => grants.push(grant.clone()),
         }
         Ok(())
@@ -738,24 +896,50 @@ impl PolicyStore for MemoryStore {
     }
 
     async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
-        let mut log = lock(&self.audit);
-        for event in events {
-            let seq = log.len() as i64 + 1;
-            log.push(AuditRecord {
-                seq,
-                event: event.clone(),
-            });
-        }
+        append_chained(&mut lock(&self.audit), events);
         Ok(())
     }
 
-    async fn paid_since(&self, since: Millis) -> Result<i64, StoreError> {
-        Ok(lock(&self.records)
-            .values()
-            .flat_map(|r| &r.wallet.transactions)
-            .filter(|t| t.timestamp_ms >= since)
-            .map(|t| t.amount_cents)
-            .sum())
+    async fn spent(&self, now: Millis) -> Result<Spent, StoreError> {
+        let reservations = lock(&self.reservations);
+        let records = lock(&self.records);
+        Ok(reservations.spent(&records, &lock(&self.grants), now))
+    }
+
+    async fn reserve(
+        &self,
+        now: Millis,
+        decide: &mut (dyn for<'s> FnMut(&'s Spent) -> Vec<Claim> + Send),
+    ) -> Result<Reserved, StoreError> {
+        reservations::reserve_in_memory(self, now, decide)
+    }
+
+    async fn release(&self, unused: &[Unused]) -> Result<(), StoreError> {
+        lock(&self.reservations).release(unused, &mut lock(&self.grants));
+        Ok(())
+    }
+
+    async fn keep_policy_text(
+        &self,
+        digest: &str,
+        text: &str,
+        _: Millis,
+    ) -> Result<(), StoreError> {
+        lock(&self.policies)
+            .entry(digest.to_owned())
+            .or_insert_with(|| text.to_owned());
+        Ok(())
+    }
+
+    async fn policy_text(&self, digest: &str) -> Result<Option<String>, StoreError> {
+        Ok(lock(&self.policies).get(digest).cloned())
+    }
+
+    async fn policy_texts(&self) -> Result<Vec<(String, String)>, StoreError> {
+        Ok(lock(&self.policies)
+            .iter()
+            .map(|(d, t)| (d.clone(), t.clone()))
+            .collect())
     }
 }
 

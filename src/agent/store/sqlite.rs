@@ -28,20 +28,21 @@ use rusqlite::{Connection, OptionalExtension, params, types::Value as SqlValue};
 use tokio::sync::oneshot;
 
 use super::{
-    AuditEvent, AuditQuery, AuditRecord, PolicyStore, SessionStore, SignIn, SignInStore,
-    StoreError, StoredFile, StoredSession, ToolListStore,
+    AuditEvent, AuditQuery, AuditRecord, SessionStore, SignIn, SignInStore, StoreError, StoredFile,
+    StoredSession, ToolListStore,
     audit::AuditKind,
-    encode::{RecordColumns, Write, decode_paused_log, decode_record, to_json},
+    encode::{RecordColumns, Write, decode_paused_log, decode_record, stored_event},
 };
 use crate::agent::{
     clock::Millis,
     session::{SessionRecord, TurnEntry, TurnStatus},
 };
-use crate::protocol::grant::Grant;
 
+mod chain;
 mod checkpoint;
 mod files;
 mod people;
+mod policy;
 mod writer;
 
 use checkpoint::*;
@@ -85,7 +86,16 @@ const MIGRATIONS: &[(i64, &str)] = &[
         12,
         include_str!("../../../migrations/0012_passkey_ceremony_owners.sql"),
     ),
+    (
+        13,
+        include_str!("../../../migrations/0013_spending_reservations.sql"),
+    ),
+    (14, include_str!("../../../migrations/0014_audit_chain.sql")),
 ];
+
+/// The migration that makes the audit log a chain: the records already there are chained right
+/// after it, in its transaction ([`chain::start`]).
+const CHAIN_MIGRATION: i64 = 14;
 
 /// How far a commit goes before it returns (`COUNTERSIGN_DB_SYNC`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -134,6 +144,9 @@ pub struct SqliteStore {
     /// memory.
     inline: Option<Arc<std::sync::Mutex<Connection>>>,
     path: Option<PathBuf>,
+    /// Reservations go one at a time: each reads the day's spending, decides and writes its
+    /// claims before the next reads ([`PolicyStore::reserve`]).
+    reserving: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Work for a thread that owns a connection (the reader's jobs, the writer's `Job::Run`).
@@ -276,6 +289,7 @@ impl SqliteStore {
             reads,
             inline,
             path,
+            reserving: Arc::default(),
         })
     }
 
@@ -394,6 +408,9 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
             .map_err(err("cannot begin a migration"))?;
         tx.execute_batch(sql)
             .map_err(|e| StoreError::caused_by(format!("migration {version} failed"), e))?;
+        if *version == CHAIN_MIGRATION {
+            chain::start(&tx)?;
+        }
         tx.pragma_update(None, "user_version", version)
             .map_err(err("cannot record the schema version"))?;
         tx.commit().map_err(err("cannot commit a migration"))?;
@@ -537,10 +554,38 @@ impl SessionStore for SqliteStore {
         "sqlite"
     }
 
+    async fn chain_head(&self) -> Result<super::ChainHead, StoreError> {
+        self.read_chain_head().await
+    }
+
+    async fn chain(&self, after: i64, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        self.read_chain(after, limit).await
+    }
+
+    async fn keep_checkpoint(&self, checkpoint: &super::Checkpoint) -> Result<(), StoreError> {
+        self.write_checkpoint(checkpoint).await
+    }
+
+    async fn checkpoints(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<super::Checkpoint>, StoreError> {
+        self.read_checkpoints(after, limit).await
+    }
+
+    async fn last_checkpoint(&self) -> Result<Option<super::Checkpoint>, StoreError> {
+        self.read_last_checkpoint().await
+    }
+
+    async fn audit_secret(&self) -> Result<[u8; 32], StoreError> {
+        self.checkpoint_seed().await
+    }
+
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
         let query = query.clone();
         self.read(move |conn| {
-            let mut sql = String::from("SELECT seq, event FROM audit WHERE 1 = 1");
+            let mut sql = String::from("SELECT seq, event, hash FROM audit WHERE 1 = 1");
             let mut args: Vec<SqlValue> = Vec::new();
             if let Some(session) = &query.session {
                 sql.push_str(" AND session_id = ?");
@@ -558,6 +603,10 @@ impl SessionStore for SqliteStore {
                 sql.push_str(" AND seq < ?");
                 args.push(SqlValue::Integer(before));
             }
+            if let Some(approval) = &query.approval {
+                sql.push_str(" AND approval_id = ?");
+                args.push(SqlValue::Text(approval.clone()));
+            }
             if let Some(person) = &query.visible_to {
                 sql.push_str(
                     " AND (session_id IN (SELECT id FROM sessions WHERE coalesce(owner, 'local') = ?)
@@ -571,104 +620,21 @@ impl SessionStore for SqliteStore {
             let mut stmt = conn
                 .prepare(&sql)
                 .map_err(err("cannot query the audit log"))?;
-            let rows: Vec<(i64, String)> = stmt
+            let rows: Vec<(i64, String, Option<String>)> = stmt
                 .query_map(rusqlite::params_from_iter(args), |row| {
-                    Ok((row.get(0)?, row.get(1)?))
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
                 })
                 .and_then(|rows| rows.collect())
                 .map_err(err("cannot query the audit log"))?;
             rows.into_iter()
-                .map(|(seq, event)| {
+                .map(|(seq, event, hash)| {
                     Ok(AuditRecord {
                         seq,
-                        event: AuditEvent::from_json(&event).map_err(|e| {
-                            StoreError::caused_by(format!("audit entry {seq} is unreadable"), e)
-                        })?,
+                        event: stored_event(seq, &event)?,
+                        hash,
                     })
                 })
                 .collect()
-        })
-        .await
-    }
-}
-
-#[async_trait]
-impl PolicyStore for SqliteStore {
-    async fn save_grant(&self, grant: &Grant) -> Result<(), StoreError> {
-        let body = to_json(grant)?;
-        let grant = grant.clone();
-        self.with(move |conn| {
-            conn.execute(
-                "INSERT INTO grants (id, tool, chat, created_at_ms, expires_at_ms, revoked_at_ms,
-                     body)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                 ON CONFLICT (id) DO UPDATE SET revoked_at_ms = excluded.revoked_at_ms,
-                     body = excluded.body",
-                params![
-                    grant.id,
-                    grant.tool,
-                    grant.chat,
-                    grant.created_at_ms,
-                    grant.expires_at_ms,
-                    grant.revoked_at_ms,
-                    body
-                ],
-            )
-            .map_err(err("cannot write a grant"))?;
-            Ok(())
-        })
-        .await
-    }
-
-    async fn grants(&self) -> Result<Vec<Grant>, StoreError> {
-        self.read(|conn| {
-            let mut stmt = conn
-                .prepare("SELECT id, body FROM grants ORDER BY created_at_ms, id")
-                .map_err(err("cannot read the grants"))?;
-            let rows = stmt
-                .query_map([], |row| {
-                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-                })
-                .map_err(err("cannot read the grants"))?;
-            let mut grants = Vec::new();
-            for row in rows {
-                let (id, body) = row.map_err(err("cannot read the grants"))?;
-                grants.push(
-                    serde_json::from_str(&body).map_err(|e| {
-                        StoreError::caused_by(format!("grant {id} is unreadable"), e)
-                    })?,
-                );
-            }
-            Ok(grants)
-        })
-        .await
-    }
-
-    async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
-        let events = events
-            .iter()
-            .map(|e| Ok((e.clone(), to_json(e)?)))
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        self.with(move |conn| {
-            let tx = conn
-                .transaction()
-                .map_err(err("cannot begin an audit append"))?;
-            for (event, json) in &events {
-                insert_audit(&tx, event, json)?;
-            }
-            tx.commit().map_err(err("cannot commit an audit append"))
-        })
-        .await
-    }
-
-    async fn paid_since(&self, since: i64) -> Result<i64, StoreError> {
-        self.read(move |conn| {
-            conn.query_row(
-                "SELECT COALESCE(SUM(amount_cents), 0) FROM ledger WHERE at_ms >= ?1",
-                [since],
-                |row| row.get(0),
-            )
-            .map_err(err("cannot add up the ledger"))
         })
         .await
     }

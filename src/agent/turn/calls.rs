@@ -39,6 +39,8 @@ impl TurnDriver {
         loop {
             // Who may sign as the store says now, when a countersigned call is about to run.
             let standing = self.standing_before_running().await;
+            // Payments about to start are checked against the day's total and reserved first.
+            self.clear_payments().await;
             let now = self.rt.clock.now_ms();
             let mut to_emit = Vec::new();
             let mut to_run = Vec::new();
@@ -158,10 +160,6 @@ impl TurnDriver {
                     return Flow::Overtaken;
                 }
             }
-            // What grants let run is on disk before it runs (a restart never gives it back).
-            if !to_run.is_empty() {
-                self.rt.policy().flush_grants().await;
-            }
             for (call, args, edited) in to_run {
                 running.push(self.run_server_tool(call, args, edited));
             }
@@ -230,17 +228,17 @@ impl TurnDriver {
                         }
                     };
                     self.audit.extend(executed);
-                    // What it paid counts for today's total; a grant's share of a payment that
-                    // was not made goes back to it.
-                    self.rt.policy().settle(&call_id, true, paid, now);
                     // A tool's effect (a payment) is on disk before its output is announced.
                     self.save().await;
                     if self.overtaken {
                         // Another instance's commit came first: this effect is not on disk
-                        // and is never announced.
+                        // and is never announced (what it reserved keeps counting).
                         return Flow::Overtaken;
                     }
-                    self.rt.policy().flush_grants().await;
+                    // What it paid is in the ledger now, in place of its reservation; a grant's
+                    // share of a payment that was not made goes back to it.
+                    self.rt.policy().settle(&call_id, true, paid);
+                    self.rt.policy().flush(now).await;
                 }
                 () = self.session.woken() => {}
                 () = tokio::time::sleep(sleep.unwrap_or(Duration::ZERO)), if sleep.is_some() => {}
@@ -435,7 +433,6 @@ impl TurnDriver {
         }
         // Calls that ran in the browser keep their grant's use; calls that never ran give it
         // back (server calls were settled when they ran).
-        let now = self.rt.clock.now_ms();
         for call in &turn.calls {
             let ran = matches!(
                 &call.phase,
@@ -444,7 +441,7 @@ impl TurnDriver {
                     ..
                 }
             );
-            self.rt.policy().settle(&call.call.id, ran, None, now);
+            self.rt.policy().settle(&call.call.id, ran, None);
         }
         let results: Vec<ToolResult> = std::mem::take(&mut turn.calls)
             .into_iter()

@@ -175,6 +175,10 @@ impl TurnDriver {
     /// commit.
     async fn end(&mut self) {
         self.save().await;
+        if !self.overtaken {
+            // What its calls reserved and did not use goes back (their results are on disk).
+            self.rt.policy().flush(self.rt.clock.now_ms()).await;
+        }
         self.push(TurnEntry::End);
     }
 

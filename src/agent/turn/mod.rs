@@ -10,6 +10,7 @@ mod audit;
 mod calls;
 mod countersign;
 mod emit;
+mod payments;
 mod step;
 
 use std::sync::{Arc, Mutex};
@@ -181,7 +182,7 @@ impl TurnDriver {
                     }
                 }
                 if let Some(call) = self.reissue.take() {
-                    self.reissue_call(call);
+                    self.reissue_call(call).await;
                 }
                 None
             }
@@ -202,6 +203,8 @@ impl TurnDriver {
                 }
             }
             self.commit_results();
+            // What calls that ended without running reserved goes back.
+            self.rt.policy().flush(self.rt.clock.now_ms()).await;
 
             let steps = self.with_turn(|t| t.steps).unwrap_or(0);
             if steps >= self.rt.settings.max_steps {
@@ -276,15 +279,15 @@ impl TurnDriver {
 
             // The step called tools. In hold mode its text stays in `held_text` until the final
             // response (end_text put it there); in progressive mode it was already streamed.
-            self.end_step_with_calls(&mut step);
+            self.end_step_with_calls(&mut step).await;
         }
     }
 
     /// Ends a step that called tools: it goes into the history, the gate decides its calls,
     /// and they become the turn's.
-    fn end_step_with_calls(&mut self, step: &mut StepOutput) {
+    async fn end_step_with_calls(&mut self, step: &mut StepOutput) {
         self.record_step(step);
-        self.gate_calls(step);
+        self.gate_calls(step).await;
         self.emit(Chunk::finish_step());
         let calls = std::mem::take(&mut step.calls);
         self.with_turn(|t| t.calls = calls);
@@ -295,13 +298,13 @@ impl TurnDriver {
 impl TurnDriver {
     /// "Ask again": the call, with a new id, as a step of the turn's own (no model spoke): its
     /// input, then the gate decides it as any call (it asks, or a rule or grant decides now).
-    fn reissue_call(&mut self, mut call: super::history::ToolCall) {
+    async fn reissue_call(&mut self, mut call: super::history::ToolCall) {
         // A provider's data belonged to the step that made the call (Gemini signs each step).
         call.provider_data = None;
         self.emit(Chunk::start_step());
         let mut step = StepOutput::default();
         self.accept_call(&mut step, call);
-        self.end_step_with_calls(&mut step);
+        self.end_step_with_calls(&mut step).await;
     }
 }
 

@@ -187,7 +187,11 @@ impl TurnDriver {
     /// let run waits for the browser or is ready to run on the server. A call a rule or a grant
     /// decided is an automatic approval on the wire (AI SDK v7: `isAutomatic` request, then its
     /// response), audited with the rule or grant.
-    pub(super) fn gate_calls(&mut self, step: &mut StepOutput) {
+    ///
+    /// What the calls let run claim (payments, grants' budgets) is reserved in the store in the
+    /// same step as the decision (issue #33): the gate decides on a copy of the calls, which
+    /// become the step's once the store kept their claims.
+    pub(super) async fn gate_calls(&mut self, step: &mut StepOutput) {
         let now = self.rt.clock.now_ms();
         let rt = self.rt.clone();
         let mut gate = Gate::new(&rt.tools);
@@ -203,17 +207,34 @@ impl TurnDriver {
             )
         };
         let requester = rt.requester(&owner);
-        let requests = {
-            let mut decider = rt
-                .policy()
-                .decider(&rt.tools, &self.session.id, &requester, wallet);
-            gate.request(
-                &mut step.calls,
+        let proposed = &step.calls;
+        // The step may be decided more than once (`Policy::decide`): each time hands out the
+        // same approval ids, in order.
+        let mut issued: Vec<String> = Vec::new();
+        let (calls, requests, facts) = rt
+            .policy()
+            .decide(
+                &rt.tools,
+                &self.session.id,
+                &requester,
+                &wallet,
                 now,
-                || rt.ids.next_id(IdKind::Approval),
-                &mut decider,
+                |decider| {
+                    let mut calls = proposed.clone();
+                    let mut used = 0;
+                    let next_id = || {
+                        if used == issued.len() {
+                            issued.push(rt.ids.next_id(IdKind::Approval));
+                        }
+                        used += 1;
+                        issued[used - 1].clone()
+                    };
+                    let requests = gate.request(&mut calls, now, next_id, decider);
+                    (calls, requests, decider.take_facts())
+                },
             )
-        };
+            .await;
+        step.calls = calls;
         let version = rt.policy().status().version;
         for request in requests {
             let Some(call) = step
@@ -248,6 +269,11 @@ impl TurnDriver {
             if event.rule.is_some() {
                 event.policy_version = version.clone();
             }
+            // What the rules decided from, so that anyone can decide again (ADR 0029).
+            event.facts = facts
+                .iter()
+                .find(|(call, _)| *call == request.tool_call_id)
+                .map(|(_, facts)| facts.clone());
             self.audit.push(event);
             // An approval that needs several people says so to every client, strict ai@6.0.0
             // included (which keeps data parts): 0 of N so far.

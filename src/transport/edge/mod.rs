@@ -252,6 +252,7 @@ fn is_public(path: &str) -> bool {
         || path == "/favicon.svg"
         || path == "/robots.txt"
         || path == "/passkey.js"
+        || path == crate::transport::audit::KEY_PATH
         || path.starts_with("/pkg/")
         || path.starts_with("/bgm/")
         || path.starts_with("/welcome/")

@@ -107,4 +107,7 @@ pub struct AuditPage {
     pub limit: usize,
     /// The names of the tools (for the tool filter).
     pub tools: Vec<String>,
+    /// How far the server checked and signed its audit chain (`None`: it signs none).
+    #[serde(default)]
+    pub chain: Option<crate::protocol::audit::ChainStatus>,
 }

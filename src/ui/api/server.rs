@@ -119,6 +119,7 @@ pub async fn audit_page(
         tool: clean(filters.tool),
         kind,
         before: filters.before.filter(|b| *b > 0),
+        approval: None,
         limit: Some(AUDIT_PAGE),
         visible_to: crate::transport::audit::visible_to(principal),
     };
@@ -128,10 +129,15 @@ pub async fn audit_page(
         .audit(&query)
         .await
         .map_err(|e| format!("the audit log cannot be read: {e}"))?;
+    let chain = match state.notary.get() {
+        Some(notary) => Some(notary.status_now().await),
+        None => None,
+    };
     Ok(AuditPage {
         records,
         limit: query.limit(),
         tools: state.runtime.tools.names(),
+        chain,
     })
 }
 

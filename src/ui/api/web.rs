@@ -45,9 +45,12 @@ async fn fetch_audit(filters: AuditFilters) -> Result<AuditPage, String> {
     }
     let records: Vec<AuditRecord> = platform::get_json(&url).await.map_err(|e| e.to_string())?;
     let info = get_app_info().await?;
+    // A server that signs no chain answers an error: the page then says nothing of it.
+    let chain = platform::get_json("/api/audit/chain").await.ok();
     Ok(AuditPage {
         records,
         limit: AUDIT_PAGE,
         tools: info.tools.into_iter().map(|t| t.name).collect(),
+        chain,
     })
 }

@@ -74,11 +74,19 @@ pub fn inbox_html(state: &AppState, principal: &Principal, focus: Option<&str>) 
     if let Some(focus) = focus {
         items.retain(|s| s.waiting.approval_id == focus);
         if items.is_empty() {
+            // Once its call ran, the receipt says who signed what (ADR 0029); the server
+            // answers `no_receipt` for one that did not run or that this person may not read.
+            let receipt = format!(
+                "/api/audit/receipts/{}",
+                escape(&crate::ui::url::encode(focus))
+            );
             return (
-                "<p class=\"muted\" data-testid=\"inbox-gone\">This approval is not waiting for \
-                 you: it was decided, expired, or is not yours to decide. \
-                 <a href=\"/approvals\">All approvals</a></p>"
-                    .to_owned(),
+                format!(
+                    "<p class=\"muted\" data-testid=\"inbox-gone\">This approval is not waiting \
+                     for you: it was decided, expired, or is not yours to decide. \
+                     <a href=\"/approvals\">All approvals</a> · <a href=\"{receipt}\" download \
+                     data-testid=\"inbox-receipt\">Its receipt, if it ran</a></p>"
+                ),
                 0,
             );
         }

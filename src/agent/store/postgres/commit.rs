@@ -5,7 +5,7 @@ use deadpool_postgres::Transaction;
 
 use super::execute_in;
 use crate::agent::{
-    store::{AuditEvent, StoreError, encode::Write},
+    store::{StoreError, encode::Write},
     tools::Transaction as Payment,
 };
 
@@ -127,9 +127,8 @@ pub(super) async fn write_one(
         .await?;
     }
     write_ledger(tx, &w.id, &w.ledger).await?;
-    for (event, json) in &w.audit {
-        insert_audit(tx, event, json).await?;
-    }
+    // Last: the chain's head stays locked from here until the commit (`chain`).
+    super::chain::append(tx, &w.audit).await?;
     Ok(version)
 }
 
@@ -186,35 +185,6 @@ async fn write_ledger(
             &paid_currency,
         ],
         "cannot write the ledger",
-    )
-    .await?;
-    Ok(())
-}
-
-/// Appends one audit event (its JSON encoded by the caller).
-pub(super) async fn insert_audit(
-    tx: &Transaction<'_>,
-    event: &AuditEvent,
-    json: &str,
-) -> Result<(), StoreError> {
-    let kind = event.kind.as_str();
-    execute_in(
-        tx,
-        "INSERT INTO audit (at_ms, kind, session_id, turn_id, tool_call_id, approval_id, tool,
-             args_digest, event)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        &[
-            &event.at_ms,
-            &kind,
-            &event.session_id,
-            &event.turn_id,
-            &event.tool_call_id,
-            &event.approval_id,
-            &event.tool,
-            &event.args_digest,
-            &json,
-        ],
-        "cannot append to the audit log",
     )
     .await?;
     Ok(())

@@ -36,9 +36,11 @@ use commit::write_one;
 pub use instances::LEASE_MS;
 use instances::alive;
 
+mod chain;
 mod commit;
 mod instances;
 mod people;
+mod policy;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -69,7 +71,18 @@ const MIGRATIONS: &[(i64, &str)] = &[
         6,
         include_str!("../../../../migrations/postgres/0006_passkey_ceremony_owners.sql"),
     ),
+    (
+        7,
+        include_str!("../../../../migrations/postgres/0007_spending_reservations.sql"),
+    ),
+    (
+        8,
+        include_str!("../../../../migrations/postgres/0008_audit_chain.sql"),
+    ),
 ];
+
+/// The migration that makes the audit log a chain ([`chain::start`] runs right after it).
+const CHAIN_MIGRATION: i64 = 8;
 
 /// The advisory lock instances take while they migrate ("CSGN", then 1 for the schema).
 const MIGRATION_LOCK: i64 = 0x4353_474e_0000_0001;
@@ -99,6 +112,9 @@ pub struct PostgresStore {
     instance: Arc<str>,
     /// What the other instances say ([`instances`]).
     news: tokio::sync::broadcast::Sender<StoreNews>,
+    /// This instance's reservations go one at a time ([`policy`]): they would wait for each
+    /// other on the database's lock anyway, each holding a connection of the pool.
+    reserving: Arc<tokio::sync::Mutex<()>>,
     /// Stops the heartbeat and the listener when the last clone of the store goes.
     _background: Arc<tokio_util::sync::DropGuard>,
 }
@@ -253,6 +269,7 @@ impl PostgresStore {
             versions: Arc::default(),
             instance,
             news,
+            reserving: Arc::default(),
             _background: Arc::new(stop.drop_guard()),
         })
     }
@@ -440,6 +457,9 @@ async fn migrate(client: &mut Client) -> Result<(), StoreError> {
         tx.batch_execute(sql)
             .await
             .map_err(|e| StoreError::caused_by(format!("migration {version} failed"), e))?;
+        if version == CHAIN_MIGRATION {
+            chain::start(&tx).await?;
+        }
         tx.execute(
             "INSERT INTO countersign_schema (version) VALUES ($1)",
             &[&version],
@@ -658,6 +678,34 @@ impl SessionStore for PostgresStore {
         "postgres"
     }
 
+    async fn chain_head(&self) -> Result<super::ChainHead, StoreError> {
+        self.read_chain_head().await
+    }
+
+    async fn chain(&self, after: i64, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        self.read_chain(after, limit).await
+    }
+
+    async fn keep_checkpoint(&self, checkpoint: &super::Checkpoint) -> Result<(), StoreError> {
+        self.write_checkpoint(checkpoint).await
+    }
+
+    async fn checkpoints(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<super::Checkpoint>, StoreError> {
+        self.read_checkpoints(after, limit).await
+    }
+
+    async fn last_checkpoint(&self) -> Result<Option<super::Checkpoint>, StoreError> {
+        self.read_last_checkpoint().await
+    }
+
+    async fn audit_secret(&self) -> Result<[u8; 32], StoreError> {
+        self.checkpoint_seed().await
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         PostgresStore::ping(self).await
     }
@@ -750,7 +798,7 @@ impl SessionStore for PostgresStore {
 
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
         let context = "cannot query the audit log";
-        let mut sql = String::from("SELECT seq, event FROM audit WHERE TRUE");
+        let mut sql = String::from("SELECT seq, event, hash FROM audit WHERE TRUE");
         let mut params = Vec::new();
         if let Some(session) = &query.session {
             let p = bind(&mut params, Param::Text(session.clone()));
@@ -768,6 +816,10 @@ impl SessionStore for PostgresStore {
             let p = bind(&mut params, Param::Integer(before));
             sql.push_str(&format!(" AND seq < {p}"));
         }
+        if let Some(approval) = &query.approval {
+            let p = bind(&mut params, Param::Text(approval.clone()));
+            sql.push_str(&format!(" AND approval_id = {p}"));
+        }
         if let Some(person) = &query.visible_to {
             let p = bind(&mut params, Param::Text(person.clone()));
             let local = bind(&mut params, Param::Text(crate::people::LOCAL.to_owned()));
@@ -780,7 +832,7 @@ impl SessionStore for PostgresStore {
         let p = bind(&mut params, Param::Integer(limit));
         sql.push_str(&format!(" ORDER BY seq DESC LIMIT {p}"));
         let bound: Vec<&(dyn ToSql + Sync)> = params.iter().map(Param::as_sql).collect();
-        // At most 32 shapes of this query: each is prepared once per connection.
+        // At most 64 shapes of this query: each is prepared once per connection.
         let rows = self.rows(&sql, &bound, context).await?;
         rows.iter()
             .map(|row| {
@@ -788,9 +840,8 @@ impl SessionStore for PostgresStore {
                 let event: &str = row.try_get(1).map_err(err(context))?;
                 Ok(AuditRecord {
                     seq,
-                    event: AuditEvent::from_json(event).map_err(|e| {
-                        StoreError::caused_by(format!("audit entry {seq} is unreadable"), e)
-                    })?,
+                    event: super::encode::stored_event(seq, event)?,
+                    hash: row.try_get(2).map_err(err(context))?,
                 })
             })
             .collect()

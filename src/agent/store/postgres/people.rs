@@ -12,7 +12,7 @@ use crate::{
         clock::Millis,
         store::{
             PeopleStore, StoreError, StoreNews,
-            encode::{invite_with, person_with, roles_json},
+            encode::{Chained, invite_with, person_with, roles_json},
         },
     },
     people::{Invite, InviteKind, Person, StoredPasskey},
@@ -237,6 +237,7 @@ impl PeopleStore for PostgresStore {
         at: Millis,
     ) -> Result<bool, StoreError> {
         let roles = person.map(|p| roles_json(&p.roles)).transpose()?;
+        let enrolled = Chained::all(&[crate::agent::store::audit::enrolled(person, passkey)])?;
         let mut client = self.client().await?;
         let tx = client
             .transaction()
@@ -260,12 +261,44 @@ impl PeopleStore for PostgresStore {
             insert_person(&tx, person, roles).await?;
         }
         insert_passkey(&tx, passkey).await?;
+        super::chain::append(&tx, &enrolled).await?;
         tx.commit()
             .await
             .map_err(err("cannot commit an enrolment"))?;
         self.tell(StoreNews::People).await;
         Ok(true)
     }
+}
+
+/// Every passkey with its person, oldest first (what the audit chain records when it starts).
+pub(super) async fn all_enrolled(
+    tx: &impl GenericClient,
+) -> Result<Vec<(Person, StoredPasskey)>, StoreError> {
+    let context = "cannot read the passkeys";
+    let rows = tx
+        .query(
+            "SELECT pe.id, pe.name, pe.roles, pe.created_ms, pe.invited_by, pe.revoked_ms,
+                    p.id, p.person_id, p.label, p.passkey, p.created_ms, p.last_used_ms
+             FROM passkeys p JOIN people pe ON pe.id = p.person_id
+             ORDER BY p.created_ms, p.id",
+            &[],
+        )
+        .await
+        .map_err(err(context))?;
+    rows.iter()
+        .map(|row| {
+            let (person, roles) = person(row).map_err(err(context))?;
+            let passkey = StoredPasskey {
+                id: row.try_get(6).map_err(err(context))?,
+                person: row.try_get(7).map_err(err(context))?,
+                label: row.try_get(8).map_err(err(context))?,
+                key: row.try_get(9).map_err(err(context))?,
+                created_ms: row.try_get(10).map_err(err(context))?,
+                last_used_ms: row.try_get(11).map_err(err(context))?,
+            };
+            Ok((person_with(person, &roles)?, passkey))
+        })
+        .collect()
 }
 
 /// Inserts or updates `person` (its roles encoded by the caller) inside `tx` (a transaction,

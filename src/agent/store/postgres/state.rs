@@ -1,101 +1,16 @@
-//! What the server keeps in Postgres besides sessions and people: grants and the ledger's
-//! totals, audit events of no session, the sign-in secret and sign-ins, MCP servers' tool lists.
+//! What the server keeps in Postgres besides sessions, people and the policy's state: the
+//! sign-in secret and sign-ins, MCP servers' tool lists.
 
 use async_trait::async_trait;
 
-use super::{PostgresStore, commit::insert_audit, err};
-use crate::{
-    agent::{
-        clock::Millis,
-        store::{
-            AuditEvent, PolicyStore, SignIn, SignInStore, StoreError, StoreNews, ToolListStore,
-            encode::to_json,
-        },
-    },
-    protocol::grant::Grant,
+use super::{PostgresStore, err};
+use crate::agent::{
+    clock::Millis,
+    store::{SignIn, SignInStore, StoreError, StoreNews, ToolListStore},
 };
 
 /// How long an expired sign-in stays recorded (for the record; it verifies no more), in ms.
 const EXPIRED_SIGNINS_KEPT_MS: i64 = 30 * 24 * 3600 * 1000;
-
-#[async_trait]
-impl PolicyStore for PostgresStore {
-    async fn save_grant(&self, grant: &Grant) -> Result<(), StoreError> {
-        let body = to_json(grant)?;
-        self.execute(
-            "INSERT INTO grants (id, tool, chat, created_at_ms, expires_at_ms, revoked_at_ms, body)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)
-             ON CONFLICT (id) DO UPDATE SET revoked_at_ms = EXCLUDED.revoked_at_ms,
-                 body = EXCLUDED.body",
-            &[
-                &grant.id,
-                &grant.tool,
-                &grant.chat,
-                &grant.created_at_ms,
-                &grant.expires_at_ms,
-                &grant.revoked_at_ms,
-                &body,
-            ],
-            "cannot write a grant",
-        )
-        .await?;
-        self.tell(StoreNews::Grants).await;
-        Ok(())
-    }
-
-    async fn grants(&self) -> Result<Vec<Grant>, StoreError> {
-        let context = "cannot read the grants";
-        let rows = self
-            .rows(
-                "SELECT id, body FROM grants ORDER BY created_at_ms, id",
-                &[],
-                context,
-            )
-            .await?;
-        let mut grants = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let id: &str = row.try_get(0).map_err(err(context))?;
-            let body: &str = row.try_get(1).map_err(err(context))?;
-            grants.push(
-                serde_json::from_str(body)
-                    .map_err(|e| StoreError::caused_by(format!("grant {id} is unreadable"), e))?,
-            );
-        }
-        Ok(grants)
-    }
-
-    async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
-        let events = events
-            .iter()
-            .map(|e| Ok((e, to_json(e)?)))
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        let mut client = self.client().await?;
-        let tx = client
-            .transaction()
-            .await
-            .map_err(err("cannot begin an audit append"))?;
-        for (event, json) in &events {
-            insert_audit(&tx, event, json).await?;
-        }
-        tx.commit()
-            .await
-            .map_err(err("cannot commit an audit append"))
-    }
-
-    async fn paid_since(&self, since: Millis) -> Result<i64, StoreError> {
-        let context = "cannot add up the ledger";
-        // SUM of BIGINT is NUMERIC in Postgres: cast back.
-        self.row(
-            "SELECT COALESCE(SUM(amount_cents), 0)::BIGINT FROM ledger WHERE at_ms >= $1",
-            &[&since],
-            context,
-        )
-        .await?
-        .ok_or_else(|| StoreError::new("the ledger's sum came back empty"))?
-        .try_get(0)
-        .map_err(err(context))
-    }
-}
 
 #[async_trait]
 impl ToolListStore for PostgresStore {

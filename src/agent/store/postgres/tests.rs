@@ -12,10 +12,11 @@ use super::*;
 use crate::agent::{
     gate::CallPhase,
     store::{
-        Actor, AuditKind, PolicyStore, audit,
+        Actor, AuditKind, Claim, PolicyStore, Reserved, audit,
         tests::{
-            a_bad_commit_among_many_fails_alone, pay_ken, people_contract, signin_contract,
-            store_contract, tool_list_contract, waiting_record,
+            a_bad_commit_among_many_fails_alone, pay_ken, people_contract, policy_contract,
+            reservation_race_contract, signin_contract, store_contract, tool_list_contract,
+            waiting_record,
         },
     },
 };
@@ -79,6 +80,126 @@ async fn the_postgres_store_keeps_the_session_contract() {
 }
 
 #[tokio::test]
+async fn the_postgres_store_keeps_the_chain_contract() {
+    if let Some(store) = fresh_store("chain").await {
+        crate::agent::store::tests::chain_contract(&store, &store).await;
+    }
+}
+
+/// Issue #38: instances committing at once append to one chain, numbered in commit order with
+/// no gap and no fork (the head's row is locked by each appending transaction).
+#[tokio::test]
+async fn instances_committing_at_once_extend_one_chain_without_gaps_or_forks() {
+    let Some(config) = fresh_database("chain_race").await else {
+        return;
+    };
+    let one = PostgresStore::connect_with(config.clone()).await.unwrap();
+    let two = PostgresStore::connect_with(config).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..24 {
+        let store = if i % 2 == 0 { one.clone() } else { two.clone() };
+        tasks.push(tokio::spawn(async move {
+            let id = format!("race-{i}");
+            let record = SessionRecord::new(&id, i);
+            let events = [
+                audit::sample(&id, AuditKind::Requested, json!({"i": i})),
+                audit::sample(&id, AuditKind::Approved, json!({"i": i})),
+            ];
+            if i % 3 == 0 {
+                store.append_audit(&events).await.unwrap();
+            } else {
+                store.commit(&record, &events).await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let chain = one.chain(0, 100).await.unwrap();
+    let seqs: Vec<i64> = chain.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, (1..=48).collect::<Vec<_>>(), "no gaps");
+    let mut walk = crate::agent::audit::chain::Walk::from_start(0);
+    for r in &chain {
+        walk.record(r)
+            .expect("one chain: every record links to the one before");
+    }
+    assert_eq!(two.chain_head().await.unwrap().head, walk.head());
+    // A commit's two records are next to each other (one transaction, one lock).
+    for pair in chain.chunks(2) {
+        assert_eq!(pair[0].event.session_id, pair[1].event.session_id);
+    }
+}
+
+/// A database from before the chain: its records are chained when it is migrated, the chain
+/// says where they end, and the records after them follow on.
+#[tokio::test]
+async fn an_existing_log_is_chained_when_the_database_is_migrated() {
+    let Some(config) = fresh_database("chain_migrate").await else {
+        return;
+    };
+    {
+        let (mut client, connection) = config.connect(NoTls).await.unwrap();
+        let connection = tokio::spawn(connection);
+        let tx = client.transaction().await.unwrap();
+        tx.batch_execute("CREATE TABLE countersign_schema (version BIGINT NOT NULL)")
+            .await
+            .unwrap();
+        for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v < CHAIN_MIGRATION) {
+            tx.batch_execute(sql).await.unwrap();
+            tx.execute(
+                "INSERT INTO countersign_schema (version) VALUES ($1)",
+                &[&version],
+            )
+            .await
+            .unwrap();
+        }
+        for i in 0..3 {
+            let event = audit::sample("old", AuditKind::Requested, json!({"i": i}));
+            let json = crate::agent::store::encode::to_json(&event).unwrap();
+            tx.execute(
+                "INSERT INTO audit (at_ms, kind, session_id, turn_id, tool_call_id, tool,
+                     args_digest, event)
+                 VALUES (1, 'requested', 'old', 't', 'c', 'process_payment', 'd', $1)",
+                &[&json],
+            )
+            .await
+            .unwrap();
+        }
+        // A rolled-back insert leaves a gap in the identity's numbers.
+        tx.batch_execute("SELECT setval(pg_get_serial_sequence('audit', 'seq'), 10)")
+            .await
+            .unwrap();
+        let event = audit::sample("old", AuditKind::Approved, json!({"i": 9}));
+        let json = crate::agent::store::encode::to_json(&event).unwrap();
+        tx.execute(
+            "INSERT INTO audit (at_ms, kind, session_id, turn_id, tool_call_id, tool,
+                 args_digest, event)
+             VALUES (1, 'approved', 'old', 't', 'c', 'process_payment', 'd', $1)",
+            &[&json],
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        drop(client);
+        let _ = connection.await;
+    }
+    let store = PostgresStore::connect_with(config).await.unwrap();
+    let head = store.chain_head().await.unwrap();
+    assert_eq!((head.since, head.head.seq), (11, 11));
+    store
+        .append_audit(&[audit::sample("new", AuditKind::Requested, json!({}))])
+        .await
+        .unwrap();
+    let chain = store.chain(0, 10).await.unwrap();
+    let seqs: Vec<i64> = chain.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, [1, 2, 3, 11, 12]);
+    let mut walk = crate::agent::audit::chain::Walk::from_start(head.since);
+    for r in &chain {
+        walk.record(r).unwrap();
+    }
+}
+
+#[tokio::test]
 async fn the_postgres_store_keeps_the_signin_contract() {
     if let Some(store) = fresh_store("signins").await {
         signin_contract(&store).await;
@@ -97,6 +218,88 @@ async fn the_postgres_store_keeps_the_people_contract() {
     if let Some(store) = fresh_store("people").await {
         people_contract(&store).await;
     }
+}
+
+#[tokio::test]
+async fn the_postgres_store_keeps_the_policy_contract() {
+    if let Some(store) = fresh_store("policy").await {
+        policy_contract(&store).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reservations_of_three_instances_never_pass_a_limit_together() {
+    let Some(config) = fresh_database("race").await else {
+        return;
+    };
+    let (a, b, c) = tokio::join!(
+        PostgresStore::connect_with(config.clone()),
+        PostgresStore::connect_with(config.clone()),
+        PostgresStore::connect_with(config)
+    );
+    let (a, b, c) = (a.unwrap(), b.unwrap(), c.unwrap());
+    reservation_race_contract(&[&a, &b, &c]).await;
+}
+
+#[tokio::test]
+async fn the_reservations_migration_moves_each_grants_use_into_its_columns() {
+    let Some(config) = fresh_database("grant_use").await else {
+        return;
+    };
+    let mut grant = crate::protocol::grant::Grant::sample("g-old", "process_payment");
+    grant.used_cents = 1_200;
+    grant.uses = 2;
+    {
+        // A database as the build before migration 7 left it, with a grant used twice.
+        let (mut client, connection) = config.connect(NoTls).await.unwrap();
+        let connection = tokio::spawn(connection);
+        let tx = client.transaction().await.unwrap();
+        tx.batch_execute("CREATE TABLE countersign_schema (version BIGINT NOT NULL)")
+            .await
+            .unwrap();
+        for (version, sql) in &MIGRATIONS[..6] {
+            tx.batch_execute(sql).await.unwrap();
+            tx.execute(
+                "INSERT INTO countersign_schema (version) VALUES ($1)",
+                &[version],
+            )
+            .await
+            .unwrap();
+        }
+        tx.execute(
+            "INSERT INTO grants (id, tool, chat, created_at_ms, expires_at_ms, revoked_at_ms, body)
+             VALUES ('g-old', 'process_payment', NULL, 0, 100000, NULL, $1)",
+            &[&crate::agent::store::encode::to_json(&grant).unwrap()],
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        drop(client);
+        let _ = connection.await;
+    }
+    let store = PostgresStore::connect_with(config).await.unwrap();
+    let grants = store.grants().await.unwrap();
+    assert_eq!((grants[0].used_cents, grants[0].uses), (1_200, 2));
+    // Its budget (50 USD) holds: 38 USD fit, a cent more does not.
+    let reserve = |cents: i64| {
+        let claim = Claim {
+            chat: "chat".into(),
+            call: "c1".into(),
+            cents,
+            grant: Some("g-old".into()),
+        };
+        let store = store.clone();
+        async move {
+            store
+                .reserve(10, &mut |_| vec![claim.clone()])
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(reserve(3_801).await, Reserved::Refused);
+    assert_eq!(reserve(3_800).await, Reserved::Kept);
+    let grants = store.grants().await.unwrap();
+    assert_eq!((grants[0].used_cents, grants[0].uses), (5_000, 3));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -199,8 +402,12 @@ async fn a_payment_committed_twice_is_one_ledger_row() {
     other.save(&record).await.unwrap();
     assert_eq!(number(&store, "SELECT count(*) FROM ledger").await, 1);
     let paid = record.wallet.transactions[0].amount_cents;
-    assert_eq!(store.paid_since(0).await.unwrap(), paid);
-    assert_eq!(store.paid_since(5).await.unwrap(), 0, "paid at 4");
+    assert_eq!(store.spent(4).await.unwrap().today_cents, paid);
+    assert_eq!(
+        store.spent(86_400_000 + 4).await.unwrap().today_cents,
+        0,
+        "paid on day 0"
+    );
     // The first instance's copy is out of date now: it reads it again before it writes.
     assert!(store.stale("chat").await.unwrap());
     let record = store.load("chat").await.unwrap().unwrap().record;

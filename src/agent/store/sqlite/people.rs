@@ -11,7 +11,7 @@ use crate::{
         clock::Millis,
         store::{
             PeopleStore, StoreError,
-            encode::{invite_with, person_with, roles_json},
+            encode::{Chained, invite_with, person_with, roles_json},
         },
     },
     people::{Invite, InviteKind, Person, StoredPasskey},
@@ -60,6 +60,39 @@ fn invite(row: &Row<'_>) -> rusqlite::Result<(Invite, String, String)> {
         row.get(1)?,
         row.get(4)?,
     ))
+}
+
+/// Every passkey with its person, oldest first (what the audit chain records when it starts).
+pub(super) fn all_enrolled(
+    conn: &rusqlite::Connection,
+) -> Result<Vec<(Person, StoredPasskey)>, StoreError> {
+    let rows: Vec<((Person, String), StoredPasskey)> = conn
+        .prepare(
+            "SELECT pe.id, pe.name, pe.roles, pe.created_ms, pe.invited_by, pe.revoked_ms,
+                    p.id, p.person_id, p.label, p.passkey, p.created_ms, p.last_used_ms
+             FROM passkeys p JOIN people pe ON pe.id = p.person_id
+             ORDER BY p.created_ms, p.id",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_map([], |row| {
+                Ok((
+                    person(row)?,
+                    StoredPasskey {
+                        id: row.get(6)?,
+                        person: row.get(7)?,
+                        label: row.get(8)?,
+                        key: row.get(9)?,
+                        created_ms: row.get(10)?,
+                        last_used_ms: row.get(11)?,
+                    },
+                ))
+            })?
+            .collect()
+        })
+        .map_err(err("cannot read the passkeys"))?;
+    rows.into_iter()
+        .map(|((person, roles), passkey)| Ok((person_with(person, &roles)?, passkey)))
+        .collect()
 }
 
 fn insert_person(conn: &rusqlite::Connection, person: &Person) -> Result<(), StoreError> {
@@ -291,6 +324,7 @@ impl PeopleStore for SqliteStore {
         at: Millis,
     ) -> Result<bool, StoreError> {
         let digest = digest.to_owned();
+        let enrolled = Chained::all(&[crate::agent::store::audit::enrolled(person, passkey)])?;
         let person = person.cloned();
         let passkey = passkey.clone();
         self.with(move |conn| {
@@ -311,6 +345,7 @@ impl PeopleStore for SqliteStore {
                 insert_person(&tx, person)?;
             }
             insert_passkey(&tx, &passkey)?;
+            super::chain::append(&tx, &enrolled)?;
             tx.commit().map_err(err("cannot commit an enrolment"))?;
             Ok(true)
         })

@@ -5,16 +5,20 @@ use serde_json::json;
 use super::*;
 use crate::agent::{
     gate::CallPhase,
-    store::audit,
     store::tests::{
-        a_bad_commit_among_many_fails_alone, pay_ken, people_contract, signin_contract,
-        store_contract, tool_list_contract, waiting_record, waiting_record_named,
+        a_bad_commit_among_many_fails_alone, pay_ken, people_contract, policy_contract,
+        reservation_race_contract, signin_contract, store_contract, tool_list_contract,
+        waiting_record, waiting_record_named,
     },
+    store::{Claim, PolicyStore, Reserved, audit},
 };
 
 #[tokio::test]
 async fn the_sqlite_store_keeps_the_contract() {
     store_contract(&SqliteStore::in_memory().unwrap()).await;
+    policy_contract(&SqliteStore::in_memory().unwrap()).await;
+    let chained = SqliteStore::in_memory().unwrap();
+    crate::agent::store::tests::chain_contract(&chained, &chained).await;
     signin_contract(&SqliteStore::in_memory().unwrap()).await;
     tool_list_contract(&SqliteStore::in_memory().unwrap()).await;
     people_contract(&SqliteStore::in_memory().unwrap()).await;
@@ -221,7 +225,7 @@ async fn the_audit_migration_keeps_every_sequence_number() {
                  VALUES (?1, 1, 'requested', 's', 't', 'c', NULL, 'process_payment', 'd', ?2)",
                 params![
                     seq,
-                    to_json(&audit::sample(
+                    crate::agent::store::encode::to_json(&audit::sample(
                         "s",
                         AuditKind::Requested,
                         json!({"seq": seq})
@@ -249,6 +253,14 @@ async fn the_audit_migration_keeps_every_sequence_number() {
         .map(|r| r.seq)
         .collect();
     assert_eq!(seqs, [8, 7, 3]);
+    // The records that were there are chained, and the chain says where they end (ADR 0029).
+    let chain = store.chain_head().await.unwrap();
+    assert_eq!((chain.since, chain.head.seq), (7, 8));
+    let mut walk = crate::agent::audit::chain::Walk::from_start(chain.since);
+    for r in store.chain(0, 10).await.unwrap() {
+        walk.record(&r).unwrap();
+    }
+    assert_eq!(walk.head(), chain.head);
     let version: i64 = store
         .with(|conn| {
             conn.pragma_query_value(None, "user_version", |r| r.get(0))
@@ -434,6 +446,66 @@ async fn a_point_read_waits_for_the_reader_thread_when_the_inline_connection_is_
     release.send(()).unwrap();
     holder.join().unwrap();
     assert_eq!(loaded_chat(&store).await, Some(waiting_record()));
+    drop(store);
+    remove_db(&path);
+}
+
+#[tokio::test]
+async fn reservations_of_one_file_go_one_at_a_time() {
+    let path = temp_path("race");
+    let store = SqliteStore::open(&path).unwrap();
+    let clone = store.clone();
+    reservation_race_contract(&[&store, &clone]).await;
+    drop((store, clone));
+    remove_db(&path);
+}
+
+/// Reserves `cents` of grant `g-old` for call `call` at 10: how it went.
+async fn reserve_from_old(store: &dyn PolicyStore, call: &str, cents: i64) -> Reserved {
+    let claim = Claim {
+        chat: "chat".into(),
+        call: call.into(),
+        cents,
+        grant: Some("g-old".into()),
+    };
+    store
+        .reserve(10, &mut |_| vec![claim.clone()])
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_reservations_migration_moves_each_grants_use_into_its_columns() {
+    let path = temp_path("migrate-grants");
+    let mut grant = crate::protocol::grant::Grant::sample("g-old", "process_payment");
+    grant.used_cents = 1_200;
+    grant.uses = 2;
+    {
+        let mut conn = Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        for (_, sql) in &MIGRATIONS[..12] {
+            tx.execute_batch(sql).unwrap();
+        }
+        tx.pragma_update(None, "user_version", 12).unwrap();
+        tx.execute(
+            "INSERT INTO grants (id, tool, chat, created_at_ms, expires_at_ms, revoked_at_ms, body)
+             VALUES ('g-old', 'process_payment', NULL, 0, 100000, NULL, ?1)",
+            [crate::agent::store::encode::to_json(&grant).unwrap()],
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    let grants = store.grants().await.unwrap();
+    assert_eq!((grants[0].used_cents, grants[0].uses), (1_200, 2));
+    // Its budget (50 USD) holds: 38 USD fit, a cent more does not.
+    assert_eq!(
+        reserve_from_old(&store, "c1", 3_801).await,
+        Reserved::Refused
+    );
+    assert_eq!(reserve_from_old(&store, "c1", 3_800).await, Reserved::Kept);
+    let grants = store.grants().await.unwrap();
+    assert_eq!((grants[0].used_cents, grants[0].uses), (5_000, 3));
     drop(store);
     remove_db(&path);
 }

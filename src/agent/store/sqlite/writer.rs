@@ -256,36 +256,5 @@ pub(super) fn write_one(
         })
         .map_err(err("cannot write the ledger"))?;
     }
-    for (event, json) in &w.audit {
-        insert_audit(tx, event, json)?;
-    }
-    Ok(())
-}
-
-/// Appends one audit event (its JSON encoded by the caller).
-pub(super) fn insert_audit(
-    conn: &Connection,
-    event: &AuditEvent,
-    json: &str,
-) -> Result<(), StoreError> {
-    conn.prepare_cached(
-        "INSERT INTO audit (at_ms, kind, session_id, turn_id, tool_call_id, approval_id,
-             tool, args_digest, event)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    )
-    .and_then(|mut stmt| {
-        stmt.execute(params![
-            event.at_ms,
-            event.kind.as_str(),
-            event.session_id,
-            event.turn_id,
-            event.tool_call_id,
-            event.approval_id,
-            event.tool,
-            event.args_digest,
-            json,
-        ])
-    })
-    .map_err(err("cannot append to the audit log"))?;
-    Ok(())
+    super::chain::append(tx, &w.audit)
 }

@@ -1,0 +1,31 @@
+-- Budgets and daily limits exact across instances (SQLite's migration 13, issue #33): what a call
+-- about to run takes from the day's spending and from a grant's budget is kept here before it
+-- runs, one row per (chat, call), so a retry or a restart never counts it twice. The day's total
+-- is the ledger's payments of the day plus the reservations of the day whose payment has no
+-- ledger row yet. Reservations are decided one at a time under an advisory lock every instance
+-- takes (store::postgres::policy).
+--
+-- A grant's use moves out of its JSON body into columns of its own, changed only by a
+-- conditional update that never passes its budget (`max_cents`); the body's copy is ignored.
+ALTER TABLE grants
+    ADD COLUMN max_cents BIGINT,
+    ADD COLUMN used_cents BIGINT NOT NULL DEFAULT 0,
+    ADD COLUMN uses BIGINT NOT NULL DEFAULT 0;
+UPDATE grants SET
+    max_cents = (body::jsonb ->> 'maxCents')::BIGINT,
+    used_cents = COALESCE((body::jsonb ->> 'usedCents')::BIGINT, 0),
+    uses = COALESCE((body::jsonb ->> 'uses')::BIGINT, 0);
+
+CREATE TABLE spending_reservations (
+    session_id   TEXT COLLATE "C" NOT NULL,
+    tool_call_id TEXT NOT NULL,
+    -- The UTC day it counts for (days since 1970-01-01) and what it will pay, wallet cents.
+    day          BIGINT NOT NULL,
+    cents        BIGINT NOT NULL,
+    -- The grant whose budget it took `cents` of (and one use), if a grant let it run.
+    grant_id     TEXT COLLATE "C",
+    at_ms        BIGINT NOT NULL,
+    PRIMARY KEY (session_id, tool_call_id)
+);
+
+CREATE INDEX spending_reservations_by_day ON spending_reservations (day);
