@@ -115,14 +115,23 @@ async fn sign(app: &Binary, who: &mut Someone, approval: &str) -> Answer {
     decide(app, who, approval, true, Some(assertion)).await
 }
 
-/// The `data-countersign` part of `chat` as `who` reads it.
-async fn progress(app: &Binary, who: &Someone, chat: &str) -> Value {
+/// The parts of `chat`'s messages as `who` reads them, in order, and the snapshot they came in.
+async fn parts(app: &Binary, who: &Someone, chat: &str) -> (Vec<Value>, Value) {
     let (_, snapshot) = get(app, Some(who), &format!("/api/chats/{chat}")).await;
-    snapshot["messages"]
+    let parts = snapshot["messages"]
         .as_array()
         .into_iter()
         .flatten()
         .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
+        .collect();
+    (parts, snapshot)
+}
+
+/// The `data-countersign` part of `chat` as `who` reads it.
+async fn progress(app: &Binary, who: &Someone, chat: &str) -> Value {
+    let (parts, snapshot) = parts(app, who, chat).await;
+    parts
+        .into_iter()
         .rfind(|p| p["type"] == "data-countersign")
         .map(|p| p["data"].clone())
         .unwrap_or_else(|| panic!("no countersign part in {snapshot}"))
@@ -130,30 +139,11 @@ async fn progress(app: &Binary, who: &Someone, chat: &str) -> Value {
 
 /// `chat`'s payment as `who` reads it: its tool part.
 async fn payment(app: &Binary, who: &Someone, chat: &str) -> Value {
-    let (_, snapshot) = get(app, Some(who), &format!("/api/chats/{chat}")).await;
-    snapshot["messages"]
-        .as_array()
+    let (parts, snapshot) = parts(app, who, chat).await;
+    parts
         .into_iter()
-        .flatten()
-        .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
         .find(|p| p["type"] == "tool-process_payment")
         .unwrap_or_else(|| panic!("no payment in {snapshot}"))
-}
-
-/// `/api/audit/export?{query}` as `who`.
-async fn audit_where(app: &Binary, who: &Someone, query: &str) -> Vec<Value> {
-    let text = reqwest::Client::new()
-        .get(format!("{}/api/audit/export?{query}", app.base))
-        .header("cookie", who.cookie.as_deref().unwrap_or_default())
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .map(|l| serde_json::from_str(l).expect("JSONL"))
-        .collect()
 }
 
 #[tokio::test]

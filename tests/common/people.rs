@@ -372,8 +372,13 @@ pub async fn wait_for_output(app: &Binary, who: &Someone, chat: &str) -> Value {
 }
 
 pub async fn audit_as(app: &Binary, who: &Someone, chat: &str) -> Vec<Value> {
+    audit_where(app, who, &format!("session={chat}")).await
+}
+
+/// `/api/audit/export?{query}` as `who`.
+pub async fn audit_where(app: &Binary, who: &Someone, query: &str) -> Vec<Value> {
     let text = reqwest::Client::new()
-        .get(format!("{}/api/audit/export?session={chat}", app.base))
+        .get(format!("{}/api/audit/export?{query}", app.base))
         .header("cookie", who.cookie.as_deref().unwrap_or_default())
         .send()
         .await

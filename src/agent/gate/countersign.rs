@@ -40,6 +40,18 @@ pub struct Signer {
     pub step_ups: Vec<StepUp>,
 }
 
+/// The tests' signer: a person `id` (named in capitals) with `roles`, no step-up.
+#[cfg(test)]
+pub(crate) fn test_signer(id: &str, roles: &[&str]) -> Signer {
+    Signer {
+        id: id.into(),
+        name: id.to_uppercase(),
+        roles: roles.iter().map(|r| r.to_string()).collect(),
+        person: true,
+        step_ups: Vec::new(),
+    }
+}
+
 /// A verified step-up assertion, as the gate needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepUp {

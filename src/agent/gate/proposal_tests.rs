@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::countersign::test_signer as person;
 use super::*;
 use crate::agent::{
     clock::Millis,
@@ -88,16 +89,6 @@ impl Decide for ByAmount {
 
 fn pay(amount: f64, recipient: &str) -> Value {
     json!({"amount": amount, "recipient": recipient, "currency": "USD"})
-}
-
-fn person(id: &str, roles: &[&str]) -> Signer {
-    Signer {
-        id: id.into(),
-        name: id.to_uppercase(),
-        roles: roles.iter().map(|r| r.to_string()).collect(),
-        person: true,
-        step_ups: Vec::new(),
-    }
 }
 
 /// The requester (no role), and two approvers.

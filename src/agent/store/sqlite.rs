@@ -672,29 +672,45 @@ impl ToolListStore for SqliteStore {
     }
 }
 
+impl SqliteStore {
+    /// The server's secret `name` (32 random bytes made at first use, then the same for good;
+    /// `what` names it in errors): the sign-in secret, the audit key's seed.
+    pub(super) async fn server_secret(
+        &self,
+        name: &'static str,
+        what: &'static str,
+    ) -> Result<[u8; 32], StoreError> {
+        let fresh = super::fresh_secret()?;
+        self.with(move |conn| {
+            let (storing, reading) = (
+                format!("cannot store the {what}"),
+                format!("cannot read the {what}"),
+            );
+            conn.execute(
+                "INSERT INTO server_secrets (name, value) VALUES (?1, ?2)
+                 ON CONFLICT (name) DO NOTHING",
+                params![name, &fresh[..]],
+            )
+            .map_err(err(&storing))?;
+            let value: Vec<u8> = conn
+                .query_row(
+                    "SELECT value FROM server_secrets WHERE name = ?1",
+                    [name],
+                    |row| row.get(0),
+                )
+                .map_err(err(&reading))?;
+            value
+                .try_into()
+                .map_err(|_| StoreError::new(format!("the stored {what} is not 32 bytes")))
+        })
+        .await
+    }
+}
+
 #[async_trait]
 impl SignInStore for SqliteStore {
     async fn signing_secret(&self) -> Result<[u8; 32], StoreError> {
-        let fresh = super::fresh_secret()?;
-        self.with(move |conn| {
-            conn.execute(
-                "INSERT INTO server_secrets (name, value) VALUES ('signin', ?1)
-                 ON CONFLICT (name) DO NOTHING",
-                [&fresh[..]],
-            )
-            .map_err(err("cannot store the sign-in secret"))?;
-            let value: Vec<u8> = conn
-                .query_row(
-                    "SELECT value FROM server_secrets WHERE name = 'signin'",
-                    [],
-                    |row| row.get(0),
-                )
-                .map_err(err("cannot read the sign-in secret"))?;
-            value
-                .try_into()
-                .map_err(|_| StoreError::new("the stored sign-in secret is not 32 bytes"))
-        })
-        .await
+        self.server_secret("signin", "sign-in secret").await
     }
 
     async fn record_signin(&self, signin: &SignIn) -> Result<(), StoreError> {

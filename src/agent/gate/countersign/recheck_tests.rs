@@ -5,21 +5,12 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
+use super::test_signer as signer;
 use super::*;
 use crate::agent::{history::ToolCall, tools::ToolLocation};
 use crate::protocol::grant::Ruling;
 
 const APV: &str = "apv-1";
-
-fn signer(id: &str, roles: &[&str]) -> Signer {
-    Signer {
-        id: id.into(),
-        name: id.to_uppercase(),
-        roles: roles.iter().map(|r| r.to_string()).collect(),
-        person: true,
-        step_ups: Vec::new(),
-    }
-}
 
 /// Two approvers, not the requester (Dan).
 fn two_approvers() -> Requirement {

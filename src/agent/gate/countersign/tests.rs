@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::test_signer as person;
 use super::*;
 use crate::agent::{
     gate::{
@@ -28,16 +29,6 @@ fn args() -> Value {
 
 fn edited() -> Value {
     json!({"amount": 120, "recipient": "Hanako", "currency": "USD"})
-}
-
-fn person(id: &str, roles: &[&str]) -> Signer {
-    Signer {
-        id: id.into(),
-        name: id.to_uppercase(),
-        roles: roles.iter().map(|r| r.to_string()).collect(),
-        person: true,
-        step_ups: Vec::new(),
-    }
 }
 
 fn ana() -> Signer {

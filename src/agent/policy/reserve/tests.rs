@@ -289,7 +289,12 @@ impl PolicyStore for RevokedMeanwhile {
     async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
         self.inner.append_audit(events).await
     }
-    async fn keep_policy_text(&self, digest: &str, text: &str, at: Millis) -> Result<(), StoreError> {
+    async fn keep_policy_text(
+        &self,
+        digest: &str,
+        text: &str,
+        at: Millis,
+    ) -> Result<(), StoreError> {
         self.inner.keep_policy_text(digest, text, at).await
     }
     async fn policy_text(&self, digest: &str) -> Result<Option<String>, StoreError> {

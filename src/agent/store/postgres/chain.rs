@@ -232,28 +232,7 @@ impl PostgresStore {
     }
 
     pub(super) async fn checkpoint_seed(&self) -> Result<[u8; 32], StoreError> {
-        let fresh = crate::agent::store::fresh_secret()?;
-        self.execute(
-            "INSERT INTO server_secrets (name, value) VALUES ('audit', $1)
-             ON CONFLICT (name) DO NOTHING",
-            &[&&fresh[..]],
-            "cannot store the audit key",
-        )
-        .await?;
-        let context = "cannot read the audit key";
-        let value: Vec<u8> = self
-            .row(
-                "SELECT value FROM server_secrets WHERE name = 'audit'",
-                &[],
-                context,
-            )
-            .await?
-            .ok_or_else(|| StoreError::new("the audit key was not stored"))?
-            .try_get(0)
-            .map_err(err(context))?;
-        value
-            .try_into()
-            .map_err(|_| StoreError::new("the stored audit key is not 32 bytes"))
+        self.server_secret("audit", "audit key").await
     }
 
     pub(super) async fn keep_policy(

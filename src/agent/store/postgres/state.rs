@@ -45,33 +45,46 @@ impl ToolListStore for PostgresStore {
     }
 }
 
+impl PostgresStore {
+    /// The server's secret `name` (`what` names it in errors): every instance offers 32 fresh
+    /// random bytes, and the first stored is everyone's, for good. The sign-in secret, the audit
+    /// key's seed.
+    pub(super) async fn server_secret(
+        &self,
+        name: &'static str,
+        what: &'static str,
+    ) -> Result<[u8; 32], StoreError> {
+        let fresh = crate::agent::store::fresh_secret()?;
+        let offered: &[u8] = &fresh;
+        let storing = format!("cannot store the {what}");
+        self.execute(
+            "INSERT INTO server_secrets (name, value) VALUES ($1, $2)
+             ON CONFLICT (name) DO NOTHING",
+            &[&name, &offered],
+            &storing,
+        )
+        .await?;
+        let reading = format!("cannot read the {what}");
+        let value: Vec<u8> = self
+            .row(
+                "SELECT value FROM server_secrets WHERE name = $1",
+                &[&name],
+                &reading,
+            )
+            .await?
+            .ok_or_else(|| StoreError::new(format!("the {what} is missing")))?
+            .try_get(0)
+            .map_err(err(&reading))?;
+        value
+            .try_into()
+            .map_err(|_| StoreError::new(format!("the stored {what} is not 32 bytes")))
+    }
+}
+
 #[async_trait]
 impl SignInStore for PostgresStore {
     async fn signing_secret(&self) -> Result<[u8; 32], StoreError> {
-        // Every instance offers a fresh secret; the first one stored is everyone's.
-        let fresh = crate::agent::store::fresh_secret()?;
-        let offered: &[u8] = &fresh;
-        self.execute(
-            "INSERT INTO server_secrets (name, value) VALUES ('signin', $1)
-             ON CONFLICT (name) DO NOTHING",
-            &[&offered],
-            "cannot store the sign-in secret",
-        )
-        .await?;
-        let context = "cannot read the sign-in secret";
-        let value: Vec<u8> = self
-            .row(
-                "SELECT value FROM server_secrets WHERE name = 'signin'",
-                &[],
-                context,
-            )
-            .await?
-            .ok_or_else(|| StoreError::new("the sign-in secret is missing"))?
-            .try_get(0)
-            .map_err(err(context))?;
-        value
-            .try_into()
-            .map_err(|_| StoreError::new("the stored sign-in secret is not 32 bytes"))
+        self.server_secret("signin", "sign-in secret").await
     }
 
     async fn record_signin(&self, signin: &SignIn) -> Result<(), StoreError> {

@@ -215,26 +215,7 @@ impl SqliteStore {
     }
 
     pub(super) async fn checkpoint_seed(&self) -> Result<[u8; 32], StoreError> {
-        let fresh = crate::agent::store::fresh_secret()?;
-        self.with(move |conn| {
-            conn.execute(
-                "INSERT INTO server_secrets (name, value) VALUES ('audit', ?1)
-                 ON CONFLICT (name) DO NOTHING",
-                [&fresh[..]],
-            )
-            .map_err(err("cannot store the audit key"))?;
-            let value: Vec<u8> = conn
-                .query_row(
-                    "SELECT value FROM server_secrets WHERE name = 'audit'",
-                    [],
-                    |row| row.get(0),
-                )
-                .map_err(err("cannot read the audit key"))?;
-            value
-                .try_into()
-                .map_err(|_| StoreError::new("the stored audit key is not 32 bytes"))
-        })
-        .await
+        self.server_secret("audit", "audit key").await
     }
 
     pub(super) async fn keep_policy(
