@@ -168,8 +168,33 @@ async fn removing_someone_closes_their_sockets_revokes_their_grants_and_drops_th
     let mut chat_socket = open_socket(&app, &cookie, "/api/chat").await.unwrap();
     assert!(answers(&mut live).await);
 
-    let removed = call(&app, Some(&ana), "remove_person", json!({"person": ben.id})).await;
+    // His pages also wait on the inbox and on his chat's news (long polls of 20 s).
+    let since = call(&app, Some(&ben), "inbox_view", json!({})).await.body["version"].clone();
+    let known = call(&app, Some(&ben), "chat_news", json!({"chat_id": "ben-1"}))
+        .await
+        .body
+        .clone();
+    let inbox_poll = call(&app, Some(&ben), "inbox_view", json!({"since": since}));
+    let news_poll = call(
+        &app,
+        Some(&ben),
+        "chat_news",
+        json!({"chat_id": "ben-1", "known": known}),
+    );
+    let removal = async {
+        // A moment for the polls to reach the server (one that has not is refused at the door,
+        // with the same answer).
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        call(&app, Some(&ana), "remove_person", json!({"person": ben.id})).await
+    };
+    let (inbox_poll, news_poll, removed) = tokio::join!(inbox_poll, news_poll, removal);
     assert_eq!(removed.status, 200, "{}", removed.text);
+    // The polls end with the removal, not 20 s later: signed out, saying why.
+    for poll in [&inbox_poll, &news_poll] {
+        assert_eq!(poll.status, 401, "{}", poll.text);
+        assert_eq!(poll.body["error"]["code"], "signed_out", "{}", poll.text);
+        assert!(poll.text.contains("You were removed"), "{}", poll.text);
+    }
 
     // Both sockets close at once, saying why; nothing of his is accepted any more.
     for socket in [&mut live, &mut chat_socket] {

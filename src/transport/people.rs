@@ -80,6 +80,27 @@ pub fn signed_in() -> Result<Principal, FnError> {
     caller().ok_or_else(|| refuse(StatusCode::UNAUTHORIZED, "unauthorized", "sign in first"))
 }
 
+/// Waits for `wait` (a long poll) unless the caller's right to be signed in ends first — they
+/// are removed, or their sign-in is ended, here or on another instance — and then answers 401
+/// `signed_out` at once, as the next request would be answered: the page goes to the sign-in
+/// page without waiting out the poll, and no open request outlives the person's power.
+pub async fn unless_signed_out<T>(
+    state: &AppState,
+    wait: impl Future<Output = T>,
+) -> Result<T, FnError> {
+    let parts = request_parts()?;
+    let hold = super::edge::hold(state, &super::edge::Client::from_parts(&parts));
+    tokio::select! {
+        biased;
+        why = hold.ended() => Err(refuse(
+            StatusCode::UNAUTHORIZED,
+            "signed_out",
+            super::edge::SignedOut::from(why).message(),
+        )),
+        value = wait => Ok(value),
+    }
+}
+
 /// Starts a session for `person` and sets its cookie on the response.
 async fn sign_in(state: &AppState, person: &Person, passkey: &str) -> Result<(), FnError> {
     let parts = request_parts()?;

@@ -41,9 +41,8 @@ pub async fn inbox_view(since: Option<u64>, focus: Option<String>) -> Result<Inb
     let inbox = &state.runtime.inbox;
     let version = match since {
         Some(known) => {
-            inbox
-                .changed_since(known, std::time::Duration::from_secs(LONG_POLL_SECS))
-                .await
+            let wait = inbox.changed_since(known, std::time::Duration::from_secs(LONG_POLL_SECS));
+            crate::transport::people::unless_signed_out(&state, wait).await?
         }
         None => inbox.version(),
     };
@@ -96,13 +95,12 @@ pub async fn chat_news(chat_id: String, known: Option<u64>) -> Result<u64, FnErr
     let inbox = &state.runtime.inbox;
     Ok(match known {
         Some(known) => {
-            inbox
-                .chat_changed_since(
-                    &chat_id,
-                    known,
-                    std::time::Duration::from_secs(LONG_POLL_SECS),
-                )
-                .await
+            let wait = inbox.chat_changed_since(
+                &chat_id,
+                known,
+                std::time::Duration::from_secs(LONG_POLL_SECS),
+            );
+            crate::transport::people::unless_signed_out(&state, wait).await?
         }
         None => inbox.chat_version(&chat_id),
     })
