@@ -5,7 +5,6 @@ use leptos::{ev, prelude::*};
 use super::{
     Composer,
     controller::{CONVERSATION_ID, ChatCtl, Mode},
-    message::MessageView,
 };
 
 /// Example prompts of the empty state: one per tool, in English and Japanese.
@@ -28,6 +27,9 @@ pub fn ChatPage() -> impl IntoView {
     // Effects run only in the browser, after hydration.
     // Once: nothing start-up reads may make it run again (a chat opened there reads signals).
     Effect::new(move |_| untrack(move || ctl.start()));
+    // The messages' code is loaded with the first message; fetch it now that the page works.
+    #[cfg(wasm_split)]
+    Effect::new(move |_| leptos::task::spawn_local(super::message::__preload_messages()));
     #[cfg(feature = "hydrate")]
     Effect::new(move |_| expose_test_hooks(ctl));
 
@@ -123,7 +125,7 @@ pub fn ChatPage() -> impl IntoView {
                 </aside>
             })}
             <Show when=move || show_grants.get()>
-                <super::grants::GrantsPanel on_close=Callback::new(move |_| show_grants.set(false))/>
+                {Suspend::new(super::grants::panel(Callback::new(move |_| show_grants.set(false))))}
             </Show>
             <Show when=move || show_chats.get()>
                 <nav class="chat-list" data-testid="chat-list" aria-label="Your chats">
@@ -164,9 +166,7 @@ pub fn ChatPage() -> impl IntoView {
                     when=move || !ids.with(Vec::is_empty)
                     fallback=move || view! { <EmptyState/> }
                 >
-                    <ol class="messages" aria-live="polite">
-                        <For each=move || ids.get() key=|id| id.clone() children=|id| view! { <MessageView id=id/> }/>
-                    </ol>
+                    {Suspend::new(super::message::messages(ids))}
                 </Show>
             </section>
 

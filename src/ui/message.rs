@@ -49,6 +49,19 @@ fn part_keys(message: &UiMessage) -> Vec<PartKey> {
         .collect()
 }
 
+/// The conversation's messages. With a split wasm (ADR 0030) every message, card and form is
+/// in a part of its own, loaded with the first message (and fetched ahead once the chat page
+/// works): the page is interactive before it arrives.
+#[cfg_attr(wasm_split, leptos::lazy(messages))]
+pub async fn messages(ids: Memo<Vec<String>>) -> AnyView {
+    view! {
+        <ol class="messages" aria-live="polite">
+            <For each=move || ids.get() key=|id| id.clone() children=|id| view! { <MessageView id=id/> }/>
+        </ol>
+    }
+    .into_any()
+}
+
 /// One message of the conversation.
 #[component]
 pub fn MessageView(id: String) -> impl IntoView {

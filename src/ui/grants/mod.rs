@@ -42,6 +42,13 @@ pub async fn revoke_grant(id: String) -> Result<(), FnError> {
         .map_err(list::revoke_refusal)
 }
 
+/// The grants panel, from a part of its own of a split wasm (ADR 0030): loaded when first
+/// opened.
+#[cfg_attr(wasm_split, leptos::lazy(grants_panel))]
+pub async fn panel(on_close: Callback<()>) -> AnyView {
+    view! { <GrantsPanel on_close/> }.into_any()
+}
+
 /// The grants panel: every grant, the active ones first, each active one with Revoke. The list
 /// is one escaped HTML string ([`list_html`]) with its clicks handled where they bubble to (a
 /// view per row cost the bundle several KB; ADR 0022).
