@@ -6,6 +6,8 @@ mod audit;
 mod chat;
 mod composer;
 pub mod controller;
+#[cfg(feature = "hydrate")]
+mod deferred;
 pub mod fn_error;
 mod form;
 pub mod grants;
@@ -13,9 +15,12 @@ pub mod html;
 mod icons;
 pub mod inbox;
 pub mod markdown;
+// Messages and their cards are rendered by the browser only (ui::deferred).
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 mod message;
 pub mod people;
 pub mod platform;
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 mod question;
 pub mod url;
 
