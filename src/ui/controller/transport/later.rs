@@ -136,3 +136,125 @@ impl ChatTransport for Later {
         self.call_if_used(|t| t.drop_connection());
     }
 }
+
+#[cfg(all(test, feature = "ssr"))]
+mod tests {
+    use std::cell::{Cell, RefCell};
+
+    use tokio::sync::oneshot;
+
+    use super::*;
+
+    thread_local! {
+        /// What the loaded transport was asked, in order.
+        static ASKED: RefCell<Vec<&'static str>> = const { RefCell::new(Vec::new()) };
+        static LOADS: Cell<usize> = const { Cell::new(0) };
+        /// The load finishes when this is sent to.
+        static LOADED: RefCell<Option<oneshot::Receiver<()>>> = const { RefCell::new(None) };
+    }
+
+    fn asked() -> Vec<&'static str> {
+        ASKED.with_borrow(Clone::clone)
+    }
+
+    struct Recorder;
+
+    impl ChatTransport for Recorder {
+        fn connect(&self, _: ChatCtl) {
+            ASKED.with_borrow_mut(|a| a.push("connect"));
+        }
+        fn disconnect(&self, _: ChatCtl) {
+            ASKED.with_borrow_mut(|a| a.push("disconnect"));
+        }
+        fn forget_chat(&self) {
+            ASKED.with_borrow_mut(|a| a.push("forget_chat"));
+        }
+        fn follows_waiting_turns(&self) -> bool {
+            unreachable!("known without loading")
+        }
+        fn max_attachment_bytes(&self) -> u64 {
+            unreachable!("known without loading")
+        }
+        fn send_message(&self, _: ChatCtl, _: &UiMessage) {
+            ASKED.with_borrow_mut(|a| a.push("send_message"));
+        }
+        fn send_answer(&self, _: ChatCtl, _: bool) {
+            ASKED.with_borrow_mut(|a| a.push("send_answer"));
+        }
+        fn send_tool_result(&self, _: ChatCtl, _: &str, _: Result<Value, String>) {
+            ASKED.with_borrow_mut(|a| a.push("send_tool_result"));
+        }
+        fn resume(&self, _: ChatCtl) {
+            ASKED.with_borrow_mut(|a| a.push("resume"));
+        }
+        fn stop(&self, _: ChatCtl) {
+            ASKED.with_borrow_mut(|a| a.push("stop"));
+        }
+    }
+
+    fn load() -> Pin<Box<dyn Future<Output = Rc<dyn ChatTransport>>>> {
+        let loaded = LOADED.with_borrow_mut(Option::take);
+        Box::pin(async move {
+            LOADS.set(LOADS.get() + 1);
+            if let Some(loaded) = loaded {
+                let _ = loaded.await;
+            }
+            let transport: Rc<dyn ChatTransport> = Rc::new(Recorder);
+            transport
+        })
+    }
+
+    /// Lets the spawned load run as far as it can.
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn what_is_asked_while_it_loads_is_asked_in_order_once_it_has_and_never_used_loads_nothing()
+     {
+        let _ = any_spawner::Executor::init_tokio();
+        tokio::task::LocalSet::new()
+            .run_until(async {
+                // The page's reactive owner (its arena holds the controller's signals).
+                let owner = leptos::prelude::Owner::new_root(None);
+                owner.set();
+                let ctl = ChatCtl::new();
+                let (done, loaded) = oneshot::channel();
+                LOADED.set(Some(loaded));
+                let later = Later::new(load, true, 42);
+
+                // Nothing to close or forget on a transport never used: its code is not loaded.
+                later.disconnect(ctl);
+                later.forget_chat();
+                later.drop_connection();
+                assert!(later.follows_waiting_turns());
+                assert_eq!(later.max_attachment_bytes(), 42);
+                settle().await;
+                assert_eq!(LOADS.get(), 0);
+
+                // Used while its code loads: loaded once, and asked once it has, in order.
+                later.connect(ctl);
+                later.send_answer(ctl, false);
+                later.stop(ctl);
+                settle().await;
+                assert_eq!(LOADS.get(), 1);
+                assert_eq!(asked(), Vec::<&str>::new());
+                later.send_tool_result(ctl, "call-1", Ok(Value::Null));
+                done.send(()).unwrap();
+                settle().await;
+                assert_eq!(
+                    asked(),
+                    ["connect", "send_answer", "stop", "send_tool_result"]
+                );
+
+                // Loaded: asked at once.
+                later.resume(ctl);
+                later.disconnect(ctl);
+                assert_eq!(asked()[4..], ["resume", "disconnect"]);
+                assert_eq!(LOADS.get(), 1);
+            })
+            .await;
+    }
+}
