@@ -46,7 +46,11 @@ step "fuzzing the WebSocket framing for 60 s (cargo-fuzz, ADR 0012)"
 scripts/fuzz.sh 60 ws_frame
 
 step "release build of the site (plain cargo-leptos: the settings are where it reads them)"
-cargo leptos build --release --precompress
+# --split: the wasm cut at its #[lazy] functions, each page loading only its own code (ADR 0030;
+# tests/caching.spec.ts checks the chat page never fetches the other pages' parts). No
+# --precompress: the server compresses each file once when first asked (the same test checks a
+# build without compressed copies is still sent compressed).
+cargo leptos build --release --split
 
 step "AI SDK conformance: ai@6.0.0 and ai@7 drive /api/chat (conformance/)"
 conformance/run.sh

@@ -46,10 +46,10 @@ pub mod server;
 #[cfg(feature = "hydrate")]
 pub mod browser;
 
-/// Entry point of the wasm client: hydrates the page the server rendered.
+/// Entry point of the wasm client: hydrates the page the server rendered (`ui::hydrate`).
 #[cfg(feature = "hydrate")]
 #[wasm_bindgen::prelude::wasm_bindgen]
 pub fn hydrate() {
     console_error_panic_hook::set_once();
-    leptos::mount::hydrate_body(ui::App);
+    ui::hydrate();
 }

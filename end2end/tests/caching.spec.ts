@@ -1,5 +1,8 @@
 import type { CDPSession, Page } from "@playwright/test";
+import { readdirSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { test, expect, openChat } from "./fixtures";
+import { expectTurnFinished, send, setMode, startChat } from "./chat";
 
 /** What crossed the network while a page loaded: every response not served from the cache. */
 async function recordNetwork(page: Page): Promise<{ cdp: CDPSession; fetched: Map<string, Record<string, string>> }> {
@@ -59,4 +62,78 @@ test("the page's pictograms are drawn, not taken from a font", async ({ page }) 
     const text = await control.evaluate((e) => e.textContent ?? "");
     expect(text, selector).not.toMatch(/[\u2190-\u2BFF\u3000-\u30FF\uFF00-\uFFEF\u{1F000}-\u{1FAFF}]/u);
   }
+});
+
+/** The wasm files a page fetched, by path. */
+function wasmFetched(page: Page): string[] {
+  const fetched: string[] = [];
+  page.on("request", (r) => {
+    const path = new URL(r.url()).pathname;
+    if (path.endsWith(".wasm")) fetched.push(path);
+  });
+  return fetched;
+}
+
+test("the chat page loads only the chat's code; the inbox, people and audit pages load theirs", async ({ page }) => {
+  // The release build is split (`cargo leptos build --release --split`, ADR 0030): the main
+  // module is the chat, each other page has a part of its own, loaded on that page only.
+  const pkg = readdirSync(join(__dirname, "..", "..", "target", "site", "pkg"));
+  expect(pkg.some((n) => n.startsWith("split_")), "build the site with `cargo leptos build --release --split`").toBe(true);
+  const fetched = wasmFetched(page);
+  await startChat(page, "sse");
+  // A conversation, rendered by the messages' part (fetched ahead once the page works).
+  await send(page, "hello");
+  await expectTurnFinished(page);
+  expect(fetched.filter((p) => p.includes("/split_messages_")), `${fetched}`).toHaveLength(1);
+  expect(fetched.filter((p) => /\/countersign\.[A-Za-z0-9_-]+\.wasm$/.test(p)), `${fetched}`).toHaveLength(1);
+  for (const other of ["inbox_page", "people_page", "audit_page", "grants_panel", "websocket"]) {
+    expect(fetched.filter((p) => p.includes(`/split_${other}_`)), `${fetched}`).toEqual([]);
+  }
+  // The grants panel's part comes when the panel is first opened; BIDI's when BIDI is chosen.
+  await page.getByTestId("grants-toggle").click();
+  await expect(page.getByTestId("grants-panel")).toBeVisible();
+  expect(fetched.filter((p) => p.includes("/split_grants_panel_")), `${fetched}`).toHaveLength(1);
+  await page.getByTestId("grants-panel-close").click();
+  await setMode(page, "bidi");
+  expect(fetched.filter((p) => p.includes("/split_websocket_")), `${fetched}`).toHaveLength(1);
+  await setMode(page, "sse");
+
+  // Each other page fetches its own part, and hydrates with it.
+  await page.goto("/approvals");
+  await expect.poll(() => fetched.some((p) => p.includes("/split_inbox_page_"))).toBe(true);
+  await expect(page.getByTestId("inbox")).not.toContainText("Loading…");
+  await page.goto("/people");
+  await expect.poll(() => fetched.some((p) => p.includes("/split_people_page_"))).toBe(true);
+  await expect(page.getByTestId("people")).not.toContainText("Loading…");
+  expect(fetched.filter((p) => p.includes("/split_inbox_page_"))).toHaveLength(1);
+});
+
+test("a build without compressed copies is sent compressed, and no TypeScript declarations are served", async ({
+  page,
+  request,
+}) => {
+  // scripts/test.sh builds the site without --precompress: the server compresses each file once.
+  const pkg = join(__dirname, "..", "..", "target", "site", "pkg");
+  const names = readdirSync(pkg);
+  expect(names.filter((n) => n.endsWith(".br") || n.endsWith(".gz")), "the build wrote no compressed copies").toEqual([]);
+  const bundle = names.filter((n) => /\.(wasm|js|css)$/.test(n));
+  for (const name of bundle) {
+    const response = await request.get(`/pkg/${name}`, { headers: { "Accept-Encoding": "br" } });
+    expect(response.status(), name).toBe(200);
+    // Files under 1 KiB (the smallest shared chunks of a split wasm) go out as they are: the
+    // headers would cost more than compression saves.
+    const small = statSync(join(pkg, name)).size < 1024;
+    expect(response.headers()["content-encoding"], name).toBe(small ? undefined : "br");
+    expect(response.headers()["cache-control"], name).toBe("public, max-age=31536000, immutable");
+  }
+  for (const main of ["wasm", "js", "css"]) {
+    expect(bundle.some((n) => n.startsWith("countersign.") && n.endsWith(`.${main}`)), main).toBe(true);
+  }
+  const declarations = names.filter((n) => n.endsWith(".ts"));
+  expect(declarations.length, "wasm-bindgen writes TypeScript declarations next to the bundle").toBeGreaterThan(0);
+  for (const name of declarations) {
+    expect((await request.get(`/pkg/${name}`)).status(), name).toBe(404);
+  }
+  // And the page hydrates from what was sent.
+  await openChat(page);
 });

@@ -1,18 +1,26 @@
-//! The built site's files: the page's bundle under `/<site-pkg-dir>/` (wasm, JS, CSS) and the
-//! public assets (favicon, background music, robots.txt), served the way a real network wants
-//! them (docs/adr/0015-assets-over-a-real-network.md):
+//! The built site's files: the page's bundle under `/<site-pkg-dir>/` (wasm, JS, CSS, and the
+//! lazily loaded parts of the wasm when it is split) and the public assets (favicon, background
+//! music, robots.txt), served the way a real network wants them
+//! (docs/adr/0015-assets-over-a-real-network.md):
 //!
-//! * **Precompressed.** `cargo leptos build --release --precompress` writes a brotli (`.br`) and
-//!   a gzip (`.gz`) sibling of every file; tower-http's `ServeDir` picks one by
-//!   `Accept-Encoding` with the right `Content-Encoding` and `Content-Length`, answers ranges and
-//!   conditional requests, and falls back to the plain file. Nothing is compressed per request.
+//! * **Compressed, whatever the build.** `cargo leptos build --release --precompress` writes a
+//!   brotli (`.br`) and a gzip (`.gz`) sibling of every file; tower-http's `ServeDir` picks one
+//!   by `Accept-Encoding` with the right `Content-Encoding` and `Content-Length`, answers ranges
+//!   and conditional requests, and falls back to the plain file. A build without them (a plain
+//!   `cargo leptos build --release`, `watch`) has each file compressed by the server the first
+//!   time a browser asks for it, once, and kept (`compressed`). Nothing is compressed per
+//!   request.
 //! * **Cached by name.** With cargo-leptos's `hash-files` the bundle's names carry a digest of
 //!   their content (`countersign.<hash>.wasm`), listed in `hash.txt` next to the server binary;
 //!   those files are `immutable` for a year, so a repeat visit fetches only the HTML. Files
 //!   whose name does not change with their content revalidate (`no-cache`) or, for the public
 //!   assets, keep a day.
+//! * **Only what a browser runs.** wasm-bindgen's TypeScript declarations (`*.d.ts`) are built
+//!   next to the bundle; they are not served.
 //!
 //! Any path that is not a file renders the app's not-found page (404).
+
+mod compressed;
 
 use std::{
     convert::Infallible,
@@ -29,6 +37,8 @@ use axum::{
 use leptos::config::LeptosOptions;
 use tower::{ServiceExt, util::BoxCloneSyncService};
 use tower_http::services::ServeDir;
+
+pub use compressed::{Compressed, Encoding};
 
 /// A year: how long a content-hashed file may be cached.
 pub const IMMUTABLE: &str = "public, max-age=31536000, immutable";
@@ -84,12 +94,14 @@ impl BundleNames {
     }
 }
 
-/// What the server knows of the built site: where it is and what the bundle is called.
+/// What the server knows of the built site: where it is, what the bundle is called, and the
+/// files it compressed itself.
 #[derive(Debug, Clone)]
 pub struct Site {
     pub root: PathBuf,
     pub pkg_dir: String,
     pub bundle: BundleNames,
+    pub compressed: Arc<Compressed>,
 }
 
 impl Site {
@@ -130,6 +142,7 @@ impl Site {
             root: PathBuf::from(options.site_root.as_ref()),
             pkg_dir: options.site_pkg_dir.to_string(),
             bundle,
+            compressed: Arc::default(),
         }
     }
 
@@ -148,12 +161,60 @@ impl Site {
             return PUBLIC_ASSET;
         };
         let b = &self.bundle;
-        if b.hashed && (name == b.js || name == b.wasm || name == b.css) {
+        if b.hashed && (name == b.js || name == b.wasm || name == b.css || content_hashed(name)) {
             IMMUTABLE
         } else {
             REVALIDATE
         }
     }
+
+    /// The file a URL path names under the site root, if it names one there: percent-decoded,
+    /// with no `.`, `..` or empty segment (`ServeDir` serves only such paths).
+    fn file_of(&self, path: &str) -> Option<PathBuf> {
+        let decoded = percent_encoding::percent_decode_str(path)
+            .decode_utf8()
+            .ok()?;
+        let mut file = self.root.clone();
+        for segment in decoded.strip_prefix('/')?.split('/') {
+            if segment.is_empty()
+                || segment == "."
+                || segment == ".."
+                || segment.contains(['\\', '\0'])
+            {
+                return None;
+            }
+            file.push(segment);
+        }
+        Some(file)
+    }
+}
+
+/// Whether a file of the package directory is named after its content, as cargo-leptos's
+/// `hash-files` names every file it writes there but the wasm-bindgen snippets:
+/// `<stem>.<22 characters of base64url>.<extension>` (the lazily loaded parts of a split wasm,
+/// their loader and manifest, besides the three files `hash.txt` lists).
+fn content_hashed(name: &str) -> bool {
+    if name.starts_with("snippets/") || name.contains('/') {
+        return false;
+    }
+    let mut parts = name.rsplit('.');
+    let (Some(_extension), Some(hash), Some(stem)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    !stem.is_empty()
+        && hash.len() == 22
+        && hash
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// wasm-bindgen's TypeScript declarations (`countersign.d.ts`, and with `hash-files`
+/// `countersign.d.<hash>.ts`): built next to the bundle, never served.
+fn typescript(path: &str) -> bool {
+    path.rsplit('/')
+        .next()
+        .is_some_and(|name| name.ends_with(".ts"))
 }
 
 /// Bytes read from a file per body chunk: large enough that a 300 KB bundle leaves in a few
@@ -165,18 +226,25 @@ pub type Fallback = BoxCloneSyncService<Request, Response, Infallible>;
 
 /// The static files of `site`, with `not_found` answering what is not a file.
 pub fn service(site: Arc<Site>, not_found: Fallback) -> Fallback {
+    let not_found = not_found.map_response(mark_fallback as fn(Response) -> Response);
     let files = ServeDir::new(&site.root)
         .precompressed_br()
         .precompressed_gzip()
         .append_index_html_on_directories(false)
         .with_buf_chunk_size(CHUNK)
         .call_fallback_on_method_not_allowed(true)
-        .fallback(not_found.map_response(mark_fallback as fn(Response) -> Response));
+        .fallback(not_found.clone());
     BoxCloneSyncService::new(tower::service_fn(move |request: Request| {
         let path = request.uri().path().to_owned();
         let files = files.clone();
+        let not_found = not_found.clone();
         let site = site.clone();
         async move {
+            if typescript(&path) {
+                return not_found.oneshot(request).await;
+            }
+            let encoding = Encoding::preferred(request.headers());
+            let head = request.method() == axum::http::Method::HEAD;
             let mut response = match files.oneshot(request).await {
                 Ok(response) => response.map(Body::new),
                 Err(e) => {
@@ -190,17 +258,62 @@ pub fn service(site: Arc<Site>, not_found: Fallback) -> Fallback {
                 StatusCode::OK | StatusCode::PARTIAL_CONTENT | StatusCode::NOT_MODIFIED
             );
             if from_disk && served {
+                if let Some(encoding) = encoding {
+                    compress_response(&site, &path, encoding, head, &mut response).await;
+                }
                 let headers = response.headers_mut();
                 headers.insert(
                     header::CACHE_CONTROL,
                     HeaderValue::from_static(site.cache_control(&path)),
                 );
-                // The same URL has several encodings (the `.br` and `.gz` siblings).
+                // The same URL has several encodings.
                 headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
             }
             Ok(response)
         }
     }))
+}
+
+/// A whole plain file `ServeDir` answered (no precompressed sibling matched) sent compressed
+/// instead, from [`Compressed`], when it is worth it.
+async fn compress_response(
+    site: &Site,
+    path: &str,
+    encoding: Encoding,
+    head: bool,
+    response: &mut Response,
+) {
+    let headers = response.headers();
+    let worth_it = response.status() == StatusCode::OK
+        && !headers.contains_key(header::CONTENT_ENCODING)
+        && headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(compressed::compressible)
+        && headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+            .is_some_and(|len| len >= compressed::MIN_BYTES);
+    if !worth_it {
+        return;
+    }
+    let Some(file) = site.file_of(path) else {
+        return;
+    };
+    let Some(variants) = site.compressed.variants(&file).await else {
+        return;
+    };
+    let body = variants.get(encoding).clone();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_ENCODING, encoding.header_value());
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    // Ranges would be of the plain file: this representation is sent whole.
+    headers.remove(header::ACCEPT_RANGES);
+    *response.body_mut() = if head {
+        Body::empty()
+    } else {
+        Body::from(body)
+    };
 }
 
 /// Marks a response as the fallback's (not a file), so it keeps its own headers.
@@ -225,6 +338,7 @@ mod tests {
             } else {
                 BundleNames::plain("app")
             },
+            compressed: Arc::default(),
         }
     }
 
@@ -348,6 +462,142 @@ mod tests {
         let _ = std::fs::remove_dir_all(root);
     }
 
+    /// What a plain `cargo leptos build --release` writes: the files and no compressed
+    /// siblings (the names as `hash-files` makes them, a lazily loaded part of the wasm among
+    /// them), and wasm-bindgen's TypeScript declarations.
+    fn plain_build(name: &str) -> (Arc<Site>, PathBuf, Vec<u8>) {
+        let (site, root) = built_site(name);
+        let pkg = root.join("pkg");
+        // Not compressible by accident: a wasm-like mix of text and counters.
+        let wasm: Vec<u8> = (0..40_000u32)
+            .flat_map(|i| format!("fn{} ", i % 977).into_bytes())
+            .collect();
+        std::fs::write(
+            pkg.join("split_people_1.AbCdEfGhIjKlMnOpQrSt_-.wasm"),
+            &wasm,
+        )
+        .unwrap();
+        std::fs::write(
+            pkg.join("app.J1.js"),
+            "export function run() {}\n".repeat(100),
+        )
+        .unwrap();
+        std::fs::write(pkg.join("app.d.ts"), b"export function hydrate(): void;").unwrap();
+        std::fs::write(pkg.join("app.d.AbCdEfGhIjKlMnOpQrSt_-.ts"), b"declare").unwrap();
+        std::fs::write(root.join("robots.txt"), b"User-agent: *").unwrap();
+        (site, root, wasm)
+    }
+
+    fn decoded(encoding: Option<&str>, body: &[u8]) -> Vec<u8> {
+        use std::io::Read;
+        let mut out = Vec::new();
+        match encoding {
+            Some("br") => {
+                brotli::Decompressor::new(body, 4096)
+                    .read_to_end(&mut out)
+                    .unwrap();
+            }
+            Some("gzip") => {
+                flate2::read::GzDecoder::new(body)
+                    .read_to_end(&mut out)
+                    .unwrap();
+            }
+            _ => out = body.to_vec(),
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn without_precompressed_files_each_file_is_compressed_by_the_server_and_kept() {
+        let (site, root, wasm) = plain_build("plain");
+        let path = "/pkg/split_people_1.AbCdEfGhIjKlMnOpQrSt_-.wasm";
+        for (accept, encoding) in [
+            (Some("gzip, deflate, br"), Some("br")),
+            (Some("gzip, br;q=0"), Some("gzip")),
+            (Some("identity"), None),
+            (None, None),
+        ] {
+            let headers: Vec<(&str, &str)> =
+                accept.map(|a| ("accept-encoding", a)).into_iter().collect();
+            let (status, h, got) = get(&site, path, &headers).await;
+            assert_eq!(status, StatusCode::OK, "{accept:?}");
+            assert_eq!(header(&h, "content-encoding"), encoding, "{accept:?}");
+            assert_eq!(
+                header(&h, "content-length"),
+                Some(got.len().to_string().as_str())
+            );
+            assert_eq!(decoded(encoding, &got), wasm, "{accept:?}");
+            assert_eq!(header(&h, "content-type"), Some("application/wasm"));
+            assert_eq!(header(&h, "vary"), Some("accept-encoding"));
+            assert_eq!(
+                header(&h, "cache-control"),
+                Some(IMMUTABLE),
+                "a lazily loaded part is named after its content"
+            );
+            if encoding.is_some() {
+                assert!(
+                    got.len() * 4 < wasm.len(),
+                    "{} of {}",
+                    got.len(),
+                    wasm.len()
+                );
+                assert_eq!(header(&h, "accept-ranges"), None);
+            }
+        }
+        // Compressed once: the entry for the file is there, and a second request is served the
+        // same bytes.
+        assert_eq!(site.compressed.files(), 1);
+        let (_, _, first) = get(&site, path, &[("accept-encoding", "br")]).await;
+        let (_, _, second) = get(&site, path, &[("accept-encoding", "br")]).await;
+        assert_eq!(first, second);
+        assert_eq!(site.compressed.files(), 1);
+
+        // HEAD tells the compressed length; a range is of the plain file.
+        let request = Request::head(path).header("accept-encoding", "br");
+        let response = service(site.clone(), not_found())
+            .oneshot(request.body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(response.headers()["content-encoding"], "br");
+        assert_eq!(
+            response.headers()["content-length"],
+            first.len().to_string().as_str()
+        );
+        let (status, h, got) = get(
+            &site,
+            path,
+            &[("range", "bytes=0-3"), ("accept-encoding", "br")],
+        )
+        .await;
+        assert_eq!(status, StatusCode::PARTIAL_CONTENT);
+        assert_eq!(header(&h, "content-encoding"), None);
+        assert_eq!(got, &wasm[..4]);
+
+        // The JS too; a file too small to be worth it goes out as it is.
+        let (_, h, got) = get(&site, "/pkg/app.J1.js", &[("accept-encoding", "br")]).await;
+        assert_eq!(header(&h, "content-encoding"), Some("br"));
+        assert!(
+            String::from_utf8(decoded(Some("br"), &got))
+                .unwrap()
+                .starts_with("export")
+        );
+        let (_, h, got) = get(&site, "/robots.txt", &[("accept-encoding", "br")]).await;
+        assert_eq!(header(&h, "content-encoding"), None);
+        assert_eq!(got, b"User-agent: *");
+        let _ = std::fs::remove_dir_all(root);
+    }
+
+    #[tokio::test]
+    async fn typescript_declarations_are_not_served() {
+        let (site, root, _) = plain_build("typescript");
+        for path in ["/pkg/app.d.ts", "/pkg/app.d.AbCdEfGhIjKlMnOpQrSt_-.ts"] {
+            let (status, _, body) = get(&site, path, &[("accept-encoding", "br")]).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+            assert_eq!(body, b"the not-found page");
+        }
+        let _ = std::fs::remove_dir_all(root);
+    }
+
     #[test]
     fn the_hash_file_names_the_bundle() {
         let names = BundleNames::from_hash_file("app", "js: a-B_1\nwasm: w\ncss: c\n").unwrap();
@@ -378,11 +628,29 @@ mod tests {
             hashed.cache_control("/pkg/snippets/x/inline0.js"),
             REVALIDATE
         );
+        assert_eq!(
+            hashed.cache_control("/pkg/split_inbox_77.AbCdEfGhIjKlMnOpQrSt_-.wasm"),
+            IMMUTABLE
+        );
+        assert_eq!(
+            hashed.cache_control("/pkg/__wasm_split.AbCdEfGhIjKlMnOpQrSt_-.js"),
+            IMMUTABLE
+        );
+        assert_eq!(
+            hashed.cache_control("/pkg/snippets/x-AbCdEfGhIjKlMnOpQrSt_-/inline0.js"),
+            REVALIDATE
+        );
+        assert_eq!(hashed.cache_control("/pkg/app.short.wasm"), REVALIDATE);
         assert_eq!(hashed.cache_control("/favicon.svg"), PUBLIC_ASSET);
         assert_eq!(hashed.cache_control("/bgm/track1.wav"), PUBLIC_ASSET);
         assert_eq!(hashed.css_href(), "/pkg/app.C3.css");
         let plain = site(false);
         assert_eq!(plain.cache_control("/pkg/app.wasm"), REVALIDATE);
+        assert_eq!(
+            plain.cache_control("/pkg/split_inbox_77.AbCdEfGhIjKlMnOpQrSt_-.wasm"),
+            REVALIDATE,
+            "without hash-files no name is trusted to change with its content"
+        );
         assert_eq!(plain.css_href(), "/pkg/app.css");
     }
 }

@@ -11,6 +11,13 @@ use super::{
 };
 use crate::protocol::audit::{AuditKind, AuditRecord};
 
+/// Hydrates the audit page: with a split wasm its code is loaded on this page only (ADR 0030).
+#[cfg(feature = "hydrate")]
+#[cfg_attr(wasm_split, leptos::lazy(audit_page))]
+pub async fn hydrate(query: String) {
+    super::hydrate_in_frame(move || view! { <AuditPage query/> });
+}
+
 /// The audit log page; `query` is the page's query string (its filters).
 #[component]
 pub fn AuditPage(query: String) -> impl IntoView {

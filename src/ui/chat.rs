@@ -5,7 +5,6 @@ use leptos::{ev, prelude::*};
 use super::{
     Composer,
     controller::{CONVERSATION_ID, ChatCtl, Mode},
-    message::MessageView,
 };
 
 /// Example prompts of the empty state: one per tool, in English and Japanese.
@@ -65,6 +64,26 @@ pub fn ChatPage() -> impl IntoView {
         ctl.messages
             .with(|ms| ms.iter().map(|m| m.id.clone()).collect::<Vec<_>>())
     });
+    // Only the browser renders the messages and the grants panel (the server renders the page
+    // before any chat is loaded, with every panel closed), from code loaded when they are first
+    // shown: a part of the wasm of its own when it is split (ui::deferred, ADR 0030).
+    let messages = move || {
+        let list = NodeRef::<leptos::html::Ol>::new();
+        #[cfg(feature = "hydrate")]
+        super::deferred::deferred(list, move |list| super::message::build_messages(list, ids));
+        view! { <ol class="messages" aria-live="polite" node_ref=list></ol> }
+    };
+    let grants_panel = move || {
+        let host = NodeRef::<leptos::html::Div>::new();
+        #[cfg(feature = "hydrate")]
+        super::deferred::deferred(host, move |host| {
+            super::grants::build_panel(host, Callback::new(move |_| show_grants.set(false)))
+        });
+        view! { <div class="part" node_ref=host></div> }
+    };
+    // The messages' part is needed with the first message: fetch it now that the page works.
+    #[cfg(wasm_split)]
+    Effect::new(move |_| leptos::task::spawn_local(super::message::__preload_build_messages()));
 
     let on_keydown = move |ev: ev::KeyboardEvent| {
         if ev.key() == "Escape" && streaming.get_untracked() {
@@ -122,9 +141,7 @@ pub fn ChatPage() -> impl IntoView {
                     <div inner_html=html></div>
                 </aside>
             })}
-            <Show when=move || show_grants.get()>
-                <super::grants::GrantsPanel on_close=Callback::new(move |_| show_grants.set(false))/>
-            </Show>
+            <Show when=move || show_grants.get()>{grants_panel()}</Show>
             <Show when=move || show_chats.get()>
                 <nav class="chat-list" data-testid="chat-list" aria-label="Your chats">
                     <ul>
@@ -160,13 +177,8 @@ pub fn ChatPage() -> impl IntoView {
 
             <section class="conversation" id=CONVERSATION_ID aria-label="Conversation"
                 aria-busy=move || (ctl.loading.get() > 0).to_string()>
-                <Show
-                    when=move || !ids.with(Vec::is_empty)
-                    fallback=move || view! { <EmptyState/> }
-                >
-                    <ol class="messages" aria-live="polite">
-                        <For each=move || ids.get() key=|id| id.clone() children=|id| view! { <MessageView id=id/> }/>
-                    </ol>
+                <Show when=move || !ids.with(Vec::is_empty) fallback=move || view! { <EmptyState/> }>
+                    {messages()}
                 </Show>
             </section>
 

@@ -49,6 +49,20 @@ fn part_keys(message: &UiMessage) -> Vec<PartKey> {
         .collect()
 }
 
+/// Builds the conversation's messages into `list` (the chat page's `<ol>`; only the browser
+/// renders messages). With a split wasm (ADR 0030) every message, card and form is in a part of
+/// its own, loaded with the first message (and fetched ahead once the chat page works).
+#[cfg(feature = "hydrate")]
+#[cfg_attr(wasm_split, leptos::lazy(messages))]
+pub async fn build_messages(
+    list: web_sys::Element,
+    ids: Memo<Vec<String>>,
+) -> super::deferred::Built {
+    super::deferred::build_into(&list, move || {
+        view! { <For each=move || ids.get() key=|id| id.clone() children=|id| view! { <MessageView id=id/> }/> }
+    })
+}
+
 /// One message of the conversation.
 #[component]
 pub fn MessageView(id: String) -> impl IntoView {

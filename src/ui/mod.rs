@@ -6,6 +6,8 @@ mod audit;
 mod chat;
 mod composer;
 pub mod controller;
+#[cfg(feature = "hydrate")]
+mod deferred;
 pub mod fn_error;
 mod form;
 pub mod grants;
@@ -13,9 +15,12 @@ pub mod html;
 mod icons;
 pub mod inbox;
 pub mod markdown;
+// Messages and their cards are rendered by the browser only (ui::deferred).
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 mod message;
 pub mod people;
 pub mod platform;
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 mod question;
 pub mod url;
 
@@ -91,24 +96,64 @@ impl Page {
     }
 }
 
-/// The application: the header and the page the location selects.
+/// The application: the header and the page the location selects. The server renders it; the
+/// browser hydrates the page it rendered with [`hydrate`].
 #[component]
 pub fn App() -> impl IntoView {
     let (path, query) = platform::location();
-    let page = match Page::for_path(&path) {
+    frame(match Page::for_path(&path) {
         Page::Chat => EitherOf5::A(view! { <ChatPage/> }),
         Page::Audit => EitherOf5::B(view! { <audit::AuditPage query/> }),
         Page::Approvals => EitherOf5::C(view! { <inbox::InboxPage focus=None/> }),
         Page::Approval(id) => EitherOf5::C(view! { <inbox::InboxPage focus=Some(id)/> }),
         Page::People => EitherOf5::D(view! { <people::PeoplePage/> }),
         Page::NotFound => EitherOf5::E(view! { <NotFound/> }),
-    };
+    })
+}
+
+/// Every page: the header, then the page (a plain function, not a component with children:
+/// children would erase the page's type, and an erased view carries a second, asynchronous
+/// copy of its hydration code).
+fn frame(page: impl IntoView) -> impl IntoView {
     view! {
         <div class="app">
             <Header/>
             {page}
         </div>
     }
+}
+
+/// Hydrates the page the server rendered, as [`App`] would have it.
+///
+/// The chat hydrates at once: its code is the main wasm module. Every other page's code is a
+/// part of the wasm loaded on that page only when the wasm is split (`cargo leptos build
+/// --split`, ADR 0030): the page hydrates once its part has arrived, and the chat page never
+/// fetches it. Without `--split` the module is whole and every page hydrates at once.
+#[cfg(feature = "hydrate")]
+pub fn hydrate() {
+    let (path, query) = platform::location();
+    match Page::for_path(&path) {
+        Page::Chat => leptos::mount::hydrate_body(|| frame(view! { <ChatPage/> })),
+        Page::NotFound => leptos::mount::hydrate_body(|| frame(view! { <NotFound/> })),
+        page => {
+            // Leptos' executor starts with `hydrate_body`, once this page's code has loaded.
+            wasm_bindgen_futures::spawn_local(async move {
+                match page {
+                    Page::Audit => audit::hydrate(query).await,
+                    Page::Approvals => inbox::hydrate(None).await,
+                    Page::Approval(id) => inbox::hydrate(Some(id)).await,
+                    Page::People => people::hydrate().await,
+                    Page::Chat | Page::NotFound => {}
+                }
+            });
+        }
+    }
+}
+
+/// Hydrates `page` in the frame: what each lazily loaded page's part of the wasm runs.
+#[cfg(feature = "hydrate")]
+fn hydrate_in_frame<V: IntoView + 'static>(page: impl FnOnce() -> V + 'static) {
+    leptos::mount::hydrate_body(move || frame(page()));
 }
 
 #[component]

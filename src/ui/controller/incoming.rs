@@ -13,18 +13,24 @@ use crate::{
 /// How long an approval waits when its tool does not say (the server's default).
 const DEFAULT_APPROVAL_TIMEOUT_SECS: u64 = 300;
 
+/// Loads chat `id` from the server and shows it ([`ChatCtl::reload`]). With a split wasm (ADR
+/// 0030) reading a chat's JSON into messages is a part of its own, loaded when a chat is first
+/// opened.
+#[cfg_attr(wasm_split, leptos::lazy(restore))]
+async fn restore(ctl: ChatCtl, id: String) {
+    match crate::ui::api::load_chat(id).await {
+        Ok(snapshot) => ctl.apply_snapshot(snapshot),
+        Err(e) => ctl.show_error(format!("Cannot load this chat: {e}"), false),
+    }
+    ctl.loading.update(|n| *n = n.saturating_sub(1));
+}
+
 impl ChatCtl {
     /// Loads the current chat from the server (its messages, pending approvals, deadlines).
     pub(super) fn reload(self) {
         let id = self.chat_id.get_untracked();
         self.loading.update(|n| *n += 1);
-        spawn_local(async move {
-            match crate::ui::api::load_chat(id).await {
-                Ok(snapshot) => self.apply_snapshot(snapshot),
-                Err(e) => self.show_error(format!("Cannot load this chat: {e}"), false),
-            }
-            self.loading.update(|n| *n = n.saturating_sub(1));
-        });
+        spawn_local(restore(self, id));
     }
 
     pub(super) fn apply_snapshot(self, snapshot: ChatSnapshot) {

@@ -344,39 +344,7 @@ impl ChatCtl {
     /// by itself. One loop per chat shown, from its first snapshot (whose version it starts at,
     /// so nothing between the two is missed); it ends when another chat is opened.
     fn follow_decisions(self, chat: String) {
-        spawn_local(async move {
-            loop {
-                // Another chat is shown, or this page's sign-in ended: stop asking.
-                if self.followed.with_value(|f| *f != chat) || platform::is_signed_out() {
-                    return;
-                }
-                if self.mode.get_untracked() != Mode::Sse {
-                    platform::sleep(2_000).await;
-                    continue;
-                }
-                let known = self.news.get_value();
-                match super::inbox::chat_news(chat.clone(), Some(known)).await {
-                    Ok(version) if version != known => {
-                        if self.followed.with_value(|f| *f != chat) {
-                            return;
-                        }
-                        let idle = self.conversation.with_value(|c| c.active().is_none())
-                            && matches!(self.status.get_untracked(), Status::Ready);
-                        if !idle {
-                            // This page's own request is streaming: look again when it ends.
-                            platform::sleep(300).await;
-                            continue;
-                        }
-                        self.news.set_value(version);
-                        if self.messages.with_untracked(|m| state::awaits_decision(m)) {
-                            self.reload();
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(_) => platform::sleep(5_000).await,
-                }
-            }
-        });
+        spawn_local(wait_for_decisions(self, chat));
     }
 
     /// The messages as they are sent: Countersign's extensions added to the approvals they
@@ -428,6 +396,43 @@ impl ChatCtl {
             storage::remember(chats, &id, text, now);
             storage::save_chats(chats);
         });
+    }
+}
+
+/// The loop of [`ChatCtl::follow_decisions`]. With a split wasm (ADR 0030) its code is a part of
+/// its own, loaded when the first chat is shown.
+#[cfg_attr(wasm_split, leptos::lazy(chat_news))]
+async fn wait_for_decisions(ctl: ChatCtl, chat: String) {
+    loop {
+        // Another chat is shown, or this page's sign-in ended: stop asking.
+        if ctl.followed.with_value(|f| *f != chat) || platform::is_signed_out() {
+            return;
+        }
+        if ctl.mode.get_untracked() != Mode::Sse {
+            platform::sleep(2_000).await;
+            continue;
+        }
+        let known = ctl.news.get_value();
+        match super::inbox::chat_news(chat.clone(), Some(known)).await {
+            Ok(version) if version != known => {
+                if ctl.followed.with_value(|f| *f != chat) {
+                    return;
+                }
+                let idle = ctl.conversation.with_value(|c| c.active().is_none())
+                    && matches!(ctl.status.get_untracked(), Status::Ready);
+                if !idle {
+                    // This page's own request is streaming: look again when it ends.
+                    platform::sleep(300).await;
+                    continue;
+                }
+                ctl.news.set_value(version);
+                if ctl.messages.with_untracked(|m| state::awaits_decision(m)) {
+                    ctl.reload();
+                }
+            }
+            Ok(_) => {}
+            Err(_) => platform::sleep(5_000).await,
+        }
     }
 }
 

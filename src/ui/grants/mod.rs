@@ -42,6 +42,14 @@ pub async fn revoke_grant(id: String) -> Result<(), FnError> {
         .map_err(list::revoke_refusal)
 }
 
+/// Builds the grants panel into `host` (only the browser shows it). With a split wasm (ADR
+/// 0030) its code is a part of its own, loaded when the panel is first opened.
+#[cfg(feature = "hydrate")]
+#[cfg_attr(wasm_split, leptos::lazy(grants_panel))]
+pub async fn build_panel(host: web_sys::Element, on_close: Callback<()>) -> super::deferred::Built {
+    super::deferred::build_into(&host, move || view! { <GrantsPanel on_close/> })
+}
+
 /// The grants panel: every grant, the active ones first, each active one with Revoke. The list
 /// is one escaped HTML string ([`list_html`]) with its clicks handled where they bubble to (a
 /// view per row cost the bundle several KB; ADR 0022).

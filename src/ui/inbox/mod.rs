@@ -120,6 +120,13 @@ pub async fn confirm_with_passkey(
     super::platform::passkey_assert(&options).await
 }
 
+/// Hydrates the inbox page: with a split wasm its code is loaded on this page only (ADR 0030).
+#[cfg(feature = "hydrate")]
+#[cfg_attr(wasm_split, leptos::lazy(inbox_page))]
+pub async fn hydrate(focus: Option<String>) {
+    super::hydrate_in_frame(move || view! { <InboxPage focus/> });
+}
+
 /// The inbox page; `focus` is one approval's id (`/approvals/{id}`).
 #[component]
 pub fn InboxPage(focus: Option<String>) -> impl IntoView {

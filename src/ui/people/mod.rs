@@ -69,6 +69,13 @@ fn link_html(url: &str) -> String {
     )
 }
 
+/// Hydrates the people page: with a split wasm its code is loaded on this page only (ADR 0030).
+#[cfg(feature = "hydrate")]
+#[cfg_attr(wasm_split, leptos::lazy(people_page))]
+pub async fn hydrate() {
+    super::hydrate_in_frame(|| view! { <PeoplePage/> });
+}
+
 /// The people page: one block of HTML written on the server (and a notice or a link above it),
 /// its clicks and forms handled where they bubble to.
 #[component]

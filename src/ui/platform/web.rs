@@ -51,10 +51,14 @@ pub async fn read_picked(event: &leptos::ev::Event) -> Vec<Result<super::PickedF
     browser::files::read_picked(event).await
 }
 
+/// The Geolocation API; with a split wasm (ADR 0030) its code loads when first used.
+#[cfg_attr(wasm_split, leptos::lazy(geolocation))]
 pub async fn locate() -> Result<Value, String> {
     browser::geo::locate().await
 }
 
+/// Plays a BGM track; with a split wasm (ADR 0030) the player's code loads when first used.
+#[cfg_attr(wasm_split, leptos::lazy(music))]
 pub async fn bgm_play(track: u8) -> Result<(), String> {
     browser::audio::play(track).await
 }

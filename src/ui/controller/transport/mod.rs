@@ -11,6 +11,7 @@
 //! same messages whichever carries them. The controller picks the transport by [`Mode`] in one
 //! place ([`Transports::get`]) and otherwise only calls the trait.
 
+mod later;
 mod reconnect;
 mod sse;
 mod websocket;
@@ -76,7 +77,12 @@ impl Transports {
     pub(super) fn new() -> Self {
         Transports {
             sse: Rc::new(sse::SseTransport::default()),
-            websocket: Rc::new(websocket::WebSocketTransport::default()),
+            // Only BIDI needs the WebSocket: its code loads when first used.
+            websocket: Rc::new(later::Later::new(
+                || Box::pin(websocket::transport()),
+                websocket::FOLLOWS_WAITING_TURNS,
+                websocket::MAX_ATTACHMENT_BYTES,
+            )),
         }
     }
 

@@ -25,6 +25,21 @@ use crate::{
 /// The data chunk that announces pending approvals to other readers: logged, not folded.
 const PENDING_ANNOUNCEMENT: &str = "countersign-pending";
 
+/// A turn that waits for the person is followed live: the server's turn is alive and waiting.
+pub(super) const FOLLOWS_WAITING_TURNS: bool = true;
+
+/// A WebSocket message is capped at 1 MiB by default, and a `data:` URL is a third larger than
+/// the file.
+pub(super) const MAX_ATTACHMENT_BYTES: u64 = 700 * 1024;
+
+/// The WebSocket transport. With a split wasm (ADR 0030) its code is a part of its own, loaded
+/// when BIDI mode is first used.
+#[cfg_attr(wasm_split, leptos::lazy(websocket))]
+pub(super) async fn transport() -> Rc<dyn ChatTransport> {
+    let transport: Rc<dyn ChatTransport> = Rc::new(WebSocketTransport::default());
+    transport
+}
+
 /// A handle on the WebSocket transport's state (the socket's event handler holds a weak one).
 #[derive(Clone, Default)]
 pub(in crate::ui::controller) struct WebSocketTransport(Rc<SocketState>);
@@ -245,13 +260,11 @@ impl ChatTransport for WebSocketTransport {
     }
 
     fn follows_waiting_turns(&self) -> bool {
-        true
+        FOLLOWS_WAITING_TURNS
     }
 
-    /// A WebSocket message is capped at 1 MiB by default, and a `data:` URL is a third larger
-    /// than the file.
     fn max_attachment_bytes(&self) -> u64 {
-        700 * 1024
+        MAX_ATTACHMENT_BYTES
     }
 
     fn send_message(&self, ctl: ChatCtl, message: &UiMessage) {
