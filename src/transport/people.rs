@@ -80,22 +80,29 @@ pub fn signed_in() -> Result<Principal, FnError> {
     caller().ok_or_else(|| refuse(StatusCode::UNAUTHORIZED, "unauthorized", "sign in first"))
 }
 
-/// Waits for `wait` (a long poll) unless the caller's right to be signed in ends first — they
-/// are removed, or their sign-in is ended, here or on another instance — and then answers 401
-/// `signed_out` at once, as the next request would be answered: the page goes to the sign-in
-/// page without waiting out the poll, and no open request outlives the person's power.
-pub async fn unless_signed_out<T>(
+/// Waits for `wait` (a long poll) unless the caller is removed first — here, or on another
+/// instance — and then answers 401 `signed_out` at once, as the next request would be answered:
+/// no open request outlives a removed person's power, and their page goes to the sign-in page
+/// without waiting out the poll. A sign-out is the browser's own (`POST /signout`, which
+/// navigates away): its polls end with the page, and a poll it left open in another tab is
+/// refused at the next request, so that tab does not race the sign-out's own redirect.
+pub async fn unless_removed<T>(
     state: &AppState,
     wait: impl Future<Output = T>,
 ) -> Result<T, FnError> {
     let parts = request_parts()?;
     let hold = super::edge::hold(state, &super::edge::Client::from_parts(&parts));
+    let removed = async {
+        if hold.ended().await != crate::people::Ending::Removed {
+            std::future::pending::<()>().await;
+        }
+    };
     tokio::select! {
         biased;
-        why = hold.ended() => Err(refuse(
+        () = removed => Err(refuse(
             StatusCode::UNAUTHORIZED,
             "signed_out",
-            super::edge::SignedOut::from(why).message(),
+            super::edge::SignedOut::Removed.message(),
         )),
         value = wait => Ok(value),
     }

@@ -474,15 +474,6 @@ pub enum SignedOut {
     Invalid,
 }
 
-impl From<crate::people::Ending> for SignedOut {
-    fn from(ending: crate::people::Ending) -> Self {
-        match ending {
-            crate::people::Ending::Removed => SignedOut::Removed,
-            crate::people::Ending::SignedOut => SignedOut::Ended,
-        }
-    }
-}
-
 impl SignedOut {
     pub fn as_str(self) -> &'static str {
         match self {

@@ -42,7 +42,7 @@ pub async fn inbox_view(since: Option<u64>, focus: Option<String>) -> Result<Inb
     let version = match since {
         Some(known) => {
             let wait = inbox.changed_since(known, std::time::Duration::from_secs(LONG_POLL_SECS));
-            crate::transport::people::unless_signed_out(&state, wait).await?
+            crate::transport::people::unless_removed(&state, wait).await?
         }
         None => inbox.version(),
     };
@@ -100,7 +100,7 @@ pub async fn chat_news(chat_id: String, known: Option<u64>) -> Result<u64, FnErr
                 known,
                 std::time::Duration::from_secs(LONG_POLL_SECS),
             );
-            crate::transport::people::unless_signed_out(&state, wait).await?
+            crate::transport::people::unless_removed(&state, wait).await?
         }
         None => inbox.chat_version(&chat_id),
     })
