@@ -1180,3 +1180,114 @@ fn the_issues_attacks_are_refused() {
         }
     }
 }
+
+/// Cross-instance cases of #33 as sequences: what one instance did, the other — which may not
+/// have heard of it yet — must honour.
+#[test]
+fn what_one_instance_did_binds_the_other() {
+    let vendor = |amount: &'static str| Pay {
+        amount,
+        currency: "USD",
+        recipient: "Vendor",
+    };
+    let at = |instance: usize, late: bool, op: Op| Step { instance, late, op };
+    let approve = |who: usize, grant: Option<GrantScope>| Op::Approve {
+        who,
+        call: 0,
+        edit: None,
+        grant,
+    };
+    let cases: Vec<Vec<Step>> = vec![
+        // An approver removed on one instance, whose news is late, signs on the other; the
+        // second signature there does not make two.
+        vec![
+            at(
+                0,
+                false,
+                Op::Ask {
+                    chat: 0,
+                    pay: vendor("150"),
+                },
+            ),
+            at(1, false, approve(1, None)),
+            at(0, true, Op::Remove { who: 1 }),
+            at(1, true, approve(2, None)),
+            at(1, true, approve(1, None)),
+            at(0, false, approve(3, None)),
+        ],
+        // A grant made on one instance is revoked on the other before it heard of it; then
+        // neither spends it.
+        vec![
+            at(
+                0,
+                false,
+                Op::Ask {
+                    chat: 0,
+                    pay: vendor("20"),
+                },
+            ),
+            at(0, true, approve(0, Some(GrantScope::Budget))),
+            at(1, true, Op::Revoke { grant: 0 }),
+            at(
+                0,
+                true,
+                Op::Ask {
+                    chat: 0,
+                    pay: vendor("20"),
+                },
+            ),
+            at(
+                1,
+                false,
+                Op::Ask {
+                    chat: 1,
+                    pay: vendor("20"),
+                },
+            ),
+        ],
+        // A role change on an instance that has not heard of a removal does not bring the
+        // removed person back.
+        vec![
+            at(
+                0,
+                false,
+                Op::Ask {
+                    chat: 0,
+                    pay: vendor("150"),
+                },
+            ),
+            at(0, true, Op::Remove { who: 1 }),
+            at(
+                1,
+                true,
+                Op::Roles {
+                    who: 1,
+                    approver: true,
+                },
+            ),
+            at(1, false, approve(1, None)),
+            at(0, false, approve(2, None)),
+            at(1, false, approve(1, None)),
+        ],
+        // A call asked on one instance, answered on the other, which restarts in between.
+        vec![
+            at(
+                0,
+                false,
+                Op::Ask {
+                    chat: 1,
+                    pay: vendor("150"),
+                },
+            ),
+            at(1, false, approve(2, None)),
+            at(1, false, Op::Restart),
+            at(0, false, Op::Restart),
+            at(1, false, approve(3, None)),
+        ],
+    ];
+    for steps in cases {
+        if let Err(e) = runtime().block_on(run_on(2, steps.clone())) {
+            panic!("{steps:?}: {e}");
+        }
+    }
+}

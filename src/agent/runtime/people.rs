@@ -58,6 +58,7 @@ impl Runtime {
         event.reason = Some(format!("{} removed {}", by.name(), removed.name));
         self.audit_people(event).await;
         let why = format!("{} was removed", removed.name);
+        self.read_grants_again().await;
         let theirs: Vec<String> = self
             .policy()
             .grants()

@@ -668,6 +668,8 @@ impl Runtime {
         id: &str,
         by: &str,
     ) -> Result<crate::protocol::grant::Grant, GrantChange> {
+        // Another instance may have made or revoked it since this one last heard (#33).
+        self.read_grants_again().await;
         let theirs = self
             .policy()
             .grants()
@@ -679,6 +681,15 @@ impl Runtime {
             ));
         }
         self.revoke_and_record(id, None, None).await
+    }
+
+    /// On a database other instances share: the grants as the store has them now, whatever
+    /// news of theirs is late (a grant made there is revocable here at once, and one revoked
+    /// there is not revoked twice). Alone on its store, this instance's book is the store's.
+    pub(super) async fn read_grants_again(&self) {
+        if self.store.shared() {
+            self.policy().reload_grants().await;
+        }
     }
 
     /// Revokes grant `id` now, and keeps and audits the revocation (`actor`: who did it; `why`:

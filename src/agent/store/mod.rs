@@ -361,7 +361,9 @@ pub trait PeopleStore: Send + Sync + 'static {
     /// Everyone, revoked people included.
     async fn people(&self) -> Result<Vec<Person>, StoreError>;
 
-    /// Inserts or updates a person (name, roles, revocation).
+    /// Inserts or updates a person (name, roles, revocation). A revocation is final: a person
+    /// saved without one stays revoked if they were (an instance's copy made before it heard of
+    /// the removal never brings them back, #33).
     async fn save_person(&self, person: &Person) -> Result<(), StoreError>;
 
     async fn passkeys(&self) -> Result<Vec<StoredPasskey>, StoreError>;
@@ -800,9 +802,19 @@ impl PeopleStore for MemoryStore {
     }
 
     async fn save_person(&self, person: &Person) -> Result<(), StoreError> {
-        lock(&self.people)
+        let mut people = lock(&self.people);
+        let revoked_ms = people
             .people
-            .insert(person.id.clone(), person.clone());
+            .get(&person.id)
+            .and_then(|p| p.revoked_ms)
+            .or(person.revoked_ms);
+        people.people.insert(
+            person.id.clone(),
+            Person {
+                revoked_ms,
+                ..person.clone()
+            },
+        );
         Ok(())
     }
 

@@ -472,7 +472,16 @@ pub(crate) async fn people_contract(store: &dyn PeopleStore) {
     revoked.revoked_ms = Some(70);
     revoked.roles.remove("admin");
     store.save_person(&revoked).await.unwrap();
-    assert_eq!(store.people().await.unwrap(), vec![revoked]);
+    assert_eq!(store.people().await.unwrap(), vec![revoked.clone()]);
+    // A copy from before the removal (another instance's, given a role) does not bring her
+    // back: the roles change, the removal stays.
+    let mut stale = ana.clone();
+    stale.roles = ["approver".to_string()].into();
+    store.save_person(&stale).await.unwrap();
+    let kept = store.people().await.unwrap();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].revoked_ms, Some(70), "{kept:?}");
+    assert_eq!(kept[0].roles, stale.roles);
     store
         .save_invite(&invite("d-s2", InviteKind::Setup, 1_000))
         .await

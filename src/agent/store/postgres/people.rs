@@ -313,7 +313,7 @@ async fn insert_person(
         "INSERT INTO people (id, name, roles, created_ms, invited_by, revoked_ms)
          VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, roles = EXCLUDED.roles,
-             revoked_ms = EXCLUDED.revoked_ms",
+             revoked_ms = COALESCE(people.revoked_ms, EXCLUDED.revoked_ms)",
         &[
             &person.id,
             &person.name,

@@ -100,7 +100,7 @@ fn insert_person(conn: &rusqlite::Connection, person: &Person) -> Result<(), Sto
         "INSERT INTO people (id, name, roles, created_ms, invited_by, revoked_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT (id) DO UPDATE SET name = excluded.name, roles = excluded.roles,
-             revoked_ms = excluded.revoked_ms",
+             revoked_ms = coalesce(people.revoked_ms, excluded.revoked_ms)",
         params![
             person.id,
             person.name,
