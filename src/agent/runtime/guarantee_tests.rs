@@ -307,6 +307,9 @@ struct Grant {
     used: i64,
     expires: i64,
     revoked: bool,
+    /// The instances that know of it: the one it was made on, the others once its news reached
+    /// them or they restarted. Until then a call there does not use it: it asks the person.
+    known_at: BTreeSet<usize>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -321,18 +324,28 @@ struct World {
     /// Some news between instances was late: a record may still list a signature that no
     /// longer counts (it is dropped when the call is next answered, and never counts).
     news_was_late: bool,
+    /// The person last removed or given other roles ([`CHANGED`]).
+    changed: &'static str,
+    /// The instance the step is sent to.
+    instance: usize,
 }
 
 impl World {
     fn new() -> Self {
         let mut world = World {
             now: T0,
+            changed: PEOPLE[1],
             ..World::default()
         };
         for (i, name) in PEOPLE.iter().enumerate() {
             world.people.insert(name, (true, (1..=3).contains(&i)));
         }
         world
+    }
+
+    /// The person an approval or denial names: one of [`PEOPLE`], or [`CHANGED`].
+    fn person(&self, who: usize) -> &'static str {
+        PEOPLE.get(who).copied().unwrap_or(self.changed)
     }
 
     fn active(&self, who: &str) -> bool {
@@ -383,6 +396,7 @@ impl World {
             .iter()
             .enumerate()
             .filter(|(_, g)| !g.revoked && self.now < g.expires)
+            .filter(|(_, g)| g.known_at.contains(&self.instance))
             .filter(|(_, g)| match g.scope {
                 GrantScope::Call => g.chat == chat && g.args == *args,
                 _ => g.used + cents <= g.max,
@@ -525,6 +539,7 @@ impl World {
                 },
                 expires: self.now + GRANT_SECONDS * 1000,
                 revoked: false,
+                known_at: [self.instance].into(),
             });
         }
         if needs == Needs::Requester {
@@ -713,12 +728,30 @@ struct Step {
     op: Op,
 }
 
+/// Who an approval or denial names when it is [`World::changed`]: the person last removed or
+/// given other roles, so that what an instance that has not heard of it yet does with their
+/// answer is tried often.
+const CHANGED: usize = PEOPLE.len();
+
 fn steps() -> impl Strategy<Value = Step> {
-    (0..2usize, proptest::bool::weighted(0.25), ops()).prop_map(|(instance, late, op)| Step {
-        instance,
-        late,
-        op,
-    })
+    let changed = proptest::bool::weighted(0.3);
+    (0..2usize, proptest::bool::weighted(0.4), ops(), changed).prop_map(
+        |(instance, late, op, changed)| {
+            let op = match op {
+                Op::Approve {
+                    call, edit, grant, ..
+                } if changed => Op::Approve {
+                    who: CHANGED,
+                    call,
+                    edit,
+                    grant,
+                },
+                Op::Deny { call, .. } if changed => Op::Deny { who: CHANGED, call },
+                op => op,
+            };
+            Step { instance, late, op }
+        },
+    )
 }
 
 /// Runs `steps`, each sent to the instance it names, against `instances` runtimes sharing one
@@ -730,6 +763,7 @@ async fn run_on(instances: usize, steps: Vec<Step>) -> Result<(), TestCaseError>
     for (step, Step { instance, late, op }) in steps.into_iter().enumerate() {
         let at = format!("step {step}: {op:?} at instance {instance}");
         world.now = cluster.now();
+        world.instance = instance;
         if late {
             cluster.hold_news();
             world.news_was_late = true;
@@ -780,7 +814,7 @@ async fn run_on(instances: usize, steps: Vec<Step>) -> Result<(), TestCaseError>
                 let Some(index) = pick(&world, call) else {
                     continue;
                 };
-                let who = PEOPLE[who];
+                let who = world.person(who);
                 let c = world.calls[index].clone();
                 let Some(approval) = c.approval.clone() else {
                     continue;
@@ -826,7 +860,7 @@ async fn run_on(instances: usize, steps: Vec<Step>) -> Result<(), TestCaseError>
                 let Some(approval) = c.approval.clone() else {
                     continue;
                 };
-                let who = PEOPLE[who];
+                let who = world.person(who);
                 let want = world.deny(index, who);
                 let got = sys
                     .rt
@@ -916,6 +950,7 @@ async fn run_on(instances: usize, steps: Vec<Step>) -> Result<(), TestCaseError>
                 if let Some(entry) = world.people.get_mut(who) {
                     entry.0 = false;
                 }
+                world.changed = who;
                 world.drop_signatures();
                 cluster.settle().await;
             }
@@ -940,6 +975,7 @@ async fn run_on(instances: usize, steps: Vec<Step>) -> Result<(), TestCaseError>
                 if let Some(entry) = world.people.get_mut(who) {
                     entry.1 = approver;
                 }
+                world.changed = who;
                 world.drop_signatures();
                 cluster.settle().await;
             }
@@ -952,10 +988,19 @@ async fn run_on(instances: usize, steps: Vec<Step>) -> Result<(), TestCaseError>
                     }
                 }
             }
-            Op::Restart => cluster.restart(instance, &world).await,
+            Op::Restart => {
+                cluster.restart(instance, &world).await;
+                // It read every grant from the store.
+                for grant in &mut world.grants {
+                    grant.known_at.insert(instance);
+                }
+            }
         }
         if !late {
             cluster.deliver_news().await;
+            for grant in &mut world.grants {
+                grant.known_at.extend(0..instances);
+            }
         }
         world.now = cluster.now();
         check(&cluster, &world, &at).await?;
