@@ -63,8 +63,11 @@ struct Database {
     /// Makes instance ids.
     started: AtomicU64,
     /// News held back ([`SharedMemory::hold_news`]): where each goes, in the order it was sent.
-    held: Mutex<Option<Vec<(broadcast::Sender<StoreNews>, StoreNews)>>>,
+    held: Mutex<Option<Vec<HeldNews>>>,
 }
+
+/// News held back, and the instance it goes to.
+type HeldNews = (broadcast::Sender<StoreNews>, StoreNews);
 
 #[derive(Debug, Default, Clone)]
 struct Row {
