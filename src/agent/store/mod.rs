@@ -22,6 +22,7 @@ pub mod audit;
 pub(crate) mod encode;
 pub mod postgres;
 pub mod reservations;
+#[cfg(test)]
 pub mod shared;
 pub mod sqlite;
 
