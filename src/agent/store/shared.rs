@@ -33,7 +33,7 @@ use tokio::sync::broadcast;
 use super::{
     AuditEvent, AuditQuery, AuditRecord, Checkpoint, Claim, MemoryStore, PeopleStore, PolicyStore,
     Reserved, SessionStore, SignIn, SignInStore, Spent, StoreError, StoreNews, StoredFile,
-    StoredSession, ToolListStore, Unused, append_chained, lock, log_of_turn,
+    StoredSession, ToolListStore, Unused, lock, log_of_turn, memory::append_chained,
 };
 use crate::{
     agent::{
