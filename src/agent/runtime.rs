@@ -21,6 +21,7 @@
 //! the transports (start a turn, submit person input, interrupt) and how a turn gets its task;
 //! `lifecycle` how sessions come and go from memory (revive, park deadlines, release, evict).
 
+mod grants;
 #[cfg(test)]
 mod guarantee_tests;
 mod lifecycle;
@@ -28,8 +29,8 @@ mod news;
 mod people;
 mod turns;
 
+pub use grants::GrantChange;
 pub(crate) use people::dropped_events;
-pub use turns::GrantChange;
 
 use std::{
     collections::HashMap,

@@ -114,17 +114,6 @@ fn asked_again(message: &UiMessage) -> Option<&str> {
         .as_str()
 }
 
-/// Why a grant could not be changed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum GrantChange {
-    #[error(transparent)]
-    Refused(#[from] crate::agent::policy::GrantError),
-    #[error(
-        "the grant is revoked, but the revocation could not be written yet: it holds until the server restarts, and is written again with the next change"
-    )]
-    NotRecorded,
-}
-
 /// Whether `owner` may start a turn in the chat of `record`: theirs, or one nobody used yet.
 fn may_start(record: &SessionRecord, owner: &str) -> bool {
     record.is_untouched() || record.owner() == owner
@@ -656,81 +645,6 @@ impl Runtime {
         self.inbox.sync(&snapshot);
         self.wake(&session);
         Ok(applied.receipt)
-    }
-
-    /// Revokes the person's grant `id`: from now on it lets nothing run. The revocation is kept
-    /// and audited; when it cannot be written it still holds until the server stops, and the
-    /// error says so.
-    ///
-    /// Only its grantor (`by`) may revoke it; someone else's grant is "not known" to them.
-    pub async fn revoke_grant(
-        &self,
-        id: &str,
-        by: &str,
-    ) -> Result<crate::protocol::grant::Grant, GrantChange> {
-        // Another instance may have made or revoked it since this one last heard (#33).
-        self.read_grants_again().await;
-        let theirs = self
-            .policy()
-            .grants()
-            .iter()
-            .any(|g| g.id == id && g.owner() == by);
-        if !theirs {
-            return Err(GrantChange::Refused(
-                crate::agent::policy::GrantError::Unknown(id.to_owned()),
-            ));
-        }
-        self.revoke_and_record(id, None, None).await
-    }
-
-    /// On a database other instances share: the grants as the store has them now, whatever
-    /// news of theirs is late (a grant made there is revocable here at once, and one revoked
-    /// there is not revoked twice). Alone on its store, this instance's book is the store's.
-    pub(super) async fn read_grants_again(&self) {
-        if self.store.shared() {
-            self.policy().reload_grants().await;
-        }
-    }
-
-    /// Revokes grant `id` now, and keeps and audits the revocation (`actor`: who did it; `why`:
-    /// said after the grant's label). When it cannot be written it still holds until the server
-    /// stops, and the error says so.
-    pub(super) async fn revoke_and_record(
-        &self,
-        id: &str,
-        actor: Option<&Actor>,
-        why: Option<&str>,
-    ) -> Result<crate::protocol::grant::Grant, GrantChange> {
-        let now = self.clock.now_ms();
-        let grant = self.policy().revoke_grant(id, now)?;
-        let mut event = crate::agent::store::audit::event(
-            crate::agent::store::AuditKind::Revoked,
-            now,
-            &grant.granted_in,
-            "",
-            "",
-            &grant.tool,
-            grant.args.as_ref().unwrap_or(&serde_json::Value::Null),
-        );
-        event.approval_id = Some(grant.approval_id.clone());
-        event.grant = Some(grant.id.clone());
-        event.reason = Some(match why {
-            Some(why) => format!("{} — {why}", grant.label),
-            None => grant.label.clone(),
-        });
-        event.actor = actor.cloned();
-        let written = match self.policy().save_grant(&grant).await {
-            Ok(()) => self.policy().audit(&[event]).await,
-            Err(e) => Err(e),
-        };
-        if let Err(e) = written {
-            tracing::error!(grant = %id, error = &e as &dyn std::error::Error, "a revoked grant could not be written");
-            // It stays revoked here, and is written with the next grant that changes.
-            self.policy().mark_grant_changed(id);
-            return Err(GrantChange::NotRecorded);
-        }
-        tracing::info!(grant = %id, "grant revoked");
-        Ok(grant)
     }
 
     /// [`Runtime::submit_as`] for a caller the audit log knows only as the API.
