@@ -156,7 +156,7 @@ pub struct AgentSettings {
     pub weather: WeatherSetting,
     /// The real model provider (Gemini, OpenAI-compatible) chosen from `GEMINI_API_KEY`,
     /// `OPENAI_BASE_URL`, `COUNTERSIGN_MODEL` …; `None` means the offline demo model.
-    pub provider: Option<crate::agent::providers::ProviderConfig>,
+    pub provider: Option<crate::models::providers::ProviderConfig>,
     /// `COUNTERSIGN_MODEL=replay:<file.jsonl>`: play a chunk log back as the model.
     pub replay: Option<PathBuf>,
     /// `COUNTERSIGN_CHUNK_LOG=<dir>`: record every session's chunks as JSONL there.
@@ -166,7 +166,7 @@ pub struct AgentSettings {
     pub store: StoreSetting,
     /// The Gemini Live model BIDI turns use (`GEMINI_API_KEY` + `COUNTERSIGN_LIVE_MODEL` …);
     /// `None`: BIDI turns use the same model as SSE turns.
-    pub live: Option<crate::agent::providers::GeminiLiveConfig>,
+    pub live: Option<crate::models::providers::GeminiLiveConfig>,
     /// `COUNTERSIGN_MCP_CONFIG=<file>`: the MCP servers whose tools the agent may call, under
     /// the same gate (`mcpServers` shape, see `agent::mcp::config`).
     pub mcp: Option<crate::agent::mcp::config::McpConfig>,
@@ -447,7 +447,7 @@ fn agent_settings(env: &impl Fn(&str) -> Option<String>) -> Result<AgentSettings
     let provider = if replay.is_some() {
         None
     } else {
-        crate::agent::providers::select(|k| env(k)).map_err(|e| ConfigError::Invalid {
+        crate::models::providers::select(|k| env(k)).map_err(|e| ConfigError::Invalid {
             origin: "the model settings".to_string(),
             key: "COUNTERSIGN_MODEL",
             value: env("COUNTERSIGN_MODEL").unwrap_or_default(),
@@ -483,7 +483,7 @@ fn agent_settings(env: &impl Fn(&str) -> Option<String>) -> Result<AgentSettings
     let live = if replay.is_some() {
         None
     } else {
-        crate::agent::providers::select_live(|k| env(k)).map_err(|e| ConfigError::Invalid {
+        crate::models::providers::select_live(|k| env(k)).map_err(|e| ConfigError::Invalid {
             origin: "the Gemini Live settings".to_string(),
             key: "COUNTERSIGN_LIVE_MODEL",
             value: env("COUNTERSIGN_LIVE_MODEL").unwrap_or_default(),

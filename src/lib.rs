@@ -14,14 +14,14 @@
 /// Shared by the server and the browser; depends on nothing else of ours.
 pub mod protocol;
 
-/// The agent runtime: models, tools, the approval gate, sessions and the turn loop.
+/// The agent runtime: people, tools, the approval gate, sessions and the turn loop.
 #[cfg(feature = "ssr")]
 pub mod agent;
 
-/// People: who is signed in (passkeys, the API key, or the one local person), their roles, and
-/// the WebAuthn ceremonies that prove it.
+/// The models behind the agent's one `Model` trait: the offline demo, replays of recorded chats,
+/// and the providers (Gemini, Gemini Live, OpenAI-compatible).
 #[cfg(feature = "ssr")]
-pub mod people;
+pub mod models;
 
 /// The HTTP and WebSocket transports: thin layers between the wire and the runtime.
 #[cfg(feature = "ssr")]

@@ -5,11 +5,11 @@ use std::{net::SocketAddr, sync::Arc};
 use axum::extract::FromRef;
 use leptos::config::LeptosOptions;
 
+use crate::models::demo::DemoModel;
 use crate::{
     agent::{
         Runtime, RuntimeSettings, TextTiming,
         clock::{RandomIds, SystemClock},
-        demo::DemoModel,
         mcp::{McpHub, McpTimeouts},
         policy::{Policy, ToolFacts},
         store::{
@@ -158,7 +158,7 @@ impl AppState {
     /// runtime); prints the one-time set-up link while nobody can manage people. Nothing to do in
     /// the other modes.
     pub async fn start_people(&self, addr: SocketAddr) -> Result<Option<String>, StartupError> {
-        use crate::people::{Passkeys, People, SignInMode};
+        use crate::agent::people::{Passkeys, People, SignInMode};
         let _ = self.edge.public_url.set(self.public_url(addr));
         if self.edge.mode != SignInMode::Passkeys {
             self.runtime
@@ -191,9 +191,9 @@ pub const MCP_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_s
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
     #[error("model provider: {0}")]
-    Model(#[from] crate::agent::providers::ProviderConfigError),
+    Model(#[from] crate::models::providers::ProviderConfigError),
     #[error("replay model: {0}")]
-    Replay(#[from] crate::agent::replay::ReplayError),
+    Replay(#[from] crate::models::replay::ReplayError),
     #[error("chunk log: {0}")]
     ChunkLog(#[from] crate::agent::chunk_log::ChunkLogError),
     /// Says what underlies the store's failure too (it is printed, not logged, at start).
@@ -252,7 +252,7 @@ pub fn build_runtime(
 ) -> Result<Arc<Runtime>, StartupError> {
     let tools = ToolRegistry::standard(&tool_settings(agent));
     let model: Arc<dyn crate::agent::model::Model> = match (&agent.replay, &agent.provider) {
-        (Some(path), _) => Arc::new(crate::agent::replay::ReplayModel::from_file(path)?),
+        (Some(path), _) => Arc::new(crate::models::replay::ReplayModel::from_file(path)?),
         (None, Some(provider)) => provider.clone().build()?,
         (None, None) => Arc::new(DemoModel::new(agent.demo_delay)),
     };
@@ -265,7 +265,7 @@ pub fn build_runtime(
         runtime_settings(agent),
     );
     if let Some(live) = &agent.live {
-        let model = crate::agent::providers::GeminiLiveModel::new(live.clone())?;
+        let model = crate::models::providers::GeminiLiveModel::new(live.clone())?;
         runtime.set_live_model(Arc::new(model));
     }
     if let Some(dir) = &agent.chunk_log {

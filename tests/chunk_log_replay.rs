@@ -4,14 +4,14 @@
 
 use std::{sync::Arc, time::Duration};
 
+use countersign::models::demo::DemoModel;
+use countersign::models::replay::ReplayModel;
 use countersign::{
     agent::{
         ApprovalDecision, PersonInput, Runtime, RuntimeSettings, TurnEntry, UserTurn,
         chunk_log::ChunkLog,
         clock::{SequentialIds, TokioClock},
-        demo::DemoModel,
         model::Model,
-        replay::ReplayModel,
         session::TurnLog,
         store::MemoryStore,
         tools::{ToolRegistry, ToolSettings, WeatherSource},

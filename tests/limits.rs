@@ -311,10 +311,10 @@ async fn instance(
     use countersign::agent::{
         Runtime, RuntimeSettings,
         clock::{RandomIds, SystemClock},
-        demo::DemoModel,
         policy::{Policy, ToolFacts},
         tools::{ToolRegistry, ToolSettings, WeatherSource},
     };
+    use countersign::models::demo::DemoModel;
     use std::sync::Arc;
     let tools = ToolRegistry::standard(&ToolSettings {
         weather: WeatherSource::Offline,

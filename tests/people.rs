@@ -235,7 +235,7 @@ async fn a_large_payment_needs_two_approvers_who_are_not_the_requester_each_with
             .unwrap(),
     )
     .unwrap();
-    let binding = countersign::people::passkeys::Binding {
+    let binding = countersign::agent::people::passkeys::Binding {
         person: ben.id.clone(),
         chat: chat.into(),
         approval_id: approval.clone(),
@@ -246,7 +246,7 @@ async fn a_large_payment_needs_two_approvers_who_are_not_the_requester_each_with
         .unwrap();
     assert_eq!(
         client["challenge"].as_str().unwrap(),
-        URL_SAFE_NO_PAD.encode(countersign::people::passkeys::step_up_challenge(
+        URL_SAFE_NO_PAD.encode(countersign::agent::people::passkeys::step_up_challenge(
             &binding, &nonce
         )),
         "the signed challenge is made of the approval and the arguments"

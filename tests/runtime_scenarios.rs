@@ -7,12 +7,12 @@
 
 use std::{sync::Arc, time::Duration};
 
+use countersign::models::demo::DemoModel;
 use countersign::{
     agent::{
         ApprovalDecision, BrowserResult, InputError, PersonInput, Runtime, RuntimeSettings,
         TextTiming, TurnEntry, TurnError, UserTurn,
         clock::{SequentialIds, TokioClock},
-        demo::DemoModel,
         history::{HistoryItem, Outcome, is_well_formed},
         session::{SessionRecord, TurnLog, TurnStatus},
         store::{AuditEvent, AuditKind, AuditQuery, AuditRecord, StoredSession},

@@ -9,11 +9,11 @@ use std::{
     time::Duration,
 };
 
+use countersign::models::demo::DemoModel;
 use countersign::{
     agent::{
         Runtime, RuntimeSettings, Transport, UserTurn,
         clock::{SequentialIds, SystemClock},
-        demo::DemoModel,
         history::{CONTEXT_MARKER, CONTEXT_NOTE, ContextRole, HistoryItem, context_items},
         model::{Model, ModelRequest, ModelStream},
         store::{AuditQuery, sqlite::SqliteStore},

@@ -210,10 +210,10 @@ mod tests {
     use crate::agent::{
         RuntimeSettings,
         clock::{SequentialIds, SystemClock},
-        demo::DemoModel,
         store::MemoryStore,
         tools::ToolRegistry,
     };
+    use crate::models::demo::DemoModel;
 
     fn runtime(limit: usize) -> Arc<Runtime> {
         Runtime::new(

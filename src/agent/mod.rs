@@ -4,24 +4,25 @@
 //! Read in this order: [`model`] (what a model is) → [`history`] (what it sees) → [`tools`] (what
 //! it can call) → [`gate`] (who must countersign) → [`session`] (where state lives) → [`store`]
 //! (where it is kept, with the audit log) → [`runtime`] (live sessions and their lifecycle) →
-//! [`turn`] (the turn loop) → [`demo`] (the offline model).
+//! [`turn`] (the turn loop). The models it drives are in `crate::models`.
 
 pub mod attachments;
 pub mod audit;
 pub mod canonical;
 pub mod chunk_log;
 pub mod clock;
-pub mod demo;
+
 pub mod followers;
 pub mod gate;
 pub mod history;
 pub mod inbox;
 pub mod mcp;
 pub mod model;
+pub mod people;
 pub mod policy;
-pub mod providers;
+
 pub mod questions;
-pub mod replay;
+
 pub mod runtime;
 pub mod turn;
 /// Tool-argument validation lives in `protocol` (the browser checks edits with it too).

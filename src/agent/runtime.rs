@@ -172,7 +172,7 @@ pub struct Runtime {
     /// The policy (rules, grants, running totals); each tool's own setting until one is set.
     policy: std::sync::OnceLock<Arc<Policy>>,
     /// The people who sign in, their roles and passkeys; the one local person until set.
-    people: std::sync::OnceLock<Arc<crate::people::People>>,
+    people: std::sync::OnceLock<Arc<crate::agent::people::People>>,
     live: Mutex<HashMap<String, Arc<Session>>>,
     /// When parked turns must wake up to expire what they wait for.
     deadlines: Arc<Deadlines>,
@@ -247,17 +247,17 @@ impl Runtime {
     }
 
     /// Signs people in with `people` (set once, at start-up, before the first request).
-    pub fn set_people(&self, people: Arc<crate::people::People>) {
+    pub fn set_people(&self, people: Arc<crate::agent::people::People>) {
         if self.people.set(people).is_err() {
             tracing::error!("the people directory was set twice; the first stays");
         }
     }
 
     /// The people directory.
-    pub fn people(&self) -> &Arc<crate::people::People> {
+    pub fn people(&self) -> &Arc<crate::agent::people::People> {
         self.people.get_or_init(|| {
-            Arc::new(crate::people::People::local(
-                crate::people::SignInMode::Open,
+            Arc::new(crate::agent::people::People::local(
+                crate::agent::people::SignInMode::Open,
             ))
         })
     }

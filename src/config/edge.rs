@@ -70,7 +70,7 @@ pub struct EdgeSettings {
     pub cors_credentials: bool,
     /// `COUNTERSIGN_SIGN_IN`: `open` (one local person, no sign-in; the default without an API
     /// key), `key` (the API key; the default with one) or `passkeys` (people, ADR 0024).
-    pub sign_in: crate::people::SignInMode,
+    pub sign_in: crate::agent::people::SignInMode,
     /// `COUNTERSIGN_PUBLIC_URL`: the origin people's browsers use (`https://chat.example`);
     /// passkeys are made for its host, and links point to it. Default
     /// `http://localhost:<port>`.
@@ -101,7 +101,7 @@ impl Default for EdgeSettings {
             body_min_rate: 4096,
             write_timeout: Duration::from_secs(30),
             cors_credentials: false,
-            sign_in: crate::people::SignInMode::Open,
+            sign_in: crate::agent::people::SignInMode::Open,
             public_url: None,
         }
     }
@@ -245,9 +245,9 @@ pub(super) fn edge_settings(
         .map(|v| v.trim().to_ascii_lowercase())
         .as_deref()
     {
-        None | Some("") if api_key.is_some() => crate::people::SignInMode::Key,
-        None | Some("") | Some("open") => crate::people::SignInMode::Open,
-        Some("key") if api_key.is_some() => crate::people::SignInMode::Key,
+        None | Some("") if api_key.is_some() => crate::agent::people::SignInMode::Key,
+        None | Some("") | Some("open") => crate::agent::people::SignInMode::Open,
+        Some("key") if api_key.is_some() => crate::agent::people::SignInMode::Key,
         Some("key") => {
             return Err(invalid(
                 "COUNTERSIGN_SIGN_IN",
@@ -255,7 +255,7 @@ pub(super) fn edge_settings(
                 "needs COUNTERSIGN_API_KEY (at least 16 characters)",
             ));
         }
-        Some("passkeys") | Some("passkey") => crate::people::SignInMode::Passkeys,
+        Some("passkeys") | Some("passkey") => crate::agent::people::SignInMode::Passkeys,
         Some(other) => {
             return Err(invalid(
                 "COUNTERSIGN_SIGN_IN",
@@ -264,7 +264,7 @@ pub(super) fn edge_settings(
             ));
         }
     };
-    if sign_in == crate::people::SignInMode::Open && api_key.is_some() {
+    if sign_in == crate::agent::people::SignInMode::Open && api_key.is_some() {
         return Err(invalid(
             "COUNTERSIGN_SIGN_IN",
             "open",

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::error::ApiError;
-use crate::{agent::session::Session, people::Principal, state::AppState};
+use crate::{agent::people::Principal, agent::session::Session, state::AppState};
 
 /// The chat `chat_id` if it exists and is `principal`'s (`None`: it does not exist yet, and a
 /// turn started in it makes it theirs); another's is refused.
@@ -26,7 +26,10 @@ pub async fn own_chat(
 
 /// The principal id an actor of the audit log stands for.
 pub fn principal_id(actor: &crate::agent::store::Actor) -> &str {
-    actor.person.as_deref().unwrap_or(crate::people::LOCAL)
+    actor
+        .person
+        .as_deref()
+        .unwrap_or(crate::agent::people::LOCAL)
 }
 
 /// [`own_chat`] for a principal.

@@ -21,8 +21,8 @@ use serde::Deserialize;
 
 use super::{edge::Client, error::ApiError};
 use crate::{
+    agent::people::Principal,
     agent::store::{AuditKind, AuditQuery, AuditRecord},
-    people::Principal,
     state::AppState,
 };
 
@@ -118,7 +118,7 @@ async fn list(
 /// their own answers; admins and the operator read everything.
 pub fn visible_to(principal: &Principal) -> Option<String> {
     match principal {
-        Principal::Person { id, roles, .. } if !roles.contains(crate::people::ADMIN) => {
+        Principal::Person { id, roles, .. } if !roles.contains(crate::agent::people::ADMIN) => {
             Some(id.clone())
         }
         _ => None,

@@ -61,11 +61,11 @@ mod tests {
     use serde_json::{Value, json};
     use tower::ServiceExt;
 
+    use crate::models::demo::DemoModel;
     use crate::{
         agent::{
             Runtime, RuntimeSettings,
             clock::{SequentialIds, SystemClock},
-            demo::DemoModel,
             store::MemoryStore,
             tools::ToolRegistry,
         },

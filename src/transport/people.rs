@@ -23,7 +23,9 @@ use super::{
     html::{self, escape},
 };
 use crate::{
-    people::{InviteKind, PeopleError, Person, Principal, passkeys::Registered, person_name},
+    agent::people::{
+        InviteKind, PeopleError, Person, Principal, passkeys::Registered, person_name,
+    },
     state::AppState,
     ui::FnError,
 };
@@ -93,7 +95,7 @@ pub async fn unless_removed<T>(
     let parts = request_parts()?;
     let hold = super::edge::hold(state, &super::edge::Client::from_parts(&parts));
     let removed = async {
-        if hold.ended().await != crate::people::Ending::Removed {
+        if hold.ended().await != crate::agent::people::Ending::Removed {
             std::future::pending::<()>().await;
         }
     };
@@ -200,8 +202,8 @@ pub async fn passkey_register_finish(credential: Value) -> Result<String, FnErro
             .get(..10)
             .unwrap_or("today")
     );
-    let stored =
-        crate::people::passkeys::stored(&passkey, &person, label, now).map_err(people_refusal)?;
+    let stored = crate::agent::people::passkeys::stored(&passkey, &person, label, now)
+        .map_err(people_refusal)?;
     let new_person = Person {
         id: person.clone(),
         name,

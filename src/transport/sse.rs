@@ -31,8 +31,8 @@ use super::{
     segment::{self, PauseMetadata, Piece, Segment},
 };
 use crate::{
+    agent::people::Hold,
     agent::{TextTiming, Transport},
-    people::Hold,
     protocol::{
         ChatRequest, Dialect, SeedTransport,
         sse::{DONE_FRAME, KEEP_ALIVE_FRAME, UI_MESSAGE_STREAM_HEADERS},

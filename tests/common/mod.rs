@@ -10,11 +10,11 @@ pub mod stream;
 
 use std::{sync::Arc, time::Duration};
 
+use countersign::models::demo::DemoModel;
 use countersign::{
     agent::{
         Runtime, RuntimeSettings, TextTiming,
         clock::{SequentialIds, SystemClock},
-        demo::DemoModel,
         model::Model,
         store::MemoryStore,
         tools::{ToolRegistry, ToolSettings, WeatherSource},

@@ -28,12 +28,12 @@ use super::{
     export::{EXPORT, RECEIPT},
 };
 use crate::{
+    agent::people::passkeys::{Binding, step_up_challenge},
     agent::{
         policy::{CallFacts, CedarRules, Requester, RuleVerdict, ToolFacts},
         store::audit::{digest as args_digest, sha256_hex},
         tools::{ToolRegistry, ToolSettings},
     },
-    people::passkeys::{Binding, step_up_challenge},
     protocol::{
         audit::{AuditEvent, AuditKind, AuditRecord},
         countersign::Requirement,

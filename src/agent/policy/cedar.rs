@@ -390,7 +390,7 @@ fn countersign(policy: &Policy, effect: RuleEffect) -> Result<Option<Requirement
             })?,
     };
     let role = role
-        .map(|r| crate::people::role_name(r).map_err(|e| format!("@role: {e}")))
+        .map(|r| crate::agent::people::role_name(r).map_err(|e| format!("@role: {e}")))
         .transpose()?;
     Ok(Some(Requirement {
         approvers,

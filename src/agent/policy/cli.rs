@@ -329,7 +329,7 @@ fn decide(policy: &Policy, registry: &ToolRegistry, case: &Case) -> Result<Decid
             roles: case
                 .roles
                 .iter()
-                .map(|r| crate::people::role_name(r).map_err(|e| format!("roles: {e}")))
+                .map(|r| crate::agent::people::role_name(r).map_err(|e| format!("roles: {e}")))
                 .collect::<Result<_, _>>()?,
         },
     };

@@ -384,7 +384,7 @@ pub fn grant(
         revoked_at_ms: None,
         approval_id: approval_id.to_owned(),
         granted_in: chat.to_owned(),
-        person: (person != crate::people::LOCAL).then(|| person.to_owned()),
+        person: (person != crate::agent::people::LOCAL).then(|| person.to_owned()),
         label: label(tool, args, request),
     }
 }

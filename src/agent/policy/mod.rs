@@ -114,7 +114,7 @@ impl Requester {
     /// The one local person of a server without passkeys.
     pub fn local() -> Requester {
         Requester {
-            id: crate::people::LOCAL.to_owned(),
+            id: crate::agent::people::LOCAL.to_owned(),
             name: "Local person".to_owned(),
             roles: Default::default(),
         }

@@ -25,6 +25,7 @@ use std::{
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+use crate::agent::people::{People, Person, Principal};
 use crate::agent::{
     ApprovalDecision, PersonInput, Runtime, RuntimeSettings, Transport, UserTurn,
     clock::{Clock, RandomIds, TokioClock},
@@ -35,7 +36,6 @@ use crate::agent::{
     store::{Actor, AuditKind, AuditQuery, MemoryStore, PeopleStore, SessionStore},
     tools::{ToolRegistry, ToolSettings, WeatherSource},
 };
-use crate::people::{People, Person, Principal};
 use crate::protocol::{
     FinishReason,
     grant::{GrantRequest, GrantScope},

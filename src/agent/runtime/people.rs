@@ -1,6 +1,6 @@
 //! What a change of people does to what the runtime holds (ADR 0024, issue #33). Removing
 //! someone ends their power everywhere, at once: their sessions end and what they hold open
-//! closes (the directory's [`crate::people::Holds`]), their grants are revoked, their signatures
+//! closes (the directory's [`crate::agent::people::Holds`]), their grants are revoked, their signatures
 //! on approvals still waiting stop counting — the card and the inbox say whose and why — and
 //! their turns stop. A role change drops the signatures that no longer qualify. Each is audited
 //! with who did it.
@@ -19,6 +19,7 @@ use std::{
 use serde_json::{Value, json};
 
 use super::Runtime;
+use crate::agent::people::{Change, PeopleError, Person, Principal};
 use crate::agent::{
     clock::Millis,
     gate::{
@@ -28,7 +29,6 @@ use crate::agent::{
     session::{Session, SessionRecord, SessionState},
     store::{Actor, AuditEvent, AuditKind, audit},
 };
-use crate::people::{Change, PeopleError, Person, Principal};
 
 /// Which chats a recheck reaches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -175,7 +175,7 @@ impl Runtime {
         context: Vec<HistoryItem>,
         timing: Option<TextTiming>,
     ) -> Result<TurnStarted, TurnError> {
-        self.start_turn_as(chat_id, user, context, timing, crate::people::LOCAL)
+        self.start_turn_as(chat_id, user, context, timing, crate::agent::people::LOCAL)
             .await
     }
 
@@ -209,7 +209,7 @@ impl Runtime {
             let next = {
                 let mut state = session.state();
                 let SessionState { record, live, .. } = &mut *state;
-                let claim = record.is_untouched() && owner != crate::people::LOCAL;
+                let claim = record.is_untouched() && owner != crate::agent::people::LOCAL;
                 if !claim && record.owner() != owner {
                     return Err(TurnError::NotYourChat);
                 }

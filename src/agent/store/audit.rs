@@ -45,14 +45,14 @@ pub fn event(
 /// them: their name and roles then), with the credential's public key: what their step-up
 /// assertions are checked with later (ADR 0029). Its time is the passkey's.
 pub fn enrolled(
-    person: Option<&crate::people::Person>,
-    passkey: &crate::people::StoredPasskey,
+    person: Option<&crate::agent::people::Person>,
+    passkey: &crate::agent::people::StoredPasskey,
 ) -> AuditEvent {
     let mut args = serde_json::json!({
         "person": passkey.person,
         "passkey": passkey.id,
         "label": passkey.label,
-        "public_key": crate::people::passkeys::public_key(passkey),
+        "public_key": crate::agent::people::passkeys::public_key(passkey),
     });
     if let Some(person) = person {
         args["name"] = Value::String(person.name.clone());

@@ -7,12 +7,12 @@ use std::collections::BTreeSet;
 
 use super::{AuditEvent, StoreError, log_of_turn};
 use crate::{
+    agent::people::{Invite, InviteKind, Person},
     agent::{
         gate::CallPhase,
         session::{SessionRecord, TurnEntry, TurnStatus},
         tools::Transaction as Payment,
     },
-    people::{Invite, InviteKind, Person},
 };
 
 /// A JSON encoding error, under `context`.

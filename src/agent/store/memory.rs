@@ -140,7 +140,7 @@ impl SessionStore for MemoryStore {
                 let owner = owners
                     .get(&r.event.session_id)
                     .map(String::as_str)
-                    .unwrap_or(crate::people::LOCAL);
+                    .unwrap_or(crate::agent::people::LOCAL);
                 query.matches(r, owner)
             })
             .take(query.limit())

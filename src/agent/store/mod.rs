@@ -46,7 +46,7 @@ use super::{
     session::{SessionRecord, TurnEntry},
 };
 use crate::{
-    people::{Invite, InviteKind, Person, StoredPasskey},
+    agent::people::{Invite, InviteKind, Person, StoredPasskey},
     protocol::grant::Grant,
 };
 

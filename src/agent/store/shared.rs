@@ -36,12 +36,12 @@ use super::{
     StoredSession, ToolListStore, Unused, lock, log_of_turn, memory::append_chained,
 };
 use crate::{
+    agent::people::{Invite, InviteKind, Person, StoredPasskey},
     agent::{
         clock::Millis,
         gate::CallPhase,
         session::{SessionRecord, TurnEntry, TurnStatus},
     },
-    people::{Invite, InviteKind, Person, StoredPasskey},
     protocol::grant::Grant,
 };
 

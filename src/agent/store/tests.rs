@@ -384,7 +384,7 @@ pub(crate) async fn signin_contract(store: &dyn SignInStore) {
 /// once (two enrolments at once: one wins, the other writes nothing), expired ones never.
 pub(crate) async fn people_contract(store: &dyn PeopleStore) {
     ceremony_contract(store).await;
-    use crate::people::{Invite, InviteKind, Person, StoredPasskey};
+    use crate::agent::people::{Invite, InviteKind, Person, StoredPasskey};
     let ana = Person {
         id: "p-ana".into(),
         name: "Ana".into(),

@@ -33,11 +33,11 @@ use subtle::ConstantTimeEq;
 
 use super::limits::RateLimits;
 use crate::{
+    agent::people::Principal,
     agent::{
         clock::Millis,
         store::{SignIn, SignInStore, StoreError, lock},
     },
-    people::Principal,
 };
 
 /// The sign-in cookie's name over plain HTTP.

@@ -52,9 +52,9 @@ use self::{
 };
 use super::error::ApiError;
 use crate::{
+    agent::people::{Principal, SignInMode},
     agent::{Transport, store::Actor},
     config::EdgeSettings,
-    people::{Principal, SignInMode},
     state::AppState,
 };
 
@@ -175,7 +175,7 @@ impl Client {
 
     /// Who calls as the people directory has them now (a socket re-reads it at every frame):
     /// `None` once they were removed.
-    pub fn principal_now(&self, people: &crate::people::People) -> Option<Principal> {
+    pub fn principal_now(&self, people: &crate::agent::people::People) -> Option<Principal> {
         match self.principal() {
             Principal::Person { id, passkey, .. } => people
                 .active(&id)
@@ -229,7 +229,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Client {
 /// A hold for a socket or stream `client` opens: it ends (and the socket closes, the stream
 /// stops) when their person is removed or their sign-in session ends — also when that happened
 /// between the guard letting the request in and now.
-pub fn hold(state: &AppState, client: &Client) -> crate::people::Hold {
+pub fn hold(state: &AppState, client: &Client) -> crate::agent::people::Hold {
     let hold = state
         .runtime
         .people()
@@ -237,7 +237,7 @@ pub fn hold(state: &AppState, client: &Client) -> crate::people::Hold {
     if let (Some(id), Some(signins)) = (&client.signin, state.edge.signins.get())
         && signins.is_ended(id)
     {
-        hold.end(crate::people::Ending::SignedOut);
+        hold.end(crate::agent::people::Ending::SignedOut);
     }
     hold
 }

@@ -26,7 +26,7 @@ use super::{
     limits::{TooMany, address_key},
 };
 use crate::{
-    people::{Principal, SignInMode},
+    agent::people::{Principal, SignInMode},
     state::AppState,
     transport::{ApiError, html::escape},
 };

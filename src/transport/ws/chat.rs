@@ -36,8 +36,8 @@ use super::{
     socket::{Handshake, Socket, SocketError, SocketOptions, Upgrade},
 };
 use crate::{
+    agent::people::{Ending, Hold},
     agent::{TextTiming, Transport},
-    people::{Ending, Hold},
     protocol::{
         ChatRequest, Dialect,
         chat_socket::{ChatSocketFrameError, ChatSocketRequest, ChatSocketResponse, chunk_frame},

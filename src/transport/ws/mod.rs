@@ -70,12 +70,12 @@ use super::{
 use crate::{
     agent::Transport,
     agent::clock::IdKind,
+    agent::people::{Ending, Hold},
     agent::{
         PersonInput, Runtime, SessionRecord, TextTiming, TurnEntry,
         followers::Following,
         session::{LogReader, Read, TurnLog},
     },
-    people::{Ending, Hold},
     protocol::{
         ChatRequest, Chunk, ClientFrame, Dialect, EnvelopeError, SeedEncoder, SeedTransport,
         ServerControl,

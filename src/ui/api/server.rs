@@ -7,12 +7,12 @@ use super::{
     AUDIT_PAGE, AppInfo, AuditFilters, AuditPage, ChatSnapshot, PendingApprovalInfo, ToolInfo,
 };
 use crate::{
+    agent::people::Principal,
     agent::{
         TurnEntry,
         gate::CallPhase,
         tools::{ApprovalPolicy, ToolLocation},
     },
-    people::Principal,
     protocol::audit::{AuditKind, AuditQuery},
     state::AppState,
 };

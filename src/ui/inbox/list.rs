@@ -5,6 +5,7 @@ use axum::http::StatusCode;
 use serde_json::Value;
 
 use crate::{
+    agent::people::{Principal, passkeys::Binding},
     agent::{
         PersonInput,
         gate::{
@@ -13,7 +14,6 @@ use crate::{
         },
         inbox::Waiting,
     },
-    people::{Principal, passkeys::Binding},
     protocol::countersign::{Progress, ProgressState},
     state::AppState,
     transport::people::{people_refusal, refuse},

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use axum::http::StatusCode;
 
 use crate::{
-    people::{ADMIN, InviteKind, Person, Principal, SignInMode, role_names},
+    agent::people::{ADMIN, InviteKind, Person, Principal, SignInMode, role_names},
     state::AppState,
     transport::people::{people_refusal, refuse, signed_in},
     ui::{FnError, html::escape},

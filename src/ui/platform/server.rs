@@ -44,8 +44,8 @@ pub fn signed_in() -> bool {
 /// shows it).
 pub fn person_name() -> Option<String> {
     match crate::transport::people::caller()? {
-        crate::people::Principal::Person { name, .. } => Some(name),
-        crate::people::Principal::Local { .. } => None,
+        crate::agent::people::Principal::Person { name, .. } => Some(name),
+        crate::agent::people::Principal::Local { .. } => None,
     }
 }
 

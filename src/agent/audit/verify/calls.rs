@@ -250,7 +250,7 @@ impl Context<'_> {
             if let Some(requester) = requester
                 && !counted
                     .iter()
-                    .any(|s| s.person.unwrap_or(crate::people::LOCAL) == requester)
+                    .any(|s| s.person.unwrap_or(crate::agent::people::LOCAL) == requester)
             {
                 problems.push(format!(
                     "only the person who asked ({requester}) may approve it, and they did not"

@@ -13,16 +13,16 @@ use std::{
 
 use async_trait::async_trait;
 
+use crate::agent::people::{Invite, InviteKind, People, Person, StoredPasskey};
 use crate::agent::{
     Runtime, RuntimeSettings, Transport, TurnEntry, UserTurn,
     clock::{Millis, SequentialIds, SystemClock},
-    demo::DemoModel,
     gate::{ApprovalDecision, CallPhase, PersonInput, StepCall},
     policy::{Policy, ToolFacts},
     store::{Actor, AuditKind, AuditQuery, MemoryStore, PeopleStore, SessionStore, StoreError},
     tools::{ToolRegistry, ToolSettings, WeatherSource},
 };
-use crate::people::{Invite, InviteKind, People, Person, StoredPasskey};
+use crate::models::demo::DemoModel;
 use crate::protocol::{
     Chunk,
     countersign::{PROGRESS_PART, Progress},

@@ -822,7 +822,10 @@ impl SessionStore for PostgresStore {
         }
         if let Some(person) = &query.visible_to {
             let p = bind(&mut params, Param::Text(person.clone()));
-            let local = bind(&mut params, Param::Text(crate::people::LOCAL.to_owned()));
+            let local = bind(
+                &mut params,
+                Param::Text(crate::agent::people::LOCAL.to_owned()),
+            );
             sql.push_str(&format!(
                 " AND (session_id IN (SELECT id FROM sessions WHERE coalesce(owner, {local}) = {p})
                        OR (event::json -> 'actor' ->> 'person') = {p})"

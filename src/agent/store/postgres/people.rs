@@ -8,6 +8,7 @@ use tokio_postgres::Row;
 
 use super::{PostgresStore, err, execute_in};
 use crate::{
+    agent::people::{Invite, InviteKind, Person, StoredPasskey},
     agent::{
         clock::Millis,
         store::{
@@ -15,7 +16,6 @@ use crate::{
             encode::{Chained, invite_with, person_with, roles_json},
         },
     },
-    people::{Invite, InviteKind, Person, StoredPasskey},
 };
 
 /// A person and their roles (JSON, decoded by the caller).

@@ -537,7 +537,7 @@ async fn a_person_reads_the_audit_of_their_chats_and_their_own_answers() {
     assert_eq!(
         events(
             store
-                .audit(&visible_to(crate::people::LOCAL))
+                .audit(&visible_to(crate::agent::people::LOCAL))
                 .await
                 .unwrap()
         ),

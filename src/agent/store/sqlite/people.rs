@@ -7,6 +7,7 @@ use rusqlite::{OptionalExtension, Row, params};
 
 use super::{SqliteStore, err};
 use crate::{
+    agent::people::{Invite, InviteKind, Person, StoredPasskey},
     agent::{
         clock::Millis,
         store::{
@@ -14,7 +15,6 @@ use crate::{
             encode::{Chained, invite_with, person_with, roles_json},
         },
     },
-    people::{Invite, InviteKind, Person, StoredPasskey},
 };
 
 /// A person and their roles (JSON, decoded by the caller).

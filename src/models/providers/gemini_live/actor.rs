@@ -28,7 +28,7 @@ use super::{
 use crate::agent::history::{AssistantPart, HistoryItem};
 use crate::agent::lock;
 use crate::agent::model::ModelError;
-use crate::agent::providers::gemini;
+use crate::models::providers::gemini;
 
 /// One entry of what the server session has seen.
 #[derive(Debug, Clone)]

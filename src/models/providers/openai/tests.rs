@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::agent::history::{Outcome, ToolResult};
-use crate::agent::providers::testing::{After, FakeServer, Reply, collect, quick_http};
+use crate::models::providers::testing::{After, FakeServer, Reply, collect, quick_http};
 
 fn model_at(server: &FakeServer, api_key: Option<&str>) -> OpenAiModel {
     OpenAiModel::new(OpenAiConfig {

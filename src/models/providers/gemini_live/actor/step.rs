@@ -1,6 +1,6 @@
 //! One step on the socket: send what the server session lacks, read until the step ends,
 //! reconnecting with the handle when the socket is lost (see "What a step sends" and "What a
-//! step reads" in the module docs of [`crate::agent::providers::gemini_live`]).
+//! step reads" in the module docs of [`crate::models::providers::gemini_live`]).
 
 use futures::StreamExt;
 use serde_json::json;
@@ -10,15 +10,15 @@ use tokio_tungstenite::tungstenite::Message;
 use super::{SessionActor, Synced, send, triage};
 use crate::agent::history::{HistoryItem, ToolCall, ToolResult};
 use crate::agent::model::{ModelError, ModelEvent};
-use crate::agent::providers::gemini;
-use crate::agent::providers::gemini_live::history::{
+use crate::models::providers::gemini;
+use crate::models::providers::gemini_live::history::{
     described_results, live_contents, live_ids, merge_adjacent, split_tail,
 };
-use crate::agent::providers::gemini_live::wire::{
+use crate::models::providers::gemini_live::wire::{
     Incoming, LiveFunctionResponse, LiveUsage, ServerMessage, SetupSpec, classify, close_error,
     is_normal_close, map_turn_complete_reason, tool_response, usage,
 };
-use crate::agent::providers::gemini_live::{
+use crate::models::providers::gemini_live::{
     EventSender, MAX_RECONNECTS_PER_STEP, NAMESPACE, StepJob, ToolBehavior, WsError,
 };
 use crate::protocol::FinishReason;

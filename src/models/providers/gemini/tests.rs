@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::agent::history::{Outcome, ToolResult};
-use crate::agent::providers::testing::{After, FakeServer, Reply, collect, quick_http};
+use crate::models::providers::testing::{After, FakeServer, Reply, collect, quick_http};
 
 fn model_at(server: &FakeServer, model: &str, http: ProviderHttp) -> GeminiModel {
     GeminiModel::new(GeminiConfig {

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::NAMESPACE;
 use crate::agent::history::{AssistantPart, HistoryItem, ToolResult};
-use crate::agent::providers::gemini::{self, Content, Part};
+use crate::models::providers::gemini::{self, Content, Part};
 
 /// Splits a tail into context (up to and including the last assistant item, or the client's
 /// earlier messages a chat began with) and trigger (the trailing results and user messages).

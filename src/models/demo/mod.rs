@@ -14,7 +14,7 @@ use std::{collections::VecDeque, time::Duration};
 use futures::{StreamExt, stream};
 use serde_json::Value;
 
-use super::{
+use crate::agent::{
     history::{AssistantPart, HistoryItem, Outcome, ToolCall},
     model::{Model, ModelEvent, ModelRequest, ModelStream, Usage},
 };

@@ -64,7 +64,7 @@ use std::{
 use futures::{StreamExt, stream};
 use serde_json::{Map, Value};
 
-use super::{
+use crate::agent::{
     history::{HistoryItem, ToolCall},
     model::{Model, ModelEvent, ModelRequest, ModelStream, Usage},
 };

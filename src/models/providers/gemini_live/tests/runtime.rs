@@ -18,10 +18,10 @@ async fn payment_awaiting_approval(
     use crate::agent::{
         Runtime, RuntimeSettings, TextTiming, TurnEntry, UserTurn,
         clock::{SequentialIds, SystemClock},
-        demo::DemoModel,
         store::MemoryStore,
         tools::{ToolRegistry, ToolSettings, WeatherSource},
     };
+    use crate::models::demo::DemoModel;
     use crate::protocol::Chunk;
 
     let mut server = FakeLive::start().await;

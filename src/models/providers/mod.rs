@@ -66,7 +66,7 @@ pub use gemini_live::{
 pub use http::{ProviderHttp, RetryPolicy};
 pub use openai::{OpenAiConfig, OpenAiModel};
 
-use super::model::Model;
+use crate::agent::model::Model;
 
 /// Gemini's REST base URL (the `v1beta` surface has thinking config and `parametersJsonSchema`).
 pub const DEFAULT_GEMINI_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";

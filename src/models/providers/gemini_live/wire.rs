@@ -11,7 +11,7 @@ use tokio_tungstenite::tungstenite::Message;
 use super::history::text_part;
 use super::{Shared, SlidingWindow, ToolBehavior, WsError};
 use crate::agent::model::{ModelError, ModelRequest, ToolDeclaration, Usage};
-use crate::agent::providers::{
+use crate::models::providers::{
     gemini::{self, Content},
     http,
 };
