@@ -5,14 +5,19 @@
 //! * `ssr` — the axum server: configuration, the agent runtime and the HTTP/WebSocket transports;
 //! * `hydrate` — the wasm client that hydrates the server-rendered page.
 //!
-//! The modules read in the order a turn travels (docs/adr and ../design.md):
-//! `protocol` (the wire, shared by both builds) → `agent` (the runtime, server only) →
-//! `transport` (SSE and WebSocket endpoints, server only) → `ui` (isomorphic components) →
-//! `browser` (web-sys transports and browser tools, client only).
+//! The modules read in the order a turn travels (docs/architecture.md), and each uses only the
+//! ones before it (`src/layers.rs` holds them to it): `protocol` (the wire, shared by both
+//! builds) and `common` (text helpers) → `agent` (the runtime, its people and the gate, server
+//! only) → `models` (the demo, replays and providers behind the agent's `Model` trait) → `config`
+//! → `transport` (the edge, SSE and WebSocket endpoints, the app's state, server only) → `ui`
+//! (isomorphic components, server functions, and `ui::browser`, client only) → `server`.
 
 /// The AI SDK v6 UI-message-stream wire: chunks, messages, the reducer, SSE framing, envelopes.
 /// Shared by the server and the browser; depends on nothing else of ours.
 pub mod protocol;
+
+/// Text helpers every layer may use (URL encoding, HTML escaping); nothing of ours below them.
+pub mod common;
 
 /// The agent runtime: people, tools, the approval gate, sessions and the turn loop.
 #[cfg(feature = "ssr")]
@@ -34,17 +39,9 @@ pub mod ui;
 #[cfg(feature = "ssr")]
 pub mod config;
 
-/// What every handler shares, and how it is built from the configuration.
-#[cfg(feature = "ssr")]
-pub mod state;
-
 /// The axum application: router, accept loop, graceful serving.
 #[cfg(feature = "ssr")]
 pub mod server;
-
-/// The browser side: web-sys transports and the tools the browser runs.
-#[cfg(feature = "hydrate")]
-pub mod browser;
 
 /// Entry point of the wasm client: hydrates the page the server rendered (`ui::hydrate`).
 #[cfg(feature = "hydrate")]
@@ -53,3 +50,7 @@ pub fn hydrate() {
     console_error_panic_hook::set_once();
     ui::hydrate();
 }
+
+/// The layers above, held by a test.
+#[cfg(all(test, feature = "ssr"))]
+mod layers;

@@ -16,7 +16,7 @@ use axum::{
 use leptos::prelude::provide_context;
 use serde::Serialize;
 
-pub use crate::state::{AppState, StartupError};
+pub use crate::transport::state::{AppState, StartupError};
 use crate::{
     agent::{Runtime, store::StoreNews},
     transport, ui,
@@ -238,7 +238,7 @@ pub async fn serve(
         .start(
             state.runtime.tools.clone(),
             state.edge.shutdown.clone(),
-            crate::state::MCP_CONNECT_TIMEOUT,
+            crate::transport::state::MCP_CONNECT_TIMEOUT,
         )
         .await;
     // Grants and today's spending come back before the first call is decided; the policy file

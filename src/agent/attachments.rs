@@ -19,7 +19,10 @@ pub const DEFAULT_MAX_ATTACHMENT_BYTES: usize = 10 * 1024 * 1024;
 /// Where the page loads a stored attachment: `/api/chats/<chat>/files/<sha-256 hex>` (the chat
 /// id percent-encoded where it is not URL-safe).
 pub fn file_url(chat: &str, sha: &str) -> String {
-    format!("/api/chats/{}/files/{sha}", crate::ui::url::encode(chat))
+    format!(
+        "/api/chats/{}/files/{sha}",
+        crate::common::url::encode(chat)
+    )
 }
 
 /// The SHA-256 of a stored attachment of `chat` that `url` references, if it is one.

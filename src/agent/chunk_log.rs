@@ -1,7 +1,7 @@
 //! `COUNTERSIGN_CHUNK_LOG=<dir>`: every chunk the server sends, as JSONL, one file per session.
 //!
 //! The point is a bug report that can be replayed: the file this writes is what
-//! [`crate::models::replay::ReplayModel`] plays back, and its lines have the shape of the browser's
+//! the replay model (`models::replay`) plays back, and its lines have the shape of the browser's
 //! "Download JSONL" chunk log (`ui::controller::LoggedChunk`), so either file reproduces a chat:
 //!
 //! ```text

@@ -4,7 +4,7 @@
 //! Read in this order: [`model`] (what a model is) → [`history`] (what it sees) → [`tools`] (what
 //! it can call) → [`gate`] (who must countersign) → [`session`] (where state lives) → [`store`]
 //! (where it is kept, with the audit log) → [`runtime`] (live sessions and their lifecycle) →
-//! [`turn`] (the turn loop). The models it drives are in `crate::models`.
+//! [`turn`] (the turn loop). The models it drives live beside it, in `models`.
 
 pub mod attachments;
 pub mod audit;

@@ -94,7 +94,7 @@ impl Default for EdgeSettings {
             allowed_hosts: Vec::new(),
             auth_failure_rate: 10,
             signin_lifetime: Duration::from_secs(720 * 3600),
-            max_connections: crate::transport::edge::connections::default_max_connections(),
+            max_connections: default_max_connections(),
             max_connections_per_address: 256,
             idle_timeout: Duration::from_secs(30),
             body_grace: Duration::from_secs(10),
@@ -143,7 +143,7 @@ pub(super) fn edge_settings(
         .map(|k| k.trim().to_string())
         .filter(|k| !k.is_empty());
     if let Some(key) = &api_key
-        && key.chars().count() < crate::transport::edge::auth::MIN_KEY_LENGTH
+        && key.chars().count() < MIN_KEY_LENGTH
     {
         return Err(ConfigError::Invalid {
             origin: "COUNTERSIGN_API_KEY".to_string(),
@@ -153,7 +153,7 @@ pub(super) fn edge_settings(
                 "the key has {} characters; use at least {} (for example the output of \
                  `openssl rand -base64 24`)",
                 key.chars().count(),
-                crate::transport::edge::auth::MIN_KEY_LENGTH
+                MIN_KEY_LENGTH
             ),
         });
     }
@@ -326,4 +326,32 @@ pub(super) fn edge_settings(
         ws_idle: Duration::from_secs(idle_secs),
         ws_rate,
     })
+}
+
+/// The shortest key accepted at start-up.
+pub const MIN_KEY_LENGTH: usize = 16;
+
+/// The default cap on connections in all: the process's open-file limit, less what the server
+/// needs besides client sockets (the database and its WAL, logs, outgoing model and weather
+/// requests, the listener).
+pub fn default_max_connections() -> usize {
+    const RESERVE: u64 = 64;
+    let limit = open_file_limit().unwrap_or(1024);
+    limit.saturating_sub(RESERVE).max(16) as usize
+}
+
+#[cfg(unix)]
+fn open_file_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the limit into the struct it is given; no other precondition.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    (ok && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
+}
+
+#[cfg(not(unix))]
+fn open_file_limit() -> Option<u64> {
+    None
 }

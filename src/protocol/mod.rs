@@ -54,6 +54,7 @@ pub mod envelope;
 pub mod grant;
 pub mod message;
 pub mod money;
+pub mod page;
 pub mod partial_json;
 pub mod presentation;
 pub mod question;

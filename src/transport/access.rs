@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::error::ApiError;
-use crate::{agent::people::Principal, agent::session::Session, state::AppState};
+use crate::{agent::people::Principal, agent::session::Session, transport::state::AppState};
 
 /// The chat `chat_id` if it exists and is `principal`'s (`None`: it does not exist yet, and a
 /// turn started in it makes it theirs); another's is refused.

@@ -3,7 +3,7 @@
 //! pending approvals, to show it again after a reload; 404 `chat_not_found` for one nobody
 //! started or someone else's, the same answer) and `POST
 //! /api/chats/{id}/questions/{question}` (the person's reply to a question a running tool asks).
-//! The data and how it is read live in `ui::api`, shared with server rendering.
+//! The data and how it is read live in `pages.rs`, shared with server rendering.
 
 use axum::{
     Json, Router,
@@ -13,12 +13,15 @@ use axum::{
     routing::{get, post},
 };
 
-use super::{edge::Client, error::ApiError};
+use super::{edge::Client, error::ApiError, pages as api};
 use crate::{
     agent::questions::QuestionError,
-    protocol::{message::inline_image_type, question::QuestionReply},
-    state::AppState,
-    ui::api::{self, AppInfo, ChatSnapshot},
+    protocol::{
+        message::inline_image_type,
+        page::{AppInfo, ChatSnapshot},
+        question::QuestionReply,
+    },
+    transport::state::AppState,
 };
 
 pub fn routes() -> Router<AppState> {
@@ -184,7 +187,7 @@ fn disposition(inline: bool, name: Option<&str>, sha: &str) -> String {
         .collect();
     format!(
         "{kind}; filename=\"{ascii}\"; filename*=UTF-8''{}",
-        crate::ui::url::encode(&cleaned)
+        crate::common::url::encode(&cleaned)
     )
 }
 

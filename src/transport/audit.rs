@@ -23,7 +23,7 @@ use super::{edge::Client, error::ApiError};
 use crate::{
     agent::people::Principal,
     agent::store::{AuditKind, AuditQuery, AuditRecord},
-    state::AppState,
+    transport::state::AppState,
 };
 
 /// Where the checkpoints' public key is served (to anyone).

@@ -130,7 +130,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-impl From<ApiError> for crate::ui::FnError {
+impl From<ApiError> for crate::common::fn_error::FnError {
     /// The same refusal from a server function (logged as a route's is).
     fn from(e: ApiError) -> Self {
         if e.status.is_server_error() {
@@ -138,7 +138,7 @@ impl From<ApiError> for crate::ui::FnError {
         } else {
             tracing::warn!(status = e.status.as_u16(), code = e.code, message = %e.message, "server function refused");
         }
-        crate::ui::FnError::new(e.status.as_u16(), e.code, e.message)
+        crate::common::fn_error::FnError::new(e.status.as_u16(), e.code, e.message)
     }
 }
 

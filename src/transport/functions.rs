@@ -3,7 +3,7 @@
 //! ceremonies), behind the same edge as every other route.
 //!
 //! Whatever a caller sends, the answer is the API's: a refusal is a 4xx
-//! `{"error": {"code", "message"}}` ([`FnError`](crate::ui::FnError)) — a name that is no
+//! `{"error": {"code", "message"}}` (the page's `FnError`) — a name that is no
 //! function 404 `unknown_function`, a body over [`MAX_BODY`] 413 `body_too_large`, a body that
 //! is not the function's arguments 400 `invalid_arguments`, and each function's own refusals
 //! (an unknown id 404, a value it does not take 422, …) — never a 500 for what the caller got
@@ -18,7 +18,7 @@ use axum::{
 use leptos::prelude::provide_context;
 
 use super::{error::ApiError, request::read_body};
-use crate::state::AppState;
+use crate::transport::state::AppState;
 
 /// The largest body a server function takes: arguments and a passkey's credential are a few
 /// KB; an edit of a long text argument stays well under this.

@@ -3,9 +3,9 @@
 
 use axum::response::Html;
 
-use crate::state::AppState;
+use crate::transport::state::AppState;
 
-pub use crate::ui::html::escape;
+pub use crate::common::html::escape;
 
 /// A whole page: the site's stylesheet, `title`, and `body` (already HTML) in `<main class>`.
 pub fn document(state: &AppState, title: &str, main_class: &str, body: &str) -> Html<String> {

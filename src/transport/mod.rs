@@ -34,12 +34,14 @@ pub mod edge;
 pub mod error;
 pub mod functions;
 pub mod html;
+pub mod pages;
 pub mod people;
 pub mod request;
 pub mod seed;
 pub mod segment;
 pub mod site;
 pub mod sse;
+pub mod state;
 pub mod tools_page;
 pub mod ws;
 

@@ -26,8 +26,8 @@ use crate::{
     agent::people::{
         InviteKind, PeopleError, Person, Principal, passkeys::Registered, person_name,
     },
-    state::AppState,
-    ui::FnError,
+    common::fn_error::FnError,
+    transport::state::AppState,
 };
 
 /// The server functions anyone may call (the edge lets them through unauthenticated).

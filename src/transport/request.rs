@@ -13,7 +13,7 @@ use crate::{
         ChatRequest, Role, Trigger, UiMessage, UiPart,
         envelope::{ReadError, ReadLimits},
     },
-    state::AppState,
+    transport::state::AppState,
 };
 
 /// The longest chat id accepted.

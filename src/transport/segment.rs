@@ -28,7 +28,7 @@ use crate::{
         ChatRequest, Chunk, Dialect, FinishReason,
         seed::{Entry, SeedEncoder},
     },
-    state::AppState,
+    transport::state::AppState,
 };
 
 /// Where a request's answer starts in its turn's log.

@@ -37,7 +37,7 @@ use crate::{
         ChatRequest, Dialect, SeedTransport,
         sse::{DONE_FRAME, KEEP_ALIVE_FRAME, UI_MESSAGE_STREAM_HEADERS},
     },
-    state::AppState,
+    transport::state::AppState,
 };
 
 /// Header with which a client asks for chunk keys newer than `ai@6.0.0` (value `full`).

@@ -12,7 +12,7 @@ use axum::{
 use super::html::{document, escape};
 use crate::{
     agent::tools::{ApprovalPolicy, Tool},
-    state::AppState,
+    transport::state::AppState,
 };
 
 pub async fn page(State(state): State<AppState>, RawQuery(query): RawQuery) -> Html<String> {

@@ -3,15 +3,17 @@
 
 pub mod api;
 mod audit;
+/// The browser side (client only): web-sys transports and the tools the browser runs, behind
+/// [`platform`].
+#[cfg(feature = "hydrate")]
+pub mod browser;
 mod chat;
 mod composer;
 pub mod controller;
 #[cfg(feature = "hydrate")]
 mod deferred;
-pub mod fn_error;
 mod form;
 pub mod grants;
-pub mod html;
 mod icons;
 pub mod inbox;
 pub mod markdown;
@@ -22,13 +24,14 @@ pub mod people;
 pub mod platform;
 #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 mod question;
-pub mod url;
 
 use leptos::{either::EitherOf5, prelude::*};
 
+pub use crate::common::fn_error::FnError;
+/// The text helpers ui writes with (they live below every layer: `crate::common`).
+pub(crate) use crate::common::{html, url};
 pub use chat::ChatPage;
 pub use composer::Composer;
-pub use fn_error::FnError;
 
 /// The HTML document around the app (server only renders it; the client hydrates `<body>`).
 /// The head is static, written here rather than with leptos_meta (its client side was ~7 KB

@@ -526,8 +526,7 @@ impl People {
             .filter(|n| !n.is_empty())
             .map(person_name)
             .transpose()?;
-        let token = crate::transport::edge::auth::random_token(24)
-            .map_err(|e| PeopleError::Store(e.to_string()))?;
+        let token = random_token(24).map_err(|e| PeopleError::Store(e.to_string()))?;
         let mut roles = roles;
         if kind == InviteKind::Setup {
             roles.insert(ADMIN.to_owned());
@@ -712,6 +711,21 @@ impl People {
             holds: Arc::default(),
         }
     }
+}
+
+/// The operating system's random source failed: no token can be made safely.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the operating system's random source failed: {0}")]
+pub struct NoRandomness(String);
+
+/// `bytes` random bytes from the operating system, base64url.
+pub fn random_token(bytes: usize) -> Result<String, NoRandomness> {
+    let mut buffer = vec![0u8; bytes];
+    getrandom::fill(&mut buffer).map_err(|e| NoRandomness(e.to_string()))?;
+    Ok(base64::Engine::encode(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        buffer,
+    ))
 }
 
 #[cfg(test)]

@@ -27,6 +27,8 @@ use std::{
 };
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+
+pub use crate::agent::people::{NoRandomness, random_token};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -48,9 +50,6 @@ pub const SECURE_SESSION_COOKIE: &str = "__Host-countersign_session";
 
 /// How long a WebSocket ticket is valid.
 pub const TICKET_LIFETIME: Duration = Duration::from_secs(60);
-
-/// The shortest key accepted at start-up.
-pub const MIN_KEY_LENGTH: usize = 16;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -388,18 +387,6 @@ impl Tickets {
             .filter(|i| i.expires > now)
             .map(|i| (i.principal, i.signin))
     }
-}
-
-/// The operating system's random source failed: no token can be made safely.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("the operating system's random source failed: {0}")]
-pub struct NoRandomness(String);
-
-/// `bytes` random bytes from the operating system, base64url.
-pub fn random_token(bytes: usize) -> Result<String, NoRandomness> {
-    let mut buffer = vec![0u8; bytes];
-    getrandom::fill(&mut buffer).map_err(|e| NoRandomness(e.to_string()))?;
-    Ok(URL_SAFE_NO_PAD.encode(buffer))
 }
 
 #[cfg(test)]

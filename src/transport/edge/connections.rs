@@ -119,31 +119,6 @@ impl ConnectionLimits {
     }
 }
 
-/// The default cap on connections in all: the process's open-file limit, less what the server
-/// needs besides client sockets (the database and its WAL, logs, outgoing model and weather
-/// requests, the listener).
-pub fn default_max_connections() -> usize {
-    const RESERVE: u64 = 64;
-    let limit = open_file_limit().unwrap_or(1024);
-    limit.saturating_sub(RESERVE).max(16) as usize
-}
-
-#[cfg(unix)]
-fn open_file_limit() -> Option<u64> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the limit into the struct it is given; no other precondition.
-    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
-    (ok && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
-}
-
-#[cfg(not(unix))]
-fn open_file_limit() -> Option<u64> {
-    None
-}
-
 /// An I/O stream whose writes fail once they have waited `timeout` for the client to take
 /// them. Idle (nothing being written) it holds no timer.
 #[derive(Debug)]

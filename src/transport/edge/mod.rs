@@ -55,7 +55,7 @@ use crate::{
     agent::people::{Principal, SignInMode},
     agent::{Transport, store::Actor},
     config::EdgeSettings,
-    state::AppState,
+    transport::state::AppState,
 };
 
 /// What the edge keeps between requests.
@@ -311,7 +311,9 @@ fn credential<'a>(headers: &'a HeaderMap, query: Option<&str>, upgrade: bool) ->
     if let Some(token) = signin::session_cookie(headers) {
         return Credential::Session(token);
     }
-    if upgrade && let Some(ticket) = query.and_then(|q| crate::ui::url::query_param(q, "ticket")) {
+    if upgrade
+        && let Some(ticket) = query.and_then(|q| crate::common::url::query_param(q, "ticket"))
+    {
         return Credential::Ticket(ticket);
     }
     Credential::None
@@ -544,7 +546,7 @@ fn signed_out(path: &str, why: SignedOut) -> Response {
     if is_api(path) {
         ApiError::new(StatusCode::UNAUTHORIZED, "signed_out", why.message()).into_response()
     } else {
-        Redirect::to(&crate::ui::url::signin_url(path)).into_response()
+        Redirect::to(&crate::common::url::signin_url(path)).into_response()
     }
 }
 
@@ -562,7 +564,7 @@ fn unauthorized(path: &str, mode: SignInMode) -> Response {
         };
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response()
     } else {
-        Redirect::to(&crate::ui::url::signin_url(path)).into_response()
+        Redirect::to(&crate::common::url::signin_url(path)).into_response()
     }
 }
 

@@ -27,7 +27,7 @@ use super::{
 };
 use crate::{
     agent::people::{Principal, SignInMode},
-    state::AppState,
+    transport::state::AppState,
     transport::{ApiError, html::escape},
 };
 

@@ -42,7 +42,7 @@ use crate::{
         ChatRequest, Dialect,
         chat_socket::{ChatSocketFrameError, ChatSocketRequest, ChatSocketResponse, chunk_frame},
     },
-    state::AppState,
+    transport::state::AppState,
     transport::{
         ApiError,
         edge::Client,

@@ -83,7 +83,7 @@ use crate::{
         seed::Entry,
         sse::{DONE_FRAME, encode_chunk},
     },
-    state::AppState,
+    transport::state::AppState,
 };
 
 /// WebSocket close codes used here (RFC 6455 §7.4.1, plus application codes).

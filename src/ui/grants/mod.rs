@@ -16,7 +16,7 @@ use crate::protocol::grant::{GRANT_DURATIONS, GrantRequest, GrantScope, Ruling};
 /// decoder of grants, only the HTML (scripts read `GET /api/policy`).
 #[server(prefix = "/api/fn", endpoint = "grants_panel", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn grants_panel() -> Result<String, FnError> {
-    let state = expect_context::<crate::state::AppState>();
+    let state = expect_context::<crate::transport::state::AppState>();
     let now = state.runtime.clock.now_ms();
     let me = crate::ui::api::principal();
     let mine: Vec<_> = state
@@ -33,7 +33,7 @@ pub async fn grants_panel() -> Result<String, FnError> {
 /// as one that does not exist (404 `grant_not_found`).
 #[server(prefix = "/api/fn", endpoint = "revoke_grant", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn revoke_grant(id: String) -> Result<(), FnError> {
-    let state = expect_context::<crate::state::AppState>();
+    let state = expect_context::<crate::transport::state::AppState>();
     state
         .runtime
         .revoke_grant(&id, crate::ui::api::principal().id())

@@ -15,8 +15,8 @@ use crate::{
         inbox::Waiting,
     },
     protocol::countersign::{Progress, ProgressState},
-    state::AppState,
     transport::people::{people_refusal, refuse},
+    transport::state::AppState,
     ui::{FnError, html::escape},
 };
 
@@ -78,7 +78,7 @@ pub fn inbox_html(state: &AppState, principal: &Principal, focus: Option<&str>) 
             // answers `no_receipt` for one that did not run or that this person may not read.
             let receipt = format!(
                 "/api/audit/receipts/{}",
-                escape(&crate::ui::url::encode(focus))
+                escape(&crate::common::url::encode(focus))
             );
             return (
                 format!(
@@ -218,14 +218,14 @@ fn item_html(state: &AppState, seen: &Seen, public: &str) -> String {
     let chat = if seen.own {
         format!(
             " · <a href=\"/?chat={}\">open the chat</a>",
-            crate::ui::url::encode(&w.chat)
+            crate::common::url::encode(&w.chat)
         )
     } else {
         String::new()
     };
     let link = format!(
         "{public}/approvals/{}",
-        crate::ui::url::encode(&w.approval_id)
+        crate::common::url::encode(&w.approval_id)
     );
     format!(
         "<article class=\"inbox-item\" data-testid=\"inbox-item\" data-approval=\"{id}\">\

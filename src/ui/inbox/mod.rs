@@ -37,7 +37,7 @@ pub struct InboxList {
 /// `since` (at once when `since` is `None`, else within [`LONG_POLL_SECS`]).
 #[server(prefix = "/api/fn", endpoint = "inbox_view", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn inbox_view(since: Option<u64>, focus: Option<String>) -> Result<InboxList, FnError> {
-    let state = expect_context::<crate::state::AppState>();
+    let state = expect_context::<crate::transport::state::AppState>();
     let inbox = &state.runtime.inbox;
     let version = match since {
         Some(known) => {
@@ -67,7 +67,7 @@ pub async fn decide_approval(
     step_up: Option<Value>,
     edit: Option<Vec<(String, String)>>,
 ) -> Result<String, FnError> {
-    let state = expect_context::<crate::state::AppState>();
+    let state = expect_context::<crate::transport::state::AppState>();
     list::decide(&state, approval_id, approve, reason, step_up, edit).await
 }
 
@@ -79,7 +79,7 @@ pub async fn step_up_options(
     args: Option<Value>,
     edit: Option<Vec<(String, String)>>,
 ) -> Result<Value, FnError> {
-    let state = expect_context::<crate::state::AppState>();
+    let state = expect_context::<crate::transport::state::AppState>();
     list::step_up_options(&state, approval_id, args, edit).await
 }
 
@@ -87,7 +87,7 @@ pub async fn step_up_options(
 /// [`LONG_POLL_SECS`]): a chat page that is not connected hears of decisions made elsewhere.
 #[server(prefix = "/api/fn", endpoint = "chat_news", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn chat_news(chat_id: String, known: Option<u64>) -> Result<u64, FnError> {
-    let state = expect_context::<crate::state::AppState>();
+    let state = expect_context::<crate::transport::state::AppState>();
     let me = crate::ui::api::principal();
     crate::transport::access::own_chat_of(&state, &me, &chat_id)
         .await

@@ -6,8 +6,8 @@ use axum::http::StatusCode;
 
 use crate::{
     agent::people::{ADMIN, InviteKind, Person, Principal, SignInMode, role_names},
-    state::AppState,
     transport::people::{people_refusal, refuse, signed_in},
+    transport::state::AppState,
     ui::{FnError, html::escape},
 };
 

@@ -16,7 +16,7 @@ use super::FnError;
 /// The page's content, for the signed-in person.
 #[server(prefix = "/api/fn", endpoint = "people_view", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn people_view() -> Result<String, FnError> {
-    let state = expect_context::<crate::state::AppState>();
+    let state = expect_context::<crate::transport::state::AppState>();
     Ok(list::people_html(&state, &crate::ui::api::principal()))
 }
 
@@ -24,14 +24,14 @@ pub async fn people_view() -> Result<String, FnError> {
 /// admins and the API key only.
 #[server(prefix = "/api/fn", endpoint = "invite_person", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn invite_person(name: Option<String>, roles: String) -> Result<String, FnError> {
-    let state = expect_context::<crate::state::AppState>();
+    let state = expect_context::<crate::transport::state::AppState>();
     list::invite(&state, name, roles).await
 }
 
 /// Gives `person` exactly `roles` (admins only).
 #[server(prefix = "/api/fn", endpoint = "set_person_roles", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn set_person_roles(person: String, roles: String) -> Result<(), FnError> {
-    let state = expect_context::<crate::state::AppState>();
+    let state = expect_context::<crate::transport::state::AppState>();
     list::set_roles(&state, person, roles).await
 }
 
@@ -39,14 +39,14 @@ pub async fn set_person_roles(person: String, roles: String) -> Result<(), FnErr
 /// only).
 #[server(prefix = "/api/fn", endpoint = "remove_person", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn remove_person(person: String) -> Result<(), FnError> {
-    let state = expect_context::<crate::state::AppState>();
+    let state = expect_context::<crate::transport::state::AppState>();
     list::remove(&state, person).await
 }
 
 /// A one-time link (15 minutes) that adds a passkey for the signed-in person on another device.
 #[server(prefix = "/api/fn", endpoint = "device_link", input = JsonCodec, client = crate::ui::api::PageClient)]
 pub async fn device_link() -> Result<String, FnError> {
-    let state = expect_context::<crate::state::AppState>();
+    let state = expect_context::<crate::transport::state::AppState>();
     list::device_link(&state).await
 }
 

@@ -1,6 +1,6 @@
 //! What the UI asks of the browser, behind one interface for both builds.
 //!
-//! In the wasm client (`hydrate`) these are the real web-sys services of `crate::browser`. On the
+//! In the wasm client (`hydrate`) these are the real web-sys services of `crate::ui::browser`. On the
 //! server (`ssr`) the same functions exist so the isomorphic components compile, but they are
 //! never reached: the server only renders HTML, and event handlers and effects run only in the
 //! browser. Each server version says so and does nothing observable.

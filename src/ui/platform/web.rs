@@ -1,11 +1,11 @@
-//! The browser implementation: thin adapters over `crate::browser`.
+//! The browser implementation: thin adapters over `crate::ui::browser`.
 
 use std::rc::Rc;
 
 use serde_json::Value;
 
 use super::{FetchError, SocketEvent};
-use crate::{browser, protocol::Frame};
+use crate::{protocol::Frame, ui::browser};
 
 pub use browser::{
     dom::{
@@ -18,9 +18,6 @@ pub use browser::{
 
 /// The browser sets the status; the page only renders.
 pub fn respond_not_found() {}
-
-/// The browser answers nothing: a status is the server's to set.
-pub fn respond_status(_status: u16) {}
 
 pub async fn stream(
     method: &str,

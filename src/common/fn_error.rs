@@ -53,8 +53,15 @@ impl From<FnError> for Wire {
 
 impl FnError {
     /// A refusal answered with `status` (on the server: the browser's copy has no response).
+    #[cfg_attr(not(feature = "ssr"), allow(unused_variables))]
     pub fn new(status: u16, code: impl Into<String>, message: impl Into<String>) -> Self {
-        super::platform::respond_status(status);
+        // On the server, the response of the server function being answered gets `status`.
+        #[cfg(feature = "ssr")]
+        if let Some(response) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>()
+            && let Ok(status) = axum::http::StatusCode::from_u16(status)
+        {
+            response.set_status(status);
+        }
         FnError {
             code: code.into(),
             message: message.into(),

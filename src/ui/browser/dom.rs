@@ -139,7 +139,9 @@ pub fn signed_out() {
         format!("{path}?{query}")
     };
     if let Some(window) = window() {
-        let _ = window.location().assign(&crate::ui::url::signin_url(&here));
+        let _ = window
+            .location()
+            .assign(&crate::common::url::signin_url(&here));
     }
 }
 
