@@ -40,7 +40,6 @@ use crate::agent::{
 
 mod chain;
 mod checkpoint;
-mod files;
 mod people;
 mod policy;
 mod writer;
@@ -516,11 +515,47 @@ impl SessionStore for SqliteStore {
         bytes: &[u8],
         at: Millis,
     ) -> Result<(), StoreError> {
-        self.keep_file(chat, sha, media_type, bytes, at).await
+        // Each file is kept once per chat by its SHA-256: the same file again changes nothing.
+        let (chat, sha, media_type, bytes) = (
+            chat.to_owned(),
+            sha.to_owned(),
+            media_type.to_owned(),
+            bytes.to_vec(),
+        );
+        let size = i64::try_from(bytes.len()).unwrap_or(i64::MAX);
+        self.with(move |conn| {
+            conn.prepare_cached(
+                "INSERT OR IGNORE INTO attachments
+                     (session_id, sha256, media_type, size, bytes, created_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(rusqlite::params![chat, sha, media_type, size, bytes, at])
+            })
+            .map(|_| ())
+            .map_err(err("cannot keep an attachment"))
+        })
+        .await
     }
 
     async fn attachment(&self, chat: &str, sha: &str) -> Result<Option<StoredFile>, StoreError> {
-        self.file(chat, sha).await
+        let (chat, sha) = (chat.to_owned(), sha.to_owned());
+        self.read(move |conn| {
+            conn.prepare_cached(
+                "SELECT media_type, bytes FROM attachments WHERE session_id = ?1 AND sha256 = ?2",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row([&chat, &sha], |row| {
+                    Ok(StoredFile {
+                        media_type: row.get(0)?,
+                        bytes: row.get(1)?,
+                    })
+                })
+                .optional()
+            })
+            .map_err(err("cannot read an attachment"))
+        })
+        .await
     }
 
     async fn list(&self) -> Result<Vec<String>, StoreError> {
