@@ -162,6 +162,20 @@ impl SessionRecord {
             && self.history.is_empty()
             && self.turn.is_none()
     }
+
+    /// Who may touch this chat (read it, continue it, stop it, answer in it): its owner, and
+    /// nobody else (ADR 0024). A chat from before chats had owners is the local person's.
+    /// `principal` is a principal's id ([`crate::agent::people::Principal::id`]). The one home of
+    /// this rule: every route and the runtime ask it.
+    pub fn owned_by(&self, principal: &str) -> bool {
+        self.owner() == principal
+    }
+
+    /// Whether `principal` may start a turn in this chat: theirs, or one nobody used yet
+    /// (which the turn makes theirs).
+    pub fn open_to(&self, principal: &str) -> bool {
+        self.is_untouched() || self.owned_by(principal)
+    }
 }
 
 /// The running turn of a live session.
@@ -305,6 +319,11 @@ impl Session {
             }
             Some(_) => None,
         }
+    }
+
+    /// [`SessionRecord::owned_by`], on the record as it is now.
+    pub fn owned_by(&self, principal: &str) -> bool {
+        self.state().record.owned_by(principal)
     }
 
     /// A copy of the record, for the store and for `load_session`.
@@ -556,6 +575,40 @@ pub fn decision_summary(decision: &ApprovalDecision) -> (bool, Option<&Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn owned(owner: Option<&str>) -> SessionRecord {
+        let mut record = SessionRecord::new("c", 0);
+        record.owner = owner.map(str::to_owned);
+        record
+    }
+
+    #[test]
+    fn a_chat_is_its_owners_only() {
+        use crate::protocol::countersign::LOCAL_PERSON as LOCAL;
+        assert!(
+            owned(None).owned_by(LOCAL),
+            "chats from before owners are the local person's"
+        );
+        assert!(owned(Some(LOCAL)).owned_by(LOCAL));
+        assert!(!owned(Some("p1")).owned_by(LOCAL));
+        assert!(owned(Some("p1")).owned_by("p1"));
+        assert!(!owned(None).owned_by("p1"));
+        assert!(!owned(Some("p2")).owned_by("p1"));
+    }
+
+    #[test]
+    fn a_turn_may_start_in_ones_own_chat_or_an_untouched_one() {
+        let untouched = SessionRecord::new("c", 0);
+        assert!(untouched.open_to("p1") && untouched.open_to("local"));
+        let mut used = owned(None);
+        used.history.push(HistoryItem::User {
+            text: "hi".into(),
+            attachments: Vec::new(),
+        });
+        assert!(used.open_to("local"));
+        assert!(!used.open_to("p1"));
+        assert!(!owned(Some("p2")).open_to("p1"));
+    }
 
     #[test]
     fn submitting_without_a_turn_is_rejected() {

@@ -6,17 +6,21 @@
 use std::sync::Arc;
 
 use super::error::ApiError;
-use crate::{agent::people::Principal, agent::session::Session, transport::state::AppState};
+use crate::{
+    agent::{Runtime, people::Principal, session::Session},
+    transport::state::AppState,
+};
 
 /// The chat `chat_id` if it exists and is `principal`'s (`None`: it does not exist yet, and a
-/// turn started in it makes it theirs); another's is refused.
+/// turn started in it makes it theirs); another's is refused. The rule is the chat's
+/// ([`crate::agent::SessionRecord::owned_by`]); this is how every route and socket asks it.
 pub async fn own_chat(
-    state: &AppState,
+    runtime: &Arc<Runtime>,
     principal: &str,
     chat_id: &str,
 ) -> Result<Option<Arc<Session>>, ApiError> {
-    match state.runtime.existing_session(chat_id).await? {
-        Some(session) if session.state().record.owner() != principal => {
+    match runtime.existing_session(chat_id).await? {
+        Some(session) if !session.owned_by(principal) => {
             tracing::info!(chat = %chat_id, "refused: someone else's chat");
             Err(ApiError::not_your_chat())
         }
@@ -38,5 +42,5 @@ pub async fn own_chat_of(
     principal: &Principal,
     chat_id: &str,
 ) -> Result<Option<Arc<Session>>, ApiError> {
-    own_chat(state, principal.id(), chat_id).await
+    own_chat(&state.runtime, principal.id(), chat_id).await
 }

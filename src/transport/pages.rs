@@ -61,7 +61,7 @@ pub async fn chat_snapshot(
         .map_err(|e| e.to_string())?
         .filter(|s| {
             let state = s.state();
-            !state.record.is_untouched() && principal.owns(state.record.owner.as_deref())
+            !state.record.is_untouched() && state.record.owned_by(principal.id())
         });
     let Some(session) = session else {
         return Ok(None);

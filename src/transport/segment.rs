@@ -58,7 +58,7 @@ pub async fn open(
     let principal = super::access::principal_id(actor);
     match command {
         ChatCommand::Answer { message, .. } => {
-            let session = super::access::own_chat(state, principal, chat_id).await?;
+            let session = super::access::own_chat(runtime, principal, chat_id).await?;
             let record = session
                 .as_ref()
                 .map(|s| s.snapshot())

@@ -83,12 +83,6 @@ impl Principal {
         }
     }
 
-    /// Whether this principal may open (read, continue, stop) a chat owned by `owner`
-    /// (`None`: a chat from before chats had owners, which the local person owns).
-    pub fn owns(&self, owner: Option<&str>) -> bool {
-        self.id() == owner.unwrap_or(LOCAL)
-    }
-
     /// What the page is told about them.
     pub fn me(&self, mode: SignInMode) -> Me {
         Me {

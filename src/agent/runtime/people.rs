@@ -262,7 +262,7 @@ impl Runtime {
         let mut chats: Vec<String> = self
             .live_sessions_reached(reach)
             .into_iter()
-            .filter(|s| s.state().record.owner() == person.id)
+            .filter(|s| s.owned_by(&person.id))
             .map(|s| s.id.clone())
             .collect();
         if reach == Reach::Everywhere {

@@ -114,11 +114,6 @@ fn asked_again(message: &UiMessage) -> Option<&str> {
         .as_str()
 }
 
-/// Whether `owner` may start a turn in the chat of `record`: theirs, or one nobody used yet.
-fn may_start(record: &SessionRecord, owner: &str) -> bool {
-    record.is_untouched() || record.owner() == owner
-}
-
 /// Puts a client's earlier conversation at the start of `record`'s history if the chat is
 /// empty (nothing said, no turn): only `Context` items, which are text and nothing else.
 fn adopt_context(record: &mut SessionRecord, context: Vec<HistoryItem>) {
@@ -199,7 +194,7 @@ impl Runtime {
         let mut files = if user.attachments.is_empty() {
             None
         } else {
-            if !may_start(&session.state().record, owner) {
+            if !session.state().record.open_to(owner) {
                 return Err(TurnError::NotYourChat);
             }
             let attachments = std::mem::take(&mut user.attachments);
@@ -209,10 +204,12 @@ impl Runtime {
             let next = {
                 let mut state = session.state();
                 let SessionState { record, live, .. } = &mut *state;
-                let claim = record.is_untouched() && owner != crate::agent::people::LOCAL;
-                if !claim && record.owner() != owner {
+                if !record.open_to(owner) {
                     return Err(TurnError::NotYourChat);
                 }
+                // The first turn in an untouched chat makes it a person's (the local person's
+                // chats need no owner recorded).
+                let claim = record.is_untouched() && owner != crate::agent::people::LOCAL;
                 if let Some(call_id) = &user.ask_again {
                     // Refused before anything changes: a turn it would supersede stays.
                     call_to_ask_again(record, call_id, &self.tools).map_err(|why| {

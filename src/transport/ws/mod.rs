@@ -636,14 +636,9 @@ impl Connection {
     /// Why this socket's principal may not touch `chat_id` (someone else's chat), if they may
     /// not.
     async fn foreign(&self, chat_id: &str) -> Option<ApiError> {
-        match self.runtime.existing_session(chat_id).await {
-            Ok(Some(session)) if session.state().record.owner() != self.client.principal().id() => {
-                tracing::info!(connection = self.id, chat = %chat_id, "refused: someone else's chat");
-                Some(ApiError::not_your_chat())
-            }
-            Ok(_) => None,
-            Err(e) => Some(ApiError::from(e)),
-        }
+        super::access::own_chat(&self.runtime, self.client.principal().id(), chat_id)
+            .await
+            .err()
     }
 
     /// `resume`: re-attach to the chat's current turn after `received` frames.
