@@ -75,6 +75,31 @@ impl Transport {
             Transport::Api => "api",
         }
     }
+
+    /// What the clients on this transport do with a browser call the policy lets run: report
+    /// its result, or run it by themselves and never report (the original system's
+    /// `POST /stream` client). Kept with the label because the label is what a turn keeps: a
+    /// turn resumed after a restart behaves as it began. The turn loop asks this, never which
+    /// client it is.
+    pub fn browser_calls(self) -> BrowserCalls {
+        match self {
+            Transport::Seed => BrowserCalls::Unreported,
+            Transport::Sse | Transport::Bidi | Transport::Ws | Transport::Api => {
+                BrowserCalls::Reported
+            }
+        }
+    }
+}
+
+/// What a turn's client does with the browser calls the policy lets run
+/// ([`Transport::browser_calls`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrowserCalls {
+    /// It runs them and sends their results: the turn waits for them.
+    Reported,
+    /// It runs them by itself and never sends a result: a call that needs no approval ends at
+    /// once with its tool's acknowledgment ([`gate::Gate::acknowledging_browser_calls`]).
+    Unreported,
 }
 
 impl std::fmt::Display for Transport {

@@ -51,7 +51,6 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use super::json_util::{TagError, Tagged, split_tagged};
-use super::seed::SeedTransport;
 
 mod build;
 mod decode;
@@ -82,11 +81,6 @@ pub enum Dialect {
     /// (`x-countersign-dialect: full`) and our own wasm client. A v6 client of any
     /// version takes the default.
     Full,
-    /// The original system's frontend on its own routes (`POST /stream`, `/live`): per chunk the
-    /// keys of [`Dialect::V6Strict`]; what the seed rewrites across chunks (step markers,
-    /// approvals held to the pause, denials, `finish`, Python-style JSON) is a
-    /// [`SeedEncoder`](super::seed::SeedEncoder)'s, which a stream in this dialect goes through.
-    Seed(SeedTransport),
 }
 
 /// Why the model stopped (`finish.finishReason`).
@@ -313,7 +307,7 @@ impl Chunk {
     pub fn for_dialect(&self, dialect: Dialect) -> Option<Cow<'_, Chunk>> {
         match dialect {
             Dialect::Full => Some(Cow::Borrowed(self)),
-            Dialect::V6Strict | Dialect::Seed(_) => self.v6_strict(),
+            Dialect::V6Strict => self.v6_strict(),
         }
     }
 

@@ -36,6 +36,7 @@ pub mod functions;
 pub mod html;
 pub mod pages;
 pub mod people;
+pub mod profile;
 pub mod request;
 pub mod seed;
 pub mod segment;

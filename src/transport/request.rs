@@ -6,9 +6,9 @@
 
 use axum::http::StatusCode;
 
-use super::{answers::is_answer, context::earlier_context, error::ApiError};
+use super::{answers::is_answer, context::earlier_context, error::ApiError, profile::Profile};
 use crate::{
-    agent::{Transport, UserTurn, history::HistoryItem},
+    agent::{UserTurn, history::HistoryItem},
     protocol::{
         ChatRequest, Role, Trigger, UiMessage, UiPart,
         envelope::{ReadError, ReadLimits},
@@ -137,8 +137,9 @@ pub enum ChatCommand {
 }
 
 impl ChatCommand {
-    /// Decodes `request`, which came in on `transport`.
-    pub fn decode(request: ChatRequest, transport: Transport) -> Result<Self, ApiError> {
+    /// Decodes `request`, which a client of `profile` sent.
+    pub fn decode(request: ChatRequest, profile: &Profile) -> Result<Self, ApiError> {
+        let transport = profile.transport;
         let chat_id = request.id.trim().to_owned();
         if chat_id.is_empty() {
             return Err(ApiError::bad_request(
@@ -247,6 +248,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::{
+        agent::Transport,
+        transport::{profile::ai_sdk, seed},
+    };
 
     fn request(value: serde_json::Value) -> ChatRequest {
         serde_json::from_value(value).unwrap()
@@ -260,7 +265,7 @@ mod tests {
     fn a_new_message_starts_a_turn_and_every_bad_request_says_why() {
         let started = ChatCommand::decode(
             request(json!({"id": " c1 ", "messages": [user("hi")]})),
-            Transport::Sse,
+            &ai_sdk(Transport::Sse),
         )
         .unwrap();
         assert_eq!(
@@ -300,8 +305,13 @@ mod tests {
                 "regenerate_unsupported",
             ),
         ] {
-            for transport in [Transport::Sse, Transport::Bidi, Transport::Seed] {
-                let err = ChatCommand::decode(request(body.clone()), transport).unwrap_err();
+            for profile in [
+                ai_sdk(Transport::Sse),
+                ai_sdk(Transport::Bidi),
+                seed::stream(),
+            ] {
+                let transport = profile.transport;
+                let err = ChatCommand::decode(request(body.clone()), &profile).unwrap_err();
                 assert_eq!(err.code, code, "{body} on {transport}");
             }
         }
@@ -310,7 +320,7 @@ mod tests {
         assert!(
             ChatCommand::decode(
                 request(json!({"id": id, "messages": [user("hi")]})),
-                Transport::Bidi
+                &ai_sdk(Transport::Bidi)
             )
             .is_ok()
         );
@@ -322,10 +332,14 @@ mod tests {
             {"type": "text", "text": "Hello!"},
             {"type": "tool-process_payment", "toolCallId": "c", "state": "approval-requested",
              "input": {"amount": 900}, "approval": {"id": "apv-9"}}]});
-        for transport in [Transport::Sse, Transport::Bidi, Transport::Seed] {
+        for profile in [
+            ai_sdk(Transport::Sse),
+            ai_sdk(Transport::Bidi),
+            seed::stream(),
+        ] {
             let command = ChatCommand::decode(
                 request(json!({"id": "c", "messages": [user("hi"), earlier.clone(), user("pay")]})),
-                transport,
+                &profile,
             )
             .unwrap();
             let ChatCommand::Start { user, context, .. } = command else {
@@ -352,7 +366,7 @@ mod tests {
             "input": {}, "approval": {"id": "apv-1", "approved": true}}]});
         match ChatCommand::decode(
             request(json!({"id": "c", "messages": [user("pay"), answer]})),
-            Transport::Sse,
+            &ai_sdk(Transport::Sse),
         )
         .unwrap()
         {

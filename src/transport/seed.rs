@@ -1,19 +1,111 @@
-//! The original system's dialect, in one place: its request envelope for `POST /stream`
-//! (`content` strings, ADK confirmation parts, `tool-result` parts), its looser WebSocket
-//! `message` frames, and its `tool_result` frames (a browser tool's output, or a confirmation
-//! addressed to an approval id). Each is turned into what the rest of the server speaks.
+//! The original system's dialect, in one place: its client profiles ([`stream`] for
+//! `POST /stream`, [`live`] for `/live`: ADR 0019, ADR 0031), its request envelope (`content`
+//! strings, ADK confirmation parts, `tool-result` parts), its looser WebSocket `message` frames,
+//! and its `tool_result` frames (a browser tool's output, or a confirmation addressed to an
+//! approval id). Each is turned into what the rest of the server speaks; what it is sent back is
+//! `protocol::seed`'s encoder, which [`Frames`] puts behind the profile's [`Encoder`].
 
 use serde_json::{Value, json, value::RawValue};
 
-use super::{context::MAX_MESSAGES, error::ApiError, request::read_error};
+use super::{
+    context::MAX_MESSAGES,
+    error::ApiError,
+    profile::{Encoder, Out, Profile, SocketManners},
+    request::read_error,
+};
 use crate::{
-    agent::{ApprovalDecision, BrowserResult, PersonInput},
+    agent::{ApprovalDecision, BrowserResult, PersonInput, Transport, TurnEntry, TurnLog},
     protocol::{
-        ChatRequest, Role, UiMessage, UiPart,
+        ChatRequest, Chunk, Dialect, Role, UiMessage, UiPart,
         envelope::{ReadLimits, latest_messages},
         message::TextPart,
+        seed::{Entry, SeedEncoder, SeedTransport},
     },
 };
+
+/// The seed's frontend on `POST /stream`: its envelope; its stream (ADR 0019: no step markers,
+/// approval requests at the end of a response that closes with `finish{stop}` and `[DONE]`,
+/// the pause's `finish` reporting the usage so far, the seed's denial texts, Python-style
+/// JSON); text timing from `COUNTERSIGN_TEXT_TIMING`; it runs browser calls by itself and never
+/// reports them (`Transport::Seed`).
+pub fn stream() -> Profile {
+    Profile {
+        transport: Transport::Seed,
+        keys: Dialect::V6Strict,
+        keys_by_client: false,
+        timing: None,
+        decode: request,
+        encoder: |_| Box::new(Frames(SeedEncoder::new(SeedTransport::Sse))),
+        socket: SocketManners::default(),
+    }
+}
+
+/// The seed's frontend on `/live`: one stream per user turn with one `[DONE]` at its end,
+/// approval requests in their own step group at the pause; its backend closes the socket on
+/// JSON it cannot parse, ignores frames it does not understand and push-to-talk state.
+pub fn live() -> Profile {
+    Profile {
+        transport: Transport::Bidi,
+        encoder: |_| Box::new(Frames(SeedEncoder::new(SeedTransport::Bidi))),
+        socket: SocketManners {
+            close_on_bad_json: true,
+            ignore_unknown_frames: true,
+            ignore_audio_control: true,
+        },
+        ..stream()
+    }
+}
+
+/// The seed's encoder ([`SeedEncoder`]) as a profile's [`Encoder`]: whole frames, its own
+/// pause `finish` (on `POST /stream`) and `[DONE]`.
+pub struct Frames(pub SeedEncoder);
+
+impl Frames {
+    fn frames(frames: Vec<String>) -> Vec<Out> {
+        frames.into_iter().map(Out::Frame).collect()
+    }
+}
+
+impl Encoder for Frames {
+    fn prime(&mut self, log: &TurnLog, upto: usize) {
+        for entry in log.entries_from(0).iter().take(upto) {
+            self.0.prime(match entry {
+                TurnEntry::Chunk(chunk) => Entry::Chunk(chunk),
+                TurnEntry::Pause => Entry::Pause(None),
+                TurnEntry::End => Entry::End,
+            });
+        }
+    }
+
+    fn passed_pause(&mut self) {
+        self.0.prime(Entry::Pause(None));
+    }
+
+    fn chunk(&mut self, chunk: &Chunk) -> Vec<Out> {
+        Self::frames(self.0.push(Entry::Chunk(chunk)))
+    }
+
+    fn pause(&mut self, metadata: Option<&Value>) -> Vec<Out> {
+        Self::frames(self.0.push(Entry::Pause(metadata)))
+    }
+
+    fn end(&mut self) -> Vec<Out> {
+        Self::frames(self.0.push(Entry::End))
+    }
+
+    fn closes_itself(&self) -> bool {
+        true
+    }
+
+    fn reports_usage_at_pause(&self) -> bool {
+        self.0.transport() == SeedTransport::Sse
+    }
+
+    /// The seed's client knows no such error: the response just ends.
+    fn signed_out(&mut self, _why: &str) -> Vec<Out> {
+        Vec::new()
+    }
+}
 
 /// Converts the seed system's request body into a [`ChatRequest`]. The last message is what the
 /// request says (a new message, or answers); of the earlier ones only the latest
@@ -280,10 +372,7 @@ mod tests {
     /// parts and `tool-result` parts are left out, and what is left becomes only text.
     #[test]
     fn earlier_seed_messages_are_kept_as_they_read_and_never_as_answers() {
-        use crate::{
-            agent::{Transport, history::HistoryItem},
-            transport::request::ChatCommand,
-        };
+        use crate::{agent::history::HistoryItem, transport::request::ChatCommand};
         let request = read(&json!({"id": "chat", "messages": [
             {"role": "user", "content": "Pay Bob $5"},
             {"role": "assistant", "parts": [
@@ -306,7 +395,7 @@ mod tests {
         );
         assert_eq!(request.messages[2].parts.len(), 1, "nor does `tool-result`");
         let ChatCommand::Start { user, context, .. } =
-            ChatCommand::decode(request, Transport::Seed).unwrap()
+            ChatCommand::decode(request, &stream()).unwrap()
         else {
             panic!("a new message");
         };

@@ -10,24 +10,28 @@
 //! the turn ends it too. A resume ([`Segment::replay`]) replays the whole assistant message from
 //! its `start`, skipping the pauses it already went through, then follows it live.
 //!
-//! In the seed's dialect ([`Dialect::Seed`], `POST /stream`) the segment's entries go through a
-//! [`SeedEncoder`] instead, and it yields the encoder's finished frames ([`Piece::Frame`]), its
-//! pause `finish` and `[DONE]` included.
+//! What a segment yields is its client's [`Encoder`]'s (the route's [`Profile`]): an encoder
+//! that closes the stream by itself (its own pause `finish` and `[DONE]`) ends the segment
+//! after its last frame, with no [`Piece::End`].
+//!
+//! [`Profile`]: super::profile::Profile
 
 use std::{collections::VecDeque, sync::Arc, time::Duration};
 
 use serde_json::Value;
 
-use super::{answers::extract, edge::check_chat_rate, error::ApiError, request::ChatCommand};
+use super::{
+    answers::extract,
+    edge::check_chat_rate,
+    error::ApiError,
+    profile::{Encoder, Out, Profile},
+    request::ChatCommand,
+};
 use crate::{
     agent::{
-        SessionRecord, TextTiming, Transport, TurnEntry, TurnLog, TurnStatus, session::LogReader,
-        store::Actor,
+        SessionRecord, TextTiming, TurnEntry, TurnLog, TurnStatus, session::LogReader, store::Actor,
     },
-    protocol::{
-        ChatRequest, Chunk, Dialect, FinishReason,
-        seed::{Entry, SeedEncoder},
-    },
+    protocol::{ChatRequest, Chunk, FinishReason},
     transport::state::AppState,
 };
 
@@ -42,15 +46,16 @@ pub struct Opened {
     pub continuation: Option<String>,
 }
 
-/// Starts or continues the turn of `request.id`.
+/// Starts or continues the turn of `request.id`, for a client of `profile`.
 pub async fn open(
     state: &AppState,
     request: ChatRequest,
-    transport: Transport,
+    profile: &Profile,
     timing: Option<TextTiming>,
     actor: &Actor,
 ) -> Result<Opened, ApiError> {
-    let command = ChatCommand::decode(request, transport)?;
+    let transport = profile.transport;
+    let command = ChatCommand::decode(request, profile)?;
     let chat_id = command.chat_id().to_owned();
     let chat_id = chat_id.as_str();
     check_chat_rate(state, chat_id)?;
@@ -127,15 +132,6 @@ pub async fn streaming_log(
     Ok(streaming.then_some(log))
 }
 
-/// The dialect a client names (`full`: every key of the newest AI SDK; anything else: the keys
-/// `ai@6.0.0` accepts), from a header, a query parameter or a frame's headers.
-pub fn dialect_named(name: Option<&str>) -> Dialect {
-    match name {
-        Some(v) if v.trim().eq_ignore_ascii_case("full") => Dialect::Full,
-        _ => Dialect::V6Strict,
-    }
-}
-
 /// The text timing a client names (`progressive` / `hold`), if it names one (ADR 0004).
 pub fn timing_named(name: Option<&str>) -> Option<TextTiming> {
     match name.map(str::trim) {
@@ -148,10 +144,9 @@ pub fn timing_named(name: Option<&str>) -> Option<TextTiming> {
 /// What a segment yields next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Piece {
-    /// A chunk, as JSON in the segment's dialect.
+    /// A chunk, as JSON in the segment's key dialect: the carrier frames it.
     Chunk(String),
-    /// A whole frame as the seed's dialect writes it (`data: …\n\n`, `[DONE]` included): in
-    /// that dialect the segment ends after its last frame, with no [`Piece::End`].
+    /// A whole SSE event (`data: …\n\n`, `[DONE]` included), sent as it is.
     Frame(String),
     /// Nothing happened for the keep-alive interval: say something so proxies keep the line.
     KeepAlive,
@@ -159,158 +154,114 @@ pub enum Piece {
     End,
 }
 
-/// What the turn's `finish` would carry now (see [`Entry::Pause`]).
-pub type PauseMetadata = Box<dyn Fn() -> Option<Value> + Send>;
-
-/// How a segment writes what it reads.
-enum Encoding {
-    /// Chunk JSON in a key dialect; the carrier frames it.
-    Chunks(Dialect),
-    /// The seed's frames, from its encoder.
-    Seed {
-        encoder: SeedEncoder,
-        /// Frames written and not yet yielded.
-        queue: VecDeque<String>,
-        pause_metadata: Option<PauseMetadata>,
-    },
+impl From<Out> for Piece {
+    fn from(out: Out) -> Self {
+        match out {
+            Out::Chunk(json) => Piece::Chunk(json),
+            Out::Frame(frame) => Piece::Frame(frame),
+        }
+    }
 }
 
-/// Reads one segment of a turn's log as chunk JSON (or, in the seed's dialect, as frames).
+/// What the turn's `finish` would carry now (see [`Encoder::pause`]).
+pub type PauseMetadata = Box<dyn Fn() -> Option<Value> + Send>;
+
+/// Reads one segment of a turn's log and writes it with its client's encoder.
 pub struct Segment {
     reader: LogReader,
     /// A continuation's `start`, sent first.
     opening: Option<String>,
     /// Pauses up to this log position were already answered (a replay passes them).
     replay_until: usize,
-    encoding: Encoding,
+    encoder: Box<dyn Encoder>,
+    /// Written and not yet yielded.
+    queue: VecDeque<Piece>,
+    pause_metadata: Option<PauseMetadata>,
     keep_alive: Duration,
-    /// The `finish` of a pause was sent; `End` follows.
-    paused: bool,
+    /// Everything the segment says is in `queue`.
     ended: bool,
 }
 
 impl Segment {
-    /// The answer to a request [`open`]ed. In the seed's dialect the encoder first learns what
-    /// the client already has (the log before `from`).
-    pub fn new(opened: Opened, dialect: Dialect, keep_alive: Duration) -> Self {
-        let encoding = Encoding::new(dialect);
-        let mut segment = Segment {
+    /// The answer to a request [`open`]ed. The encoder first learns what the client already
+    /// has (the log before `from`).
+    pub fn new(opened: Opened, mut encoder: Box<dyn Encoder>, keep_alive: Duration) -> Self {
+        encoder.prime(&opened.log, opened.from);
+        Segment {
             reader: opened.log.subscribe(opened.from),
             opening: opened.continuation,
             replay_until: 0,
-            encoding,
+            encoder,
+            queue: VecDeque::new(),
+            pause_metadata: None,
             keep_alive,
-            paused: false,
             ended: false,
-        };
-        if let Encoding::Seed { encoder, .. } = &mut segment.encoding {
-            for entry in opened.log.entries_from(0).iter().take(opened.from) {
-                encoder.prime(entry_of(entry));
-            }
         }
-        segment
     }
 
     /// A resume: the whole assistant message so far (from the turn's `start`), then live.
-    pub fn replay(log: Arc<TurnLog>, dialect: Dialect, keep_alive: Duration) -> Self {
+    pub fn replay(log: Arc<TurnLog>, encoder: Box<dyn Encoder>, keep_alive: Duration) -> Self {
         Segment {
             replay_until: log.len(),
             reader: log.subscribe(0),
             opening: None,
-            encoding: Encoding::new(dialect),
+            encoder,
+            queue: VecDeque::new(),
+            pause_metadata: None,
             keep_alive,
-            paused: false,
             ended: false,
         }
     }
 
-    /// Where the seed's dialect gets what its pause `finish` reports (the turn's usage so far
-    /// and the model); without it that `finish` has no metadata. Other dialects ignore it.
+    /// Whether its encoder reports the turn's usage at a pause: then it needs
+    /// [`Segment::with_pause_metadata`].
+    pub fn reports_usage_at_pause(&self) -> bool {
+        self.encoder.reports_usage_at_pause()
+    }
+
+    /// Where the encoder gets what its pause reports (the turn's usage so far and the model);
+    /// without it the pause has no metadata.
     pub fn with_pause_metadata(mut self, metadata: PauseMetadata) -> Self {
-        if let Encoding::Seed { pause_metadata, .. } = &mut self.encoding {
-            *pause_metadata = Some(metadata);
-        }
+        self.pause_metadata = Some(metadata);
         self
     }
 
     /// What the segment says last when whoever asked for it may no longer be signed in
-    /// (`why`): an `error` chunk in a chunk dialect; nothing in the seed's, whose client knows
-    /// no such error.
-    pub fn signed_out(&self, why: &str) -> Option<Piece> {
-        match self.encoding {
-            Encoding::Chunks(dialect) => Chunk::error(why).to_json(dialect).map(Piece::Chunk),
-            Encoding::Seed { .. } => None,
-        }
+    /// (`why`): the encoder's words, if its client knows such an error.
+    pub fn signed_out(&mut self, why: &str) -> Option<Piece> {
+        self.encoder
+            .signed_out(why)
+            .into_iter()
+            .next()
+            .map(Piece::from)
     }
 
-    /// The next piece; `None` after [`Piece::End`] (in the seed's dialect: after the last
-    /// frame).
+    fn write(&mut self, out: Vec<Out>) {
+        self.queue.extend(out.into_iter().map(Piece::from));
+    }
+
+    /// The segment stops here (a pause or the end): after `End`, unless the encoder's own
+    /// frames close it.
+    fn close(&mut self) {
+        if !self.encoder.closes_itself() {
+            self.queue.push_back(Piece::End);
+        }
+        self.ended = true;
+    }
+
+    /// The next piece; `None` once the segment is over (after [`Piece::End`], or the
+    /// encoder's last frame).
     pub async fn next(&mut self) -> Option<Piece> {
-        let Encoding::Chunks(dialect) = self.encoding else {
-            return self.next_seed_frame().await;
-        };
-        if self.ended {
-            return None;
-        }
-        if self.paused {
-            self.ended = true;
-            return Some(Piece::End);
-        }
-        if let Some(message_id) = self.opening.take()
-            && let Some(json) = Chunk::start(message_id).to_json(dialect)
-        {
-            return Some(Piece::Chunk(json));
-        }
         loop {
-            let next = match tokio::time::timeout(self.keep_alive, self.reader.next()).await {
-                Err(_) => return Some(Piece::KeepAlive),
-                Ok(next) => next,
-            };
-            match next {
-                None | Some(TurnEntry::End) => {
-                    self.ended = true;
-                    return Some(Piece::End);
-                }
-                Some(TurnEntry::Pause) if self.reader.position() <= self.replay_until => continue,
-                Some(TurnEntry::Pause) => {
-                    self.paused = true;
-                    match Chunk::finish(FinishReason::ToolCalls).to_json(dialect) {
-                        Some(json) => return Some(Piece::Chunk(json)),
-                        None => {
-                            self.ended = true;
-                            return Some(Piece::End);
-                        }
-                    }
-                }
-                Some(TurnEntry::Chunk(chunk)) => {
-                    if let Some(json) = chunk.to_json(dialect) {
-                        return Some(Piece::Chunk(json));
-                    }
-                }
-            }
-        }
-    }
-
-    /// [`Segment::next`] in the seed's dialect: the log's entries through the encoder, which
-    /// ends the segment at the turn's pause or end with `[DONE]` of its own.
-    async fn next_seed_frame(&mut self) -> Option<Piece> {
-        loop {
-            let Encoding::Seed {
-                encoder,
-                queue,
-                pause_metadata,
-            } = &mut self.encoding
-            else {
-                return None;
-            };
-            if let Some(frame) = queue.pop_front() {
-                return Some(Piece::Frame(frame));
+            if let Some(piece) = self.queue.pop_front() {
+                return Some(piece);
             }
             if self.ended {
                 return None;
             }
             if let Some(message_id) = self.opening.take() {
-                queue.extend(encoder.push(Entry::Chunk(&Chunk::start(message_id))));
+                let out = self.encoder.chunk(&Chunk::start(message_id));
+                self.write(out);
                 continue;
             }
             let next = match tokio::time::timeout(self.keep_alive, self.reader.next()).await {
@@ -318,50 +269,44 @@ impl Segment {
                 Ok(next) => next,
             };
             match next {
+                None | Some(TurnEntry::End) => {
+                    let out = self.encoder.end();
+                    self.write(out);
+                    self.close();
+                }
                 Some(TurnEntry::Pause) if self.reader.position() <= self.replay_until => {
-                    encoder.prime(Entry::Pause(None));
+                    self.encoder.passed_pause();
                 }
                 Some(TurnEntry::Pause) => {
-                    let metadata = pause_metadata.as_ref().and_then(|m| m());
-                    queue.extend(encoder.push(Entry::Pause(metadata.as_ref())));
-                    self.ended = true;
+                    let metadata = self.pause_metadata.as_ref().and_then(|m| m());
+                    let out = self.encoder.pause(metadata.as_ref());
+                    self.write(out);
+                    if !self.encoder.closes_itself() {
+                        // A response that stops for the person says why (AI SDK: the client
+                        // then sends the answers as a new request).
+                        let out = self.encoder.chunk(&Chunk::finish(FinishReason::ToolCalls));
+                        self.write(out);
+                    }
+                    self.close();
                 }
-                None | Some(TurnEntry::End) => {
-                    queue.extend(encoder.push(Entry::End));
-                    self.ended = true;
+                Some(TurnEntry::Chunk(chunk)) => {
+                    let out = self.encoder.chunk(&chunk);
+                    self.write(out);
                 }
-                Some(TurnEntry::Chunk(chunk)) => queue.extend(encoder.push(Entry::Chunk(&chunk))),
             }
         }
-    }
-}
-
-impl Encoding {
-    fn new(dialect: Dialect) -> Self {
-        match dialect {
-            Dialect::Seed(transport) => Encoding::Seed {
-                encoder: SeedEncoder::new(transport),
-                queue: VecDeque::new(),
-                pause_metadata: None,
-            },
-            dialect => Encoding::Chunks(dialect),
-        }
-    }
-}
-
-/// A log entry as an encoder is primed with it (a pause without its metadata: nothing is
-/// written).
-pub fn entry_of(entry: &TurnEntry) -> Entry<'_> {
-    match entry {
-        TurnEntry::Chunk(chunk) => Entry::Chunk(chunk),
-        TurnEntry::Pause => Entry::Pause(None),
-        TurnEntry::End => Entry::End,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::Dialect;
+    use crate::transport::profile::ChunkEncoder;
+
+    fn strict() -> Box<dyn Encoder> {
+        Box::new(ChunkEncoder(Dialect::V6Strict))
+    }
 
     fn log(entries: Vec<TurnEntry>) -> Arc<TurnLog> {
         Arc::new(TurnLog::restored(entries))
@@ -395,7 +340,7 @@ mod tests {
                 from: 0,
                 continuation: None,
             },
-            Dialect::V6Strict,
+            strict(),
             Duration::from_secs(10),
         );
         assert_eq!(
@@ -414,7 +359,7 @@ mod tests {
                 from: 3,
                 continuation: Some("m1".into()),
             },
-            Dialect::V6Strict,
+            strict(),
             Duration::from_secs(10),
         );
         assert_eq!(
@@ -426,7 +371,7 @@ mod tests {
             ]
         );
         // A replay passes the pause it went through.
-        let replay = Segment::replay(log(entries), Dialect::V6Strict, Duration::from_secs(10));
+        let replay = Segment::replay(log(entries), strict(), Duration::from_secs(10));
         assert_eq!(drain(replay).await.len(), 4);
     }
 
@@ -443,7 +388,7 @@ mod tests {
             TurnEntry::Chunk(Chunk::start_step()),
             TurnEntry::End,
         ];
-        let seed = Dialect::Seed(crate::protocol::SeedTransport::Sse);
+        let seed = || crate::transport::seed::stream().encoder(Dialect::V6Strict);
         let opened = |from, continuation: Option<&str>| Opened {
             chat_id: "c".into(),
             log: log(entries.clone()),
@@ -459,7 +404,7 @@ mod tests {
                 })
                 .collect()
         };
-        let first = Segment::new(opened(0, None), seed, Duration::from_secs(10))
+        let first = Segment::new(opened(0, None), seed(), Duration::from_secs(10))
             .with_pause_metadata(Box::new(|| {
                 Some(serde_json::json!({"modelVersion": "v", "usage": {"inputTokens": 1}}))
             }));
@@ -473,7 +418,7 @@ mod tests {
                 "data: [DONE]\n\n",
             ]
         );
-        let second = Segment::new(opened(6, Some("m1")), seed, Duration::from_secs(10));
+        let second = Segment::new(opened(6, Some("m1")), seed(), Duration::from_secs(10));
         assert_eq!(
             frames(drain(second).await),
             [
@@ -487,7 +432,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_quiet_log_yields_keep_alives() {
         let log = log(vec![TurnEntry::Chunk(Chunk::start("m1"))]);
-        let mut segment = Segment::replay(log.clone(), Dialect::V6Strict, Duration::from_secs(5));
+        let mut segment = Segment::replay(log.clone(), strict(), Duration::from_secs(5));
         assert_eq!(segment.next().await, Some(chunk(Chunk::start("m1"))));
         assert_eq!(segment.next().await, Some(Piece::KeepAlive));
         log.push(TurnEntry::End);

@@ -18,7 +18,7 @@ use axum::{
     extract::{Path, State},
     http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
-    routing::{get, post},
+    routing::{MethodRouter, get, post},
 };
 use futures::stream;
 use serde_json::{Value, json};
@@ -26,92 +26,79 @@ use serde_json::{Value, json};
 use super::{
     edge::Client,
     error::ApiError,
-    request::{off_thread, read_body, read_error, read_limits},
+    profile::{Profile, ai_sdk},
+    request::{off_thread, read_body, read_limits},
     seed,
     segment::{self, PauseMetadata, Piece, Segment},
 };
 use crate::{
     agent::people::Hold,
     agent::{TextTiming, Transport},
-    protocol::{
-        ChatRequest, Dialect, SeedTransport,
-        sse::{DONE_FRAME, KEEP_ALIVE_FRAME, UI_MESSAGE_STREAM_HEADERS},
-    },
+    protocol::sse::{DONE_FRAME, KEEP_ALIVE_FRAME, UI_MESSAGE_STREAM_HEADERS},
     transport::state::AppState,
 };
 
 /// Header with which a client asks for chunk keys newer than `ai@6.0.0` (value `full`).
 pub const DIALECT_HEADER: &str = "x-countersign-dialect";
 /// Header with which a client asks for progressive text (value `progressive`) or held text
-/// (`hold`) for this turn (ADR 0004). Without it `/api/chat` streams text progressively and the
-/// seed's `/stream` follows `COUNTERSIGN_TEXT_TIMING` (default `hold`).
+/// (`hold`) for this turn (ADR 0004). Without it the client's profile decides: `/api/chat`
+/// streams text progressively and the seed's `/stream` follows `COUNTERSIGN_TEXT_TIMING`
+/// (default `hold`).
 pub const TEXT_TIMING_HEADER: &str = "x-countersign-text";
 
-/// The SSE routes.
+/// The SSE routes: a chat route per client profile (ADR 0031).
 pub fn routes() -> Router<AppState> {
     Router::new()
         // POST: SSE; GET with an upgrade: the AI SDK's WebSocketChatTransport.
-        .route("/api/chat", post(chat).get(super::ws::chat::upgrade))
+        .route(
+            "/api/chat",
+            chat_route(|| ai_sdk(Transport::Sse)).get(super::ws::chat::upgrade),
+        )
         .route("/api/chat/{id}/stream", get(resume))
         .route("/api/chat/{id}/stop", post(stop))
-        .route("/stream", post(seed_stream))
+        .route("/stream", chat_route(seed::stream))
 }
 
+/// `POST` a chat request, from a client of `profile`: its body read by the profile's decoder,
+/// the answer streamed by its encoder.
+fn chat_route(profile: fn() -> Profile) -> MethodRouter<AppState> {
+    post(
+        move |State(state): State<AppState>, client: Client, headers: HeaderMap, body: Body| {
+            chat(state, client, headers, body, profile())
+        },
+    )
+}
+
+/// Starts or continues the turn of the request's chat and streams the response. A seed
+/// client's `X-API-Key` header, like every credential, was checked by the edge guard.
 async fn chat(
-    State(state): State<AppState>,
+    state: AppState,
     client: Client,
     headers: HeaderMap,
     body: Body,
+    profile: Profile,
 ) -> Result<Response, ApiError> {
     let body = read_body(body, state.http.max_body_bytes).await?;
     let limits = read_limits(&state);
     let size = body.len();
-    let request = off_thread(body, size, move |body| {
-        ChatRequest::from_slice_for_server(&body, limits)
-    })
-    .await?
-    .map_err(|e| {
-        read_error(e, |e| {
-            ApiError::bad_request(
-                "invalid_request",
-                format!("the body is not a chat request {{id, messages, trigger, messageId}}: {e}"),
-            )
-        })
-    })?;
-    run(
-        &state,
-        request,
-        Transport::Sse,
-        dialect(&headers),
-        // Our own route streams text as it is generated unless the client asks to hold it.
-        Some(timing(&headers).unwrap_or(TextTiming::Progressive)),
-        &client,
-    )
-    .await
-}
-
-/// Starts or continues the turn of `request.id` and streams the response.
-async fn run(
-    state: &AppState,
-    request: ChatRequest,
-    transport: Transport,
-    dialect: Dialect,
-    timing: Option<TextTiming>,
-    client: &Client,
-) -> Result<Response, ApiError> {
+    let decode = profile.decode;
+    let request = off_thread(body, size, move |body| decode(&body, limits)).await??;
+    let transport = profile.transport;
     let actor = client.actor(transport);
-    let opened = segment::open(state, request, transport, timing, &actor).await?;
+    let timing = timing(&headers).or(profile.timing);
+    let opened = segment::open(&state, request, &profile, timing, &actor).await?;
     let chat_id = opened.chat_id.clone();
-    let mut segment = Segment::new(opened, dialect, state.http.keep_alive);
-    if let Dialect::Seed(_) = dialect {
-        segment = segment.with_pause_metadata(pause_metadata(state, &chat_id, transport).await?);
+    let keys = profile.keys_named(header(&headers, DIALECT_HEADER));
+    let mut segment = Segment::new(opened, profile.encoder(keys), state.http.keep_alive);
+    if segment.reports_usage_at_pause() {
+        segment = segment.with_pause_metadata(pause_metadata(&state, &chat_id, transport).await?);
     }
-    Ok(stream_response(segment, super::edge::hold(state, client)))
+    Ok(stream_response(segment, super::edge::hold(&state, &client)))
 }
 
-/// The seed's SSE response ends at a pause with a `finish` of its own that reports the turn's
-/// usage so far and the model, as the turn's last `finish` will: read from the chat's turn
-/// record when the pause comes.
+/// What a pause's `finish` reports where the client's encoder says one (the seed's SSE
+/// response): the turn's usage so far and the model, as the turn's last `finish` will, read
+/// from the chat's turn record when the pause comes.
 async fn pause_metadata(
     state: &AppState,
     chat_id: &str,
@@ -138,7 +125,7 @@ async fn resume(
     Ok(match segment::streaming_log(&state, &chat_id).await? {
         None => StatusCode::NO_CONTENT.into_response(),
         Some(log) => stream_response(
-            Segment::replay(log, dialect(&headers), state.http.keep_alive),
+            Segment::replay(log, resume_encoder(&headers), state.http.keep_alive),
             super::edge::hold(&state, &client),
         ),
     })
@@ -159,41 +146,18 @@ async fn stop(
     Ok(Json(json!({ "stopped": stopped })))
 }
 
-/// The seed system's `POST /stream`: its request shape (`content` strings, ADK confirmation
-/// parts, `tool-result` parts) and its dialect of the stream (ADR 0019: no step markers,
-/// approval requests at the end of a response that closes with `finish{stop}` and `[DONE]`, the
-/// seed's denial texts, Python-style JSON). Its `X-API-Key` header is checked by the edge guard.
-async fn seed_stream(
-    State(state): State<AppState>,
-    client: Client,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
-    let body = read_body(body, state.http.max_body_bytes).await?;
-    let limits = read_limits(&state);
-    let size = body.len();
-    let request = off_thread(body, size, move |body| seed::request(&body, limits)).await??;
-    run(
-        &state,
-        request,
-        Transport::Seed,
-        Dialect::Seed(SeedTransport::Sse),
-        timing(&headers),
-        &client,
-    )
-    .await
+/// A resume is the AI SDK's (§A.8): its keys as the client asks.
+fn resume_encoder(headers: &HeaderMap) -> Box<dyn super::profile::Encoder> {
+    let profile = ai_sdk(Transport::Sse);
+    profile.encoder(profile.keys_named(header(headers, DIALECT_HEADER)))
 }
 
-fn dialect(headers: &HeaderMap) -> Dialect {
-    segment::dialect_named(headers.get(DIALECT_HEADER).and_then(|v| v.to_str().ok()))
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 fn timing(headers: &HeaderMap) -> Option<TextTiming> {
-    segment::timing_named(
-        headers
-            .get(TEXT_TIMING_HEADER)
-            .and_then(|v| v.to_str().ok()),
-    )
+    segment::timing_named(header(headers, TEXT_TIMING_HEADER))
 }
 
 /// Streams a segment of a turn as SSE: a `data:` event per chunk, `[DONE]` at its end, a
@@ -247,6 +211,10 @@ mod tests {
 
     #[test]
     fn headers_choose_dialect_and_text_timing() {
+        use crate::protocol::Dialect;
+        let dialect = |headers: &HeaderMap| {
+            ai_sdk(Transport::Sse).keys_named(header(headers, DIALECT_HEADER))
+        };
         let mut headers = HeaderMap::new();
         assert_eq!(dialect(&headers), Dialect::V6Strict);
         assert_eq!(timing(&headers), None);

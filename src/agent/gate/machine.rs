@@ -148,7 +148,7 @@ impl<'a> Gate<'a> {
     }
 
     /// The gate for a turn whose client runs browser calls itself and never reports their
-    /// results (the seed's `POST /stream` client): a browser call that needs no approval ends at
+    /// results ([`crate::agent::BrowserCalls::Unreported`]): a browser call that needs no approval ends at
     /// once with its tool's acknowledgment ([`ToolSpec::acknowledgment`]) instead of waiting for
     /// a result that will not come. Calls that need approval, and tools without an
     /// acknowledgment, wait for the browser as always.

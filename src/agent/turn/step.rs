@@ -5,7 +5,7 @@ use super::{Block, StepOutput, TurnDriver};
 use serde_json::Value;
 
 use crate::agent::{
-    Transport,
+    BrowserCalls,
     clock::IdKind,
     gate::{ApprovalResolution, CallPhase, Gate, StepCall},
     history::{AssistantPart, HistoryItem, Outcome, ToolCall, ToolResult},
@@ -195,8 +195,7 @@ impl TurnDriver {
         let now = self.rt.clock.now_ms();
         let rt = self.rt.clone();
         let mut gate = Gate::new(&rt.tools);
-        if self.transport == Transport::Seed {
-            // The seed's SSE frontend runs `change_bgm` by itself and never sends its result.
+        if self.transport.browser_calls() == BrowserCalls::Unreported {
             gate = gate.acknowledging_browser_calls();
         }
         let (wallet, owner) = {

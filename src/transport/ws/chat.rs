@@ -46,14 +46,20 @@ use crate::{
     transport::{
         ApiError,
         edge::Client,
+        profile::{Profile, ai_sdk},
         request::{off_thread, read_limits, too_many_messages},
-        segment::{self, Piece, Segment, dialect_named, timing_named},
+        segment::{self, Piece, Segment, timing_named},
         sse::{DIALECT_HEADER, TEXT_TIMING_HEADER},
     },
 };
 
 /// Frames waiting for the socket, from all of its requests.
 const OUTBOX: usize = 64;
+
+/// What the client of this socket speaks: the AI SDK's `WebSocketChatTransport`.
+fn profile() -> Profile {
+    ai_sdk(Transport::Ws)
+}
 
 /// The upgrade. The host, origin and credential checks and the per-address rate limit ran in
 /// the edge guard. `?text=` and `?dialect=` set the socket's defaults (a `send`'s own headers
@@ -66,7 +72,7 @@ pub async fn upgrade(
 ) -> Response {
     let defaults = Defaults {
         timing: timing_named(query.text.as_deref()).unwrap_or(TextTiming::Progressive),
-        dialect: dialect_named(query.dialect.as_deref()),
+        dialect: profile().keys_named(query.dialect.as_deref()),
     };
     let options = SocketOptions {
         // A `send` carries the whole conversation, like a POST body.
@@ -317,11 +323,12 @@ impl ChatSocket {
             .unwrap_or(self.defaults.timing);
         let dialect = self.dialect(headers);
         let chat_id = request.id.trim().to_owned();
-        let actor = self.client.actor(Transport::Ws);
+        let actor = self.client.actor(profile().transport);
         // Opened here, not in the request's task: an `abort` right behind it must find the turn.
-        match segment::open(&self.state, request, Transport::Ws, Some(timing), &actor).await {
+        match segment::open(&self.state, request, &profile(), Some(timing), &actor).await {
             Ok(opened) => {
-                let segment = Segment::new(opened, dialect, self.state.http.keep_alive);
+                let encoder = profile().encoder(dialect);
+                let segment = Segment::new(opened, encoder, self.state.http.keep_alive);
                 self.stream(request_id, chat_id, segment, false);
                 Next::Continue
             }
@@ -352,7 +359,8 @@ impl ChatSocket {
                 send_text(socket, &frame).await
             }
             Ok(Some(log)) => {
-                let segment = Segment::replay(log, dialect, self.state.http.keep_alive);
+                let encoder = profile().encoder(dialect);
+                let segment = Segment::replay(log, encoder, self.state.http.keep_alive);
                 self.stream(request_id, chat_id, segment, true);
                 Next::Continue
             }
@@ -380,7 +388,7 @@ impl ChatSocket {
 
     fn dialect(&self, headers: &BTreeMap<String, String>) -> Dialect {
         match headers.get(DIALECT_HEADER) {
-            Some(name) => dialect_named(Some(name)),
+            Some(name) => profile().keys_named(Some(name)),
             None => self.defaults.dialect,
         }
     }
@@ -407,7 +415,8 @@ impl ChatSocket {
                         Out::Frame(frame)
                     }
                     Piece::KeepAlive => Out::Ping,
-                    // Only the seed's dialect writes whole frames; no request here speaks it.
+                    // Only an encoder that writes whole SSE events yields these; this
+                    // profile's writes chunks.
                     Piece::Frame(_) => continue,
                     Piece::End => {
                         ending.store(true, Ordering::Release);

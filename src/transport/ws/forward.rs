@@ -2,6 +2,7 @@
 //! read from where the socket stopped, and the entries (and errors) written to the client.
 
 use super::*;
+use crate::transport::profile::Out;
 
 /// Where a socket is in the turn it forwards. While the turn waits for the person the socket
 /// lets go of its log (the turn may leave memory, ADR 0011) and picks it up again when the
@@ -26,15 +27,11 @@ impl Forwarding {
 }
 
 impl Connection {
-    /// Forwards `turn_id`'s `log` from entry `from` on. The seed's encoder starts afresh and
-    /// learns what the client already has of the turn.
+    /// Forwards `turn_id`'s `log` from entry `from` on. The encoder starts afresh and learns
+    /// what the client already has of the turn.
     pub(super) fn follow(&mut self, turn_id: String, log: &Arc<TurnLog>, from: usize) {
-        if let Some(encoder) = &mut self.seed {
-            *encoder = SeedEncoder::new(encoder.transport());
-            for entry in log.entries_from(0).iter().take(from) {
-                encoder.prime(entry_of(entry));
-            }
-        }
+        self.encoder = self.profile.encoder(self.keys);
+        self.encoder.prime(log, from);
         self.turn = Some(Forwarding::at(turn_id, log, from));
     }
 
@@ -106,9 +103,10 @@ impl Connection {
         }
     }
 
-    /// Sends one log entry: a chunk frame, `[DONE]` at the end of the turn, nothing for a pause
-    /// (where the socket lets go of the log if nothing follows yet) — or, in the seed's dialect,
-    /// what its encoder writes for the entry (the approval group at a pause).
+    /// Sends one log entry as the encoder writes it: for the AI SDK's chunks a chunk frame,
+    /// nothing for a pause (where the socket lets go of the log if nothing follows yet) and
+    /// `[DONE]` at the end of the turn, unless the encoder closes the stream itself (the seed's
+    /// approval group at a pause, its own `[DONE]`).
     pub(super) async fn forward(&mut self, entry: Option<TurnEntry>, socket: &mut Socket) -> Next {
         match entry {
             None => {
@@ -117,10 +115,8 @@ impl Connection {
                 Next::Continue
             }
             Some(TurnEntry::Pause) => {
-                let next = match self.seed.as_mut().map(|e| e.push(Entry::Pause(None))) {
-                    Some(frames) => self.send_frames(socket, frames).await,
-                    None => Next::Continue,
-                };
+                let frames = self.encoder.pause(None);
+                let next = self.send_frames(socket, frames).await;
                 if self
                     .turn
                     .as_ref()
@@ -132,10 +128,10 @@ impl Connection {
                 next
             }
             Some(TurnEntry::End) => {
-                let frames = match self.seed.as_mut() {
-                    Some(encoder) => encoder.push(Entry::End),
-                    None => vec![DONE_FRAME.to_string()],
-                };
+                let mut frames = self.encoder.end();
+                if !self.encoder.closes_itself() {
+                    frames.push(Out::Frame(DONE_FRAME.to_string()));
+                }
                 let next = self.send_frames(socket, frames).await;
                 // A newer turn of the chat may have begun meanwhile.
                 self.detach();
@@ -147,16 +143,14 @@ impl Connection {
     }
 
     pub(super) async fn send_chunk(&mut self, socket: &mut Socket, chunk: &Chunk) -> Next {
-        let frames = match self.seed.as_mut() {
-            Some(encoder) => encoder.push(Entry::Chunk(chunk)),
-            None => encode_chunk(chunk, self.dialect).into_iter().collect(),
-        };
+        let frames = self.encoder.chunk(chunk);
         self.send_frames(socket, frames).await
     }
 
-    pub(super) async fn send_frames(&mut self, socket: &mut Socket, frames: Vec<String>) -> Next {
+    /// Sends what the encoder wrote, each as one SSE event's text.
+    pub(super) async fn send_frames(&mut self, socket: &mut Socket, frames: Vec<Out>) -> Next {
         for frame in frames {
-            if let Next::Gone = self.send_text(socket, frame).await {
+            if let Next::Gone = self.send_text(socket, frame.into_event()).await {
                 return Next::Gone;
             }
         }

@@ -19,11 +19,11 @@
 //! tabs would otherwise share and take over one chat). A `resume` frame naming a chat still
 //! re-attaches to it on either route.
 //!
-//! `/live` speaks the seed's dialect ([`Dialect::Seed`], ADR 0019): the log goes through a
-//! [`SeedEncoder`] (approval requests in their own `start-step` … `finish-step` group at the
-//! pause, no other step markers, the seed's denial texts, Python-style JSON), and frames the seed
-//! backend would not answer with an error are handled as it does: invalid JSON closes the socket
-//! (1002), unknown or malformed frames and `audio_control` are logged and ignored.
+//! What a socket's client speaks is its route's client profile (`transport::profile`, ADR 0031):
+//! on `/api/live` the AI SDK's chunks; on `/live` the seed's dialect (`transport::seed`, ADR
+//! 0019), whose encoder writes its stream and whose manners are the seed backend's: invalid JSON
+//! closes the socket (1002), unknown or malformed frames and `audio_control` are logged and
+//! ignored.
 //!
 //! The WebSocket itself is ours ([`socket`], RFC 6455 framing in [`frame`]): a socket waiting for
 //! a person holds its TCP stream, one small task and no buffers (bench/: 1.9 KiB per idle
@@ -48,7 +48,7 @@ use axum::{
     Router,
     extract::{Query, State},
     response::Response,
-    routing::get,
+    routing::{MethodRouter, get},
 };
 use frame::{Message, OpCode};
 use futures::future::Either;
@@ -63,9 +63,10 @@ use super::{
     answers::extract,
     edge::{Client, limits::TokenBucket},
     error::ApiError,
+    profile::{Encoder, Profile, ai_sdk},
     request::{ChatCommand, MAX_CHAT_ID, off_thread, read_limits, too_many_messages},
     seed,
-    segment::{dialect_named, entry_of, timing_named},
+    segment::timing_named,
 };
 use crate::{
     agent::Transport,
@@ -77,10 +78,8 @@ use crate::{
         session::{LogReader, Read, TurnLog},
     },
     protocol::{
-        ChatRequest, Chunk, ClientFrame, Dialect, EnvelopeError, SeedEncoder, SeedTransport,
-        ServerControl,
+        ChatRequest, Chunk, ClientFrame, Dialect, EnvelopeError, ServerControl,
         envelope::{ReadError, ReadLimits},
-        seed::Entry,
         sse::{DONE_FRAME, encode_chunk},
     },
     transport::state::AppState,
@@ -99,11 +98,17 @@ pub mod close {
     pub const INTERNAL: u16 = 1011;
 }
 
-/// The BIDI routes: `/api/live`, and `/live` as the seed system's alias.
+/// The BIDI routes: `/api/live`, and `/live` as the seed system's alias (a client profile
+/// each, ADR 0031).
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/api/live", get(upgrade_api))
-        .route("/live", get(upgrade_seed))
+        // The AI SDK's chunks (`?dialect=full` for every key), text as it is generated unless
+        // `?text=hold`, the client's `id` naming the chat.
+        .route(
+            "/api/live",
+            live_route(|| ai_sdk(Transport::Bidi), ChatScope::Client),
+        )
+        .route("/live", live_route(seed::live, ChatScope::Connection))
 }
 
 /// Per-socket options from the upgrade URL: `?text=progressive|hold&dialect=full`.
@@ -126,63 +131,39 @@ enum ChatScope {
     Connection,
 }
 
-/// `/api/live`: text streams as it is generated unless `?text=hold`.
-async fn upgrade_api(
-    state: State<AppState>,
-    client: Client,
-    query: Query<LiveQuery>,
-    handshake: Handshake,
-) -> Response {
-    upgrade(
-        state,
-        client,
-        query,
-        handshake,
-        Some(TextTiming::Progressive),
-        ChatScope::Client,
-        None,
-    )
-}
-
-/// `/live`, the seed system's route: its dialect (ADR 0019), text timing from
-/// `COUNTERSIGN_TEXT_TIMING` (default `hold`, seed ADR 0004) unless `?text=`, and a chat per
-/// connection (seed ADR 0001).
-async fn upgrade_seed(
-    state: State<AppState>,
-    client: Client,
-    query: Query<LiveQuery>,
-    handshake: Handshake,
-) -> Response {
-    upgrade(
-        state,
-        client,
-        query,
-        handshake,
-        None,
-        ChatScope::Connection,
-        Some(Dialect::Seed(SeedTransport::Bidi)),
+/// A BIDI route whose client speaks `profile` (the seed's `/live`: its dialect, ADR 0019; text
+/// timing from `COUNTERSIGN_TEXT_TIMING`, default `hold`, seed ADR 0004, unless `?text=`; a
+/// chat per connection, seed ADR 0001).
+fn live_route(profile: fn() -> Profile, scope: ChatScope) -> MethodRouter<AppState> {
+    get(
+        move |state: State<AppState>,
+              client: Client,
+              query: Query<LiveQuery>,
+              handshake: Handshake| async move {
+            upgrade(state, client, query, handshake, profile(), scope)
+        },
     )
 }
 
 /// The upgrade. The origin check (CSRF) and the per-address rate limit ran in the edge guard.
-/// `route_dialect`: the route's own dialect; without one the client may ask for `?dialect=full`.
+/// `?text=` and (where the profile lets the client choose) `?dialect=` override the profile's
+/// own.
 fn upgrade(
     State(state): State<AppState>,
     client: Client,
     Query(query): Query<LiveQuery>,
     handshake: Handshake,
-    default_timing: Option<TextTiming>,
+    profile: Profile,
     scope: ChatScope,
-    route_dialect: Option<Dialect>,
 ) -> Response {
-    let timing = timing_named(query.text.as_deref()).or(default_timing);
-    let dialect = route_dialect.unwrap_or_else(|| dialect_named(query.dialect.as_deref()));
+    let timing = timing_named(query.text.as_deref()).or(profile.timing);
+    let keys = profile.keys_named(query.dialect.as_deref());
     let options = SocketOptions {
         limit: state.http.ws_max_frame_bytes,
         write_timeout: state.http.write_timeout,
     };
     let hold = super::edge::hold(&state, &client);
-    let connection = Connection::new(&state, timing, dialect, scope, client, hold);
+    let connection = Connection::new(&state, timing, profile, keys, scope, client, hold);
     handshake.accept(options, &state.edge.sockets, move |upgrade| {
         connection.run(upgrade)
     })
@@ -223,9 +204,12 @@ struct Connection {
     runtime: Arc<Runtime>,
     idle: Duration,
     timing: Option<TextTiming>,
-    dialect: Dialect,
-    /// In the seed's dialect: what writes the forwarded turn's frames.
-    seed: Option<SeedEncoder>,
+    /// What the client speaks.
+    profile: Profile,
+    /// The chunk keys it takes.
+    keys: Dialect,
+    /// What writes the forwarded turn's frames.
+    encoder: Box<dyn Encoder>,
     scope: ChatScope,
     id: u64,
     chat: Option<Arc<str>>,
@@ -275,7 +259,8 @@ impl Connection {
     fn new(
         state: &AppState,
         timing: Option<TextTiming>,
-        dialect: Dialect,
+        profile: Profile,
+        keys: Dialect,
         scope: ChatScope,
         client: Client,
         hold: Hold,
@@ -284,11 +269,9 @@ impl Connection {
             runtime: state.runtime.clone(),
             idle: state.http.ws_idle,
             timing,
-            dialect,
-            seed: match dialect {
-                Dialect::Seed(transport) => Some(SeedEncoder::new(transport)),
-                _ => None,
-            },
+            profile,
+            keys,
+            encoder: profile.encoder(keys),
             scope,
             id: CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1,
             chat: None,
@@ -448,8 +431,7 @@ impl Connection {
             Ok(Err(ReadError::TooManyMessages { max })) => {
                 return self.send_api_error(socket, too_many_messages(max)).await;
             }
-            // The seed's backend closes the socket on JSON it cannot parse.
-            Ok(Err(ReadError::Json(e))) if self.seed.is_some() => {
+            Ok(Err(ReadError::Json(e))) if self.profile.socket.close_on_bad_json => {
                 return Next::Close(close::PROTOCOL_ERROR, format!("Invalid JSON: {e}"));
             }
             Ok(Err(ReadError::Json(e))) => {
@@ -464,9 +446,7 @@ impl Connection {
             seed::normalise_frame(value, self.chat.as_deref(), || format!("live-{connection}"));
         match ClientFrame::from_value(value) {
             Ok(frame) => self.on_frame(frame, socket).await,
-            // …and tolerates valid JSON it does not understand: an error chunk would fail the
-            // seed client's open stream.
-            Err(e) if self.seed.is_some() => {
+            Err(e) if self.profile.socket.ignore_unknown_frames => {
                 tracing::warn!(connection = self.id, chat = ?self.chat, error = %e, "frame ignored");
                 Next::Continue
             }
@@ -500,8 +480,7 @@ impl Connection {
                 }
                 Next::Continue
             }
-            // The seed's frontend reports push-to-talk state; its backend only logs it.
-            ClientFrame::AudioControl { .. } if self.seed.is_some() => {
+            ClientFrame::AudioControl { .. } if self.profile.socket.ignore_audio_control => {
                 tracing::debug!(connection = self.id, "audio_control ignored");
                 Next::Continue
             }
@@ -571,7 +550,7 @@ impl Connection {
                 )
                 .await;
         }
-        let command = match ChatCommand::decode(request, Transport::Bidi) {
+        let command = match ChatCommand::decode(request, &self.profile) {
             Ok(command) => command,
             Err(e) => return self.send_api_error(socket, e).await,
         };
@@ -615,7 +594,7 @@ impl Connection {
     }
 
     async fn submit(&mut self, chat: &str, inputs: Vec<PersonInput>, socket: &mut Socket) -> Next {
-        let actor = self.client.actor(Transport::Bidi);
+        let actor = self.client.actor(self.profile.transport);
         match self.runtime.submit_as(chat, &inputs, &actor).await {
             Ok(receipt) => {
                 match &mut self.turn {
@@ -705,8 +684,8 @@ impl Connection {
             json!({ "pending": pending, "resumedAt": received }),
         );
         // Only a client that speaks our protocol resumes (the seed's never does), so this goes
-        // out even on `/live`, past the seed's encoder (which drops data chunks).
-        if let Some(frame) = encode_chunk(&announce, self.dialect)
+        // out past the profile's encoder (the seed's drops data chunks), in its keys.
+        if let Some(frame) = encode_chunk(&announce, self.keys)
             && let Next::Gone = self.send_text(socket, frame).await
         {
             return Next::Gone;
