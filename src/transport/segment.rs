@@ -29,9 +29,10 @@ use super::{
 };
 use crate::{
     agent::{
-        SessionRecord, TextTiming, TurnEntry, TurnLog, TurnStatus, session::LogReader, store::Actor,
+        PersonInput, Runtime, SessionRecord, TextTiming, TurnEntry, TurnLog, TurnStatus,
+        session::LogReader, store::Actor,
     },
-    protocol::{ChatRequest, Chunk, FinishReason},
+    protocol::{ChatRequest, Chunk, FinishReason, UiMessage},
     transport::state::AppState,
 };
 
@@ -63,12 +64,7 @@ pub async fn open(
     let principal = super::access::principal_id(actor);
     match command {
         ChatCommand::Answer { message, .. } => {
-            let session = super::access::own_chat(runtime, principal, chat_id).await?;
-            let record = session
-                .as_ref()
-                .map(|s| s.snapshot())
-                .unwrap_or_else(|| SessionRecord::new(chat_id, 0));
-            let inputs = extract(&message, &record, principal)?;
+            let (inputs, record) = read_answers(runtime, chat_id, &message, principal).await?;
             if inputs.is_empty() {
                 return Err(nothing_to_continue(&record));
             }
@@ -94,6 +90,24 @@ pub async fn open(
             })
         }
     }
+}
+
+/// The person's answers in `message` (an [`ChatCommand::Answer`]'s) to the waiting turn of
+/// `chat_id`, read against the chat as it is now, which must be `principal`'s; with the record
+/// they were read against. What every route that takes answers in a message list does.
+pub async fn read_answers(
+    runtime: &Arc<Runtime>,
+    chat_id: &str,
+    message: &UiMessage,
+    principal: &str,
+) -> Result<(Vec<PersonInput>, SessionRecord), ApiError> {
+    let session = super::access::own_chat(runtime, principal, chat_id).await?;
+    let record = session
+        .as_ref()
+        .map(|s| s.snapshot())
+        .unwrap_or_else(|| SessionRecord::new(chat_id, 0));
+    let inputs = extract(message, &record, principal)?;
+    Ok((inputs, record))
 }
 
 fn nothing_to_continue(record: &SessionRecord) -> ApiError {

@@ -60,20 +60,19 @@ use self::forward::Forwarding;
 pub use self::socket::is_upgrade;
 use self::socket::{Handshake, Socket, SocketError, SocketOptions, Upgrade};
 use super::{
-    answers::extract,
     edge::{Client, limits::TokenBucket},
     error::ApiError,
     profile::{Encoder, Profile, ai_sdk},
     request::{ChatCommand, MAX_CHAT_ID, off_thread, read_limits, too_many_messages},
     seed,
-    segment::timing_named,
+    segment::{read_answers, timing_named},
 };
 use crate::{
     agent::Transport,
     agent::clock::IdKind,
     agent::people::{Ending, Hold},
     agent::{
-        PersonInput, Runtime, SessionRecord, TextTiming, TurnEntry,
+        PersonInput, Runtime, TextTiming, TurnEntry,
         followers::Following,
         session::{LogReader, Read, TurnLog},
     },
@@ -563,13 +562,9 @@ impl Connection {
         let principal = self.client.principal();
         match command {
             ChatCommand::Answer { message, .. } => {
-                let record = match runtime.existing_session(&chat_id).await {
-                    Ok(Some(session)) => session.snapshot(),
-                    Ok(None) => SessionRecord::new(&chat_id, 0),
-                    Err(e) => return self.send_api_error(socket, ApiError::from(e)).await,
-                };
-                let inputs = match extract(&message, &record, principal.id()) {
-                    Ok(inputs) => inputs,
+                let inputs = match read_answers(&runtime, &chat_id, &message, principal.id()).await
+                {
+                    Ok((inputs, _)) => inputs,
                     Err(e) => return self.send_api_error(socket, e).await,
                 };
                 if inputs.is_empty() {
