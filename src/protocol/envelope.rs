@@ -434,10 +434,133 @@ impl ServerControl {
     }
 }
 
+/// What a [`ClientFrame::ToolResult`] says, read from its `result` once. The frame has two
+/// senders: a browser tool reporting (its output, or that it failed), and the seed's BIDI
+/// confirmation draft answering an approval (`{confirmed: bool, reason?}`, addressed to the
+/// approval's id, perhaps `confirmation-` prefixed). Which one it is may rest on the chat: an id
+/// that names a waiting approval is read as a confirmation whatever its shape.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolReport {
+    /// An answer to approval `approval_id` (`confirmed`, else `approved`; anything else denies).
+    Confirmation {
+        approval_id: String,
+        approved: bool,
+        reason: Option<String>,
+    },
+    /// The browser tool failed: its result says so (`success: false`), or is nothing but an
+    /// error (`{error, success?, message?}`).
+    Failed {
+        tool_call_id: String,
+        message: String,
+    },
+    /// The browser tool's output.
+    Output { tool_call_id: String, output: Value },
+}
+
+impl ToolReport {
+    /// Reads a `tool_result` frame's `id` and `result`. `names_waiting_approval` says whether
+    /// the chat has a waiting approval with an id.
+    pub fn read(
+        id: String,
+        result: Value,
+        names_waiting_approval: impl FnOnce(&str) -> bool,
+    ) -> Self {
+        let id = id
+            .strip_prefix("confirmation-")
+            .map(str::to_string)
+            .unwrap_or(id);
+        let confirmation =
+            result.get("confirmed").is_some() && result.as_object().is_some_and(|o| o.len() <= 2);
+        if names_waiting_approval(&id) || confirmation {
+            return ToolReport::Confirmation {
+                approval_id: id,
+                approved: result
+                    .get("confirmed")
+                    .or_else(|| result.get("approved"))
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+                reason: result
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            };
+        }
+        let only_an_error = result.as_object().is_some_and(|o| {
+            o.contains_key("error")
+                && o.keys()
+                    .all(|k| matches!(k.as_str(), "error" | "success" | "message"))
+        });
+        if result.get("success").and_then(Value::as_bool) == Some(false) || only_an_error {
+            return ToolReport::Failed {
+                tool_call_id: id,
+                message: result
+                    .get("error")
+                    .or_else(|| result.get("message"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("the browser reported an error")
+                    .to_string(),
+            };
+        }
+        ToolReport::Output {
+            tool_call_id: id,
+            output: result,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_tool_result_reads_as_a_confirmation_a_failure_or_an_output() {
+        assert_eq!(
+            ToolReport::read("apv-1".into(), json!({"approved": true}), |id| id
+                == "apv-1"),
+            ToolReport::Confirmation {
+                approval_id: "apv-1".into(),
+                approved: true,
+                reason: None
+            }
+        );
+        assert_eq!(
+            ToolReport::read(
+                "confirmation-apv-9".into(),
+                json!({"confirmed": false, "reason": "no"}),
+                |_| false
+            ),
+            ToolReport::Confirmation {
+                approval_id: "apv-9".into(),
+                approved: false,
+                reason: Some("no".into())
+            }
+        );
+        assert_eq!(
+            ToolReport::read("c".into(), json!({"error": "no", "message": "m"}), |_| {
+                false
+            }),
+            ToolReport::Failed {
+                tool_call_id: "c".into(),
+                message: "no".into()
+            }
+        );
+        assert_eq!(
+            ToolReport::read("c".into(), json!({"success": false}), |_| false),
+            ToolReport::Failed {
+                tool_call_id: "c".into(),
+                message: "the browser reported an error".into()
+            }
+        );
+        let output = json!({"latitude": 1.0, "error": "coarse fix"});
+        assert_eq!(
+            ToolReport::read("c".into(), output.clone(), |_| false),
+            ToolReport::Output {
+                tool_call_id: "c".into(),
+                output
+            }
+        );
+    }
 
     #[test]
     fn chat_request_matches_the_ai_sdk_body() {

@@ -14,7 +14,7 @@ use super::{
     request::read_error,
 };
 use crate::{
-    agent::{ApprovalDecision, BrowserResult, PersonInput, Transport, TurnEntry, TurnLog},
+    agent::{Transport, TurnEntry, TurnLog},
     protocol::{
         ChatRequest, Chunk, Dialect, Role, UiMessage, UiPart,
         envelope::{ReadLimits, latest_messages},
@@ -275,68 +275,6 @@ pub fn normalise_frame(
     value
 }
 
-/// A `tool_result` frame: a confirmation `{confirmed: bool, reason?}` addressed to an approval
-/// id (the seed's draft; `confirmation-` prefixed ids too), or a browser tool's output.
-/// `is_pending_approval` says whether the chat has a pending approval with an id. A browser
-/// result is an error when it says so (`success: false`), or when it is nothing but an error
-/// (`{error, success?, message?}`); anything else is the tool's output.
-pub fn tool_result(
-    id: String,
-    result: Value,
-    is_pending_approval: impl FnOnce(&str) -> bool,
-) -> PersonInput {
-    let id = id
-        .strip_prefix("confirmation-")
-        .map(str::to_string)
-        .unwrap_or(id);
-    let confirmation =
-        result.get("confirmed").is_some() && result.as_object().is_some_and(|o| o.len() <= 2);
-    if is_pending_approval(&id) || confirmation {
-        let approved = result
-            .get("confirmed")
-            .or_else(|| result.get("approved"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        let decision = if approved {
-            ApprovalDecision::Approve
-        } else {
-            ApprovalDecision::Deny {
-                reason: result
-                    .get("reason")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-            }
-        };
-        return PersonInput::Approval {
-            approval_id: id,
-            decision,
-            step_up: None,
-        };
-    }
-    let only_an_error = result.as_object().is_some_and(|o| {
-        o.contains_key("error")
-            && o.keys()
-                .all(|k| matches!(k.as_str(), "error" | "success" | "message"))
-    });
-    let failed = result.get("success").and_then(Value::as_bool) == Some(false) || only_an_error;
-    let result = if failed {
-        BrowserResult::Error {
-            message: result
-                .get("error")
-                .or_else(|| result.get("message"))
-                .and_then(Value::as_str)
-                .unwrap_or("the browser reported an error")
-                .to_string(),
-        }
-    } else {
-        BrowserResult::Output { output: result }
-    };
-    PersonInput::BrowserResult {
-        tool_call_id: id,
-        result,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -432,59 +370,5 @@ mod tests {
             (many.status.as_u16(), many.code),
             (413, "too_many_messages")
         );
-    }
-
-    #[test]
-    fn a_tool_result_frame_is_an_answer_or_a_browser_result_by_what_it_says() {
-        let pending = |id: &str| id == "apv-1";
-        let approval = |input: PersonInput| match input {
-            PersonInput::Approval {
-                approval_id,
-                decision,
-                ..
-            } => Some((approval_id, decision)),
-            _ => None,
-        };
-        assert_eq!(
-            approval(tool_result(
-                "apv-1".into(),
-                json!({"approved": true}),
-                pending
-            )),
-            Some(("apv-1".into(), ApprovalDecision::Approve))
-        );
-        assert_eq!(
-            approval(tool_result(
-                "confirmation-apv-9".into(),
-                json!({"confirmed": false, "reason": "no"}),
-                |_| false
-            )),
-            Some((
-                "apv-9".into(),
-                ApprovalDecision::Deny {
-                    reason: Some("no".into())
-                }
-            ))
-        );
-        let browser = |input: PersonInput| match input {
-            PersonInput::BrowserResult { result, .. } => Some(result),
-            _ => None,
-        };
-        for (value, failed) in [
-            (json!({"latitude": 1.0, "longitude": 2.0}), false),
-            (json!({"latitude": 1.0, "error": "coarse fix"}), false),
-            (json!({"success": true, "track": 2}), false),
-            (json!({"success": false, "error": "blocked"}), true),
-            (json!({"error": "permission denied"}), true),
-            (json!({"error": "no", "message": "denied"}), true),
-            (json!("plain"), false),
-        ] {
-            let result = browser(tool_result("call-1".into(), value.clone(), |_| false)).unwrap();
-            assert_eq!(
-                matches!(result, BrowserResult::Error { .. }),
-                failed,
-                "{value}"
-            );
-        }
     }
 }

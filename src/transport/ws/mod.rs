@@ -72,12 +72,12 @@ use crate::{
     agent::clock::IdKind,
     agent::people::{Ending, Hold},
     agent::{
-        PersonInput, Runtime, TextTiming, TurnEntry,
+        ApprovalDecision, BrowserResult, PersonInput, Runtime, TextTiming, TurnEntry,
         followers::Following,
         session::{LogReader, Read, TurnLog},
     },
     protocol::{
-        ChatRequest, Chunk, ClientFrame, Dialect, EnvelopeError, ServerControl,
+        ChatRequest, Chunk, ClientFrame, Dialect, EnvelopeError, ServerControl, ToolReport,
         envelope::{ReadError, ReadLimits},
         sse::{DONE_FRAME, encode_chunk},
     },
@@ -522,10 +522,10 @@ impl Connection {
     }
 
     /// A `tool_result` frame: a browser tool's output, or — as in the seed's draft — a
-    /// confirmation addressed to an approval id (`transport::seed::tool_result`).
+    /// confirmation addressed to an approval id ([`tool_result`]).
     async fn tool_result_input(&self, chat: &str, id: String, result: Value) -> PersonInput {
         let session = self.runtime.existing_session(chat).await.ok().flatten();
-        seed::tool_result(id, result, |id| {
+        tool_result(id, result, |id| {
             session.as_ref().is_some_and(|s| s.has_pending_approval(id))
         })
     }
@@ -690,6 +690,45 @@ impl Connection {
     }
 }
 
+/// A `tool_result` frame as the person's input: a confirmation addressed to an approval id (the
+/// seed's draft), or a browser tool's output or failure ([`ToolReport::read`] says which;
+/// `is_pending_approval`: whether the chat has a waiting approval with an id).
+fn tool_result(
+    id: String,
+    result: Value,
+    is_pending_approval: impl FnOnce(&str) -> bool,
+) -> PersonInput {
+    match ToolReport::read(id, result, is_pending_approval) {
+        ToolReport::Confirmation {
+            approval_id,
+            approved,
+            reason,
+        } => PersonInput::Approval {
+            approval_id,
+            decision: if approved {
+                ApprovalDecision::Approve
+            } else {
+                ApprovalDecision::Deny { reason }
+            },
+            step_up: None,
+        },
+        ToolReport::Failed {
+            tool_call_id,
+            message,
+        } => PersonInput::BrowserResult {
+            tool_call_id,
+            result: BrowserResult::Error { message },
+        },
+        ToolReport::Output {
+            tool_call_id,
+            output,
+        } => PersonInput::BrowserResult {
+            tool_call_id,
+            result: BrowserResult::Output { output },
+        },
+    }
+}
+
 /// What wakes an idle connection next (`None`: the connection failed). Only small futures: this
 /// is what ten thousand idle sockets wait in.
 async fn wait(
@@ -729,5 +768,59 @@ mod tests {
         let allowed = (0..20).filter(|_| limiter.allow(now)).count();
         assert_eq!(allowed, 10);
         assert_eq!(limiter.strikes, 10);
+    }
+
+    #[test]
+    fn a_tool_result_frame_is_an_answer_or_a_browser_result_by_what_it_says() {
+        let pending = |id: &str| id == "apv-1";
+        let approval = |input: PersonInput| match input {
+            PersonInput::Approval {
+                approval_id,
+                decision,
+                ..
+            } => Some((approval_id, decision)),
+            _ => None,
+        };
+        assert_eq!(
+            approval(tool_result(
+                "apv-1".into(),
+                json!({"approved": true}),
+                pending
+            )),
+            Some(("apv-1".into(), ApprovalDecision::Approve))
+        );
+        assert_eq!(
+            approval(tool_result(
+                "confirmation-apv-9".into(),
+                json!({"confirmed": false, "reason": "no"}),
+                |_| false
+            )),
+            Some((
+                "apv-9".into(),
+                ApprovalDecision::Deny {
+                    reason: Some("no".into())
+                }
+            ))
+        );
+        let browser = |input: PersonInput| match input {
+            PersonInput::BrowserResult { result, .. } => Some(result),
+            _ => None,
+        };
+        for (value, failed) in [
+            (json!({"latitude": 1.0, "longitude": 2.0}), false),
+            (json!({"latitude": 1.0, "error": "coarse fix"}), false),
+            (json!({"success": true, "track": 2}), false),
+            (json!({"success": false, "error": "blocked"}), true),
+            (json!({"error": "permission denied"}), true),
+            (json!({"error": "no", "message": "denied"}), true),
+            (json!("plain"), false),
+        ] {
+            let result = browser(tool_result("call-1".into(), value.clone(), |_| false)).unwrap();
+            assert_eq!(
+                matches!(result, BrowserResult::Error { .. }),
+                failed,
+                "{value}"
+            );
+        }
     }
 }
