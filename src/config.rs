@@ -1,31 +1,30 @@
 //! Start-up configuration.
 //!
-//! Site settings live in one place, `[package.metadata.leptos]` of Cargo.toml, where cargo-leptos
-//! reads them (docs/adr/0014). The server embeds that table as its defaults, so the binary runs
-//! from anywhere, and the `LEPTOS_*` variables cargo-leptos passes to the server it starts (and a
-//! deployment may set: `LEPTOS_SITE_ADDR`, `LEPTOS_SITE_ROOT`, `LEPTOS_SITE_PKG_DIR`,
-//! `LEPTOS_OUTPUT_NAME`, `LEPTOS_RELOAD_PORT`, `LEPTOS_HASH_FILES`, `LEPTOS_HASH_FILE_NAME`,
-//! `LEPTOS_ENV`) override it.
+//! The site settings come in three layers, each setting in one of them (docs/adr/0035, see
+//! [`site`]): how the site was built, in `[package.metadata.leptos]` of Cargo.toml, where
+//! cargo-leptos reads it and which the server embeds; where this server runs it (`site-addr`,
+//! `site-root`, `env`), in the `Leptos.toml` of the working directory (or the file
+//! `COUNTERSIGN_LEPTOS_TOML` names), the file a deployment copies beside the binary; and the
+//! `LEPTOS_*` variables cargo-leptos passes to the server it starts (and a deployment may set:
+//! `LEPTOS_SITE_ADDR`, `LEPTOS_SITE_ROOT`, `LEPTOS_SITE_PKG_DIR`, `LEPTOS_OUTPUT_NAME`,
+//! `LEPTOS_RELOAD_PORT`, `LEPTOS_HASH_FILES`, `LEPTOS_HASH_FILE_NAME`, `LEPTOS_ENV`), which win.
 //!
 //! The agent and the HTTP edge are configured by `COUNTERSIGN_*` variables (see [`AgentSettings`]
 //! and [`EdgeSettings`]); a `.env` file in the working directory is read first (variables already
 //! set win).
 //!
-//! Resolution is a pure function of (embedded text, environment lookup) so that every rule is
-//! unit-tested without touching the process environment.
+//! Resolution is a pure function of (embedded text, Leptos.toml text, environment lookup) so that
+//! every rule is unit-tested without touching the process environment.
 
-use std::{collections::HashMap, net::SocketAddr, path::PathBuf, time::Duration};
+use std::{collections::HashMap, path::PathBuf, time::Duration};
 
-use leptos::config::{Env, LeptosOptions};
-use serde::Deserialize;
+use leptos::config::LeptosOptions;
 
 mod edge;
+pub mod site;
 pub use edge::EdgeSettings;
 use edge::edge_settings;
-
-/// The Cargo.toml this binary was built with: its `[package.metadata.leptos]` table holds the
-/// defaults of every site setting.
-pub const EMBEDDED_CARGO_TOML: &str = include_str!("../Cargo.toml");
+pub use site::{EMBEDDED_CARGO_TOML, LeptosToml};
 
 /// Why the configuration could not be loaded. Each variant names what to fix.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +33,8 @@ pub enum ConfigError {
     Read { path: PathBuf, message: String },
     #[error("{origin} has no valid [package.metadata.leptos] table: {message}")]
     Parse { origin: String, message: String },
+    #[error("{path}: {message}")]
+    LeptosToml { path: PathBuf, message: String },
     #[error("COUNTERSIGN_MCP_CONFIG: {0}")]
     Mcp(#[from] crate::agent::mcp::config::McpConfigError),
     #[error("{origin}: `{key}` = {value:?} is not valid: {reason}")]
@@ -43,47 +44,6 @@ pub enum ConfigError {
         value: String,
         reason: String,
     },
-}
-
-/// The keys of `[package.metadata.leptos]` the server reads. Build-only keys (style file,
-/// assets, end2end, features …) are accepted and ignored here: cargo-leptos consumes them.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-struct SiteMetadata {
-    output_name: Option<String>,
-    site_root: Option<String>,
-    site_pkg_dir: Option<String>,
-    site_addr: Option<String>,
-    reload_port: Option<u32>,
-    hash_files: Option<bool>,
-    hash_file_name: Option<String>,
-}
-
-/// Just enough of Cargo.toml's shape to reach `[package.metadata.leptos]`.
-#[derive(Debug, Deserialize)]
-struct CargoToml {
-    package: CargoPackage,
-}
-
-#[derive(Debug, Deserialize)]
-struct CargoPackage {
-    metadata: CargoMetadata,
-}
-
-#[derive(Debug, Deserialize)]
-struct CargoMetadata {
-    leptos: SiteMetadata,
-}
-
-impl SiteMetadata {
-    fn parse(origin: &str, cargo_toml: &str) -> Result<Self, ConfigError> {
-        toml::from_str::<CargoToml>(cargo_toml)
-            .map(|c| c.package.metadata.leptos)
-            .map_err(|e| ConfigError::Parse {
-                origin: origin.to_string(),
-                message: e.to_string(),
-            })
-    }
 }
 
 /// When the model's text reaches an SSE/WS client (ADR 0004).
@@ -217,124 +177,29 @@ pub struct Config {
 }
 
 impl Config {
-    /// Loads the configuration from the embedded defaults, `./.env` and the process environment.
+    /// Loads the configuration from the embedded defaults, the working directory's `Leptos.toml`
+    /// (or the file `COUNTERSIGN_LEPTOS_TOML` names), `./.env` and the process environment.
     pub fn load() -> Result<Self, ConfigError> {
         let dotenv = read_dotenv(std::path::Path::new(".env"))?;
         let env = |key: &str| std::env::var(key).ok().or_else(|| dotenv.get(key).cloned());
-        Self::resolve(env)
+        let leptos_toml = LeptosToml::find(&env)?;
+        Self::resolve_with(EMBEDDED_CARGO_TOML, leptos_toml.as_ref(), env)
     }
 
     /// The configuration the embedded site settings and `env` describe. `env` looks a variable
     /// up (None when unset).
     pub fn resolve(env: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        Self::resolve_with(EMBEDDED_CARGO_TOML, env)
+        Self::resolve_with(EMBEDDED_CARGO_TOML, None, env)
     }
 
-    /// Resolves `cargo_toml`'s site settings under `env`'s overrides.
+    /// Resolves `cargo_toml`'s site settings, placed by `leptos_toml` when there is one, under
+    /// `env`'s overrides.
     pub fn resolve_with(
         cargo_toml: &str,
+        leptos_toml: Option<&LeptosToml>,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
-        let origin = "the built-in Cargo.toml [package.metadata.leptos]";
-        let settings = SiteMetadata::parse(origin, cargo_toml)?;
-        let mut overridden = Vec::new();
-        let mut pick = |var: &'static str, from_file: Option<String>| -> (String, Option<String>) {
-            match env(var) {
-                Some(value) => {
-                    overridden.push(var);
-                    (var.to_string(), Some(value))
-                }
-                None => (origin.to_string(), from_file),
-            }
-        };
-
-        let (from, output_name) = pick("LEPTOS_OUTPUT_NAME", settings.output_name);
-        let output_name = require(&from, "output-name", output_name)?;
-        let (_, site_root) = pick("LEPTOS_SITE_ROOT", settings.site_root);
-        let (_, site_pkg_dir) = pick("LEPTOS_SITE_PKG_DIR", settings.site_pkg_dir);
-
-        let (from, site_addr) = pick("LEPTOS_SITE_ADDR", settings.site_addr);
-        let site_addr = site_addr.unwrap_or_else(|| "127.0.0.1:3000".to_string());
-        let site_addr: SocketAddr = site_addr.parse().map_err(|e| ConfigError::Invalid {
-            origin: from,
-            key: "site-addr",
-            value: site_addr.clone(),
-            reason: format!("{e} (expected host:port, e.g. 127.0.0.1:3000)"),
-        })?;
-
-        let (from, reload_port) = pick(
-            "LEPTOS_RELOAD_PORT",
-            settings.reload_port.map(|p| p.to_string()),
-        );
-        let reload_port = match reload_port {
-            None => 3001,
-            Some(value) => value
-                .trim()
-                .parse::<u32>()
-                .map_err(|e| ConfigError::Invalid {
-                    origin: from,
-                    key: "reload-port",
-                    value: value.clone(),
-                    reason: e.to_string(),
-                })?,
-        };
-
-        let (from, hash_files) = pick(
-            "LEPTOS_HASH_FILES",
-            settings.hash_files.map(|h| h.to_string()),
-        );
-        let hash_files = match hash_files.as_deref().map(str::trim) {
-            None | Some("false") => false,
-            Some("true") => true,
-            Some(other) => {
-                return Err(ConfigError::Invalid {
-                    origin: from,
-                    key: "hash-files",
-                    value: other.to_string(),
-                    reason: "use true or false".to_string(),
-                });
-            }
-        };
-        let (_, hash_file) = pick("LEPTOS_HASH_FILE_NAME", settings.hash_file_name);
-
-        // Release builds serve without cargo-leptos's live-reload script unless asked.
-        let default_env = if cfg!(debug_assertions) {
-            "dev"
-        } else {
-            "prod"
-        };
-        let env_name = env("LEPTOS_ENV").unwrap_or_else(|| default_env.to_string());
-        let leptos_env = match env_name.to_ascii_lowercase().as_str() {
-            "dev" | "development" => Env::DEV,
-            "prod" | "production" => Env::PROD,
-            _ => {
-                return Err(ConfigError::Invalid {
-                    origin: "LEPTOS_ENV".to_string(),
-                    key: "env",
-                    value: env_name,
-                    reason: "use dev or prod".to_string(),
-                });
-            }
-        };
-
-        let site = LeptosOptions::builder()
-            .output_name(output_name)
-            .site_root(site_root.unwrap_or_else(|| "target/site".to_string()))
-            .site_pkg_dir(site_pkg_dir.unwrap_or_else(|| "pkg".to_string()))
-            .site_addr(site_addr)
-            .reload_port(reload_port)
-            .hash_files(hash_files)
-            .hash_file(hash_file.unwrap_or_else(|| "hash.txt".to_string()).into())
-            .env(leptos_env)
-            .build();
-        let source = if overridden.is_empty() {
-            "built-in Cargo.toml [package.metadata.leptos]".to_string()
-        } else {
-            format!(
-                "built-in Cargo.toml [package.metadata.leptos], overridden by {}",
-                overridden.join(", ")
-            )
-        };
+        let (site, source) = site::site_options(cargo_toml, leptos_toml, &env)?;
         let agent = agent_settings(&env)?;
         let http = edge_settings(&env)?;
         Ok(Config {
@@ -558,21 +423,10 @@ fn list(env: &impl Fn(&str) -> Option<String>, var: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn require(origin: &str, key: &'static str, value: Option<String>) -> Result<String, ConfigError> {
-    match value {
-        Some(v) if !v.trim().is_empty() => Ok(v),
-        other => Err(ConfigError::Invalid {
-            origin: origin.to_string(),
-            key,
-            value: other.unwrap_or_default(),
-            reason: "must be set".to_string(),
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use leptos::config::Env;
     use std::collections::HashMap;
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
@@ -628,14 +482,14 @@ mod tests {
         let cargo = "[package]\nname = \"x\"\n[package.metadata.leptos]\n\
                      output-name = \"site\"\nsite-addr = \"0.0.0.0:8080\"\n\
                      style-file = \"style/x.css\"\nbin-features = [\"ssr\"]\n";
-        let config = Config::resolve_with(cargo, env_of(&[])).unwrap();
+        let config = Config::resolve_with(cargo, None, env_of(&[])).unwrap();
         assert_eq!(&*config.site.output_name, "site");
         assert_eq!(config.site.site_addr.to_string(), "0.0.0.0:8080");
         assert!(
             !config.site.hash_files,
             "hash-files defaults to off, as in cargo-leptos"
         );
-        let err = Config::resolve_with("[package]\nname = \"x\"\n", env_of(&[])).unwrap_err();
+        let err = Config::resolve_with("[package]\nname = \"x\"\n", None, env_of(&[])).unwrap_err();
         assert!(matches!(err, ConfigError::Parse { .. }), "{err}");
     }
 

@@ -35,7 +35,7 @@ pub mod transport;
 /// Isomorphic Leptos components: rendered on the server, hydrated in the browser.
 pub mod ui;
 
-/// Start-up configuration: Leptos.toml, environment overrides.
+/// Start-up configuration: Cargo.toml's site table (embedded), Leptos.toml, environment overrides.
 #[cfg(feature = "ssr")]
 pub mod config;
 
