@@ -31,7 +31,7 @@ pub enum GrantError {
 
 /// A call that held a reservation and ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ending {
+pub struct EndedCall {
     pub chat: String,
     pub call: String,
     /// It did what it claimed for (it ran, and paid where it was to pay): what it reserved stays
@@ -42,7 +42,7 @@ pub struct Ending {
     pub paid: Option<i64>,
 }
 
-impl Ending {
+impl EndedCall {
     /// What the store lets go of for it: nothing when it used what it reserved.
     pub fn unused(&self) -> Option<Unused> {
         (!self.used).then(|| Unused {
@@ -60,7 +60,7 @@ pub struct Book {
     /// Calls this instance reserved for that have not ended, by call id.
     held: HashMap<String, Claim>,
     /// Calls that ended whose reservations are still to be let go ([`Book::release`]).
-    ending: Vec<Ending>,
+    ending: Vec<EndedCall>,
     /// Grants whose revocation is still to be written.
     changed: BTreeSet<String>,
 }
@@ -200,7 +200,7 @@ impl Book {
         if self.ending.iter().any(|e| e.call == call) {
             return;
         }
-        self.ending.push(Ending {
+        self.ending.push(EndedCall {
             chat: claim.chat.clone(),
             call: call.to_owned(),
             used: ran && (paid.is_some() || claim.cents == 0),
@@ -209,18 +209,18 @@ impl Book {
     }
 
     /// The calls that ended whose reservations are still held.
-    pub(super) fn take_ending(&mut self) -> Vec<Ending> {
+    pub(super) fn take_ending(&mut self) -> Vec<EndedCall> {
         std::mem::take(&mut self.ending)
     }
 
     /// `ending` could not be let go in the store: they are tried again with the next ones.
-    pub(super) fn keep_ending(&mut self, ending: Vec<Ending>) {
+    pub(super) fn keep_ending(&mut self, ending: Vec<EndedCall>) {
         self.ending.splice(0..0, ending);
     }
 
     /// The store let `ending` go (at `now`): spending counts what they paid, and a grant's share
     /// of a call that did not use it goes back to the grant.
-    pub(super) fn release(&mut self, ending: &[Ending], now: Millis) {
+    pub(super) fn release(&mut self, ending: &[EndedCall], now: Millis) {
         for end in ending {
             let Some(claim) = self.held.remove(&end.call) else {
                 continue;
