@@ -106,7 +106,7 @@ impl Failures {
 
 /// A verified sign-in session.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Session {
+pub struct BrowserSession {
     pub id: String,
     pub expires_ms: Millis,
     /// The person who signed in with a passkey (`None`: the API key's sign-in form).
@@ -118,7 +118,7 @@ pub struct Session {
 
 /// Why a session cookie was not accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum SessionError {
+pub enum BrowserSessionError {
     #[error("the session token is malformed")]
     Malformed,
     #[error("the session token's signature does not verify")]
@@ -199,13 +199,13 @@ impl SignIns {
         id: &str,
         person: Option<(&str, Option<&str>)>,
         expires_ms: Millis,
-    ) -> Result<HmacSha256, SessionError> {
-        let mut mac =
-            HmacSha256::new_from_slice(&self.secret).map_err(|_| SessionError::BadSignature)?;
+    ) -> Result<HmacSha256, BrowserSessionError> {
+        let mut mac = HmacSha256::new_from_slice(&self.secret)
+            .map_err(|_| BrowserSessionError::BadSignature)?;
         match person {
             None => {
                 // A key sign-in: without a key there is none to verify.
-                let key = self.key.as_ref().ok_or(SessionError::BadSignature)?;
+                let key = self.key.as_ref().ok_or(BrowserSessionError::BadSignature)?;
                 mac.update(b"countersign sign-in v1\0");
                 mac.update(id.as_bytes());
                 mac.update(b"\0");
@@ -243,7 +243,7 @@ impl SignIns {
         now: Millis,
         address: Option<String>,
         person: Option<(&str, &str)>,
-    ) -> Result<(Session, String), StoreError> {
+    ) -> Result<(BrowserSession, String), StoreError> {
         let id =
             random_token(16).map_err(|e| StoreError::caused_by("cannot make a sign-in id", e))?;
         let expires_ms = now + self.lifetime.as_millis() as Millis;
@@ -267,7 +267,7 @@ impl SignIns {
             }
         };
         Ok((
-            Session {
+            BrowserSession {
                 id,
                 expires_ms,
                 person: person.map(|(p, _)| p.to_owned()),
@@ -278,20 +278,20 @@ impl SignIns {
     }
 
     /// The session a cookie value names, if it verifies, has not expired and was not ended.
-    pub fn verify(&self, token: &str, now: Millis) -> Result<Session, SessionError> {
+    pub fn verify(&self, token: &str, now: Millis) -> Result<BrowserSession, BrowserSessionError> {
         let session = self.open(token)?;
         if session.expires_ms <= now {
-            return Err(SessionError::Expired);
+            return Err(BrowserSessionError::Expired);
         }
         if lock(&self.ended).contains_key(&session.id) {
-            return Err(SessionError::Ended);
+            return Err(BrowserSessionError::Ended);
         }
         Ok(session)
     }
 
     /// The session a cookie value names if this server signed it, expired or ended or not
     /// (whose it was: what a page is told when it no longer signs anyone in).
-    pub fn open(&self, token: &str) -> Result<Session, SessionError> {
+    pub fn open(&self, token: &str) -> Result<BrowserSession, BrowserSessionError> {
         let parts: Vec<&str> = token.split('.').collect();
         let (id, person, expires, signature) = match parts.as_slice() {
             ["v1", id, expires, signature] => (*id, None, *expires, *signature),
@@ -303,16 +303,18 @@ impl SignIns {
             {
                 (*id, Some((*person, Some(*passkey))), *expires, *signature)
             }
-            _ => return Err(SessionError::Malformed),
+            _ => return Err(BrowserSessionError::Malformed),
         };
-        let expires_ms: Millis = expires.parse().map_err(|_| SessionError::Malformed)?;
+        let expires_ms: Millis = expires
+            .parse()
+            .map_err(|_| BrowserSessionError::Malformed)?;
         let signature = URL_SAFE_NO_PAD
             .decode(signature)
-            .map_err(|_| SessionError::Malformed)?;
+            .map_err(|_| BrowserSessionError::Malformed)?;
         self.mac(id, person, expires_ms)?
             .verify_slice(&signature)
-            .map_err(|_| SessionError::BadSignature)?;
-        Ok(Session {
+            .map_err(|_| BrowserSessionError::BadSignature)?;
+        Ok(BrowserSession {
             id: id.to_owned(),
             expires_ms,
             person: person.map(|(p, _)| p.to_owned()),
@@ -321,7 +323,7 @@ impl SignIns {
     }
 
     /// Ends `session` (signing out): its cookie is refused from now on, also after a restart.
-    pub async fn end(&self, session: &Session, now: Millis) -> Result<(), StoreError> {
+    pub async fn end(&self, session: &BrowserSession, now: Millis) -> Result<(), StoreError> {
         {
             let mut ended = lock(&self.ended);
             ended.retain(|_, expires| *expires > now);
@@ -426,13 +428,13 @@ mod tests {
         assert_eq!(signins.verify(&token, 2_000), Ok(session.clone()));
         assert_eq!(
             signins.verify(&token, session.expires_ms),
-            Err(SessionError::Expired)
+            Err(BrowserSessionError::Expired)
         );
         // A changed expiry or id, or a token of another server, does not verify.
         let forged = token.replacen(&session.expires_ms.to_string(), "9999999999999", 1);
         assert_eq!(
             signins.verify(&forged, 2_000),
-            Err(SessionError::BadSignature)
+            Err(BrowserSessionError::BadSignature)
         );
         let other = super::SignIns::load(
             Arc::new(MemoryStore::default()),
@@ -442,7 +444,10 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(other.verify(&token, 2_000), Err(SessionError::BadSignature));
+        assert_eq!(
+            other.verify(&token, 2_000),
+            Err(BrowserSessionError::BadSignature)
+        );
         for malformed in [
             "",
             "v1",
@@ -454,7 +459,7 @@ mod tests {
         ] {
             assert_eq!(
                 signins.verify(malformed, 2_000),
-                Err(SessionError::Malformed),
+                Err(BrowserSessionError::Malformed),
                 "{malformed}"
             );
         }
@@ -469,7 +474,7 @@ mod tests {
         signins.end(&first, 1_500).await.unwrap();
         assert_eq!(
             signins.verify(&first_token, 2_000),
-            Err(SessionError::Ended)
+            Err(BrowserSessionError::Ended)
         );
         assert!(signins.is_ended(&first.id));
         assert!(signins.verify(&second_token, 2_000).is_ok());
@@ -477,14 +482,14 @@ mod tests {
         let restarted = self::signins(KEY, store.clone()).await;
         assert_eq!(
             restarted.verify(&first_token, 2_000),
-            Err(SessionError::Ended)
+            Err(BrowserSessionError::Ended)
         );
         assert!(restarted.verify(&second_token, 2_000).is_ok());
         // With another key: nothing verifies.
         let rekeyed = self::signins("another-key-entirely-16", store).await;
         assert_eq!(
             rekeyed.verify(&second_token, 2_000),
-            Err(SessionError::BadSignature)
+            Err(BrowserSessionError::BadSignature)
         );
     }
 
@@ -509,7 +514,7 @@ mod tests {
         ] {
             assert_eq!(
                 signins.verify(&moved, 2_000),
-                Err(SessionError::BadSignature)
+                Err(BrowserSessionError::BadSignature)
             );
         }
         // A v3 token made into a v2 one (the passkey dropped) does not verify either.
@@ -517,14 +522,17 @@ mod tests {
         let downgraded = format!("v2.{}.{}.{}.{}", parts[1], parts[2], parts[4], parts[5]);
         assert_eq!(
             signins.verify(&downgraded, 2_000),
-            Err(SessionError::BadSignature)
+            Err(BrowserSessionError::BadSignature)
         );
         assert!(
             signins.issue(1_000, None, None).await.is_err(),
             "no key: no key sign-in"
         );
         signins.end(&session, 1_500).await.unwrap();
-        assert_eq!(signins.verify(&token, 2_000), Err(SessionError::Ended));
+        assert_eq!(
+            signins.verify(&token, 2_000),
+            Err(BrowserSessionError::Ended)
+        );
     }
 
     #[test]

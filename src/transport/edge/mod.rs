@@ -44,7 +44,7 @@ use axum::{
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use self::{
-    auth::{ApiKey, Failures, SessionError, SignIns, Tickets},
+    auth::{ApiKey, BrowserSessionError, Failures, SignIns, Tickets},
     connections::{BodyPace, ConnectionLimits, MinRateBody},
     hosts::HostAllowlist,
     inflight::BodyBudget,
@@ -295,7 +295,7 @@ pub async fn check_host(State(state): State<AppState>, request: Request, next: N
 enum Credential<'a> {
     None,
     Key(&'a str),
-    Session(&'a str),
+    BrowserSession(&'a str),
     Ticket(String),
 }
 
@@ -309,7 +309,7 @@ fn credential<'a>(headers: &'a HeaderMap, query: Option<&str>, upgrade: bool) ->
         return Credential::Key(key);
     }
     if let Some(token) = signin::session_cookie(headers) {
-        return Credential::Session(token);
+        return Credential::BrowserSession(token);
     }
     if upgrade
         && let Some(ticket) = query.and_then(|q| crate::common::url::query_param(q, "ticket"))
@@ -425,7 +425,7 @@ async fn authenticate(
                 }
             }
         }
-        Credential::Session(token) => match session_principal(state, token).await {
+        Credential::BrowserSession(token) => match session_principal(state, token).await {
             Err(e) => Err(e.into_response()),
             Ok(Ok((principal, signin))) => Ok(Some((principal, Some(signin)))),
             // A stale cookie on a sign-in page is no attempt at anything.
@@ -532,9 +532,11 @@ pub async fn session_principal(
                 .is_some_and(|person| removed(&person));
             Err(match e {
                 _ if of_removed => SignedOut::Removed,
-                SessionError::Ended => SignedOut::Ended,
-                SessionError::Expired => SignedOut::Expired,
-                SessionError::Malformed | SessionError::BadSignature => SignedOut::Invalid,
+                BrowserSessionError::Ended => SignedOut::Ended,
+                BrowserSessionError::Expired => SignedOut::Expired,
+                BrowserSessionError::Malformed | BrowserSessionError::BadSignature => {
+                    SignedOut::Invalid
+                }
             })
         }
     })
@@ -672,7 +674,7 @@ mod tests {
                 None,
                 false
             ),
-            Credential::Session("v1.x.1.y")
+            Credential::BrowserSession("v1.x.1.y")
         );
         assert_eq!(
             credential(
@@ -680,7 +682,7 @@ mod tests {
                 None,
                 false
             ),
-            Credential::Session("t")
+            Credential::BrowserSession("t")
         );
         assert_eq!(
             credential(&HeaderMap::new(), Some("ticket=abc&x=1"), true),

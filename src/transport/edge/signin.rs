@@ -127,7 +127,7 @@ pub struct SignInForm {
 }
 
 /// Whether `headers` carry a session that verifies now.
-async fn signed_in(state: &AppState, headers: &HeaderMap) -> Option<super::auth::Session> {
+async fn signed_in(state: &AppState, headers: &HeaderMap) -> Option<super::auth::BrowserSession> {
     let token = session_cookie(headers)?;
     let signins = state.edge.signins(state).await.ok()??;
     signins.verify(token, state.runtime.clock.now_ms()).ok()
