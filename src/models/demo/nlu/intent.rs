@@ -102,7 +102,7 @@ pub enum Clarification {
 
 /// A tool call ready for the runner: the tool's name from the spec and its JSON arguments.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ToolCall {
+pub struct IntendedCall {
     pub name: &'static str,
     pub args: Value,
 }
@@ -110,7 +110,7 @@ pub struct ToolCall {
 impl Intent {
     /// The tool call this intent stands for, or `None` for intents answered directly
     /// (see `reply::direct`).
-    pub fn tool_call(&self) -> Option<ToolCall> {
+    pub fn tool_call(&self) -> Option<IntendedCall> {
         let (name, args) = match self {
             Intent::Weather { location } => (
                 lexicon::GET_WEATHER,
@@ -137,7 +137,7 @@ impl Intent {
             Intent::Lorem { .. } | Intent::Capabilities | Intent::Greeting => return None,
             Intent::Clarify(_) => return None,
         };
-        Some(ToolCall { name, args })
+        Some(IntendedCall { name, args })
     }
 
     fn is_small_talk(&self) -> bool {
@@ -1688,7 +1688,7 @@ mod tests {
         let call = pay_for(50.0, "USD", "Hanako", "lunch").tool_call();
         assert_eq!(
             call,
-            Some(ToolCall {
+            Some(IntendedCall {
                 name: "process_payment",
                 args: json!({"amount": 50, "recipient": "Hanako", "currency": "USD", "description": "lunch"}),
             })
@@ -1699,21 +1699,21 @@ mod tests {
         assert_eq!(fractional, Some(json!(12.5)));
         assert_eq!(
             weather_in("Tokyo").tool_call(),
-            Some(ToolCall {
+            Some(IntendedCall {
                 name: "get_weather",
                 args: json!({"location": "Tokyo"})
             })
         );
         assert_eq!(
             Intent::Location.tool_call(),
-            Some(ToolCall {
+            Some(IntendedCall {
                 name: "get_location",
                 args: json!({})
             })
         );
         assert_eq!(
             track(2).tool_call(),
-            Some(ToolCall {
+            Some(IntendedCall {
                 name: "change_bgm",
                 args: json!({"track": 2})
             })

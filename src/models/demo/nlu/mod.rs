@@ -28,7 +28,7 @@ mod lexicon;
 mod reply;
 
 pub use intent::understand;
-pub use intent::{Clarification, Intent, Lang, Plan, ToolCall};
+pub use intent::{Clarification, IntendedCall, Intent, Lang, Plan};
 pub use lexicon::{CHANGE_BGM, GET_LOCATION, GET_WEATHER, PROCESS_PAYMENT};
 pub use reply::ToolOutcome;
 pub use reply::{capabilities, clarify, direct, greeting, lorem, not_understood, summary};
