@@ -228,7 +228,7 @@ pub(crate) struct SessionState {
 
 /// Person input applied to a session, not yet committed.
 #[derive(Debug)]
-pub struct Applied {
+pub struct AppliedInput {
     pub receipt: Receipt,
     /// The approvals the input answered, with how.
     pub resolutions: Vec<(String, ApprovalResolution)>,
@@ -446,7 +446,7 @@ impl Session {
         now_ms: Millis,
         signer: &Signer,
         requester: &crate::agent::policy::Requester,
-    ) -> Result<Applied, InputError> {
+    ) -> Result<AppliedInput, InputError> {
         let mut state = self.state();
         let SessionState { record, live, .. } = &mut *state;
         let wallet = crate::agent::policy::ChatWallet::of(&record.wallet);
@@ -494,7 +494,7 @@ impl Session {
         }
         record.updated_at_ms = now_ms;
         let from = log.len();
-        Ok(Applied {
+        Ok(AppliedInput {
             receipt: Receipt {
                 log,
                 from,
