@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use countersign::{
-    protocol::{ChunkStreamDecoder, Frame, UiMessage},
+    protocol::{ChunkStreamDecoder, StreamItem, UiMessage},
     server::AppState,
 };
 use serde_json::{Value, json};
@@ -51,8 +51,8 @@ fn parse(body: &[u8]) -> (Vec<Value>, bool) {
     let mut done = false;
     for frame in decoder.push(body).into_iter().chain(decoder.finish()) {
         match frame.expect("valid frame") {
-            Frame::Chunk(c) => chunks.push(serde_json::to_value(&c).unwrap()),
-            Frame::Done => done = true,
+            StreamItem::Chunk(c) => chunks.push(serde_json::to_value(&c).unwrap()),
+            StreamItem::Done => done = true,
         }
     }
     (chunks, done)

@@ -78,7 +78,7 @@ pub use presentation::ToolPresentation;
 pub use reducer::{Applied, Conversation, MessageReducer, ReduceError};
 pub use seed::{SeedEncoder, SeedTransport};
 pub use sse::{
-    ChunkStreamDecoder, DONE_FRAME, DecodeError, Frame, SseDecoder, SseError, SseEvent,
+    ChunkStreamDecoder, DONE_FRAME, DecodeError, SseDecoder, SseError, SseEvent, StreamItem,
     encode_chunk,
 };
 

@@ -263,7 +263,7 @@ impl SseDecoder {
 
 /// One decoded frame of a UI message stream.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Frame {
+pub enum StreamItem {
     Chunk(Chunk),
     /// `data: [DONE]`.
     Done,
@@ -278,7 +278,7 @@ pub enum DecodeError {
     Chunk(#[from] ChunkDecodeError),
 }
 
-/// Bytes → [`Frame`]s: an [`SseDecoder`] whose events are parsed as chunks.
+/// Bytes → [`StreamItem`]s: an [`SseDecoder`] whose events are parsed as chunks.
 /// Each item is independent, so one bad chunk does not end the stream; the
 /// caller decides (the AI SDK client fails the stream on the first one).
 #[derive(Debug, Clone, Default)]
@@ -300,22 +300,22 @@ impl ChunkStreamDecoder {
     }
 
     /// Feeds bytes; returns the frames they complete.
-    pub fn push(&mut self, bytes: &[u8]) -> Vec<Result<Frame, DecodeError>> {
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<Result<StreamItem, DecodeError>> {
         convert(self.sse.push(bytes))
     }
 
     /// Ends the stream (see [`SseDecoder::finish`]).
-    pub fn finish(&mut self) -> Vec<Result<Frame, DecodeError>> {
+    pub fn finish(&mut self) -> Vec<Result<StreamItem, DecodeError>> {
         convert(self.sse.finish())
     }
 }
 
-fn convert(events: Vec<Result<SseEvent, SseError>>) -> Vec<Result<Frame, DecodeError>> {
+fn convert(events: Vec<Result<SseEvent, SseError>>) -> Vec<Result<StreamItem, DecodeError>> {
     events
         .into_iter()
         .map(|event| match event? {
-            SseEvent::Done => Ok(Frame::Done),
-            SseEvent::Data(data) => Ok(Frame::Chunk(Chunk::from_json(&data)?)),
+            SseEvent::Done => Ok(StreamItem::Done),
+            SseEvent::Data(data) => Ok(StreamItem::Chunk(Chunk::from_json(&data)?)),
         })
         .collect()
 }
@@ -365,13 +365,13 @@ mod tests {
             .collect();
         wire.push_str(DONE_FRAME);
         let mut decoder = ChunkStreamDecoder::new();
-        let frames: Vec<Frame> = decoder
+        let frames: Vec<StreamItem> = decoder
             .push(wire.as_bytes())
             .into_iter()
             .map(|f| f.unwrap())
             .collect();
-        let mut expected: Vec<Frame> = chunks.into_iter().map(Frame::Chunk).collect();
-        expected.push(Frame::Done);
+        let mut expected: Vec<StreamItem> = chunks.into_iter().map(StreamItem::Chunk).collect();
+        expected.push(StreamItem::Done);
         assert_eq!(frames, expected);
         assert!(decoder.finish().is_empty());
     }
@@ -542,8 +542,8 @@ mod tests {
             out[1],
             Err(DecodeError::Chunk(ChunkDecodeError::Json(_)))
         ));
-        assert!(matches!(&out[2], Ok(Frame::Chunk(Chunk::Unknown(_)))));
-        assert!(matches!(out[3], Ok(Frame::Done)));
+        assert!(matches!(&out[2], Ok(StreamItem::Chunk(Chunk::Unknown(_)))));
+        assert!(matches!(out[3], Ok(StreamItem::Done)));
         let mut decoder = ChunkStreamDecoder::with_max_event_size(4);
         assert!(matches!(
             decoder.push(b"data: {\"type\":\"start\"}\n\n")[..],

@@ -20,7 +20,7 @@ use super::message::{
 };
 use super::partial_json::{PartialJson, parse_partial_json};
 use super::reducer::{Applied, Conversation, MessageReducer};
-use super::sse::{ChunkStreamDecoder, DONE_FRAME, Frame, SseDecoder, encode_chunk};
+use super::sse::{ChunkStreamDecoder, DONE_FRAME, SseDecoder, StreamItem, encode_chunk};
 
 const CHAT_ID: &str = "chat-test";
 
@@ -611,10 +611,10 @@ fn every_fixture_is_v6_strict_clean_and_survives_sse_framing_byte_by_byte() {
                 );
                 wire.push_str(&encode_chunk(&chunk, Dialect::V6Strict).unwrap());
                 wire.push_str(": keep-alive\n\n");
-                expected.push(Frame::Chunk(chunk));
+                expected.push(StreamItem::Chunk(chunk));
             }
             wire.push_str(DONE_FRAME);
-            expected.push(Frame::Done);
+            expected.push(StreamItem::Done);
         }
         let mut decoder = ChunkStreamDecoder::new();
         let mut frames = Vec::new();
@@ -1104,10 +1104,10 @@ proptest! {
             start = end;
         }
         frames.extend(decoder.finish());
-        let frames: Vec<Frame> = frames.into_iter().map(|frame| frame.unwrap()).collect();
+        let frames: Vec<StreamItem> = frames.into_iter().map(|frame| frame.unwrap()).collect();
 
-        let mut expected: Vec<Frame> = chunks.into_iter().map(Frame::Chunk).collect();
-        expected.push(Frame::Done);
+        let mut expected: Vec<StreamItem> = chunks.into_iter().map(StreamItem::Chunk).collect();
+        expected.push(StreamItem::Done);
         prop_assert_eq!(frames, expected);
     }
 

@@ -24,8 +24,8 @@
 //! without `float_roundtrip` may parse a printed float 1 ULP off.
 
 use crate::protocol::{
-    ChatRequest, Chunk, ChunkStreamDecoder, Conversation, Dialect, Frame, MessageReducer,
-    PartialJson, Trigger, UiMessage, encode_chunk, parse_partial_json,
+    ChatRequest, Chunk, ChunkStreamDecoder, Conversation, Dialect, MessageReducer, PartialJson,
+    StreamItem, Trigger, UiMessage, encode_chunk, parse_partial_json,
 };
 use crate::{assert_json_round_trip, json_eq_modulo_float_ulp};
 use serde_json::Value;
@@ -99,7 +99,7 @@ fn check_chunk(text: &str, value: Value) -> Option<Chunk> {
     let mut frames = decoder.push(frame.as_bytes());
     frames.extend(decoder.finish());
     match frames.as_slice() {
-        [Ok(Frame::Chunk(back))] => assert_same_chunk("SSE framing", &chunk, back),
+        [Ok(StreamItem::Chunk(back))] => assert_same_chunk("SSE framing", &chunk, back),
         other => panic!("{frame:?} decoded to {other:?}"),
     }
     Some(chunk)

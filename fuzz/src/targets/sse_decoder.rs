@@ -17,7 +17,7 @@
 
 use crate::protocol::sse::DEFAULT_MAX_EVENT_SIZE;
 use crate::protocol::{
-    Chunk, ChunkStreamDecoder, DecodeError, Frame, SseDecoder, SseError, SseEvent,
+    Chunk, ChunkStreamDecoder, DecodeError, SseDecoder, SseError, SseEvent, StreamItem,
 };
 use crate::{reference_sse, split_points};
 
@@ -103,10 +103,10 @@ pub fn check(input: &[u8]) {
     );
     for (frame, event) in frames.iter().zip(&whole) {
         match (frame, event) {
-            (Ok(Frame::Done), Ok(SseEvent::Done)) => {}
+            (Ok(StreamItem::Done), Ok(SseEvent::Done)) => {}
             (Err(DecodeError::Sse(a)), Err(b)) => assert_eq!(a, b),
             (frame, Ok(SseEvent::Data(data))) => match (frame, Chunk::from_json(data)) {
-                (Ok(Frame::Chunk(a)), Ok(b)) => assert_eq!(*a, b),
+                (Ok(StreamItem::Chunk(a)), Ok(b)) => assert_eq!(*a, b),
                 (Err(DecodeError::Chunk(_)), Err(_)) => {}
                 (frame, direct) => panic!("frame {frame:?} but from_json gives {direct:?}"),
             },

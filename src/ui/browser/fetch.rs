@@ -4,7 +4,7 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
 use crate::{
-    protocol::{Chunk, Frame, SseDecoder, SseEvent},
+    protocol::{Chunk, SseDecoder, SseEvent, StreamItem},
     ui::platform::FetchError,
 };
 
@@ -100,7 +100,7 @@ pub async fn stream(
     url: &str,
     body: Option<String>,
     headers: &[(&str, &str)],
-    mut on_frame: impl FnMut(Frame, serde_json::Value),
+    mut on_frame: impl FnMut(StreamItem, serde_json::Value),
 ) -> Result<bool, FetchError> {
     let response = send(method, url, body, headers).await?;
     if response.status() == 204 {
@@ -119,14 +119,16 @@ pub async fn stream(
     let mut deliver =
         |event: Result<SseEvent, crate::protocol::SseError>| -> Result<(), FetchError> {
             match event.map_err(|e| FetchError::Protocol(e.to_string()))? {
-                SseEvent::Done => on_frame(Frame::Done, serde_json::Value::String("[DONE]".into())),
+                SseEvent::Done => {
+                    on_frame(StreamItem::Done, serde_json::Value::String("[DONE]".into()))
+                }
                 SseEvent::Data(data) => {
                     let raw: serde_json::Value = serde_json::from_str(&data).map_err(|e| {
                         FetchError::Protocol(crate::protocol::ChunkDecodeError::Json(e).to_string())
                     })?;
                     let chunk = Chunk::from_value(raw.clone())
                         .map_err(|e| FetchError::Protocol(e.to_string()))?;
-                    on_frame(Frame::Chunk(chunk), raw);
+                    on_frame(StreamItem::Chunk(chunk), raw);
                 }
             }
             Ok(())

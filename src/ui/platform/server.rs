@@ -8,7 +8,7 @@ use std::rc::Rc;
 use serde_json::Value;
 
 use super::{FetchError, SocketEvent};
-use crate::protocol::Frame;
+use crate::protocol::StreamItem;
 
 const NOT_IN_A_BROWSER: &str = "only available in the browser";
 
@@ -125,7 +125,7 @@ pub async fn stream(
     _url: &str,
     _body: Option<String>,
     _headers: &[(&str, &str)],
-    _on_frame: impl FnMut(Frame, serde_json::Value),
+    _on_frame: impl FnMut(StreamItem, serde_json::Value),
 ) -> Result<bool, FetchError> {
     Err(FetchError::Network(NOT_IN_A_BROWSER.into()))
 }

@@ -5,7 +5,7 @@ use std::rc::Rc;
 use serde_json::Value;
 
 use super::{FetchError, SocketEvent};
-use crate::{protocol::Frame, ui::browser};
+use crate::{protocol::StreamItem, ui::browser};
 
 pub use browser::{
     dom::{
@@ -24,7 +24,7 @@ pub async fn stream(
     url: &str,
     body: Option<String>,
     headers: &[(&str, &str)],
-    on_frame: impl FnMut(Frame, Value),
+    on_frame: impl FnMut(StreamItem, Value),
 ) -> Result<bool, FetchError> {
     browser::fetch::stream(method, url, body, headers, on_frame).await
 }

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::ChatTransport;
 use crate::{
-    protocol::{ChatRequest, Frame, Trigger, UiMessage, answers_to_send},
+    protocol::{ChatRequest, StreamItem, Trigger, UiMessage, answers_to_send},
     ui::{
         controller::{Banner, ChatCtl, Mode, Status},
         platform::{self, FetchError},
@@ -72,7 +72,7 @@ impl SseTransport {
         let this = self.clone();
         spawn_local(async move {
             let result = platform::stream(method, &url, body, &HEADERS, |frame, raw| {
-                if let Frame::Chunk(chunk) = frame {
+                if let StreamItem::Chunk(chunk) = frame {
                     ctl.on_chunk(chunk, raw, Mode::Sse.as_str());
                 }
             })
