@@ -45,7 +45,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::http::{self, PreparedRequest, ProviderHttp, WireDecoder};
-use super::{ApiKey, ProviderConfigError};
+use super::{ProviderConfigError, ProviderKey};
 use crate::agent::history::{AssistantPart, Attachment, ContextRole, HistoryItem, ToolCall};
 use crate::agent::model::{
     Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolDeclaration, Usage,
@@ -61,7 +61,7 @@ const NAMESPACE: &str = "google";
 /// Settings of the Gemini REST provider.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GeminiConfig {
-    pub api_key: ApiKey,
+    pub api_key: ProviderKey,
     /// E.g. `https://generativelanguage.googleapis.com/v1beta`, without a trailing slash.
     pub base_url: String,
     /// E.g. `gemini-2.5-flash` (a leading `models/` is accepted).

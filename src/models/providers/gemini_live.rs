@@ -142,7 +142,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_tungstenite::tungstenite::{self, http::HeaderValue};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use super::{ApiKey, ProviderConfigError};
+use super::{ProviderConfigError, ProviderKey};
 use crate::agent::lock;
 use crate::agent::model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream};
 use actor::SessionActor;
@@ -268,7 +268,7 @@ pub struct SlidingWindow {
 /// Settings of the Gemini Live provider.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GeminiLiveConfig {
-    pub api_key: ApiKey,
+    pub api_key: ProviderKey,
     /// E.g. `gemini-3.8-live` (a leading `models/` is accepted).
     pub model: String,
     /// `wss://…BidiGenerateContent` ([`DEFAULT_LIVE_URL`]); `ws://` for a local fake. `http(s)://`
@@ -283,7 +283,7 @@ pub struct GeminiLiveConfig {
 impl GeminiLiveConfig {
     /// The defaults: [`DEFAULT_LIVE_MODEL`] at [`DEFAULT_LIVE_URL`], tool behavior from the model
     /// table, default timeouts, sliding-window compression with server defaults.
-    pub fn new(api_key: ApiKey) -> Self {
+    pub fn new(api_key: ProviderKey) -> Self {
         Self {
             api_key,
             model: DEFAULT_LIVE_MODEL.to_owned(),

@@ -79,9 +79,9 @@ pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4o-mini";
 
 /// An API key. Its `Debug` never prints it, so a config can be logged.
 #[derive(Clone, PartialEq, Eq)]
-pub struct ApiKey(String);
+pub struct ProviderKey(String);
 
-impl ApiKey {
+impl ProviderKey {
     pub fn new(key: impl Into<String>) -> Self {
         Self(key.into())
     }
@@ -91,9 +91,9 @@ impl ApiKey {
     }
 }
 
-impl std::fmt::Debug for ApiKey {
+impl std::fmt::Debug for ProviderKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ApiKey(<redacted>)")
+        f.write_str("ProviderKey(<redacted>)")
     }
 }
 
@@ -230,7 +230,7 @@ pub fn select(
                 None => true,
             };
             ProviderConfig::Gemini(GeminiConfig {
-                api_key: ApiKey::new(gemini_key.unwrap_or_default()),
+                api_key: ProviderKey::new(gemini_key.unwrap_or_default()),
                 base_url,
                 model: model.unwrap_or_else(|| DEFAULT_GEMINI_MODEL.to_owned()),
                 include_thoughts,
@@ -243,7 +243,7 @@ pub fn select(
                 None => DEFAULT_OPENAI_BASE_URL.to_owned(),
             };
             ProviderConfig::OpenAi(OpenAiConfig {
-                api_key: openai_key.map(ApiKey::new),
+                api_key: openai_key.map(ProviderKey::new),
                 base_url,
                 model: model.unwrap_or_else(|| DEFAULT_OPENAI_MODEL.to_owned()),
                 http: ProviderHttp::default(),
@@ -283,7 +283,7 @@ pub fn select_live(
     if main_is_openai && live_model.is_none() {
         return Ok(None);
     }
-    let mut config = GeminiLiveConfig::new(ApiKey::new(key));
+    let mut config = GeminiLiveConfig::new(ProviderKey::new(key));
     if let Some(model) = live_model {
         config.model = model
             .strip_prefix("gemini-live:")

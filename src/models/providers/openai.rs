@@ -51,7 +51,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::http::{self, PreparedRequest, ProviderHttp, WireDecoder};
-use super::{ApiKey, ProviderConfigError};
+use super::{ProviderConfigError, ProviderKey};
 use crate::agent::history::{AssistantPart, Attachment, ContextRole, HistoryItem, ToolCall};
 use crate::agent::model::{
     Model, ModelError, ModelEvent, ModelRequest, ModelStream, ToolDeclaration, Usage,
@@ -65,7 +65,7 @@ const NAMESPACE: &str = "openai";
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpenAiConfig {
     /// `None` for servers without authentication (Ollama, llama.cpp, a local vLLM).
-    pub api_key: Option<ApiKey>,
+    pub api_key: Option<ProviderKey>,
     /// The API root, e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`.
     pub base_url: String,
     pub model: String,

@@ -12,7 +12,7 @@ use crate::models::providers::testing::{After, FakeServer, Reply, collect, quick
 
 fn model_at(server: &FakeServer, model: &str, http: ProviderHttp) -> GeminiModel {
     GeminiModel::new(GeminiConfig {
-        api_key: ApiKey::new("test-key"),
+        api_key: ProviderKey::new("test-key"),
         base_url: format!("{}/v1beta", server.base_url),
         model: model.into(),
         include_thoughts: true,

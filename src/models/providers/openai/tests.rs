@@ -11,7 +11,7 @@ use crate::models::providers::testing::{After, FakeServer, Reply, collect, quick
 
 fn model_at(server: &FakeServer, api_key: Option<&str>) -> OpenAiModel {
     OpenAiModel::new(OpenAiConfig {
-        api_key: api_key.map(ApiKey::new),
+        api_key: api_key.map(ProviderKey::new),
         base_url: format!("{}/v1", server.base_url),
         model: "gpt-4o-mini".into(),
         http: quick_http(),

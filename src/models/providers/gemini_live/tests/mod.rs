@@ -228,7 +228,7 @@ impl FakeConn {
 
 fn config(server: &FakeLive, model: &str) -> GeminiLiveConfig {
     GeminiLiveConfig {
-        api_key: ApiKey::new("test-key"),
+        api_key: ProviderKey::new("test-key"),
         model: model.into(),
         live_url: server.url.clone(),
         tool_behavior: ToolBehaviorPolicy::Auto,
@@ -459,7 +459,7 @@ fn live_urls_are_checked() {
     );
     assert_eq!(live_url("ftp://example.com"), None);
     assert_eq!(live_url("wss://"), None);
-    let mut config = GeminiLiveConfig::new(ApiKey::new("k"));
+    let mut config = GeminiLiveConfig::new(ProviderKey::new("k"));
     config.live_url = "example.com".into();
     assert!(matches!(
         GeminiLiveModel::new(config),
@@ -509,6 +509,6 @@ fn turn_complete_reasons_map_to_finish_reasons() {
 
 #[test]
 fn the_api_key_is_not_printed() {
-    let config = GeminiLiveConfig::new(ApiKey::new("secret-key"));
+    let config = GeminiLiveConfig::new(ProviderKey::new("secret-key"));
     assert!(!format!("{config:?}").contains("secret-key"));
 }

@@ -455,7 +455,7 @@ async fn wss_reaches_the_tls_handshake() {
             drop(tcp);
         }
     });
-    let mut config = GeminiLiveConfig::new(ApiKey::new("k"));
+    let mut config = GeminiLiveConfig::new(ProviderKey::new("k"));
     config.live_url = format!("wss://{addr}/ws");
     let model = GeminiLiveModel::new(config).unwrap();
     let mut chat = Chat::new();
@@ -473,7 +473,7 @@ async fn a_refused_connection_is_a_transport_error() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     drop(listener);
-    let mut config = GeminiLiveConfig::new(ApiKey::new("k"));
+    let mut config = GeminiLiveConfig::new(ProviderKey::new("k"));
     config.live_url = format!("ws://{addr}/ws");
     let model = GeminiLiveModel::new(config).unwrap();
     let mut chat = Chat::new();
