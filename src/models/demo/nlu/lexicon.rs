@@ -108,7 +108,7 @@ pub(super) const PARTICLES: &[&str] = &[
 pub(super) const HONORIFICS: &[&str] = &["さん", "さま", "様", "くん", "君", "ちゃん", "氏"];
 
 /// A currency the demo model can name. `code` is what the payment tool receives.
-pub(super) struct Currency {
+pub(super) struct CurrencyWords {
     /// ISO 4217 code sent to `process_payment`.
     pub code: &'static str,
     /// Prefix used when writing amounts in English ("$50"); empty means "50 CHF" style.
@@ -125,15 +125,15 @@ pub(super) const DEFAULT_CURRENCY: &str = "USD";
 
 /// Currencies by code. One line per currency.
 #[rustfmt::skip]
-pub(super) const CURRENCIES: &[Currency] = &[
-    Currency { code: "USD", symbol: "$", ja_unit: "ドル", aliases: &["$", "dollar", "dollars", "usd", "buck", "bucks", "ドル", "米ドル"] },
-    Currency { code: "EUR", symbol: "€", ja_unit: "ユーロ", aliases: &["€", "euro", "euros", "eur", "ユーロ"] },
-    Currency { code: "JPY", symbol: "¥", ja_unit: "円", aliases: &["¥", "yen", "jpy", "円"] },
-    Currency { code: "GBP", symbol: "£", ja_unit: "ポンド", aliases: &["£", "pound", "pounds", "gbp", "quid", "ポンド"] },
-    Currency { code: "CHF", symbol: "", ja_unit: "スイスフラン", aliases: &["franc", "francs", "chf", "スイスフラン"] },
-    Currency { code: "INR", symbol: "₹", ja_unit: "ルピー", aliases: &["₹", "rupee", "rupees", "inr", "ルピー"] },
-    Currency { code: "KRW", symbol: "₩", ja_unit: "ウォン", aliases: &["₩", "krw", "ウォン"] },
-    Currency { code: "CNY", symbol: "", ja_unit: "人民元", aliases: &["yuan", "rmb", "cny", "人民元"] },
+pub(super) const CURRENCIES: &[CurrencyWords] = &[
+    CurrencyWords { code: "USD", symbol: "$", ja_unit: "ドル", aliases: &["$", "dollar", "dollars", "usd", "buck", "bucks", "ドル", "米ドル"] },
+    CurrencyWords { code: "EUR", symbol: "€", ja_unit: "ユーロ", aliases: &["€", "euro", "euros", "eur", "ユーロ"] },
+    CurrencyWords { code: "JPY", symbol: "¥", ja_unit: "円", aliases: &["¥", "yen", "jpy", "円"] },
+    CurrencyWords { code: "GBP", symbol: "£", ja_unit: "ポンド", aliases: &["£", "pound", "pounds", "gbp", "quid", "ポンド"] },
+    CurrencyWords { code: "CHF", symbol: "", ja_unit: "スイスフラン", aliases: &["franc", "francs", "chf", "スイスフラン"] },
+    CurrencyWords { code: "INR", symbol: "₹", ja_unit: "ルピー", aliases: &["₹", "rupee", "rupees", "inr", "ルピー"] },
+    CurrencyWords { code: "KRW", symbol: "₩", ja_unit: "ウォン", aliases: &["₩", "krw", "ウォン"] },
+    CurrencyWords { code: "CNY", symbol: "", ja_unit: "人民元", aliases: &["yuan", "rmb", "cny", "人民元"] },
 ];
 
 /// English cardinal words and their values; "twenty-five" and "one hundred and five" are
@@ -419,7 +419,7 @@ pub(super) fn currency_unit_at(text: &str) -> Option<(&'static str, usize)> {
 }
 
 /// The table row of an ISO code, for writing amounts.
-pub(super) fn currency(code: &str) -> Option<&'static Currency> {
+pub(super) fn currency(code: &str) -> Option<&'static CurrencyWords> {
     CURRENCIES
         .iter()
         .find(|cur| cur.code.eq_ignore_ascii_case(code))
