@@ -173,7 +173,7 @@ pub struct Config {
     /// Where the site settings came from, for the banner and logs.
     pub source: String,
     pub agent: AgentSettings,
-    pub http: EdgeSettings,
+    pub edge: EdgeSettings,
 }
 
 impl Config {
@@ -201,12 +201,12 @@ impl Config {
     ) -> Result<Self, ConfigError> {
         let (site, source) = site::site_options(cargo_toml, leptos_toml, &env)?;
         let agent = agent_settings(&env)?;
-        let http = edge_settings(&env)?;
+        let edge = edge_settings(&env)?;
         Ok(Config {
             site,
             source,
             agent,
-            http,
+            edge,
         })
     }
 }
@@ -516,7 +516,7 @@ mod tests {
     fn agent_and_http_settings_come_from_countersign_variables() {
         let config = Config::resolve(env_of(&[])).unwrap();
         assert_eq!(config.agent, AgentSettings::default());
-        assert_eq!(config.http, EdgeSettings::default());
+        assert_eq!(config.edge, EdgeSettings::default());
 
         let config = Config::resolve(env_of(&[
             ("COUNTERSIGN_DEMO_DELAY_MS", "0"),
@@ -533,13 +533,13 @@ mod tests {
         assert_eq!(config.agent.browser_timeout, Duration::from_secs(7));
         assert_eq!(config.agent.text_timing, TextTimingSetting::Progressive);
         assert_eq!(config.agent.weather, WeatherSetting::Offline);
-        assert_eq!(config.http.max_body_bytes, 4096);
+        assert_eq!(config.edge.max_body_bytes, 4096);
         assert_eq!(
-            config.http.body_bytes_per_address, 8192,
+            config.edge.body_bytes_per_address, 8192,
             "twice the largest body, unless set"
         );
         assert_eq!(
-            config.http.api_key.as_deref(),
+            config.edge.api_key.as_deref(),
             Some("a-key-of-sixteen-or-more")
         );
     }

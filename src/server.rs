@@ -34,7 +34,8 @@ pub fn router(state: AppState) -> Router {
 
     // Server-rendered pages spawn their data loading on the tokio runtime.
     let _ = any_spawner::Executor::init_tokio();
-    let api = transport::sse::routes().layer(DefaultBodyLimit::max(state.http.max_body_bytes));
+    let api =
+        transport::sse::routes().layer(DefaultBodyLimit::max(state.edge_settings.max_body_bytes));
     let with_state = {
         let state = state.clone();
         move || provide_context(state.clone())
@@ -83,8 +84,8 @@ pub fn router(state: AppState) -> Router {
             edge::guard,
         ))
         .layer(edge::cors::layer(
-            &state.http.allowed_origins,
-            state.http.cors_credentials,
+            &state.edge_settings.allowed_origins,
+            state.edge_settings.cors_credentials,
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -290,8 +291,8 @@ pub async fn serve(
     spawn_memory_return(runtime.clone());
     let edge = state.edge.clone();
     let timeouts = Timeouts {
-        idle: state.http.idle_timeout,
-        write: state.http.write_timeout,
+        idle: state.edge_settings.idle_timeout,
+        write: state.edge_settings.write_timeout,
     };
     accept(listener, router(state), shutdown, edge.clone(), timeouts).await;
     // Open WebSockets: a 1001 close each, and a moment for the clients to answer it.

@@ -27,7 +27,7 @@ const LARGE: usize = 256 * 1024;
 /// a new chat may adopt as context ([`super::context::MAX_MESSAGES`]).
 pub fn read_limits(state: &AppState) -> ReadLimits {
     ReadLimits {
-        max_messages: state.http.max_messages,
+        max_messages: state.edge_settings.max_messages,
         earlier: super::context::MAX_MESSAGES,
     }
 }

@@ -78,7 +78,7 @@ async fn chat(
     body: Body,
     profile: Profile,
 ) -> Result<Response, ApiError> {
-    let body = read_body(body, state.http.max_body_bytes).await?;
+    let body = read_body(body, state.edge_settings.max_body_bytes).await?;
     let limits = read_limits(&state);
     let size = body.len();
     let decode = profile.decode;
@@ -89,7 +89,11 @@ async fn chat(
     let opened = segment::open(&state, request, &profile, timing, &actor).await?;
     let chat_id = opened.chat_id.clone();
     let keys = profile.keys_named(header(&headers, DIALECT_HEADER));
-    let mut segment = Segment::new(opened, profile.encoder(keys), state.http.keep_alive);
+    let mut segment = Segment::new(
+        opened,
+        profile.encoder(keys),
+        state.edge_settings.keep_alive,
+    );
     if segment.reports_usage_at_pause() {
         segment = segment.with_pause_metadata(pause_metadata(&state, &chat_id, transport).await?);
     }
@@ -125,7 +129,11 @@ async fn resume(
     Ok(match segment::streaming_log(&state, &chat_id).await? {
         None => StatusCode::NO_CONTENT.into_response(),
         Some(log) => stream_response(
-            Segment::replay(log, resume_encoder(&headers), state.http.keep_alive),
+            Segment::replay(
+                log,
+                resume_encoder(&headers),
+                state.edge_settings.keep_alive,
+            ),
             super::edge::hold(&state, &client),
         ),
     })

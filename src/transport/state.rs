@@ -32,7 +32,7 @@ pub struct AppState {
     pub config_source: Arc<str>,
     /// The agent runtime: model, tools, sessions.
     pub runtime: Arc<Runtime>,
-    pub http: EdgeSettings,
+    pub edge_settings: EdgeSettings,
     /// The edge: host names, credentials, rate limits, connection caps, shutdown.
     pub edge: Arc<Edge>,
     /// The built site: where its files are and what the page's bundle is called.
@@ -80,7 +80,7 @@ impl AppState {
         signin_store: Arc<dyn SignInStore>,
         tool_lists: Arc<dyn ToolListStore>,
     ) -> Self {
-        let edge = Edge::new(config.site.site_addr, &config.http);
+        let edge = Edge::new(config.site.site_addr, &config.edge);
         let mcp = Arc::new(McpHub::new(
             config.agent.mcp.as_ref(),
             McpTimeouts {
@@ -100,7 +100,7 @@ impl AppState {
             site,
             config_source: config.source.into(),
             runtime,
-            http: config.http,
+            edge_settings: config.edge,
             edge,
             signin_store,
             notary: Arc::default(),
@@ -148,7 +148,7 @@ impl AppState {
     /// The origin people's browsers use: `COUNTERSIGN_PUBLIC_URL`, else `http://localhost:<port>`
     /// of the address the server listens on.
     pub fn public_url(&self, addr: SocketAddr) -> String {
-        self.http
+        self.edge_settings
             .public_url
             .clone()
             .unwrap_or_else(|| format!("http://localhost:{}", addr.port()))

@@ -354,7 +354,7 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
         Method::GET | Method::HEAD | Method::OPTIONS
     );
     if changes_state || upgrade {
-        if let Err(e) = check_origin(headers, &state.http.allowed_origins) {
+        if let Err(e) = check_origin(headers, &state.edge_settings.allowed_origins) {
             return e.into_response();
         }
         let client = address_key(address);

@@ -76,8 +76,11 @@ pub async fn upgrade(
     };
     let options = SocketOptions {
         // A `send` carries the whole conversation, like a POST body.
-        limit: state.http.max_body_bytes.max(state.http.ws_max_frame_bytes),
-        write_timeout: state.http.write_timeout,
+        limit: state
+            .edge_settings
+            .max_body_bytes
+            .max(state.edge_settings.ws_max_frame_bytes),
+        write_timeout: state.edge_settings.write_timeout,
     };
     let tasks = state.edge.sockets.clone();
     let hold = crate::transport::edge::hold(&state, &client);
@@ -131,7 +134,7 @@ impl ChatSocket {
     fn new(state: AppState, client: Client, defaults: Defaults) -> Self {
         let (outbox, inbox) = mpsc::channel(OUTBOX);
         ChatSocket {
-            limiter: FrameLimiter::new(state.http.ws_rate, Instant::now()),
+            limiter: FrameLimiter::new(state.edge_settings.ws_rate, Instant::now()),
             state,
             client,
             defaults,
@@ -149,7 +152,7 @@ impl ChatSocket {
         let Some(mut inbox) = self.inbox.take() else {
             return;
         };
-        let idle = self.state.http.ws_idle;
+        let idle = self.state.edge_settings.ws_idle;
         let shutdown = self.state.edge.shutdown.clone();
         let mut ping = tokio::time::interval(idle / 3);
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -328,7 +331,7 @@ impl ChatSocket {
         match segment::open(&self.state, request, &profile(), Some(timing), &actor).await {
             Ok(opened) => {
                 let encoder = profile().encoder(dialect);
-                let segment = Segment::new(opened, encoder, self.state.http.keep_alive);
+                let segment = Segment::new(opened, encoder, self.state.edge_settings.keep_alive);
                 self.stream(request_id, chat_id, segment, false);
                 Next::Continue
             }
@@ -360,7 +363,7 @@ impl ChatSocket {
             }
             Ok(Some(log)) => {
                 let encoder = profile().encoder(dialect);
-                let segment = Segment::replay(log, encoder, self.state.http.keep_alive);
+                let segment = Segment::replay(log, encoder, self.state.edge_settings.keep_alive);
                 self.stream(request_id, chat_id, segment, true);
                 Next::Continue
             }

@@ -158,8 +158,8 @@ fn upgrade(
     let timing = timing_named(query.text.as_deref()).or(profile.timing);
     let keys = profile.keys_named(query.dialect.as_deref());
     let options = SocketOptions {
-        limit: state.http.ws_max_frame_bytes,
-        write_timeout: state.http.write_timeout,
+        limit: state.edge_settings.ws_max_frame_bytes,
+        write_timeout: state.edge_settings.write_timeout,
     };
     let hold = super::edge::hold(&state, &client);
     let connection = Connection::new(&state, timing, profile, keys, scope, client, hold);
@@ -266,7 +266,7 @@ impl Connection {
     ) -> Self {
         Connection {
             runtime: state.runtime.clone(),
-            idle: state.http.ws_idle,
+            idle: state.edge_settings.ws_idle,
             timing,
             profile,
             keys,
@@ -276,7 +276,7 @@ impl Connection {
             chat: None,
             following: None,
             turn: None,
-            limiter: FrameLimiter::new(state.http.ws_rate, Instant::now()),
+            limiter: FrameLimiter::new(state.edge_settings.ws_rate, Instant::now()),
             limits: read_limits(state),
             client,
             hold,
