@@ -465,8 +465,12 @@ struct RefusalLog {
 }
 
 impl RefusalLog {
-    fn note(&mut self, refusal: transport::edge::connections::Refusal, peer: std::net::SocketAddr) {
-        use transport::edge::connections::Refusal;
+    fn note(
+        &mut self,
+        refusal: transport::edge::connections::NotAdmitted,
+        peer: std::net::SocketAddr,
+    ) {
+        use transport::edge::connections::NotAdmitted;
         self.since += 1;
         let now = std::time::Instant::now();
         if self
@@ -476,8 +480,8 @@ impl RefusalLog {
             return;
         }
         let why = match refusal {
-            Refusal::Full => "the server holds as many connections as it may",
-            Refusal::AddressFull => "this address holds as many connections as one may",
+            NotAdmitted::Full => "the server holds as many connections as it may",
+            NotAdmitted::AddressFull => "this address holds as many connections as one may",
         };
         tracing::warn!(%peer, refused = self.since, "connections refused: {why}");
         self.last = Some(now);

@@ -47,7 +47,7 @@ pub struct ConnectionLimits {
 
 /// Why a connection was not admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub enum NotAdmitted {
     /// The server holds as many connections as it may.
     Full,
     /// This address holds as many as one address may.
@@ -95,15 +95,15 @@ impl ConnectionLimits {
     }
 
     /// A place for a connection from `peer`, or why there is none.
-    pub fn admit(self: &Arc<Self>, peer: SocketAddr) -> Result<Arc<Admission>, Refusal> {
+    pub fn admit(self: &Arc<Self>, peer: SocketAddr) -> Result<Arc<Admission>, NotAdmitted> {
         let key = address_key(Some(peer));
         let mut per_address = lock(&self.per_address);
         let count = per_address.get(&key).copied().unwrap_or(0);
         if count >= self.max_per_address {
-            return Err(Refusal::AddressFull);
+            return Err(NotAdmitted::AddressFull);
         }
         if self.total.load(Ordering::Relaxed) >= self.max_total {
-            return Err(Refusal::Full);
+            return Err(NotAdmitted::Full);
         }
         self.total.fetch_add(1, Ordering::Relaxed);
         per_address.insert(key.clone(), count + 1);
@@ -332,10 +332,10 @@ mod tests {
         let c: SocketAddr = "127.0.0.3:1".parse().unwrap();
         let first = limits.admit(a).unwrap();
         let _second = limits.admit(a2).unwrap();
-        assert_eq!(limits.admit(a).unwrap_err(), Refusal::AddressFull);
+        assert_eq!(limits.admit(a).unwrap_err(), NotAdmitted::AddressFull);
         let _b1 = limits.admit(b).unwrap();
         let _b2 = limits.admit(b).unwrap();
-        assert_eq!(limits.admit(c).unwrap_err(), Refusal::Full);
+        assert_eq!(limits.admit(c).unwrap_err(), NotAdmitted::Full);
         assert_eq!(limits.open(), 4);
         drop(first);
         assert_eq!(limits.open(), 3);
