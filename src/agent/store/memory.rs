@@ -18,14 +18,14 @@ pub struct MemoryStore {
     pub(super) tool_lists: Mutex<HashMap<String, String>>,
     pub(super) grants: Mutex<Vec<Grant>>,
     pub(super) reservations: Mutex<reservations::Reservations>,
-    pub(super) people: Mutex<People>,
+    pub(super) people: Mutex<PeopleTables>,
     /// (chat, sha) → file.
     pub(super) attachments: Mutex<HashMap<(String, String), StoredFile>>,
 }
 
 /// What the memory store keeps of people.
 #[derive(Debug, Default)]
-pub(super) struct People {
+pub(super) struct PeopleTables {
     pub(super) people: HashMap<String, Person>,
     pub(super) passkeys: HashMap<String, StoredPasskey>,
     pub(super) invites: HashMap<String, Invite>,
