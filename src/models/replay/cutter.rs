@@ -6,20 +6,20 @@ use super::*;
 #[derive(Default)]
 pub(super) struct Cutter {
     pub(super) turns: Vec<Vec<Vec<ModelEvent>>>,
-    pub(super) current: Option<TurnDraft>,
+    current: Option<TurnDraft>,
 }
 
 #[derive(Default)]
-pub(super) struct TurnDraft {
-    pub(super) message_id: Option<String>,
+struct TurnDraft {
+    message_id: Option<String>,
     pub(super) steps: Vec<StepDraft>,
-    pub(super) open: Option<StepDraft>,
+    open: Option<StepDraft>,
     /// The reason of the turn's last `finish`.
     pub(super) finish: Option<FinishReason>,
 }
 
 #[derive(Default)]
-pub(super) struct StepDraft {
+struct StepDraft {
     pub(super) events: Vec<ModelEvent>,
     pub(super) calls: usize,
 }
@@ -78,7 +78,7 @@ impl Cutter {
     }
 
     /// Adds an event to the open step; outside a step it is not the model's and is dropped.
-    pub(super) fn step_event(&mut self, event: ModelEvent, is_call: bool) {
+    fn step_event(&mut self, event: ModelEvent, is_call: bool) {
         if let Some(step) = self.current.as_mut().and_then(|t| t.open.as_mut()) {
             step.events.push(event);
             if is_call {
@@ -87,7 +87,7 @@ impl Cutter {
         }
     }
 
-    pub(super) fn close_turn(&mut self) {
+    fn close_turn(&mut self) {
         let Some(mut turn) = self.current.take() else {
             return;
         };

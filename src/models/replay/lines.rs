@@ -79,12 +79,12 @@ pub(super) fn decode(file: &str, line: usize, chunk: Value) -> Result<Option<Chu
     }
 }
 
-pub(super) fn has_string_type(map: &Map<String, Value>) -> bool {
+fn has_string_type(map: &Map<String, Value>) -> bool {
     matches!(map.get("type"), Some(Value::String(_)))
 }
 
 /// The first 40 characters, for error messages.
-pub(super) fn shorten(text: &str) -> String {
+fn shorten(text: &str) -> String {
     match text.char_indices().nth(40) {
         Some((end, _)) => format!("{}…", &text[..end]),
         None => text.to_owned(),

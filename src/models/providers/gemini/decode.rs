@@ -9,7 +9,7 @@ use super::*;
 #[derive(Debug, Default)]
 pub(super) struct GeminiDecoder {
     /// Any response chunk arrived.
-    pub(super) saw_chunk: bool,
+    saw_chunk: bool,
     /// Function calls emitted so far.
     pub(super) calls: usize,
     pub(super) finish_reason: Option<String>,

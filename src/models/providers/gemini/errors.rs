@@ -76,7 +76,7 @@ pub(super) fn error_from_body(
 }
 
 /// `google.rpc.RetryInfo.retryDelay` (`"34.4s"`) from an error's details.
-pub(super) fn retry_delay(details: &[Value]) -> Option<std::time::Duration> {
+fn retry_delay(details: &[Value]) -> Option<std::time::Duration> {
     details.iter().find_map(|detail| {
         let delay = detail.get("retryDelay")?.as_str()?;
         let seconds: f64 = delay.trim().strip_suffix('s')?.parse().ok()?;

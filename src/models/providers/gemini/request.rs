@@ -140,7 +140,7 @@ pub(in crate::models::providers) fn contents(
     out
 }
 
-pub(super) fn text_part(text: String) -> Part {
+fn text_part(text: String) -> Part {
     Part {
         text: Some(text),
         ..Part::default()
@@ -148,7 +148,7 @@ pub(super) fn text_part(text: String) -> Part {
 }
 
 /// One part of a model step as Gemini sent it. Empty text carries nothing and is left out.
-pub(super) fn model_part(part: &AssistantPart) -> Option<Part> {
+fn model_part(part: &AssistantPart) -> Option<Part> {
     match part {
         AssistantPart::Text {
             text,
@@ -184,7 +184,7 @@ pub(super) fn model_part(part: &AssistantPart) -> Option<Part> {
 
 /// Puts the sentinel on the first function call of a step none of whose calls is signed.
 /// Returns whether it did.
-pub(super) fn sign_first_call(parts: &mut [Part]) -> bool {
+fn sign_first_call(parts: &mut [Part]) -> bool {
     let mut calls = parts.iter_mut().filter(|p| p.function_call.is_some());
     let Some(first) = calls.next() else {
         return false;
@@ -208,7 +208,7 @@ pub(in crate::models::providers) fn as_object(value: Value, key: &str) -> Value 
 }
 
 /// `provider_data.google.<key>` as a string.
-pub(super) fn google_str(provider_data: &Option<Value>, key: &str) -> Option<String> {
+fn google_str(provider_data: &Option<Value>, key: &str) -> Option<String> {
     provider_data
         .as_ref()?
         .get(NAMESPACE)?
@@ -226,7 +226,7 @@ pub(super) fn google_data(fields: &[(&str, Option<&String>)]) -> Option<Value> {
     (!map.is_empty()).then(|| json!({ NAMESPACE: map }))
 }
 
-pub(super) fn attachment_part(attachment: &Attachment) -> Part {
+fn attachment_part(attachment: &Attachment) -> Part {
     match DataUrl::parse(&attachment.url) {
         Some(data) => Part {
             inline_data: Some(Blob {
@@ -253,7 +253,7 @@ pub(super) fn attachment_part(attachment: &Attachment) -> Part {
 /// one is accepted too and base64-encoded here.
 pub(super) struct DataUrl<'a> {
     pub(super) media_type: &'a str,
-    pub(super) is_base64: bool,
+    is_base64: bool,
     pub(super) data: &'a str,
 }
 

@@ -61,7 +61,7 @@ pub(super) fn split_into_steps(text: &str) -> Vec<&str> {
 
 /// The marker starting at byte `pos`, as (bytes kept in the earlier clause, bytes dropped).
 /// ASCII markers match case-insensitively and only as whole words ("then", not "authentic").
-pub(super) fn sequence_marker_at(text: &str, pos: usize) -> Option<(usize, usize)> {
+fn sequence_marker_at(text: &str, pos: usize) -> Option<(usize, usize)> {
     lexicon::SEQUENCE_MARKERS
         .iter()
         .filter(|(kept, cut)| {
@@ -86,10 +86,10 @@ pub(super) fn sequence_marker_at(text: &str, pos: usize) -> Option<(usize, usize
         .map(|(kept, cut)| (kept.len(), cut.len()))
 }
 
-pub(super) fn ends_with_letter(s: &str) -> bool {
+fn ends_with_letter(s: &str) -> bool {
     s.chars().next_back().is_some_and(char::is_alphanumeric)
 }
 
-pub(super) fn starts_with_letter(s: &str) -> bool {
+fn starts_with_letter(s: &str) -> bool {
     s.chars().next().is_some_and(char::is_alphanumeric)
 }

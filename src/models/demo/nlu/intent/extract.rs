@@ -169,7 +169,7 @@ pub(super) fn names_after(view: &View, mut k: usize) -> Vec<String> {
 }
 
 /// A run of name tokens starting at `k`: (the name, the token after it and any honorific).
-pub(super) fn name_run(view: &View, k: usize) -> Option<(String, Option<usize>)> {
+fn name_run(view: &View, k: usize) -> Option<(String, Option<usize>)> {
     let end = (k..view.len())
         .find(|&j| !view.is_name(j))
         .unwrap_or(view.len());
@@ -208,7 +208,7 @@ pub(super) fn names_before(view: &View, k: usize) -> Vec<String> {
     names
 }
 
-pub(super) fn is_name_joiner(view: &View, k: usize) -> bool {
+fn is_name_joiner(view: &View, k: usize) -> bool {
     let raw = view.raw(k);
     lexicon::NAME_JOINERS.contains(&raw)
         && matches!(
@@ -271,7 +271,7 @@ pub(super) fn weather(view: &View) -> Intent {
 /// 2. a name after "in"/"for"/"at" ("weather in Springfield");
 /// 3. a name before の/は/で ahead of the weather word ("札幌の天気");
 /// 4. a name right before the weather word ("springfield weather").
-pub(super) fn weather_location(view: &View) -> Option<String> {
+fn weather_location(view: &View) -> Option<String> {
     if let Some(city) = known_city(view) {
         return Some(city.to_string());
     }
@@ -314,7 +314,7 @@ pub(super) fn known_city(view: &View) -> Option<&'static str> {
 
 /// "springfield" → "Springfield"; words with capitals already ("McAllen") are left alone, as is
 /// non-Latin text.
-pub(super) fn title_case(name: &str) -> String {
+fn title_case(name: &str) -> String {
     name.split(' ')
         .map(|word| {
             if word.chars().any(char::is_uppercase) {

@@ -56,7 +56,7 @@ impl<'a> View<'a> {
         }
     }
 
-    pub(super) fn byte_range(&self) -> Range<usize> {
+    fn byte_range(&self) -> Range<usize> {
         match (self.toks.first(), self.toks.last()) {
             (Some(first), Some(last)) => first.span.start..last.span.end,
             _ => 0..0,
@@ -82,7 +82,7 @@ impl<'a> View<'a> {
         }
     }
 
-    pub(super) fn contains_any(&self, phrases: &[&str]) -> bool {
+    fn contains_any(&self, phrases: &[&str]) -> bool {
         phrases.iter().any(|p| self.find(p).is_some())
     }
 
@@ -91,11 +91,11 @@ impl<'a> View<'a> {
         self.names.get(k).copied().unwrap_or(false)
     }
 
-    pub(super) fn has_number(&self) -> bool {
+    fn has_number(&self) -> bool {
         (0..self.len()).any(|k| matches!(self.tok(k), Some(Tok::Num(_))))
     }
 
-    pub(super) fn sub(&self, range: Range<usize>) -> View<'a> {
+    fn sub(&self, range: Range<usize>) -> View<'a> {
         View {
             text: self.text,
             toks: &self.toks[range.clone()],
@@ -107,7 +107,7 @@ impl<'a> View<'a> {
 /// Whether token `k` of a clause could be (part of) a name: a Latin word with no job in the
 /// grammar, or a Japanese noun. Japanese verbs and adjectives end in hiragana; names rarely do,
 /// unless an honorific follows ("はなこさん").
-pub(super) fn token_is_name(text: &str, toks: &[Token], k: usize) -> bool {
+fn token_is_name(text: &str, toks: &[Token], k: usize) -> bool {
     match toks.get(k).map(|t| &t.tok) {
         Some(Tok::Word(w)) => !lexicon::is_reserved_word(w),
         Some(Tok::Cjk) => {
@@ -155,7 +155,7 @@ pub(super) fn understand_clause(clause: &str, lang: Lang) -> Vec<Intent> {
 
 /// "Send $5 each to Alice and Bob" / "花子と太郎に10ドルずつ": with "each", one amount for
 /// several people is no longer ambiguous, so it becomes one payment per person.
-pub(super) fn split_each(intent: Intent, view: &View) -> Vec<Intent> {
+fn split_each(intent: Intent, view: &View) -> Vec<Intent> {
     match intent {
         Intent::Clarify(Clarification::SeveralRecipients {
             recipients,
@@ -178,18 +178,18 @@ pub(super) fn split_each(intent: Intent, view: &View) -> Vec<Intent> {
 }
 
 /// A stretch of one clause that asks for one thing.
-pub(super) struct Fragment {
+struct Fragment {
     /// Token range in the clause.
     pub(super) range: Range<usize>,
     /// Topics its own words trigger, in table order.
-    pub(super) topics: Vec<Topic>,
+    topics: Vec<Topic>,
     /// The topic taken from a neighbour when it has no trigger of its own.
-    pub(super) borrowed: Option<Topic>,
+    borrowed: Option<Topic>,
 }
 
 /// Cuts a clause at parallel separators. Separator tokens belong to no fragment; empty
 /// fragments are dropped.
-pub(super) fn split_into_fragments(view: &View) -> Vec<Range<usize>> {
+fn split_into_fragments(view: &View) -> Vec<Range<usize>> {
     let is_separator = |k: usize| match view.tok(k) {
         Some(Tok::Punct(c)) => lexicon::PARALLEL_PUNCT.contains(c),
         Some(Tok::Word(w)) => lexicon::PARALLEL_WORDS.contains(&w.as_str()),
@@ -211,7 +211,7 @@ pub(super) fn split_into_fragments(view: &View) -> Vec<Range<usize>> {
 
 /// The topics a fragment's own words trigger. "send"/"give"/"送って" count as a payment only
 /// when money is mentioned too.
-pub(super) fn topics(view: &View) -> Vec<Topic> {
+fn topics(view: &View) -> Vec<Topic> {
     let mut out: Vec<Topic> = lexicon::TRIGGERS
         .iter()
         .filter(|(_, phrases)| view.contains_any(phrases))
@@ -228,7 +228,7 @@ pub(super) fn topics(view: &View) -> Vec<Topic> {
 
 /// A currency, a money word, or a number that is not counting something ("send 20 to Bob"
 /// yes, "send 5 messages to Bob" no).
-pub(super) fn mentions_money(view: &View) -> bool {
+fn mentions_money(view: &View) -> bool {
     view.contains_any(lexicon::MONEY_WORDS)
         || (0..view.len()).any(|k| match view.tok(k) {
             Some(Tok::Currency(_)) => true,
@@ -248,7 +248,7 @@ pub(super) fn mentions_money(view: &View) -> bool {
 /// list of names), or when the neighbour is itself incomplete and this fragment completes it
 /// ("Pay Alice and Bob 30 dollars", "お天気はどう？東京"). A fragment that names its own
 /// recipient ("Aliceに…", "… to Bob") is never glued, so no name is silently dropped.
-pub(super) fn lend_topics(whole: &View, frags: &mut Vec<Fragment>, lang: Lang) {
+fn lend_topics(whole: &View, frags: &mut Vec<Fragment>, lang: Lang) {
     let order: Vec<usize> = match lang {
         Lang::En => (0..frags.len()).collect(),
         Lang::Ja => (0..frags.len()).rev().collect(),
@@ -293,7 +293,7 @@ pub(super) fn lend_topics(whole: &View, frags: &mut Vec<Fragment>, lang: Lang) {
 }
 
 /// The topic and intent of a fragment as it stands now.
-pub(super) fn fragment_intent(whole: &View, frag: &Fragment) -> Option<(Topic, Intent)> {
+fn fragment_intent(whole: &View, frag: &Fragment) -> Option<(Topic, Intent)> {
     let view = whole.sub(frag.range.clone());
     match frag.borrowed {
         Some(topic) => Some((topic, extract(topic, &view, true))),
@@ -302,7 +302,7 @@ pub(super) fn fragment_intent(whole: &View, frag: &Fragment) -> Option<(Topic, I
 }
 
 /// Whether a fragment has its own recipient marker with a name: "to Bob", "Aliceに".
-pub(super) fn names_own_recipient(view: &View) -> bool {
+fn names_own_recipient(view: &View) -> bool {
     (0..view.len()).any(|k| {
         (view.is_word_in(k, lexicon::RECIPIENT_WORDS) && !names_after(view, k + 1).is_empty())
             || (view.is_particle(k, lexicon::RECIPIENT_PARTICLES)
@@ -311,7 +311,7 @@ pub(super) fn names_own_recipient(view: &View) -> bool {
 }
 
 /// Whether a verbless fragment carries enough to be its own request of `topic`.
-pub(super) fn stands_alone(topic: Topic, view: &View) -> bool {
+fn stands_alone(topic: Topic, view: &View) -> bool {
     match topic {
         Topic::Payment => view.has_number(),
         Topic::Weather => known_city(view).is_some() || (0..view.len()).any(|k| view.is_name(k)),
@@ -321,7 +321,7 @@ pub(super) fn stands_alone(topic: Topic, view: &View) -> bool {
 }
 
 /// Whether a fragment says anything beyond filler ("please", "thanks", "教えて").
-pub(super) fn has_content(view: &View) -> bool {
+fn has_content(view: &View) -> bool {
     (0..view.len())
         .any(|k| matches!(view.tok(k), Some(Tok::Num(_) | Tok::Currency(_))) || view.is_name(k))
         || known_city(view).is_some()
@@ -329,7 +329,7 @@ pub(super) fn has_content(view: &View) -> bool {
 
 /// The intent a fragment most plausibly asks for: the first complete request among its tool
 /// topics, else the first that needs a question, else small talk.
-pub(super) fn best_intent(view: &View, topics: &[Topic]) -> Option<(Topic, Intent)> {
+fn best_intent(view: &View, topics: &[Topic]) -> Option<(Topic, Intent)> {
     let candidates: Vec<(Topic, Intent)> = topics
         .iter()
         .filter(|t| t.is_tool())

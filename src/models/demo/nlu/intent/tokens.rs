@@ -7,13 +7,13 @@ pub(super) fn is_hiragana(c: char) -> bool {
     ('\u{3041}'..='\u{309F}').contains(&c)
 }
 
-pub(super) fn is_katakana(c: char) -> bool {
+fn is_katakana(c: char) -> bool {
     ('\u{30A0}'..='\u{30FF}').contains(&c)
         || ('\u{31F0}'..='\u{31FF}').contains(&c)
         || ('\u{FF66}'..='\u{FF9F}').contains(&c)
 }
 
-pub(super) fn is_kanji(c: char) -> bool {
+fn is_kanji(c: char) -> bool {
     ('\u{4E00}'..='\u{9FFF}').contains(&c)
         || ('\u{3400}'..='\u{4DBF}').contains(&c)
         || ('\u{F900}'..='\u{FAFF}').contains(&c)
@@ -94,7 +94,7 @@ pub(super) fn tokenize(text: &str) -> Vec<Token> {
 
 /// A Latin word: letters, with inner apostrophes and hyphens ("what's", "Mary-Jane",
 /// "twenty-five"). Digits end it, so "track2" is "track" then 2.
-pub(super) fn scan_word(text: &str, start: usize, toks: &mut Vec<Token>) -> usize {
+fn scan_word(text: &str, start: usize, toks: &mut Vec<Token>) -> usize {
     let is_letter = |c: char| c.is_alphabetic() && !is_japanese(c);
     let mut end = start;
     let mut chars = text[start..].char_indices().peekable();
@@ -124,7 +124,7 @@ pub(super) fn scan_word(text: &str, start: usize, toks: &mut Vec<Token>) -> usiz
 /// Reads a number written with ASCII digits and/or kanji numerals starting at `start`:
 /// "1,200", "50.5", "五十", "千五百", "1万", "1万2千". Returns the value and the end offset,
 /// or `None` if no numeral is there.
-pub(super) fn scan_numeral(text: &str, start: usize) -> Option<(f64, usize)> {
+fn scan_numeral(text: &str, start: usize) -> Option<(f64, usize)> {
     let (mut total, mut group, mut current) = (0.0_f64, 0.0_f64, None::<f64>);
     let mut pos = start;
     let mut seen = false;
@@ -159,7 +159,7 @@ pub(super) fn scan_numeral(text: &str, start: usize) -> Option<(f64, usize)> {
 
 /// "1,200.50" → (1200.5, 8). Commas count as thousands separators only before exactly three
 /// digits, so "10,20" stays two numbers.
-pub(super) fn scan_ascii_decimal(text: &str) -> (f64, usize) {
+fn scan_ascii_decimal(text: &str) -> (f64, usize) {
     let bytes = text.as_bytes();
     let digits_from = |i: usize| bytes[i..].iter().take_while(|b| b.is_ascii_digit()).count();
     let mut end = digits_from(0);
@@ -177,7 +177,7 @@ pub(super) fn scan_ascii_decimal(text: &str) -> (f64, usize) {
 }
 
 /// A run of kana and kanji, cut into content, particles, honorifics, numbers and units.
-pub(super) fn scan_japanese(text: &str, start: usize, toks: &mut Vec<Token>) -> usize {
+fn scan_japanese(text: &str, start: usize, toks: &mut Vec<Token>) -> usize {
     let flush = |toks: &mut Vec<Token>, from: usize, to: usize| {
         if to > from {
             toks.push(Token {
@@ -220,7 +220,7 @@ pub(super) fn scan_japanese(text: &str, start: usize, toks: &mut Vec<Token>) -> 
 /// A token that ends the current content run at `pos`, if one starts there: a unit right after
 /// a number ("50|ドル"), a kanji number with a unit or counter after it ("五十ドル", but not
 /// "千葉"), an honorific after a name ("花子|さん|に"), or a particle after a noun.
-pub(super) fn japanese_piece_at(
+fn japanese_piece_at(
     text: &str,
     pos: usize,
     segment: usize,
@@ -264,12 +264,7 @@ pub(super) fn japanese_piece_at(
 /// Particles follow nouns. Nouns end in kanji, katakana, Latin letters or digits; a hiragana
 /// before the candidate means we are inside a verb ending ("教えて") or a hiragana word, unless
 /// an honorific was just split off ("さん|に").
-pub(super) fn particle_may_start(
-    text: &str,
-    pos: usize,
-    segment: usize,
-    last: Option<&Tok>,
-) -> bool {
+fn particle_may_start(text: &str, pos: usize, segment: usize, last: Option<&Tok>) -> bool {
     match text[..pos].chars().next_back() {
         Some(p) if is_hiragana(p) => pos == segment && matches!(last, Some(Tok::Honorific)),
         Some(p) if p.is_alphanumeric() => true,
@@ -277,7 +272,7 @@ pub(super) fn particle_may_start(
     }
 }
 
-pub(super) fn particle_at(rest: &str) -> Option<usize> {
+fn particle_at(rest: &str) -> Option<usize> {
     lexicon::PARTICLES
         .iter()
         .filter(|p| rest.starts_with(*p))
@@ -285,7 +280,7 @@ pub(super) fn particle_at(rest: &str) -> Option<usize> {
         .max()
 }
 
-pub(super) fn honorific_at(text: &str, pos: usize) -> Option<usize> {
+fn honorific_at(text: &str, pos: usize) -> Option<usize> {
     lexicon::HONORIFICS.iter().find_map(|h| {
         let rest = text[pos..].strip_prefix(h)?;
         let ends_name =
@@ -296,7 +291,7 @@ pub(super) fn honorific_at(text: &str, pos: usize) -> Option<usize> {
 
 /// Folds English number words into numbers: "fifty" → 50, "twenty-five" → 25,
 /// "one hundred and five" → 105, "a thousand" → 1000.
-pub(super) fn merge_number_words(toks: Vec<Token>) -> Vec<Token> {
+fn merge_number_words(toks: Vec<Token>) -> Vec<Token> {
     let mut out = Vec::with_capacity(toks.len());
     let mut k = 0;
     while k < toks.len() {
@@ -318,7 +313,7 @@ pub(super) fn merge_number_words(toks: Vec<Token>) -> Vec<Token> {
     out
 }
 
-pub(super) fn number_phrase(toks: &[Token]) -> Option<(f64, usize)> {
+fn number_phrase(toks: &[Token]) -> Option<(f64, usize)> {
     let word = |k: usize| match toks.get(k).map(|t| &t.tok) {
         Some(Tok::Word(w)) => Some(w.as_str()),
         _ => None,

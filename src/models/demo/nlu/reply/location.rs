@@ -52,7 +52,7 @@ pub(super) fn location(lang: Lang, settled: Settled) -> String {
     }
 }
 
-pub(super) fn location_report(lang: Lang, v: &Value) -> String {
+fn location_report(lang: Lang, v: &Value) -> String {
     let city = text(v, "city").map(|c| match lang {
         Lang::Ja => lexicon::city_in_japanese(c).unwrap_or(c).to_string(),
         Lang::En => format!("{c}{}", around(text(v, "country"), ", ", "")),

@@ -28,7 +28,7 @@ pub(super) enum Settled<'a> {
     Undecided,
 }
 
-pub(super) fn settle(outcome: &Outcome) -> Settled<'_> {
+fn settle(outcome: &Outcome) -> Settled<'_> {
     match outcome {
         Outcome::Output { output } => {
             let succeeded = output.get("success").and_then(Value::as_bool);
@@ -160,7 +160,7 @@ pub(super) fn expired(lang: Lang, subject: &Subject) -> String {
 }
 
 /// Tools this module has no words for still get an honest, if plain, sentence.
-pub(super) fn other_tool(lang: Lang, call: &ToolOutcome, settled: Settled) -> String {
+fn other_tool(lang: Lang, call: &ToolOutcome, settled: Settled) -> String {
     let tool = call.tool.as_str();
     let subject = Subject {
         en: format!("the “{tool}” call"),

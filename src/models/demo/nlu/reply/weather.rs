@@ -41,7 +41,7 @@ pub(super) fn weather(lang: Lang, call: &ToolOutcome, settled: Settled) -> Strin
     }
 }
 
-pub(super) fn weather_report(lang: Lang, place: &str, v: &Value) -> String {
+fn weather_report(lang: Lang, place: &str, v: &Value) -> String {
     let condition = text(v, "condition")
         .or_else(|| text(v, "description"))
         .map(|c| match lang {
@@ -106,7 +106,7 @@ pub(super) fn weather_report(lang: Lang, place: &str, v: &Value) -> String {
     }
 }
 
-pub(super) fn condition_in_japanese(condition: &str) -> String {
+fn condition_in_japanese(condition: &str) -> String {
     let lower = condition.to_lowercase();
     lexicon::CONDITIONS_JA
         .iter()
