@@ -6,11 +6,11 @@ use super::*;
 
 /// The facts of a payment: the tool's output wins over the executed arguments, because the
 /// output says what was actually done.
-pub(super) struct PaymentFacts {
+struct PaymentFacts {
     /// The amount as money ("$1,200.50"), rounded to cents like any price.
     pub(super) amount: Option<String>,
     /// The amount exactly as the tool got it ("1.234"), for errors about precision.
-    pub(super) exact_amount: Option<String>,
+    exact_amount: Option<String>,
     /// The ISO code of the payment's currency.
     pub(super) currency: String,
     pub(super) recipient: Option<String>,
@@ -18,14 +18,10 @@ pub(super) struct PaymentFacts {
     pub(super) transaction: Option<String>,
     pub(super) balance: Option<String>,
     /// "You changed the amount from X" when the executed amount differs from the proposal.
-    pub(super) edited_from: Option<String>,
+    edited_from: Option<String>,
 }
 
-pub(super) fn payment_facts(
-    lang: Lang,
-    call: &ToolOutcome,
-    output: Option<&Value>,
-) -> PaymentFacts {
+fn payment_facts(lang: Lang, call: &ToolOutcome, output: Option<&Value>) -> PaymentFacts {
     let from_output = |key: &str| output.and_then(|v| text(v, key));
     let currency = from_output("currency")
         .or_else(|| text(&call.args, "currency"))
@@ -89,109 +85,132 @@ pub(super) fn payment(lang: Lang, call: &ToolOutcome, settled: Settled) -> Strin
         nothing_en: "no money was sent",
         nothing_ja: "送金していません",
     };
-    // "send $5 to Bob", with whatever is known.
-    let send_en = format!(
-        "{}{}",
-        amount.unwrap_or("the payment"),
-        around(recipient, " to ", "")
-    );
-    // After a payment the balance is "now" lower; after a failure it is unchanged.
-    let balance = |changed: bool| match (facts.balance.as_deref(), lang, changed) {
-        (Some(b), Lang::En, true) => format!(" Your balance is now {b}."),
-        (Some(b), Lang::En, false) => format!(" Your balance is {b}."),
-        (Some(b), Lang::Ja, _) => format!("残高は{b}です。"),
-        (None, ..) => String::new(),
-    };
-    let description = facts.description.as_deref();
-    let transaction = facts.transaction.as_deref();
-    let edited = facts.edited_from.as_deref().zip(amount);
     match settled {
-        Settled::Done(_) => match lang {
-            Lang::En => format!(
-                "Sent {send_en}{}{}.{}{}",
-                around(description, " for “", "”"),
-                around(transaction, " (transaction ", ")"),
-                edited
-                    .map(|(before, after)| format!(
-                        " You changed the amount from {before} to {after} when approving."
-                    ))
-                    .unwrap_or_default(),
-                balance(true)
-            ),
-            Lang::Ja => format!(
-                "{}{}{}送金しました{}。{}{}",
-                around(description, "「", "」として、"),
-                around(recipient, "", "に"),
-                around(amount, "", "を"),
-                around(transaction, "（取引ID: ", "）"),
-                edited
-                    .map(|(before, after)| format!(
-                        "承認時に金額が{before}から{after}に変更されました。"
-                    ))
-                    .unwrap_or_default(),
-                balance(true)
-            ),
-        },
-        Settled::Failed { error, .. } => match (classify(&error), lang) {
-            (Some(Failure::InsufficientFunds), Lang::En) => format!(
-                "I couldn't send {send_en}: insufficient funds.{}",
-                balance(false)
-            ),
-            (Some(Failure::InsufficientFunds), Lang::Ja) => format!(
-                "残高不足のため、{}はできませんでした。{}",
-                subject.ja,
-                balance(false)
-            ),
-            // Rounded money would hide the problem ("$1.23"), so show the amount as given.
-            (Some(Failure::TooPrecise), Lang::En) => format!(
-                "I couldn't send {} {}{}: amounts can have at most two decimal places.",
-                facts.exact_amount.as_deref().unwrap_or("that amount"),
-                facts.currency,
-                around(recipient, " to ", "")
-            ),
-            (Some(Failure::TooPrecise), Lang::Ja) => format!(
-                "{}{} {}の送金は、金額の小数点以下が2桁を超えているためできませんでした。",
-                around(recipient, "", "への"),
-                facts.exact_amount.as_deref().unwrap_or(""),
-                facts.currency
-            ),
-            (Some(Failure::UnsupportedCurrency), Lang::En) => format!(
-                "I couldn't send {send_en}: the wallet can't pay in {}.",
-                facts.currency
-            ),
-            (Some(Failure::UnsupportedCurrency), Lang::Ja) => format!(
-                "ウォレットが{}での支払いに対応していないため、{}はできませんでした。",
-                facts.currency, subject.ja
-            ),
-            (Some(Failure::InvalidAmount), Lang::En) => {
-                format!("I couldn't send {send_en}: the amount must be greater than zero.")
-            }
-            (Some(Failure::InvalidAmount), Lang::Ja) => format!(
-                "金額は0より大きくする必要があるため、{}はできませんでした。",
-                subject.ja
-            ),
-            (Some(Failure::Refused), _) => declined(lang, &subject, None, None),
-            (Some(Failure::TimedOut), Lang::En) => {
-                format!(
-                    "{} timed out, so no money was sent.",
-                    capitalize(&subject.en)
-                )
-            }
-            (Some(Failure::TimedOut), Lang::Ja) => {
-                format!("{}はタイムアウトしたため、送金していません。", subject.ja)
-            }
-            (_, Lang::En) => format!("I couldn't send {send_en}: {}.", clean_error(lang, &error)),
-            (_, Lang::Ja) => {
-                format!(
-                    "{}に失敗しました（{}）。",
-                    subject.ja,
-                    clean_error(lang, &error)
-                )
-            }
-        },
+        Settled::Done(_) => sent(lang, &facts),
+        Settled::Failed { error, .. } => failed(lang, &facts, &subject, &error),
         Settled::Denied(reason, by) => declined(lang, &subject, reason, by),
         Settled::Expired => expired(lang, &subject),
         Settled::Refused(reason) => refused(lang, &subject, reason),
         Settled::Undecided => undecided(lang, &subject),
+    }
+}
+
+impl PaymentFacts {
+    /// "send $5 to Bob", with whatever is known.
+    fn send_en(&self) -> String {
+        format!(
+            "{}{}",
+            self.amount.as_deref().unwrap_or("the payment"),
+            around(self.recipient.as_deref(), " to ", "")
+        )
+    }
+
+    /// The balance sentence: after a payment the balance is "now" lower; after a failure it is
+    /// unchanged.
+    fn balance(&self, lang: Lang, changed: bool) -> String {
+        match (self.balance.as_deref(), lang, changed) {
+            (Some(b), Lang::En, true) => format!(" Your balance is now {b}."),
+            (Some(b), Lang::En, false) => format!(" Your balance is {b}."),
+            (Some(b), Lang::Ja, _) => format!("残高は{b}です。"),
+            (None, ..) => String::new(),
+        }
+    }
+}
+
+/// A payment that went through: what was sent, to whom, for what, and an edit by the approver.
+fn sent(lang: Lang, facts: &PaymentFacts) -> String {
+    let (amount, recipient) = (facts.amount.as_deref(), facts.recipient.as_deref());
+    let description = facts.description.as_deref();
+    let transaction = facts.transaction.as_deref();
+    let edited = facts.edited_from.as_deref().zip(amount);
+    match lang {
+        Lang::En => format!(
+            "Sent {}{}{}.{}{}",
+            facts.send_en(),
+            around(description, " for “", "”"),
+            around(transaction, " (transaction ", ")"),
+            edited
+                .map(|(before, after)| format!(
+                    " You changed the amount from {before} to {after} when approving."
+                ))
+                .unwrap_or_default(),
+            facts.balance(lang, true)
+        ),
+        Lang::Ja => format!(
+            "{}{}{}送金しました{}。{}{}",
+            around(description, "「", "」として、"),
+            around(recipient, "", "に"),
+            around(amount, "", "を"),
+            around(transaction, "（取引ID: ", "）"),
+            edited
+                .map(|(before, after)| format!(
+                    "承認時に金額が{before}から{after}に変更されました。"
+                ))
+                .unwrap_or_default(),
+            facts.balance(lang, true)
+        ),
+    }
+}
+
+/// A payment that failed, said by the kind of failure where it is known.
+fn failed(lang: Lang, facts: &PaymentFacts, subject: &Subject, error: &str) -> String {
+    let recipient = facts.recipient.as_deref();
+    let send_en = facts.send_en();
+    match (classify(error), lang) {
+        (Some(Failure::InsufficientFunds), Lang::En) => format!(
+            "I couldn't send {send_en}: insufficient funds.{}",
+            facts.balance(lang, false)
+        ),
+        (Some(Failure::InsufficientFunds), Lang::Ja) => format!(
+            "残高不足のため、{}はできませんでした。{}",
+            subject.ja,
+            facts.balance(lang, false)
+        ),
+        // Rounded money would hide the problem ("$1.23"), so show the amount as given.
+        (Some(Failure::TooPrecise), Lang::En) => format!(
+            "I couldn't send {} {}{}: amounts can have at most two decimal places.",
+            facts.exact_amount.as_deref().unwrap_or("that amount"),
+            facts.currency,
+            around(recipient, " to ", "")
+        ),
+        (Some(Failure::TooPrecise), Lang::Ja) => format!(
+            "{}{} {}の送金は、金額の小数点以下が2桁を超えているためできませんでした。",
+            around(recipient, "", "への"),
+            facts.exact_amount.as_deref().unwrap_or(""),
+            facts.currency
+        ),
+        (Some(Failure::UnsupportedCurrency), Lang::En) => format!(
+            "I couldn't send {send_en}: the wallet can't pay in {}.",
+            facts.currency
+        ),
+        (Some(Failure::UnsupportedCurrency), Lang::Ja) => format!(
+            "ウォレットが{}での支払いに対応していないため、{}はできませんでした。",
+            facts.currency, subject.ja
+        ),
+        (Some(Failure::InvalidAmount), Lang::En) => {
+            format!("I couldn't send {send_en}: the amount must be greater than zero.")
+        }
+        (Some(Failure::InvalidAmount), Lang::Ja) => format!(
+            "金額は0より大きくする必要があるため、{}はできませんでした。",
+            subject.ja
+        ),
+        (Some(Failure::Refused), _) => declined(lang, subject, None, None),
+        (Some(Failure::TimedOut), Lang::En) => {
+            format!(
+                "{} timed out, so no money was sent.",
+                capitalize(&subject.en)
+            )
+        }
+        (Some(Failure::TimedOut), Lang::Ja) => {
+            format!("{}はタイムアウトしたため、送金していません。", subject.ja)
+        }
+        (_, Lang::En) => format!("I couldn't send {send_en}: {}.", clean_error(lang, error)),
+        (_, Lang::Ja) => {
+            format!(
+                "{}に失敗しました（{}）。",
+                subject.ja,
+                clean_error(lang, error)
+            )
+        }
     }
 }
