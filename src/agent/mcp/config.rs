@@ -145,156 +145,198 @@ impl McpConfig {
         let mut servers = Vec::new();
         for (name, entry) in entries {
             let line = line_of_key(text, &name);
-            let at = |message: String| error(line, format!("server {name:?}: {message}"));
-            let Value::Object(entry) = entry else {
-                return Err(at("must be an object".into()));
+            let Value::Object(fields) = entry else {
+                return Err(error(line, format!("server {name:?}: must be an object")));
             };
-            for key in entry.keys() {
+            for key in fields.keys() {
                 if !SERVER_KEYS.contains(&key.as_str()) {
                     warnings.push(format!(
                         "{path}: server {name:?}: unknown key {key:?} ignored"
                     ));
                 }
             }
-            if !valid_server_name(&name) {
-                return Err(at(
-                    "the name must be 1 to 32 letters, digits, '-' or '_' (it prefixes the names the model sees)".into(),
-                ));
-            }
-            let expand = |value: &str, what: &str| {
-                expand_vars(value, env).map_err(|var| {
-                    at(format!(
-                        "{what} uses ${{{var}}}, which is not set in the environment"
-                    ))
-                })
+            let entry = Entry {
+                name: &name,
+                fields: &fields,
+                path,
+                line,
+                env,
             };
-            let string = |key: &str| -> Result<Option<String>, McpConfigError> {
-                match entry.get(key) {
-                    None | Some(Value::Null) => Ok(None),
-                    Some(Value::String(s)) => expand(s, key).map(Some),
-                    Some(_) => Err(at(format!("\"{key}\" must be a string"))),
-                }
-            };
-            let strings = |key: &str| -> Result<BTreeMap<String, String>, McpConfigError> {
-                match entry.get(key) {
-                    None | Some(Value::Null) => Ok(BTreeMap::new()),
-                    Some(Value::Object(map)) => map
-                        .iter()
-                        .map(|(k, v)| match v {
-                            Value::String(s) => Ok((k.clone(), expand(s, &format!("{key}.{k}"))?)),
-                            _ => Err(at(format!("\"{key}\".{k:?} must be a string"))),
-                        })
-                        .collect(),
-                    Some(_) => Err(at(format!("\"{key}\" must be an object of strings"))),
-                }
-            };
-            let flag = |key: &str| -> Result<bool, McpConfigError> {
-                match entry.get(key) {
-                    None | Some(Value::Null) => Ok(false),
-                    Some(Value::Bool(b)) => Ok(*b),
-                    Some(_) => Err(at(format!("\"{key}\" must be true or false"))),
-                }
-            };
-            let kind = string("type")?;
-            let command = string("command")?;
-            let url = string("url")?;
-            let transport = match (command, url) {
-                (Some(_), Some(_)) => {
-                    return Err(at(
-                        "has both \"command\" (stdio) and \"url\" (HTTP); choose one".into(),
-                    ));
-                }
-                (None, None) => {
-                    return Err(at(
-                        "needs \"command\" (a stdio server) or \"url\" (a streamable HTTP server)"
-                            .into(),
-                    ));
-                }
-                (Some(command), None) => {
-                    if let Some(kind) = kind.as_deref()
-                        && kind != "stdio"
-                    {
-                        return Err(at(format!(
-                            "\"type\": {kind:?} does not fit \"command\" (a stdio server)"
-                        )));
-                    }
-                    let args = match entry.get("args") {
-                        None | Some(Value::Null) => Vec::new(),
-                        Some(Value::Array(items)) => items
-                            .iter()
-                            .map(|v| match v {
-                                Value::String(s) => expand(s, "args"),
-                                _ => Err(at("\"args\" must be an array of strings".into())),
-                            })
-                            .collect::<Result<_, _>>()?,
-                        Some(_) => {
-                            return Err(at("\"args\" must be an array of strings".into()));
-                        }
-                    };
-                    McpTransport::Stdio {
-                        command,
-                        args,
-                        env: strings("env")?,
-                        cwd: string("cwd")?,
-                    }
-                }
-                (None, Some(url)) => {
-                    match kind.as_deref() {
-                        None | Some("http") | Some("streamable-http") | Some("streamableHttp") => {}
-                        Some("sse") => {
-                            return Err(at(
-                                "the legacy HTTP+SSE transport is not supported; use the server's streamable HTTP endpoint"
-                                    .into(),
-                            ));
-                        }
-                        Some(other) => {
-                            return Err(at(format!("\"type\": {other:?} does not fit \"url\"")));
-                        }
-                    }
-                    if !(url.starts_with("http://") || url.starts_with("https://")) {
-                        return Err(at(format!(
-                            "\"url\" must be http:// or https://, not {url:?}"
-                        )));
-                    }
-                    McpTransport::Http {
-                        url,
-                        headers: strings("headers")?,
-                    }
-                }
-            };
-            let mut tools = BTreeMap::new();
-            match entry.get("tools") {
-                None | Some(Value::Null) => {}
-                Some(Value::Object(map)) => {
-                    for (tool, value) in map {
-                        let shape: ToolShape =
-                            serde_json::from_value(value.clone()).map_err(|e| {
-                                at(format!(
-                                    "tool {tool:?}: {} (use {{\"approval\": \"always\" | \"never\", \"disabled\": true, \"names\": [\"recipient\"]}})",
-                                    clean(&e)
-                                ))
-                            })?;
-                        tools.insert(
-                            tool.clone(),
-                            ToolOverride {
-                                approval: shape.approval,
-                                disabled: shape.disabled,
-                                names: shape.names,
-                            },
-                        );
-                    }
-                }
-                Some(_) => return Err(at("\"tools\" must be an object".into())),
-            }
-            servers.push(McpServerConfig {
-                trust_annotations: flag("trustAnnotations")?,
-                disabled: flag("disabled")?,
-                name,
-                transport,
-                tools,
-            });
+            servers.push(entry.server()?);
         }
         Ok(McpConfig { servers, warnings })
+    }
+}
+
+/// One server entry of the file being read; its errors name the server and its line.
+struct Entry<'a> {
+    name: &'a str,
+    fields: &'a Map<String, Value>,
+    path: &'a str,
+    line: Option<usize>,
+    env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Entry<'_> {
+    fn server(&self) -> Result<McpServerConfig, McpConfigError> {
+        if !valid_server_name(self.name) {
+            return Err(self.error(
+                "the name must be 1 to 32 letters, digits, '-' or '_' (it prefixes the names the model sees)".into(),
+            ));
+        }
+        let transport = self.transport()?;
+        let tools = self.tools()?;
+        Ok(McpServerConfig {
+            trust_annotations: self.flag("trustAnnotations")?,
+            disabled: self.flag("disabled")?,
+            name: self.name.to_owned(),
+            transport,
+            tools,
+        })
+    }
+
+    /// How to reach the server: `command` (stdio) or `url` (streamable HTTP), and a `type`
+    /// that fits it.
+    fn transport(&self) -> Result<McpTransport, McpConfigError> {
+        let kind = self.string("type")?;
+        let command = self.string("command")?;
+        let url = self.string("url")?;
+        match (command, url) {
+            (Some(_), Some(_)) => {
+                Err(self
+                    .error("has both \"command\" (stdio) and \"url\" (HTTP); choose one".into()))
+            }
+            (None, None) => Err(self.error(
+                "needs \"command\" (a stdio server) or \"url\" (a streamable HTTP server)".into(),
+            )),
+            (Some(command), None) => {
+                if let Some(kind) = kind.as_deref()
+                    && kind != "stdio"
+                {
+                    return Err(self.error(format!(
+                        "\"type\": {kind:?} does not fit \"command\" (a stdio server)"
+                    )));
+                }
+                Ok(McpTransport::Stdio {
+                    command,
+                    args: self.args()?,
+                    env: self.strings("env")?,
+                    cwd: self.string("cwd")?,
+                })
+            }
+            (None, Some(url)) => {
+                match kind.as_deref() {
+                    None | Some("http") | Some("streamable-http") | Some("streamableHttp") => {}
+                    Some("sse") => {
+                        return Err(self.error(
+                            "the legacy HTTP+SSE transport is not supported; use the server's streamable HTTP endpoint"
+                                .into(),
+                        ));
+                    }
+                    Some(other) => {
+                        return Err(self.error(format!("\"type\": {other:?} does not fit \"url\"")));
+                    }
+                }
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(
+                        self.error(format!("\"url\" must be http:// or https://, not {url:?}"))
+                    );
+                }
+                Ok(McpTransport::Http {
+                    url,
+                    headers: self.strings("headers")?,
+                })
+            }
+        }
+    }
+
+    /// The per-tool overrides (`"tools": {"name": {"approval": …}}`).
+    fn tools(&self) -> Result<BTreeMap<String, ToolOverride>, McpConfigError> {
+        let mut tools = BTreeMap::new();
+        match self.fields.get("tools") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(map)) => {
+                for (tool, value) in map {
+                    let shape: ToolShape = serde_json::from_value(value.clone()).map_err(|e| {
+                        self.error(format!(
+                            "tool {tool:?}: {} (use {{\"approval\": \"always\" | \"never\", \"disabled\": true, \"names\": [\"recipient\"]}})",
+                            clean(&e)
+                        ))
+                    })?;
+                    tools.insert(
+                        tool.clone(),
+                        ToolOverride {
+                            approval: shape.approval,
+                            disabled: shape.disabled,
+                            names: shape.names,
+                        },
+                    );
+                }
+            }
+            Some(_) => return Err(self.error("\"tools\" must be an object".into())),
+        }
+        Ok(tools)
+    }
+
+    fn error(&self, message: String) -> McpConfigError {
+        McpConfigError {
+            path: self.path.to_owned(),
+            line: self.line,
+            message: format!("server {:?}: {message}", self.name),
+        }
+    }
+
+    /// `value` with `${VAR}` expanded; `what` names the key in the error.
+    fn expand(&self, value: &str, what: &str) -> Result<String, McpConfigError> {
+        expand_vars(value, self.env).map_err(|var| {
+            self.error(format!(
+                "{what} uses ${{{var}}}, which is not set in the environment"
+            ))
+        })
+    }
+
+    fn string(&self, key: &str) -> Result<Option<String>, McpConfigError> {
+        match self.fields.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => self.expand(s, key).map(Some),
+            Some(_) => Err(self.error(format!("\"{key}\" must be a string"))),
+        }
+    }
+
+    fn strings(&self, key: &str) -> Result<BTreeMap<String, String>, McpConfigError> {
+        match self.fields.get(key) {
+            None | Some(Value::Null) => Ok(BTreeMap::new()),
+            Some(Value::Object(map)) => map
+                .iter()
+                .map(|(k, v)| match v {
+                    Value::String(s) => Ok((k.clone(), self.expand(s, &format!("{key}.{k}"))?)),
+                    _ => Err(self.error(format!("\"{key}\".{k:?} must be a string"))),
+                })
+                .collect(),
+            Some(_) => Err(self.error(format!("\"{key}\" must be an object of strings"))),
+        }
+    }
+
+    fn flag(&self, key: &str) -> Result<bool, McpConfigError> {
+        match self.fields.get(key) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(_) => Err(self.error(format!("\"{key}\" must be true or false"))),
+        }
+    }
+
+    fn args(&self) -> Result<Vec<String>, McpConfigError> {
+        match self.fields.get("args") {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => self.expand(s, "args"),
+                    _ => Err(self.error("\"args\" must be an array of strings".into())),
+                })
+                .collect(),
+            Some(_) => Err(self.error("\"args\" must be an array of strings".into())),
+        }
     }
 }
 

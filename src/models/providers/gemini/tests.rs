@@ -6,6 +6,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
+use super::decode::map_finish_reason;
+use super::request::{DataUrl, is_gemini_3_or_later};
 use super::*;
 use crate::agent::history::{Outcome, ToolResult};
 use crate::models::providers::testing::{After, FakeServer, Reply, collect, quick_http};
