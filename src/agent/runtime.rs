@@ -18,7 +18,8 @@
 //! what the seed system's BIDI frontend needs to hand control back to the person (seed ADR 0011).
 //!
 //! This file holds the runtime and its registry of live sessions; `turns` the entry points of
-//! the transports (start a turn, submit person input, interrupt) and how a turn gets its task;
+//! the transports (start a turn, interrupt) and how a turn gets its task (the person's answers
+//! are [`super::answer`]'s);
 //! `lifecycle` how sessions come and go from memory (revive, park deadlines, release, evict).
 
 mod grants;
@@ -44,6 +45,7 @@ use super::{
     Transport,
     chunk_log::ChunkLog,
     clock::{Clock, IdGen},
+    commit::Commits,
     followers::Followers,
     history::{self, Attachment, HistoryItem},
     model::{Model, ModelRequest, Usage},
@@ -162,6 +164,8 @@ pub struct Runtime {
     pub questions: Arc<Questions>,
     /// The approvals waiting in every chat (the inbox's index).
     pub inbox: Arc<super::inbox::Inbox>,
+    /// Writes chats' records (every commit, a turn's or an answer's).
+    pub(crate) commits: Commits,
     /// The settings' own instruction for every model; `None`: written from the tools at each
     /// step (the tool list changes when an MCP server's does).
     system_prompt: Option<String>,
@@ -203,7 +207,9 @@ impl Runtime {
         settings: RuntimeSettings,
     ) -> Arc<Self> {
         let system_prompt = settings.system_prompt.clone();
+        let inbox: Arc<super::inbox::Inbox> = Arc::default();
         Arc::new(Runtime {
+            commits: Commits::new(store.clone(), inbox.clone()),
             model,
             system_prompt,
             tools: Arc::new(tools),
@@ -212,7 +218,7 @@ impl Runtime {
             store,
             settings,
             questions: Arc::default(),
-            inbox: Arc::default(),
+            inbox,
             chunk_log: std::sync::OnceLock::new(),
             live_model: std::sync::OnceLock::new(),
             policy: std::sync::OnceLock::new(),
@@ -439,6 +445,13 @@ impl Runtime {
             self.inbox.sync(&session.state().record);
         }
         session
+    }
+
+    /// Whether a chat in memory other than `chat_id` waits for approval `approval_id`.
+    pub(crate) fn live_chat_waits_for(&self, approval_id: &str, chat_id: &str) -> bool {
+        lock(&self.live)
+            .iter()
+            .any(|(id, s)| id != chat_id && s.has_pending_approval(approval_id))
     }
 
     /// How many sessions are in memory.

@@ -1,5 +1,6 @@
-//! The transports' entry points — start a turn, submit the person's input, interrupt — and how
-//! a turn gets its task (a new driver, or a parked turn unparked).
+//! The transports' entry points — start a turn, interrupt — and how a turn gets its task (a new
+//! driver, or a parked turn unparked). The person's answers have their own home:
+//! [`crate::agent::answer`].
 
 use std::sync::{Arc, Mutex};
 
@@ -10,24 +11,16 @@ use crate::agent::{
     Transport,
     attachments::CheckedAttachments,
     clock::IdKind,
-    gate::{InputError, PersonInput},
     history::{AssistantPart, HistoryItem, Outcome, ToolCall},
     model::Usage,
     session::{
-        LiveTurn, Receipt, Session, SessionRecord, SessionState, TurnLog, TurnRecord, TurnStatus,
-        lock,
+        LiveTurn, Session, SessionRecord, SessionState, TurnLog, TurnRecord, TurnStatus, lock,
     },
-    store::{Actor, StoreNews},
+    store::StoreNews,
     turn::SUPERSEDED_BY_MESSAGE,
-    turn::{DriveFrom, QuestionParts, TurnDriver, answer_events},
+    turn::{DriveFrom, QuestionParts, TurnDriver},
 };
 use crate::protocol::{MessageReducer, UiMessage, UiPart, message::FilePart};
-
-/// How long an answer waits for a turn running on another instance to come to wait for it.
-const ELSEWHERE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// How often such an answer looks again.
-const ELSEWHERE_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The call `call_id` of `record`'s history, for "ask again": only a call nobody decided (its
 /// approval expired, or the person set it aside) of a tool still offered; else why not.
@@ -453,7 +446,7 @@ impl Runtime {
 
     /// Tells `session`'s turn that person input was applied: a parked turn gets a task again,
     /// a waiting one is woken.
-    pub(super) fn wake(self: &Arc<Self>, session: &Arc<Session>) {
+    pub(crate) fn wake(self: &Arc<Self>, session: &Arc<Session>) {
         {
             let mut state = session.state();
             let SessionState { record, live, .. } = &mut *state;
@@ -463,261 +456,6 @@ impl Runtime {
             }
         }
         session.wake();
-    }
-
-    /// Applies the person's answers to `chat_id`'s waiting turn. An approval id that belongs to
-    /// another chat is reported as such. Nothing an answer causes reaches any client before the
-    /// answer and its audit entries are on disk: they are committed before the turn is woken
-    /// (when the store fails, the answers are undone and the error says so), or, for approvals
-    /// of tools whose effects stay in the record (`ToolEffects::InRecord`, a payment), by the
-    /// turn in the same transaction as the result, before the output is emitted.
-    pub async fn submit_as(
-        self: &Arc<Self>,
-        chat_id: &str,
-        inputs: &[PersonInput],
-        actor: &Actor,
-    ) -> Result<Receipt, InputError> {
-        let session = match self.session_to_answer(chat_id).await {
-            Ok(Some(session)) => session,
-            Ok(None) | Err(_) => {
-                return Err(self
-                    .explain_foreign(chat_id, inputs, InputError::NoActiveTurn)
-                    .await);
-            }
-        };
-        if session.runs_elsewhere() {
-            return Err(InputError::RunningElsewhere);
-        }
-        let owner = session.state().record.owner().to_owned();
-        let requester = self.requester(&owner);
-        // An approval is judged with who may sign as the store says now (another instance may
-        // have removed someone this one has not heard of): the signer, and every signature it
-        // would join — one that no longer counts is dropped first, and the quorum waits.
-        let standing = if inputs
-            .iter()
-            .any(|i| matches!(i, PersonInput::Approval { .. }))
-        {
-            let standing = self
-                .people()
-                .standing()
-                .await
-                .map_err(|e| InputError::NotRecorded {
-                    message: e.to_string(),
-                })?;
-            self.recheck_session(&session, &standing, None).await?;
-            Some(standing)
-        } else {
-            None
-        };
-        let now = self.clock.now_ms();
-        let mut signer = self.signer(actor, standing.as_ref())?;
-        let receipts = self
-            .verify_step_ups(chat_id, inputs, &mut signer, now)
-            .await?;
-        let applied =
-            match session.apply(inputs, &self.tools, self.policy(), now, &signer, &requester) {
-                Ok(applied) => applied,
-                Err(e) => return Err(self.explain_foreign(chat_id, inputs, e).await),
-            };
-        let mut events = answer_events(&session, inputs, &applied.resolutions, actor, now);
-        events.extend(crate::agent::turn::signature_events(
-            &session,
-            &applied.signed,
-            actor,
-            now,
-        ));
-        events.extend(crate::agent::turn::proposal_events(
-            &session,
-            &applied.proposed,
-            actor,
-            now,
-        ));
-        for event in &mut events {
-            if let Some(approval) = &event.approval_id
-                && let Some((passkey, receipt)) = receipts.get(approval)
-                && matches!(
-                    event.kind,
-                    crate::agent::store::AuditKind::Approved
-                        | crate::agent::store::AuditKind::Edited
-                        | crate::agent::store::AuditKind::Countersigned
-                )
-            {
-                event.step_up = Some(receipt.clone());
-                if let Some(actor) = &mut event.actor {
-                    actor.passkey = Some(passkey.clone());
-                }
-            }
-        }
-        // The grants the person asked for are kept before anything the answer causes happens
-        // (all or nothing with the answer: if one cannot be kept, the answer is taken back).
-        let mut made = Vec::new();
-        for asked in &applied.grants {
-            let Some(tool) = self.tools.get(&asked.tool) else {
-                continue;
-            };
-            let grant = crate::agent::policy::grants::grant(
-                self.ids.next_id(IdKind::Grant),
-                &tool.spec,
-                &asked.args,
-                &asked.request,
-                chat_id,
-                &owner,
-                &asked.approval_id,
-                now,
-            );
-            if let Err(e) = self.policy().save_grant(&grant).await {
-                tracing::error!(session = %chat_id, error = &e as &dyn std::error::Error, "cannot keep a grant");
-                for kept in &made {
-                    let kept: &crate::protocol::grant::Grant = kept;
-                    self.policy().forget_grant(&kept.id);
-                }
-                session.undo(applied.undo);
-                return Err(InputError::NotRecorded {
-                    message: e.to_string(),
-                });
-            }
-            self.policy().add_grant(grant.clone());
-            if let Some(call) = session
-                .snapshot()
-                .turn
-                .as_ref()
-                .and_then(|t| t.call(&asked.tool_call_id).cloned())
-            {
-                let mut event = crate::agent::store::audit::event(
-                    crate::agent::store::AuditKind::Granted,
-                    now,
-                    chat_id,
-                    session
-                        .snapshot()
-                        .turn
-                        .as_ref()
-                        .map(|t| t.id.as_str())
-                        .unwrap_or(""),
-                    &call.call.id,
-                    &call.call.name,
-                    &call.call.args,
-                );
-                event.approval_id = Some(asked.approval_id.clone());
-                event.grant = Some(grant.id.clone());
-                event.reason = Some(grant.label.clone());
-                event.actor = Some(actor.clone());
-                events.push(event);
-            }
-            made.push(grant);
-        }
-        if applied.resolutions.len() == inputs.len()
-            && session.runs_in_record(&applied.resolutions, &self.tools)
-        {
-            // Approvals of calls whose effects are in this record: the turn runs them at once
-            // and commits answer, effect and result together before it emits anything.
-            session.state().unsaved_audit.extend(events);
-            self.inbox.sync(&session.state().record);
-            self.wake(&session);
-            return Ok(applied.receipt);
-        }
-        // Earlier answers still waiting for their turn's commit go with this one: the record
-        // written here contains them.
-        let earlier = std::mem::take(&mut session.state().unsaved_audit);
-        let count = earlier.len();
-        let events = [earlier, events].concat();
-        let snapshot = session.snapshot();
-        if let Err(e) = self.store.commit(&snapshot, &events).await {
-            if e.is_conflict() {
-                // Another instance changed the chat first: this copy is out of date and goes;
-                // nothing of this answer was written.
-                tracing::warn!(session = %chat_id, "an answer came to a chat another instance changed first");
-                self.forget_live(&session);
-                return Err(InputError::AnsweredElsewhere);
-            }
-            tracing::error!(session = %chat_id, error = &e as &dyn std::error::Error, "cannot record the person's answer");
-            session
-                .state()
-                .unsaved_audit
-                .splice(0..0, events.into_iter().take(count));
-            session.undo(applied.undo);
-            return Err(InputError::NotRecorded {
-                message: e.to_string(),
-            });
-        }
-        self.inbox.sync(&snapshot);
-        self.wake(&session);
-        Ok(applied.receipt)
-    }
-
-    /// [`Runtime::submit_as`] for a caller the audit log knows only as the API.
-    pub async fn submit(
-        self: &Arc<Self>,
-        chat_id: &str,
-        inputs: &[PersonInput],
-    ) -> Result<Receipt, InputError> {
-        let actor = Actor {
-            transport: Transport::Api.as_str().into(),
-            ..Actor::default()
-        };
-        self.submit_as(chat_id, inputs, &actor).await
-    }
-
-    /// Turns "unknown approval" into "approval of another chat" when another live chat has it.
-    async fn explain_foreign(
-        &self,
-        chat_id: &str,
-        inputs: &[PersonInput],
-        error: InputError,
-    ) -> InputError {
-        let approval_id = match &error {
-            InputError::UnknownApproval { approval_id } => approval_id.clone(),
-            InputError::NoActiveTurn => match inputs.iter().find_map(|i| match i {
-                PersonInput::Approval { approval_id, .. } => Some(approval_id.clone()),
-                _ => None,
-            }) {
-                Some(id) => id,
-                None => return error,
-            },
-            _ => return error,
-        };
-        // The chat waiting for it may be in memory or only in the store (a parked turn).
-        let in_memory = lock(&self.live)
-            .iter()
-            .any(|(id, s)| id != chat_id && s.has_pending_approval(&approval_id));
-        let foreign = in_memory
-            || match self.store.approval_owner(&approval_id).await {
-                Ok(owner) => owner.is_some_and(|owner| owner != chat_id),
-                Err(e) => {
-                    tracing::warn!(
-                        error = &e as &dyn std::error::Error,
-                        "cannot look up whose approval this is"
-                    );
-                    false
-                }
-            };
-        if foreign {
-            InputError::ApprovalOfOtherChat { approval_id }
-        } else {
-            error
-        }
-    }
-
-    /// `chat_id`'s session, to apply the person's input to. A turn running on another instance
-    /// sharing the database cannot take input here; it usually comes to wait for the person in
-    /// a moment (its input is for a call it waits for while it runs others), so this waits up
-    /// to [`ELSEWHERE_PATIENCE`] for that, then returns the copy that still runs elsewhere.
-    async fn session_to_answer(
-        self: &Arc<Self>,
-        chat_id: &str,
-    ) -> Result<Option<Arc<Session>>, crate::agent::store::StoreError> {
-        let started = tokio::time::Instant::now();
-        loop {
-            let session = self.existing_session(chat_id).await?;
-            match session {
-                Some(session)
-                    if session.runs_elsewhere() && started.elapsed() < ELSEWHERE_PATIENCE =>
-                {
-                    drop(session);
-                    tokio::time::sleep(ELSEWHERE_POLL).await;
-                }
-                other => return Ok(other),
-            }
-        }
     }
 
     /// Interrupts `chat_id`'s turn. False when nothing was running or waiting. A turn running

@@ -303,10 +303,7 @@ impl TurnDriver {
 
     /// [`TurnDriver::save`], with the turn's log when it pauses. True when it was committed.
     async fn save_with(&mut self, paused_log: Option<&[TurnEntry]>) -> bool {
-        // Answers applied but not committed yet come first: they precede what they caused.
-        let mut audit = std::mem::take(&mut self.session.state().unsaved_audit);
-        audit.append(&mut self.audit);
-        let snapshot = self.session.snapshot();
+        let events = std::mem::take(&mut self.audit);
         // On a shared database every commit carries the log so far: other instances follow
         // the turn from it (ADR 0025).
         let so_far;
@@ -318,27 +315,19 @@ impl TurnDriver {
             }
             None => None,
         };
-        let result = match log {
-            Some(log) => self.rt.store.commit_paused(&snapshot, &audit, log).await,
-            None => self.rt.store.commit(&snapshot, &audit).await,
-        };
-        self.session.set_dirty(result.is_err());
-        match result {
-            Ok(()) => {
-                self.rt.inbox.sync(&snapshot);
-                true
-            }
-            Err(e) if e.is_conflict() => {
+        match self.rt.commits.commit(&self.session, events, log).await {
+            Ok(_) => true,
+            Err(failed) if failed.is_conflict() => {
                 // Another instance committed this chat first: what this copy holds can never be
                 // written (its audit events describe what did not happen on disk).
                 tracing::warn!(session = %self.session.id, "another instance committed this chat first; this turn stops");
                 self.overtaken = true;
                 false
             }
-            Err(e) => {
-                tracing::error!(session = %self.session.id, error = &e as &dyn std::error::Error, "cannot save the session");
+            Err(failed) => {
+                tracing::error!(session = %self.session.id, error = &failed.error as &dyn std::error::Error, "cannot save the session");
                 // Keep the events for the next commit rather than lose them.
-                self.audit.splice(0..0, audit);
+                self.audit.splice(0..0, failed.all_events());
                 false
             }
         }

@@ -33,7 +33,7 @@ use crate::protocol::{Chunk, FinishReason, MessageReducer};
 
 use super::runtime::{Runtime, TextTiming};
 
-pub(crate) use audit::{answer_events, proposal_events, signature_events};
+pub(crate) use audit::{audit_event, executed_event};
 
 /// The interrupt reason of a turn that waited for the person when they sent a new message: its
 /// waiting calls end as superseded rather than interrupted.
