@@ -99,14 +99,12 @@ impl Runtime {
         // A turn running on another instance usually comes to wait for the person in a moment.
         let session = match found {
             Some(session) if session.runs_elsewhere() => {
-                self.session_to_answer(chat_id).await.ok().flatten()
+                session_to_answer(self, chat_id).await.ok().flatten()
             }
             found => found,
         };
         let Some(session) = session else {
-            return Err(self
-                .explain_foreign(chat_id, &inputs, InputError::NoActiveTurn)
-                .await);
+            return Err(explain_foreign(self, chat_id, &inputs, InputError::NoActiveTurn).await);
         };
         let answer = Answer {
             rt: self,
@@ -126,7 +124,7 @@ impl Runtime {
         inputs: &[PersonInput],
         actor: &Actor,
     ) -> Result<Receipt, InputError> {
-        let found = self.session_to_answer(chat_id).await.ok().flatten();
+        let found = session_to_answer(self, chat_id).await.ok().flatten();
         match self
             .answer(chat_id, found, Answers::Given(inputs.to_vec()), actor)
             .await?
@@ -149,65 +147,63 @@ impl Runtime {
         };
         self.submit_as(chat_id, inputs, &actor).await
     }
+}
 
-    /// `chat_id`'s session, to apply the person's input to. A turn running on another instance
-    /// sharing the database cannot take input here; it usually comes to wait for the person in
-    /// a moment (its input is for a call it waits for while it runs others), so this waits up
-    /// to [`ELSEWHERE_PATIENCE`] for that, then returns the copy that still runs elsewhere.
-    async fn session_to_answer(
-        self: &Arc<Self>,
-        chat_id: &str,
-    ) -> Result<Option<Arc<Session>>, crate::agent::store::StoreError> {
-        let started = tokio::time::Instant::now();
-        loop {
-            let session = self.existing_session(chat_id).await?;
-            match session {
-                Some(session)
-                    if session.runs_elsewhere() && started.elapsed() < ELSEWHERE_PATIENCE =>
-                {
-                    drop(session);
-                    tokio::time::sleep(ELSEWHERE_POLL).await;
-                }
-                other => return Ok(other),
+/// `chat_id`'s session, to apply the person's input to. A turn running on another instance
+/// sharing the database cannot take input here; it usually comes to wait for the person in
+/// a moment (its input is for a call it waits for while it runs others), so this waits up
+/// to [`ELSEWHERE_PATIENCE`] for that, then returns the copy that still runs elsewhere.
+async fn session_to_answer(
+    rt: &Arc<Runtime>,
+    chat_id: &str,
+) -> Result<Option<Arc<Session>>, crate::agent::store::StoreError> {
+    let started = tokio::time::Instant::now();
+    loop {
+        let session = rt.existing_session(chat_id).await?;
+        match session {
+            Some(session) if session.runs_elsewhere() && started.elapsed() < ELSEWHERE_PATIENCE => {
+                drop(session);
+                tokio::time::sleep(ELSEWHERE_POLL).await;
             }
+            other => return Ok(other),
         }
     }
+}
 
-    /// Turns "unknown approval" into "approval of another chat" when another chat has it.
-    async fn explain_foreign(
-        &self,
-        chat_id: &str,
-        inputs: &[PersonInput],
-        error: InputError,
-    ) -> InputError {
-        let approval_id = match &error {
-            InputError::UnknownApproval { approval_id } => approval_id.clone(),
-            InputError::NoActiveTurn => match inputs.iter().find_map(|i| match i {
-                PersonInput::Approval { approval_id, .. } => Some(approval_id.clone()),
-                _ => None,
-            }) {
-                Some(id) => id,
-                None => return error,
-            },
-            _ => return error,
+/// Turns "unknown approval" into "approval of another chat" when another chat has it.
+async fn explain_foreign(
+    rt: &Runtime,
+    chat_id: &str,
+    inputs: &[PersonInput],
+    error: InputError,
+) -> InputError {
+    let approval_id = match &error {
+        InputError::UnknownApproval { approval_id } => approval_id.clone(),
+        InputError::NoActiveTurn => match inputs.iter().find_map(|i| match i {
+            PersonInput::Approval { approval_id, .. } => Some(approval_id.clone()),
+            _ => None,
+        }) {
+            Some(id) => id,
+            None => return error,
+        },
+        _ => return error,
+    };
+    // The chat waiting for it may be in memory or only in the store (a parked turn).
+    let foreign = rt.live_chat_waits_for(&approval_id, chat_id)
+        || match rt.store.approval_owner(&approval_id).await {
+            Ok(owner) => owner.is_some_and(|owner| owner != chat_id),
+            Err(e) => {
+                tracing::warn!(
+                    error = &e as &dyn std::error::Error,
+                    "cannot look up whose approval this is"
+                );
+                false
+            }
         };
-        // The chat waiting for it may be in memory or only in the store (a parked turn).
-        let foreign = self.live_chat_waits_for(&approval_id, chat_id)
-            || match self.store.approval_owner(&approval_id).await {
-                Ok(owner) => owner.is_some_and(|owner| owner != chat_id),
-                Err(e) => {
-                    tracing::warn!(
-                        error = &e as &dyn std::error::Error,
-                        "cannot look up whose approval this is"
-                    );
-                    false
-                }
-            };
-        if foreign {
-            InputError::ApprovalOfOtherChat { approval_id }
-        } else {
-            error
-        }
+    if foreign {
+        InputError::ApprovalOfOtherChat { approval_id }
+    } else {
+        error
     }
 }
 
@@ -241,7 +237,7 @@ impl Answer<'_> {
         ) {
             Ok(applied) => applied,
             Err(e) => {
-                return Err(self.rt.explain_foreign(self.chat_id, self.inputs, e).await);
+                return Err(explain_foreign(self.rt, self.chat_id, self.inputs, e).await);
             }
         };
         let mut events = self.events(&applied, &receipts, now);

@@ -11,20 +11,16 @@ use std::{
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::Runtime;
+use super::{Runtime, turns::TurnPlan};
 use crate::agent::{
     clock::{Millis, until},
     gate::{CallPhase, next_deadline},
     history::Outcome,
     questions,
-    session::{
-        LiveTurn, Parked, Session, SessionRecord, SessionState, TurnEntry, TurnLog, TurnStatus,
-        lock,
-    },
+    session::{LiveTurn, Parked, Session, SessionState, TurnEntry, TurnLog, TurnStatus, lock},
     store::StoreError,
     tools::ToolEffects,
 };
-use crate::protocol::MessageReducer;
 
 /// See [`Runtime::release_parked`].
 #[derive(Default)]
@@ -244,24 +240,13 @@ impl Runtime {
             }
             return;
         }
-        let (turn_id, message_id, timing, transport, existing) = {
-            let SessionRecord { turn, messages, .. } = &*record;
-            let Some(turn) = turn.as_ref().filter(|t| !t.status.is_over()) else {
+        let plan = {
+            let Some(turn) = record.turn.as_ref().filter(|t| !t.status.is_over()) else {
                 return;
             };
-            let existing = messages
-                .iter()
-                .rev()
-                .find(|m| m.id == turn.message_id)
-                .cloned();
-            (
-                turn.id.clone(),
-                turn.message_id.clone(),
-                turn.timing,
-                turn.transport,
-                existing,
-            )
+            TurnPlan::continuing(record, turn)
         };
+        let turn_id = plan.turn_id().to_owned();
         tracing::info!(session = %session.id, turn = %turn_id, "resuming a turn after a restart");
         // Readers here that followed the turn while another instance ran it (ADR 0025) hold a
         // log the resumed turn does not continue (it starts its step again): they are told.
@@ -275,13 +260,7 @@ impl Runtime {
             )));
             followed.push(TurnEntry::End);
         }
-        let reducer = match existing {
-            Some(message) => MessageReducer::continuing(message),
-            None => MessageReducer::new(message_id.clone()),
-        };
-        self.spawn_driver(
-            session, live, turn_id, message_id, reducer, timing, transport, None,
-        );
+        self.spawn_driver(session, live, plan, None);
     }
 
     /// The log for a turn coming back from the store with `entries`: the very log a reader may

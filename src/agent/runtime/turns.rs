@@ -130,6 +130,44 @@ fn adopt_context(record: &mut SessionRecord, context: Vec<HistoryItem>) {
     );
 }
 
+/// The turn a driver drives: its ids, the reducer that mirrors its assistant message as the
+/// client sees it, and how its output is written.
+pub(super) struct TurnPlan {
+    turn_id: String,
+    message_id: String,
+    reducer: MessageReducer,
+    timing: Option<TextTiming>,
+    transport: Transport,
+}
+
+impl TurnPlan {
+    /// The turn's id.
+    pub(super) fn turn_id(&self) -> &str {
+        &self.turn_id
+    }
+
+    /// The plan of `record`'s turn `turn`, going on with its assistant message as the record
+    /// has it (a new one if the record has none yet).
+    pub(super) fn continuing(record: &SessionRecord, turn: &TurnRecord) -> Self {
+        let reducer = match record
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.id == turn.message_id)
+        {
+            Some(message) => MessageReducer::continuing(message.clone()),
+            None => MessageReducer::new(turn.message_id.clone()),
+        };
+        TurnPlan {
+            turn_id: turn.id.clone(),
+            message_id: turn.message_id.clone(),
+            reducer,
+            timing: turn.timing,
+            transport: turn.transport,
+        }
+    }
+}
+
 /// What a message waits for before its turn can begin.
 enum Admission {
     /// The turn waiting for the person is being ended (its task, if it has one).
@@ -315,25 +353,24 @@ impl Runtime {
             });
             record.updated_at_ms = now;
         }
-        let reducer = MessageReducer::new(message_id.clone());
-        let started = self.spawn_driver(
-            session, live, turn_id, message_id, reducer, timing, transport, reissue,
-        );
+        let plan = TurnPlan {
+            reducer: MessageReducer::new(message_id.clone()),
+            turn_id,
+            message_id,
+            timing,
+            transport,
+        };
+        let started = self.spawn_driver(session, live, plan, reissue);
         self.followers.notify(&session.id);
         started
     }
 
     /// Spawns the task that drives a turn (new or resumed) and makes it the session's live turn.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn spawn_driver(
         self: &Arc<Self>,
         session: &Arc<Session>,
         live: &mut Option<LiveTurn>,
-        turn_id: String,
-        message_id: String,
-        reducer: MessageReducer,
-        timing: Option<TextTiming>,
-        transport: Transport,
+        plan: TurnPlan,
         reissue: Option<ToolCall>,
     ) -> TurnStarted {
         let mut turn = LiveTurn {
@@ -345,15 +382,8 @@ impl Runtime {
             saved: 0,
             elsewhere: false,
         };
-        let mut driver = self.driver(
-            session,
-            &turn,
-            &turn_id,
-            &message_id,
-            reducer,
-            timing,
-            transport,
-        );
+        let (turn_id, message_id) = (plan.turn_id.clone(), plan.message_id.clone());
+        let mut driver = self.driver(session, &turn, plan);
         driver.reissue = reissue;
         turn.task = Some(driver.spawn(DriveFrom::Start));
         let log = turn.log.clone();
@@ -366,17 +396,19 @@ impl Runtime {
     }
 
     /// A driver for `turn`, writing its log.
-    #[allow(clippy::too_many_arguments)]
     fn driver(
         self: &Arc<Self>,
         session: &Arc<Session>,
         turn: &LiveTurn,
-        turn_id: &str,
-        message_id: &str,
-        reducer: MessageReducer,
-        timing: Option<TextTiming>,
-        transport: Transport,
+        plan: TurnPlan,
     ) -> TurnDriver {
+        let TurnPlan {
+            turn_id,
+            message_id,
+            reducer,
+            timing,
+            transport,
+        } = plan;
         TurnDriver {
             rt: self.clone(),
             session: session.clone(),
@@ -385,9 +417,9 @@ impl Runtime {
             interrupt_reason: turn.interrupt_reason.clone(),
             timing: timing.unwrap_or(self.settings.text_timing),
             reducer,
-            message_id: message_id.to_owned(),
+            message_id,
             transport,
-            turn_id: turn_id.to_owned(),
+            turn_id,
             audit: Vec::new(),
             notices: self.model_for(transport).call_notices(),
             questions: QuestionParts::new(),
@@ -414,24 +446,7 @@ impl Runtime {
         turn.parked = None;
         // The record's copy of the message is exactly what the reducer had: the turn synced it
         // when it paused, and every text or reasoning block was closed.
-        let reducer = match record
-            .messages
-            .iter()
-            .rev()
-            .find(|m| m.id == current.message_id)
-        {
-            Some(message) => MessageReducer::continuing(message.clone()),
-            None => MessageReducer::new(current.message_id.clone()),
-        };
-        let driver = self.driver(
-            session,
-            turn,
-            &current.id,
-            &current.message_id,
-            reducer,
-            current.timing,
-            current.transport,
-        );
+        let driver = self.driver(session, turn, TurnPlan::continuing(record, current));
         turn.task = Some(driver.spawn(DriveFrom::Pause(parked)));
     }
 
