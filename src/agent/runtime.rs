@@ -25,6 +25,7 @@
 mod grants;
 #[cfg(test)]
 mod guarantee_tests;
+mod held_logs;
 mod lifecycle;
 mod news;
 mod people;
@@ -37,7 +38,7 @@ use std::{
     collections::HashMap,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicU64, AtomicUsize, Ordering},
+        atomic::{AtomicU64, Ordering},
     },
 };
 
@@ -55,6 +56,7 @@ use super::{
     store::{SessionStore, StoreError, StoredSession},
     tools::ToolRegistry,
 };
+use held_logs::HeldLogs;
 use lifecycle::{Deadlines, ReleaseLater};
 use serde_json::{Value, json};
 
@@ -182,12 +184,8 @@ pub struct Runtime {
     deadlines: Arc<Deadlines>,
     /// Who follows each chat's turns as they happen (a BIDI socket).
     pub followers: Followers,
-    /// Logs of parked turns that left memory while someone still held the log (a reader that
-    /// did not stop at the pause): the turn takes the same log back when it returns, so such a
-    /// reader sees what follows. Usually empty (a socket lets go at the pause).
-    held_logs: Mutex<HashMap<String, std::sync::Weak<TurnLog>>>,
-    /// How many held logs were alive at the last clean-up of `held_logs`.
-    held_logs_kept: AtomicUsize,
+    /// Logs of parked turns that left memory while a reader still held them.
+    held_logs: HeldLogs,
     /// One load at a time per chat on a shared database ([`Runtime::load_gate`]).
     load_gates: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Sessions that left memory so far (the server gives freed memory back after a wave).
@@ -226,8 +224,7 @@ impl Runtime {
             live: Mutex::new(HashMap::new()),
             deadlines: Arc::default(),
             followers: Followers::default(),
-            held_logs: Mutex::new(HashMap::new()),
-            held_logs_kept: AtomicUsize::new(0),
+            held_logs: HeldLogs::default(),
             load_gates: Mutex::new(HashMap::new()),
             released: AtomicU64::new(0),
             release_later: Arc::default(),

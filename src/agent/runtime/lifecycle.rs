@@ -30,9 +30,6 @@ pub(super) struct ReleaseLater {
     task: OnceLock<()>,
 }
 
-/// `held_logs` is not cleaned below this size.
-const HELD_LOGS_CLEANUP: usize = 64;
-
 /// How long after a deadline another instance takes up the turn (its own instance's timer
 /// fires first when that instance is alive).
 pub const OVERDUE_GRACE_MS: Millis = 2_000;
@@ -250,9 +247,9 @@ impl Runtime {
         tracing::info!(session = %session.id, turn = %turn_id, "resuming a turn after a restart");
         // Readers here that followed the turn while another instance ran it (ADR 0025) hold a
         // log the resumed turn does not continue (it starts its step again): they are told.
-        if let Some(followed) = lock(&self.held_logs)
-            .remove(&session.id)
-            .and_then(|log| log.upgrade())
+        if let Some(followed) = self
+            .held_logs
+            .take(&session.id)
             .filter(|log| !log.is_ended())
         {
             followed.push(TurnEntry::Chunk(crate::protocol::Chunk::error(
@@ -267,9 +264,7 @@ impl Runtime {
     /// still hold, caught up with the stored one (output another instance produced meanwhile,
     /// ADR 0025), or a new one.
     fn adopt_log(&self, chat: &str, entries: Vec<TurnEntry>) -> Arc<TurnLog> {
-        let held = lock(&self.held_logs)
-            .remove(chat)
-            .and_then(|log| log.upgrade());
+        let held = self.held_logs.take(chat);
         match held {
             Some(log) if log.catch_up_with(&entries) => log,
             _ => Arc::new(TurnLog::restored(entries)),
@@ -372,7 +367,7 @@ impl Runtime {
             true
         });
         *marked = next;
-        self.prune_held_logs(&mut lock(&self.held_logs));
+        self.held_logs.prune();
         before - live.len()
     }
 
@@ -426,31 +421,10 @@ impl Runtime {
     /// A session removed from `live` leaves memory: its log stays reachable while a reader
     /// holds it, and the release is counted.
     pub(super) fn let_go(&self, session: &Session) {
-        self.hold_log(session);
+        if let Some(log) = session.current_log() {
+            self.held_logs.hold(&session.id, &log);
+        }
         self.released.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Remembers the log of a session leaving memory if a reader still holds it. (A socket
-    /// usually lets go a moment later, at the pause: entries whose log is gone are dropped at
-    /// every sweep, and whenever the map has doubled since it was last cleaned.)
-    fn hold_log(&self, session: &Session) {
-        let Some(log) = session.current_log() else {
-            return;
-        };
-        if Arc::strong_count(&log) <= 2 {
-            return;
-        }
-        let mut held = lock(&self.held_logs);
-        if held.len() >= HELD_LOGS_CLEANUP.max(2 * self.held_logs_kept.load(Ordering::Relaxed)) {
-            self.prune_held_logs(&mut held);
-        }
-        held.insert(session.id.clone(), Arc::downgrade(&log));
-    }
-
-    /// Drops the held logs no reader holds any more.
-    fn prune_held_logs(&self, held: &mut HashMap<String, std::sync::Weak<TurnLog>>) {
-        held.retain(|_, log| log.strong_count() > 0);
-        self.held_logs_kept.store(held.len(), Ordering::Relaxed);
     }
 
     /// Runs [`Runtime::evict_idle`] every `every` for as long as the runtime exists.
