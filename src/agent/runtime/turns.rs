@@ -18,7 +18,7 @@ use crate::agent::{
     },
     store::StoreNews,
     turn::SUPERSEDED_BY_MESSAGE,
-    turn::{DriveFrom, QuestionParts, TurnDriver},
+    turn::{DriveFrom, QuestionParts, TurnCommits, TurnDriver},
 };
 use crate::protocol::{MessageReducer, UiMessage, UiPart, message::FilePart};
 
@@ -420,11 +420,10 @@ impl Runtime {
             message_id,
             transport,
             turn_id,
-            audit: Vec::new(),
+            commits: TurnCommits::default(),
             notices: self.model_for(transport).call_notices(),
             questions: QuestionParts::new(),
             reissue: None,
-            overtaken: false,
         }
     }
 
