@@ -6,12 +6,13 @@
 //! (where it is kept, with the audit log) → [`runtime`] (live sessions and their lifecycle) →
 //! [`turn`] (the turn loop). The models it drives live beside it, in `models`.
 
+pub mod answer;
 pub mod attachments;
 pub mod audit;
 pub mod canonical;
 pub mod chunk_log;
 pub mod clock;
-
+pub(crate) mod commit;
 pub mod followers;
 pub mod gate;
 pub mod history;

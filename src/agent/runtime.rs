@@ -18,12 +18,14 @@
 //! what the seed system's BIDI frontend needs to hand control back to the person (seed ADR 0011).
 //!
 //! This file holds the runtime and its registry of live sessions; `turns` the entry points of
-//! the transports (start a turn, submit person input, interrupt) and how a turn gets its task;
+//! the transports (start a turn, interrupt) and how a turn gets its task (the person's answers
+//! are [`super::answer`]'s);
 //! `lifecycle` how sessions come and go from memory (revive, park deadlines, release, evict).
 
 mod grants;
 #[cfg(test)]
 mod guarantee_tests;
+mod held_logs;
 mod lifecycle;
 mod news;
 mod people;
@@ -36,7 +38,7 @@ use std::{
     collections::HashMap,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicU64, AtomicUsize, Ordering},
+        atomic::{AtomicU64, Ordering},
     },
 };
 
@@ -44,6 +46,7 @@ use super::{
     Transport,
     chunk_log::ChunkLog,
     clock::{Clock, IdGen},
+    commit::Commits,
     followers::Followers,
     history::{self, Attachment, HistoryItem},
     model::{Model, ModelRequest, Usage},
@@ -53,6 +56,7 @@ use super::{
     store::{SessionStore, StoreError, StoredSession},
     tools::ToolRegistry,
 };
+use held_logs::HeldLogs;
 use lifecycle::{Deadlines, ReleaseLater};
 use serde_json::{Value, json};
 
@@ -162,6 +166,8 @@ pub struct Runtime {
     pub questions: Arc<Questions>,
     /// The approvals waiting in every chat (the inbox's index).
     pub inbox: Arc<super::inbox::Inbox>,
+    /// Writes chats' records (every commit, a turn's or an answer's).
+    pub(crate) commits: Commits,
     /// The settings' own instruction for every model; `None`: written from the tools at each
     /// step (the tool list changes when an MCP server's does).
     system_prompt: Option<String>,
@@ -178,12 +184,8 @@ pub struct Runtime {
     deadlines: Arc<Deadlines>,
     /// Who follows each chat's turns as they happen (a BIDI socket).
     pub followers: Followers,
-    /// Logs of parked turns that left memory while someone still held the log (a reader that
-    /// did not stop at the pause): the turn takes the same log back when it returns, so such a
-    /// reader sees what follows. Usually empty (a socket lets go at the pause).
-    held_logs: Mutex<HashMap<String, std::sync::Weak<TurnLog>>>,
-    /// How many held logs were alive at the last clean-up of `held_logs`.
-    held_logs_kept: AtomicUsize,
+    /// Logs of parked turns that left memory while a reader still held them.
+    held_logs: HeldLogs,
     /// One load at a time per chat on a shared database ([`Runtime::load_gate`]).
     load_gates: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Sessions that left memory so far (the server gives freed memory back after a wave).
@@ -203,7 +205,9 @@ impl Runtime {
         settings: RuntimeSettings,
     ) -> Arc<Self> {
         let system_prompt = settings.system_prompt.clone();
+        let inbox: Arc<super::inbox::Inbox> = Arc::default();
         Arc::new(Runtime {
+            commits: Commits::new(store.clone(), inbox.clone()),
             model,
             system_prompt,
             tools: Arc::new(tools),
@@ -212,7 +216,7 @@ impl Runtime {
             store,
             settings,
             questions: Arc::default(),
-            inbox: Arc::default(),
+            inbox,
             chunk_log: std::sync::OnceLock::new(),
             live_model: std::sync::OnceLock::new(),
             policy: std::sync::OnceLock::new(),
@@ -220,8 +224,7 @@ impl Runtime {
             live: Mutex::new(HashMap::new()),
             deadlines: Arc::default(),
             followers: Followers::default(),
-            held_logs: Mutex::new(HashMap::new()),
-            held_logs_kept: AtomicUsize::new(0),
+            held_logs: HeldLogs::default(),
             load_gates: Mutex::new(HashMap::new()),
             released: AtomicU64::new(0),
             release_later: Arc::default(),
@@ -439,6 +442,13 @@ impl Runtime {
             self.inbox.sync(&session.state().record);
         }
         session
+    }
+
+    /// Whether a chat in memory other than `chat_id` waits for approval `approval_id`.
+    pub(crate) fn live_chat_waits_for(&self, approval_id: &str, chat_id: &str) -> bool {
+        lock(&self.live)
+            .iter()
+            .any(|(id, s)| id != chat_id && s.has_pending_approval(approval_id))
     }
 
     /// How many sessions are in memory.

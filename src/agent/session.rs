@@ -154,6 +154,18 @@ impl SessionRecord {
             .unwrap_or(crate::protocol::countersign::LOCAL_PERSON)
     }
 
+    /// What a client's resent answers are judged against ([`crate::agent::gate::Held`]).
+    pub fn held(&self) -> crate::agent::gate::Held<'_> {
+        crate::agent::gate::Held {
+            turn: self
+                .turn
+                .as_ref()
+                .map(|t| (t.message_id.as_str(), t.calls.as_slice())),
+            resolved: &self.resolved_approvals,
+            messages: &self.messages,
+        }
+    }
+
     /// Whether nobody has used the chat yet: no owner, nothing said, no turn. The first person
     /// to start a turn in it owns it; until then it is, to everyone, a chat that does not exist.
     pub fn is_untouched(&self) -> bool {
@@ -221,9 +233,10 @@ pub(crate) struct SessionState {
     pub(crate) record: SessionRecord,
     /// The current turn's task, log and cancellation, once one was started or revived.
     pub(crate) live: Option<LiveTurn>,
-    /// Audit events of answers applied but not committed yet: the turn's next commit (the
-    /// result of the tool they approved, see [`ToolEffects::InRecord`]) carries them.
-    pub(crate) unsaved_audit: Vec<AuditEvent>,
+    /// Audit events of changes applied but not committed yet (an answer the turn commits with
+    /// the result of the tool it approved, see [`ToolEffects::InRecord`]; events a failed
+    /// commit gave back): the next commit carries them first ([`crate::agent::commit`]).
+    unsaved_audit: Vec<AuditEvent>,
 }
 
 /// Person input applied to a session, not yet committed.
@@ -290,6 +303,23 @@ impl Session {
     /// Records whether the last commit of this session failed.
     pub(crate) fn set_dirty(&self, dirty: bool) {
         self.dirty.store(dirty, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Leaves `events` for the next commit of this session, after those already waiting.
+    pub(crate) fn defer_audit(&self, events: Vec<AuditEvent>) {
+        self.state().unsaved_audit.extend(events);
+    }
+
+    /// Puts `events` back before those waiting for the next commit (a commit that failed).
+    pub(crate) fn give_back_audit(&self, events: Vec<AuditEvent>) {
+        self.state().unsaved_audit.splice(0..0, events);
+    }
+
+    /// The record to commit and the audit events waiting for a commit (taken), read together.
+    pub(crate) fn to_commit(&self) -> (SessionRecord, Vec<AuditEvent>) {
+        let mut state = self.state();
+        let waiting = std::mem::take(&mut state.unsaved_audit);
+        (state.record.clone(), waiting)
     }
 
     /// Whether nothing happens in this session and memory holds nothing the store lacks: no

@@ -8,63 +8,32 @@
 //!   approval id, answered by `approval.approved` or `output.confirmed`;
 //! * a browser tool's `output-available` / `output-error` part (the AI SDK's `addToolOutput`).
 //!
-//! Everything the server already knows is an echo and is skipped: approvals it has resolved the
-//! same way, outputs it produced itself. An answer that contradicts what the server holds, or
-//! that names a tool call the turn never made, is an error; ids the session has never issued are
-//! passed on so the gate can say precisely why they are refused (unknown, or another chat's).
+//! This file only decodes them ([`decode`]): which of them the chat already holds (echoes) and
+//! which it refuses is the gate's to say ([`crate::agent::gate::Resent::fresh`]), on the chat
+//! the answer goes to ([`crate::agent::answer`]).
 
 use serde_json::Value;
 
 use super::error::ApiError;
 use crate::{
-    agent::{
-        ApprovalDecision, BrowserResult, PersonInput, SessionRecord,
-        gate::{CallPhase, Gate},
-    },
+    agent::{ApprovalDecision, BrowserResult, PersonInput, gate::Resent},
     protocol::{ToolPart, ToolState, UiMessage, UiPart, grant::GrantRequest},
 };
 
 /// The tool name of the seed system's confirmation parts.
 const ADK_CONFIRMATION: &str = "adk_request_confirmation";
 
-/// The person's new answers in `message`, approvals first (an approval and its browser output
-/// may come together: seed "Pattern A").
-///
-/// `signer` is who sends it: an approval they already signed, of a call still waiting for others'
-/// signatures, is an echo of their signature.
-pub fn extract(
-    message: &UiMessage,
-    record: &SessionRecord,
-    signer: &str,
-) -> Result<Vec<PersonInput>, ApiError> {
-    let turn = record.turn.as_ref();
-    if let Some(turn) = turn
-        && message.id != turn.message_id
-        && !message.id.is_empty()
-        && !is_known_message(record, &message.id)
-    {
-        return Err(ApiError::conflict(
-            "stale_message",
-            format!(
-                "message {} is not this chat's current assistant message ({})",
-                message.id, turn.message_id
-            ),
-        ));
-    }
-    let pending_approval =
-        |id: &str| turn.is_some_and(|t| t.calls.iter().any(|c| c.approval_id() == Some(id)));
-
-    let mut approvals = Vec::new();
-    let mut outputs = Vec::new();
+/// The answers `message` carries, in its order (a part's approval before its output); a grant
+/// that does not decode is refused.
+pub fn decode(message: &UiMessage) -> Result<Resent, ApiError> {
+    let mut answers = Vec::new();
     for part in &message.parts {
         let tool = match part {
             UiPart::Tool(tool) | UiPart::DynamicTool(tool) => tool,
             _ => continue,
         };
         if tool.tool_name == ADK_CONFIRMATION {
-            if let Some(input) = adk_confirmation(tool, record, &pending_approval, signer)? {
-                approvals.push(input);
-            }
+            answers.extend(adk_confirmation(tool));
             continue;
         }
         if let Some(approval) = &tool.approval
@@ -91,83 +60,38 @@ pub fn extract(
                     reason: approval.reason.clone(),
                 }
             };
-            if let Some(input) = approval_input(
-                &approval.id,
+            answers.push(PersonInput::Approval {
+                approval_id: approval.id.clone(),
                 decision,
-                approval.step_up.clone(),
-                record,
-                &pending_approval,
-                signer,
-            )? {
-                approvals.push(input);
-            }
+                step_up: approval.step_up.clone(),
+            });
         }
-        if let Some(input) = browser_output(tool, record)? {
-            outputs.push(input);
-        }
+        answers.extend(browser_output(tool));
     }
-    approvals.extend(outputs);
-    Ok(approvals)
-}
-
-/// Whether `id` is the id of an assistant message the server itself produced in this chat.
-fn is_known_message(record: &SessionRecord, id: &str) -> bool {
-    record.messages.iter().any(|m| m.id == id)
-}
-
-/// An approval answer, unless it merely repeats one the server already applied.
-fn approval_input(
-    approval_id: &str,
-    decision: ApprovalDecision,
-    step_up: Option<Value>,
-    record: &SessionRecord,
-    pending: &impl Fn(&str) -> bool,
-    signer: &str,
-) -> Result<Option<PersonInput>, ApiError> {
-    let calls = record
-        .turn
-        .as_ref()
-        .filter(|_| pending(approval_id))
-        .map(|t| t.calls.as_slice());
-    if Gate::repeats(
-        calls,
-        &record.resolved_approvals,
-        approval_id,
-        &decision,
-        step_up.is_some(),
-        signer,
-    )? {
-        return Ok(None);
-    }
-    Ok(Some(PersonInput::Approval {
-        approval_id: approval_id.to_string(),
-        decision,
-        step_up,
-    }))
+    Ok(Resent {
+        message_id: message.id.clone(),
+        answers,
+    })
 }
 
 /// The seed system's confirmation part: `tool-adk_request_confirmation` answered in
 /// `approval.approved` (AI SDK style) or `output.confirmed` (ADK function response style).
-fn adk_confirmation(
-    tool: &ToolPart,
-    record: &SessionRecord,
-    pending: &impl Fn(&str) -> bool,
-    signer: &str,
-) -> Result<Option<PersonInput>, ApiError> {
+fn adk_confirmation(tool: &ToolPart) -> Option<PersonInput> {
     let approval_id = tool
         .approval
         .as_ref()
         .map(|a| a.id.clone())
         .unwrap_or_else(|| tool.tool_call_id.clone());
-    let confirmed = tool.approval.as_ref().and_then(|a| a.approved).or_else(|| {
-        tool.output
-            .as_ref()
-            .and_then(|o| o.get("confirmed"))
-            .and_then(Value::as_bool)
-    });
-    let Some(confirmed) = confirmed else {
-        return Ok(None);
-    };
+    let confirmed = tool
+        .approval
+        .as_ref()
+        .and_then(|a| a.approved)
+        .or_else(|| {
+            tool.output
+                .as_ref()
+                .and_then(|o| o.get("confirmed"))
+                .and_then(Value::as_bool)
+        })?;
     let decision = if confirmed {
         ApprovalDecision::Approve
     } else {
@@ -175,14 +99,15 @@ fn adk_confirmation(
             reason: tool.approval.as_ref().and_then(|a| a.reason.clone()),
         }
     };
-    approval_input(&approval_id, decision, None, record, pending, signer)
+    Some(PersonInput::Approval {
+        approval_id,
+        decision,
+        step_up: None,
+    })
 }
 
-/// A browser tool's output, unless the server produced or already received it.
-fn browser_output(
-    tool: &ToolPart,
-    record: &SessionRecord,
-) -> Result<Option<PersonInput>, ApiError> {
+/// A browser tool's output, if the part carries one.
+fn browser_output(tool: &ToolPart) -> Option<PersonInput> {
     let result = match tool.state {
         ToolState::OutputAvailable => BrowserResult::Output {
             output: tool.output.clone().unwrap_or(Value::Null),
@@ -190,42 +115,12 @@ fn browser_output(
         ToolState::OutputError => BrowserResult::Error {
             message: tool.error_text.clone().unwrap_or_default(),
         },
-        _ => return Ok(None),
+        _ => return None,
     };
-    let current = record
-        .turn
-        .as_ref()
-        .and_then(|t| t.calls.iter().find(|c| c.call.id == tool.tool_call_id));
-    match current {
-        Some(call) => match &call.phase {
-            // Waiting for exactly this: the browser's answer (its approval, if any, comes first).
-            CallPhase::AwaitingBrowser { .. } | CallPhase::AwaitingApproval { .. } => {
-                Ok(Some(PersonInput::BrowserResult {
-                    tool_call_id: tool.tool_call_id.clone(),
-                    result,
-                }))
-            }
-            // Already has its result: an echo of what the server sent or received.
-            _ => Ok(None),
-        },
-        None => {
-            // A call of an earlier step: its output is something the server already sent.
-            let known = record
-                .messages
-                .iter()
-                .rev()
-                .any(|m| m.find_tool_part(&tool.tool_call_id).is_some());
-            if known {
-                Ok(None)
-            } else {
-                Err(ApiError::new(
-                    axum::http::StatusCode::NOT_FOUND,
-                    "unknown_tool_call",
-                    format!("tool call {} is not known in this chat", tool.tool_call_id),
-                ))
-            }
-        }
-    }
+    Some(PersonInput::BrowserResult {
+        tool_call_id: tool.tool_call_id.clone(),
+        result,
+    })
 }
 
 /// Whether the request's last message answers the chat's waiting turn (rather than starting a
@@ -249,7 +144,8 @@ mod tests {
     use crate::agent::gate::ApprovalResolution;
     use crate::{
         agent::{
-            gate::StepCall,
+            SessionRecord,
+            gate::{CallPhase, StepCall},
             history::{Outcome, ToolCall},
             session::{TurnRecord, TurnStatus},
             tools::ToolLocation,
@@ -257,6 +153,15 @@ mod tests {
         protocol::Approval,
     };
     use serde_json::json;
+
+    /// The new answers in `message` for the chat of `record`: decoded here, judged by the gate.
+    fn extract(
+        message: &UiMessage,
+        record: &SessionRecord,
+        signer: &str,
+    ) -> Result<Vec<PersonInput>, ApiError> {
+        Ok(decode(message)?.fresh(record.held(), signer)?)
+    }
 
     fn record_with(calls: Vec<StepCall>) -> SessionRecord {
         let mut record = SessionRecord::new("chat", 0);

@@ -183,6 +183,7 @@ impl From<InputError> for ApiError {
             | InputError::NotApprovedYet { .. }
             | InputError::CallWasDenied { .. }
             | InputError::ResultAlreadyReceived { .. }
+            | InputError::StaleMessage { .. }
             | InputError::AnsweredElsewhere
             | InputError::RunningElsewhere => StatusCode::CONFLICT,
             InputError::NotRecorded { .. } => StatusCode::SERVICE_UNAVAILABLE,

@@ -21,7 +21,7 @@ use std::{collections::VecDeque, sync::Arc, time::Duration};
 use serde_json::Value;
 
 use super::{
-    answers::extract,
+    answers::decode,
     edge::check_chat_rate,
     error::ApiError,
     profile::{Encoder, Out, Profile},
@@ -29,8 +29,10 @@ use super::{
 };
 use crate::{
     agent::{
-        PersonInput, Runtime, SessionRecord, TextTiming, TurnEntry, TurnLog, TurnStatus,
-        session::LogReader, store::Actor,
+        Runtime, Session, TextTiming, TurnEntry, TurnLog, TurnStatus,
+        answer::{Answered, Answers},
+        session::LogReader,
+        store::Actor,
     },
     protocol::{ChatRequest, Chunk, FinishReason, UiMessage},
     transport::state::AppState,
@@ -64,12 +66,12 @@ pub async fn open(
     let principal = super::access::principal_id(actor);
     match command {
         ChatCommand::Answer { message, .. } => {
-            let (inputs, record) = read_answers(runtime, chat_id, &message, principal).await?;
-            if inputs.is_empty() {
-                return Err(nothing_to_continue(&record));
-            }
-            let receipt = runtime.submit_as(chat_id, &inputs, actor).await?;
-            tracing::info!(chat = chat_id, answers = inputs.len(), %transport, "continuing turn");
+            let (session, answers) = read_answers(runtime, chat_id, &message, principal).await?;
+            let receipt = match runtime.answer(chat_id, session, answers, actor).await? {
+                Answered::Applied(receipt) => receipt,
+                Answered::Nothing(status) => return Err(nothing_to_continue(status)),
+            };
+            tracing::info!(chat = chat_id, %transport, "continuing turn");
             Ok(Opened {
                 chat_id: chat_id.to_owned(),
                 log: receipt.log,
@@ -92,26 +94,25 @@ pub async fn open(
     }
 }
 
-/// The person's answers in `message` (an [`ChatCommand::Answer`]'s) to the waiting turn of
-/// `chat_id`, read against the chat as it is now, which must be `principal`'s; with the record
-/// they were read against. What every route that takes answers in a message list does.
+/// The chat `chat_id` as it is now, which must be `principal`'s (`None`: it does not exist),
+/// and the person's answers in `message` (an [`ChatCommand::Answer`]'s), decoded: what every
+/// route that takes answers in a message list does before it hands both to
+/// [`Runtime::answer`] (which of them are new is the gate's to say, on that chat).
 pub async fn read_answers(
     runtime: &Arc<Runtime>,
     chat_id: &str,
     message: &UiMessage,
     principal: &str,
-) -> Result<(Vec<PersonInput>, SessionRecord), ApiError> {
+) -> Result<(Option<Arc<Session>>, Answers), ApiError> {
     let session = super::access::own_chat(runtime, principal, chat_id).await?;
-    let record = session
-        .as_ref()
-        .map(|s| s.snapshot())
-        .unwrap_or_else(|| SessionRecord::new(chat_id, 0));
-    let inputs = extract(message, &record, principal)?;
-    Ok((inputs, record))
+    let answers = Answers::Resent(decode(message)?);
+    Ok((session, answers))
 }
 
-fn nothing_to_continue(record: &SessionRecord) -> ApiError {
-    match record.turn.as_ref().map(|t| t.status) {
+/// Why a request whose answers the chat all holds already continues nothing (`status`: the
+/// chat's turn's, if it has one).
+fn nothing_to_continue(status: Option<TurnStatus>) -> ApiError {
+    match status {
         Some(TurnStatus::Running) => ApiError::conflict(
             "turn_in_progress",
             "the turn is still running; follow it with GET /api/chat/{id}/stream",

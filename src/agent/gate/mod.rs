@@ -21,11 +21,13 @@ pub mod countersign;
 pub mod machine;
 #[cfg(test)]
 mod proposal_tests;
+pub mod resent;
 
 pub use countersign::{Signer, StepUp};
 pub use machine::{
     Answered, Expiry, Gate, GrantAsked, Proposed, Request, Signed, next_deadline, stale,
 };
+pub use resent::{Held, Resent};
 
 use super::{
     clock::Millis,
@@ -317,6 +319,10 @@ pub enum InputError {
     },
     #[error("tool call {tool_call_id} is not known in this chat")]
     UnknownToolCall { tool_call_id: String },
+    /// The answers came in a copy of a message that is not the chat's current assistant
+    /// message (nor one it wrote earlier).
+    #[error("message {message_id} is not this chat's current assistant message ({current})")]
+    StaleMessage { message_id: String, current: String },
     #[error("tool call {tool_call_id} ({tool}) runs on the server; the browser cannot answer it")]
     NotABrowserTool { tool_call_id: String, tool: String },
     #[error("tool call {tool_call_id} has not been approved yet")]
@@ -372,6 +378,7 @@ impl InputError {
             InputError::GrantRefused { .. } => "grant_refused",
             InputError::InvalidEdit { .. } => "invalid_edit",
             InputError::UnknownToolCall { .. } => "unknown_tool_call",
+            InputError::StaleMessage { .. } => "stale_message",
             InputError::NotABrowserTool { .. } => "not_a_browser_tool",
             InputError::NotApprovedYet { .. } => "not_approved_yet",
             InputError::CallWasDenied { .. } => "call_was_denied",

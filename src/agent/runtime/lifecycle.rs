@@ -11,20 +11,16 @@ use std::{
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::Runtime;
+use super::{Runtime, turns::TurnPlan};
 use crate::agent::{
     clock::{Millis, until},
     gate::{CallPhase, next_deadline},
     history::Outcome,
     questions,
-    session::{
-        LiveTurn, Parked, Session, SessionRecord, SessionState, TurnEntry, TurnLog, TurnStatus,
-        lock,
-    },
+    session::{LiveTurn, Parked, Session, SessionState, TurnEntry, TurnLog, TurnStatus, lock},
     store::StoreError,
     tools::ToolEffects,
 };
-use crate::protocol::MessageReducer;
 
 /// See [`Runtime::release_parked`].
 #[derive(Default)]
@@ -33,9 +29,6 @@ pub(super) struct ReleaseLater {
     added: Notify,
     task: OnceLock<()>,
 }
-
-/// `held_logs` is not cleaned below this size.
-const HELD_LOGS_CLEANUP: usize = 64;
 
 /// How long after a deadline another instance takes up the turn (its own instance's timer
 /// fires first when that instance is alive).
@@ -244,30 +237,19 @@ impl Runtime {
             }
             return;
         }
-        let (turn_id, message_id, timing, transport, existing) = {
-            let SessionRecord { turn, messages, .. } = &*record;
-            let Some(turn) = turn.as_ref().filter(|t| !t.status.is_over()) else {
+        let plan = {
+            let Some(turn) = record.turn.as_ref().filter(|t| !t.status.is_over()) else {
                 return;
             };
-            let existing = messages
-                .iter()
-                .rev()
-                .find(|m| m.id == turn.message_id)
-                .cloned();
-            (
-                turn.id.clone(),
-                turn.message_id.clone(),
-                turn.timing,
-                turn.transport,
-                existing,
-            )
+            TurnPlan::continuing(record, turn)
         };
+        let turn_id = plan.turn_id().to_owned();
         tracing::info!(session = %session.id, turn = %turn_id, "resuming a turn after a restart");
         // Readers here that followed the turn while another instance ran it (ADR 0025) hold a
         // log the resumed turn does not continue (it starts its step again): they are told.
-        if let Some(followed) = lock(&self.held_logs)
-            .remove(&session.id)
-            .and_then(|log| log.upgrade())
+        if let Some(followed) = self
+            .held_logs
+            .take(&session.id)
             .filter(|log| !log.is_ended())
         {
             followed.push(TurnEntry::Chunk(crate::protocol::Chunk::error(
@@ -275,22 +257,14 @@ impl Runtime {
             )));
             followed.push(TurnEntry::End);
         }
-        let reducer = match existing {
-            Some(message) => MessageReducer::continuing(message),
-            None => MessageReducer::new(message_id.clone()),
-        };
-        self.spawn_driver(
-            session, live, turn_id, message_id, reducer, timing, transport, None,
-        );
+        self.spawn_driver(session, live, plan, None);
     }
 
     /// The log for a turn coming back from the store with `entries`: the very log a reader may
     /// still hold, caught up with the stored one (output another instance produced meanwhile,
     /// ADR 0025), or a new one.
     fn adopt_log(&self, chat: &str, entries: Vec<TurnEntry>) -> Arc<TurnLog> {
-        let held = lock(&self.held_logs)
-            .remove(chat)
-            .and_then(|log| log.upgrade());
+        let held = self.held_logs.take(chat);
         match held {
             Some(log) if log.catch_up_with(&entries) => log,
             _ => Arc::new(TurnLog::restored(entries)),
@@ -393,7 +367,7 @@ impl Runtime {
             true
         });
         *marked = next;
-        self.prune_held_logs(&mut lock(&self.held_logs));
+        self.held_logs.prune();
         before - live.len()
     }
 
@@ -447,31 +421,10 @@ impl Runtime {
     /// A session removed from `live` leaves memory: its log stays reachable while a reader
     /// holds it, and the release is counted.
     pub(super) fn let_go(&self, session: &Session) {
-        self.hold_log(session);
+        if let Some(log) = session.current_log() {
+            self.held_logs.hold(&session.id, &log);
+        }
         self.released.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Remembers the log of a session leaving memory if a reader still holds it. (A socket
-    /// usually lets go a moment later, at the pause: entries whose log is gone are dropped at
-    /// every sweep, and whenever the map has doubled since it was last cleaned.)
-    fn hold_log(&self, session: &Session) {
-        let Some(log) = session.current_log() else {
-            return;
-        };
-        if Arc::strong_count(&log) <= 2 {
-            return;
-        }
-        let mut held = lock(&self.held_logs);
-        if held.len() >= HELD_LOGS_CLEANUP.max(2 * self.held_logs_kept.load(Ordering::Relaxed)) {
-            self.prune_held_logs(&mut held);
-        }
-        held.insert(session.id.clone(), Arc::downgrade(&log));
-    }
-
-    /// Drops the held logs no reader holds any more.
-    fn prune_held_logs(&self, held: &mut HashMap<String, std::sync::Weak<TurnLog>>) {
-        held.retain(|_, log| log.strong_count() > 0);
-        self.held_logs_kept.store(held.len(), Ordering::Relaxed);
     }
 
     /// Runs [`Runtime::evict_idle`] every `every` for as long as the runtime exists.

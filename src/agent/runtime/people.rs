@@ -11,10 +11,7 @@
 //! recheck the chats whose turns run there. Whatever news is late, an answer is judged — and a
 //! countersigned call runs — only with who may sign as the store says at that moment.
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    sync::Arc,
-};
+use std::{collections::BTreeSet, sync::Arc};
 
 use serde_json::{Value, json};
 
@@ -23,10 +20,10 @@ use crate::agent::people::{Change, PeopleError, Person, Principal};
 use crate::agent::{
     clock::Millis,
     gate::{
-        InputError, PersonInput, Signer, StepCall, StepUp,
+        InputError, StepCall,
         countersign::{self, Standing, Uncounted},
     },
-    session::{Session, SessionRecord, SessionState},
+    session::{Session, SessionRecord},
     store::{Actor, AuditEvent, AuditKind, audit},
 };
 
@@ -187,7 +184,7 @@ impl Runtime {
     /// ([`countersign::recheck`]); when there were some, the record is committed with their
     /// audit events (`actor`: who caused it) and the turn woken to tell the page. A chat whose
     /// turn runs on another instance is that instance's to recheck.
-    pub(super) async fn recheck_session(
+    pub(crate) async fn recheck_session(
         self: &Arc<Self>,
         session: &Arc<Session>,
         standing: &Standing,
@@ -199,11 +196,7 @@ impl Runtime {
         let now = self.clock.now_ms();
         let events = {
             let mut state = session.state();
-            let SessionState {
-                record,
-                unsaved_audit,
-                ..
-            } = &mut *state;
+            let record = &mut state.record;
             let requester = record.owner().to_owned();
             let SessionRecord {
                 id,
@@ -225,24 +218,18 @@ impl Runtime {
             if uncounted.is_empty() {
                 return Ok(());
             }
-            let events = dropped_events(id, &turn.id, &turn.calls, &uncounted, actor, now);
-            // Answers still waiting for their turn's commit go first.
-            let earlier = std::mem::take(unsaved_audit);
-            [earlier, events].concat()
+            dropped_events(id, &turn.id, &turn.calls, &uncounted, actor, now)
         };
-        let snapshot = session.snapshot();
-        match self.store.commit(&snapshot, &events).await {
-            Ok(()) => self.inbox.sync(&snapshot),
-            Err(e) if e.is_conflict() => {
+        // Answers still waiting for their turn's commit go first.
+        if let Err(failed) = self.commits.commit(session, events, None).await {
+            if failed.is_conflict() {
                 tracing::warn!(session = %session.id, "another instance changed the chat first; its signatures are rechecked when it is next answered");
                 self.forget_live(session);
                 return Err(InputError::AnsweredElsewhere);
             }
-            Err(e) => {
-                // The record here has them dropped: the turn's next commit carries the events.
-                tracing::error!(session = %session.id, error = %e.report(), "cannot record dropped signatures yet");
-                session.state().unsaved_audit.splice(0..0, events);
-            }
+            // The record here has them dropped: the turn's next commit carries the events.
+            tracing::error!(session = %session.id, error = %failed.error.report(), "cannot record dropped signatures yet");
+            session.give_back_audit(failed.all_events());
         }
         // The turn tells the page (a new `data-countersign` part), parked or not.
         self.wake(session);
@@ -301,82 +288,6 @@ impl Runtime {
                 "a change of people could not be audited"
             );
         }
-    }
-
-    /// Who answers, from the audit log's view of them: the person they signed in as, with their
-    /// roles as `standing` says (read from the store for an approval) or else as the directory
-    /// has them now; or the one local person. Someone removed since they signed in answers
-    /// nothing.
-    pub(super) fn signer(
-        &self,
-        actor: &Actor,
-        standing: Option<&Standing>,
-    ) -> Result<Signer, InputError> {
-        let Some(id) = &actor.person else {
-            return Ok(Signer::local());
-        };
-        let found = match standing {
-            Some(standing) => standing.get(id).cloned(),
-            None => self.people().active(id).map(|person| Signer {
-                id: person.id,
-                name: person.name,
-                roles: person.roles,
-                person: true,
-                step_ups: Vec::new(),
-            }),
-        };
-        found.ok_or_else(|| InputError::NotAnApprover {
-            approval_id: String::new(),
-            why: "you may no longer sign in to this server".into(),
-        })
-    }
-
-    /// Checks the passkey confirmations the inputs carry (step-up): each must be a fresh
-    /// assertion by one of the signer's passkeys, made for that approval of this chat. Adds them
-    /// to `signer` (the gate checks the arguments they are bound to); returns, by approval, the
-    /// passkey and the receipt the audit log keeps.
-    pub(super) async fn verify_step_ups(
-        &self,
-        chat_id: &str,
-        inputs: &[PersonInput],
-        signer: &mut Signer,
-        now: Millis,
-    ) -> Result<BTreeMap<String, (String, Value)>, InputError> {
-        let mut receipts = BTreeMap::new();
-        for input in inputs {
-            let PersonInput::Approval {
-                approval_id,
-                step_up: Some(credential),
-                ..
-            } = input
-            else {
-                continue;
-            };
-            let people = self.people();
-            let refused = |message: String| InputError::StepUpRefused { message };
-            let passkeys = people.passkeys().map_err(|e| refused(e.to_string()))?;
-            let (proof, used) = passkeys
-                .finish_step_up(credential, people, now)
-                .await
-                .map_err(|e| refused(e.to_string()))?;
-            let binding = &proof.binding;
-            if binding.person != signer.id
-                || binding.chat != chat_id
-                || &binding.approval_id != approval_id
-            {
-                return Err(refused(
-                    "it was made for another approval or another person".into(),
-                ));
-            }
-            people.used_passkey(used, now).await;
-            signer.step_ups.push(StepUp {
-                approval_id: approval_id.clone(),
-                args_digest: binding.args_digest.clone(),
-                passkey: proof.passkey.clone(),
-            });
-            receipts.insert(approval_id.clone(), (proof.passkey, proof.receipt));
-        }
-        Ok(receipts)
     }
 }
 

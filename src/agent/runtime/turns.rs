@@ -1,5 +1,6 @@
-//! The transports' entry points — start a turn, submit the person's input, interrupt — and how
-//! a turn gets its task (a new driver, or a parked turn unparked).
+//! The transports' entry points — start a turn, interrupt — and how a turn gets its task (a new
+//! driver, or a parked turn unparked). The person's answers have their own home:
+//! [`crate::agent::answer`].
 
 use std::sync::{Arc, Mutex};
 
@@ -10,24 +11,16 @@ use crate::agent::{
     Transport,
     attachments::CheckedAttachments,
     clock::IdKind,
-    gate::{InputError, PersonInput},
     history::{AssistantPart, HistoryItem, Outcome, ToolCall},
     model::Usage,
     session::{
-        LiveTurn, Receipt, Session, SessionRecord, SessionState, TurnLog, TurnRecord, TurnStatus,
-        lock,
+        LiveTurn, Session, SessionRecord, SessionState, TurnLog, TurnRecord, TurnStatus, lock,
     },
-    store::{Actor, StoreNews},
+    store::StoreNews,
     turn::SUPERSEDED_BY_MESSAGE,
-    turn::{DriveFrom, QuestionParts, TurnDriver, answer_events},
+    turn::{DriveFrom, QuestionParts, TurnCommits, TurnDriver},
 };
 use crate::protocol::{MessageReducer, UiMessage, UiPart, message::FilePart};
-
-/// How long an answer waits for a turn running on another instance to come to wait for it.
-const ELSEWHERE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// How often such an answer looks again.
-const ELSEWHERE_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The call `call_id` of `record`'s history, for "ask again": only a call nobody decided (its
 /// approval expired, or the person set it aside) of a tool still offered; else why not.
@@ -135,6 +128,44 @@ fn adopt_context(record: &mut SessionRecord, context: Vec<HistoryItem>) {
         items = record.history.len() - before,
         "a new chat adopted the client's earlier messages as context"
     );
+}
+
+/// The turn a driver drives: its ids, the reducer that mirrors its assistant message as the
+/// client sees it, and how its output is written.
+pub(super) struct TurnPlan {
+    turn_id: String,
+    message_id: String,
+    reducer: MessageReducer,
+    timing: Option<TextTiming>,
+    transport: Transport,
+}
+
+impl TurnPlan {
+    /// The turn's id.
+    pub(super) fn turn_id(&self) -> &str {
+        &self.turn_id
+    }
+
+    /// The plan of `record`'s turn `turn`, going on with its assistant message as the record
+    /// has it (a new one if the record has none yet).
+    pub(super) fn continuing(record: &SessionRecord, turn: &TurnRecord) -> Self {
+        let reducer = match record
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.id == turn.message_id)
+        {
+            Some(message) => MessageReducer::continuing(message.clone()),
+            None => MessageReducer::new(turn.message_id.clone()),
+        };
+        TurnPlan {
+            turn_id: turn.id.clone(),
+            message_id: turn.message_id.clone(),
+            reducer,
+            timing: turn.timing,
+            transport: turn.transport,
+        }
+    }
 }
 
 /// What a message waits for before its turn can begin.
@@ -322,25 +353,24 @@ impl Runtime {
             });
             record.updated_at_ms = now;
         }
-        let reducer = MessageReducer::new(message_id.clone());
-        let started = self.spawn_driver(
-            session, live, turn_id, message_id, reducer, timing, transport, reissue,
-        );
+        let plan = TurnPlan {
+            reducer: MessageReducer::new(message_id.clone()),
+            turn_id,
+            message_id,
+            timing,
+            transport,
+        };
+        let started = self.spawn_driver(session, live, plan, reissue);
         self.followers.notify(&session.id);
         started
     }
 
     /// Spawns the task that drives a turn (new or resumed) and makes it the session's live turn.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn spawn_driver(
         self: &Arc<Self>,
         session: &Arc<Session>,
         live: &mut Option<LiveTurn>,
-        turn_id: String,
-        message_id: String,
-        reducer: MessageReducer,
-        timing: Option<TextTiming>,
-        transport: Transport,
+        plan: TurnPlan,
         reissue: Option<ToolCall>,
     ) -> TurnStarted {
         let mut turn = LiveTurn {
@@ -352,15 +382,8 @@ impl Runtime {
             saved: 0,
             elsewhere: false,
         };
-        let mut driver = self.driver(
-            session,
-            &turn,
-            &turn_id,
-            &message_id,
-            reducer,
-            timing,
-            transport,
-        );
+        let (turn_id, message_id) = (plan.turn_id.clone(), plan.message_id.clone());
+        let mut driver = self.driver(session, &turn, plan);
         driver.reissue = reissue;
         turn.task = Some(driver.spawn(DriveFrom::Start));
         let log = turn.log.clone();
@@ -373,17 +396,19 @@ impl Runtime {
     }
 
     /// A driver for `turn`, writing its log.
-    #[allow(clippy::too_many_arguments)]
     fn driver(
         self: &Arc<Self>,
         session: &Arc<Session>,
         turn: &LiveTurn,
-        turn_id: &str,
-        message_id: &str,
-        reducer: MessageReducer,
-        timing: Option<TextTiming>,
-        transport: Transport,
+        plan: TurnPlan,
     ) -> TurnDriver {
+        let TurnPlan {
+            turn_id,
+            message_id,
+            reducer,
+            timing,
+            transport,
+        } = plan;
         TurnDriver {
             rt: self.clone(),
             session: session.clone(),
@@ -392,14 +417,13 @@ impl Runtime {
             interrupt_reason: turn.interrupt_reason.clone(),
             timing: timing.unwrap_or(self.settings.text_timing),
             reducer,
-            message_id: message_id.to_owned(),
+            message_id,
             transport,
-            turn_id: turn_id.to_owned(),
-            audit: Vec::new(),
+            turn_id,
+            commits: TurnCommits::default(),
             notices: self.model_for(transport).call_notices(),
             questions: QuestionParts::new(),
             reissue: None,
-            overtaken: false,
         }
     }
 
@@ -421,24 +445,7 @@ impl Runtime {
         turn.parked = None;
         // The record's copy of the message is exactly what the reducer had: the turn synced it
         // when it paused, and every text or reasoning block was closed.
-        let reducer = match record
-            .messages
-            .iter()
-            .rev()
-            .find(|m| m.id == current.message_id)
-        {
-            Some(message) => MessageReducer::continuing(message.clone()),
-            None => MessageReducer::new(current.message_id.clone()),
-        };
-        let driver = self.driver(
-            session,
-            turn,
-            &current.id,
-            &current.message_id,
-            reducer,
-            current.timing,
-            current.transport,
-        );
+        let driver = self.driver(session, turn, TurnPlan::continuing(record, current));
         turn.task = Some(driver.spawn(DriveFrom::Pause(parked)));
     }
 
@@ -453,7 +460,7 @@ impl Runtime {
 
     /// Tells `session`'s turn that person input was applied: a parked turn gets a task again,
     /// a waiting one is woken.
-    pub(super) fn wake(self: &Arc<Self>, session: &Arc<Session>) {
+    pub(crate) fn wake(self: &Arc<Self>, session: &Arc<Session>) {
         {
             let mut state = session.state();
             let SessionState { record, live, .. } = &mut *state;
@@ -463,261 +470,6 @@ impl Runtime {
             }
         }
         session.wake();
-    }
-
-    /// Applies the person's answers to `chat_id`'s waiting turn. An approval id that belongs to
-    /// another chat is reported as such. Nothing an answer causes reaches any client before the
-    /// answer and its audit entries are on disk: they are committed before the turn is woken
-    /// (when the store fails, the answers are undone and the error says so), or, for approvals
-    /// of tools whose effects stay in the record (`ToolEffects::InRecord`, a payment), by the
-    /// turn in the same transaction as the result, before the output is emitted.
-    pub async fn submit_as(
-        self: &Arc<Self>,
-        chat_id: &str,
-        inputs: &[PersonInput],
-        actor: &Actor,
-    ) -> Result<Receipt, InputError> {
-        let session = match self.session_to_answer(chat_id).await {
-            Ok(Some(session)) => session,
-            Ok(None) | Err(_) => {
-                return Err(self
-                    .explain_foreign(chat_id, inputs, InputError::NoActiveTurn)
-                    .await);
-            }
-        };
-        if session.runs_elsewhere() {
-            return Err(InputError::RunningElsewhere);
-        }
-        let owner = session.state().record.owner().to_owned();
-        let requester = self.requester(&owner);
-        // An approval is judged with who may sign as the store says now (another instance may
-        // have removed someone this one has not heard of): the signer, and every signature it
-        // would join — one that no longer counts is dropped first, and the quorum waits.
-        let standing = if inputs
-            .iter()
-            .any(|i| matches!(i, PersonInput::Approval { .. }))
-        {
-            let standing = self
-                .people()
-                .standing()
-                .await
-                .map_err(|e| InputError::NotRecorded {
-                    message: e.to_string(),
-                })?;
-            self.recheck_session(&session, &standing, None).await?;
-            Some(standing)
-        } else {
-            None
-        };
-        let now = self.clock.now_ms();
-        let mut signer = self.signer(actor, standing.as_ref())?;
-        let receipts = self
-            .verify_step_ups(chat_id, inputs, &mut signer, now)
-            .await?;
-        let applied =
-            match session.apply(inputs, &self.tools, self.policy(), now, &signer, &requester) {
-                Ok(applied) => applied,
-                Err(e) => return Err(self.explain_foreign(chat_id, inputs, e).await),
-            };
-        let mut events = answer_events(&session, inputs, &applied.resolutions, actor, now);
-        events.extend(crate::agent::turn::signature_events(
-            &session,
-            &applied.signed,
-            actor,
-            now,
-        ));
-        events.extend(crate::agent::turn::proposal_events(
-            &session,
-            &applied.proposed,
-            actor,
-            now,
-        ));
-        for event in &mut events {
-            if let Some(approval) = &event.approval_id
-                && let Some((passkey, receipt)) = receipts.get(approval)
-                && matches!(
-                    event.kind,
-                    crate::agent::store::AuditKind::Approved
-                        | crate::agent::store::AuditKind::Edited
-                        | crate::agent::store::AuditKind::Countersigned
-                )
-            {
-                event.step_up = Some(receipt.clone());
-                if let Some(actor) = &mut event.actor {
-                    actor.passkey = Some(passkey.clone());
-                }
-            }
-        }
-        // The grants the person asked for are kept before anything the answer causes happens
-        // (all or nothing with the answer: if one cannot be kept, the answer is taken back).
-        let mut made = Vec::new();
-        for asked in &applied.grants {
-            let Some(tool) = self.tools.get(&asked.tool) else {
-                continue;
-            };
-            let grant = crate::agent::policy::grants::grant(
-                self.ids.next_id(IdKind::Grant),
-                &tool.spec,
-                &asked.args,
-                &asked.request,
-                chat_id,
-                &owner,
-                &asked.approval_id,
-                now,
-            );
-            if let Err(e) = self.policy().save_grant(&grant).await {
-                tracing::error!(session = %chat_id, error = &e as &dyn std::error::Error, "cannot keep a grant");
-                for kept in &made {
-                    let kept: &crate::protocol::grant::Grant = kept;
-                    self.policy().forget_grant(&kept.id);
-                }
-                session.undo(applied.undo);
-                return Err(InputError::NotRecorded {
-                    message: e.to_string(),
-                });
-            }
-            self.policy().add_grant(grant.clone());
-            if let Some(call) = session
-                .snapshot()
-                .turn
-                .as_ref()
-                .and_then(|t| t.call(&asked.tool_call_id).cloned())
-            {
-                let mut event = crate::agent::store::audit::event(
-                    crate::agent::store::AuditKind::Granted,
-                    now,
-                    chat_id,
-                    session
-                        .snapshot()
-                        .turn
-                        .as_ref()
-                        .map(|t| t.id.as_str())
-                        .unwrap_or(""),
-                    &call.call.id,
-                    &call.call.name,
-                    &call.call.args,
-                );
-                event.approval_id = Some(asked.approval_id.clone());
-                event.grant = Some(grant.id.clone());
-                event.reason = Some(grant.label.clone());
-                event.actor = Some(actor.clone());
-                events.push(event);
-            }
-            made.push(grant);
-        }
-        if applied.resolutions.len() == inputs.len()
-            && session.runs_in_record(&applied.resolutions, &self.tools)
-        {
-            // Approvals of calls whose effects are in this record: the turn runs them at once
-            // and commits answer, effect and result together before it emits anything.
-            session.state().unsaved_audit.extend(events);
-            self.inbox.sync(&session.state().record);
-            self.wake(&session);
-            return Ok(applied.receipt);
-        }
-        // Earlier answers still waiting for their turn's commit go with this one: the record
-        // written here contains them.
-        let earlier = std::mem::take(&mut session.state().unsaved_audit);
-        let count = earlier.len();
-        let events = [earlier, events].concat();
-        let snapshot = session.snapshot();
-        if let Err(e) = self.store.commit(&snapshot, &events).await {
-            if e.is_conflict() {
-                // Another instance changed the chat first: this copy is out of date and goes;
-                // nothing of this answer was written.
-                tracing::warn!(session = %chat_id, "an answer came to a chat another instance changed first");
-                self.forget_live(&session);
-                return Err(InputError::AnsweredElsewhere);
-            }
-            tracing::error!(session = %chat_id, error = &e as &dyn std::error::Error, "cannot record the person's answer");
-            session
-                .state()
-                .unsaved_audit
-                .splice(0..0, events.into_iter().take(count));
-            session.undo(applied.undo);
-            return Err(InputError::NotRecorded {
-                message: e.to_string(),
-            });
-        }
-        self.inbox.sync(&snapshot);
-        self.wake(&session);
-        Ok(applied.receipt)
-    }
-
-    /// [`Runtime::submit_as`] for a caller the audit log knows only as the API.
-    pub async fn submit(
-        self: &Arc<Self>,
-        chat_id: &str,
-        inputs: &[PersonInput],
-    ) -> Result<Receipt, InputError> {
-        let actor = Actor {
-            transport: Transport::Api.as_str().into(),
-            ..Actor::default()
-        };
-        self.submit_as(chat_id, inputs, &actor).await
-    }
-
-    /// Turns "unknown approval" into "approval of another chat" when another live chat has it.
-    async fn explain_foreign(
-        &self,
-        chat_id: &str,
-        inputs: &[PersonInput],
-        error: InputError,
-    ) -> InputError {
-        let approval_id = match &error {
-            InputError::UnknownApproval { approval_id } => approval_id.clone(),
-            InputError::NoActiveTurn => match inputs.iter().find_map(|i| match i {
-                PersonInput::Approval { approval_id, .. } => Some(approval_id.clone()),
-                _ => None,
-            }) {
-                Some(id) => id,
-                None => return error,
-            },
-            _ => return error,
-        };
-        // The chat waiting for it may be in memory or only in the store (a parked turn).
-        let in_memory = lock(&self.live)
-            .iter()
-            .any(|(id, s)| id != chat_id && s.has_pending_approval(&approval_id));
-        let foreign = in_memory
-            || match self.store.approval_owner(&approval_id).await {
-                Ok(owner) => owner.is_some_and(|owner| owner != chat_id),
-                Err(e) => {
-                    tracing::warn!(
-                        error = &e as &dyn std::error::Error,
-                        "cannot look up whose approval this is"
-                    );
-                    false
-                }
-            };
-        if foreign {
-            InputError::ApprovalOfOtherChat { approval_id }
-        } else {
-            error
-        }
-    }
-
-    /// `chat_id`'s session, to apply the person's input to. A turn running on another instance
-    /// sharing the database cannot take input here; it usually comes to wait for the person in
-    /// a moment (its input is for a call it waits for while it runs others), so this waits up
-    /// to [`ELSEWHERE_PATIENCE`] for that, then returns the copy that still runs elsewhere.
-    async fn session_to_answer(
-        self: &Arc<Self>,
-        chat_id: &str,
-    ) -> Result<Option<Arc<Session>>, crate::agent::store::StoreError> {
-        let started = tokio::time::Instant::now();
-        loop {
-            let session = self.existing_session(chat_id).await?;
-            match session {
-                Some(session)
-                    if session.runs_elsewhere() && started.elapsed() < ELSEWHERE_PATIENCE =>
-                {
-                    drop(session);
-                    tokio::time::sleep(ELSEWHERE_POLL).await;
-                }
-                other => return Ok(other),
-            }
-        }
     }
 
     /// Interrupts `chat_id`'s turn. False when nothing was running or waiting. A turn running

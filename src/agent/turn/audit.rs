@@ -1,19 +1,18 @@
-//! The audit events a turn records: approvals requested, answered, expired, interrupted, and
-//! the execution of gated calls.
+//! The audit events a turn records: approvals requested, expired, interrupted, and the execution
+//! of gated calls (an answer's own events are [`crate::agent::answer`]'s).
 
 use serde_json::{Value, json};
 
 use super::TurnDriver;
 use crate::agent::{
     clock::Millis,
-    gate::{ApprovalResolution, CallPhase, PersonInput, Proposed, Signed, StepCall},
+    gate::StepCall,
     history::{Outcome, ToolCall},
-    session::Session,
-    store::{Actor, AuditEvent, AuditKind},
+    store::{AuditEvent, AuditKind},
 };
 
 impl TurnDriver {
-    pub(super) fn audit_event(
+    pub(crate) fn audit_event(
         &self,
         kind: AuditKind,
         call: &ToolCall,
@@ -32,7 +31,7 @@ impl TurnDriver {
 }
 
 /// An audit event about `call`, gated by `approval_id`.
-pub(super) fn audit_event(
+pub(crate) fn audit_event(
     kind: AuditKind,
     session_id: &str,
     turn_id: &str,
@@ -48,7 +47,7 @@ pub(super) fn audit_event(
 }
 
 /// The `executed` event of a gated call that just finished.
-pub(super) fn executed_event(
+pub(crate) fn executed_event(
     session_id: &str,
     turn_id: &str,
     call: &StepCall,
@@ -72,175 +71,4 @@ pub(super) fn executed_event(
         other => json!({ "error": other.model_view() }),
     });
     event
-}
-
-/// The audit events of accepted person input: each approval answer, and the execution of a
-/// gated browser tool whose result came in.
-pub(crate) fn answer_events(
-    session: &Session,
-    inputs: &[PersonInput],
-    resolutions: &[(String, ApprovalResolution)],
-    actor: &Actor,
-    now: Millis,
-) -> Vec<AuditEvent> {
-    let state = session.state();
-    let record = &state.record;
-    let Some(turn) = record.turn.as_ref() else {
-        return Vec::new();
-    };
-    let mut events = Vec::new();
-    for (approval_id, resolution) in resolutions {
-        let Some(call) = turn
-            .calls
-            .iter()
-            .find(|c| c.gated_by.as_deref() == Some(approval_id.as_str()))
-        else {
-            continue;
-        };
-        let kind = match resolution {
-            ApprovalResolution::Approved { edited: true, .. } => AuditKind::Edited,
-            ApprovalResolution::Approved { .. } => AuditKind::Approved,
-            ApprovalResolution::Denied { .. } => AuditKind::Denied,
-            ApprovalResolution::Expired { .. } => AuditKind::Expired,
-            ApprovalResolution::Withdrawn { .. } => AuditKind::Interrupted,
-            ApprovalResolution::Dismissed { .. } => AuditKind::Dismissed,
-            ApprovalResolution::Superseded { .. } => AuditKind::Superseded,
-            ApprovalResolution::Automatic { approved: true, .. } => AuditKind::Allowed,
-            ApprovalResolution::Automatic {
-                approved: false, ..
-            } => AuditKind::Refused,
-            ApprovalResolution::DeniedByRule { .. } => AuditKind::Refused,
-        };
-        let mut event = audit_event(kind, &record.id, &turn.id, &call.call, approval_id, now);
-        event.actor = Some(actor.clone());
-        match resolution {
-            ApprovalResolution::Denied { reason, .. } => event.reason = reason.clone(),
-            ApprovalResolution::DeniedByRule { rule, reason, .. } => {
-                event.rule = Some(rule.clone());
-                event.reason = Some(format!("approved, but refused by the rule: {reason}"));
-            }
-            _ => {}
-        }
-        if kind == AuditKind::Edited {
-            event.edited_args = match &call.phase {
-                CallPhase::Ready { args, .. } | CallPhase::AwaitingBrowser { args, .. } => {
-                    Some(args.clone())
-                }
-                _ => None,
-            };
-        }
-        events.push(event);
-    }
-    for input in inputs {
-        let PersonInput::BrowserResult { tool_call_id, .. } = input else {
-            continue;
-        };
-        let Some(call) = turn.calls.iter().find(|c| &c.call.id == tool_call_id) else {
-            continue;
-        };
-        if let (
-            Some(approval_id),
-            CallPhase::Done {
-                outcome,
-                edited_args,
-            },
-        ) = (&call.gated_by, &call.phase)
-        {
-            let mut event = executed_event(
-                &record.id,
-                &turn.id,
-                call,
-                approval_id,
-                outcome,
-                edited_args.clone(),
-                now,
-            );
-            event.actor = Some(actor.clone());
-            events.push(event);
-        }
-    }
-    events
-}
-
-/// The audit events of signatures given to approvals that need several people: each one that
-/// did not complete its approval is `countersigned` (the one that did is the `approved` or
-/// `edited` event of [`answer_events`]), saying how far it got.
-pub(crate) fn signature_events(
-    session: &Session,
-    signed: &[Signed],
-    actor: &Actor,
-    now: Millis,
-) -> Vec<AuditEvent> {
-    let state = session.state();
-    let record = &state.record;
-    let Some(turn) = record.turn.as_ref() else {
-        return Vec::new();
-    };
-    let mut events = Vec::new();
-    for signature in signed.iter().filter(|s| !s.complete) {
-        let Some(call) = turn.call(&signature.tool_call_id) else {
-            continue;
-        };
-        let mut event = audit_event(
-            AuditKind::Countersigned,
-            &record.id,
-            &turn.id,
-            &call.call,
-            &signature.approval_id,
-            now,
-        );
-        event.actor = Some(actor.clone());
-        let needs = call.needs();
-        let mut reason = format!(
-            "{} of {} approvals",
-            call.signatures.len(),
-            needs.approvers.max(1)
-        );
-        if signature.restarted {
-            reason.push_str("; the edit started the count again");
-        }
-        event.reason = Some(reason);
-        if signature.args != call.call.args {
-            event.edited_args = Some(signature.args.clone());
-        }
-        events.push(event);
-    }
-    events
-}
-
-/// The audit events of edits that made a waiting call a new proposal nobody has signed yet
-/// (ADR 0028): who edited it, the new arguments, and what they need now.
-pub(crate) fn proposal_events(
-    session: &Session,
-    proposed: &[Proposed],
-    actor: &Actor,
-    now: Millis,
-) -> Vec<AuditEvent> {
-    let state = session.state();
-    let record = &state.record;
-    let Some(turn) = record.turn.as_ref() else {
-        return Vec::new();
-    };
-    proposed
-        .iter()
-        .filter_map(|proposal| {
-            let call = turn.call(&proposal.tool_call_id)?;
-            let mut event = audit_event(
-                AuditKind::Proposed,
-                &record.id,
-                &turn.id,
-                &call.call,
-                &proposal.approval_id,
-                now,
-            );
-            event.actor = Some(actor.clone());
-            event.edited_args = Some(proposal.args.clone());
-            let mut reason = format!("edited; it now needs {}", proposal.needs.words());
-            if proposal.restarted {
-                reason.push_str("; the approvals given for the earlier arguments no longer count");
-            }
-            event.reason = Some(reason);
-            Some(event)
-        })
-        .collect()
 }

@@ -68,7 +68,7 @@ impl TurnDriver {
                         now,
                         |call| now + self.rt.approval_wait(call),
                     );
-                    self.audit.extend(dropped_events(
+                    self.commits.record_all(dropped_events(
                         &self.session.id,
                         &turn_id,
                         &turn.calls,
@@ -96,7 +96,7 @@ impl TurnDriver {
                             now,
                         );
                         event.deadline_ms = Some(deadline_ms);
-                        self.audit.push(event);
+                        self.commits.record(event);
                     }
                 }
                 for call in &mut turn.calls {
@@ -155,7 +155,7 @@ impl TurnDriver {
             if to_run.iter().any(|(call, ..)| once(call)) {
                 self.sync_messages();
                 self.save().await;
-                if self.overtaken {
+                if self.commits.overtaken() {
                     // Not on disk as running: it must not run here (another instance has it).
                     return Flow::Overtaken;
                 }
@@ -227,10 +227,10 @@ impl TurnDriver {
                             None => None,
                         }
                     };
-                    self.audit.extend(executed);
+                    self.commits.record_all(executed);
                     // A tool's effect (a payment) is on disk before its output is announced.
                     self.save().await;
-                    if self.overtaken {
+                    if self.commits.overtaken() {
                         // Another instance's commit came first: this effect is not on disk
                         // and is never announced (what it reserved keeps counting).
                         return Flow::Overtaken;
@@ -316,7 +316,7 @@ impl TurnDriver {
             let mut event = self.audit_event(kind, &call, &question_id, self.rt.clock.now_ms());
             event.reason = Some(reason);
             event.outcome = outcome;
-            self.audit.push(event);
+            self.commits.record(event);
         }
     }
 
@@ -376,7 +376,7 @@ impl TurnDriver {
                 call.announced = false;
             }
         }
-        self.audit.extend(events);
+        self.commits.record_all(events);
     }
 
     /// Runs a server tool; the future resolves to (call id, outcome).

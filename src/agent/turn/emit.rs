@@ -71,7 +71,7 @@ impl TurnDriver {
                             now,
                         );
                         event.reason = Some(reason.clone());
-                        self.audit.push(event);
+                        self.commits.record(event);
                     }
                     if !call.is_done() {
                         call.phase = CallPhase::Done {
@@ -175,7 +175,7 @@ impl TurnDriver {
     /// commit.
     async fn end(&mut self) {
         self.save().await;
-        if !self.overtaken {
+        if !self.commits.overtaken() {
             // What its calls reserved and did not use goes back (their results are on disk).
             self.rt.policy().flush(self.rt.clock.now_ms()).await;
         }
@@ -187,7 +187,7 @@ impl TurnDriver {
     /// read. The check and the mark happen under the session's locks, where input is applied
     /// and interrupts are raised, so nothing that should wake the turn can be missed.
     pub(super) fn park(&mut self, inputs: u64, deadline: Option<Millis>) -> bool {
-        if self.notices.is_some() || !self.audit.is_empty() {
+        if self.notices.is_some() || self.commits.has_uncommitted() {
             return false;
         }
         {
@@ -303,10 +303,6 @@ impl TurnDriver {
 
     /// [`TurnDriver::save`], with the turn's log when it pauses. True when it was committed.
     async fn save_with(&mut self, paused_log: Option<&[TurnEntry]>) -> bool {
-        // Answers applied but not committed yet come first: they precede what they caused.
-        let mut audit = std::mem::take(&mut self.session.state().unsaved_audit);
-        audit.append(&mut self.audit);
-        let snapshot = self.session.snapshot();
         // On a shared database every commit carries the log so far: other instances follow
         // the turn from it (ADR 0025).
         let so_far;
@@ -318,30 +314,9 @@ impl TurnDriver {
             }
             None => None,
         };
-        let result = match log {
-            Some(log) => self.rt.store.commit_paused(&snapshot, &audit, log).await,
-            None => self.rt.store.commit(&snapshot, &audit).await,
-        };
-        self.session.set_dirty(result.is_err());
-        match result {
-            Ok(()) => {
-                self.rt.inbox.sync(&snapshot);
-                true
-            }
-            Err(e) if e.is_conflict() => {
-                // Another instance committed this chat first: what this copy holds can never be
-                // written (its audit events describe what did not happen on disk).
-                tracing::warn!(session = %self.session.id, "another instance committed this chat first; this turn stops");
-                self.overtaken = true;
-                false
-            }
-            Err(e) => {
-                tracing::error!(session = %self.session.id, error = &e as &dyn std::error::Error, "cannot save the session");
-                // Keep the events for the next commit rather than lose them.
-                self.audit.splice(0..0, audit);
-                false
-            }
-        }
+        self.commits
+            .commit(&self.rt.commits, &self.session, log)
+            .await
     }
 
     pub(super) fn set_status(&self, status: TurnStatus) {

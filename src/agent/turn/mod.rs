@@ -8,6 +8,7 @@
 
 mod audit;
 mod calls;
+mod commits;
 mod countersign;
 mod emit;
 mod payments;
@@ -27,13 +28,13 @@ use super::{
     model::CallNotice,
     questions::QuestionEvent,
     session::{Parked, Session, TurnEntry, TurnLog, TurnStatus},
-    store::AuditEvent,
 };
 use crate::protocol::{Chunk, FinishReason, MessageReducer};
 
 use super::runtime::{Runtime, TextTiming};
 
-pub(crate) use audit::{answer_events, proposal_events, signature_events};
+pub(crate) use audit::{audit_event, executed_event};
+pub(crate) use commits::TurnCommits;
 
 /// The interrupt reason of a turn that waited for the person when they sent a new message: its
 /// waiting calls end as superseded rather than interrupted.
@@ -71,17 +72,14 @@ pub(crate) struct TurnDriver {
     /// `sse` / `bidi`: recorded in the chunk log.
     pub(crate) transport: Transport,
     pub(crate) turn_id: String,
-    /// Audit events not yet committed (they go with the next save).
-    pub(crate) audit: Vec<AuditEvent>,
+    /// What the turn has to commit, and whether it still can.
+    pub(crate) commits: TurnCommits,
     /// Notices from the model about calls of earlier steps (Gemini Live withdraws calls).
     pub(crate) notices: Option<broadcast::Receiver<CallNotice>>,
     /// The `data-question` parts running tools send (questions to the person, open and closed).
     pub(crate) questions: QuestionParts,
     /// "Ask again": an earlier call put before the person again, as the turn's first step.
     pub(crate) reissue: Option<super::history::ToolCall>,
-    /// Another instance committed this chat first (a shared database, ADR 0025): nothing this
-    /// turn does can be committed any more, so it stops.
-    pub(crate) overtaken: bool,
 }
 
 /// The channel running tools tell their questions on; the turn emits the parts and records the
@@ -176,7 +174,7 @@ impl TurnDriver {
                     // On a shared database the turn is on disk as running, here, before it does
                     // anything (ADR 0025): other instances follow it rather than start another.
                     self.save().await;
-                    if self.overtaken {
+                    if self.commits.overtaken() {
                         self.end_overtaken().await;
                         return false;
                     }

@@ -135,6 +135,6 @@ impl TurnDriver {
                 events.push(event);
             }
         }
-        self.audit.extend(events);
+        self.commits.record_all(events);
     }
 }

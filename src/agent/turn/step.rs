@@ -273,7 +273,7 @@ impl TurnDriver {
                 .iter()
                 .find(|(call, _)| *call == request.tool_call_id)
                 .map(|(_, facts)| facts.clone());
-            self.audit.push(event);
+            self.commits.record(event);
             // An approval that needs several people says so to every client, strict ai@6.0.0
             // included (which keeps data parts): 0 of N so far.
             if !request.ruling.needs().is_plain()

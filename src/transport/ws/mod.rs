@@ -72,7 +72,8 @@ use crate::{
     agent::clock::IdKind,
     agent::people::{Ending, Hold},
     agent::{
-        ApprovalDecision, BrowserResult, PersonInput, Runtime, TextTiming, TurnEntry,
+        ApprovalDecision, BrowserResult, PersonInput, Runtime, Session, TextTiming, TurnEntry,
+        answer::{Answered, Answers},
         followers::Following,
         session::{LogReader, Read, TurnLog},
     },
@@ -562,15 +563,10 @@ impl Connection {
         let principal = self.client.principal();
         match command {
             ChatCommand::Answer { message, .. } => {
-                let inputs = match read_answers(&runtime, &chat_id, &message, principal.id()).await
-                {
-                    Ok((inputs, _)) => inputs,
-                    Err(e) => return self.send_api_error(socket, e).await,
-                };
-                if inputs.is_empty() {
-                    return Next::Continue;
+                match read_answers(&runtime, &chat_id, &message, principal.id()).await {
+                    Ok((session, answers)) => self.answer(&chat_id, session, answers, socket).await,
+                    Err(e) => self.send_api_error(socket, e).await,
                 }
-                self.submit(&chat_id, inputs, socket).await
             }
             ChatCommand::Start { user, context, .. } => {
                 match runtime
@@ -589,9 +585,26 @@ impl Connection {
     }
 
     async fn submit(&mut self, chat: &str, inputs: Vec<PersonInput>, socket: &mut Socket) -> Next {
+        let session = match self.runtime.existing_session(chat).await {
+            Ok(session) => session,
+            Err(e) => return self.send_api_error(socket, ApiError::from(e)).await,
+        };
+        self.answer(chat, session, Answers::Given(inputs), socket)
+            .await
+    }
+
+    /// Gives the chat the person's answers and follows what they cause; answers the chat holds
+    /// already (a client's resent copy) change nothing and are not an error here.
+    async fn answer(
+        &mut self,
+        chat: &str,
+        session: Option<Arc<Session>>,
+        answers: Answers,
+        socket: &mut Socket,
+    ) -> Next {
         let actor = self.client.actor(self.profile.transport);
-        match self.runtime.submit_as(chat, &inputs, &actor).await {
-            Ok(receipt) => {
+        match self.runtime.answer(chat, session, answers, &actor).await {
+            Ok(Answered::Applied(receipt)) => {
                 match &mut self.turn {
                     // Already reading it, or waiting at its pause: go on from there.
                     Some(turn) if turn.turn_id == receipt.turn_id => {
@@ -603,6 +616,7 @@ impl Connection {
                 }
                 Next::Continue
             }
+            Ok(Answered::Nothing(_)) => Next::Continue,
             Err(e) => self.send_api_error(socket, ApiError::from(e)).await,
         }
     }
