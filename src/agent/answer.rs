@@ -25,7 +25,7 @@ use super::{
     clock::{IdKind, Millis},
     gate::{InputError, PersonInput, Resent},
     runtime::Runtime,
-    session::{Applied, Receipt, Session, SessionRecord, TurnStatus},
+    session::{AppliedInput, Receipt, Session, SessionRecord, TurnStatus},
     store::{Actor, AuditEvent, AuditKind},
 };
 use crate::protocol::grant::Grant;
@@ -256,7 +256,7 @@ impl Answer<'_> {
     /// the event of the approval it confirmed.
     fn events(
         &self,
-        applied: &Applied,
+        applied: &AppliedInput,
         receipts: &signing::Receipts,
         now: Millis,
     ) -> Vec<AuditEvent> {
@@ -297,7 +297,7 @@ impl Answer<'_> {
     /// answer back). Returns their `granted` audit events.
     async fn keep_grants(
         &self,
-        applied: &Applied,
+        applied: &AppliedInput,
         owner: &str,
         now: Millis,
     ) -> Result<Vec<AuditEvent>, InputError> {
@@ -358,7 +358,7 @@ impl Answer<'_> {
     /// together before it emits anything. A failed commit takes the answer back.
     async fn commit(
         self,
-        applied: Applied,
+        applied: AppliedInput,
         events: Vec<AuditEvent>,
     ) -> Result<Receipt, InputError> {
         let (rt, session) = (self.rt, &self.session);
