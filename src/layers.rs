@@ -155,6 +155,38 @@ fn every_module_uses_only_the_layers_below_it() {
     );
 }
 
+/// The one home of a chat's write (issue #34): the store's commit is called from
+/// `agent/commit.rs` only — turns, answers and rechecks all go through `Commits::commit`.
+#[test]
+fn a_chat_is_written_in_one_place() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut writers = Vec::new();
+    for path in &files {
+        let relative = path.strip_prefix(&src).unwrap_or(path);
+        if is_test_file(relative)
+            || relative.starts_with("agent/store")
+            || relative == Path::new("layers.rs")
+        {
+            continue;
+        }
+        let source = fs::read_to_string(path).unwrap_or_default();
+        let shipped = shipped(&source);
+        if ["store.commit(", "store.commit_paused(", "store.save("]
+            .iter()
+            .any(|call| shipped.contains(call))
+        {
+            writers.push(relative.display().to_string());
+        }
+    }
+    assert_eq!(
+        writers,
+        ["agent/commit.rs"],
+        "who writes a chat to the store"
+    );
+}
+
 #[test]
 fn the_reader_sees_grouped_and_plain_paths() {
     let source = "use crate::{\n    agent::{people::Principal, Runtime},\n    protocol::Chunk,\n    transport::state::AppState,\n};\nlet x = crate::ui::url::encode(y);";
