@@ -216,6 +216,29 @@ impl Inbox {
         lock(&self.waiting).by_approval.get(approval_id).cloned()
     }
 
+    /// When the approval `approval_id` was asked, if it waits.
+    pub fn asked_at(&self, approval_id: &str) -> Option<Millis> {
+        lock(&self.waiting)
+            .by_approval
+            .get(approval_id)
+            .map(|w| w.requested_at_ms)
+    }
+
+    /// How many approvals wait, by tool and by the rule that asks (`/metrics`).
+    pub fn counts(&self) -> Vec<((String, Option<String>), u64)> {
+        let mut counts: BTreeMap<(&str, Option<&str>), u64> = BTreeMap::new();
+        let index = lock(&self.waiting);
+        for waiting in index.by_approval.values() {
+            *counts
+                .entry((&waiting.tool, waiting.rule.as_deref()))
+                .or_default() += 1;
+        }
+        counts
+            .into_iter()
+            .map(|((tool, rule), n)| ((tool.to_owned(), rule.map(str::to_owned)), n))
+            .collect()
+    }
+
     /// The version now: it grows with every change.
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::SeqCst)
