@@ -207,9 +207,9 @@ impl Runtime {
         settings: RuntimeSettings,
     ) -> Arc<Self> {
         let system_prompt = settings.system_prompt.clone();
-        let inbox: Arc<super::inbox::Inbox> = Arc::default();
         let metrics = Arc::new(super::metrics::Metrics::new(store.database()));
-        let store = super::metrics::Metered::wrap(store, metrics.clone(), inbox.clone());
+        let inbox = Arc::new(super::inbox::Inbox::metered(metrics.clone()));
+        let store = super::metrics::Metered::wrap(store, metrics.clone());
         Arc::new(Runtime {
             commits: Commits::new(store.clone(), inbox.clone()),
             model,
@@ -444,7 +444,7 @@ impl Runtime {
         };
         if fresh {
             self.revive(&session, paused_log, elsewhere, followed_log);
-            self.inbox.sync(&session.state().record);
+            self.inbox.sync_loaded(&session.state().record);
         }
         session
     }

@@ -5,7 +5,7 @@
 //! Two kinds of value (ADR 0033):
 //! - **kept here**, as atomics moved where the thing happens: commits and their latency (the
 //!   store's boundary, [`Metered`]), store errors by operation, decisions and their latency (the
-//!   audit events a commit carries), turns started, SSE streams open. A hot path pays one or two
+//!   inbox, when an approval committed here leaves it), turns started, SSE streams open. A hot path pays one or two
 //!   relaxed atomic additions and never takes a lock.
 //! - **read at scrape time** from where the state already lives ([`Gauges`]): approvals waiting
 //!   (the inbox), turns running (the live sessions), live instances (the instances' heartbeats on
@@ -31,7 +31,7 @@ use prometheus_client::{
 
 pub use store::Metered;
 
-use crate::protocol::audit::AuditKind;
+use super::{clock::Millis, gate::ApprovalResolution};
 
 /// The content type of a scrape (Prometheus' text format, version 0.0.4).
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
@@ -48,15 +48,34 @@ const DECISION_BUCKETS: &[f64] = &[
     1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 1_800.0, 3_600.0, 14_400.0, 86_400.0,
 ];
 
-/// The audit events that end an approval: the outcomes of the decision histogram.
-const DECISIONS: [AuditKind; 6] = [
-    AuditKind::Approved,
-    AuditKind::Edited,
-    AuditKind::Denied,
-    AuditKind::Expired,
-    AuditKind::Interrupted,
-    AuditKind::Superseded,
+/// How an approval ended: the outcomes of the decision histogram.
+const DECISIONS: [&str; 9] = [
+    "approved",
+    "edited",
+    "denied",
+    "denied_by_rule",
+    "expired",
+    "dismissed",
+    "superseded",
+    "withdrawn",
+    "automatic",
 ];
+
+/// `resolution`'s outcome (one of [`DECISIONS`]) and when it came.
+fn outcome_of(resolution: &ApprovalResolution) -> (&'static str, Millis) {
+    match resolution {
+        ApprovalResolution::Approved { at_ms, edited } => {
+            (if *edited { "edited" } else { "approved" }, *at_ms)
+        }
+        ApprovalResolution::Denied { at_ms, .. } => ("denied", *at_ms),
+        ApprovalResolution::DeniedByRule { at_ms, .. } => ("denied_by_rule", *at_ms),
+        ApprovalResolution::Expired { at_ms } => ("expired", *at_ms),
+        ApprovalResolution::Dismissed { at_ms } => ("dismissed", *at_ms),
+        ApprovalResolution::Superseded { at_ms } => ("superseded", *at_ms),
+        ApprovalResolution::Withdrawn { at_ms } => ("withdrawn", *at_ms),
+        ApprovalResolution::Automatic { at_ms, .. } => ("automatic", *at_ms),
+    }
+}
 
 /// What a store call was, for its errors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,11 +163,11 @@ impl Metrics {
         self.store_errors[at].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// An approval ended as `outcome` (an audit event's kind) `waited_ms` after it was asked.
-    /// Other kinds are not decisions and are ignored.
-    pub fn decided(&self, outcome: AuditKind, waited_ms: i64) {
-        if let Some(at) = DECISIONS.iter().position(|k| *k == outcome) {
-            self.decisions[at].observe(waited_ms.max(0) as f64 / 1_000.0);
+    /// An approval asked at `asked_ms` ended as `resolution` (the inbox saw it go).
+    pub fn decided(&self, resolution: &ApprovalResolution, asked_ms: Millis) {
+        let (outcome, at_ms) = outcome_of(resolution);
+        if let Some(at) = DECISIONS.iter().position(|o| *o == outcome) {
+            self.decisions[at].observe((at_ms - asked_ms).max(0) as f64 / 1_000.0);
         }
     }
 
@@ -268,7 +287,7 @@ impl Collector for Scrape {
         )?;
         for (kind, histogram) in DECISIONS.iter().zip(&m.decisions) {
             let (sum, count, buckets) = histogram.read();
-            let labels = [("outcome", Cow::Borrowed(kind.as_str()))];
+            let labels = [("outcome", Cow::Borrowed(*kind))];
             family
                 .encode_family(&labels)?
                 .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
@@ -375,8 +394,11 @@ mod tests {
     fn a_scrape_is_prometheus_text_with_every_family() {
         let metrics = Arc::new(Metrics::new("sqlite"));
         metrics.committed(Duration::from_micros(1_500));
-        metrics.decided(AuditKind::Approved, 2_500);
-        metrics.decided(AuditKind::Requested, 1);
+        let approved = ApprovalResolution::Approved {
+            at_ms: 12_500,
+            edited: false,
+        };
+        metrics.decided(&approved, 10_000);
         metrics.store_error(StoreOp::Ping);
         let open = metrics.sse_stream();
         let text = metrics.render(Gauges {

@@ -1,7 +1,6 @@
 //! The store's boundary, metered: [`Metered`] wraps the runtime's [`SessionStore`] and counts
-//! what passes through it — commits and their latency, errors by operation, and the decisions a
-//! commit carries (its audit events) with how long they waited. Every call is passed on as it
-//! is; nothing else changes.
+//! what passes through it: commits and their latency, and errors by operation. Every call is
+//! passed on as it is; nothing else changes.
 
 use std::{sync::Arc, time::Instant};
 
@@ -10,7 +9,6 @@ use async_trait::async_trait;
 use super::{Metrics, StoreOp};
 use crate::agent::{
     clock::Millis,
-    inbox::Inbox,
     session::{SessionRecord, TurnEntry},
     store::{
         AuditEvent, AuditQuery, AuditRecord, ChainHead, Checkpoint, SessionStore, StoreError,
@@ -22,22 +20,11 @@ use crate::agent::{
 pub struct Metered {
     inner: Arc<dyn SessionStore>,
     metrics: Arc<Metrics>,
-    /// Where a decided approval's ask time is read (it still waits there until the commit that
-    /// ends it has been made).
-    inbox: Arc<Inbox>,
 }
 
 impl Metered {
-    pub fn wrap(
-        inner: Arc<dyn SessionStore>,
-        metrics: Arc<Metrics>,
-        inbox: Arc<Inbox>,
-    ) -> Arc<dyn SessionStore> {
-        Arc::new(Metered {
-            inner,
-            metrics,
-            inbox,
-        })
+    pub fn wrap(inner: Arc<dyn SessionStore>, metrics: Arc<Metrics>) -> Arc<dyn SessionStore> {
+        Arc::new(Metered { inner, metrics })
     }
 
     /// `result`, with its error counted as `op`'s.
@@ -48,28 +35,14 @@ impl Metered {
         result
     }
 
-    /// Commits with `write`, timing it; the decisions among `audit` are observed once it holds.
-    async fn commit_with(
+    /// Commits with `write`, timing it.
+    async fn timed(
         &self,
-        audit: &[AuditEvent],
         write: impl Future<Output = Result<(), StoreError>>,
     ) -> Result<(), StoreError> {
-        // Read before the commit: the inbox lets a decided approval go when the commit is made.
-        let decided: Vec<_> = audit
-            .iter()
-            .filter_map(|event| {
-                let asked = self.inbox.asked_at(event.approval_id.as_deref()?)?;
-                Some((event.kind, event.at_ms - asked))
-            })
-            .collect();
         let started = Instant::now();
         let result = write.await;
         self.metrics.committed(started.elapsed());
-        if result.is_ok() {
-            for (kind, waited) in decided {
-                self.metrics.decided(kind, waited);
-            }
-        }
         self.count(StoreOp::Commit, result)
     }
 }
@@ -81,8 +54,7 @@ impl SessionStore for Metered {
     }
 
     async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError> {
-        self.commit_with(audit, self.inner.commit(record, audit))
-            .await
+        self.timed(self.inner.commit(record, audit)).await
     }
 
     async fn commit_paused(
@@ -91,12 +63,12 @@ impl SessionStore for Metered {
         audit: &[AuditEvent],
         log: &[TurnEntry],
     ) -> Result<(), StoreError> {
-        self.commit_with(audit, self.inner.commit_paused(record, audit, log))
+        self.timed(self.inner.commit_paused(record, audit, log))
             .await
     }
 
     async fn save(&self, record: &SessionRecord) -> Result<(), StoreError> {
-        self.commit_with(&[], self.inner.save(record)).await
+        self.timed(self.inner.save(record)).await
     }
 
     async fn approval_owner(&self, approval_id: &str) -> Result<Option<String>, StoreError> {
