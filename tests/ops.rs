@@ -360,7 +360,7 @@ async fn readyz_is_503_while_postgres_is_down_and_healthz_stays_200() {
     let dir = std::env::temp_dir().join(format!("countersign-ops-pg-{}", std::process::id()));
     let dir = dir.to_string_lossy().into_owned();
     let url = pg_sh(&["start", &dir, &port]);
-    let env = vec![("COUNTERSIGN_DB".to_owned(), url)];
+    let env = [("COUNTERSIGN_DB".to_owned(), url)];
     let config = countersign::config::Config::resolve(move |k| {
         env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone())
     })
