@@ -77,7 +77,13 @@ pub enum StoreSetting {
     },
     /// `COUNTERSIGN_DB=postgres://user:password@host:port/db` (or `postgresql://`): one
     /// Postgres database, which several instances may share.
-    Postgres { url: PostgresUrl },
+    Postgres {
+        url: PostgresUrl,
+        /// `COUNTERSIGN_DB_POOL` (default 16): the pool's size per instance.
+        pool: usize,
+        /// `COUNTERSIGN_DB_LISTEN`: where the `LISTEN` connection goes (default: `url`).
+        listen: Option<PostgresUrl>,
+    },
 }
 
 /// A Postgres URL, which may hold a password: its `Debug` shows where it points, not who with.
@@ -332,8 +338,34 @@ fn agent_settings(env: &impl Fn(&str) -> Option<String>) -> Result<AgentSettings
     let store = match env("COUNTERSIGN_DB").map(|d| d.trim().to_string()) {
         Some(d) if d == ":memory:" => StoreSetting::Memory,
         Some(d) if d.starts_with("postgres://") || d.starts_with("postgresql://") => {
+            let pool = number(
+                env,
+                "COUNTERSIGN_DB_POOL",
+                crate::agent::store::postgres::POOL_SIZE,
+            )?;
+            if pool == 0 {
+                return Err(invalid(
+                    "COUNTERSIGN_DB_POOL",
+                    "0",
+                    "an instance needs at least one connection",
+                ));
+            }
+            let listen = env("COUNTERSIGN_DB_LISTEN")
+                .map(|u| u.trim().to_owned())
+                .filter(|u| !u.is_empty());
+            if let Some(url) = &listen
+                && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+            {
+                return Err(invalid(
+                    "COUNTERSIGN_DB_LISTEN",
+                    "(not shown)",
+                    "expected a postgres:// URL",
+                ));
+            }
             StoreSetting::Postgres {
                 url: PostgresUrl(d),
+                pool,
+                listen: listen.map(PostgresUrl),
             }
         }
         Some(d) if !d.is_empty() => StoreSetting::Sqlite {

@@ -8,13 +8,11 @@
 use std::{future::Future, sync::Arc};
 
 use axum::{
-    Json, Router,
-    extract::{DefaultBodyLimit, State},
-    http::StatusCode,
+    Router,
+    extract::DefaultBodyLimit,
     routing::{get, post},
 };
 use leptos::prelude::provide_context;
-use serde::Serialize;
 
 pub use crate::transport::state::{AppState, StartupError};
 use crate::{
@@ -22,7 +20,8 @@ use crate::{
     transport, ui,
 };
 
-/// Builds the whole application: the pages, the APIs, `/healthz`, and the static site files.
+/// Builds the whole application: the pages, the APIs, `/healthz`, `/readyz` and `/metrics`, and
+/// the static site files.
 ///
 /// The pages are plain routes (no client-side router: every link between them is a full page
 /// load, see `ui::Page`); any other path is a site file (`transport::site`) or renders the app's
@@ -53,7 +52,7 @@ pub fn router(state: AppState) -> Router {
         }))
     };
     let mut router = Router::new()
-        .route("/healthz", get(healthz))
+        .merge(transport::ops::routes())
         .merge(api)
         .merge(transport::ws::routes())
         .merge(transport::app::routes());
@@ -146,61 +145,6 @@ impl tower_http::compression::predicate::Predicate for Documents {
             .iter()
             .any(|t| content_type.starts_with(t))
     }
-}
-
-/// The body of `GET /healthz`.
-#[derive(Debug, Serialize)]
-pub struct Health {
-    /// `ok`, or `unavailable` when the database does not answer (then the status is 503, so a
-    /// load balancer stops sending this instance requests it could not keep).
-    pub status: &'static str,
-    pub version: &'static str,
-    pub model: String,
-    pub database: DatabaseHealth,
-}
-
-/// The database's part of `/healthz`.
-#[derive(Debug, Serialize)]
-pub struct DatabaseHealth {
-    /// `memory`, `sqlite` or `postgres`.
-    pub kind: &'static str,
-    pub ok: bool,
-    /// Why it does not answer (the store's message: where, never credentials).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// How long `/healthz` waits for the database.
-const HEALTH_DB_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
-
-async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
-    let store = &state.runtime.store;
-    let error = match tokio::time::timeout(HEALTH_DB_TIMEOUT, store.ping()).await {
-        Ok(Ok(())) => None,
-        Ok(Err(e)) => Some(e.report()),
-        Err(_) => Some(format!(
-            "the database did not answer within {} s",
-            HEALTH_DB_TIMEOUT.as_secs()
-        )),
-    };
-    let status = if error.is_none() {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (
-        status,
-        Json(Health {
-            status: if error.is_none() { "ok" } else { "unavailable" },
-            version: env!("CARGO_PKG_VERSION"),
-            model: state.runtime.models_label(),
-            database: DatabaseHealth {
-                kind: store.database(),
-                ok: error.is_none(),
-                error,
-            },
-        }),
-    )
 }
 
 /// How often idle sessions are let go from memory (a session stays at least this long after its
@@ -452,6 +396,9 @@ async fn accept(
             drop(done);
         });
     }
+    // Not ready from now on (`/readyz`): a load balancer drains this instance while the
+    // requests in flight finish.
+    edge.draining.cancel();
     drop(listener);
     closing.send_replace(true);
     done.closed().await;
@@ -631,10 +578,34 @@ mod tests {
         assert_eq!(json["status"], "ok");
         assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
         assert!(json["model"].as_str().unwrap().contains("demo model"));
+        // Liveness: the database is not asked.
+        assert_eq!(json["database"], serde_json::json!({"kind": "memory"}));
+    }
+
+    #[tokio::test]
+    async fn readyz_asks_the_database_and_is_503_once_shutdown_begins() {
+        let state = state().await;
+        let ask = |path: &'static str| {
+            router(state.clone()).oneshot(Request::get(path).body(Body::empty()).unwrap())
+        };
+        let response = ask("/readyz").await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(json["status"], "ok");
         assert_eq!(
             json["database"],
             serde_json::json!({"kind": "memory", "ok": true})
         );
+
+        state.edge.draining.cancel();
+        let response = ask("/readyz").await.unwrap();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(json["status"], "draining");
+        // Still alive: a draining instance is not one to restart.
+        assert_eq!(ask("/healthz").await.unwrap().status(), StatusCode::OK);
     }
 
     #[tokio::test]

@@ -1,5 +1,5 @@
 //! The real binary on Postgres (`COUNTERSIGN_DB=postgres://…`, issue #24): it migrates a fresh
-//! database at start, reports it in `/healthz`, keeps an approval across `kill -9` and pays
+//! database at start, reports it in `/readyz`, keeps an approval across `kill -9` and pays
 //! once; a database it cannot reach, or one migrated by a newer build, stops the start with a
 //! message that names where and never the password.
 //!
@@ -71,9 +71,9 @@ async fn on_postgres_an_approval_survives_kill_9_and_the_payment_happens_once() 
     let chat = "pg-chat";
     let ask = "Send $50 to Hanako";
     let first = start(&url).await;
-    let health: Value = reqwest::get(format!("{}/healthz", first.base))
+    let health: Value = reqwest::get(format!("{}/readyz", first.base))
         .await
-        .expect("healthz")
+        .expect("readyz")
         .json()
         .await
         .expect("JSON");

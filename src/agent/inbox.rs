@@ -60,6 +60,8 @@ pub struct Inbox {
     /// Changes of single chats (a chat page follows its own): see `Index::chat_versions`.
     chat_changes: AtomicU64,
     changed: Notify,
+    /// Where the approvals that leave it after a commit of this instance are measured.
+    metrics: Option<std::sync::Arc<super::metrics::Metrics>>,
 }
 
 #[derive(Debug, Default)]
@@ -110,8 +112,27 @@ fn waiting_of(record: &SessionRecord) -> Vec<Waiting> {
 }
 
 impl Inbox {
-    /// Puts `record`'s waiting approvals in place of what its chat had here.
+    /// An inbox whose decided approvals are measured in `metrics` (how long each waited).
+    pub fn metered(metrics: std::sync::Arc<super::metrics::Metrics>) -> Inbox {
+        Inbox {
+            metrics: Some(metrics),
+            ..Inbox::default()
+        }
+    }
+
+    /// Puts `record`'s waiting approvals in place of what its chat had here: `record` as this
+    /// instance commits it (an approval that goes is measured as decided here).
     pub fn sync(&self, record: &SessionRecord) {
+        self.replace(record, true);
+    }
+
+    /// [`Inbox::sync`] for a record read from the database (loaded, or committed by another
+    /// instance): what it decided was measured where it was decided.
+    pub fn sync_loaded(&self, record: &SessionRecord) {
+        self.replace(record, false);
+    }
+
+    fn replace(&self, record: &SessionRecord, decided_here: bool) {
         let now = waiting_of(record);
         let mut index = lock(&self.waiting);
         let before: Vec<Waiting> = index
@@ -134,7 +155,15 @@ impl Inbox {
             return;
         }
         for id in index.by_chat.remove(&record.id).unwrap_or_default() {
-            index.by_approval.remove(&id);
+            let gone = index.by_approval.remove(&id);
+            if let (true, Some(metrics), Some(gone), Some(resolution)) = (
+                decided_here,
+                &self.metrics,
+                gone,
+                record.resolved_approvals.get(&id),
+            ) {
+                metrics.decided(resolution, gone.requested_at_ms);
+            }
         }
         if !now.is_empty() {
             index.by_chat.insert(
@@ -214,6 +243,21 @@ impl Inbox {
     /// The waiting approval `approval_id`, if it waits.
     pub fn get(&self, approval_id: &str) -> Option<Waiting> {
         lock(&self.waiting).by_approval.get(approval_id).cloned()
+    }
+
+    /// How many approvals wait, by tool and by the rule that asks (`/metrics`).
+    pub fn counts(&self) -> Vec<((String, Option<String>), u64)> {
+        let mut counts: BTreeMap<(&str, Option<&str>), u64> = BTreeMap::new();
+        let index = lock(&self.waiting);
+        for waiting in index.by_approval.values() {
+            *counts
+                .entry((&waiting.tool, waiting.rule.as_deref()))
+                .or_default() += 1;
+        }
+        counts
+            .into_iter()
+            .map(|((tool, rule), n)| ((tool.to_owned(), rule.map(str::to_owned)), n))
+            .collect()
     }
 
     /// The version now: it grows with every change.

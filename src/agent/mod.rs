@@ -18,6 +18,7 @@ pub mod gate;
 pub mod history;
 pub mod inbox;
 pub mod mcp;
+pub mod metrics;
 pub mod model;
 pub mod people;
 pub mod policy;

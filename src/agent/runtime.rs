@@ -168,6 +168,8 @@ pub struct Runtime {
     pub inbox: Arc<super::inbox::Inbox>,
     /// Writes chats' records (every commit, a turn's or an answer's).
     pub(crate) commits: Commits,
+    /// What `/metrics` shows (`store` is metered through it).
+    pub metrics: Arc<super::metrics::Metrics>,
     /// The settings' own instruction for every model; `None`: written from the tools at each
     /// step (the tool list changes when an MCP server's does).
     system_prompt: Option<String>,
@@ -205,7 +207,9 @@ impl Runtime {
         settings: RuntimeSettings,
     ) -> Arc<Self> {
         let system_prompt = settings.system_prompt.clone();
-        let inbox: Arc<super::inbox::Inbox> = Arc::default();
+        let metrics = Arc::new(super::metrics::Metrics::new(store.database()));
+        let inbox = Arc::new(super::inbox::Inbox::metered(metrics.clone()));
+        let store = super::metrics::Metered::wrap(store, metrics.clone());
         Arc::new(Runtime {
             commits: Commits::new(store.clone(), inbox.clone()),
             model,
@@ -217,6 +221,7 @@ impl Runtime {
             settings,
             questions: Arc::default(),
             inbox,
+            metrics,
             chunk_log: std::sync::OnceLock::new(),
             live_model: std::sync::OnceLock::new(),
             policy: std::sync::OnceLock::new(),
@@ -439,7 +444,7 @@ impl Runtime {
         };
         if fresh {
             self.revive(&session, paused_log, elsewhere, followed_log);
-            self.inbox.sync(&session.state().record);
+            self.inbox.sync_loaded(&session.state().record);
         }
         session
     }
@@ -454,6 +459,12 @@ impl Runtime {
     /// How many sessions are in memory.
     pub fn live_sessions(&self) -> usize {
         lock(&self.live).len()
+    }
+
+    /// How many turns a task of this instance drives now (`/metrics`).
+    pub fn turns_running(&self) -> usize {
+        let live: Vec<Arc<Session>> = lock(&self.live).values().cloned().collect();
+        live.iter().filter(|session| session.has_task()).count()
     }
 
     /// How many times a session left memory since the runtime started.

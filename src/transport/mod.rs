@@ -22,6 +22,7 @@
 //! * [`site`]: the built site's files, precompressed and cached by content hash.
 //! * [`people`]: one-time links (`/welcome/{token}`) and the passkey ceremonies that sign
 //!   people in (ADR 0024).
+//! * [`ops`]: `/healthz` (liveness), `/readyz` (readiness) and `/metrics` (Prometheus).
 //! * [`tools_page`]: `GET /tools`, the tools by where they come from and what each needs;
 //!   [`html`]: the plain pages' frame.
 
@@ -34,6 +35,7 @@ pub mod edge;
 pub mod error;
 pub mod functions;
 pub mod html;
+pub mod ops;
 pub mod pages;
 pub mod people;
 pub mod profile;

@@ -97,7 +97,11 @@ async fn chat(
     if segment.reports_usage_at_pause() {
         segment = segment.with_pause_metadata(pause_metadata(&state, &chat_id, transport).await?);
     }
-    Ok(stream_response(segment, super::edge::hold(&state, &client)))
+    Ok(stream_response(
+        &state,
+        segment,
+        super::edge::hold(&state, &client),
+    ))
 }
 
 /// What a pause's `finish` reports where the client's encoder says one (the seed's SSE
@@ -129,6 +133,7 @@ async fn resume(
     Ok(match segment::streaming_log(&state, &chat_id).await? {
         None => StatusCode::NO_CONTENT.into_response(),
         Some(log) => stream_response(
+            &state,
             Segment::replay(
                 log,
                 resume_encoder(&headers),
@@ -170,10 +175,12 @@ fn timing(headers: &HeaderMap) -> Option<TextTiming> {
 
 /// Streams a segment of a turn as SSE: a `data:` event per chunk, `[DONE]` at its end, a
 /// comment when the line is quiet. When `hold` ends (whoever asked was removed, or signed out)
-/// the stream ends at once, with an `error` chunk that says why.
-pub fn stream_response(segment: Segment, hold: Hold) -> Response {
-    let body = stream::unfold(Some((segment, hold)), |state| async move {
-        let (mut segment, hold) = state?;
+/// the stream ends at once, with an `error` chunk that says why. It counts as open in
+/// `/metrics` until its body is dropped.
+pub fn stream_response(state: &AppState, segment: Segment, hold: Hold) -> Response {
+    let open = state.runtime.metrics.sse_stream();
+    let body = stream::unfold(Some((segment, hold, open)), |state| async move {
+        let (mut segment, hold, open) = state?;
         let piece = tokio::select! {
             biased;
             why = hold.ended() => {
@@ -182,7 +189,7 @@ pub fn stream_response(segment: Segment, hold: Hold) -> Response {
             }
             piece = segment.next() => piece?,
         };
-        Some((Ok(frame_of(piece)), Some((segment, hold))))
+        Some((Ok(frame_of(piece)), Some((segment, hold, open))))
     });
     let mut response = Response::new(Body::from_stream(body));
     for (name, value) in UI_MESSAGE_STREAM_HEADERS {

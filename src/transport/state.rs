@@ -238,8 +238,12 @@ pub async fn open_stores(setting: &StoreSetting) -> Result<Stores, StartupError>
         StoreSetting::Sqlite { path, durability } => {
             Stores::all(Arc::new(SqliteStore::open_with(path, *durability)?))
         }
-        StoreSetting::Postgres { url } => {
-            Stores::all(Arc::new(PostgresStore::connect(&url.0).await?))
+        StoreSetting::Postgres { url, pool, listen } => {
+            let connections = crate::agent::store::postgres::Connections {
+                pool: *pool,
+                listen: listen.as_ref().map(|u| u.0.clone()),
+            };
+            Stores::all(Arc::new(PostgresStore::open(&url.0, &connections).await?))
         }
     })
 }

@@ -83,6 +83,15 @@ impl Principal {
         }
     }
 
+    /// Who sees the whole server (every chat's audit events, `/metrics`): an admin, or the
+    /// local person (the operator: the API key, or anyone on a server without sign-in).
+    pub fn sees_everything(&self) -> bool {
+        match self {
+            Principal::Local { .. } => true,
+            Principal::Person { roles, .. } => roles.contains(ADMIN),
+        }
+    }
+
     /// What the page is told about them.
     pub fn me(&self, mode: SignInMode) -> Me {
         Me {

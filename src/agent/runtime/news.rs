@@ -102,7 +102,7 @@ impl Runtime {
                         if taken_over {
                             drop(self.make_live(stored));
                         } else {
-                            self.inbox.sync(&stored.record);
+                            self.inbox.sync_loaded(&stored.record);
                         }
                     }
                     Ok(None) => {}

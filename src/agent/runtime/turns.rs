@@ -386,6 +386,7 @@ impl Runtime {
         let mut driver = self.driver(session, &turn, plan);
         driver.reissue = reissue;
         turn.task = Some(driver.spawn(DriveFrom::Start));
+        self.metrics.turn_started();
         let log = turn.log.clone();
         *live = Some(turn);
         TurnStarted {

@@ -289,6 +289,12 @@ pub trait SessionStore: Send + Sync + 'static {
         Ok(())
     }
 
+    /// How many instances use this database now (`/metrics`): on a shared one, those whose
+    /// heartbeat is fresh; this one alone otherwise.
+    async fn live_instances(&self) -> Result<u64, StoreError> {
+        Ok(1)
+    }
+
     /// Whether other instances may commit to this database too (Postgres): then a record in
     /// memory may be out of date, and a commit of an out-of-date record is refused
     /// ([`StoreError::is_conflict`]).

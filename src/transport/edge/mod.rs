@@ -9,7 +9,7 @@
 //!    `COUNTERSIGN_ALLOWED_ORIGINS` get `Access-Control-Allow-*`.
 //! 4. **Guard** (middleware [`guard`]):
 //!    * *authentication*, when `COUNTERSIGN_API_KEY` is set ([`auth`]): every route but
-//!      `/healthz`, the site's files and the sign-in pages needs the key (`Authorization: Bearer`,
+//!      `/healthz`, `/readyz`, the site's files and the sign-in pages needs the key (`Authorization: Bearer`,
 //!      `X-API-Key`), a sign-in session cookie, or for a WebSocket upgrade a single-use ticket;
 //!      failed attempts are throttled per address before any credential is checked again;
 //!    * *origin* (CSRF): a browser request that changes state or opens a WebSocket must come
@@ -82,6 +82,9 @@ pub struct Edge {
     max_body_bytes: usize,
     /// Cancelled when the server shuts down: open WebSockets close with 1001.
     pub shutdown: CancellationToken,
+    /// Cancelled when shutdown begins (before requests in flight finish): `/readyz` answers
+    /// 503 from then on, so a load balancer stops sending this instance new work.
+    pub draining: CancellationToken,
     /// The WebSockets' tasks, which shutdown waits for.
     pub sockets: TaskTracker,
 }
@@ -120,6 +123,7 @@ impl Edge {
             bodies: BodyBudget::new(http.body_bytes_per_address),
             max_body_bytes: http.max_body_bytes,
             shutdown: CancellationToken::new(),
+            draining: CancellationToken::new(),
             sockets: TaskTracker::new(),
         })
     }
@@ -246,6 +250,7 @@ pub fn hold(state: &AppState, client: &Client) -> crate::agent::people::Hold {
 /// one-time links, the site's files.
 fn is_public(path: &str) -> bool {
     path == "/healthz"
+        || path == "/readyz"
         || path == "/signin"
         || path == "/signout"
         || path == "/favicon.ico"
@@ -261,7 +266,7 @@ fn is_public(path: &str) -> bool {
 
 /// Paths that are API routes (401 instead of a redirect to the sign-in page).
 fn is_api(path: &str) -> bool {
-    path.starts_with("/api/") || path == "/stream" || path == "/live"
+    path.starts_with("/api/") || path == "/stream" || path == "/live" || path == "/metrics"
 }
 
 /// Middleware: refuses a request for a name that is not the server's own (421).

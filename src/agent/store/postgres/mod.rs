@@ -8,8 +8,9 @@
 //! - The tables and their JSON are the SQLite store's ([`super::sqlite`]), encoded and decoded by
 //!   the same code (the store's `encode`), so the two behave alike (the contract tests of [`super`]
 //!   run against both).
-//! - A pool of connections (deadpool, [`POOL_SIZE`] at most). Every commit is one transaction on
-//!   one of them; Postgres shares an fsync between the commits in flight. Unlike the SQLite
+//! - A pool of connections (deadpool, [`Connections::pool`] at most, `COUNTERSIGN_DB_POOL`), and
+//!   one more that listens for the other instances' news (ADR 0033: the connection budget).
+//!   Every commit is one transaction on one of them; Postgres shares an fsync between the commits in flight. Unlike the SQLite
 //!   writer, no instance can know what the last commit of a session wrote (another instance may
 //!   have made it), so every commit rewrites the session's pending views and inserts all of its
 //!   ledger rows, which `ON CONFLICT DO NOTHING` makes idempotent.
@@ -87,10 +88,43 @@ const CHAIN_MIGRATION: i64 = 8;
 /// The advisory lock instances take while they migrate ("CSGN", then 1 for the schema).
 const MIGRATION_LOCK: i64 = 0x4353_474e_0000_0001;
 
-/// Connections one instance keeps at most. A commit holds one for its transaction; a burst of
-/// commits beyond this waits for a connection rather than opening more (Postgres' own limit is
-/// shared by every instance).
-const POOL_SIZE: usize = 16;
+/// Connections one instance's pool keeps at most by default (`COUNTERSIGN_DB_POOL`). A commit
+/// holds one for its transaction; a burst of commits beyond this waits for a connection rather
+/// than opening more (Postgres' own limit is shared by every instance).
+pub const POOL_SIZE: usize = 16;
+
+/// The connections one instance opens to the database: its budget (ADR 0033) is `pool` + 1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Connections {
+    /// The pool's size at most (`COUNTERSIGN_DB_POOL`, default [`POOL_SIZE`]): every read and
+    /// commit takes one of these for one statement or one transaction, so the pool may go
+    /// through PgBouncer in transaction mode.
+    pub pool: usize,
+    /// Where the one connection that `LISTEN`s for the other instances' news goes
+    /// (`COUNTERSIGN_DB_LISTEN`; `None`: the database's own URL). `LISTEN` needs a session
+    /// of its own: behind PgBouncer in transaction mode, point this at Postgres directly or at
+    /// a session-mode pool.
+    pub listen: Option<String>,
+}
+
+impl Default for Connections {
+    fn default() -> Self {
+        Connections {
+            pool: POOL_SIZE,
+            listen: None,
+        }
+    }
+}
+
+/// The `application_name` each of an instance's connections gets (unless the URL names one), so
+/// `pg_stat_activity` shows whose they are: `countersign <instance>`, and `… listen` for the
+/// listening one.
+fn name_connections(config: &mut tokio_postgres::Config, instance: &str, role: &str) {
+    if config.get_application_name().is_none() {
+        let short = &instance[..instance.len().min(12)];
+        config.application_name(format!("countersign {short}{role}"));
+    }
+}
 
 /// News kept for a runtime that is slow to read it; beyond, it is told it missed some.
 const NEWS_BACKLOG: usize = 4_096;
@@ -215,18 +249,44 @@ impl PostgresStore {
     /// Connects to the database at `url` (`postgres://user:password@host:port/dbname`, or
     /// libpq's `key=value` form), proves it answers, and migrates it.
     pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
+        Self::open(url, &Connections::default()).await
+    }
+
+    /// [`PostgresStore::connect`] within the budget `connections`.
+    pub async fn open(url: &str, connections: &Connections) -> Result<PostgresStore, StoreError> {
         let config = tokio_postgres::Config::from_str(url)
             .map_err(|e| StoreError::caused_by("the Postgres URL is not valid", e))?;
-        Self::connect_with(config).await
+        let listen = match &connections.listen {
+            Some(url) => tokio_postgres::Config::from_str(url).map_err(|e| {
+                StoreError::caused_by("the Postgres URL to listen on is not valid", e)
+            })?,
+            None => config.clone(),
+        };
+        Self::open_with(config, listen, connections.pool).await
     }
 
     /// [`PostgresStore::connect`] with the URL already parsed.
-    async fn connect_with(mut config: tokio_postgres::Config) -> Result<PostgresStore, StoreError> {
+    #[cfg(test)]
+    async fn connect_with(config: tokio_postgres::Config) -> Result<PostgresStore, StoreError> {
+        Self::open_with(config.clone(), config, POOL_SIZE).await
+    }
+
+    /// A pool of at most `pool_size` connections on `config`, and the listening one on
+    /// `listen_config`.
+    async fn open_with(
+        mut config: tokio_postgres::Config,
+        mut listen_config: tokio_postgres::Config,
+        pool_size: usize,
+    ) -> Result<PostgresStore, StoreError> {
         let target = target_of(&config);
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(CONNECT_TIMEOUT);
+        for config in [&mut config, &mut listen_config] {
+            if config.get_connect_timeout().is_none() {
+                config.connect_timeout(CONNECT_TIMEOUT);
+            }
         }
-        let listen_config = config.clone();
+        let instance: Arc<str> = Arc::from(uuid::Uuid::new_v4().simple().to_string());
+        name_connections(&mut config, &instance, "");
+        name_connections(&mut listen_config, &instance, " listen");
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -235,13 +295,12 @@ impl PostgresStore {
             },
         );
         let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
+            .max_size(pool_size.max(1))
             .build()
             .map_err(|e| StoreError::caused_by("cannot set up the Postgres connection pool", e))?;
         let mut client = pool.get().await.map_err(|e| cannot_reach(&target, e))?;
         migrate(&mut client).await?;
         drop(client);
-        let instance: Arc<str> = Arc::from(uuid::Uuid::new_v4().simple().to_string());
         instances::register(&pool, &instance).await?;
         let stop = tokio_util::sync::CancellationToken::new();
         let (news, _) = tokio::sync::broadcast::channel(NEWS_BACKLOG);
@@ -708,6 +767,24 @@ impl SessionStore for PostgresStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         PostgresStore::ping(self).await
+    }
+
+    async fn live_instances(&self) -> Result<u64, StoreError> {
+        let context = "cannot count the live instances";
+        let row = self
+            .row(
+                &format!(
+                    "SELECT count(*) FROM countersign_instances WHERE seen_ms > {} - {LEASE_MS}",
+                    instances::NOW_MS
+                ),
+                &[],
+                context,
+            )
+            .await?;
+        Ok(row
+            .map(|r| r.get::<_, i64>(0))
+            .and_then(|n| u64::try_from(n).ok())
+            .unwrap_or(0))
     }
 
     fn shared(&self) -> bool {
