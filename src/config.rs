@@ -1,6 +1,6 @@
 //! Start-up configuration.
 //!
-//! The site settings come in three layers, each setting in one of them (docs/adr/0035, see
+//! The site settings come in three layers, each setting in one of them (docs/adr/0032, see
 //! [`site`]): how the site was built, in `[package.metadata.leptos]` of Cargo.toml, where
 //! cargo-leptos reads it and which the server embeds; where this server runs it (`site-addr`,
 //! `site-root`, `env`), in the `Leptos.toml` of the working directory (or the file

@@ -1,4 +1,4 @@
-//! The deployed server's site settings (ADR 0035): the real binary, started in a directory that
+//! The deployed server's site settings (ADR 0032): the real binary, started in a directory that
 //! holds a `Leptos.toml`, listens where the file says and serves the site root it names; the
 //! `LEPTOS_*` variables cargo-leptos passes still win over it; a file the server cannot use
 //! stops the start with a message naming the file and what to fix.

@@ -1,4 +1,4 @@
-//! The site settings the server serves with, in three layers (docs/adr/0035), each setting in
+//! The site settings the server serves with, in three layers (docs/adr/0032), each setting in
 //! one of them:
 //!
 //! 1. `[package.metadata.leptos]` of the Cargo.toml this binary was built with (embedded): how
