@@ -19,8 +19,8 @@ use countersign::{
     protocol::{Chunk, Dialect},
 };
 
-fn runtime(model: Arc<dyn Model>) -> Arc<Runtime> {
-    Runtime::new(
+fn runtime(model: Arc<dyn Model>, log: Option<Arc<ChunkLog>>) -> Arc<Runtime> {
+    let builder = Runtime::builder(
         model,
         ToolRegistry::standard(&ToolSettings {
             approval_timeout: Duration::from_secs(60),
@@ -31,7 +31,11 @@ fn runtime(model: Arc<dyn Model>) -> Arc<Runtime> {
         Arc::new(SequentialIds::default()),
         Arc::new(MemoryStore::default()),
         RuntimeSettings::default(),
-    )
+    );
+    match log {
+        Some(log) => builder.chunk_log(log).build(),
+        None => builder.build(),
+    }
 }
 
 async fn until_pause_or_end(log: &Arc<TurnLog>, from: usize) -> Vec<TurnEntry> {
@@ -107,8 +111,10 @@ async fn a_recorded_session_replays_to_the_same_chunks() {
     let dir = std::env::temp_dir().join(format!("countersign-chunk-log-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
 
-    let recorded = runtime(Arc::new(DemoModel::new(Duration::ZERO)));
-    recorded.set_chunk_log(Arc::new(ChunkLog::new(dir.clone()).unwrap()));
+    let recorded = runtime(
+        Arc::new(DemoModel::new(Duration::ZERO)),
+        Some(Arc::new(ChunkLog::new(dir.clone()).unwrap())),
+    );
     let original = conversation(&recorded).await;
     let log = recorded.chunk_log().unwrap();
     log.flush_all();
@@ -128,7 +134,7 @@ async fn a_recorded_session_replays_to_the_same_chunks() {
 
     let replay = ReplayModel::from_file(&path).unwrap();
     assert!(replay.label().contains("1 turn"), "{}", replay.label());
-    let replayed = conversation(&runtime(Arc::new(replay))).await;
+    let replayed = conversation(&runtime(Arc::new(replay), None)).await;
     assert_eq!(replayed, original);
 
     let _ = std::fs::remove_dir_all(&dir);

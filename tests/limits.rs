@@ -321,15 +321,16 @@ async fn instance(
         ..ToolSettings::default()
     });
     let policy = Policy::from_text(DAILY_LIMIT, &ToolFacts::all(&tools)).expect("the rules load");
-    let runtime = Runtime::new(
+    let runtime = Runtime::builder(
         Arc::new(DemoModel::new(Duration::ZERO)),
         tools,
         Arc::new(SystemClock),
         Arc::new(RandomIds),
         store.clone(),
         RuntimeSettings::default(),
-    );
-    runtime.set_policy(Arc::new(policy));
+    )
+    .policy(Arc::new(policy))
+    .build();
     runtime
         .policy()
         .restore(store.clone(), runtime.clock.now_ms())

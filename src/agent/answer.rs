@@ -48,7 +48,7 @@ pub enum Answers {
 
 /// What an answer did.
 #[derive(Debug)]
-pub enum Answered {
+pub enum AnswerOutcome {
     /// It was applied and committed (or handed to its turn): read the turn from the receipt.
     Applied(Receipt),
     /// Everything the client sent, the chat holds already: nothing was done. The chat's turn
@@ -67,7 +67,7 @@ impl Runtime {
         found: Option<Arc<Session>>,
         answers: Answers,
         actor: &Actor,
-    ) -> Result<Answered, InputError> {
+    ) -> Result<AnswerOutcome, InputError> {
         let inputs = match answers {
             Answers::Given(inputs) => inputs,
             Answers::Resent(resent) => {
@@ -91,7 +91,7 @@ impl Runtime {
                     }
                 };
                 if fresh.is_empty() {
-                    return Ok(Answered::Nothing(status));
+                    return Ok(AnswerOutcome::Nothing(status));
                 }
                 fresh
             }
@@ -113,7 +113,7 @@ impl Runtime {
             inputs: &inputs,
             actor,
         };
-        answer.go().await.map(Answered::Applied)
+        answer.go().await.map(AnswerOutcome::Applied)
     }
 
     /// [`Runtime::answer`] for answers given just now, to the chat `chat_id` as the runtime
@@ -129,9 +129,9 @@ impl Runtime {
             .answer(chat_id, found, Answers::Given(inputs.to_vec()), actor)
             .await?
         {
-            Answered::Applied(receipt) => Ok(receipt),
+            AnswerOutcome::Applied(receipt) => Ok(receipt),
             // Answers given are never judged echoes.
-            Answered::Nothing(_) => Err(InputError::NoActiveTurn),
+            AnswerOutcome::Nothing(_) => Err(InputError::NoActiveTurn),
         }
     }
 

@@ -174,12 +174,15 @@ pub struct Runtime {
     /// step (the tool list changes when an MCP server's does).
     system_prompt: Option<String>,
     /// Where every emitted chunk is recorded (`COUNTERSIGN_CHUNK_LOG`), if anywhere.
-    chunk_log: std::sync::OnceLock<Arc<ChunkLog>>,
+    chunk_log: Option<Arc<ChunkLog>>,
     /// The model of BIDI turns when it differs from `model` (Gemini Live).
-    live_model: std::sync::OnceLock<Arc<dyn Model>>,
-    /// The policy (rules, grants, running totals); each tool's own setting until one is set.
-    policy: std::sync::OnceLock<Arc<Policy>>,
-    /// The people who sign in, their roles and passkeys; the one local person until set.
+    live_model: Option<Arc<dyn Model>>,
+    /// The policy (rules, grants, running totals): the file's, or each tool's own setting.
+    policy: Arc<Policy>,
+    /// The people who sign in, their roles and passkeys. The one thing set after construction:
+    /// a passkeys server knows its people only once it knows its public address (WebAuthn's
+    /// relying party), i.e. after it binds ([`Runtime::set_people`]); until then, and on a
+    /// server without sign-in, the one local person.
     people: std::sync::OnceLock<Arc<crate::agent::people::People>>,
     live: Mutex<HashMap<String, Arc<Session>>>,
     /// When parked turns must wake up to expire what they wait for.
@@ -197,19 +200,79 @@ pub struct Runtime {
     release_later: Arc<ReleaseLater>,
 }
 
-impl Runtime {
-    pub fn new(
-        model: Arc<dyn Model>,
-        tools: ToolRegistry,
-        clock: Arc<dyn Clock>,
-        ids: Arc<dyn IdGen>,
-        store: Arc<dyn SessionStore>,
-        settings: RuntimeSettings,
-    ) -> Arc<Self> {
+/// Builds a [`Runtime`] whole: what it needs, then what it may have (a BIDI model, a chunk log,
+/// a policy, people), then [`RuntimeBuilder::build`]. Nothing is set on a runtime afterwards
+/// but its people (see [`Runtime::set_people`]).
+pub struct RuntimeBuilder {
+    model: Arc<dyn Model>,
+    tools: ToolRegistry,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdGen>,
+    store: Arc<dyn SessionStore>,
+    settings: RuntimeSettings,
+    live_model: Option<Arc<dyn Model>>,
+    chunk_log: Option<Arc<ChunkLog>>,
+    policy: Option<Arc<Policy>>,
+    people: Option<Arc<crate::agent::people::People>>,
+}
+
+impl RuntimeBuilder {
+    /// The tools the runtime will have (a policy file is checked against them).
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.tools
+    }
+
+    /// The runtime's clock (a policy loaded now is stamped with it).
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// BIDI turns use `model` (Gemini Live) instead of the runtime's model.
+    pub fn live_model(mut self, model: Arc<dyn Model>) -> Self {
+        self.live_model = Some(model);
+        self
+    }
+
+    /// Every chunk of every session is recorded in `log`.
+    pub fn chunk_log(mut self, log: Arc<ChunkLog>) -> Self {
+        self.chunk_log = Some(log);
+        self
+    }
+
+    /// Calls are decided with `policy` (without one: each tool's own setting).
+    pub fn policy(mut self, policy: Arc<Policy>) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// People sign in from `people` (without: the one local person, until
+    /// [`Runtime::set_people`]).
+    pub fn people(mut self, people: Arc<crate::agent::people::People>) -> Self {
+        self.people = Some(people);
+        self
+    }
+
+    pub fn build(self) -> Arc<Runtime> {
+        let RuntimeBuilder {
+            model,
+            tools,
+            clock,
+            ids,
+            store,
+            settings,
+            live_model,
+            chunk_log,
+            policy,
+            people,
+        } = self;
         let system_prompt = settings.system_prompt.clone();
         let metrics = Arc::new(super::metrics::Metrics::new(store.database()));
         let inbox = Arc::new(super::inbox::Inbox::metered(metrics.clone()));
         let store = super::metrics::Metered::wrap(store, metrics.clone());
+        let people_once = std::sync::OnceLock::new();
+        if let Some(people) = people {
+            let _ = people_once.set(people);
+        }
         Arc::new(Runtime {
             commits: Commits::new(store.clone(), inbox.clone()),
             model,
@@ -222,10 +285,10 @@ impl Runtime {
             questions: Arc::default(),
             inbox,
             metrics,
-            chunk_log: std::sync::OnceLock::new(),
-            live_model: std::sync::OnceLock::new(),
-            policy: std::sync::OnceLock::new(),
-            people: std::sync::OnceLock::new(),
+            chunk_log,
+            live_model,
+            policy: policy.unwrap_or_else(|| Arc::new(Policy::tool_defaults())),
+            people: people_once,
             live: Mutex::new(HashMap::new()),
             deadlines: Arc::default(),
             followers: Followers::default(),
@@ -235,23 +298,48 @@ impl Runtime {
             release_later: Arc::default(),
         })
     }
+}
 
-    /// Records every chunk of every session in `log` from now on (set once, at start-up).
-    pub fn set_chunk_log(&self, log: Arc<ChunkLog>) {
-        let _ = self.chunk_log.set(log);
+impl Runtime {
+    /// A runtime with nothing optional (no BIDI model of its own, no chunk log, each tool's
+    /// own approval setting, the one local person): [`Runtime::builder`] for more.
+    pub fn new(
+        model: Arc<dyn Model>,
+        tools: ToolRegistry,
+        clock: Arc<dyn Clock>,
+        ids: Arc<dyn IdGen>,
+        store: Arc<dyn SessionStore>,
+        settings: RuntimeSettings,
+    ) -> Arc<Self> {
+        Self::builder(model, tools, clock, ids, store, settings).build()
     }
 
-    /// Decides calls with `policy` (set once, at start-up, before the first turn).
-    pub fn set_policy(&self, policy: Arc<Policy>) {
-        if self.policy.set(policy).is_err() {
-            tracing::error!("the policy was set twice; the first stays");
+    /// What a runtime needs; the rest is the builder's.
+    pub fn builder(
+        model: Arc<dyn Model>,
+        tools: ToolRegistry,
+        clock: Arc<dyn Clock>,
+        ids: Arc<dyn IdGen>,
+        store: Arc<dyn SessionStore>,
+        settings: RuntimeSettings,
+    ) -> RuntimeBuilder {
+        RuntimeBuilder {
+            model,
+            tools,
+            clock,
+            ids,
+            store,
+            settings,
+            live_model: None,
+            chunk_log: None,
+            policy: None,
+            people: None,
         }
     }
 
     /// The policy calls are decided with.
     pub fn policy(&self) -> &Arc<Policy> {
-        self.policy
-            .get_or_init(|| Arc::new(Policy::tool_defaults()))
+        &self.policy
     }
 
     /// Signs people in with `people` (set once, at start-up, before the first request).
@@ -291,14 +379,9 @@ impl Runtime {
         }
     }
 
-    /// Makes BIDI turns use `model` (set once, at start-up).
-    pub fn set_live_model(&self, model: Arc<dyn Model>) {
-        let _ = self.live_model.set(model);
-    }
-
     /// The model that answers turns started on `transport` (`bidi` may have its own).
     pub fn model_for(&self, transport: Transport) -> &Arc<dyn Model> {
-        match self.live_model.get() {
+        match &self.live_model {
             Some(live) if transport == Transport::Bidi => live,
             _ => &self.model,
         }
@@ -318,7 +401,7 @@ impl Runtime {
 
     /// The model(s) in use, as the banner and the UI name them.
     pub fn models_label(&self) -> String {
-        match self.live_model.get() {
+        match &self.live_model {
             Some(live) => format!("{} · BIDI: {}", self.model.label(), live.label()),
             None => self.model.label(),
         }
@@ -326,7 +409,7 @@ impl Runtime {
 
     /// The chunk log, if one is configured.
     pub fn chunk_log(&self) -> Option<&Arc<ChunkLog>> {
-        self.chunk_log.get()
+        self.chunk_log.as_ref()
     }
 
     /// The live session of `chat_id`, loaded from the store or created.

@@ -30,7 +30,7 @@ use super::{
 use crate::{
     agent::{
         Runtime, Session, TextTiming, TurnEntry, TurnLog, TurnStatus,
-        answer::{Answered, Answers},
+        answer::{AnswerOutcome, Answers},
         session::LogReader,
         store::Actor,
     },
@@ -68,8 +68,8 @@ pub async fn open(
         ChatCommand::Answer { message, .. } => {
             let (session, answers) = read_answers(runtime, chat_id, &message, principal).await?;
             let receipt = match runtime.answer(chat_id, session, answers, actor).await? {
-                Answered::Applied(receipt) => receipt,
-                Answered::Nothing(status) => return Err(nothing_to_continue(status)),
+                AnswerOutcome::Applied(receipt) => receipt,
+                AnswerOutcome::Nothing(status) => return Err(nothing_to_continue(status)),
             };
             tracing::info!(chat = chat_id, %transport, "continuing turn");
             Ok(Opened {

@@ -260,7 +260,7 @@ pub fn build_runtime(
         (None, Some(provider)) => provider.clone().build()?,
         (None, None) => Arc::new(DemoModel::new(agent.demo_delay)),
     };
-    let runtime = Runtime::new(
+    let mut builder = Runtime::builder(
         model,
         tools,
         Arc::new(SystemClock),
@@ -270,11 +270,11 @@ pub fn build_runtime(
     );
     if let Some(live) = &agent.live {
         let model = crate::models::providers::GeminiLiveModel::new(live.clone())?;
-        runtime.set_live_model(Arc::new(model));
+        builder = builder.live_model(Arc::new(model));
     }
     if let Some(dir) = &agent.chunk_log {
         let log = crate::agent::chunk_log::ChunkLog::new(dir.clone())?;
-        runtime.set_chunk_log(Arc::new(log));
+        builder = builder.chunk_log(Arc::new(log));
     }
     if let Some(path) = &agent.policy {
         // Checked against Countersign's own tools now; MCP servers' tools are checked when
@@ -286,14 +286,15 @@ pub fn build_runtime(
             .unwrap_or_default();
         let policy = Policy::from_file(
             path,
-            &ToolFacts::all(&runtime.tools),
+            &ToolFacts::all(builder.tools()),
             servers,
-            runtime.clock.now_ms(),
+            builder.clock().now_ms(),
         )?;
         let status = policy.status();
         tracing::info!(file = %path.display(), rules = status.rules.len(), version = ?status.version, "policy loaded");
-        runtime.set_policy(Arc::new(policy));
+        builder = builder.policy(Arc::new(policy));
     }
+    let runtime = builder.build();
     Ok(runtime)
 }
 

@@ -428,17 +428,18 @@ mod tests {
         ] {
             let tools = ToolRegistry::standard(&Default::default());
             let facts = crate::agent::policy::ToolFacts::all(&tools);
-            let runtime = Runtime::new(
+            let runtime = Runtime::builder(
                 Arc::new(Pays(json!({"amount": 5, "recipient": written}))),
                 tools,
                 Arc::new(super::super::clock::SystemClock),
                 Arc::new(super::super::clock::SequentialIds::default()),
                 Arc::new(super::super::store::MemoryStore::default()),
                 RuntimeSettings::default(),
-            );
-            runtime.set_policy(Arc::new(
+            )
+            .policy(Arc::new(
                 crate::agent::policy::Policy::from_text(&policy, &facts).unwrap(),
-            ));
+            ))
+            .build();
             let started = runtime
                 .start_turn(
                     "c",

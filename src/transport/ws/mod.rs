@@ -73,7 +73,7 @@ use crate::{
     agent::people::{Ending, Hold},
     agent::{
         ApprovalDecision, BrowserResult, PersonInput, Runtime, Session, TextTiming, TurnEntry,
-        answer::{Answered, Answers},
+        answer::{AnswerOutcome, Answers},
         followers::Following,
         session::{LogReader, Read, TurnLog},
     },
@@ -604,7 +604,7 @@ impl Connection {
     ) -> Next {
         let actor = self.client.actor(self.profile.transport);
         match self.runtime.answer(chat, session, answers, &actor).await {
-            Ok(Answered::Applied(receipt)) => {
+            Ok(AnswerOutcome::Applied(receipt)) => {
                 match &mut self.turn {
                     // Already reading it, or waiting at its pause: go on from there.
                     Some(turn) if turn.turn_id == receipt.turn_id => {
@@ -616,7 +616,7 @@ impl Connection {
                 }
                 Next::Continue
             }
-            Ok(Answered::Nothing(_)) => Next::Continue,
+            Ok(AnswerOutcome::Nothing(_)) => Next::Continue,
             Err(e) => self.send_api_error(socket, ApiError::from(e)).await,
         }
     }

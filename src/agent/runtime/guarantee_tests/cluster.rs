@@ -56,20 +56,11 @@ impl System {
         });
         let facts = ToolFacts::all(&tools);
         let clock = Arc::new(TokioClock::starting_at(world.now));
-        let rt = Runtime::new(
-            Arc::new(Pays),
-            tools,
-            clock.clone(),
-            Arc::new(RandomIds),
-            store.clone(),
-            RuntimeSettings::default(),
-        );
         let policy = Policy::from_text(RULES, &facts).expect("the rules load");
         policy
             .restore(store.clone(), world.now)
             .await
             .expect("the book is read");
-        rt.set_policy(Arc::new(policy));
         // People live in the same store as the chats (a restart reads them back).
         let mut people = PeopleStore::people(store.as_ref()).await.expect("people");
         if people.is_empty() {
@@ -79,7 +70,17 @@ impl System {
                 people.push(someone);
             }
         }
-        rt.set_people(Arc::new(People::with_people_in(store.clone(), people)));
+        let rt = Runtime::builder(
+            Arc::new(Pays),
+            tools,
+            clock.clone(),
+            Arc::new(RandomIds),
+            store.clone(),
+            RuntimeSettings::default(),
+        )
+        .policy(Arc::new(policy))
+        .people(Arc::new(People::with_people_in(store.clone(), people)))
+        .build();
         rt.resume_unfinished()
             .await
             .expect("unfinished turns resume");

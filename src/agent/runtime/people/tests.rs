@@ -161,19 +161,20 @@ async fn team() -> Team {
     });
     let policy = Policy::from_text(POLICY, &ToolFacts::all(&tools)).unwrap();
     let sessions = Arc::new(MemoryStore::default());
-    let runtime = Runtime::new(
+    let runtime = Runtime::builder(
         Arc::new(DemoModel::new(Duration::ZERO)),
         tools,
         Arc::new(SystemClock),
         Arc::new(SequentialIds::default()),
         sessions.clone(),
         RuntimeSettings::default(),
-    );
-    runtime.set_policy(Arc::new(policy));
-    runtime.set_people(Arc::new(People::with_people_in(
+    )
+    .policy(Arc::new(policy))
+    .people(Arc::new(People::with_people_in(
         people.clone(),
         team.to_vec(),
-    )));
+    )))
+    .build();
     let started = runtime
         .start_turn_as(
             "c",

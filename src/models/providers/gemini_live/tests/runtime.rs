@@ -25,7 +25,7 @@ async fn payment_awaiting_approval(
     use crate::protocol::Chunk;
 
     let mut server = FakeLive::start().await;
-    let runtime = Runtime::new(
+    let runtime = Runtime::builder(
         Arc::new(DemoModel::new(Duration::ZERO)),
         ToolRegistry::standard(&ToolSettings {
             approval_timeout: Duration::from_secs(60),
@@ -39,8 +39,9 @@ async fn payment_awaiting_approval(
             text_timing: TextTiming::Progressive,
             ..RuntimeSettings::default()
         },
-    );
-    runtime.set_live_model(Arc::new(live(&server, BLOCKING_MODEL)));
+    )
+    .live_model(Arc::new(live(&server, BLOCKING_MODEL)))
+    .build();
     let started = within(
         "start",
         runtime.start_turn(
