@@ -145,6 +145,7 @@ async fn complete(State(seen): State<Seen>, Json(request): Json<Value>) -> impl 
 }
 
 mod common;
+use common::stream::user;
 
 use common::{
     binary::Binary,
@@ -210,12 +211,6 @@ impl Fixture {
     fn path(&self, name: &str) -> String {
         self.root.join(name).display().to_string()
     }
-}
-
-fn user(chat: &str, text: &str) -> Value {
-    json!({"id": chat, "trigger": "submit-message", "messages": [
-        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}
-    ]})
 }
 
 /// (approval id, tool call id, message id, tool name, input) of a paused response.

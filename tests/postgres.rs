@@ -13,6 +13,7 @@ use std::{process::Command, str::FromStr, time::Duration};
 use serde_json::{Value, json};
 
 mod common;
+use common::stream::{answer, user};
 
 use common::binary::Binary;
 
@@ -34,33 +35,6 @@ async fn start(url: &str) -> Binary {
         ("COUNTERSIGN_WEATHER", "offline".to_owned()),
     ])
     .await
-}
-
-fn user(chat: &str, text: &str) -> Value {
-    json!({"id": chat, "trigger": "submit-message", "messages": [
-        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}
-    ]})
-}
-
-/// The answer to the approval request among `chunks`.
-fn answer(chat: &str, text: &str, chunks: &[Value], approved: bool) -> Value {
-    let request = chunks
-        .iter()
-        .find(|c| c["type"] == "tool-approval-request")
-        .expect("an approval request");
-    let call = request["toolCallId"].as_str().expect("a call id");
-    let input = &chunks
-        .iter()
-        .find(|c| c["type"] == "tool-input-available" && c["toolCallId"] == call)
-        .expect("the call's input")["input"];
-    let message = &chunks.iter().find(|c| c["type"] == "start").expect("start")["messageId"];
-    json!({"id": chat, "trigger": "submit-message", "messages": [
-        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]},
-        {"id": message, "role": "assistant", "parts": [
-            {"type": "tool-process_payment", "toolCallId": call, "state": "approval-responded",
-             "input": input, "approval": {"id": request["approvalId"], "approved": approved}}
-        ]}
-    ]})
 }
 
 #[tokio::test]

@@ -11,6 +11,7 @@ use std::{
 use serde_json::{Value, json};
 
 mod common;
+use common::stream::user;
 
 use common::stream::frames_until;
 
@@ -46,12 +47,6 @@ fn remove_db(path: &Path) {
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
-}
-
-fn user(chat: &str, text: &str) -> Value {
-    json!({"id": chat, "trigger": "submit-message", "messages": [
-        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}
-    ]})
 }
 
 /// The approval request of a paused response: (approval id, tool call id, message id, input).

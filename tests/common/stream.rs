@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 /// `POST {base}/api/chat` with `body`; its chunks, one by one as they come.
@@ -110,4 +110,32 @@ pub fn chunks_of(frames: &[String]) -> Vec<Value> {
         .filter_map(|f| f.strip_prefix("data: "))
         .filter_map(|d| serde_json::from_str(d.trim_end()).ok())
         .collect()
+}
+
+/// An AI SDK `submit-message` body: chat `chat`, one user message `text`.
+pub fn user(chat: &str, text: &str) -> Value {
+    json!({"id": chat, "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}
+    ]})
+}
+
+/// The answer to the approval request among `chunks`.
+pub fn answer(chat: &str, text: &str, chunks: &[Value], approved: bool) -> Value {
+    let request = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-approval-request")
+        .expect("an approval request");
+    let call = request["toolCallId"].as_str().expect("a call id");
+    let input = &chunks
+        .iter()
+        .find(|c| c["type"] == "tool-input-available" && c["toolCallId"] == call)
+        .expect("the call's input")["input"];
+    let message = &chunks.iter().find(|c| c["type"] == "start").expect("start")["messageId"];
+    json!({"id": chat, "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]},
+        {"id": message, "role": "assistant", "parts": [
+            {"type": "tool-process_payment", "toolCallId": call, "state": "approval-responded",
+             "input": input, "approval": {"id": request["approvalId"], "approved": approved}}
+        ]}
+    ]})
 }
