@@ -53,7 +53,13 @@ async fn main() -> std::process::ExitCode {
         return std::process::ExitCode::from(report.code);
     }
 
-    server::init_tracing();
+    let telemetry = match server::init_tracing() {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            eprintln!("countersign: configuration error: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
     let config = match Config::load() {
         Ok(config) => config,
         Err(e) => {
@@ -76,7 +82,12 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    match server::serve(listener, state, server::shutdown_signal()).await {
+    let served = server::serve(listener, state, server::shutdown_signal()).await;
+    if telemetry.exporting() {
+        // The batch exporter's last spans leave before the process does.
+        let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+    }
+    match served {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("countersign: server error: {e}");

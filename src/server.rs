@@ -15,6 +15,9 @@ use axum::{
 use leptos::prelude::provide_context;
 
 pub use crate::transport::state::{AppState, StartupError};
+pub use telemetry::{Telemetry, TelemetryError, init_tracing};
+
+mod telemetry;
 use crate::{
     agent::{Runtime, store::StoreNews},
     transport, ui,
@@ -91,7 +94,52 @@ pub fn router(state: AppState) -> Router {
             edge::check_host,
         ))
         .layer(compression())
+        .layer(request_spans())
         .with_state(state)
+}
+
+type MakeSpan = fn(&axum::http::Request<axum::body::Body>) -> tracing::Span;
+type OnResponse = fn(&axum::http::Response<axum::body::Body>, std::time::Duration, &tracing::Span);
+type RequestSpans = tower_http::trace::TraceLayer<
+    tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
+    MakeSpan,
+    (),
+    OnResponse,
+    (),
+    (),
+    (),
+>;
+
+/// A span per request (`http`), named by its route pattern (never the raw path, which may
+/// carry a chat id), ended with the status; exported when tracing is (`telemetry`). Nothing
+/// is logged per request.
+fn request_spans() -> RequestSpans {
+    fn span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+        let route = request
+            .extensions()
+            .get::<axum::extract::MatchedPath>()
+            .map_or("(site file)", |path| path.as_str());
+        tracing::info_span!(
+            "http",
+            method = %request.method(),
+            route = %route,
+            status = tracing::field::Empty,
+        )
+    }
+    fn ended(
+        response: &axum::http::Response<axum::body::Body>,
+        _latency: std::time::Duration,
+        span: &tracing::Span,
+    ) {
+        span.record("status", response.status().as_u16());
+    }
+    tower_http::trace::TraceLayer::new_for_http()
+        .make_span_with(span as MakeSpan)
+        .on_request(())
+        .on_response(ended as OnResponse)
+        .on_body_chunk(())
+        .on_eos(())
+        .on_failure(())
 }
 
 /// Marks a page as one the browser must check with the server before showing it again.
@@ -523,17 +571,6 @@ pub async fn shutdown_signal() {
         () = ctrl_c => tracing::info!("Ctrl-C received, shutting down"),
         () = terminate => tracing::info!("SIGTERM received, shutting down"),
     }
-}
-
-/// Logs to stderr; `RUST_LOG` filters (default: info for Countersign, warn elsewhere).
-pub fn init_tracing() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("warn,countersign=info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
 }
 
 #[cfg(test)]

@@ -369,3 +369,134 @@ async fn readyz_is_503_while_postgres_is_down_and_healthz_stays_200() {
     pg_sh(&["stop", &dir]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The spans of one OTLP/JSON export body: (name, trace id, attributes as strings).
+fn spans_of(body: &Value) -> Vec<(String, String, BTreeMap<String, String>)> {
+    let mut spans = Vec::new();
+    let resources = body["resourceSpans"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for scope in resources
+        .iter()
+        .flat_map(|r| r["scopeSpans"].as_array().cloned().unwrap_or_default())
+    {
+        for span in scope["spans"].as_array().cloned().unwrap_or_default() {
+            let attributes = span["attributes"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|a| {
+                    let value = &a["value"];
+                    let text = value["stringValue"]
+                        .as_str()
+                        .map(str::to_owned)
+                        .or_else(|| value["intValue"].as_str().map(str::to_owned))
+                        .or_else(|| value["intValue"].as_i64().map(|n| n.to_string()))
+                        .or_else(|| value["boolValue"].as_bool().map(|b| b.to_string()))
+                        .unwrap_or_default();
+                    (a["key"].as_str().unwrap_or_default().to_owned(), text)
+                })
+                .collect();
+            spans.push((
+                span["name"].as_str().unwrap_or_default().to_owned(),
+                span["traceId"].as_str().unwrap_or_default().to_owned(),
+                attributes,
+            ));
+        }
+    }
+    spans
+}
+
+/// With an OTLP endpoint set, an approval's round trip reaches the collector as spans — the
+/// request, the turn, the tool, the answer and the commits, the tool inside its turn's trace —
+/// named by chat and tool, never by what the person wrote.
+#[cfg(unix)]
+#[tokio::test]
+async fn an_approval_is_traced_to_an_otlp_collector_without_its_words() {
+    use common::binary::Binary;
+
+    let (exports, mut exported) = tokio::sync::mpsc::unbounded_channel::<(String, Value)>();
+    let collector = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let exports = exports.clone();
+            async move {
+                let text = String::from_utf8_lossy(&body).into_owned();
+                let value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                let _ = exports.send((text, value));
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port for the collector");
+    let collector_addr = listener.local_addr().expect("bound");
+    tokio::spawn(async move { axum::serve(listener, collector).await });
+
+    let app = Binary::start(&[
+        ("COUNTERSIGN_DB", ":memory:".into()),
+        (
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://{collector_addr}"),
+        ),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json".into()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "20".into()),
+    ])
+    .await;
+    let ask = "Send $50 to Hanako";
+    let asked = chat(&app.base, user("traced-chat", ask)).await;
+    let done = chat(&app.base, answer("traced-chat", ask, &asked, true)).await;
+    assert!(
+        done.iter().any(|c| c["type"] == "tool-output-available"),
+        "{done:?}"
+    );
+
+    let mut spans = Vec::new();
+    let has = |spans: &[(String, String, BTreeMap<String, String>)],
+               name: &str,
+               key: &str,
+               value: &str| {
+        spans
+            .iter()
+            .any(|(n, _, a)| n == name && a.get(key).map(String::as_str) == Some(value))
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !(has(&spans, "http", "route", "/api/chat")
+        && has(&spans, "turn", "chat", "traced-chat")
+        && has(&spans, "tool", "tool", "process_payment")
+        && has(&spans, "answer", "chat", "traced-chat")
+        && has(&spans, "commit", "chat", "traced-chat"))
+    {
+        let (text, body) = tokio::time::timeout_at(deadline, exported.recv())
+            .await
+            .unwrap_or_else(|_| panic!("the spans did not all arrive; got {spans:?}"))
+            .expect("the collector runs");
+        assert!(
+            !text.contains("Hanako") && !text.contains("$50"),
+            "an export carries the person's words: {text}"
+        );
+        spans.extend(spans_of(&body));
+    }
+    let trace_of = |name: &str| {
+        spans
+            .iter()
+            .filter(|(n, _, _)| n == name)
+            .map(|(_, t, _)| t.clone())
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        trace_of("tool")
+            .iter()
+            .any(|t| trace_of("turn").contains(t)),
+        "the tool runs inside a turn's trace: {spans:?}"
+    );
+    assert!(
+        spans
+            .iter()
+            .any(|(n, _, a)| n == "http" && a.get("status").map(String::as_str) == Some("200")),
+        "{spans:?}"
+    );
+}

@@ -61,6 +61,7 @@ impl Runtime {
     /// as the caller found it (`None`: it does not exist). An approval id that belongs to
     /// another chat is reported as such. Nothing an answer causes reaches any client before the
     /// answer and its audit entries are on disk (see the module's steps).
+    #[tracing::instrument(name = "answer", skip_all, fields(chat = %chat_id, person = ?actor.person, via = %actor.transport))]
     pub async fn answer(
         self: &Arc<Self>,
         chat_id: &str,

@@ -48,6 +48,7 @@ impl Commits {
     /// Commits `session`'s record with the events waiting for a commit and `events`; `log`:
     /// the turn's log so far, kept with the record (a pause, or every commit on a shared
     /// database). Returns the record written.
+    #[tracing::instrument(name = "commit", skip_all, fields(chat = %session.id, paused = log.is_some()))]
     pub(crate) async fn commit(
         &self,
         session: &Session,

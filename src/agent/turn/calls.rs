@@ -7,6 +7,7 @@ use std::time::Duration;
 use futures::{FutureExt, StreamExt, future::BoxFuture, stream::FuturesUnordered};
 use serde_json::Value;
 use tokio::sync::broadcast;
+use tracing::Instrument;
 
 use super::audit::{audit_event, executed_event};
 use super::{Flow, TurnDriver};
@@ -406,9 +407,10 @@ impl TurnDriver {
                 self.rt.ids.clone(),
             )),
         };
+        let span = tracing::info_span!("tool", tool = %call.name, call = %call.id);
         async move {
             let outcome = match executor {
-                Some(Executor::Server(tool)) => match tool.call(args, ctx).await {
+                Some(Executor::Server(tool)) => match tool.call(args, ctx).instrument(span).await {
                     Ok(output) => Outcome::Output { output },
                     Err(e) => Outcome::Error { message: e.0 },
                 },

@@ -20,6 +20,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::{
     Transport,
@@ -156,13 +157,25 @@ impl TurnDriver {
                 Arc::downgrade(&self.log),
             );
         }
-        tokio::spawn(async move {
-            let runtime = self.rt.clone();
-            let chat = self.session.id.clone();
-            if self.run(from).await {
-                runtime.release_parked(&chat);
+        // One span per drive of the turn (a resumed turn is a new one): what an OpenTelemetry
+        // export shows as the turn, with its tool calls, answers and commits inside (ADR 0033).
+        let span = tracing::info_span!(
+            "turn",
+            chat = %self.session.id,
+            turn = %self.turn_id,
+            transport = ?self.transport,
+            resumed = matches!(from, DriveFrom::Pause(_)),
+        );
+        tokio::spawn(
+            async move {
+                let runtime = self.rt.clone();
+                let chat = self.session.id.clone();
+                if self.run(from).await {
+                    runtime.release_parked(&chat);
+                }
             }
-        })
+            .instrument(span),
+        )
     }
 
     /// Drives the turn until it ends (false) or parks (true).
