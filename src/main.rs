@@ -75,7 +75,14 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(1);
         }
     };
-    let state = match server::AppState::new(config).await {
+    let bound = match listener.local_addr() {
+        Ok(bound) => bound,
+        Err(e) => {
+            eprintln!("countersign: cannot tell where it listens ({addr}): {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    let state = match server::AppState::new(config, bound).await {
         Ok(state) => state,
         Err(e) => {
             eprintln!("countersign: cannot start: {e}");

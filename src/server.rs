@@ -204,17 +204,23 @@ const SESSION_SWEEP: std::time::Duration = std::time::Duration::from_secs(60);
 const OVERDUE_SWEEP: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Serves `state` on `listener` until `shutdown` completes, then lets in-flight requests finish.
+/// `state` must have been built for the address `listener` is bound to (its host names and its
+/// people's relying party follow it).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let addr = listener.local_addr()?;
-    state.bind(addr);
-    // People (passkeys mode) come before sign-ins are checked; the set-up link is printed with
-    // the banner.
+    if state.edge.hosts.addr() != addr {
+        return Err(std::io::Error::other(format!(
+            "the state was built for {} but the listener is bound to {addr}",
+            state.edge.hosts.addr()
+        )));
+    }
+    // The set-up link of a passkeys server nobody can manage yet is printed with the banner.
     let setup_link = state
-        .start_people(addr)
+        .setup_link()
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     // Sign-in sessions need the store's secret: a store that cannot give it stops the start.
@@ -583,7 +589,9 @@ mod tests {
 
     async fn state() -> AppState {
         let env = |k: &str| (k == "COUNTERSIGN_DB").then(|| ":memory:".to_string());
-        AppState::new(Config::resolve(env).unwrap()).await.unwrap()
+        let config = Config::resolve(env).unwrap();
+        let addr = config.site.site_addr;
+        AppState::new(config, addr).await.unwrap()
     }
 
     async fn get(path: &str) -> (StatusCode, String, String) {

@@ -339,13 +339,14 @@ async fn readyz_is_503_while_postgres_is_down_and_healthz_stays_200() {
         env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone())
     })
     .expect("valid settings");
-    let state = countersign::server::AppState::new(config)
-        .await
-        .expect("the server starts on the cluster");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("a free port");
-    let base = format!("http://{}", listener.local_addr().expect("bound"));
+    let bound = listener.local_addr().expect("bound");
+    let state = countersign::server::AppState::new(config, bound)
+        .await
+        .expect("the server starts on the cluster");
+    let base = format!("http://{bound}");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let served = tokio::spawn(countersign::server::serve(listener, state, async {
         let _ = stopped.await;

@@ -109,6 +109,8 @@ impl std::fmt::Display for Transport {
         f.write_str(self.as_str())
     }
 }
-pub use runtime::{Runtime, RuntimeSettings, TextTiming, TurnError, TurnStarted, UserTurn};
+pub use runtime::{
+    Runtime, RuntimeBuilder, RuntimeSettings, TextTiming, TurnError, TurnStarted, UserTurn,
+};
 pub use session::{Session, SessionRecord, TurnEntry, TurnLog, TurnStatus};
 pub use store::SessionStore;

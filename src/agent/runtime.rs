@@ -179,11 +179,10 @@ pub struct Runtime {
     live_model: Option<Arc<dyn Model>>,
     /// The policy (rules, grants, running totals): the file's, or each tool's own setting.
     policy: Arc<Policy>,
-    /// The people who sign in, their roles and passkeys. The one thing set after construction:
-    /// a passkeys server knows its people only once it knows its public address (WebAuthn's
-    /// relying party), i.e. after it binds ([`Runtime::set_people`]); until then, and on a
+    /// The people who sign in, their roles and passkeys (a passkeys server's are built once it
+    /// knows the address it listens on, WebAuthn's relying party, before its runtime); on a
     /// server without sign-in, the one local person.
-    people: std::sync::OnceLock<Arc<crate::agent::people::People>>,
+    people: Arc<crate::agent::people::People>,
     live: Mutex<HashMap<String, Arc<Session>>>,
     /// When parked turns must wake up to expire what they wait for.
     deadlines: Arc<Deadlines>,
@@ -201,8 +200,7 @@ pub struct Runtime {
 }
 
 /// Builds a [`Runtime`] whole: what it needs, then what it may have (a BIDI model, a chunk log,
-/// a policy, people), then [`RuntimeBuilder::build`]. Nothing is set on a runtime afterwards
-/// but its people (see [`Runtime::set_people`]).
+/// a policy, people), then [`RuntimeBuilder::build`]. Nothing is set on a runtime afterwards.
 pub struct RuntimeBuilder {
     model: Arc<dyn Model>,
     tools: ToolRegistry,
@@ -245,8 +243,8 @@ impl RuntimeBuilder {
         self
     }
 
-    /// People sign in from `people` (without: the one local person, until
-    /// [`Runtime::set_people`]).
+    /// People sign in from `people` (without: the one local person of a server without
+    /// sign-in).
     pub fn people(mut self, people: Arc<crate::agent::people::People>) -> Self {
         self.people = Some(people);
         self
@@ -269,10 +267,6 @@ impl RuntimeBuilder {
         let metrics = Arc::new(super::metrics::Metrics::new(store.database()));
         let inbox = Arc::new(super::inbox::Inbox::metered(metrics.clone()));
         let store = super::metrics::Metered::wrap(store, metrics.clone());
-        let people_once = std::sync::OnceLock::new();
-        if let Some(people) = people {
-            let _ = people_once.set(people);
-        }
         Arc::new(Runtime {
             commits: Commits::new(store.clone(), inbox.clone()),
             model,
@@ -288,7 +282,11 @@ impl RuntimeBuilder {
             chunk_log,
             live_model,
             policy: policy.unwrap_or_else(|| Arc::new(Policy::tool_defaults())),
-            people: people_once,
+            people: people.unwrap_or_else(|| {
+                Arc::new(crate::agent::people::People::local(
+                    crate::agent::people::SignInMode::Open,
+                ))
+            }),
             live: Mutex::new(HashMap::new()),
             deadlines: Arc::default(),
             followers: Followers::default(),
@@ -342,20 +340,9 @@ impl Runtime {
         &self.policy
     }
 
-    /// Signs people in with `people` (set once, at start-up, before the first request).
-    pub fn set_people(&self, people: Arc<crate::agent::people::People>) {
-        if self.people.set(people).is_err() {
-            tracing::error!("the people directory was set twice; the first stays");
-        }
-    }
-
     /// The people directory.
     pub fn people(&self) -> &Arc<crate::agent::people::People> {
-        self.people.get_or_init(|| {
-            Arc::new(crate::agent::people::People::local(
-                crate::agent::people::SignInMode::Open,
-            ))
-        })
+        &self.people
     }
 
     /// The person a chat owned by `owner` asks for its calls, as the policy sees them now.

@@ -209,7 +209,7 @@ mod tests {
                 .map(|(_, v)| v.clone())
         })
         .expect("a valid configuration");
-        let runtime = Runtime::new(
+        let runtime = Runtime::builder(
             Arc::new(DemoModel::new(std::time::Duration::ZERO)),
             ToolRegistry::default(),
             Arc::new(SystemClock),
@@ -217,10 +217,10 @@ mod tests {
             Arc::new(MemoryStore::default()),
             RuntimeSettings::default(),
         );
-        let state = AppState::with_runtime(config, runtime);
         let addr: SocketAddr = "127.0.0.1:3000".parse().expect("an address");
-        state.bind(addr);
-        state.start_people(addr).await.expect("people");
+        let state = AppState::with_runtime(config, runtime, addr)
+            .await
+            .expect("the state builds");
         (router(state.clone()), state)
     }
 

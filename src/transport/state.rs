@@ -8,9 +8,10 @@ use leptos::config::LeptosOptions;
 use crate::models::demo::DemoModel;
 use crate::{
     agent::{
-        Runtime, RuntimeSettings, TextTiming,
+        Runtime, RuntimeBuilder, RuntimeSettings, TextTiming,
         clock::{RandomIds, SystemClock},
         mcp::{McpHub, McpTimeouts},
+        people::{Passkeys, People, SignInMode},
         policy::{Policy, ToolFacts},
         store::{
             MemoryStore, PeopleStore, PolicyStore, SessionStore, SignInStore, ToolListStore,
@@ -50,37 +51,37 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// The production state: the configured model, the real clock, unguessable ids.
-    pub async fn new(config: Config) -> Result<Self, StartupError> {
+    /// The production state of a server listening on `addr`: the configured model, the real
+    /// clock, unguessable ids, the stores `COUNTERSIGN_DB` names.
+    pub async fn new(config: Config, addr: SocketAddr) -> Result<Self, StartupError> {
         let stores = open_stores(&config.agent.store).await?;
-        let runtime = build_runtime(&config.agent, stores.sessions)?;
-        let mut state = Self::with_stores(config, runtime, stores.signins, stores.tool_lists);
-        state.policy_store = stores.policy;
-        state.people_store = stores.people;
-        Ok(state)
+        let runtime = build_runtime(&config.agent, stores.sessions.clone())?;
+        Self::assemble(config, addr, runtime, stores).await
     }
 
-    /// A state around a given runtime (tests inject deterministic clocks and ids), with its
-    /// sign-ins and MCP tool lists in memory.
-    pub fn with_runtime(config: Config, runtime: Arc<Runtime>) -> Self {
-        let memory = Arc::new(MemoryStore::default());
-        Self::with_stores(config, runtime, memory.clone(), memory)
-    }
-
-    /// [`AppState::with_runtime`], with the policy's grants kept in `store`.
-    pub fn with_policy_store(mut self, store: Arc<dyn PolicyStore>) -> Self {
-        self.policy_store = store;
-        self
-    }
-
-    /// A state around a given runtime, sign-in store and store of MCP servers' tool lists.
-    pub fn with_stores(
+    /// A state around a runtime the caller builds (tests inject models, clocks and ids), with
+    /// its sign-ins, MCP tool lists, grants and people in memory.
+    pub async fn with_runtime(
         config: Config,
-        runtime: Arc<Runtime>,
-        signin_store: Arc<dyn SignInStore>,
-        tool_lists: Arc<dyn ToolListStore>,
-    ) -> Self {
-        let edge = Edge::new(config.site.site_addr, &config.edge);
+        runtime: RuntimeBuilder,
+        addr: SocketAddr,
+    ) -> Result<Self, StartupError> {
+        let stores = Stores::all(Arc::new(MemoryStore::default()));
+        Self::assemble(config, addr, runtime, stores).await
+    }
+
+    /// Everything but the runtime's own store comes from `stores`; the runtime is built here,
+    /// whole, once its people are known (a passkeys server's relying party is the address it
+    /// listens on).
+    async fn assemble(
+        config: Config,
+        addr: SocketAddr,
+        runtime: RuntimeBuilder,
+        stores: Stores,
+    ) -> Result<Self, StartupError> {
+        let edge = Edge::new(addr, &config.edge);
+        let people = people(&edge, &stores).await?;
+        let runtime = runtime.people(Arc::new(people)).build();
         let mcp = Arc::new(McpHub::new(
             config.agent.mcp.as_ref(),
             McpTimeouts {
@@ -88,23 +89,23 @@ impl AppState {
                 call: config.agent.mcp_call_timeout,
                 approval: config.agent.approval_timeout,
             },
-            tool_lists,
+            stores.tool_lists,
         ));
         let mut leptos_options = config.site;
         let site = Arc::new(Site::discover(&mut leptos_options));
-        AppState {
+        Ok(AppState {
             mcp,
-            policy_store: Arc::new(MemoryStore::default()),
-            people_store: Arc::new(MemoryStore::default()),
+            policy_store: stores.policy,
+            people_store: stores.people,
             leptos_options,
             site,
             config_source: config.source.into(),
             runtime,
             edge_settings: config.edge,
             edge,
-            signin_store,
+            signin_store: stores.signins,
             notary: Arc::default(),
-        }
+        })
     }
 
     /// Starts the notary of the sessions' audit chain (its key from the store, made on first
@@ -135,52 +136,37 @@ impl AppState {
             sessions: self.runtime.store.clone(),
             policies: self.policy_store.clone(),
             notary: self.notary.get()?.clone(),
-            origin: self.edge.public_url.get().cloned(),
+            origin: Some(self.edge.public_url.clone()),
         })
     }
 
-    /// Where the server really listens (its port when configured with port 0): the names it
-    /// answers to follow it.
-    pub fn bind(&self, addr: SocketAddr) {
-        self.edge.hosts.bind(addr);
-    }
-
-    /// The origin people's browsers use: `COUNTERSIGN_PUBLIC_URL`, else `http://localhost:<port>`
-    /// of the address the server listens on.
-    pub fn public_url(&self, addr: SocketAddr) -> String {
-        self.edge_settings
-            .public_url
-            .clone()
-            .unwrap_or_else(|| format!("http://localhost:{}", addr.port()))
-    }
-
-    /// Loads the people of a server that signs people in with passkeys (and sets them on the
-    /// runtime); prints the one-time set-up link while nobody can manage people. Nothing to do in
-    /// the other modes.
-    pub async fn start_people(&self, addr: SocketAddr) -> Result<Option<String>, StartupError> {
-        use crate::agent::people::{Passkeys, People, SignInMode};
-        let _ = self.edge.public_url.set(self.public_url(addr));
-        if self.edge.mode != SignInMode::Passkeys {
-            self.runtime
-                .set_people(Arc::new(People::local(self.edge.mode)));
-            return Ok(None);
-        }
-        let public = self.public_url(addr);
-        let url =
-            url::Url::parse(&public).map_err(|e| StartupError::People(format!("{public}: {e}")))?;
-        // Sign-in challenges are signed with (a key derived from) the server's secret, which
-        // every instance on the database shares.
-        let secret = self.signin_store.signing_secret().await?;
-        let passkeys = Passkeys::new(&url, &secret).map_err(StartupError::People)?;
-        let people = People::load(self.people_store.clone(), passkeys).await?;
-        let link = people
+    /// The one-time set-up link of a passkeys server while nobody can manage people (printed
+    /// with the banner); `None` otherwise.
+    pub async fn setup_link(&self) -> Result<Option<String>, StartupError> {
+        let token = self
+            .runtime
+            .people()
             .setup_link(self.runtime.clock.now_ms())
             .await
-            .map_err(|e| StartupError::People(e.to_string()))?
-            .map(|token| format!("{public}/welcome/{token}"));
-        self.runtime.set_people(Arc::new(people));
-        Ok(link)
+            .map_err(|e| StartupError::People(e.to_string()))?;
+        Ok(token.map(|token| format!("{}/welcome/{token}", self.edge.public_url)))
     }
+}
+
+/// The people of a server at `edge`: with passkeys, loaded from the store with the edge's
+/// public origin as their relying party; otherwise the one local person.
+async fn people(edge: &Edge, stores: &Stores) -> Result<People, StartupError> {
+    if edge.mode != SignInMode::Passkeys {
+        return Ok(People::local(edge.mode));
+    }
+    let public = &edge.public_url;
+    let url =
+        url::Url::parse(public).map_err(|e| StartupError::People(format!("{public}: {e}")))?;
+    // Sign-in challenges are signed with (a key derived from) the server's secret, which every
+    // instance on the database shares.
+    let secret = stores.signins.signing_secret().await?;
+    let passkeys = Passkeys::new(&url, &secret).map_err(StartupError::People)?;
+    Ok(People::load(stores.people.clone(), passkeys).await?)
 }
 
 /// How long an MCP server may take to start and list its tools (the server waits this long at
@@ -248,12 +234,12 @@ pub async fn open_stores(setting: &StoreSetting) -> Result<Stores, StartupError>
     })
 }
 
-/// Builds the runtime the settings describe on `store`: a replayed log, the configured provider,
-/// or the demo model; with the chunk log when one is configured.
+/// The runtime the settings describe on `store`, all but its people: a replayed log, the
+/// configured provider, or the demo model; with the chunk log when one is configured.
 pub fn build_runtime(
     agent: &AgentSettings,
     store: Arc<dyn SessionStore>,
-) -> Result<Arc<Runtime>, StartupError> {
+) -> Result<RuntimeBuilder, StartupError> {
     let tools = ToolRegistry::standard(&tool_settings(agent));
     let model: Arc<dyn crate::agent::model::Model> = match (&agent.replay, &agent.provider) {
         (Some(path), _) => Arc::new(crate::models::replay::ReplayModel::from_file(path)?),
@@ -294,8 +280,7 @@ pub fn build_runtime(
         tracing::info!(file = %path.display(), rules = status.rules.len(), version = ?status.version, "policy loaded");
         builder = builder.policy(Arc::new(policy));
     }
-    let runtime = builder.build();
-    Ok(runtime)
+    Ok(builder)
 }
 
 /// The tool settings the agent settings describe.

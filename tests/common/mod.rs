@@ -63,7 +63,7 @@ pub async fn start(opts: Opts) -> Server {
     let model = opts
         .model
         .unwrap_or_else(|| Arc::new(DemoModel::new(opts.delay)));
-    let runtime = Runtime::new(
+    let runtime = Runtime::builder(
         model,
         ToolRegistry::standard(&ToolSettings {
             approval_timeout: opts.approval,
@@ -78,11 +78,14 @@ pub async fn start(opts: Opts) -> Server {
             ..RuntimeSettings::default()
         },
     );
-    let state = AppState::with_runtime(config, runtime);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("a free port");
-    let addr = listener.local_addr().expect("bound").to_string();
+    let bound = listener.local_addr().expect("bound");
+    let state = AppState::with_runtime(config, runtime, bound)
+        .await
+        .expect("the state builds");
+    let addr = bound.to_string();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let served = state.clone();
     tokio::spawn(async move {

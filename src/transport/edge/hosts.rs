@@ -9,10 +9,7 @@
 //! behind a reverse proxy, the public name). A request without `Host` comes from no browser and
 //! is not a rebinding.
 
-use std::{
-    net::{IpAddr, SocketAddr},
-    sync::OnceLock,
-};
+use std::net::{IpAddr, SocketAddr};
 
 /// One name the server answers to: any port, or only the one given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,14 +22,12 @@ struct AllowedName {
 #[derive(Debug)]
 pub struct HostAllowlist {
     configured: Vec<AllowedName>,
-    /// The address the configuration names (used until the server is bound).
-    configured_addr: SocketAddr,
-    /// The address the server is bound to (its real port, e.g. when configured with port 0).
-    bound: OnceLock<SocketAddr>,
+    /// The address the server listens on (its real port, e.g. when configured with port 0).
+    addr: SocketAddr,
 }
 
 impl HostAllowlist {
-    /// The names for a server configured to listen on `addr`, plus `extra`
+    /// The names for a server listening on `addr`, plus `extra`
     /// (`COUNTERSIGN_ALLOWED_HOSTS` entries: `name` or `name:port`).
     pub fn new(addr: SocketAddr, extra: &[String]) -> Self {
         HostAllowlist {
@@ -41,18 +36,8 @@ impl HostAllowlist {
                 .filter_map(|e| parse_host(e))
                 .map(|(host, port)| AllowedName { host, port })
                 .collect(),
-            configured_addr: addr,
-            bound: OnceLock::new(),
+            addr,
         }
-    }
-
-    /// Records the address the server is really bound to.
-    pub fn bind(&self, addr: SocketAddr) {
-        let _ = self.bound.set(addr);
-    }
-
-    fn addr(&self) -> SocketAddr {
-        self.bound.get().copied().unwrap_or(self.configured_addr)
     }
 
     /// Whether the `Host` value `host` names this server.
@@ -60,7 +45,7 @@ impl HostAllowlist {
         let Some((name, port)) = parse_host(host) else {
             return false;
         };
-        let addr = self.addr();
+        let addr = self.addr;
         let own_port = port.unwrap_or(80) == addr.port();
         let loopback = matches!(name.as_str(), "localhost" | "127.0.0.1" | "[::1]");
         let listening = !addr.ip().is_unspecified() && name == bracketed(addr.ip());
@@ -71,9 +56,14 @@ impl HostAllowlist {
                 .any(|a| a.host == name && a.port.is_none_or(|p| Some(p) == port))
     }
 
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// What an operator reads in the refusal and the start-up log.
     pub fn describe(&self) -> String {
-        let addr = self.addr();
+        let addr = self.addr;
         let mut names = vec![
             format!("localhost:{}", addr.port()),
             format!("127.0.0.1:{}", addr.port()),
@@ -158,14 +148,6 @@ mod tests {
         ] {
             assert!(!hosts.allows(host), "{host}");
         }
-    }
-
-    #[test]
-    fn the_bound_port_replaces_the_configured_one() {
-        let hosts = list("127.0.0.1:0", &[]);
-        hosts.bind("127.0.0.1:45678".parse().unwrap());
-        assert!(hosts.allows("127.0.0.1:45678"));
-        assert!(!hosts.allows("127.0.0.1:0"));
     }
 
     #[test]

@@ -62,8 +62,9 @@ use crate::{
 pub struct Edge {
     /// How people sign in (ADR 0024).
     pub mode: SignInMode,
-    /// The origin people's browsers use (links in the inbox), once the server listens.
-    pub public_url: std::sync::OnceLock<String>,
+    /// The origin people's browsers use (links in the inbox, passkeys' relying party):
+    /// `COUNTERSIGN_PUBLIC_URL`, else `http://localhost:<port>` of the address it listens on.
+    pub public_url: String,
     pub hosts: HostAllowlist,
     pub by_address: RateLimits,
     pub by_chat: RateLimits,
@@ -103,7 +104,10 @@ impl Edge {
     pub fn new(addr: SocketAddr, http: &EdgeSettings) -> Arc<Self> {
         Arc::new(Edge {
             mode: http.sign_in,
-            public_url: std::sync::OnceLock::new(),
+            public_url: http
+                .public_url
+                .clone()
+                .unwrap_or_else(|| format!("http://localhost:{}", addr.port())),
             hosts: HostAllowlist::new(addr, &http.allowed_hosts),
             by_address: RateLimits::new(http.ip_rate),
             by_chat: RateLimits::new(http.chat_rate),

@@ -101,7 +101,7 @@ pub fn inbox_html(state: &AppState, principal: &Principal, focus: Option<&str>) 
         );
     }
     let actionable = items.iter().filter(|s| s.sign.is_ok() && !s.signed).count() as u32;
-    let public = state.edge.public_url.get().cloned().unwrap_or_default();
+    let public = state.edge.public_url.clone();
     let html = items
         .iter()
         .map(|seen| item_html(state, seen, &public))

@@ -167,7 +167,7 @@ fn invite_html(state: &AppState) -> String {
 }
 
 fn link(state: &AppState, token: &str) -> String {
-    let public = state.edge.public_url.get().cloned().unwrap_or_default();
+    let public = state.edge.public_url.clone();
     format!("{public}/welcome/{token}")
 }
 
