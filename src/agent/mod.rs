@@ -32,6 +32,7 @@ pub use crate::protocol::schema;
 pub mod session;
 pub mod store;
 pub mod tools;
+pub mod voice;
 
 pub use gate::{ApprovalDecision, BrowserResult, InputError, PersonInput};
 

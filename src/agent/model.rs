@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::history::{HistoryItem, ToolCall};
+use super::voice::{Pcm, VoiceError, VoiceInput, VoiceNotice};
 use crate::protocol::FinishReason;
 
 /// A tool as the model is told about it.
@@ -72,6 +73,13 @@ pub enum ModelEvent {
     /// A complete tool call. Several in one step are parallel calls. `id` may be empty: the
     /// runner assigns its own ids and keeps the provider's in `provider_data`.
     ToolCall(ToolCall),
+    /// The agent's speech for this step's answer: PCM16LE mono at
+    /// [`OUTPUT_SAMPLE_RATE`](super::voice::OUTPUT_SAMPLE_RATE) (voice models only; its words
+    /// come as [`ModelEvent::TextDelta`], the output transcript).
+    Audio(Pcm),
+    /// The person spoke over this step's answer (barge-in): what it said so far stays, its
+    /// speech stops playing at once. A `Finish` follows.
+    Interrupted,
     /// The step ended.
     Finish {
         reason: FinishReason,
@@ -131,6 +139,20 @@ pub trait Model: Send + Sync + 'static {
     fn stream(&self, request: ModelRequest) -> ModelStream;
     /// Notices about calls of earlier steps, for models that send them (Gemini Live).
     fn call_notices(&self) -> Option<tokio::sync::broadcast::Receiver<CallNotice>> {
+        None
+    }
+
+    /// Takes the person's voice for chat `session_id` (see [`crate::agent::voice`]). A model
+    /// without voice refuses it: [`VoiceError::Unsupported`].
+    fn voice(&self, session_id: &str, input: VoiceInput) -> Result<(), VoiceError> {
+        let _ = (session_id, input);
+        Err(VoiceError::Unsupported {
+            model: self.label(),
+        })
+    }
+
+    /// Notices of spoken turns ([`VoiceNotice::Heard`]), for models with voice.
+    fn voice_notices(&self) -> Option<tokio::sync::broadcast::Receiver<VoiceNotice>> {
         None
     }
 

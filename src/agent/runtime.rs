@@ -30,6 +30,7 @@ mod lifecycle;
 mod news;
 mod people;
 mod turns;
+mod voice;
 
 pub use grants::GrantChange;
 pub(crate) use people::dropped_events;
@@ -197,6 +198,8 @@ pub struct Runtime {
     /// Parked sessions that could not leave memory when their task parked them because a
     /// request still held them: tried again shortly (ADR 0011).
     release_later: Arc<ReleaseLater>,
+    /// Who speaks in which chat ([`Runtime::voice`]).
+    voices: voice::Voices,
 }
 
 /// Builds a [`Runtime`] whole: what it needs, then what it may have (a BIDI model, a chunk log,
@@ -294,6 +297,7 @@ impl RuntimeBuilder {
             load_gates: Mutex::new(HashMap::new()),
             released: AtomicU64::new(0),
             release_later: Arc::default(),
+            voices: voice::Voices::default(),
         })
     }
 }

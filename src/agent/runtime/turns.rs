@@ -425,6 +425,7 @@ impl Runtime {
             notices: self.model_for(transport).call_notices(),
             questions: QuestionParts::new(),
             reissue: None,
+            speech: Default::default(),
         }
     }
 

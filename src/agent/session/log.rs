@@ -39,7 +39,8 @@ enum Marker {
 impl Serialize for TurnEntry {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
-            TurnEntry::Chunk(chunk) => StoredEntry::Chunk(chunk),
+            // Speech is kept by reference (ADR 0035): stored logs carry no sound.
+            TurnEntry::Chunk(chunk) => StoredEntry::Chunk(crate::agent::voice::stored_form(chunk)),
             TurnEntry::Pause => StoredEntry::Marker(Marker::Pause),
             TurnEntry::End => StoredEntry::Marker(Marker::End),
         }

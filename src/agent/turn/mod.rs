@@ -13,6 +13,7 @@ mod countersign;
 mod emit;
 mod payments;
 mod step;
+mod voice;
 
 use std::sync::{Arc, Mutex};
 
@@ -81,6 +82,8 @@ pub(crate) struct TurnDriver {
     pub(crate) questions: QuestionParts,
     /// "Ask again": an earlier call put before the person again, as the turn's first step.
     pub(crate) reissue: Option<super::history::ToolCall>,
+    /// The agent's speech in the message streaming now (voice models).
+    pub(crate) speech: voice::Speech,
 }
 
 /// The channel running tools tell their questions on; the turn emits the parts and records the

@@ -101,6 +101,8 @@ impl TurnDriver {
                 self.close_blocks(step);
                 self.accept_call(step, call);
             }
+            ModelEvent::Audio(pcm) => self.speak(pcm),
+            ModelEvent::Interrupted => self.interrupted(),
             ModelEvent::Finish { reason, usage } => {
                 self.with_turn(|t| t.usage.add(usage));
                 step.finish = Some(reason);

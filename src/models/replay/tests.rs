@@ -490,6 +490,7 @@ fn run_and_record(log: &ChunkLog, session: &str, turns: &Script, first_turn: usi
                         calls.push(id);
                     }
                     ModelEvent::Finish { reason, .. } => last_reason = reason.clone(),
+                    ModelEvent::Audio(_) | ModelEvent::Interrupted => {}
                 }
             }
             record(Chunk::finish_step());

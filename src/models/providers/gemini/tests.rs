@@ -288,7 +288,7 @@ fn record_step(events: &[ModelEvent]) -> HistoryItem {
                 call.id = format!("call-{n}");
                 parts.push(AssistantPart::ToolCall { call });
             }
-            ModelEvent::Finish { .. } => {}
+            ModelEvent::Finish { .. } | ModelEvent::Audio(_) | ModelEvent::Interrupted => {}
         }
     }
     HistoryItem::Assistant { parts }

@@ -1,0 +1,327 @@
+//! The runtime's side of voice ([`crate::agent::voice`]): a person's [`VoiceInput`] goes to the
+//! chat's BIDI model once the chat is found to be theirs, and a spoken turn the model begins
+//! ([`VoiceNotice::Heard`]) becomes an ordinary turn started by the person who spoke.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use super::{Runtime, UserTurn};
+use crate::agent::{
+    Transport, lock,
+    model::Model,
+    voice::{VoiceError, VoiceInput, VoiceNotice},
+};
+
+/// What is written as the person's message when the model sent no transcript of their speech.
+pub const UNTRANSCRIBED: &str = "(spoken; no transcript)";
+
+/// Who speaks in which chat, and whether their utterance (or microphone) is open.
+pub(crate) struct Voices {
+    lines: Mutex<HashMap<String, Line>>,
+    /// The task that turns [`VoiceNotice::Heard`] into turns runs (started at the first voice).
+    listening: std::sync::Once,
+}
+
+impl Default for Voices {
+    fn default() -> Self {
+        Voices {
+            lines: Mutex::default(),
+            listening: std::sync::Once::new(),
+        }
+    }
+}
+
+struct Line {
+    speaker: String,
+    open: bool,
+}
+
+impl Runtime {
+    /// The model that takes voice: the BIDI model (Gemini Live when configured).
+    pub fn voice_model(&self) -> &Arc<dyn Model> {
+        self.model_for(Transport::Bidi)
+    }
+
+    /// Hands `speaker`'s voice for chat `chat_id` to the chat's model. A `Start` checks the
+    /// chat is open to them (a new chat becomes theirs with its first turn); `Audio` and `End`
+    /// are refused outside a `Start` … `End` of theirs ([`VoiceError::NotStarted`]).
+    pub async fn voice(
+        self: &Arc<Self>,
+        chat_id: &str,
+        speaker: &str,
+        input: VoiceInput,
+    ) -> Result<(), VoiceError> {
+        match &input {
+            VoiceInput::Start { .. } => {
+                let session = self
+                    .session(chat_id)
+                    .await
+                    .map_err(|e| VoiceError::Unavailable(e.to_string()))?;
+                if !session.state().record.open_to(speaker) {
+                    return Err(VoiceError::NotYourChat);
+                }
+                self.listen_for_speech();
+                self.voice_model().voice(chat_id, input)?;
+                lock(&self.voices.lines).insert(
+                    chat_id.to_owned(),
+                    Line {
+                        speaker: speaker.to_owned(),
+                        open: true,
+                    },
+                );
+                Ok(())
+            }
+            VoiceInput::Audio(_) | VoiceInput::End => {
+                {
+                    let mut lines = lock(&self.voices.lines);
+                    let line = lines
+                        .get_mut(chat_id)
+                        .filter(|l| l.open && l.speaker == speaker)
+                        .ok_or(VoiceError::NotStarted)?;
+                    if input == VoiceInput::End {
+                        line.open = false;
+                    }
+                }
+                self.voice_model().voice(chat_id, input)
+            }
+        }
+    }
+
+    /// Starts, once, the task that begins a turn for each spoken utterance the model answers.
+    fn listen_for_speech(self: &Arc<Self>) {
+        self.voices.listening.call_once(|| {
+            let Some(mut notices) = self.voice_model().voice_notices() else {
+                return;
+            };
+            let runtime = Arc::downgrade(self);
+            tokio::spawn(async move {
+                loop {
+                    let notice = match notices.recv().await {
+                        Ok(notice) => notice,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                            tracing::warn!(missed, "voice notices were missed");
+                            continue;
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                    };
+                    if !on_notice(&runtime, notice).await {
+                        break;
+                    }
+                }
+            });
+        });
+    }
+}
+
+/// One notice; `false` once the runtime is gone.
+async fn on_notice(runtime: &Weak<Runtime>, notice: VoiceNotice) -> bool {
+    let Some(runtime) = runtime.upgrade() else {
+        return false;
+    };
+    let VoiceNotice::Heard {
+        session_id,
+        transcript,
+    } = notice;
+    let speaker = lock(&runtime.voices.lines)
+        .get(&session_id)
+        .map(|line| line.speaker.clone());
+    let Some(speaker) = speaker else {
+        tracing::warn!(session = %session_id, "speech in a chat nobody speaks in; ignored");
+        return true;
+    };
+    let text = if transcript.trim().is_empty() {
+        UNTRANSCRIBED.to_owned()
+    } else {
+        transcript
+    };
+    let user = UserTurn {
+        text,
+        transport: Transport::Bidi,
+        ..UserTurn::default()
+    };
+    if let Err(error) = runtime
+        .start_turn_as(&session_id, user, Vec::new(), None, &speaker)
+        .await
+    {
+        tracing::warn!(session = %session_id, %error, "a spoken turn could not start");
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use futures::StreamExt;
+    use serde_json::json;
+    use tokio::sync::broadcast;
+
+    use super::*;
+    use crate::agent::{
+        clock::{SequentialIds, SystemClock},
+        history::HistoryItem,
+        model::{ModelEvent, ModelRequest, ModelStream, Usage},
+        people::LOCAL,
+        runtime::RuntimeSettings,
+        session::TurnEntry,
+        store::MemoryStore,
+        tools::ToolRegistry,
+        voice::{Pcm, VoiceMode, VoiceNotice},
+    };
+    use crate::protocol::{Chunk, FinishReason};
+
+    /// A model that hears whatever it is sent: at `End` it says it heard "pay alice", and its
+    /// step answers with two chunks of speech and their transcript.
+    struct Hears {
+        notices: broadcast::Sender<VoiceNotice>,
+        heard: Mutex<Vec<VoiceInput>>,
+    }
+
+    impl Model for Hears {
+        fn label(&self) -> String {
+            "hears".into()
+        }
+
+        fn stream(&self, request: ModelRequest) -> ModelStream {
+            assert_eq!(
+                request.history.last(),
+                Some(&HistoryItem::user("pay alice")),
+                "the spoken turn's message is the transcript"
+            );
+            let speech: Pcm = Arc::from(vec![1u8, 0, 2, 0]);
+            futures::stream::iter(
+                [
+                    ModelEvent::Audio(speech.clone()),
+                    ModelEvent::TextDelta("Paying.".into()),
+                    ModelEvent::Audio(speech),
+                    ModelEvent::Finish {
+                        reason: FinishReason::Stop,
+                        usage: Usage::default(),
+                    },
+                ]
+                .map(Ok),
+            )
+            .boxed()
+        }
+
+        fn voice(&self, session_id: &str, input: VoiceInput) -> Result<(), VoiceError> {
+            if input == VoiceInput::End {
+                let _ = self.notices.send(VoiceNotice::Heard {
+                    session_id: session_id.to_owned(),
+                    transcript: "pay alice".into(),
+                });
+            }
+            lock(&self.heard).push(input);
+            Ok(())
+        }
+
+        fn voice_notices(&self) -> Option<broadcast::Receiver<VoiceNotice>> {
+            Some(self.notices.subscribe())
+        }
+    }
+
+    /// A model without voice.
+    struct Mute;
+
+    impl Model for Mute {
+        fn label(&self) -> String {
+            "mute".into()
+        }
+
+        fn stream(&self, _: ModelRequest) -> ModelStream {
+            futures::stream::empty().boxed()
+        }
+    }
+
+    fn runtime(model: Arc<dyn Model>) -> Arc<Runtime> {
+        Runtime::new(
+            model,
+            ToolRegistry::default(),
+            Arc::new(SystemClock),
+            Arc::new(SequentialIds::default()),
+            Arc::new(MemoryStore::default()),
+            RuntimeSettings::default(),
+        )
+    }
+
+    const START: VoiceInput = VoiceInput::Start {
+        mode: VoiceMode::PushToTalk,
+    };
+
+    #[tokio::test]
+    async fn a_model_without_voice_says_so() {
+        let rt = runtime(Arc::new(Mute));
+        let error = rt.voice("c", LOCAL, START).await.unwrap_err();
+        assert_eq!(
+            error,
+            VoiceError::Unsupported {
+                model: "mute".into()
+            }
+        );
+        assert!(error.to_string().contains("does not take audio"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn audio_outside_an_utterance_or_in_anothers_chat_is_refused() {
+        let model = Arc::new(Hears {
+            notices: broadcast::channel(8).0,
+            heard: Mutex::default(),
+        });
+        let rt = runtime(model.clone());
+        let audio = VoiceInput::Audio(Arc::from(vec![0u8; 320]));
+        assert_eq!(
+            rt.voice("c", LOCAL, audio.clone()).await,
+            Err(VoiceError::NotStarted)
+        );
+        rt.voice("c", LOCAL, START).await.unwrap();
+        assert_eq!(
+            rt.voice("c", "mallory", audio.clone()).await,
+            Err(VoiceError::NotStarted),
+            "only the person who opened the utterance speaks in it"
+        );
+        rt.voice("c", LOCAL, audio.clone()).await.unwrap();
+        assert_eq!(lock(&model.heard).as_slice(), &[START, audio]);
+    }
+
+    #[tokio::test]
+    async fn speech_becomes_a_turn_of_the_speaker_with_its_audio_in_the_log() {
+        let model = Arc::new(Hears {
+            notices: broadcast::channel(8).0,
+            heard: Mutex::default(),
+        });
+        let rt = runtime(model);
+        rt.voice("c", LOCAL, START).await.unwrap();
+        rt.voice("c", LOCAL, VoiceInput::Audio(Arc::from(vec![7u8; 320])))
+            .await
+            .unwrap();
+        rt.voice("c", LOCAL, VoiceInput::End).await.unwrap();
+        // The notice starts the turn on the listener's task.
+        let session = rt.session("c").await.unwrap();
+        let log = loop {
+            if let Some(log) = session.current_log() {
+                break log;
+            }
+            tokio::task::yield_now().await;
+        };
+        let mut reader = log.subscribe(0);
+        let (mut pcm, mut finish) = (Vec::new(), None);
+        while let Some(entry) = reader.next().await {
+            match entry {
+                TurnEntry::Chunk(Chunk::Data(data)) if data.name == "pcm" => {
+                    pcm.push(data.data["content"].clone())
+                }
+                TurnEntry::Chunk(Chunk::Finish(f)) => finish = f.message_metadata,
+                TurnEntry::End => break,
+                _ => {}
+            }
+        }
+        assert_eq!(pcm, vec![json!("AQACAA=="), json!("AQACAA==")]);
+        assert_eq!(
+            finish.unwrap()["audio"],
+            json!({"chunks": 2, "bytes": 8, "sampleRate": 24000, "duration": 8.0 / 48000.0})
+        );
+        let record = session.snapshot();
+        assert_eq!(record.owner(), LOCAL);
+        assert_eq!(record.history[0], HistoryItem::user("pay alice"));
+    }
+}

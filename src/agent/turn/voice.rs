@@ -1,0 +1,63 @@
+//! A turn's voice: the agent's speech reaches the turn's log as it comes, as the original
+//! system's transient `data-pcm` chunks (a socket that takes binary frames gets the raw bytes;
+//! a stored log keeps them by reference: `voice::stored_form`), and a barge-in tells the browser
+//! to stop playing at once.
+
+use super::TurnDriver;
+use crate::agent::{
+    session::TurnEntry,
+    voice::{OUTPUT_SAMPLE_RATE, Pcm, VoiceState, duration_secs, pcm_chunk},
+};
+use crate::protocol::Chunk;
+use serde_json::{Value, json};
+
+/// The speech of the message streaming now.
+#[derive(Debug, Default)]
+pub(crate) struct Speech {
+    /// How many audio chunks the model sent.
+    pub(crate) chunks: u64,
+    /// All of it, PCM16LE mono at [`OUTPUT_SAMPLE_RATE`].
+    pub(crate) pcm: Vec<u8>,
+}
+
+impl Speech {
+    /// `finish.messageMetadata.audio`: `{chunks, bytes, sampleRate, duration}` (seconds); `None`
+    /// for a message without speech.
+    pub(crate) fn metadata(&self) -> Option<Value> {
+        (self.chunks > 0).then(|| {
+            json!({
+                "chunks": self.chunks,
+                "bytes": self.pcm.len(),
+                "sampleRate": OUTPUT_SAMPLE_RATE,
+                "duration": duration_secs(self.pcm.len(), OUTPUT_SAMPLE_RATE),
+            })
+        })
+    }
+}
+
+/// The transient `data-voice` chunk that tells the browser where the voice stands.
+pub(crate) fn voice_state(state: VoiceState) -> Chunk {
+    Chunk::transient_data("voice", json!({ "state": state.as_str() }))
+}
+
+impl TurnDriver {
+    /// The model spoke: the sound goes to the log (every reader frames it for its client) and
+    /// into the message's recording.
+    pub(super) fn speak(&mut self, pcm: Pcm) {
+        if pcm.is_empty() {
+            return;
+        }
+        let Some(chunk) = pcm_chunk(&pcm) else {
+            return;
+        };
+        self.speech.chunks += 1;
+        self.speech.pcm.extend_from_slice(&pcm);
+        // Transient, and kept out of the chunk log (the recording is kept by reference).
+        self.push(TurnEntry::Chunk(chunk));
+    }
+
+    /// The person spoke over the answer.
+    pub(super) fn interrupted(&mut self) {
+        self.emit(voice_state(VoiceState::Interrupted));
+    }
+}
