@@ -268,7 +268,36 @@ fn summary(records: &[AuditRecord], approval_id: &str, executed: i64) -> Value {
 /// records that say which passkeys and roles its signers had (and the grant that let it run);
 /// the policy text its rule is in; each record linked to the first checkpoint after it.
 pub async fn receipt(source: &Source, approval_id: &str) -> Result<Value, ExportError> {
-    let store = &*source.sessions;
+    let (included, executed_seq) = included(&*source.sessions, approval_id).await?;
+    let policy_texts = policy_texts(source, &included).await?;
+    let segments = segments(source, &included, executed_seq).await?;
+    let checkpoint = source.sessions.last_checkpoint().await?;
+    let summary = summary(&included, approval_id, executed_seq);
+    Ok(json!({
+        RECEIPT: {
+            "version": VERSION,
+            "key": source.notary.public_key(),
+            "origin": source.origin,
+            "since": checkpoint.map_or(0, |c| c.since),
+            "approval_id": approval_id,
+            "executed": executed_seq,
+        },
+        "call": summary,
+        "segments": segments,
+        "policies": policy_texts
+            .into_iter()
+            .map(|(digest, text)| json!({"digest": digest, "text": text}))
+            .collect::<Vec<_>>(),
+    }))
+}
+
+/// The records a receipt for `approval_id` shows whole, in order, and the number of its
+/// execution: the approval's story up to its execution, what made its signers who they were
+/// (enrolment, roles, removal) and the grants it ran under (granted, revoked), all before it.
+async fn included(
+    store: &dyn SessionStore,
+    approval_id: &str,
+) -> Result<(Vec<AuditRecord>, i64), ExportError> {
     let story = all(
         store,
         AuditQuery {
@@ -339,32 +368,44 @@ pub async fn receipt(source: &Source, approval_id: &str) -> Result<Value, Export
     }
     included.sort_by_key(|r| r.seq);
     included.dedup_by_key(|r| r.seq);
+    Ok((included, executed_seq))
+}
 
-    let policies: Vec<String> = included
-        .iter()
-        .filter_map(|r| {
-            r.event
-                .facts
-                .as_ref()?
-                .get("policy")?
-                .as_str()
-                .map(str::to_owned)
-        })
-        .collect();
-    let mut policy_texts = Vec::new();
+/// The texts of the policies the included records were decided under, once each:
+/// (digest, text).
+async fn policy_texts(
+    source: &Source,
+    included: &[AuditRecord],
+) -> Result<Vec<(String, String)>, ExportError> {
+    let policies = included.iter().filter_map(|r| {
+        r.event
+            .facts
+            .as_ref()?
+            .get("policy")?
+            .as_str()
+            .map(str::to_owned)
+    });
+    let mut policy_texts: Vec<(String, String)> = Vec::new();
     for digest in policies {
-        if policy_texts
-            .iter()
-            .any(|(d, _): &(String, String)| *d == digest)
-        {
+        if policy_texts.iter().any(|(d, _)| *d == digest) {
             continue;
         }
         if let Some(text) = source.policies.policy_text(&digest).await? {
             policy_texts.push((digest, text));
         }
     }
+    Ok(policy_texts)
+}
 
-    // Every record is linked to the first checkpoint at or after it; sign the head if none is.
+/// The chain from just before each run of included records to the first signed checkpoint at or
+/// after it: included records whole, the others as their digests (signing the head first when
+/// no checkpoint covers the execution yet).
+async fn segments(
+    source: &Source,
+    included: &[AuditRecord],
+    executed_seq: i64,
+) -> Result<Vec<Value>, ExportError> {
+    let store = &*source.sessions;
     let last = store.last_checkpoint().await?.map_or(0, |c| c.seq);
     if last < executed_seq {
         source.notary.checkpoint().await?;
@@ -421,22 +462,5 @@ pub async fn receipt(source: &Source, approval_id: &str) -> Result<Value, Export
             "checkpoint": checkpoint,
         }));
     }
-    let checkpoint = store.last_checkpoint().await?;
-    let summary = summary(&included, approval_id, executed_seq);
-    Ok(json!({
-        RECEIPT: {
-            "version": VERSION,
-            "key": source.notary.public_key(),
-            "origin": source.origin,
-            "since": checkpoint.map_or(0, |c| c.since),
-            "approval_id": approval_id,
-            "executed": executed_seq,
-        },
-        "call": summary,
-        "segments": segments,
-        "policies": policy_texts
-            .into_iter()
-            .map(|(digest, text)| json!({"digest": digest, "text": text}))
-            .collect::<Vec<_>>(),
-    }))
+    Ok(segments)
 }
