@@ -309,7 +309,60 @@ fn receipt(value: &Value, trusted: &Trusted) -> Result<Report, Unusable> {
         .ok_or_else(|| Unusable("the receipt has no segments".into()))?;
     let mut records: Vec<Rec> = Vec::new();
     for (i, segment) in segments.iter().enumerate() {
-        let n = i + 1;
+        let at = SegmentCheck {
+            n: i + 1,
+            since,
+            key: &key,
+            trusted,
+        };
+        at.check(segment, &mut records, problems);
+    }
+    records.sort_by_key(|r| r.seq);
+    records.dedup_by_key(|r| r.seq);
+    if !records.iter().any(|r| r.seq == executed) {
+        problems.push(format!(
+            "#{executed}: the executed call the receipt is about is not in it"
+        ));
+    }
+    let calls = check_calls(
+        &records,
+        since,
+        &texts,
+        origin.as_deref(),
+        Some(executed),
+        problems,
+    );
+    report.checked = vec![
+        format!(
+            "{} records linked to {} signed checkpoints of key {key}",
+            records.len(),
+            segments.len()
+        ),
+        format!("{calls} executed call checked against its rule and signatures"),
+    ];
+    Ok(report)
+}
+
+/// What checking one segment of a receipt needs: its number (1-based, for the problems), where
+/// the published chain starts, the notary's key and what the reader trusts.
+struct SegmentCheck<'a> {
+    n: usize,
+    since: i64,
+    key: &'a str,
+    trusted: &'a Trusted,
+}
+
+impl SegmentCheck<'_> {
+    /// Walks `segment` from the hash it starts after through its entries (records whole, kept
+    /// in `records`, or digests) and checks the checkpoint it ends at: its signature, that the
+    /// walk made the chain it signed, and that it agrees with any published checkpoint.
+    fn check(&self, segment: &Value, records: &mut Vec<Rec>, problems: &mut Vec<String>) {
+        let SegmentCheck {
+            n,
+            since,
+            key,
+            trusted,
+        } = *self;
         let after = &segment["after"];
         let (Some(seq), Some(hash)) = (
             after.get("seq").and_then(Value::as_i64),
@@ -319,13 +372,13 @@ fn receipt(value: &Value, trusted: &Trusted) -> Result<Report, Unusable> {
                 .and_then(parse_hash),
         ) else {
             problems.push(format!("segment {n}: it does not say where it starts"));
-            continue;
+            return;
         };
         let checkpoint = match serde_json::from_value::<Checkpoint>(segment["checkpoint"].clone()) {
             Ok(c) => c,
             Err(e) => {
                 problems.push(format!("segment {n}: its checkpoint does not read: {e}"));
-                continue;
+                return;
             }
         };
         let mut walk = Walk::from(Head { seq, hash }, since);
@@ -367,9 +420,9 @@ fn receipt(value: &Value, trusted: &Trusted) -> Result<Report, Unusable> {
             }
         }
         if !ok {
-            continue;
+            return;
         }
-        if let Err(e) = checkpoint.verify(Some(&key)) {
+        if let Err(e) = checkpoint.verify(Some(key)) {
             problems.push(format!(
                 "segment {n}: its checkpoint of #{}: {e}",
                 checkpoint.seq
@@ -395,28 +448,4 @@ fn receipt(value: &Value, trusted: &Trusted) -> Result<Report, Unusable> {
             }
         }
     }
-    records.sort_by_key(|r| r.seq);
-    records.dedup_by_key(|r| r.seq);
-    if !records.iter().any(|r| r.seq == executed) {
-        problems.push(format!(
-            "#{executed}: the executed call the receipt is about is not in it"
-        ));
-    }
-    let calls = check_calls(
-        &records,
-        since,
-        &texts,
-        origin.as_deref(),
-        Some(executed),
-        problems,
-    );
-    report.checked = vec![
-        format!(
-            "{} records linked to {} signed checkpoints of key {key}",
-            records.len(),
-            segments.len()
-        ),
-        format!("{calls} executed call checked against its rule and signatures"),
-    ];
-    Ok(report)
 }
