@@ -60,6 +60,18 @@ else
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y postgresql
 fi
 
+step "espeak-ng and PocketSphinx en-us (Debian's; the demo model speaks and listens offline: ADR 0036)"
+if have espeak-ng && have pocketsphinx_continuous && [ -f /usr/share/pocketsphinx/model/en-us/cmudict-en-us.dict ]; then
+  echo "present: $(espeak-ng --version | head -n1)"
+else
+  sudo_cmd=()
+  if [ "$(id -u)" != 0 ]; then sudo_cmd=(sudo); fi
+  "${sudo_cmd[@]}" apt-get update
+  # Called as programs, never linked: a machine without them still builds, and the demo then
+  # answers in text and says why.
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y espeak-ng pocketsphinx pocketsphinx-en-us
+fi
+
 step "cargo-leptos 0.3.10 (0.3.11 needs rustc 1.96)"
 if [ "$(cargo leptos --version 2>/dev/null || true)" = "cargo-leptos 0.3.10" ]; then
   echo "present"

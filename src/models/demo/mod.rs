@@ -8,6 +8,7 @@
 //! `COUNTERSIGN_DEMO_DELAY_MS` between words.
 
 pub mod nlu;
+pub mod voice;
 
 use std::{collections::VecDeque, time::Duration};
 
