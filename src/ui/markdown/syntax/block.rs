@@ -402,26 +402,9 @@ fn blocks(
                 i += 1;
                 continue;
             }
-            let mut code: Vec<String> = Vec::new();
-            while let Some(l) = lines.get(i).filter(|l| is_blank(l) || indent(l) >= 4) {
-                code.push(strip_columns(l, 4));
-                i += 1;
-            }
-            while code.last().is_some_and(|l| is_blank(l)) {
-                code.pop();
-                i -= 1;
-            }
-            let mut code: String = code.iter().map(|l| format!("{l}\n")).collect();
-            if open_end && i == lines.len() {
-                unterminated(&mut code);
-            }
-            level.push(
-                Block::Code {
-                    language: String::new(),
-                    code,
-                },
-                defs,
-            );
+            let (code, next) = indented_code(lines, i, open_end);
+            level.push(code, defs);
+            i = next;
             continue;
         }
         if !level.paragraph.is_empty()
@@ -453,48 +436,16 @@ fn blocks(
             i += 1;
             continue;
         }
-        if let Some((fence, length, info)) = fence_open(rest) {
-            let language = unescape(info.split_whitespace().next().unwrap_or_default());
-            i += 1;
-            let mut code = String::new();
-            let mut closed = false;
-            while let Some(l) = lines.get(i) {
-                i += 1;
-                let li = indent(l);
-                if li < 4 && fence_closes(unindented(l), fence, length) {
-                    closed = true;
-                    break;
-                }
-                code.push_str(&strip_columns(l, ind));
-                code.push('\n');
-            }
-            if open_end && !closed && !code.is_empty() {
-                unterminated(&mut code);
-            }
-            level.push(Block::Code { language, code }, defs);
+        if let Some(open) = fence_open(rest) {
+            let (code, next) = fenced_code(lines, i, ind, open, open_end);
+            level.push(code, defs);
+            i = next;
             continue;
         }
         if nest && rest.starts_with('>') {
-            let mut inner = Collected::default();
-            while let Some(l) = lines.get(i) {
-                let li = indent(l);
-                if li < 4 && unindented(l).starts_with('>') {
-                    let after = &unindented(l)[1..];
-                    // One column after `>` is its optional space (a tab there counts as spaces).
-                    inner.push(match after.strip_prefix('\t') {
-                        Some(rest) => " ".repeat(3 - (li + 1) % 4) + rest,
-                        None => after.strip_prefix(' ').unwrap_or(after).to_owned(),
-                    });
-                } else if !starts_block(l, true) && inner.paragraph_open() {
-                    inner.push_lazy(l.clone());
-                } else {
-                    break;
-                }
-                i += 1;
-            }
-            let quote =
-                Block::Quote(blocks(&inner.lines, defs, open_end && i == lines.len(), depth + 1).0);
+            let (quote, next) = quote(lines, i, defs, open_end, depth);
             level.push(quote, defs);
+            i = next;
             continue;
         }
         if let Some(marker) = list_marker(rest, ind).filter(|_| nest)
@@ -518,6 +469,89 @@ fn blocks(
     }
     level.flush(defs);
     (level.blocks, level.gap)
+}
+
+/// The indented code block starting at `lines[i]` (trailing blank lines are not its) and the
+/// index of the first line after it.
+fn indented_code(lines: &[String], mut i: usize, open_end: bool) -> (Block, usize) {
+    let mut code: Vec<String> = Vec::new();
+    while let Some(l) = lines.get(i).filter(|l| is_blank(l) || indent(l) >= 4) {
+        code.push(strip_columns(l, 4));
+        i += 1;
+    }
+    while code.last().is_some_and(|l| is_blank(l)) {
+        code.pop();
+        i -= 1;
+    }
+    let mut code: String = code.iter().map(|l| format!("{l}\n")).collect();
+    if open_end && i == lines.len() {
+        unterminated(&mut code);
+    }
+    let block = Block::Code {
+        language: String::new(),
+        code,
+    };
+    (block, i)
+}
+
+/// The fenced code block opened at `lines[i]` (indented by `ind`, with `fence_open`'s fence
+/// character, length and info string) up to its closing fence or the end, and the index of the
+/// first line after it.
+fn fenced_code(
+    lines: &[String],
+    mut i: usize,
+    ind: usize,
+    (fence, length, info): (u8, usize, &str),
+    open_end: bool,
+) -> (Block, usize) {
+    let language = unescape(info.split_whitespace().next().unwrap_or_default());
+    i += 1;
+    let mut code = String::new();
+    let mut closed = false;
+    while let Some(l) = lines.get(i) {
+        i += 1;
+        let li = indent(l);
+        if li < 4 && fence_closes(unindented(l), fence, length) {
+            closed = true;
+            break;
+        }
+        code.push_str(&strip_columns(l, ind));
+        code.push('\n');
+    }
+    if open_end && !closed && !code.is_empty() {
+        unterminated(&mut code);
+    }
+    (Block::Code { language, code }, i)
+}
+
+/// The block quote starting at `lines[i]` (its `>` lines and their lazy continuations, parsed
+/// one level deeper) and the index of the first line after it.
+fn quote(
+    lines: &[String],
+    mut i: usize,
+    defs: &mut Definitions,
+    open_end: bool,
+    depth: usize,
+) -> (Block, usize) {
+    let mut inner = Collected::default();
+    while let Some(l) = lines.get(i) {
+        let li = indent(l);
+        if li < 4 && unindented(l).starts_with('>') {
+            let after = &unindented(l)[1..];
+            // One column after `>` is its optional space (a tab there counts as spaces).
+            inner.push(match after.strip_prefix('\t') {
+                Some(rest) => " ".repeat(3 - (li + 1) % 4) + rest,
+                None => after.strip_prefix(' ').unwrap_or(after).to_owned(),
+            });
+        } else if !starts_block(l, true) && inner.paragraph_open() {
+            inner.push_lazy(l.clone());
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    let quote = Block::Quote(blocks(&inner.lines, defs, open_end && i == lines.len(), depth + 1).0);
+    (quote, i)
 }
 
 /// The list starting at `lines[i]` and the index of the first line after it.
