@@ -151,6 +151,13 @@ pub trait Model: Send + Sync + 'static {
         })
     }
 
+    /// What a step of chat `session_id` would be sent now (system, history, tools), handed to
+    /// the model by the runtime before each [`VoiceInput::Start`]: a model that opens its live
+    /// session for speech (Gemini Live) opens it with these. Others ignore it.
+    fn voice_context(&self, request: ModelRequest) {
+        let _ = request;
+    }
+
     /// Notices of spoken turns ([`VoiceNotice::Heard`]), for models with voice.
     fn voice_notices(&self) -> Option<tokio::sync::broadcast::Receiver<VoiceNotice>> {
         None

@@ -38,6 +38,9 @@ pub const OUTPUT_SAMPLE_RATE: u32 = 24_000;
 /// The largest audio frame a client may send: 0.5 s at 16 kHz.
 pub const MAX_AUDIO_FRAME_BYTES: usize = 16_000;
 
+/// The person's message of a spoken turn when the model sent no transcript of the speech.
+pub const UNTRANSCRIBED: &str = "(spoken; no transcript)";
+
 /// PCM16LE mono bytes (cheap to clone: the same bytes go to the browser and to the recording).
 pub type Pcm = Arc<[u8]>;
 

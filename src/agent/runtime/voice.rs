@@ -9,11 +9,8 @@ use super::{Runtime, UserTurn};
 use crate::agent::{
     Transport, lock,
     model::Model,
-    voice::{VoiceError, VoiceInput, VoiceNotice},
+    voice::{UNTRANSCRIBED, VoiceError, VoiceInput, VoiceNotice},
 };
-
-/// What is written as the person's message when the model sent no transcript of their speech.
-pub const UNTRANSCRIBED: &str = "(spoken; no transcript)";
 
 /// Who speaks in which chat, and whether their utterance (or microphone) is open.
 pub(crate) struct Voices {
@@ -61,6 +58,9 @@ impl Runtime {
                     return Err(VoiceError::NotYourChat);
                 }
                 self.listen_for_speech();
+                let history = session.state().record.history.clone();
+                self.voice_model()
+                    .voice_context(self.model_request(chat_id, history));
                 self.voice_model().voice(chat_id, input)?;
                 lock(&self.voices.lines).insert(
                     chat_id.to_owned(),

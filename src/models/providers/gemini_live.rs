@@ -74,7 +74,8 @@
 //!   so non-thought text parts are only kept aside: if a step ends without any transcript, they
 //!   are emitted then (a model that only sends text parts loses streaming, never words).
 //! * `modelTurn` parts with `thought: true` → [`ModelEvent::ReasoningDelta`]; `inlineData`
-//!   (24 kHz PCM audio) is dropped (voice output comes later).
+//!   `audio/pcm;rate=24000` → [`ModelEvent::Audio`] (the agent's speech, decoded);
+//!   `interrupted` → [`ModelEvent::Interrupted`] before the step's `Finish`.
 //! * `toolCall.functionCalls` → one [`ModelEvent::ToolCall`] each (empty `id`: the runner assigns
 //!   its own), then `Finish{ToolCalls}`. A `BLOCKING` model waits for the response, so the step
 //!   ends at the `toolCall`. A `NON_BLOCKING` model keeps talking, so the step goes on until
@@ -120,6 +121,19 @@
 //! cancellation is also published on [`GeminiLiveModel::call_cancellations`] so the runner can
 //! expire the pending approval.
 //!
+//! # Voice (ADR 0035)
+//!
+//! [`Model::voice`] hands the person's speech to the session actor: the first `start` (and one
+//! in another mode) opens the socket with `realtimeInputConfig` for the mode (push-to-talk:
+//! `automaticActivityDetection.disabled`, `activityStart`/`activityEnd`; hands-free: the
+//! server's detection, `audioStreamEnd` when the microphone closes), resuming with the handle,
+//! and brings the server session up to the runner's history ([`Model::voice_context`]); audio
+//! goes as `realtimeInput.audio` (`audio/pcm;rate=16000`), also while a step reads the socket
+//! (barge-in). Output that arrives between steps after the person spoke is the answer to them:
+//! the actor publishes [`VoiceNotice::Heard`] with the input transcription so far, holds what
+//! the server sends, and hands it to the runner's step for that turn (whose last history item
+//! is the transcript as the person's message, which the server already heard and is not sent).
+//!
 //! # Layout
 //!
 //! This file holds the configuration and the [`Model`] (the registry of session actors);
@@ -145,6 +159,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use super::{ProviderConfigError, ProviderKey};
 use crate::agent::lock;
 use crate::agent::model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream};
+use crate::agent::voice::{VoiceError, VoiceInput, VoiceNotice};
 use actor::SessionActor;
 
 /// The Gemini API Live endpoint (§C.1). The key goes in the `x-goog-api-key` header.
@@ -307,7 +322,7 @@ pub use crate::agent::model::CallNotice;
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 type WsError = tungstenite::Error;
 type EventSender = mpsc::UnboundedSender<Result<ModelEvent, ModelError>>;
-type Registry = Mutex<HashMap<String, (u64, mpsc::UnboundedSender<StepJob>)>>;
+type Registry = Mutex<HashMap<String, (u64, mpsc::UnboundedSender<Job>)>>;
 
 /// A Gemini model behind the Live API: one WebSocket session per conversation.
 ///
@@ -326,6 +341,8 @@ struct Shared {
     key: HeaderValue,
     behavior: ToolBehavior,
     cancellations: broadcast::Sender<CallNotice>,
+    /// Spoken turns the model began answering.
+    voice_notices: broadcast::Sender<VoiceNotice>,
     /// Numbers actors and sockets, for logs.
     serial: AtomicU64,
 }
@@ -334,6 +351,14 @@ struct Shared {
 struct StepJob {
     request: ModelRequest,
     events: EventSender,
+}
+
+/// What a session actor is asked to do.
+enum Job {
+    Step(StepJob),
+    /// [`Model::voice_context`]: what a voice session opens with.
+    VoiceContext(ModelRequest),
+    Voice(VoiceInput),
 }
 
 impl GeminiLiveModel {
@@ -355,6 +380,7 @@ impl GeminiLiveModel {
             .to_owned();
         let behavior = config.tool_behavior.resolve(&model);
         let (cancellations, _) = broadcast::channel(64);
+        let (voice_notices, _) = broadcast::channel(64);
         Ok(Self {
             shared: Arc::new(Shared {
                 config,
@@ -363,6 +389,7 @@ impl GeminiLiveModel {
                 key,
                 behavior,
                 cancellations,
+                voice_notices,
                 serial: AtomicU64::new(1),
             }),
             sessions: Arc::default(),
@@ -386,12 +413,12 @@ impl GeminiLiveModel {
     }
 
     /// Hands the job to the session's actor, starting one if needed.
-    fn dispatch(&self, job: StepJob) -> Result<(), ModelError> {
+    fn dispatch(&self, session_id: &str, job: Job) -> Result<(), ModelError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
             ModelError::Transport("the Gemini Live client needs a tokio runtime".into())
         })?;
         let mut sessions = lock(&self.sessions);
-        let session_id = job.request.session_id.clone();
+        let session_id = session_id.to_owned();
         let job = match sessions.get(&session_id) {
             Some((_, sender)) => match sender.send(job) {
                 Ok(()) => return Ok(()),
@@ -409,8 +436,9 @@ impl GeminiLiveModel {
             session_id,
             actor_id,
             Arc::downgrade(&self.sessions),
+            receiver,
         );
-        runtime.spawn(actor.run(receiver));
+        runtime.spawn(actor.run());
         Ok(())
     }
 }
@@ -428,9 +456,25 @@ impl Model for GeminiLiveModel {
         Some(self.call_cancellations())
     }
 
+    fn voice(&self, session_id: &str, input: VoiceInput) -> Result<(), VoiceError> {
+        Ok(self.dispatch(session_id, Job::Voice(input))?)
+    }
+
+    fn voice_context(&self, request: ModelRequest) {
+        let session_id = request.session_id.clone();
+        if let Err(error) = self.dispatch(&session_id, Job::VoiceContext(request)) {
+            tracing::warn!(session = %session_id, %error, "no Gemini Live session for voice");
+        }
+    }
+
+    fn voice_notices(&self) -> Option<broadcast::Receiver<VoiceNotice>> {
+        Some(self.shared.voice_notices.subscribe())
+    }
+
     fn stream(&self, request: ModelRequest) -> ModelStream {
         let (events, receiver) = mpsc::unbounded_channel();
-        if let Err(error) = self.dispatch(StepJob { request, events }) {
+        let session_id = request.session_id.clone();
+        if let Err(error) = self.dispatch(&session_id, Job::Step(StepJob { request, events })) {
             return futures::stream::once(async move { Err(error) }).boxed();
         }
         futures::stream::unfold(receiver, |mut receiver| async move {

@@ -66,8 +66,8 @@ pub(in crate::models::providers) struct FunctionResponse {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(in crate::models::providers) struct Blob {
-    pub(super) mime_type: String,
-    pub(super) data: String,
+    pub(in crate::models::providers) mime_type: String,
+    pub(in crate::models::providers) data: String,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

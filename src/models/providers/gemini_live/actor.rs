@@ -3,6 +3,7 @@
 //! in [`step`].
 
 mod step;
+mod voice;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -22,8 +23,7 @@ use super::wire::{
     handshake_error, is_normal_close, tool_response,
 };
 use super::{
-    CallNotice, LiveTimeouts, Registry, STRAY_CALL_ERROR, Shared, StepJob, ToolBehavior, Ws,
-    WsError,
+    CallNotice, Job, LiveTimeouts, Registry, STRAY_CALL_ERROR, Shared, ToolBehavior, Ws, WsError,
 };
 use crate::agent::history::{AssistantPart, HistoryItem};
 use crate::agent::lock;
@@ -94,11 +94,21 @@ pub(super) struct SessionActor {
     /// Live ids the server cancelled after their step ended.
     cancelled: HashSet<String>,
     last_used: Instant,
+    /// The person's voice in this session.
+    voice: voice::Voice,
+    /// What the actor is asked to do ([`Job`]); read between steps and, for voice, during one.
+    jobs: mpsc::UnboundedReceiver<Job>,
+    /// The model is gone: no more jobs.
+    jobs_closed: bool,
+    /// A job that arrived during a step and waits for it to end.
+    deferred: std::collections::VecDeque<Job>,
+    /// A step is reading the socket.
+    in_step: bool,
 }
 
 /// What woke the idle actor.
 enum Wake {
-    Job(Option<StepJob>),
+    Job(Option<Job>),
     Frame(Option<Result<Message, WsError>>),
     IdleClose,
     Forget,
@@ -117,6 +127,7 @@ impl SessionActor {
         session_id: String,
         actor_id: u64,
         registry: Weak<Registry>,
+        jobs: mpsc::UnboundedReceiver<Job>,
     ) -> Self {
         Self {
             shared,
@@ -128,6 +139,11 @@ impl SessionActor {
             resume: None,
             cancelled: HashSet::new(),
             last_used: Instant::now(),
+            voice: voice::Voice::default(),
+            jobs,
+            jobs_closed: false,
+            deferred: std::collections::VecDeque::new(),
+            in_step: false,
         }
     }
 
@@ -135,7 +151,7 @@ impl SessionActor {
         self.shared.config.timeouts
     }
 
-    pub(super) async fn run(mut self, mut jobs: mpsc::UnboundedReceiver<StepJob>) {
+    pub(super) async fn run(mut self) {
         tracing::debug!(
             session = %self.session_id, actor = self.actor_id,
             "Gemini Live session started"
@@ -146,16 +162,27 @@ impl SessionActor {
             let connected = self.conn.is_some();
             // Server messages first: a step starts from the latest handle, `goAway` and
             // cancellations.
-            let wake = tokio::select! {
+            let wake = if let Some(job) = self.deferred.pop_front() {
+                Wake::Job(Some(job))
+            } else {
+                tokio::select! {
                 biased;
                 frame = next_frame(&mut self.conn) => Wake::Frame(frame),
-                job = jobs.recv() => Wake::Job(job),
+                job = self.jobs.recv() => Wake::Job(job),
                 () = sleep_until(idle_at), if connected => Wake::IdleClose,
                 () = sleep_until(forget_at), if !connected => Wake::Forget,
+                }
             };
             match wake {
-                Wake::Job(Some(job)) => {
+                Wake::Job(Some(Job::Step(job))) => {
+                    self.in_step = true;
                     self.run_step(job).await;
+                    self.in_step = false;
+                    self.last_used = Instant::now();
+                }
+                Wake::Job(Some(Job::VoiceContext(request))) => self.voice.context = Some(request),
+                Wake::Job(Some(Job::Voice(input))) => {
+                    self.on_voice(input).await;
                     self.last_used = Instant::now();
                 }
                 Wake::Job(None) => break,
@@ -168,7 +195,7 @@ impl SessionActor {
                     self.close_connection();
                 }
                 Wake::Forget => {
-                    if self.retire(&jobs) {
+                    if self.retire() {
                         break;
                     }
                 }
@@ -183,12 +210,12 @@ impl SessionActor {
 
     /// Leaves the registry unless a job is queued (checked under the registry lock, which every
     /// sender holds while sending).
-    fn retire(&self, jobs: &mpsc::UnboundedReceiver<StepJob>) -> bool {
+    fn retire(&self) -> bool {
         let Some(registry) = self.registry.upgrade() else {
             return true;
         };
         let mut sessions = lock(&registry);
-        if !jobs.is_empty() {
+        if !self.jobs.is_empty() || !self.deferred.is_empty() {
             return false;
         }
         if sessions
@@ -262,6 +289,9 @@ impl SessionActor {
 
     /// A server message with no step to take it.
     async fn on_idle_message(&mut self, message: ServerMessage) -> Result<(), String> {
+        let Some(message) = self.hold_spoken_answer(message) else {
+            return Ok(());
+        };
         self.common(&message);
         if let Some(cancellation) = message.tool_call_cancellation {
             self.remember_cancelled(cancellation.ids);

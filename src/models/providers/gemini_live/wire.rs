@@ -11,6 +11,7 @@ use tokio_tungstenite::tungstenite::Message;
 use super::history::text_part;
 use super::{Shared, SlidingWindow, ToolBehavior, WsError};
 use crate::agent::model::{ModelError, ModelRequest, ToolDeclaration, Usage};
+use crate::agent::voice::VoiceMode;
 use crate::models::providers::{
     gemini::{self, Content},
     http,
@@ -27,11 +28,18 @@ pub(super) struct SetupSpec {
     system: Option<Content>,
     tools: Vec<LiveTool>,
     compression: Option<SlidingWindow>,
+    /// How speech is delimited, once the chat has used voice (`realtimeInputConfig`); `None`
+    /// leaves the setup as a text session's.
+    voice: Option<VoiceMode>,
     pub(super) fingerprint: String,
 }
 
 impl SetupSpec {
-    pub(super) fn new(shared: &Shared, request: &ModelRequest) -> Result<Self, ModelError> {
+    pub(super) fn new(
+        shared: &Shared,
+        request: &ModelRequest,
+        voice: Option<VoiceMode>,
+    ) -> Result<Self, ModelError> {
         let system = (!request.system.is_empty()).then(|| Content {
             role: None,
             parts: vec![text_part(request.system.clone())],
@@ -52,6 +60,7 @@ impl SetupSpec {
             system,
             tools,
             compression: shared.config.compression,
+            voice,
             fingerprint: String::new(),
         };
         spec.fingerprint = serde_json::to_string(&spec.message(None, false))
@@ -84,6 +93,7 @@ impl SetupSpec {
                 history_config: seeding.then_some(HistoryConfig {
                     initial_history_in_client_content: true,
                 }),
+                realtime_input_config: self.voice.map(realtime_input_config),
             },
         }
     }
@@ -117,7 +127,36 @@ struct Setup<'a> {
     context_window_compression: Option<Compression>,
     #[serde(skip_serializing_if = "Option::is_none")]
     history_config: Option<HistoryConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    realtime_input_config: Option<Value>,
 }
+
+/// Push-to-talk: the client marks speech (`activityStart`/`activityEnd`), the server's
+/// detection is off. Hands-free: the server detects speech, and speech interrupts the answer.
+fn realtime_input_config(mode: VoiceMode) -> Value {
+    match mode {
+        VoiceMode::PushToTalk => json!({
+            "automaticActivityDetection": {"disabled": true},
+            "activityHandling": "START_OF_ACTIVITY_INTERRUPTS",
+        }),
+        VoiceMode::HandsFree => json!({
+            "automaticActivityDetection": {"disabled": false},
+            "activityHandling": "START_OF_ACTIVITY_INTERRUPTS",
+        }),
+    }
+}
+
+/// `realtimeInput` with one member: microphone audio, or an activity marker.
+pub(super) fn realtime_audio(pcm: &[u8]) -> Value {
+    use base64::Engine as _;
+    json!({"realtimeInput": {"audio": {
+        "mimeType": LIVE_INPUT_MIME,
+        "data": base64::engine::general_purpose::STANDARD.encode(pcm),
+    }}})
+}
+
+/// The mime type of the microphone's audio on the wire.
+pub(super) const LIVE_INPUT_MIME: &str = "audio/pcm;rate=16000";
 
 fn no_tools(tools: &&[LiveTool]) -> bool {
     tools.is_empty()
@@ -223,6 +262,8 @@ pub(super) struct ServerContent {
     pub(super) interrupted: bool,
     #[serde(default, alias = "output_transcription")]
     pub(super) output_transcription: Option<Transcription>,
+    #[serde(default, alias = "input_transcription")]
+    pub(super) input_transcription: Option<Transcription>,
 }
 
 impl ServerContent {
@@ -241,6 +282,34 @@ impl ServerContent {
             .and_then(|t| t.text.as_ref())
             .is_some_and(|t| !t.is_empty());
         parts || transcript
+    }
+
+    /// The speech of the model's turn, decoded (`inlineData` with an `audio/pcm` type).
+    pub(super) fn speech(&self) -> Vec<Vec<u8>> {
+        use base64::Engine as _;
+        let Some(turn) = &self.model_turn else {
+            return Vec::new();
+        };
+        turn.parts
+            .iter()
+            .filter_map(|p| p.inline_data.as_ref())
+            .filter(|blob| blob.mime_type.starts_with("audio/pcm"))
+            .filter_map(|blob| {
+                let pcm = base64::engine::general_purpose::STANDARD
+                    .decode(&blob.data)
+                    .map_err(|e| tracing::warn!(%e, "Gemini Live sent audio that is not base64"))
+                    .ok()?;
+                (!pcm.is_empty()).then_some(pcm)
+            })
+            .collect()
+    }
+
+    /// What the person said, as far as this message tells.
+    pub(super) fn heard(&self) -> Option<&str> {
+        self.input_transcription
+            .as_ref()
+            .and_then(|t| t.text.as_deref())
+            .filter(|t| !t.is_empty())
     }
 }
 

@@ -19,7 +19,7 @@ use crate::models::providers::gemini_live::wire::{
     is_normal_close, map_turn_complete_reason, tool_response, usage,
 };
 use crate::models::providers::gemini_live::{
-    EventSender, MAX_RECONNECTS_PER_STEP, NAMESPACE, StepJob, ToolBehavior, WsError,
+    EventSender, Job, MAX_RECONNECTS_PER_STEP, NAMESPACE, StepJob, ToolBehavior, WsError,
 };
 use crate::protocol::FinishReason;
 
@@ -35,12 +35,12 @@ enum StepEnd {
 }
 
 /// The running step.
-struct Step {
-    history: Vec<HistoryItem>,
+pub(super) struct Step {
+    pub(super) history: Vec<HistoryItem>,
     events: EventSender,
     /// The step's input has been sent (a generation is, or will be, in flight).
-    input_sent: bool,
-    last_heard: Instant,
+    pub(super) input_sent: bool,
+    pub(super) last_heard: Instant,
     /// `NON_BLOCKING`: end the step at this instant even without `turnComplete`.
     grace: Option<Instant>,
     /// Non-thought `modelTurn` text, emitted only if no transcript comes.
@@ -67,7 +67,7 @@ impl SessionActor {
         if events.is_closed() {
             return;
         }
-        let setup = SetupSpec::new(&self.shared, &request);
+        let setup = SetupSpec::new(&self.shared, &request, self.voice.mode);
         let mut step = Step {
             history: request.history,
             events,
@@ -95,6 +95,9 @@ impl SessionActor {
 
     async fn drive(&mut self, setup: &SetupSpec, step: &mut Step) -> Result<(), ModelError> {
         self.reconcile(&step.history);
+        if self.attach_spoken(step).await == Some(true) {
+            return Ok(());
+        }
         let mut reconnects = 0;
         loop {
             self.ensure_connection(setup, &step.history).await?;
@@ -246,6 +249,7 @@ impl SessionActor {
         enum Ev {
             Dropped,
             Frame(Option<Result<Message, WsError>>),
+            Job(Option<Job>),
             Silence,
             Grace,
         }
@@ -260,6 +264,8 @@ impl SessionActor {
                 biased;
                 () = step.events.closed() => Ev::Dropped,
                 frame = conn.ws.next() => Ev::Frame(frame),
+                // The person may speak while the model answers (barge-in).
+                job = self.jobs.recv(), if !self.jobs_closed => Ev::Job(job),
                 () = sleep_until(grace.unwrap_or(silent_at)), if grace.is_some() => Ev::Grace,
                 () = sleep_until(silent_at) => Ev::Silence,
             };
@@ -268,6 +274,9 @@ impl SessionActor {
                     self.on_dropped(step).await;
                     return StepEnd::Dropped;
                 }
+                Ev::Job(Some(Job::Voice(input))) => self.on_voice(input).await,
+                Ev::Job(Some(job)) => self.deferred.push_back(job),
+                Ev::Job(None) => self.jobs_closed = true,
                 Ev::Silence => {
                     self.close_connection();
                     return StepEnd::Failed(ModelError::Transport(format!(
@@ -324,7 +333,7 @@ impl SessionActor {
     }
 
     /// One server message during a step. `Ok(true)` = the step ended; `Err` = the socket broke.
-    async fn on_step_message(
+    pub(super) async fn on_step_message(
         &mut self,
         step: &mut Step,
         message: ServerMessage,
@@ -408,6 +417,15 @@ impl SessionActor {
         if !triage(conn, &content) {
             return Ok(false);
         }
+        for pcm in content.speech() {
+            step.emit(ModelEvent::Audio(pcm.into()));
+        }
+        if let Some(text) = content.heard()
+            && self.voice.spoke()
+        {
+            // Speech over the answer (barge-in): what the next spoken turn heard.
+            self.voice.note_heard(text);
+        }
         if let Some(turn) = content.model_turn {
             for part in turn.parts {
                 let text = part.text.unwrap_or_default();
@@ -436,6 +454,7 @@ impl SessionActor {
         }
         if content.interrupted {
             conn.stray_turn_complete = !content.turn_complete;
+            step.emit(ModelEvent::Interrupted);
             self.finish(step, Some(FinishReason::Other));
             return Ok(true);
         }

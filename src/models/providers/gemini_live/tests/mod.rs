@@ -9,6 +9,7 @@
 mod runtime;
 mod sockets;
 mod steps;
+mod voice;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};

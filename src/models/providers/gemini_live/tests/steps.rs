@@ -61,9 +61,9 @@ async fn setup_asks_for_audio_with_transcripts_tools_and_the_key_header() {
     assert_eq!(conn.recv().await, user_turn("hi"));
 
     // Text comes as the transcript; the same words as modelTurn text are not repeated, audio is
-    // dropped, a text frame is read like a binary one.
+    // the agent's speech (ADR 0035), a text frame is read like a binary one.
     conn.send(json!({"serverContent": {"modelTurn": {"parts": [
-        {"inlineData": {"mimeType": "audio/pcm;rate=24000", "data": "AAAA"}},
+        {"inlineData": {"mimeType": "audio/pcm;rate=24000", "data": "AQACAA=="}},
         {"text": "Hello there!"}
     ]}}}))
     .await;
@@ -82,6 +82,7 @@ async fn setup_asks_for_audio_with_transcripts_tools_and_the_key_header() {
     assert_eq!(
         events,
         vec![
+            ModelEvent::Audio(Arc::from(vec![1u8, 0, 2, 0])),
             ModelEvent::TextDelta("Hello ".into()),
             ModelEvent::TextDelta("there!".into()),
             ModelEvent::Finish {

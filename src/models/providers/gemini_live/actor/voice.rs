@@ -1,0 +1,222 @@
+//! The person's voice on a Live session (ADR 0035): microphone audio as
+//! `realtimeInput.audio`, push-to-talk as `activityStart`/`activityEnd` (the server's detection
+//! off), hands-free as the server's own detection; and the spoken answer, which begins with no
+//! step to take it: the actor tells the runtime what it heard ([`VoiceNotice::Heard`]), holds
+//! what the server sends until the runner's step for that turn comes, and hands it to that step.
+//!
+//! The setup cannot change on an open socket, so the first `start` of a chat, and a `start` in
+//! another mode, replace the socket (resuming with the handle); text steps keep the mode the
+//! chat last spoke in, so they do not.
+
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::step::Step;
+use super::{SessionActor, Synced, send};
+use crate::agent::history::HistoryItem;
+use crate::agent::model::ModelRequest;
+use crate::agent::voice::{UNTRANSCRIBED, VoiceInput, VoiceMode, VoiceNotice};
+use crate::models::providers::gemini_live::history::live_contents;
+use crate::models::providers::gemini_live::wire::{ServerMessage, SetupSpec, realtime_audio};
+
+/// The voice of one session.
+#[derive(Default)]
+pub(in crate::models::providers::gemini_live) struct Voice {
+    /// What the last `start` opened the session with (system and tools for a new socket).
+    pub(super) context: Option<ModelRequest>,
+    /// The mode the socket was set up for, once the chat has spoken.
+    pub(super) mode: Option<VoiceMode>,
+    /// Between `start` and `end`.
+    open: bool,
+    /// Audio went to the server since the last spoken turn began: output between steps is the
+    /// answer to it.
+    spoke: bool,
+    /// The input transcription since then.
+    heard: String,
+    /// A spoken turn was announced: its user message as the runtime will write it.
+    announced: Option<String>,
+    /// What the server sent for the announced turn before its step came.
+    held: Vec<ServerMessage>,
+}
+
+impl Voice {
+    /// Keeps the input transcription of speech not yet answered.
+    pub(super) fn note_heard(&mut self, text: &str) {
+        self.heard.push_str(text);
+    }
+
+    /// Audio went to the server since the last spoken turn began.
+    pub(super) fn spoke(&self) -> bool {
+        self.spoke
+    }
+}
+
+impl SessionActor {
+    pub(super) async fn on_voice(&mut self, input: VoiceInput) {
+        let result = match input {
+            VoiceInput::Start { mode } => self.start_voice(mode).await,
+            VoiceInput::Audio(pcm) => self.send_voice(&realtime_audio(&pcm)).await,
+            VoiceInput::End => {
+                let end = match self.voice.mode {
+                    Some(VoiceMode::HandsFree) => {
+                        json!({"realtimeInput": {"audioStreamEnd": true}})
+                    }
+                    _ => json!({"realtimeInput": {"activityEnd": {}}}),
+                };
+                let sent = self.send_voice(&end).await;
+                self.voice.open = false;
+                sent
+            }
+        };
+        if let Err(reason) = result {
+            tracing::warn!(session = %self.session_id, %reason, "Gemini Live voice input lost");
+        }
+    }
+
+    /// Opens the socket for speech in `mode` (see the module docs), brings the server session
+    /// up to the runner's history, and, for push-to-talk, marks the start of speech.
+    async fn start_voice(&mut self, mode: VoiceMode) -> Result<(), String> {
+        let replace = self.voice.mode != Some(mode);
+        self.voice.mode = Some(mode);
+        if self.in_step {
+            // A step is reading this socket: the mode changes at the next start.
+            if replace {
+                tracing::info!(session = %self.session_id, "voice mode changes after this answer");
+            }
+        } else {
+            let request = self
+                .voice
+                .context
+                .clone()
+                .ok_or("no voice context: the runtime sends it before start")?;
+            let setup =
+                SetupSpec::new(&self.shared, &request, Some(mode)).map_err(|e| e.to_string())?;
+            self.reconcile(&request.history);
+            self.ensure_connection(&setup, &request.history)
+                .await
+                .map_err(|e| e.to_string())?;
+            self.sync_history(&request.history).await?;
+        }
+        self.voice.open = true;
+        if self.voice.mode == Some(VoiceMode::PushToTalk) {
+            self.send_voice(&json!({"realtimeInput": {"activityStart": {}}}))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Sends what the server session lacks of `history`, as context (no answer asked for).
+    async fn sync_history(&mut self, history: &[HistoryItem]) -> Result<(), String> {
+        let conn = self.conn.as_mut().ok_or("no socket")?;
+        let start = self.synced.len().min(history.len());
+        let tail = &history[start..];
+        let turns = live_contents(tail);
+        if !turns.is_empty() {
+            let turn_complete = conn.seeding;
+            conn.seeding = false;
+            send(
+                conn,
+                &json!({"clientContent": {"turns": turns, "turnComplete": turn_complete}}),
+            )
+            .await?;
+        }
+        self.synced.extend(tail.iter().cloned().map(Synced::Item));
+        Ok(())
+    }
+
+    async fn send_voice(&mut self, message: &serde_json::Value) -> Result<(), String> {
+        if !self.voice.open {
+            return Err("audio outside start … end".into());
+        }
+        let conn = self
+            .conn
+            .as_mut()
+            .ok_or("the Gemini Live socket is closed")?;
+        send(conn, message).await?;
+        self.voice.spoke = true;
+        Ok(())
+    }
+
+    /// A server message with no step to take it: if it begins (or continues) the answer to the
+    /// person's speech, it is held for that turn's step and `None` is returned.
+    pub(super) fn hold_spoken_answer(&mut self, message: ServerMessage) -> Option<ServerMessage> {
+        if self.voice.announced.is_some() {
+            self.voice.held.push(message);
+            return None;
+        }
+        if !self.voice.spoke || self.conn.as_ref().is_none_or(|c| c.discard > 0) {
+            return Some(message);
+        }
+        if let Some(text) = message.server_content.as_ref().and_then(|c| c.heard()) {
+            self.voice.note_heard(text);
+        }
+        let answers = message.tool_call.is_some()
+            || message
+                .server_content
+                .as_ref()
+                .is_some_and(|c| c.has_content());
+        if !answers {
+            return Some(message);
+        }
+        let heard = std::mem::take(&mut self.voice.heard);
+        let transcript = heard.trim().to_owned();
+        self.voice.spoke = false;
+        self.voice.announced = Some(if transcript.is_empty() {
+            UNTRANSCRIBED.to_owned()
+        } else {
+            transcript.clone()
+        });
+        self.voice.held.push(message);
+        tracing::debug!(session = %self.session_id, "Gemini Live answers speech");
+        let _ = self.shared.voice_notices.send(VoiceNotice::Heard {
+            session_id: self.session_id.clone(),
+            transcript,
+        });
+        None
+    }
+
+    /// The runner's step for the spoken turn: the server already heard its user message, so
+    /// nothing is sent; what was held is read first. `Some(true)`: the step ended in what was
+    /// held; `None`: this step is not the spoken turn's (it goes the usual way).
+    pub(super) async fn attach_spoken(&mut self, step: &mut Step) -> Option<bool> {
+        let announced = self.voice.announced.take()?;
+        let held = std::mem::take(&mut self.voice.held);
+        let is_spoken = matches!(
+            step.history.last(),
+            Some(HistoryItem::User { text, .. }) if *text == announced
+        );
+        let conn = self.conn.as_mut()?;
+        if !is_spoken {
+            tracing::warn!(
+                session = %self.session_id,
+                "the spoken turn did not start; dropping the answer to it"
+            );
+            let ended = held.iter().any(|m| {
+                m.server_content
+                    .as_ref()
+                    .is_some_and(|c| c.turn_complete || c.interrupted)
+            });
+            if !ended {
+                conn.discard += 1;
+            }
+            return None;
+        }
+        let start = self.synced.len().min(step.history.len());
+        self.synced
+            .extend(step.history[start..].iter().cloned().map(Synced::Item));
+        step.input_sent = true;
+        step.last_heard = Instant::now();
+        for message in held {
+            match self.on_step_message(step, message).await {
+                Ok(true) => return Some(true),
+                Ok(false) => {}
+                Err(reason) => {
+                    tracing::debug!(session = %self.session_id, %reason, "the socket broke");
+                    self.conn = None;
+                    return Some(false);
+                }
+            }
+        }
+        Some(false)
+    }
+}
