@@ -3,6 +3,8 @@
 //! so a machine without them still builds, and the demo then answers in text and says why).
 
 pub mod pcm;
+pub mod programs;
+pub mod speak;
 
 /// The espeak-ng voice the demo speaks with, and every committed clip was made with: US English,
 /// which the recogniser's en-us acoustic model hears best (measured in ADR 0036).
