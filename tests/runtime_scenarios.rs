@@ -1127,6 +1127,21 @@ impl SessionStore for HoldingStore {
     async fn approval_owner(&self, approval_id: &str) -> Result<Option<String>, StoreError> {
         self.inner.approval_owner(approval_id).await
     }
+    async fn inbox(
+        &self,
+        query: &countersign::agent::inbox::InboxQuery,
+    ) -> Result<Vec<countersign::agent::inbox::Waiting>, StoreError> {
+        self.inner.inbox(query).await
+    }
+    async fn waiting(
+        &self,
+        approval_id: &str,
+    ) -> Result<Option<countersign::agent::inbox::Waiting>, StoreError> {
+        self.inner.waiting(approval_id).await
+    }
+    async fn waiting_counts(&self) -> Result<countersign::agent::inbox::WaitingCounts, StoreError> {
+        self.inner.waiting_counts().await
+    }
     async fn list(&self) -> Result<Vec<String>, StoreError> {
         self.inner.list().await
     }

@@ -1,11 +1,18 @@
-//! The approvals waiting in every chat, for the inbox (`/approvals`, ADR 0024): who may decide
-//! what is asked of people other than the chat's own — and their own, across chats — without
-//! opening each chat.
+//! The approvals waiting for people, for the inbox (`/approvals`, ADR 0024, ADR 0039): who may
+//! decide what is asked of people other than the chat's own — and their own, across chats —
+//! without opening each chat.
 //!
-//! An index, not a second source of truth: the session records hold the approvals; every commit
-//! of a record (and every record loaded, at start-up too) puts its chat's waiting approvals
-//! here, replacing what the chat had. A version number grows with every change, so a page can
-//! wait for the next one (long polling) and never miss one between two looks.
+//! The store keeps them: every commit writes its chat's waiting approvals as rows of the
+//! `pending_approvals` view (each with its [`Waiting`] entry) and the keys they are found by
+//! ([`Waiting::keys`]: who asked, the role or every person an approval wants, whether someone
+//! signed it). The inbox page asks the store for one page of what a person's keys find
+//! ([`InboxQuery`]); nothing of the deployment's approvals is kept here.
+//!
+//! What is kept here is news: a version that grows whenever what waits changes — a commit of
+//! this instance, or another instance's notification naming the approvals it changed — so a page
+//! can wait for the next one (long polling) and never miss one between two looks; and, for the
+//! chats this instance drives (in memory), what they waited for at their last commit, to tell a
+//! change from none and to measure how long a decided approval waited.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -16,12 +23,13 @@ use std::{
     time::Duration,
 };
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::Notify;
 
 use super::{
     clock::Millis,
-    gate::{CallPhase, StepCall},
+    gate::{CallPhase, StepCall, countersign},
     lock,
     session::SessionRecord,
 };
@@ -31,7 +39,7 @@ use crate::protocol::{
 };
 
 /// One approval waiting for people.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Waiting {
     pub chat: String,
     /// Whose chat it is (who asked).
@@ -51,64 +59,123 @@ pub struct Waiting {
     pub deadline_ms: Millis,
 }
 
-/// The waiting approvals of every chat, by approval id.
-#[derive(Debug, Default)]
-pub struct Inbox {
-    waiting: Mutex<Index>,
-    /// Changes of what waits, anywhere (the inbox pages follow it).
-    version: AtomicU64,
-    /// Changes of single chats (a chat page follows its own): see `Index::chat_versions`.
-    chat_changes: AtomicU64,
-    changed: Notify,
-    /// Where the approvals that leave it after a commit of this instance are measured.
-    metrics: Option<std::sync::Arc<super::metrics::Metrics>>,
+/// The key of the approvals someone signed already (a change of people rechecks them).
+pub const SIGNED: &str = "signed";
+
+impl Waiting {
+    /// The keys a store finds this approval by: its audience ([`countersign::audience`]), and
+    /// [`SIGNED`] once someone signed it.
+    pub fn keys(&self) -> Vec<String> {
+        let mut keys = countersign::audience(&self.needs, &self.owner);
+        if !self.signatures.is_empty() {
+            keys.push(SIGNED.to_owned());
+        }
+        keys
+    }
+
+    /// Where it stands in every listing: the oldest first.
+    pub fn cursor(&self) -> Cursor {
+        Cursor {
+            requested_at_ms: self.requested_at_ms,
+            approval_id: self.approval_id.clone(),
+        }
+    }
 }
 
-#[derive(Debug, Default)]
-struct Index {
-    by_approval: BTreeMap<String, Waiting>,
-    by_chat: HashMap<String, Vec<String>>,
-    /// Each chat's version (of `Inbox::chat_changes`) at its last change: a change of what it waits for, and, for a
-    /// chat that ever waited for someone, every commit after (a decision taken elsewhere is
-    /// followed by the commit of what it ran, which a page that shows the chat must see too).
-    chat_versions: HashMap<String, u64>,
+/// A place in a listing of waiting approvals (oldest first): the listing goes on after it. An
+/// approval asked later never moves what came before, so pages stay stable as approvals come.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Cursor {
+    pub requested_at_ms: Millis,
+    pub approval_id: String,
 }
 
-/// What `record`'s turn waits for the person for.
-fn waiting_of(record: &SessionRecord) -> Vec<Waiting> {
+/// One page of the waiting approvals a store finds under any of `keys`, oldest first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboxQuery {
+    pub keys: Vec<String>,
+    /// Leaves out approvals whose deadline is at or before it (`None`: keeps them).
+    pub now: Option<Millis>,
+    /// Starts after it (`None`: from the oldest).
+    pub after: Option<Cursor>,
+    pub limit: usize,
+}
+
+impl InboxQuery {
+    /// Whether `waiting` belongs in this query's listing, wherever its page: what every store
+    /// selects (the memory store asks it of each approval; the databases' queries say the same
+    /// in SQL, and the store contract tests hold them to it).
+    pub fn admits(&self, waiting: &Waiting) -> bool {
+        let keys = waiting.keys();
+        self.keys.iter().any(|k| keys.contains(k))
+            && self.now.is_none_or(|now| waiting.deadline_ms > now)
+            && self
+                .after
+                .as_ref()
+                .is_none_or(|after| waiting.cursor() > *after)
+    }
+}
+
+/// What `record`'s turn waits for people for.
+pub fn waiting_of(record: &SessionRecord) -> Vec<Waiting> {
     let Some(turn) = record.turn.as_ref().filter(|t| !t.status.is_over()) else {
         return Vec::new();
     };
     turn.calls
         .iter()
-        .filter_map(|call: &StepCall| match &call.phase {
-            CallPhase::AwaitingApproval {
-                approval_id,
-                requested_at_ms,
-                deadline_ms,
-            } => Some(Waiting {
-                chat: record.id.clone(),
-                owner: record.owner().to_owned(),
-                approval_id: approval_id.clone(),
-                tool_call_id: call.call.id.clone(),
-                tool: call.call.name.clone(),
-                args: call
-                    .signed_args
-                    .clone()
-                    .unwrap_or_else(|| call.call.args.clone()),
-                rule: match &call.ruling {
-                    Some(Ruling::Asked { rule, .. }) => rule.clone(),
-                    _ => None,
-                },
-                needs: call.needs(),
-                signatures: call.signatures.clone(),
-                dropped: call.dropped.clone(),
-                requested_at_ms: *requested_at_ms,
-                deadline_ms: *deadline_ms,
-            }),
-            _ => None,
-        })
+        .filter_map(|call| waiting_call(record, call))
         .collect()
+}
+
+/// `call` of `record`'s turn as it waits for people, if it does.
+pub fn waiting_call(record: &SessionRecord, call: &StepCall) -> Option<Waiting> {
+    let CallPhase::AwaitingApproval {
+        approval_id,
+        requested_at_ms,
+        deadline_ms,
+    } = &call.phase
+    else {
+        return None;
+    };
+    Some(Waiting {
+        chat: record.id.clone(),
+        owner: record.owner().to_owned(),
+        approval_id: approval_id.clone(),
+        tool_call_id: call.call.id.clone(),
+        tool: call.call.name.clone(),
+        args: call
+            .signed_args
+            .clone()
+            .unwrap_or_else(|| call.call.args.clone()),
+        rule: match &call.ruling {
+            Some(Ruling::Asked { rule, .. }) => rule.clone(),
+            _ => None,
+        },
+        needs: call.needs(),
+        signatures: call.signatures.clone(),
+        dropped: call.dropped.clone(),
+        requested_at_ms: *requested_at_ms,
+        deadline_ms: *deadline_ms,
+    })
+}
+
+/// News of what waits, for the pages that follow it (see the module's documentation).
+#[derive(Debug, Default)]
+pub struct Inbox {
+    /// What the chats this instance drives waited for at their last commit (or load).
+    driven: Mutex<HashMap<String, Vec<Waiting>>>,
+    /// Each chat's version (of `chat_changes`) at its last change, for the chats that waited
+    /// for someone since this instance started: a change of what it waits for, and every commit
+    /// after (a decision taken elsewhere is followed by the commit of what it ran, which a page
+    /// that shows the chat must see too).
+    chat_versions: Mutex<HashMap<String, u64>>,
+    /// Changes of what waits, anywhere (the inbox pages follow it).
+    version: AtomicU64,
+    /// Changes of single chats (a chat page follows its own).
+    chat_changes: AtomicU64,
+    changed: Notify,
+    /// Where the approvals that leave it after a commit of this instance are measured.
+    metrics: Option<std::sync::Arc<super::metrics::Metrics>>,
 }
 
 impl Inbox {
@@ -120,144 +187,109 @@ impl Inbox {
         }
     }
 
-    /// Puts `record`'s waiting approvals in place of what its chat had here: `record` as this
-    /// instance commits it (an approval that goes is measured as decided here).
+    /// `record` as this instance committed it: what it waits for now replaces what it waited
+    /// for (an approval that goes is measured as decided here).
     pub fn sync(&self, record: &SessionRecord) {
         self.replace(record, true);
     }
 
-    /// [`Inbox::sync`] for a record read from the database (loaded, or committed by another
-    /// instance): what it decided was measured where it was decided.
+    /// [`Inbox::sync`] for a record read from the database: what it decided was measured where
+    /// it was decided.
     pub fn sync_loaded(&self, record: &SessionRecord) {
         self.replace(record, false);
     }
 
+    /// `chat` left this instance's memory: what it waited for is the store's alone.
+    pub fn forget(&self, chat: &str) {
+        lock(&self.driven).remove(chat);
+    }
+
     fn replace(&self, record: &SessionRecord, decided_here: bool) {
         let now = waiting_of(record);
-        let mut index = lock(&self.waiting);
-        let before: Vec<Waiting> = index
-            .by_chat
+        let mut driven = lock(&self.driven);
+        let before = driven
             .get(&record.id)
-            .map(|ids| {
-                ids.iter()
-                    .filter_map(|id| index.by_approval.get(id).cloned())
-                    .collect()
-            })
+            .map(Vec::as_slice)
             .unwrap_or_default();
-        if before == now {
+        if before == now.as_slice() {
+            drop(driven);
             // Nothing waits differently; a chat that pages follow still moved on.
-            if index.chat_versions.contains_key(&record.id) {
-                let version = self.chat_changes.fetch_add(1, Ordering::SeqCst) + 1;
-                index.chat_versions.insert(record.id.clone(), version);
-                drop(index);
-                self.changed.notify_waiters();
-            }
+            self.chat_moved(&record.id, false);
             return;
         }
-        for id in index.by_chat.remove(&record.id).unwrap_or_default() {
-            let gone = index.by_approval.remove(&id);
-            if let (true, Some(metrics), Some(gone), Some(resolution)) = (
-                decided_here,
-                &self.metrics,
-                gone,
-                record.resolved_approvals.get(&id),
-            ) {
-                metrics.decided(resolution, gone.requested_at_ms);
+        if let (true, Some(metrics)) = (decided_here, &self.metrics) {
+            for gone in before
+                .iter()
+                .filter(|b| !now.iter().any(|n| n.approval_id == b.approval_id))
+            {
+                if let Some(resolution) = record.resolved_approvals.get(&gone.approval_id) {
+                    metrics.decided(resolution, gone.requested_at_ms);
+                }
             }
         }
-        if !now.is_empty() {
-            index.by_chat.insert(
-                record.id.clone(),
-                now.iter().map(|w| w.approval_id.clone()).collect(),
-            );
-            for waiting in now {
-                index
-                    .by_approval
-                    .insert(waiting.approval_id.clone(), waiting);
-            }
+        if now.is_empty() {
+            driven.remove(&record.id);
+        } else {
+            driven.insert(record.id.clone(), now);
         }
+        drop(driven);
         self.version.fetch_add(1, Ordering::SeqCst);
-        let version = self.chat_changes.fetch_add(1, Ordering::SeqCst) + 1;
-        index.chat_versions.insert(record.id.clone(), version);
-        drop(index);
+        self.chat_moved(&record.id, true);
+    }
+
+    /// Another instance committed `chat`; `changed`: what waits in it changed (its
+    /// notification named approvals that came, changed or went).
+    pub fn heard(&self, chat: &str, changed: bool) {
+        if changed {
+            self.version.fetch_add(1, Ordering::SeqCst);
+        }
+        self.chat_moved(chat, changed);
+    }
+
+    /// News may have been lost: every page that follows something here looks again.
+    pub fn everything_changed(&self) {
+        self.version.fetch_add(1, Ordering::SeqCst);
+        let mut versions = lock(&self.chat_versions);
+        for version in versions.values_mut() {
+            *version = self.chat_changes.fetch_add(1, Ordering::SeqCst) + 1;
+        }
+        drop(versions);
         self.changed.notify_waiters();
     }
 
-    /// The version at `chat`'s last change (0: none since the server started).
-    /// The chats that wait, or ever waited, for someone here.
-    pub fn chats(&self) -> Vec<String> {
-        let index = lock(&self.waiting);
-        let mut chats: Vec<String> = index.by_chat.keys().cloned().collect();
-        chats.extend(
-            index
-                .chat_versions
-                .keys()
-                .filter(|c| !index.by_chat.contains_key(*c))
-                .cloned(),
-        );
-        chats
+    /// `chat` moved on (`waits`: what it waits for changed): its version moves if it waits or
+    /// waited for someone, and every follower wakes.
+    fn chat_moved(&self, chat: &str, waits: bool) {
+        let mut versions = lock(&self.chat_versions);
+        if waits || versions.contains_key(chat) {
+            let version = self.chat_changes.fetch_add(1, Ordering::SeqCst) + 1;
+            versions.insert(chat.to_owned(), version);
+            drop(versions);
+            self.changed.notify_waiters();
+        }
     }
 
-    /// Whether `chat` waits, or ever waited, for someone here (its commits change the index).
+    /// Whether `chat` waits, or waited, for someone since this instance started.
     pub fn knows(&self, chat: &str) -> bool {
-        let index = lock(&self.waiting);
-        index.by_chat.contains_key(chat) || index.chat_versions.contains_key(chat)
+        lock(&self.chat_versions).contains_key(chat)
     }
 
+    /// The version at `chat`'s last change (0: none since the server started).
     pub fn chat_version(&self, chat: &str) -> u64 {
-        lock(&self.waiting)
-            .chat_versions
-            .get(chat)
-            .copied()
-            .unwrap_or(0)
+        lock(&self.chat_versions).get(chat).copied().unwrap_or(0)
     }
 
     /// Waits until `chat`'s version is no longer `known`, or `at_most` passed; its version then.
     pub async fn chat_changed_since(&self, chat: &str, known: u64, at_most: Duration) -> u64 {
-        let wait = async {
-            loop {
-                let changed = self.changed.notified();
-                let mut changed = std::pin::pin!(changed);
-                changed.as_mut().enable();
-                if self.chat_version(chat) != known {
-                    return;
-                }
-                changed.await;
-            }
-        };
-        let _ = tokio::time::timeout(at_most, wait).await;
+        self.wait_until(at_most, || self.chat_version(chat) != known)
+            .await;
         self.chat_version(chat)
     }
 
-    /// Every waiting approval, the oldest first.
-    pub fn all(&self) -> Vec<Waiting> {
-        let mut all: Vec<Waiting> = lock(&self.waiting).by_approval.values().cloned().collect();
-        all.sort_by(|a, b| {
-            a.requested_at_ms
-                .cmp(&b.requested_at_ms)
-                .then(a.approval_id.cmp(&b.approval_id))
-        });
-        all
-    }
-
-    /// The waiting approval `approval_id`, if it waits.
-    pub fn get(&self, approval_id: &str) -> Option<Waiting> {
-        lock(&self.waiting).by_approval.get(approval_id).cloned()
-    }
-
-    /// How many approvals wait, by tool and by the rule that asks (`/metrics`).
-    pub fn counts(&self) -> Vec<((String, Option<String>), u64)> {
-        let mut counts: BTreeMap<(&str, Option<&str>), u64> = BTreeMap::new();
-        let index = lock(&self.waiting);
-        for waiting in index.by_approval.values() {
-            *counts
-                .entry((&waiting.tool, waiting.rule.as_deref()))
-                .or_default() += 1;
-        }
-        counts
-            .into_iter()
-            .map(|((tool, rule), n)| ((tool.to_owned(), rule.map(str::to_owned)), n))
-            .collect()
+    /// How many approvals the chats driven here wait for (a test's view of this instance's
+    /// memory).
+    pub fn driven(&self) -> usize {
+        lock(&self.driven).values().map(Vec::len).sum()
     }
 
     /// The version now: it grows with every change.
@@ -267,25 +299,46 @@ impl Inbox {
 
     /// Waits until the version is no longer `known`, or `at_most` passed; the version then.
     pub async fn changed_since(&self, known: u64, at_most: Duration) -> u64 {
+        self.wait_until(at_most, || self.version() != known).await;
+        self.version()
+    }
+
+    /// Waits until `done` says so after a change, or `at_most` passed.
+    async fn wait_until(&self, at_most: Duration, done: impl Fn() -> bool) {
         let wait = async {
             loop {
                 let changed = self.changed.notified();
                 let mut changed = std::pin::pin!(changed);
                 // Registered before looking, so a change in between is not missed.
                 changed.as_mut().enable();
-                if self.version() != known {
+                if done() {
                     return;
                 }
                 changed.await;
             }
         };
         let _ = tokio::time::timeout(at_most, wait).await;
-        self.version()
     }
 }
 
+/// How many approvals wait, by tool and by the rule that asks (`/metrics`).
+pub type WaitingCounts = Vec<((String, Option<String>), u64)>;
+
+/// Counts `waiting` by tool and rule, as [`WaitingCounts`] (the memory store's).
+pub fn count(waiting: impl IntoIterator<Item = Waiting>) -> WaitingCounts {
+    let mut counts: BTreeMap<(String, Option<String>), u64> = BTreeMap::new();
+    for w in waiting {
+        *counts.entry((w.tool, w.rule)).or_default() += 1;
+    }
+    counts.into_iter().collect()
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod fixtures {
+    //! Records that wait for people, for the inbox's tests and the stores' contract tests.
+
+    use serde_json::json;
+
     use super::*;
     use crate::agent::{
         gate::{CallPhase, StepCall},
@@ -293,45 +346,78 @@ mod tests {
         session::{TurnRecord, TurnStatus},
         tools::ToolLocation,
     };
-    use serde_json::json;
 
-    fn record(chat: &str, approvals: &[&str]) -> SessionRecord {
+    /// One approval a fixture's turn waits for.
+    #[derive(Clone)]
+    pub(crate) struct Ask {
+        pub(crate) id: String,
+        pub(crate) needs: Requirement,
+        pub(crate) requested_at_ms: Millis,
+        pub(crate) deadline_ms: Millis,
+        /// Who signed it already.
+        pub(crate) signed_by: Vec<String>,
+    }
+
+    impl Ask {
+        /// `id`, asked at `at`, needing two approvers (not the requester) by default.
+        pub(crate) fn new(id: &str, at: Millis) -> Ask {
+            Ask {
+                id: id.into(),
+                needs: Requirement {
+                    approvers: 2,
+                    role: Some("approver".into()),
+                    not_requester: true,
+                    step_up: false,
+                },
+                requested_at_ms: at,
+                deadline_ms: at + 1_000_000,
+                signed_by: Vec::new(),
+            }
+        }
+    }
+
+    /// A chat `chat` of `owner` (`None`: the local person) whose turn waits for `asks`.
+    pub(crate) fn waiting_record(chat: &str, owner: Option<&str>, asks: &[Ask]) -> SessionRecord {
         let mut record = SessionRecord::new(chat, 0);
-        record.owner = Some("p-ana".into());
+        record.owner = owner.map(str::to_owned);
         record.turn = Some(TurnRecord {
             id: "t".into(),
             message_id: "m".into(),
             status: TurnStatus::AwaitingPerson,
             steps: 1,
-            calls: approvals
+            calls: asks
                 .iter()
                 .enumerate()
-                .map(|(i, id)| StepCall {
+                .map(|(i, ask)| StepCall {
                     call: ToolCall {
-                        id: format!("c{i}"),
+                        id: format!("{chat}-c{i}"),
                         name: "process_payment".into(),
-                        args: json!({"amount": 150}),
+                        args: json!({"amount": 150, "recipient": "Hanako"}),
                         provider_data: None,
                     },
                     location: ToolLocation::Server,
                     phase: CallPhase::AwaitingApproval {
-                        approval_id: (*id).into(),
-                        requested_at_ms: i as i64,
-                        deadline_ms: 1_000,
+                        approval_id: ask.id.clone(),
+                        requested_at_ms: ask.requested_at_ms,
+                        deadline_ms: ask.deadline_ms,
                     },
                     announced: false,
-                    gated_by: Some((*id).into()),
+                    gated_by: Some(ask.id.clone()),
                     ruling: Some(Ruling::Asked {
                         rule: Some("two-people".into()),
                         grantable: false,
-                        needs: Some(Requirement {
-                            approvers: 2,
-                            role: Some("approver".into()),
-                            not_requester: true,
-                            step_up: false,
-                        }),
+                        needs: Some(ask.needs.clone()),
                     }),
-                    signatures: Vec::new(),
+                    signatures: ask
+                        .signed_by
+                        .iter()
+                        .map(|p| Signature {
+                            person: p.clone(),
+                            name: p.to_uppercase(),
+                            at_ms: ask.requested_at_ms + 1,
+                            step_up: false,
+                        })
+                        .collect(),
                     signed_args: None,
                     proposed_by: None,
                     denied_by: None,
@@ -350,16 +436,40 @@ mod tests {
         record
     }
 
+    /// `record` with its turn over (nothing waits any more).
+    pub(crate) fn finished(mut record: SessionRecord) -> SessionRecord {
+        if let Some(turn) = record.turn.as_mut() {
+            turn.status = TurnStatus::Finished;
+        }
+        record
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{Ask, finished, waiting_record};
+    use super::*;
+
+    fn record(chat: &str, approvals: &[&str]) -> SessionRecord {
+        let asks: Vec<Ask> = approvals
+            .iter()
+            .enumerate()
+            .map(|(i, id)| Ask::new(id, i as i64))
+            .collect();
+        waiting_record(chat, Some("p-ana"), &asks)
+    }
+
     #[tokio::test]
     async fn a_chats_approvals_are_replaced_whole_and_a_change_wakes_a_waiter() {
         let inbox = std::sync::Arc::new(Inbox::default());
         inbox.sync(&record("chat-1", &["a1", "a2"]));
         inbox.sync(&record("chat-2", &["b1"]));
-        assert_eq!(inbox.all().len(), 3);
-        let waiting = inbox.get("a1").unwrap();
+        assert_eq!(inbox.driven(), 3);
+        let waiting = waiting_of(&record("chat-1", &["a1"])).remove(0);
         assert_eq!(waiting.owner, "p-ana");
         assert_eq!(waiting.rule.as_deref(), Some("two-people"));
         assert_eq!(waiting.needs.approvers, 2);
+        assert_eq!(waiting.keys(), ["owner:p-ana", "role:approver"]);
         let version = inbox.version();
         inbox.sync(&record("chat-1", &["a1", "a2"]));
         assert_eq!(inbox.version(), version, "no change, no new version");
@@ -368,18 +478,46 @@ mod tests {
             tokio::spawn(async move { inbox.changed_since(version, Duration::from_secs(5)).await })
         };
         tokio::task::yield_now().await;
-        let mut done = record("chat-1", &[]);
-        done.turn.as_mut().unwrap().status = TurnStatus::Finished;
-        inbox.sync(&done);
+        inbox.sync(&finished(record("chat-1", &[])));
         assert!(waiter.await.unwrap() > version);
-        assert!(inbox.get("a1").is_none());
-        assert_eq!(inbox.all().len(), 1);
+        assert_eq!(inbox.driven(), 1);
+        inbox.forget("chat-2");
+        assert_eq!(
+            inbox.driven(),
+            0,
+            "a chat that left memory is the store's alone"
+        );
         // Nothing changes: the wait ends at its limit with the same version.
         let now = inbox.version();
         assert_eq!(
             inbox.changed_since(now, Duration::from_millis(20)).await,
             now
         );
+    }
+
+    #[tokio::test]
+    async fn news_from_another_instance_wakes_the_pages_only_when_what_waits_changed() {
+        let inbox = std::sync::Arc::new(Inbox::default());
+        let version = inbox.version();
+        inbox.heard("elsewhere", false);
+        assert_eq!(
+            inbox.version(),
+            version,
+            "a commit that changed no approval"
+        );
+        assert_eq!(inbox.chat_version("elsewhere"), 0);
+        inbox.heard("elsewhere", true);
+        assert!(inbox.version() > version);
+        let asked = inbox.chat_version("elsewhere");
+        assert!(asked > 0);
+        inbox.heard("elsewhere", false);
+        assert!(
+            inbox.chat_version("elsewhere") > asked,
+            "a chat that waited moves on with every commit"
+        );
+        let before = (inbox.version(), inbox.chat_version("elsewhere"));
+        inbox.everything_changed();
+        assert!(inbox.version() > before.0 && inbox.chat_version("elsewhere") > before.1);
     }
 
     #[tokio::test]
@@ -393,7 +531,7 @@ mod tests {
         let waiting = inbox.version();
         // The decision: nothing waits any more. Then the commit of what it ran: the chat's
         // version moves again (its page must see the result), the inbox's does not.
-        let mut decided = record("chat-1", &[]);
+        let decided = record("chat-1", &[]);
         inbox.sync(&decided);
         let decided_at = inbox.chat_version("chat-1");
         assert!(decided_at != asked);
@@ -408,8 +546,7 @@ mod tests {
             })
         };
         tokio::task::yield_now().await;
-        decided.turn.as_mut().unwrap().status = TurnStatus::Finished;
-        inbox.sync(&decided);
+        inbox.sync(&finished(decided));
         assert_ne!(
             follower.await.unwrap(),
             decided_at,

@@ -31,6 +31,7 @@ mod news;
 mod people;
 mod turns;
 mod voice;
+mod waiting;
 
 pub use grants::GrantChange;
 pub(crate) use people::dropped_events;
@@ -165,7 +166,7 @@ pub struct Runtime {
     pub settings: RuntimeSettings,
     /// Questions running tools wait on the person for (MCP elicitation).
     pub questions: Arc<Questions>,
-    /// The approvals waiting in every chat (the inbox's index).
+    /// News of the approvals waiting (the inbox's pages follow it; the store keeps them).
     pub inbox: Arc<super::inbox::Inbox>,
     /// Writes chats' records (every commit, a turn's or an answer's).
     pub(crate) commits: Commits,

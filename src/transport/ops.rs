@@ -118,8 +118,14 @@ async fn metrics(State(state): State<AppState>, client: Client) -> Result<Respon
             // Left out of this scrape: Prometheus shows the gap, `store_errors` the failure.
             Ok(Err(_)) | Err(_) => None,
         };
+    // Counted by the database (ADR 0039); left out of this scrape (no series) when it does not
+    // answer in time, as above.
+    let waiting = match tokio::time::timeout(READY_TIMEOUT, runtime.store.waiting_counts()).await {
+        Ok(Ok(counts)) => counts,
+        Ok(Err(_)) | Err(_) => Vec::new(),
+    };
     let gauges = Gauges {
-        waiting: runtime.inbox.counts(),
+        waiting,
         turns_running: runtime.turns_running() as u64,
         live_instances,
         websockets: state.edge.sockets.len() as u64,

@@ -85,6 +85,33 @@ impl Signer {
 pub struct NotEligible(pub String);
 
 /// Whether `signer` may approve an approval needing `needs`, asked for by `requester`.
+/// Who sees an approval in their inbox, as the keys a store indexes it under (ADR 0039): the
+/// person who asked (whose chat it is) always; when it wants others, the people with its role, or
+/// every person when it names none. The same rule as [`may_sign`], coarser: whoever may sign, or
+/// asked, shares a key with the approval ([`audience_of`]); the inbox then asks [`may_sign`] of
+/// each approval it lists.
+pub fn audience(needs: &Requirement, requester: &str) -> Vec<String> {
+    let mut keys = vec![format!("owner:{requester}")];
+    if needs.wants_others() {
+        keys.push(match &needs.role {
+            Some(role) => format!("role:{role}"),
+            None => "people".to_owned(),
+        });
+    }
+    keys
+}
+
+/// The keys `signer` sees approvals by (see [`audience`]): their own chats', their roles', and,
+/// when they are a person signed in with a passkey, those any person may sign.
+pub fn audience_of(signer: &Signer) -> Vec<String> {
+    let mut keys = vec![format!("owner:{}", signer.id)];
+    if signer.person {
+        keys.push("people".to_owned());
+        keys.extend(signer.roles.iter().map(|role| format!("role:{role}")));
+    }
+    keys
+}
+
 pub fn may_sign(needs: &Requirement, signer: &Signer, requester: &str) -> Result<(), NotEligible> {
     if !needs.wants_others() {
         if signer.id != requester {

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use super::{Metrics, StoreOp};
 use crate::agent::{
     clock::Millis,
+    inbox::{InboxQuery, Waiting, WaitingCounts},
     session::{SessionRecord, TurnEntry},
     store::{
         AuditEvent, AuditQuery, AuditRecord, ChainHead, Checkpoint, SessionStore, StoreError,
@@ -75,6 +76,22 @@ impl SessionStore for Metered {
         self.count(StoreOp::Read, self.inner.approval_owner(approval_id).await)
     }
 
+    async fn inbox(&self, query: &InboxQuery) -> Result<Vec<Waiting>, StoreError> {
+        self.count(StoreOp::Read, self.inner.inbox(query).await)
+    }
+
+    async fn waiting(&self, approval_id: &str) -> Result<Option<Waiting>, StoreError> {
+        self.count(StoreOp::Read, self.inner.waiting(approval_id).await)
+    }
+
+    async fn waiting_counts(&self) -> Result<WaitingCounts, StoreError> {
+        self.count(StoreOp::Read, self.inner.waiting_counts().await)
+    }
+
+    async fn unindexed(&self) -> Result<Vec<String>, StoreError> {
+        self.count(StoreOp::Read, self.inner.unindexed().await)
+    }
+
     async fn list(&self) -> Result<Vec<String>, StoreError> {
         self.count(StoreOp::Read, self.inner.list().await)
     }
@@ -100,6 +117,10 @@ impl SessionStore for Metered {
 
     async fn unfinished(&self) -> Result<Vec<String>, StoreError> {
         self.count(StoreOp::Read, self.inner.unfinished().await)
+    }
+
+    async fn resumable(&self) -> Result<Vec<String>, StoreError> {
+        self.count(StoreOp::Read, self.inner.resumable().await)
     }
 
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {

@@ -271,9 +271,20 @@ impl Runtime {
         }
     }
 
-    /// Resumes every turn the store says was not over (at start-up). Returns how many.
+    /// Resumes the turns the store says this instance takes up (at start-up: every unfinished
+    /// one, or on a shared database the orphaned ones). Returns how many. First,
+    /// the chats whose waiting approvals were written before the inbox's columns (a migrated
+    /// database) are committed again, so the inbox finds them (ADR 0039).
     pub async fn resume_unfinished(self: &Arc<Self>) -> Result<usize, StoreError> {
-        let ids = self.store.unfinished().await?;
+        for id in self.store.unindexed().await? {
+            let session = self.session(&id).await?;
+            if let Err(failed) = self.commits.commit(&session, Vec::new(), None).await {
+                tracing::warn!(session = %id, error = %failed.error.report(), "cannot index a chat's waiting approvals for the inbox");
+            }
+            drop(session);
+            self.release_parked(&id);
+        }
+        let ids = self.store.resumable().await?;
         for id in &ids {
             drop(self.session(id).await?);
             // A turn that came back parked waits in the store, not in memory.
@@ -421,6 +432,8 @@ impl Runtime {
     /// A session removed from `live` leaves memory: its log stays reachable while a reader
     /// holds it, and the release is counted.
     pub(super) fn let_go(&self, session: &Session) {
+        // What it waits for is the store's alone now (ADR 0039).
+        self.inbox.forget(&session.id);
         if let Some(log) = session.current_log() {
             self.held_logs.hold(&session.id, &log);
         }

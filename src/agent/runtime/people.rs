@@ -132,6 +132,19 @@ impl Runtime {
         }
     }
 
+    /// The approvals waiting that someone signed already (whose signatures a change of people
+    /// may void), as the store has them.
+    async fn signed_waiting(&self) -> Vec<crate::agent::inbox::Waiting> {
+        match self.waiting_under(crate::agent::inbox::SIGNED).await {
+            Ok(waiting) => waiting,
+            Err(e) => {
+                // Each answer and each countersigned call rechecks with the store again.
+                tracing::error!(error = %e.report(), "cannot list the signed approvals; their signatures are rechecked when they are next used");
+                Vec::new()
+            }
+        }
+    }
+
     /// Drops, in the chats `reach` reaches, the signatures of people who may no longer sign
     /// (removed, or without the role now) as the store says now; `actor`: who caused it.
     async fn recheck_signatures(self: &Arc<Self>, reach: Reach, actor: Option<&Actor>) {
@@ -145,8 +158,8 @@ impl Runtime {
         };
         let mut chats: Vec<String> = match reach {
             Reach::Everywhere => self
-                .inbox
-                .all()
+                .signed_waiting()
+                .await
                 .into_iter()
                 .filter(|w| {
                     w.signatures.iter().any(|s| {
@@ -253,13 +266,15 @@ impl Runtime {
             .map(|s| s.id.clone())
             .collect();
         if reach == Reach::Everywhere {
-            chats.extend(
-                self.inbox
-                    .all()
-                    .into_iter()
-                    .filter(|w| w.owner == person.id)
-                    .map(|w| w.chat),
-            );
+            let key = format!("owner:{}", person.id);
+            match self.waiting_under(&key).await {
+                Ok(waiting) => chats.extend(waiting.into_iter().map(|w| w.chat)),
+                Err(e) => {
+                    // Their chats' turns still cannot run a call: an answer or a recheck
+                    // before it asks who may sign again.
+                    tracing::error!(person = %person.id, error = %e.report(), "cannot list a removed person's waiting approvals");
+                }
+            }
         }
         chats.sort();
         chats.dedup();

@@ -10,6 +10,7 @@ use crate::{
     agent::people::{Invite, InviteKind, Person},
     agent::{
         gate::CallPhase,
+        inbox::{Waiting, waiting_call},
         session::{SessionRecord, TurnEntry, TurnStatus},
         tools::Transaction as Payment,
     },
@@ -99,6 +100,42 @@ pub(crate) struct PendingApprovalRow {
     pub(crate) args: String,
     pub(crate) requested_at_ms: i64,
     pub(crate) deadline_ms: i64,
+    /// Whose chat it is (the local person's id for theirs).
+    pub(crate) owner: String,
+    /// The rule that asks, if one does.
+    pub(crate) rule: Option<String>,
+    /// The inbox's entry ([`Waiting`]) as JSON: what a page shows without opening the chat.
+    pub(crate) entry: String,
+    /// The keys the inbox finds it by ([`Waiting::keys`]): rows of `approval_keys`.
+    pub(crate) keys: Vec<String>,
+}
+
+impl PendingApprovalRow {
+    /// The row of `waiting`, a call of its chat's turn (`call_args`: the call's own arguments).
+    pub(crate) fn of(waiting: &Waiting, call_args: &serde_json::Value) -> Result<Self, StoreError> {
+        Ok(PendingApprovalRow {
+            approval_id: waiting.approval_id.clone(),
+            tool_call_id: waiting.tool_call_id.clone(),
+            tool: waiting.tool.clone(),
+            args: call_args.to_string(),
+            requested_at_ms: waiting.requested_at_ms,
+            deadline_ms: waiting.deadline_ms,
+            owner: waiting.owner.clone(),
+            rule: waiting.rule.clone(),
+            entry: to_json(waiting)?,
+            keys: waiting.keys(),
+        })
+    }
+}
+
+/// The inbox's entry of a `pending_approvals` row, as stored (`entry`).
+pub(crate) fn decode_waiting(approval_id: &str, entry: &str) -> Result<Waiting, StoreError> {
+    serde_json::from_str(entry).map_err(|e| {
+        StoreError::caused_by(
+            format!("waiting approval {approval_id}: its stored entry is unreadable"),
+            e,
+        )
+    })
 }
 
 /// A row of `pending_browser_calls`: a call of the record's turn that waits for the browser.
@@ -119,29 +156,22 @@ impl Write {
     ) -> Result<Self, StoreError> {
         let mut approvals = Vec::new();
         let mut browser_calls = Vec::new();
+        let turn_over = record.turn.as_ref().is_some_and(|t| t.status.is_over());
         for call in record.turn.iter().flat_map(|t| &t.calls) {
-            match &call.phase {
-                CallPhase::AwaitingApproval {
-                    approval_id,
-                    requested_at_ms,
-                    deadline_ms,
-                } => approvals.push(PendingApprovalRow {
-                    approval_id: approval_id.clone(),
-                    tool_call_id: call.call.id.clone(),
-                    tool: call.call.name.clone(),
-                    args: call.call.args.to_string(),
-                    requested_at_ms: *requested_at_ms,
-                    deadline_ms: *deadline_ms,
-                }),
-                CallPhase::AwaitingBrowser {
-                    args, deadline_ms, ..
-                } => browser_calls.push(PendingBrowserRow {
+            // What waits is what `inbox::waiting_of` says: nothing once the turn is over.
+            if let Some(waiting) = waiting_call(record, call).filter(|_| !turn_over) {
+                approvals.push(PendingApprovalRow::of(&waiting, &call.call.args)?);
+            }
+            if let CallPhase::AwaitingBrowser {
+                args, deadline_ms, ..
+            } = &call.phase
+            {
+                browser_calls.push(PendingBrowserRow {
                     tool_call_id: call.call.id.clone(),
                     tool: call.call.name.clone(),
                     args: args.to_string(),
                     deadline_ms: *deadline_ms,
-                }),
-                _ => {}
+                });
             }
         }
         Ok(Write {
@@ -160,7 +190,7 @@ impl Write {
             owner: record.owner.clone(),
             turn: record.turn.as_ref().map(to_json).transpose()?,
             resolved: to_json(&record.resolved_approvals)?,
-            turn_over: record.turn.as_ref().is_some_and(|t| t.status.is_over()),
+            turn_over,
             log: match (log, &record.turn) {
                 (Some(entries), Some(turn)) => Some((turn.id.clone(), to_json(&entries)?)),
                 _ => None,

@@ -81,6 +81,31 @@ impl SessionStore for MemoryStore {
             .map(|r| r.id.clone()))
     }
 
+    async fn inbox(&self, query: &InboxQuery) -> Result<Vec<Waiting>, StoreError> {
+        let mut found: Vec<Waiting> = lock(&self.records)
+            .values()
+            .flat_map(crate::agent::inbox::waiting_of)
+            .filter(|w| query.admits(w))
+            .collect();
+        found.sort_by_key(Waiting::cursor);
+        found.truncate(query.limit);
+        Ok(found)
+    }
+
+    async fn waiting(&self, approval_id: &str) -> Result<Option<Waiting>, StoreError> {
+        Ok(lock(&self.records)
+            .values()
+            .flat_map(crate::agent::inbox::waiting_of)
+            .find(|w| w.approval_id == approval_id))
+    }
+
+    async fn waiting_counts(&self) -> Result<WaitingCounts, StoreError> {
+        let records = lock(&self.records);
+        Ok(crate::agent::inbox::count(
+            records.values().flat_map(crate::agent::inbox::waiting_of),
+        ))
+    }
+
     async fn save_attachment(
         &self,
         chat: &str,

@@ -20,6 +20,7 @@
 
 pub mod audit;
 pub(crate) mod encode;
+pub(crate) mod inbox_sql;
 mod memory;
 pub mod postgres;
 pub mod reservations;
@@ -43,6 +44,7 @@ pub use super::attachments::StoredFile;
 pub(crate) use super::lock;
 use super::{
     clock::Millis,
+    inbox::{InboxQuery, Waiting, WaitingCounts},
     session::{SessionRecord, TurnEntry},
 };
 use crate::{
@@ -155,6 +157,13 @@ impl StoredSession {
 pub enum StoreNews {
     /// Another instance committed `chat`; `waits`: its turn waits for people's decisions now.
     Chat { chat: String, waits: bool },
+    /// Another instance's commit of `chat` changed what waits in it: `approvals` came, changed
+    /// (a signature, an edit) or went (empty: which ones was too long to say). The inbox's pages
+    /// look again; nothing needs to be read for it.
+    Waiting {
+        chat: String,
+        approvals: Vec<String>,
+    },
     /// Someone asked another instance to stop `chat`'s turn (which may run here).
     Stop { chat: String },
     /// People, passkeys or invites changed.
@@ -221,6 +230,22 @@ pub trait SessionStore: Send + Sync + 'static {
     /// The session whose stored turn waits for the approval `approval_id`, if any.
     async fn approval_owner(&self, approval_id: &str) -> Result<Option<String>, StoreError>;
 
+    /// One page of the approvals waiting for people that `query` selects (ADR 0039):
+    /// [`InboxQuery::admits`] says which, the oldest first, at most `query.limit`.
+    async fn inbox(&self, query: &InboxQuery) -> Result<Vec<Waiting>, StoreError>;
+
+    /// The approval `approval_id`, if it waits for people.
+    async fn waiting(&self, approval_id: &str) -> Result<Option<Waiting>, StoreError>;
+
+    /// How many approvals wait, by tool and by the rule that asks (`/metrics`).
+    async fn waiting_counts(&self) -> Result<WaitingCounts, StoreError>;
+
+    /// Sessions whose waiting approvals were written before the inbox's columns existed (a
+    /// migrated database): committed again once, at start-up, so the inbox finds them.
+    async fn unindexed(&self) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
+
     /// Ids of the stored sessions, most recently updated first.
     async fn list(&self) -> Result<Vec<String>, StoreError>;
 
@@ -241,6 +266,15 @@ pub trait SessionStore: Send + Sync + 'static {
     /// Ids of the sessions whose turn is not over (running or waiting for the person): the
     /// turns a restarted server must pick up again.
     async fn unfinished(&self) -> Result<Vec<String>, StoreError>;
+
+    /// The turns a starting instance takes up itself (ADR 0039): every unfinished one on a
+    /// database only it uses; on a shared one, the running turns whose instance stopped
+    /// answering — a turn waiting for people is any instance's to load when someone answers, and
+    /// the overdue sweeper's when its deadline passes, so a start reads no more than that
+    /// whatever the number of approvals waiting.
+    async fn resumable(&self) -> Result<Vec<String>, StoreError> {
+        self.unfinished().await
+    }
 
     /// Audit records matching `query`, newest first.
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError>;

@@ -317,6 +317,24 @@ impl SessionStore for MemoryInstance {
         self.store().approval_owner(approval_id).await
     }
 
+    async fn inbox(
+        &self,
+        query: &crate::agent::inbox::InboxQuery,
+    ) -> Result<Vec<crate::agent::inbox::Waiting>, StoreError> {
+        self.store().inbox(query).await
+    }
+
+    async fn waiting(
+        &self,
+        approval_id: &str,
+    ) -> Result<Option<crate::agent::inbox::Waiting>, StoreError> {
+        self.store().waiting(approval_id).await
+    }
+
+    async fn waiting_counts(&self) -> Result<crate::agent::inbox::WaitingCounts, StoreError> {
+        self.store().waiting_counts().await
+    }
+
     async fn list(&self) -> Result<Vec<String>, StoreError> {
         self.store().list().await
     }

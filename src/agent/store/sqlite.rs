@@ -35,11 +35,13 @@ use super::{
 };
 use crate::agent::{
     clock::Millis,
+    inbox::{InboxQuery, Waiting, WaitingCounts},
     session::{SessionRecord, TurnEntry, TurnStatus},
 };
 
 mod chain;
 mod checkpoint;
+mod inbox;
 mod people;
 mod policy;
 mod writer;
@@ -90,6 +92,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../../../migrations/0013_spending_reservations.sql"),
     ),
     (14, include_str!("../../../migrations/0014_audit_chain.sql")),
+    (15, include_str!("../../../migrations/0015_inbox.sql")),
 ];
 
 /// The migration that makes the audit log a chain: the records already there are chained right
@@ -505,6 +508,25 @@ impl SessionStore for SqliteStore {
                 .map_err(err("cannot look up an approval"))
         })
         .await
+    }
+
+    async fn inbox(&self, query: &InboxQuery) -> Result<Vec<Waiting>, StoreError> {
+        let query = query.clone();
+        self.read(move |conn| inbox::page(conn, &query)).await
+    }
+
+    async fn waiting(&self, approval_id: &str) -> Result<Option<Waiting>, StoreError> {
+        let approval_id = approval_id.to_owned();
+        self.point_read(move |conn| inbox::one(conn, &approval_id))
+            .await
+    }
+
+    async fn waiting_counts(&self) -> Result<WaitingCounts, StoreError> {
+        self.read(|conn| inbox::counts(conn)).await
+    }
+
+    async fn unindexed(&self) -> Result<Vec<String>, StoreError> {
+        self.read(|conn| inbox::unindexed(conn)).await
     }
 
     async fn save_attachment(

@@ -43,70 +43,101 @@ struct Seen {
     signed: bool,
 }
 
-/// The waiting approvals `principal` sees: their own chats', and others' they may sign.
-fn seen(state: &AppState, principal: &Principal) -> Vec<Seen> {
-    let signer = signer_of(state, principal);
-    state
-        .runtime
-        .inbox
-        .all()
-        .into_iter()
-        .filter_map(|waiting| {
-            let own = waiting.owner == signer.id;
-            let sign = may_sign(&waiting.needs, &signer, &waiting.owner).map_err(|e| e.0);
-            if !own && sign.is_err() {
-                return None;
-            }
-            let signed = waiting.signatures.iter().any(|s| s.person == signer.id);
-            Some(Seen {
-                waiting,
-                own,
-                sign,
-                signed,
-            })
-        })
-        .collect()
+/// How many approvals the inbox page shows at most: the oldest first (ADR 0039).
+pub const PAGE: usize = 100;
+
+/// What `signer` may do with `waiting`, if they see it: their own chats', and others' they may
+/// sign.
+fn seen_by(signer: &Signer, waiting: Waiting) -> Option<Seen> {
+    let own = waiting.owner == signer.id;
+    let sign = may_sign(&waiting.needs, signer, &waiting.owner).map_err(|e| e.0);
+    if !own && sign.is_err() {
+        return None;
+    }
+    let signed = waiting.signatures.iter().any(|s| s.person == signer.id);
+    Some(Seen {
+        waiting,
+        own,
+        sign,
+        signed,
+    })
 }
 
-/// The list as HTML, and how many approvals wait for this person's decision.
-pub fn inbox_html(state: &AppState, principal: &Principal, focus: Option<&str>) -> (String, u32) {
-    let mut items = seen(state, principal);
-    if let Some(focus) = focus {
-        items.retain(|s| s.waiting.approval_id == focus);
-        if items.is_empty() {
-            // Once its call ran, the receipt says who signed what (ADR 0029); the server
-            // answers `no_receipt` for one that did not run or that this person may not read.
-            let receipt = format!(
-                "/api/audit/receipts/{}",
-                escape(&crate::common::url::encode(focus))
-            );
-            return (
-                format!(
-                    "<p class=\"muted\" data-testid=\"inbox-gone\">This approval is not waiting \
-                     for you: it was decided, expired, or is not yours to decide. \
-                     <a href=\"/approvals\">All approvals</a> · <a href=\"{receipt}\" download \
-                     data-testid=\"inbox-receipt\">Its receipt, if it ran</a></p>"
-                ),
-                0,
-            );
+/// The list as HTML, and how many approvals on it wait for this person's decision.
+pub async fn inbox_html(
+    state: &AppState,
+    principal: &Principal,
+    focus: Option<&str>,
+) -> Result<(String, u32), FnError> {
+    let signer = signer_of(state, principal);
+    let unread = |e: crate::agent::store::StoreError| -> FnError {
+        tracing::error!(error = %e.report(), "cannot read the inbox");
+        crate::transport::ApiError::from(e).into()
+    };
+    let (items, more) = match focus {
+        Some(focus) => {
+            let one = state.runtime.waiting(focus).await.map_err(unread)?;
+            let now = state.runtime.clock.now_ms();
+            let items: Vec<Seen> = one
+                .filter(|w| w.deadline_ms > now)
+                .and_then(|w| seen_by(&signer, w))
+                .into_iter()
+                .collect();
+            if items.is_empty() {
+                // Once its call ran, the receipt says who signed what (ADR 0029); the server
+                // answers `no_receipt` for one that did not run or that this person may not read.
+                let receipt = format!(
+                    "/api/audit/receipts/{}",
+                    escape(&crate::common::url::encode(focus))
+                );
+                return Ok((
+                    format!(
+                        "<p class=\"muted\" data-testid=\"inbox-gone\">This approval is not waiting \
+                         for you: it was decided, expired, or is not yours to decide. \
+                         <a href=\"/approvals\">All approvals</a> · <a href=\"{receipt}\" download \
+                         data-testid=\"inbox-receipt\">Its receipt, if it ran</a></p>"
+                    ),
+                    0,
+                ));
+            }
+            (items, false)
         }
-    }
+        None => {
+            let page = state
+                .runtime
+                .inbox_page(&signer, None, PAGE)
+                .await
+                .map_err(unread)?;
+            let more = page.len() == PAGE;
+            let items = page
+                .into_iter()
+                .filter_map(|w| seen_by(&signer, w))
+                .collect();
+            (items, more)
+        }
+    };
     if items.is_empty() {
-        return (
+        return Ok((
             "<p class=\"muted\" data-testid=\"inbox-empty\">Nothing waits for you. Approvals \
              appear here the moment a chat asks — yours, and those a rule asks you to \
              countersign.</p>"
                 .to_owned(),
             0,
-        );
+        ));
     }
     let actionable = items.iter().filter(|s| s.sign.is_ok() && !s.signed).count() as u32;
     let public = state.edge.public_url.clone();
-    let html = items
+    let mut html = items
         .iter()
         .map(|seen| item_html(state, seen, &public))
         .collect::<String>();
-    (html, actionable)
+    if more {
+        html.push_str(&format!(
+            "<p class=\"muted\" data-testid=\"inbox-more\">The oldest {PAGE} are shown; the \
+             next appear here as these are decided or expire.</p>"
+        ));
+    }
+    Ok((html, actionable))
 }
 
 fn item_html(state: &AppState, seen: &Seen, public: &str) -> String {
@@ -246,6 +277,14 @@ fn item_html(state: &AppState, seen: &Seen, public: &str) -> String {
     )
 }
 
+/// The approval `approval_id` if it waits (the store's answer; its failure a 503).
+async fn waiting_now(state: &AppState, approval_id: &str) -> Result<Option<Waiting>, FnError> {
+    state.runtime.waiting(approval_id).await.map_err(|e| {
+        tracing::error!(error = %e.report(), approval = %approval_id, "cannot read a waiting approval");
+        crate::transport::ApiError::from(e).into()
+    })
+}
+
 /// How an input error reads as a refusal of a server function.
 fn input_refusal(e: InputError) -> FnError {
     crate::transport::ApiError::from(e).into()
@@ -324,7 +363,7 @@ pub async fn decide(
              decide",
         )
     };
-    let waiting = state.runtime.inbox.get(&approval_id).ok_or_else(gone)?;
+    let waiting = waiting_now(state, &approval_id).await?.ok_or_else(gone)?;
     let signer = signer_of(state, &principal);
     let visible =
         waiting.owner == signer.id || may_deny(&waiting.needs, &signer, &waiting.owner).is_ok();
@@ -369,7 +408,15 @@ pub async fn decide(
         .await
         .map_err(input_refusal)?;
     tracing::info!(approval = %approval_id, person = %signer.id, approve, "decided from the inbox");
-    Ok(match (approve, state.runtime.inbox.get(&approval_id)) {
+    let now = state
+        .runtime
+        .waiting_after_answer(&waiting.chat, &approval_id)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e.report(), approval = %approval_id, "cannot read a waiting approval");
+            FnError::from(crate::transport::ApiError::from(e))
+        })?;
+    Ok(match (approve, now) {
         (false, _) => "Denied. The chat that asked was told.".to_owned(),
         (true, Some(still)) => format!(
             "Approved: {} of {} — it waits for the others.",
@@ -396,7 +443,7 @@ pub async fn step_up_options(
             "a passkey confirmation needs someone signed in with a passkey",
         ));
     };
-    let waiting = state.runtime.inbox.get(&approval_id).ok_or_else(|| {
+    let waiting = waiting_now(state, &approval_id).await?.ok_or_else(|| {
         refuse(
             StatusCode::NOT_FOUND,
             "approval_not_waiting",

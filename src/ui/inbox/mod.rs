@@ -47,7 +47,7 @@ pub async fn inbox_view(since: Option<u64>, focus: Option<String>) -> Result<Inb
         None => inbox.version(),
     };
     let me = crate::ui::api::principal();
-    let (html, count) = list::inbox_html(&state, &me, focus.as_deref());
+    let (html, count) = list::inbox_html(&state, &me, focus.as_deref()).await?;
     Ok(InboxList {
         version,
         html,

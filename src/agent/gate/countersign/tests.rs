@@ -754,3 +754,58 @@ fn a_denial_records_who_said_no_and_tells_the_model_when_it_was_not_the_requeste
         );
     }
 }
+
+/// The inbox lists what a store finds under a signer's keys (ADR 0039): every approval a signer
+/// may sign, or asked for, must share a key with them, whatever it needs and whoever they are.
+#[test]
+fn whoever_may_sign_or_asked_shares_an_audience_key_with_the_approval() {
+    use super::{audience, audience_of};
+    let needs_all = [
+        Requirement::default(),
+        Requirement {
+            approvers: 2,
+            ..Requirement::default()
+        },
+        Requirement {
+            approvers: 1,
+            role: Some("approver".into()),
+            not_requester: true,
+            step_up: true,
+        },
+        Requirement {
+            approvers: 1,
+            not_requester: true,
+            ..Requirement::default()
+        },
+    ];
+    let signers = [
+        Signer::local(),
+        person("p-ana", &[]),
+        person("p-ben", &["approver"]),
+        person("p-cai", &["auditor"]),
+    ];
+    let mut listed = 0;
+    for needs in &needs_all {
+        for requester in ["local", "p-ana", "p-ben"] {
+            let keys = audience(needs, requester);
+            for signer in &signers {
+                let seen = audience_of(signer).iter().any(|k| keys.contains(k));
+                let may = may_sign(needs, signer, requester).is_ok() || signer.id == requester;
+                assert!(
+                    seen || !may,
+                    "{} may sign {needs:?} asked by {requester} but does not see it",
+                    signer.id
+                );
+                listed += usize::from(seen);
+            }
+        }
+    }
+    // Not everyone sees everything: Cai has no key of an approver's approval.
+    assert!(listed < needs_all.len() * 3 * signers.len());
+    let approver_only = audience(&needs_all[2], "p-ana");
+    assert!(
+        !audience_of(&signers[3])
+            .iter()
+            .any(|k| approver_only.contains(k))
+    );
+}

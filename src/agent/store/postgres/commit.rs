@@ -88,34 +88,15 @@ pub(super) async fn write_one(
         .await?;
     }
 
-    // The indexed views of the record, rewritten every time.
+    // The indexed views of the record, rewritten every time (the waiting approvals by
+    // `super::inbox::write`, after this).
     execute_in(
         tx,
-        "WITH approvals AS (DELETE FROM pending_approvals WHERE session_id = $1)
-         DELETE FROM pending_browser_calls WHERE session_id = $1",
+        "DELETE FROM pending_browser_calls WHERE session_id = $1",
         &[&w.id],
         "cannot clear the pending calls",
     )
     .await?;
-    for a in &w.approvals {
-        execute_in(
-            tx,
-            "INSERT INTO pending_approvals (approval_id, session_id, tool_call_id, tool, args,
-                 requested_at_ms, deadline_ms)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            &[
-                &a.approval_id,
-                &w.id,
-                &a.tool_call_id,
-                &a.tool,
-                &a.args,
-                &a.requested_at_ms,
-                &a.deadline_ms,
-            ],
-            "cannot write a pending approval",
-        )
-        .await?;
-    }
     for b in &w.browser_calls {
         execute_in(
             tx,

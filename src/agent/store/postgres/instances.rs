@@ -173,11 +173,27 @@ async fn listen(
     }
 }
 
-/// `news` from instance `from`, as a notification's payload: `<from> <kind>[ <chat>]`.
+/// The longest notification payload sent (Postgres refuses 8,000 bytes and more).
+const MAX_PAYLOAD: usize = 7_900;
+
+/// `news` from instance `from`, as a notification's payload: `<from> <kind>[ <chat>]`, and for
+/// [`StoreNews::Waiting`] `<from> a <chat>[ <approval>…]`.
 pub(super) fn encode(from: &str, news: &StoreNews) -> String {
     match news {
         StoreNews::Chat { chat, waits: true } => format!("{from} w {chat}"),
         StoreNews::Chat { chat, waits: false } => format!("{from} c {chat}"),
+        StoreNews::Waiting { chat, approvals } => {
+            let mut payload = format!("{from} a {chat}");
+            let full = payload.len() + approvals.iter().map(|a| a.len() + 1).sum::<usize>();
+            // Postgres refuses a payload of 8,000 bytes or more: past that, no names.
+            if full < MAX_PAYLOAD {
+                for approval in approvals {
+                    payload.push(' ');
+                    payload.push_str(approval);
+                }
+            }
+            payload
+        }
         StoreNews::Stop { chat } => format!("{from} s {chat}"),
         StoreNews::People => format!("{from} p"),
         StoreNews::Grants => format!("{from} g"),
@@ -194,7 +210,16 @@ fn decode(payload: &str, me: &str) -> Option<StoreNews> {
         return None;
     }
     let kind = parts.next()?;
-    let chat = parts.next().map(str::to_owned);
+    let rest = parts.next();
+    if kind == "a" {
+        let mut names = rest?.split(' ').map(str::to_owned);
+        let chat = names.next()?;
+        return Some(StoreNews::Waiting {
+            chat,
+            approvals: names.collect(),
+        });
+    }
+    let chat = rest.map(str::to_owned);
     Some(match (kind, chat) {
         ("w", Some(chat)) => StoreNews::Chat { chat, waits: true },
         ("c", Some(chat)) => StoreNews::Chat { chat, waits: false },

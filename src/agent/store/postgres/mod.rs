@@ -31,6 +31,7 @@ use super::{
 };
 use crate::agent::{
     clock::Millis,
+    inbox::{InboxQuery, Waiting, WaitingCounts},
     session::{SessionRecord, TurnEntry, TurnStatus},
 };
 use commit::write_one;
@@ -39,6 +40,7 @@ use instances::alive;
 
 mod chain;
 mod commit;
+mod inbox;
 mod instances;
 mod people;
 mod policy;
@@ -79,6 +81,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (
         8,
         include_str!("../../../../migrations/postgres/0008_audit_chain.sql"),
+    ),
+    (
+        9,
+        include_str!("../../../../migrations/postgres/0009_inbox.sql"),
     ),
 ];
 
@@ -445,11 +451,19 @@ impl PostgresStore {
             .map_err(err("cannot begin a commit"))?;
         let running = write.status.as_deref() == Some(RUNNING);
         let version = write_one(&tx, &write, expected, running.then_some(&*self.instance)).await?;
+        let changed = inbox::write(&tx, &write.id, &write.approvals).await?;
         let news = StoreNews::Chat {
             chat: write.id.clone(),
             waits: !write.approvals.is_empty(),
         };
         notify_in(&tx, &instances::encode(&self.instance, &news)).await?;
+        if !changed.is_empty() {
+            let news = StoreNews::Waiting {
+                chat: write.id.clone(),
+                approvals: changed,
+            };
+            notify_in(&tx, &instances::encode(&self.instance, &news)).await?;
+        }
         tx.commit().await.map_err(err("cannot commit"))?;
         self.versions.set(&write.id, version);
         Ok(())
@@ -669,6 +683,22 @@ impl SessionStore for PostgresStore {
         .map_err(err(context))
     }
 
+    async fn inbox(&self, query: &InboxQuery) -> Result<Vec<Waiting>, StoreError> {
+        self.inbox_page(query).await
+    }
+
+    async fn waiting(&self, approval_id: &str) -> Result<Option<Waiting>, StoreError> {
+        self.waiting_one(approval_id).await
+    }
+
+    async fn waiting_counts(&self) -> Result<WaitingCounts, StoreError> {
+        self.counts().await
+    }
+
+    async fn unindexed(&self) -> Result<Vec<String>, StoreError> {
+        self.without_entries().await
+    }
+
     async fn save_attachment(
         &self,
         chat: &str,
@@ -715,6 +745,10 @@ impl SessionStore for PostgresStore {
             context,
         )
         .await
+    }
+
+    async fn resumable(&self) -> Result<Vec<String>, StoreError> {
+        self.orphaned().await
     }
 
     async fn unfinished(&self) -> Result<Vec<String>, StoreError> {

@@ -79,6 +79,42 @@ async fn the_postgres_store_keeps_the_session_contract() {
     }
 }
 
+/// Two instances on one database: what one commits, the other's inbox finds (ADR 0039), and
+/// the other hears which approvals changed.
+#[tokio::test]
+async fn the_postgres_store_keeps_the_inbox_contract_across_instances() {
+    let Some(config) = fresh_database("inbox").await else {
+        return;
+    };
+    let a = PostgresStore::connect_with(config.clone()).await.unwrap();
+    let b = PostgresStore::connect_with(config).await.unwrap();
+    let mut news = b.news().unwrap();
+    crate::agent::store::tests::inbox_contract(&[&a, &b]).await;
+    // The last commits: a signature on apv-1 (chat-a), then chat-b decided (apv-3, apv-4 go).
+    let mut heard = Vec::new();
+    while let Ok(Ok(item)) = tokio::time::timeout(Duration::from_secs(5), news.recv()).await {
+        if let StoreNews::Waiting { chat, approvals } = item {
+            heard.push((chat, approvals));
+            // chat-b's second commit (its decision) is the last.
+            if heard.iter().filter(|(chat, _)| chat == "chat-b").count() == 2 {
+                break;
+            }
+        }
+    }
+    let tail = &heard[heard.len().saturating_sub(2)..];
+    assert_eq!(
+        tail,
+        [
+            ("chat-a".to_owned(), vec!["apv-1".to_owned()]),
+            (
+                "chat-b".to_owned(),
+                vec!["apv-3".to_owned(), "apv-4".to_owned()]
+            )
+        ],
+        "{heard:?}"
+    );
+}
+
 #[tokio::test]
 async fn the_postgres_store_keeps_the_chain_contract() {
     if let Some(store) = fresh_store("chain").await {

@@ -16,6 +16,7 @@ use crate::agent::{
 #[tokio::test]
 async fn the_sqlite_store_keeps_the_contract() {
     store_contract(&SqliteStore::in_memory().unwrap()).await;
+    crate::agent::store::tests::inbox_contract(&[&SqliteStore::in_memory().unwrap()]).await;
     policy_contract(&SqliteStore::in_memory().unwrap()).await;
     let chained = SqliteStore::in_memory().unwrap();
     crate::agent::store::tests::chain_contract(&chained, &chained).await;

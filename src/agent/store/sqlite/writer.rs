@@ -191,33 +191,11 @@ pub(super) fn write_one(
 
     // The indexed views of the record, rewritten only when they changed.
     if known.map(|k| k.views) != Some(*views) {
-        for sql in [
-            "DELETE FROM pending_approvals WHERE session_id = ?1",
-            "DELETE FROM pending_browser_calls WHERE session_id = ?1",
-        ] {
-            tx.prepare_cached(sql)
-                .and_then(|mut stmt| stmt.execute([&w.id]))
-                .map_err(err("cannot clear the pending calls"))?;
-        }
-        for a in &w.approvals {
-            tx.prepare_cached(
-                "INSERT INTO pending_approvals (approval_id, session_id, tool_call_id, tool,
-                     args, requested_at_ms, deadline_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )
-            .and_then(|mut stmt| {
-                stmt.execute(params![
-                    a.approval_id,
-                    w.id,
-                    a.tool_call_id,
-                    a.tool,
-                    a.args,
-                    a.requested_at_ms,
-                    a.deadline_ms,
-                ])
-            })
-            .map_err(err("cannot write a pending approval"))?;
-        }
+        super::inbox::clear(tx, &w.id)?;
+        tx.prepare_cached("DELETE FROM pending_browser_calls WHERE session_id = ?1")
+            .and_then(|mut stmt| stmt.execute([&w.id]))
+            .map_err(err("cannot clear the pending calls"))?;
+        super::inbox::write(tx, &w.id, &w.approvals)?;
         for b in &w.browser_calls {
             tx.prepare_cached(
                 "INSERT INTO pending_browser_calls (tool_call_id, session_id, tool, args,
