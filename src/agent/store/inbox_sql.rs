@@ -9,10 +9,21 @@
 use super::StoreError;
 use crate::agent::{clock::Millis, inbox::InboxQuery};
 
-/// The page query for `keys` keys, with `mark(n)` the driver's n-th placeholder (`?n`, `$n`).
-/// Its parameters: 1 the time deadlines must be after, 2 and 3 the cursor (requested_at_ms,
-/// approval_id), 4 the page size, then the keys.
-pub(crate) fn page_sql(keys: usize, mark: fn(usize) -> String) -> String {
+/// How a database spells what the page query needs.
+pub(crate) struct Dialect {
+    /// The n-th placeholder (`?n`, `$n`).
+    pub(crate) mark: fn(usize) -> String,
+    /// What makes an `approval_keys.approval_id` comparable with `pending_approvals`' key by
+    /// its index: on Postgres the keys' ids sort byte-wise (`COLLATE "C"`) and the pending
+    /// approvals' key has the database's collation, whose index an equality in "C" cannot use
+    /// (measured: a sequential scan of every waiting approval per page).
+    pub(crate) id_collation: &'static str,
+}
+
+/// The page query for `keys` keys in `dialect`. Its parameters: 1 the time deadlines must be
+/// after, 2 and 3 the cursor (requested_at_ms, approval_id), 4 the page size, then the keys.
+pub(crate) fn page_sql(keys: usize, dialect: &Dialect) -> String {
+    let mark = dialect.mark;
     let ranges: Vec<String> = (0..keys)
         .map(|i| {
             format!(
@@ -31,9 +42,11 @@ pub(crate) fn page_sql(keys: usize, mark: fn(usize) -> String) -> String {
         .collect();
     format!(
         "SELECT p.approval_id, p.entry
-         FROM ({}) AS found JOIN pending_approvals p ON p.approval_id = found.approval_id
+         FROM ({}) AS found
+         JOIN pending_approvals p ON p.approval_id = found.approval_id{}
          ORDER BY found.requested_at_ms, found.approval_id LIMIT {}",
         ranges.join(" UNION "),
+        dialect.id_collation,
         mark(4)
     )
 }

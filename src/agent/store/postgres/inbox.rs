@@ -112,7 +112,13 @@ impl PostgresStore {
             return Ok(Vec::new());
         }
         let (now, at, id, limit) = inbox_sql::page_params(query)?;
-        let sql = inbox_sql::page_sql(query.keys.len(), |n| format!("${n}"));
+        let sql = inbox_sql::page_sql(
+            query.keys.len(),
+            &inbox_sql::Dialect {
+                mark: |n| format!("${n}"),
+                id_collation: " COLLATE \"default\"",
+            },
+        );
         let mut params: Vec<&(dyn ToSql + Sync)> = vec![&now, &at, &id, &limit];
         params.extend(query.keys.iter().map(|k| k as &(dyn ToSql + Sync)));
         let context = "cannot read the inbox";

@@ -703,3 +703,60 @@ async fn people_grants_and_ended_sign_ins_are_news_to_the_other_instances() {
             .is_err()
     );
 }
+
+/// The million-approval bench generates its chats in SQL (`bench/sql/million.sql`, issue #35):
+/// the rows it makes are exactly those the store writes for the same chats.
+#[tokio::test]
+async fn generated_rows_equal_what_the_store_writes() {
+    use crate::agent::inbox::fixtures::{Ask, waiting_record as asking};
+    let Some(generated) = fresh_store("generated").await else {
+        return;
+    };
+    let stored = fresh_store("stored").await.unwrap();
+    // A chat of the local person waiting for one approval; its log names the approval too.
+    let chat = |n: &str| -> (SessionRecord, Vec<TurnEntry>) {
+        let approval = format!("tmpl-apv{n}");
+        let mut ask = Ask::new(&approval, 1_000);
+        ask.needs = crate::protocol::countersign::Requirement::default();
+        let record = asking(&format!("tmpl-chat{n}"), None, &[ask]);
+        let log = vec![
+            TurnEntry::Chunk(crate::protocol::Chunk::start(format!("m-{approval}"))),
+            TurnEntry::Pause,
+        ];
+        (record, log)
+    };
+    let (record, log) = chat("");
+    generated.commit_paused(&record, &[], &log).await.unwrap();
+    let client = generated.client().await.unwrap();
+    client
+        .batch_execute(include_str!("../../../../bench/sql/million.sql"))
+        .await
+        .unwrap();
+    client
+        .execute(
+            "SELECT countersign_bench_copies('tmpl-chat', 'tmpl-apv', 1, 3)",
+            &[],
+        )
+        .await
+        .unwrap();
+    for n in ["", "-1", "-2", "-3"] {
+        let (record, log) = chat(n);
+        stored.commit_paused(&record, &[], &log).await.unwrap();
+    }
+    for table in [
+        "sessions",
+        "paused_turn_logs",
+        "pending_approvals",
+        "approval_keys",
+    ] {
+        let sql = format!("SELECT row_to_json(t)::TEXT FROM {table} t ORDER BY 1");
+        let rows = |store: &PostgresStore| {
+            let sql = sql.clone();
+            let store = store.clone();
+            async move { store.strings(&sql, &[], "test").await.unwrap() }
+        };
+        let (made, written) = (rows(&generated).await, rows(&stored).await);
+        assert_eq!(made.len(), 4, "{table}");
+        assert_eq!(made, written, "{table}");
+    }
+}

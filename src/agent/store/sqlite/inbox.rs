@@ -80,7 +80,13 @@ pub(super) fn page(conn: &Connection, query: &InboxQuery) -> Result<Vec<Waiting>
         return Ok(Vec::new());
     }
     let (now, at, id, limit) = inbox_sql::page_params(query)?;
-    let sql = inbox_sql::page_sql(query.keys.len(), |n| format!("?{n}"));
+    let sql = inbox_sql::page_sql(
+        query.keys.len(),
+        &inbox_sql::Dialect {
+            mark: |n| format!("?{n}"),
+            id_collation: "",
+        },
+    );
     let mut values = vec![
         Sql::Integer(now),
         Sql::Integer(at),
