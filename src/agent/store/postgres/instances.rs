@@ -251,6 +251,14 @@ mod tests {
                 waits: false,
             },
             StoreNews::Stop { chat: "c".into() },
+            StoreNews::Waiting {
+                chat: "c".into(),
+                approvals: vec!["apv-1".into(), "apv-2".into()],
+            },
+            StoreNews::Waiting {
+                chat: "c".into(),
+                approvals: Vec::new(),
+            },
             StoreNews::People,
             StoreNews::Grants,
             StoreNews::SignIns,
@@ -261,6 +269,20 @@ mod tests {
             assert_eq!(decode(&payload, "b"), Some(news.clone()), "{payload}");
             assert_eq!(decode(&payload, "a"), None);
         }
+        // Too many approvals to name within Postgres' payload limit: the chat alone.
+        let many = StoreNews::Waiting {
+            chat: "c".into(),
+            approvals: (0..1_000).map(|i| format!("approval-{i:04}")).collect(),
+        };
+        let payload = encode("a", &many);
+        assert!(payload.len() < 8_000);
+        assert_eq!(
+            decode(&payload, "b"),
+            Some(StoreNews::Waiting {
+                chat: "c".into(),
+                approvals: Vec::new()
+            })
+        );
         assert_eq!(decode("b x", "a"), None);
         assert_eq!(decode("b", "a"), None);
         assert_eq!(decode("b p extra", "a"), None);
