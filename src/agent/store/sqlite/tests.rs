@@ -303,6 +303,10 @@ async fn the_views_migration_keeps_pending_calls_and_payments() {
         Some("s")
     );
     assert_eq!(store.unfinished().await.unwrap(), ["s"]);
+    // Its waiting approval predates the inbox's columns (ADR 0039): the inbox does not find it
+    // until the runtime commits its chat again, which `unindexed` names.
+    assert_eq!(store.unindexed().await.unwrap(), ["s"]);
+    assert_eq!(store.waiting("apv-1").await.unwrap(), None);
     let (browser, ledger, duplicate, keyed) = store
         .with(|conn| {
             let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0));
