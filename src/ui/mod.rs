@@ -24,6 +24,9 @@ pub mod people;
 pub mod platform;
 #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 mod question;
+// The voice bar is built by the browser only (ui::deferred), in BIDI mode.
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+mod voice;
 
 use leptos::{either::EitherOf5, prelude::*};
 

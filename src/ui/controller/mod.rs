@@ -11,6 +11,8 @@
 //! * `transport`: the `ChatTransport` trait and its SSE and WebSocket implementations, which
 //!   carry requests and chunks and own connections, outbox, reconnect and resume;
 //! * `browser_tools`: the tools the browser runs, a registry keyed by tool name;
+//! * `voice`: BIDI's voice — the microphone, the agent's speech, barge-in (ADR 0037);
+//! * `loader`: code loaded when first used (the WebSocket transport, the voice engine);
 //! * `music`, `storage`, `chunk_log`: the BGM control, what localStorage keeps, the chunk log.
 //!
 //! When answers go out is the transport's business: SSE batches a step's answers and sends them
@@ -21,10 +23,12 @@
 mod browser_tools;
 mod chunk_log;
 mod incoming;
+mod loader;
 mod music;
 mod state;
 mod storage;
 mod transport;
+pub mod voice;
 
 use std::{
     collections::{HashMap, HashSet},
@@ -72,6 +76,8 @@ pub struct ChatCtl {
     pub hydrated: RwSignal<bool>,
     /// Loads of the chat from the server under way (the conversation is `aria-busy` meanwhile).
     pub loading: RwSignal<u32>,
+    /// BIDI's voice: the microphone, the agent's speech.
+    pub voice: voice::Voice,
     conversation: StoredValue<Conversation>,
     transports: StoredValue<Transports, LocalStorage>,
     /// Browser tool calls already started.
@@ -109,6 +115,7 @@ impl ChatCtl {
             focus_approval: RwSignal::new(None),
             hydrated: RwSignal::new(false),
             loading: RwSignal::new(0),
+            voice: voice::Voice::new(),
             conversation: StoredValue::new(Conversation::new(Vec::new())),
             transports: StoredValue::new_local(Transports::new()),
             executed: StoredValue::new(HashSet::new()),
@@ -170,6 +177,7 @@ impl ChatCtl {
     }
 
     fn open(self, id: String, fresh: bool) {
+        self.voice_off();
         let transport = self.transport();
         transport.disconnect(self);
         storage::save_chat(&id);
@@ -280,6 +288,9 @@ impl ChatCtl {
             return;
         }
         storage::save_mode(mode);
+        if previous == Mode::Bidi {
+            self.voice_off();
+        }
         self.mode.set(mode);
         self.transport_for(previous).disconnect(self);
         self.transport_for(mode).connect(self);

@@ -68,6 +68,13 @@ pub fn bgm_unlock() {
     browser::audio::unlock();
 }
 
+/// The microphone and the agent's speech (BIDI's voice, ADR 0037); with a split wasm (ADR 0030)
+/// their code loads when first used.
+#[cfg_attr(wasm_split, leptos::lazy(voice))]
+pub async fn voice_engine() -> Rc<dyn super::VoiceEngine> {
+    browser::voice::engine()
+}
+
 /// The BIDI socket.
 #[derive(Clone)]
 pub struct Socket(browser::socket::LiveSocket);
@@ -79,6 +86,11 @@ impl Socket {
 
     pub fn send(&self, text: &str) -> Result<(), String> {
         self.0.send(text)
+    }
+
+    /// A binary frame (the microphone's PCM).
+    pub fn send_bytes(&self, bytes: &[u8]) -> Result<(), String> {
+        self.0.send_bytes(bytes)
     }
 
     pub fn is_open(&self) -> bool {

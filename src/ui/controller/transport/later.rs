@@ -3,85 +3,43 @@
 //! it has loaded is asked of it, in order, once it has; what it answers at once
 //! (`follows_waiting_turns`, `max_attachment_bytes`) is known without its code.
 
-use std::{cell::RefCell, future::Future, pin::Pin, rc::Rc};
-
-use leptos::task::spawn_local;
 use serde_json::Value;
 
 use super::ChatTransport;
-use crate::{protocol::UiMessage, ui::controller::ChatCtl};
+use crate::{
+    protocol::UiMessage,
+    ui::controller::{ChatCtl, loader::Loader},
+};
 
 /// Loads the transport's code and makes the transport.
-pub(super) type Load = fn() -> Pin<Box<dyn Future<Output = Rc<dyn ChatTransport>>>>;
+pub(super) type Load = crate::ui::controller::loader::Load<dyn ChatTransport>;
 
-type Call = Box<dyn FnOnce(&dyn ChatTransport)>;
-
-enum State {
-    /// Never used: nothing to load yet.
-    Idle,
-    /// Loading; these calls wait for it.
-    Loading(Vec<Call>),
-    Loaded(Rc<dyn ChatTransport>),
-}
-
-/// A handle on a transport loaded when first used (cloned into the load that completes it).
+/// A handle on a transport loaded when first used.
 #[derive(Clone)]
-pub(super) struct Later(Rc<Inner>);
-
-struct Inner {
-    state: RefCell<State>,
-    load: Load,
+pub(super) struct Later {
+    loader: Loader<dyn ChatTransport>,
     follows_waiting_turns: bool,
     max_attachment_bytes: u64,
 }
 
 impl Later {
     pub(super) fn new(load: Load, follows_waiting_turns: bool, max_attachment_bytes: u64) -> Self {
-        Later(Rc::new(Inner {
-            state: RefCell::new(State::Idle),
-            load,
+        Later {
+            loader: Loader::new(load),
             follows_waiting_turns,
             max_attachment_bytes,
-        }))
+        }
     }
 
     /// Makes `call` on the transport: now if it has loaded, else once it has (loading it).
-    fn call(&self, call: impl FnOnce(&dyn ChatTransport) + 'static) {
-        let mut state = self.0.state.borrow_mut();
-        match &mut *state {
-            State::Loaded(transport) => {
-                let transport = transport.clone();
-                drop(state);
-                call(&*transport);
-            }
-            State::Loading(waiting) => waiting.push(Box::new(call)),
-            State::Idle => {
-                *state = State::Loading(vec![Box::new(call)]);
-                drop(state);
-                let this = self.clone();
-                spawn_local(async move {
-                    let transport = (this.0.load)().await;
-                    let waiting = match std::mem::replace(
-                        &mut *this.0.state.borrow_mut(),
-                        State::Loaded(transport.clone()),
-                    ) {
-                        State::Loading(waiting) => waiting,
-                        _ => Vec::new(),
-                    };
-                    for call in waiting {
-                        call(&*transport);
-                    }
-                });
-            }
-        }
+    fn call(&self, call: impl FnOnce(&(dyn ChatTransport + 'static)) + 'static) {
+        self.loader.call(call);
     }
 
     /// Makes `call` only on a transport that is in use (loaded, or loading): one never used
     /// has nothing to close or forget.
-    fn call_if_used(&self, call: impl FnOnce(&dyn ChatTransport) + 'static) {
-        if !matches!(&*self.0.state.borrow(), State::Idle) {
-            self.call(call);
-        }
+    fn call_if_used(&self, call: impl FnOnce(&(dyn ChatTransport + 'static)) + 'static) {
+        self.loader.call_if_used(call);
     }
 }
 
@@ -99,11 +57,11 @@ impl ChatTransport for Later {
     }
 
     fn follows_waiting_turns(&self) -> bool {
-        self.0.follows_waiting_turns
+        self.follows_waiting_turns
     }
 
     fn max_attachment_bytes(&self) -> u64 {
-        self.0.max_attachment_bytes
+        self.max_attachment_bytes
     }
 
     fn send_message(&self, ctl: ChatCtl, message: &UiMessage) {
@@ -132,6 +90,14 @@ impl ChatTransport for Later {
         self.call(move |t| t.retry(ctl));
     }
 
+    fn send_audio(&self, ctl: ChatCtl, pcm: Vec<u8>) {
+        self.call_if_used(move |t| t.send_audio(ctl, pcm));
+    }
+
+    fn send_audio_control(&self, ctl: ChatCtl, frame: Value) {
+        self.call(move |t| t.send_audio_control(ctl, frame));
+    }
+
     fn drop_connection(&self) {
         self.call_if_used(|t| t.drop_connection());
     }
@@ -139,7 +105,12 @@ impl ChatTransport for Later {
 
 #[cfg(all(test, feature = "ssr"))]
 mod tests {
-    use std::cell::{Cell, RefCell};
+    use std::{
+        cell::{Cell, RefCell},
+        future::Future,
+        pin::Pin,
+        rc::Rc,
+    };
 
     use tokio::sync::oneshot;
 
