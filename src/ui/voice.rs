@@ -1,7 +1,8 @@
 //! The voice bar of BIDI mode (issue #36, ADR 0037): hold to talk (the button, or Alt+V
 //! anywhere on the page, or Space/Enter on the button), a hands-free toggle, the microphone's
 //! level while it is open, and what the voice is doing. Only the browser builds it, from code
-//! loaded when BIDI mode first shows it (a part of the wasm of its own, ADR 0030).
+//! loaded when BIDI mode first shows it (a part of the wasm of its own, ADR 0030), which also
+//! holds the microphone's and the speakers' code (`ui::browser::voice`): the bar installs it.
 
 use leptos::{ev, prelude::*};
 
@@ -19,7 +20,7 @@ const TALK_TITLE: &str = "Hold to talk (Alt+V); let go to send. Speaking stops t
 
 /// Builds the voice bar into `host`.
 #[cfg(feature = "hydrate")]
-#[cfg_attr(wasm_split, leptos::lazy(voice_bar))]
+#[cfg_attr(wasm_split, leptos::lazy(voice))]
 pub async fn build_voice_bar(host: web_sys::Element) -> super::deferred::Built {
     super::deferred::build_into(&host, || view! { <VoiceBar/> })
 }
@@ -44,6 +45,7 @@ fn status(mic: Mic, agent: Option<&str>) -> &'static str {
 fn VoiceBar() -> impl IntoView {
     let ctl = expect_context::<ChatCtl>();
     let voice = ctl.voice;
+    voice.install(super::platform::voice_engine);
     let live = move || ctl.link.get() == Link::Live;
     let talking = move || {
         matches!(

@@ -12,7 +12,6 @@
 //!   carry requests and chunks and own connections, outbox, reconnect and resume;
 //! * `browser_tools`: the tools the browser runs, a registry keyed by tool name;
 //! * `voice`: BIDI's voice — the microphone, the agent's speech, barge-in (ADR 0037);
-//! * `loader`: code loaded when first used (the WebSocket transport, the voice engine);
 //! * `music`, `storage`, `chunk_log`: the BGM control, what localStorage keeps, the chunk log.
 //!
 //! When answers go out is the transport's business: SSE batches a step's answers and sends them
@@ -23,7 +22,6 @@
 mod browser_tools;
 mod chunk_log;
 mod incoming;
-mod loader;
 mod music;
 mod state;
 mod storage;

@@ -1,8 +1,9 @@
 //! BIDI's voice (issue #36, ADR 0037): what the microphone is doing, the agent's speech, and
 //! barge-in. The page's verbs (talk, hands-free) and what the socket brings (speech frames, the
 //! `data-voice` state) go through [`ChatCtl`]; the browser's part — the microphone, Web Audio —
-//! is a [`VoiceEngine`] loaded when voice is first used (a part of the wasm of its own, ADR
-//! 0030). Voice is a channel, not an authority: nothing here answers an approval.
+//! is a [`VoiceEngine`] the voice bar installs when BIDI mode first shows it (its code is the
+//! bar's part of the wasm, ADR 0030). Voice is a channel, not an authority: nothing here answers
+//! an approval.
 
 pub mod pcm;
 
@@ -11,8 +12,8 @@ use std::rc::Rc;
 use leptos::{prelude::*, task::spawn_local};
 use serde_json::{Value, json};
 
-use super::{ChatCtl, Mode, loader::Loader};
-use crate::ui::platform::{self, VoiceEngine};
+use super::{ChatCtl, Mode};
+use crate::ui::platform::VoiceEngine;
 
 /// The transient data part that tells the page the voice's state (`data-voice`).
 pub const VOICE_PART: &str = "voice";
@@ -58,12 +59,16 @@ pub struct Voice {
     pub state: RwSignal<Option<String>>,
     /// Why the microphone cannot be used (the voice bar says it; text keeps working).
     pub problem: RwSignal<Option<String>>,
-    engine: StoredValue<Loader<dyn VoiceEngine>, LocalStorage>,
+    /// The browser's microphone and speakers, once the voice bar installed them.
+    engine: StoredValue<Option<Rc<dyn VoiceEngine>>, LocalStorage>,
     framer: StoredValue<pcm::Framer, LocalStorage>,
     barge_in: StoredValue<pcm::BargeIn, LocalStorage>,
     /// The agent's speech was interrupted: what still arrives of that message is not played
     /// (until the next message starts).
     muted: StoredValue<bool>,
+    /// The chat the open microphone speaks to: its audio and its `stop` go to that chat only
+    /// (another chat opened meanwhile has its own socket, which never heard the `start`).
+    chat: StoredValue<String>,
 }
 
 impl Voice {
@@ -73,19 +78,27 @@ impl Voice {
             level: RwSignal::new(0.0),
             state: RwSignal::new(None),
             problem: RwSignal::new(None),
-            engine: StoredValue::new_local(Loader::new(|| Box::pin(platform::voice_engine()))),
+            engine: StoredValue::new_local(None),
             framer: StoredValue::new_local(pcm::Framer::default()),
             barge_in: StoredValue::new_local(pcm::BargeIn::default()),
             muted: StoredValue::new(false),
+            chat: StoredValue::new(String::new()),
         }
     }
 
-    fn engine(self, call: impl FnOnce(&(dyn VoiceEngine + 'static)) + 'static) {
-        self.engine.with_value(|e| e.call(call));
+    /// The voice bar's part of the wasm gives the page its engine (the first time it shows).
+    pub fn install(self, engine: impl FnOnce() -> Rc<dyn VoiceEngine>) {
+        if self.engine.with_value(Option::is_none) {
+            self.engine.set_value(Some(engine()));
+        }
     }
 
-    fn engine_if_used(self, call: impl FnOnce(&(dyn VoiceEngine + 'static)) + 'static) {
-        self.engine.with_value(|e| e.call_if_used(call));
+    /// Calls the engine, if the voice bar installed one (speech arriving before BIDI mode showed
+    /// the bar has nothing to play it; in BIDI mode the bar is always shown).
+    fn engine(self, call: impl FnOnce(&dyn VoiceEngine)) {
+        if let Some(engine) = self.engine.with_value(Clone::clone) {
+            call(&*engine);
+        }
     }
 }
 
@@ -128,7 +141,7 @@ impl ChatCtl {
             Mic::Open(_) => self.close_mic(),
             Mic::Off | Mic::Closing => {}
         }
-        self.voice.engine_if_used(|e| e.stop_playback());
+        self.voice.engine(|e| e.stop_playback());
         self.voice.state.set(None);
     }
 
@@ -145,6 +158,7 @@ impl ChatCtl {
                 match opened.await {
                     Ok(()) if voice.mic.get_untracked() == Mic::Opening(hold) => {
                         voice.mic.set(Mic::Open(hold));
+                        voice.chat.set_value(self.chat_id.get_untracked());
                         self.send_audio_control("start", hold);
                     }
                     // Let go (or turned off) while it opened.
@@ -167,10 +181,13 @@ impl ChatCtl {
         voice.mic.set(Mic::Closing);
         voice.engine(move |engine| {
             engine.close_mic(Box::new(move || {
-                if let Some(frame) = voice.framer.try_update_value(|f| f.flush()).flatten() {
-                    self.transport().send_audio(self, frame);
+                let frame = voice.framer.try_update_value(|f| f.flush()).flatten();
+                if self.speaks_to_this_chat() {
+                    if let Some(frame) = frame {
+                        self.transport().send_audio(self, frame);
+                    }
+                    self.send_audio_control("stop", hold);
                 }
-                self.send_audio_control("stop", hold);
                 voice.level.set(0.0);
                 if voice.mic.get_untracked() == Mic::Closing {
                     voice.mic.set(Mic::Off);
@@ -196,8 +213,7 @@ impl ChatCtl {
             && voice.barge_in.try_update_value(|b| b.hears(level)) == Some(true)
             && voice
                 .engine
-                .with_value(Loader::loaded)
-                .is_some_and(|e| e.playing())
+                .with_value(|e| e.as_ref().is_some_and(|e| e.playing()))
         {
             self.barge_in();
         }
@@ -206,13 +222,20 @@ impl ChatCtl {
         }
     }
 
+    /// Whether the open microphone's chat is still the one shown.
+    fn speaks_to_this_chat(self) -> bool {
+        self.voice
+            .chat
+            .with_value(|chat| *chat == self.chat_id.get_untracked())
+    }
+
     fn send_frames(self, samples: &[f32]) {
         let frames = self
             .voice
             .framer
             .try_update_value(|f| f.push(samples))
             .unwrap_or_default();
-        if frames.is_empty() {
+        if frames.is_empty() || !self.speaks_to_this_chat() {
             return;
         }
         let transport = self.transport();
@@ -225,7 +248,7 @@ impl ChatCtl {
     /// answer is not played.
     fn barge_in(self) {
         self.voice.muted.set_value(true);
-        self.voice.engine_if_used(|e| e.stop_playback());
+        self.voice.engine(|e| e.stop_playback());
     }
 
     fn send_audio_control(self, action: &'static str, hold: Hold) {
@@ -246,7 +269,7 @@ impl ChatCtl {
         if self.voice.muted.get_value() {
             return;
         }
-        self.voice.engine(move |e| e.play(&pcm));
+        self.voice.engine(|e| e.play(&pcm));
     }
 
     /// A new assistant message starts: its speech plays.

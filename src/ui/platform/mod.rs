@@ -111,7 +111,7 @@ impl std::fmt::Display for MicError {
 }
 
 /// What the browser does for BIDI mode's voice (ADR 0037): the microphone and the agent's speech.
-/// Its code loads when first used ([`voice_engine`]).
+/// The voice bar makes it ([`voice_engine`]), so its code loads with the bar's.
 pub trait VoiceEngine {
     /// Opens the microphone at 16 kHz mono (echo cancellation on); each batch of samples
     /// (100 ms) goes to `on_batch` until [`VoiceEngine::close_mic`]. Called from a person's

@@ -182,7 +182,7 @@ impl super::VoiceEngine for NoVoice {
     }
 }
 
-pub async fn voice_engine() -> Rc<dyn super::VoiceEngine> {
+pub fn voice_engine() -> Rc<dyn super::VoiceEngine> {
     Rc::new(NoVoice)
 }
 

@@ -68,10 +68,9 @@ pub fn bgm_unlock() {
     browser::audio::unlock();
 }
 
-/// The microphone and the agent's speech (BIDI's voice, ADR 0037); with a split wasm (ADR 0030)
-/// their code loads when first used.
-#[cfg_attr(wasm_split, leptos::lazy(voice))]
-pub async fn voice_engine() -> Rc<dyn super::VoiceEngine> {
+/// The microphone and the agent's speech (BIDI's voice, ADR 0037): only the voice bar makes it,
+/// so with a split wasm (ADR 0030) its code is the bar's part.
+pub fn voice_engine() -> Rc<dyn super::VoiceEngine> {
     browser::voice::engine()
 }
 

@@ -1,6 +1,6 @@
 //! BIDI's voice in the browser (ADR 0037): the microphone ([`capture`]) and the agent's speech
-//! ([`playback`]), behind `platform::VoiceEngine`. With a split wasm (ADR 0030) this is a part of
-//! its own, loaded when voice is first used (`platform::voice_engine`).
+//! ([`playback`]), behind `platform::VoiceEngine`. Only the voice bar makes it, so with a split
+//! wasm (ADR 0030) this code is the bar's part, loaded when BIDI mode first shows it.
 
 mod capture;
 mod playback;

@@ -3,43 +3,85 @@
 //! it has loaded is asked of it, in order, once it has; what it answers at once
 //! (`follows_waiting_turns`, `max_attachment_bytes`) is known without its code.
 
+use std::{cell::RefCell, future::Future, pin::Pin, rc::Rc};
+
+use leptos::task::spawn_local;
 use serde_json::Value;
 
 use super::ChatTransport;
-use crate::{
-    protocol::UiMessage,
-    ui::controller::{ChatCtl, loader::Loader},
-};
+use crate::{protocol::UiMessage, ui::controller::ChatCtl};
 
 /// Loads the transport's code and makes the transport.
-pub(super) type Load = crate::ui::controller::loader::Load<dyn ChatTransport>;
+pub(super) type Load = fn() -> Pin<Box<dyn Future<Output = Rc<dyn ChatTransport>>>>;
 
-/// A handle on a transport loaded when first used.
+type Call = Box<dyn FnOnce(&dyn ChatTransport)>;
+
+enum State {
+    /// Never used: nothing to load yet.
+    Idle,
+    /// Loading; these calls wait for it.
+    Loading(Vec<Call>),
+    Loaded(Rc<dyn ChatTransport>),
+}
+
+/// A handle on a transport loaded when first used (cloned into the load that completes it).
 #[derive(Clone)]
-pub(super) struct Later {
-    loader: Loader<dyn ChatTransport>,
+pub(super) struct Later(Rc<Inner>);
+
+struct Inner {
+    state: RefCell<State>,
+    load: Load,
     follows_waiting_turns: bool,
     max_attachment_bytes: u64,
 }
 
 impl Later {
     pub(super) fn new(load: Load, follows_waiting_turns: bool, max_attachment_bytes: u64) -> Self {
-        Later {
-            loader: Loader::new(load),
+        Later(Rc::new(Inner {
+            state: RefCell::new(State::Idle),
+            load,
             follows_waiting_turns,
             max_attachment_bytes,
-        }
+        }))
     }
 
     /// Makes `call` on the transport: now if it has loaded, else once it has (loading it).
-    fn call(&self, call: impl FnOnce(&(dyn ChatTransport + 'static)) + 'static) {
-        self.loader.call(call);
+    fn call(&self, call: impl FnOnce(&dyn ChatTransport) + 'static) {
+        let mut state = self.0.state.borrow_mut();
+        match &mut *state {
+            State::Loaded(transport) => {
+                let transport = transport.clone();
+                drop(state);
+                call(&*transport);
+            }
+            State::Loading(waiting) => waiting.push(Box::new(call)),
+            State::Idle => {
+                *state = State::Loading(vec![Box::new(call)]);
+                drop(state);
+                let this = self.clone();
+                spawn_local(async move {
+                    let transport = (this.0.load)().await;
+                    let waiting = match std::mem::replace(
+                        &mut *this.0.state.borrow_mut(),
+                        State::Loaded(transport.clone()),
+                    ) {
+                        State::Loading(waiting) => waiting,
+                        _ => Vec::new(),
+                    };
+                    for call in waiting {
+                        call(&*transport);
+                    }
+                });
+            }
+        }
     }
 
     /// Makes `call` only on a transport that is in use (loaded, or loading): one never used
     /// has nothing to close or forget.
-    fn call_if_used(&self, call: impl FnOnce(&(dyn ChatTransport + 'static)) + 'static) {
-        self.loader.call_if_used(call);
+    fn call_if_used(&self, call: impl FnOnce(&dyn ChatTransport) + 'static) {
+        if !matches!(&*self.0.state.borrow(), State::Idle) {
+            self.call(call);
+        }
     }
 }
 
@@ -57,11 +99,11 @@ impl ChatTransport for Later {
     }
 
     fn follows_waiting_turns(&self) -> bool {
-        self.follows_waiting_turns
+        self.0.follows_waiting_turns
     }
 
     fn max_attachment_bytes(&self) -> u64 {
-        self.max_attachment_bytes
+        self.0.max_attachment_bytes
     }
 
     fn send_message(&self, ctl: ChatCtl, message: &UiMessage) {
@@ -105,12 +147,7 @@ impl ChatTransport for Later {
 
 #[cfg(all(test, feature = "ssr"))]
 mod tests {
-    use std::{
-        cell::{Cell, RefCell},
-        future::Future,
-        pin::Pin,
-        rc::Rc,
-    };
+    use std::cell::{Cell, RefCell};
 
     use tokio::sync::oneshot;
 
@@ -160,6 +197,12 @@ mod tests {
         }
         fn stop(&self, _: ChatCtl) {
             ASKED.with_borrow_mut(|a| a.push("stop"));
+        }
+        fn send_audio(&self, _: ChatCtl, _: Vec<u8>) {
+            ASKED.with_borrow_mut(|a| a.push("send_audio"));
+        }
+        fn send_audio_control(&self, _: ChatCtl, _: Value) {
+            ASKED.with_borrow_mut(|a| a.push("send_audio_control"));
         }
     }
 
@@ -220,10 +263,15 @@ mod tests {
                     ["connect", "send_answer", "stop", "send_tool_result"]
                 );
 
-                // Loaded: asked at once.
+                // Loaded: asked at once, the voice's frames too (not the trait's no-op defaults).
                 later.resume(ctl);
                 later.disconnect(ctl);
-                assert_eq!(asked()[4..], ["resume", "disconnect"]);
+                later.send_audio_control(ctl, Value::Null);
+                later.send_audio(ctl, vec![0, 0]);
+                assert_eq!(
+                    asked()[4..],
+                    ["resume", "disconnect", "send_audio_control", "send_audio"]
+                );
                 assert_eq!(LOADS.get(), 1);
             })
             .await;

@@ -18,6 +18,13 @@ pub const FRAME_BYTES: usize = 3_200;
 /// Samples the capture worklet posts at a time (100 ms at 16 kHz): one frame each.
 pub const CAPTURE_BATCH: u32 = 1_600;
 
+// A frame is whole samples within the server's limit, and the worklet's batch is one frame.
+const _: () = assert!(
+    FRAME_BYTES <= MAX_FRAME_BYTES
+        && FRAME_BYTES.is_multiple_of(2)
+        && CAPTURE_BATCH as usize * 2 == FRAME_BYTES
+);
+
 /// Samples in [-1, 1] as PCM16LE, appended to `out` (out-of-range samples are clipped).
 pub fn push_pcm16le(samples: &[f32], out: &mut Vec<u8>) {
     out.reserve(samples.len() * 2);
@@ -209,11 +216,8 @@ mod tests {
         let frames = framer.push(&[0.25; 16_000]);
         assert_eq!(frames.len(), 10);
         assert!(frames.iter().all(|f| f.len() == FRAME_BYTES));
-        assert!(FRAME_BYTES <= MAX_FRAME_BYTES && FRAME_BYTES % 2 == 0);
         assert_eq!(framer.flush().map(|f| f.len()), Some(1_600));
         assert_eq!(framer.flush(), None);
-        // The worklet's batch is one frame.
-        assert_eq!(CAPTURE_BATCH as usize * 2, FRAME_BYTES);
     }
 
     #[test]
