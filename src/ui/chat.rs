@@ -81,6 +81,13 @@ pub fn ChatPage() -> impl IntoView {
         });
         view! { <div class="part" node_ref=host></div> }
     };
+    // BIDI's voice bar: built by code loaded when BIDI mode first shows it (ADR 0037).
+    let voice_bar = move || {
+        let host = NodeRef::<leptos::html::Div>::new();
+        #[cfg(feature = "hydrate")]
+        super::deferred::deferred(host, super::voice::build_voice_bar);
+        view! { <div class="part" node_ref=host></div> }
+    };
     // The messages' part is needed with the first message: fetch it now that the page works.
     #[cfg(wasm_split)]
     Effect::new(move |_| leptos::task::spawn_local(super::message::__preload_build_messages()));
@@ -186,6 +193,7 @@ pub fn ChatPage() -> impl IntoView {
                 <ChunkLog/>
             </Show>
 
+            <Show when=move || ctl.mode.get() == Mode::Bidi>{voice_bar()}</Show>
             <Composer
                 on_send=Callback::new(move |(text, files): (String, Vec<super::platform::PickedFile>)| ctl.send(text, files))
                 busy=streaming

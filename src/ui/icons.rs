@@ -39,3 +39,14 @@ pub fn NoteIcon() -> impl IntoView {
         </svg>
     }
 }
+
+/// A microphone: talk to the agent.
+#[component]
+pub fn MicIcon() -> impl IntoView {
+    view! {
+        <svg class="icon" viewBox="0 0 24 24" width="18" height="18" aria-hidden="true" focusable="false">
+            <path d="M12 3a3 3 0 0 1 3 3v6a3 3 0 0 1-6 0V6a3 3 0 0 1 3-3z M5.5 11a6.5 6.5 0 0 0 13 0 M12 17.5V21"
+                fill="none" stroke="currentColor" stroke-width="1.8" stroke-linecap="round" stroke-linejoin="round"/>
+        </svg>
+    }
+}

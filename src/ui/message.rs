@@ -1,7 +1,7 @@
 //! Messages, tool cards and approval cards — all rendered from the `protocol` message parts.
 
 use leptos::{
-    either::{Either, EitherOf3, EitherOf7},
+    either::{Either, EitherOf3, EitherOf8},
     ev,
     prelude::*,
 };
@@ -141,7 +141,7 @@ fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) 
         Some(UiPart::Text(text)) => {
             let is_user = message.with(|m| m.as_ref().is_some_and(|m| m.role == Role::User));
             if is_user {
-                EitherOf7::A(
+                EitherOf8::A(
                     view! { <p class="message-text" data-testid="user-text">{text.text}</p> },
                 )
             } else {
@@ -149,12 +149,12 @@ fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) 
                     Some(UiPart::Text(t)) => t.text,
                     _ => String::new(),
                 });
-                EitherOf7::B(
+                EitherOf8::B(
                     view! { <div class="assistant-text markdown" data-testid="assistant-text"><Markdown text=content/></div> },
                 )
             }
         }
-        Some(UiPart::Reasoning(reasoning)) => EitherOf7::C(view! {
+        Some(UiPart::Reasoning(reasoning)) => EitherOf8::C(view! {
             <details class="reasoning" data-testid="reasoning">
                 <summary>"Reasoning"</summary>
                 <p>{reasoning.text}</p>
@@ -166,8 +166,22 @@ fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) 
                     || file.url.starts_with("https://")
                     || file.url.starts_with("/api/chats/")) =>
         {
-            EitherOf7::D(view! {
+            EitherOf8::D(view! {
                 <img class="attachment" src=file.url alt=file.filename.unwrap_or_else(|| "attached image".into())/>
+            })
+        }
+        // A spoken answer, kept by the chat's file store: a player, to hear it again (ADR 0037).
+        Some(UiPart::File(file))
+            if file.media_type.starts_with("audio/") && file.url.starts_with("/api/chats/") =>
+        {
+            let caption =
+                message.with(|m| spoken_caption(m.as_ref().and_then(|m| m.metadata.as_ref())));
+            EitherOf8::H(view! {
+                <figure class="spoken" data-testid="spoken-answer">
+                    <audio controls preload="none" src=file.url data-testid="spoken-audio"
+                        aria-label="The agent's spoken answer"></audio>
+                    <figcaption>{caption}</figcaption>
+                </figure>
             })
         }
         // Any other file is a download (the server serves it as one, ADR 0026): a link when
@@ -175,7 +189,7 @@ fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) 
         Some(UiPart::File(file)) => {
             let name = file.filename.clone().unwrap_or(file.media_type);
             let href = file.url.starts_with("/api/chats/").then_some(file.url);
-            EitherOf7::E(view! {
+            EitherOf8::E(view! {
                 <p class="attachment-name" data-testid="attachment-name"><super::icons::AttachIcon/>" "{match href {
                     Some(href) => Either::Left(view! { <a href=href download=name.clone()>{name.clone()}</a> }),
                     None => Either::Right(name),
@@ -185,12 +199,34 @@ fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) 
         Some(UiPart::SourceUrl(source)) => {
             let href = super::markdown::safe_href(&source.url);
             let title = source.title.clone().unwrap_or_else(|| source.url.clone());
-            EitherOf7::F(view! { <p class="source">{match href {
+            EitherOf8::F(view! { <p class="source">{match href {
                 Some(href) => Either::Left(view! { <a href=href target="_blank" rel="noopener noreferrer nofollow">{title}</a> }),
                 None => Either::Right(title),
             }}</p> })
         }
-        _ => EitherOf7::G(()),
+        _ => EitherOf8::G(()),
+    }
+}
+
+/// The caption of a spoken answer's player: its length, from the message's
+/// `metadata.audio.duration` (seconds; `finish.messageMetadata.audio`, ADR 0035).
+fn spoken_caption(metadata: Option<&Value>) -> String {
+    let duration = metadata
+        .and_then(|m| m.get("audio"))
+        .and_then(|a| a.get("duration"))
+        .and_then(Value::as_f64)
+        .filter(|d| d.is_finite() && *d >= 0.0);
+    match duration {
+        Some(seconds) => {
+            let tenths = (seconds * 10.0).round() as u64;
+            format!(
+                "Spoken answer · {}:{:02}.{}",
+                tenths / 600,
+                tenths / 10 % 60,
+                tenths % 10
+            )
+        }
+        None => "Spoken answer".into(),
     }
 }
 
@@ -718,6 +754,22 @@ fn ApprovalCard(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_spoken_answer_is_captioned_with_its_length_from_the_metadata() {
+        let meta = serde_json::json!({"audio": {"chunks": 4, "bytes": 153_600, "sampleRate": 24_000, "duration": 3.2}});
+        assert_eq!(spoken_caption(Some(&meta)), "Spoken answer · 0:03.2");
+        let long = serde_json::json!({"audio": {"duration": 75.04}});
+        assert_eq!(spoken_caption(Some(&long)), "Spoken answer · 1:15.0");
+        for meta in [
+            serde_json::json!({}),
+            serde_json::json!({"audio": {"duration": "3"}}),
+            serde_json::json!({"audio": {"duration": -1}}),
+        ] {
+            assert_eq!(spoken_caption(Some(&meta)), "Spoken answer");
+        }
+        assert_eq!(spoken_caption(None), "Spoken answer");
+    }
 
     #[test]
     fn tool_states_are_named_for_people() {

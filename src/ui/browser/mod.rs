@@ -5,6 +5,7 @@
 //! * [`socket`]: BIDI mode — the WebSocket, with reconnect and resume.
 //! * [`geo`]: `get_location` through the Geolocation API.
 //! * [`audio`]: `change_bgm` through Web Audio.
+//! * [`voice`]: BIDI's microphone and the agent's speech through Web Audio.
 //! * [`files`]: image attachments read as `data:` URLs.
 //! * [`dom`]: storage, downloads, clipboard, timers.
 
@@ -15,3 +16,4 @@ pub mod files;
 pub mod geo;
 pub mod passkey;
 pub mod socket;
+pub mod voice;

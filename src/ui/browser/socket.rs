@@ -1,4 +1,5 @@
-//! BIDI mode in the browser: one WebSocket, frames in SSE form, events to the controller.
+//! BIDI mode in the browser: one WebSocket, frames in SSE form (and the agent's speech as
+//! binary frames), events to the controller.
 //!
 //! This type only connects, sends and reports; reconnecting and resuming (with the count of
 //! frames received) is the controller's decision, because only it knows which turn it follows.
@@ -49,10 +50,13 @@ impl LiveSocket {
         let events = on_event.clone();
         let on_message =
             Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |e: web_sys::MessageEvent| {
-                if let Some(text) = e.data().as_string()
-                    && let Some(event) = decode(&text)
-                {
-                    events(event);
+                let data = e.data();
+                if let Some(text) = data.as_string() {
+                    if let Some(event) = decode(&text) {
+                        events(event);
+                    }
+                } else if let Some(buffer) = data.dyn_ref::<js_sys::ArrayBuffer>() {
+                    events(SocketEvent::Audio(js_sys::Uint8Array::new(buffer).to_vec()));
                 }
             });
         let events = on_event;
@@ -66,6 +70,7 @@ impl LiveSocket {
                     by_us,
                 });
             });
+        ws.set_binary_type(web_sys::BinaryType::Arraybuffer);
         ws.set_onopen(Some(on_open.as_ref().unchecked_ref()));
         ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
         ws.set_onclose(Some(on_close.as_ref().unchecked_ref()));
@@ -87,11 +92,22 @@ impl LiveSocket {
     }
 
     pub fn send(&self, text: &str) -> Result<(), String> {
+        self.send_with(|ws| ws.send_with_str(text))
+    }
+
+    /// A binary frame (the microphone's PCM).
+    pub fn send_bytes(&self, bytes: &[u8]) -> Result<(), String> {
+        self.send_with(|ws| ws.send_with_u8_array(bytes))
+    }
+
+    fn send_with(
+        &self,
+        send: impl FnOnce(&web_sys::WebSocket) -> Result<(), wasm_bindgen::JsValue>,
+    ) -> Result<(), String> {
         match self.inner.borrow().as_ref() {
-            Some(inner) if inner.ws.ready_state() == web_sys::WebSocket::OPEN => inner
-                .ws
-                .send_with_str(text)
-                .map_err(|_| "the connection is not open".to_string()),
+            Some(inner) if inner.ws.ready_state() == web_sys::WebSocket::OPEN => {
+                send(&inner.ws).map_err(|_| "the connection is not open".to_string())
+            }
             _ => Err("the connection is not open".into()),
         }
     }

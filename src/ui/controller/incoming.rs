@@ -139,6 +139,10 @@ impl ChatCtl {
                 }
             }
             Chunk::Error(error) => self.show_error(error.error_text.clone(), false),
+            Chunk::Start(_) => self.on_message_start(),
+            Chunk::Data(data) if data.name == super::voice::VOICE_PART => {
+                self.on_voice_state(&data.data)
+            }
             _ => {}
         }
         if platform::is_near_bottom(CONVERSATION_ID) {

@@ -11,6 +11,7 @@
 //! * `transport`: the `ChatTransport` trait and its SSE and WebSocket implementations, which
 //!   carry requests and chunks and own connections, outbox, reconnect and resume;
 //! * `browser_tools`: the tools the browser runs, a registry keyed by tool name;
+//! * `voice`: BIDI's voice — the microphone, the agent's speech, barge-in (ADR 0037);
 //! * `music`, `storage`, `chunk_log`: the BGM control, what localStorage keeps, the chunk log.
 //!
 //! When answers go out is the transport's business: SSE batches a step's answers and sends them
@@ -25,6 +26,7 @@ mod music;
 mod state;
 mod storage;
 mod transport;
+pub mod voice;
 
 use std::{
     collections::{HashMap, HashSet},
@@ -72,6 +74,8 @@ pub struct ChatCtl {
     pub hydrated: RwSignal<bool>,
     /// Loads of the chat from the server under way (the conversation is `aria-busy` meanwhile).
     pub loading: RwSignal<u32>,
+    /// BIDI's voice: the microphone, the agent's speech.
+    pub voice: voice::Voice,
     conversation: StoredValue<Conversation>,
     transports: StoredValue<Transports, LocalStorage>,
     /// Browser tool calls already started.
@@ -109,6 +113,7 @@ impl ChatCtl {
             focus_approval: RwSignal::new(None),
             hydrated: RwSignal::new(false),
             loading: RwSignal::new(0),
+            voice: voice::Voice::new(),
             conversation: StoredValue::new(Conversation::new(Vec::new())),
             transports: StoredValue::new_local(Transports::new()),
             executed: StoredValue::new(HashSet::new()),
@@ -170,6 +175,7 @@ impl ChatCtl {
     }
 
     fn open(self, id: String, fresh: bool) {
+        self.voice_off();
         let transport = self.transport();
         transport.disconnect(self);
         storage::save_chat(&id);
@@ -280,6 +286,9 @@ impl ChatCtl {
             return;
         }
         storage::save_mode(mode);
+        if previous == Mode::Bidi {
+            self.voice_off();
+        }
         self.mode.set(mode);
         self.transport_for(previous).disconnect(self);
         self.transport_for(mode).connect(self);

@@ -158,6 +158,34 @@ pub fn bgm_stop() {}
 
 pub fn bgm_unlock() {}
 
+/// The server has no microphone and no speakers.
+struct NoVoice;
+
+impl super::VoiceEngine for NoVoice {
+    fn open_mic(
+        &self,
+        _on_batch: Rc<dyn Fn(Vec<f32>)>,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), super::MicError>>>> {
+        Box::pin(async { Err(super::MicError::Unsupported(NOT_IN_A_BROWSER.into())) })
+    }
+
+    fn close_mic(&self, done: Box<dyn FnOnce()>) {
+        done();
+    }
+
+    fn play(&self, _pcm: &[u8]) {}
+
+    fn stop_playback(&self) {}
+
+    fn playing(&self) -> bool {
+        false
+    }
+}
+
+pub fn voice_engine() -> Rc<dyn super::VoiceEngine> {
+    Rc::new(NoVoice)
+}
+
 /// The BIDI socket (never opened on the server).
 #[derive(Clone)]
 pub struct Socket;
@@ -168,6 +196,10 @@ impl Socket {
     }
 
     pub fn send(&self, _text: &str) -> Result<(), String> {
+        Err(NOT_IN_A_BROWSER.into())
+    }
+
+    pub fn send_bytes(&self, _bytes: &[u8]) -> Result<(), String> {
         Err(NOT_IN_A_BROWSER.into())
     }
 

@@ -68,6 +68,12 @@ pub fn bgm_unlock() {
     browser::audio::unlock();
 }
 
+/// The microphone and the agent's speech (BIDI's voice, ADR 0037): only the voice bar makes it,
+/// so with a split wasm (ADR 0030) its code is the bar's part.
+pub fn voice_engine() -> Rc<dyn super::VoiceEngine> {
+    browser::voice::engine()
+}
+
 /// The BIDI socket.
 #[derive(Clone)]
 pub struct Socket(browser::socket::LiveSocket);
@@ -79,6 +85,11 @@ impl Socket {
 
     pub fn send(&self, text: &str) -> Result<(), String> {
         self.0.send(text)
+    }
+
+    /// A binary frame (the microphone's PCM).
+    pub fn send_bytes(&self, bytes: &[u8]) -> Result<(), String> {
+        self.0.send_bytes(bytes)
     }
 
     pub fn is_open(&self) -> bool {

@@ -132,6 +132,14 @@ impl ChatTransport for Later {
         self.call(move |t| t.retry(ctl));
     }
 
+    fn send_audio(&self, ctl: ChatCtl, pcm: Vec<u8>) {
+        self.call_if_used(move |t| t.send_audio(ctl, pcm));
+    }
+
+    fn send_audio_control(&self, ctl: ChatCtl, frame: Value) {
+        self.call(move |t| t.send_audio_control(ctl, frame));
+    }
+
     fn drop_connection(&self) {
         self.call_if_used(|t| t.drop_connection());
     }
@@ -189,6 +197,12 @@ mod tests {
         }
         fn stop(&self, _: ChatCtl) {
             ASKED.with_borrow_mut(|a| a.push("stop"));
+        }
+        fn send_audio(&self, _: ChatCtl, _: Vec<u8>) {
+            ASKED.with_borrow_mut(|a| a.push("send_audio"));
+        }
+        fn send_audio_control(&self, _: ChatCtl, _: Value) {
+            ASKED.with_borrow_mut(|a| a.push("send_audio_control"));
         }
     }
 
@@ -249,10 +263,15 @@ mod tests {
                     ["connect", "send_answer", "stop", "send_tool_result"]
                 );
 
-                // Loaded: asked at once.
+                // Loaded: asked at once, the voice's frames too (not the trait's no-op defaults).
                 later.resume(ctl);
                 later.disconnect(ctl);
-                assert_eq!(asked()[4..], ["resume", "disconnect"]);
+                later.send_audio_control(ctl, Value::Null);
+                later.send_audio(ctl, vec![0, 0]);
+                assert_eq!(
+                    asked()[4..],
+                    ["resume", "disconnect", "send_audio_control", "send_audio"]
+                );
                 assert_eq!(LOADS.get(), 1);
             })
             .await;

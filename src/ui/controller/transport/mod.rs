@@ -59,6 +59,13 @@ pub(super) trait ChatTransport {
     /// Asks the server to cancel the turn.
     fn stop(&self, ctl: ChatCtl);
 
+    /// A frame of the microphone's PCM16LE (16 kHz mono, at most 16,000 bytes). Only BIDI
+    /// carries voice; audio that cannot go now is dropped (late speech is worth nothing).
+    fn send_audio(&self, _ctl: ChatCtl, _pcm: Vec<u8>) {}
+
+    /// An `audio_control` frame (the microphone opened or closed).
+    fn send_audio_control(&self, _ctl: ChatCtl, _frame: Value) {}
+
     /// "Try again": re-sends the last request that failed, if this transport keeps it.
     fn retry(&self, _ctl: ChatCtl) {}
 

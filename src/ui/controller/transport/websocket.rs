@@ -1,4 +1,5 @@
-//! BIDI mode: one WebSocket to `/api/live` for the whole chat. Frames sent while it is not open
+//! BIDI mode: one WebSocket to `/api/live` for the whole chat (`?audio=binary`: the agent's
+//! speech arrives and the microphone's leaves as binary frames, ADR 0037). Frames sent while it is not open
 //! wait in an outbox; a dropped socket reconnects with backoff and resumes the turn it followed
 //! by the count of frames already received (decisions in [`super::reconnect`]).
 
@@ -72,7 +73,7 @@ impl WebSocketTransport {
         ctl.link
             .set(reconnect::opening_link(self.0.reconnects.get()));
         let url = format!(
-            "{}/api/live?text=progressive&dialect=full",
+            "{}/api/live?text=progressive&dialect=full&audio=binary",
             platform::ws_base()
         );
         let generation = self.0.generation.get() + 1;
@@ -173,6 +174,9 @@ impl WebSocketTransport {
                 ctl.status.set(Status::Ready);
             }
             SocketEvent::Control(value) => ctl.log_in(value, Mode::Bidi.as_str()),
+            // The agent's speech, for the message streaming now (not a chunk: the turn's frame
+            // count, which a resume asks from, does not include it).
+            SocketEvent::Audio(pcm) => ctl.on_speech(pcm),
             SocketEvent::Closed {
                 code,
                 reason,
@@ -319,6 +323,16 @@ impl ChatTransport for WebSocketTransport {
 
     fn stop(&self, ctl: ChatCtl) {
         self.send(ctl, json!({"type": "interrupt", "reason": "user_abort"}));
+    }
+
+    fn send_audio(&self, _ctl: ChatCtl, pcm: Vec<u8>) {
+        if let Some(socket) = self.0.socket.borrow().as_ref().filter(|s| s.is_open()) {
+            let _ = socket.send_bytes(&pcm);
+        }
+    }
+
+    fn send_audio_control(&self, ctl: ChatCtl, frame: Value) {
+        self.send(ctl, frame);
     }
 
     fn drop_connection(&self) {
