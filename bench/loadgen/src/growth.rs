@@ -135,8 +135,10 @@ impl Assistant {
     }
 
     fn answered(&mut self) -> Value {
-        if let (Some(part), Some(id)) = (self.tool.and_then(|i| self.parts.get_mut(i)), &self.approval)
-        {
+        if let (Some(part), Some(id)) = (
+            self.tool.and_then(|i| self.parts.get_mut(i)),
+            &self.approval,
+        ) {
             part["state"] = json!("approval-responded");
             part["approval"] = json!({"id": id, "approved": true});
         }
@@ -232,7 +234,11 @@ pub async fn growth(opts: &Opts) -> Result<Value> {
     let mut at: Vec<usize> = opts
         .str("at", "0,100,1000")
         .split(',')
-        .map(|s| s.trim().parse().map_err(|_| format!("--at {s:?}: expected turn counts")))
+        .map(|s| {
+            s.trim()
+                .parse()
+                .map_err(|_| format!("--at {s:?}: expected turn counts"))
+        })
         .collect::<Result<_>>()?;
     at.sort_unstable();
     let samples = opts.num("samples", 20)?.max(1) as usize;

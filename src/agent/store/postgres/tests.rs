@@ -166,6 +166,79 @@ async fn instances_committing_at_once_extend_one_chain_without_gaps_or_forks() {
     }
 }
 
+#[tokio::test]
+async fn the_postgres_store_keeps_the_journal_contract() {
+    if let Some(store) = fresh_store("journal").await {
+        crate::agent::store::tests::journal_contract(&store).await;
+    }
+}
+
+/// A database written before ADR 0038 (each chat's history, messages, payments and answered
+/// approvals as JSON columns of its row) reads back the same once migrated, and the chat goes on
+/// from there.
+#[tokio::test]
+async fn a_chat_written_whole_reads_back_the_same_after_the_append_only_migration() {
+    use crate::agent::store::encode::to_json;
+    let Some(config) = fresh_database("append_only_migrate").await else {
+        return;
+    };
+    let old = crate::agent::store::tests::long_record("old", 50);
+    let empty = SessionRecord::new("empty", 3);
+    {
+        let (mut client, connection) = config.connect(NoTls).await.unwrap();
+        let connection = tokio::spawn(connection);
+        let tx = client.transaction().await.unwrap();
+        tx.batch_execute("CREATE TABLE countersign_schema (version BIGINT NOT NULL)")
+            .await
+            .unwrap();
+        for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v < 9) {
+            tx.batch_execute(sql).await.unwrap();
+            tx.execute(
+                "INSERT INTO countersign_schema (version) VALUES ($1)",
+                &[&version],
+            )
+            .await
+            .unwrap();
+        }
+        for r in [&old, &empty] {
+            let turn = r.turn.as_ref().map(|t| to_json(t).unwrap());
+            tx.execute(
+                "INSERT INTO sessions (id, created_at_ms, updated_at_ms, turn_status, history,
+                     messages, wallet, turn, resolved_approvals, tool_state, owner, version)
+                 VALUES ($1, $2, $3, 'awaiting_person', $4, $5, $6, $7, $8, $9, NULL, 1)",
+                &[
+                    &r.id,
+                    &r.created_at_ms,
+                    &r.updated_at_ms,
+                    &to_json(&r.history).unwrap(),
+                    &to_json(&r.messages).unwrap(),
+                    &to_json(&r.wallet).unwrap(),
+                    &turn,
+                    &to_json(&r.resolved_approvals).unwrap(),
+                    &to_json(&r.tool_state).unwrap(),
+                ],
+            )
+            .await
+            .unwrap();
+        }
+        tx.commit().await.unwrap();
+        drop(client);
+        let _ = connection.await;
+    }
+    let store = PostgresStore::connect_with(config.clone()).await.unwrap();
+    let mut chat = store.load("old").await.unwrap().unwrap().record;
+    assert_eq!(chat, old);
+    assert_eq!(store.load("empty").await.unwrap().unwrap().record, empty);
+    chat.history.push(crate::agent::history::HistoryItem::user(
+        "after the upgrade",
+    ));
+    chat.resolved_approvals.remove(&"approval-001".to_owned());
+    store.save(&chat).await.unwrap();
+    drop(store);
+    let store = PostgresStore::connect_with(config).await.unwrap();
+    assert_eq!(store.load("old").await.unwrap().unwrap().record, chat);
+}
+
 /// A database from before the chain: its records are chained when it is migrated, the chain
 /// says where they end, and the records after them follow on.
 #[tokio::test]
