@@ -28,6 +28,7 @@ use super::{
 };
 use crate::agent::{
     clock::Millis,
+    journal::Keyed,
     history::Outcome,
     policy::{Decide, Judgement, Verdict},
     schema::{SchemaError, validate},
@@ -708,7 +709,7 @@ impl<'a> Gate<'a> {
     pub fn tick(
         &self,
         calls: &mut [StepCall],
-        resolved: &mut BTreeMap<String, ApprovalResolution>,
+        resolved: &mut Keyed<String, ApprovalResolution>,
         now: Millis,
     ) -> Vec<Expiry> {
         let mut expiries = Vec::new();
