@@ -28,8 +28,8 @@ use super::{
 };
 use crate::agent::{
     clock::Millis,
-    journal::Keyed,
     history::Outcome,
+    journal::Keyed,
     policy::{Decide, Judgement, Verdict},
     schema::{SchemaError, validate},
     tools::{ToolLocation, ToolRegistry},

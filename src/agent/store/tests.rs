@@ -253,6 +253,24 @@ pub(crate) fn long_record(id: &str, turns: i64) -> SessionRecord {
     chat
 }
 
+/// A chat's columns as stores wrote them before ADR 0038 (its row held the whole chat, as JSON):
+/// for the tests that migrate such a database.
+pub(crate) fn columns_before_0038(r: &SessionRecord) -> encode::RecordColumns {
+    use encode::to_json;
+    encode::RecordColumns {
+        history: to_json(&r.history).unwrap(),
+        messages: to_json(&r.messages).unwrap(),
+        wallet: to_json(&r.wallet).unwrap(),
+        payments: String::new(),
+        turn: r.turn.as_ref().map(|t| to_json(t).unwrap()),
+        resolved: to_json(&r.resolved_approvals).unwrap(),
+        tool_state: to_json(&r.tool_state).unwrap(),
+        created_at_ms: r.created_at_ms,
+        updated_at_ms: r.updated_at_ms,
+        owner: r.owner.clone(),
+    }
+}
+
 /// Commits `record` as a session does (only what changed since its last commit, ADR 0038), then
 /// checks that the chat reads back exactly as it is.
 async fn commit_as_a_session(store: &dyn SessionStore, record: &mut SessionRecord) {

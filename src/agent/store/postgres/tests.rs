@@ -178,7 +178,6 @@ async fn the_postgres_store_keeps_the_journal_contract() {
 /// from there.
 #[tokio::test]
 async fn a_chat_written_whole_reads_back_the_same_after_the_append_only_migration() {
-    use crate::agent::store::encode::to_json;
     let Some(config) = fresh_database("append_only_migrate").await else {
         return;
     };
@@ -188,20 +187,9 @@ async fn a_chat_written_whole_reads_back_the_same_after_the_append_only_migratio
         let (mut client, connection) = config.connect(NoTls).await.unwrap();
         let connection = tokio::spawn(connection);
         let tx = client.transaction().await.unwrap();
-        tx.batch_execute("CREATE TABLE countersign_schema (version BIGINT NOT NULL)")
-            .await
-            .unwrap();
-        for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v < 9) {
-            tx.batch_execute(sql).await.unwrap();
-            tx.execute(
-                "INSERT INTO countersign_schema (version) VALUES ($1)",
-                &[&version],
-            )
-            .await
-            .unwrap();
-        }
+        migrate_below(&tx, 9).await;
         for r in [&old, &empty] {
-            let turn = r.turn.as_ref().map(|t| to_json(t).unwrap());
+            let c = crate::agent::store::tests::columns_before_0038(r);
             tx.execute(
                 "INSERT INTO sessions (id, created_at_ms, updated_at_ms, turn_status, history,
                      messages, wallet, turn, resolved_approvals, tool_state, owner, version)
@@ -210,12 +198,12 @@ async fn a_chat_written_whole_reads_back_the_same_after_the_append_only_migratio
                     &r.id,
                     &r.created_at_ms,
                     &r.updated_at_ms,
-                    &to_json(&r.history).unwrap(),
-                    &to_json(&r.messages).unwrap(),
-                    &to_json(&r.wallet).unwrap(),
-                    &turn,
-                    &to_json(&r.resolved_approvals).unwrap(),
-                    &to_json(&r.tool_state).unwrap(),
+                    &c.history,
+                    &c.messages,
+                    &c.wallet,
+                    &c.turn,
+                    &c.resolved,
+                    &c.tool_state,
                 ],
             )
             .await
@@ -239,6 +227,22 @@ async fn a_chat_written_whole_reads_back_the_same_after_the_append_only_migratio
     assert_eq!(store.load("old").await.unwrap().unwrap().record, chat);
 }
 
+/// Makes `tx`'s database as the migrations before `version` left it, recorded as applied.
+async fn migrate_below(tx: &tokio_postgres::Transaction<'_>, version: i64) {
+    tx.batch_execute("CREATE TABLE countersign_schema (version BIGINT NOT NULL)")
+        .await
+        .unwrap();
+    for &(applied, sql) in MIGRATIONS.iter().filter(|(v, _)| *v < version) {
+        tx.batch_execute(sql).await.unwrap();
+        tx.execute(
+            "INSERT INTO countersign_schema (version) VALUES ($1)",
+            &[&applied],
+        )
+        .await
+        .unwrap();
+    }
+}
+
 /// A database from before the chain: its records are chained when it is migrated, the chain
 /// says where they end, and the records after them follow on.
 #[tokio::test]
@@ -250,18 +254,7 @@ async fn an_existing_log_is_chained_when_the_database_is_migrated() {
         let (mut client, connection) = config.connect(NoTls).await.unwrap();
         let connection = tokio::spawn(connection);
         let tx = client.transaction().await.unwrap();
-        tx.batch_execute("CREATE TABLE countersign_schema (version BIGINT NOT NULL)")
-            .await
-            .unwrap();
-        for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v < CHAIN_MIGRATION) {
-            tx.batch_execute(sql).await.unwrap();
-            tx.execute(
-                "INSERT INTO countersign_schema (version) VALUES ($1)",
-                &[&version],
-            )
-            .await
-            .unwrap();
-        }
+        migrate_below(&tx, CHAIN_MIGRATION).await;
         for i in 0..3 {
             let event = audit::sample("old", AuditKind::Requested, json!({"i": i}));
             let json = crate::agent::store::encode::to_json(&event).unwrap();

@@ -31,7 +31,6 @@ async fn the_sqlite_store_keeps_the_contract() {
 /// from there, across a restart.
 #[tokio::test]
 async fn a_chat_written_whole_reads_back_the_same_after_the_append_only_migration() {
-    use crate::agent::store::encode::to_json;
     let path = temp_path("migrate-append-only");
     let old = crate::agent::store::tests::long_record("old", 50);
     let empty = SessionRecord::new("empty", 3);
@@ -43,6 +42,7 @@ async fn a_chat_written_whole_reads_back_the_same_after_the_append_only_migratio
         }
         tx.pragma_update(None, "user_version", 14).unwrap();
         for r in [&old, &empty] {
+            let c = crate::agent::store::tests::columns_before_0038(r);
             tx.execute(
                 "INSERT INTO sessions (id, created_at_ms, updated_at_ms, turn_status, history,
                      messages, wallet, turn, resolved_approvals, tool_state, owner)
@@ -51,12 +51,12 @@ async fn a_chat_written_whole_reads_back_the_same_after_the_append_only_migratio
                     r.id,
                     r.created_at_ms,
                     r.updated_at_ms,
-                    to_json(&r.history).unwrap(),
-                    to_json(&r.messages).unwrap(),
-                    to_json(&r.wallet).unwrap(),
-                    r.turn.as_ref().map(|t| to_json(t).unwrap()),
-                    to_json(&r.resolved_approvals).unwrap(),
-                    to_json(&r.tool_state).unwrap(),
+                    c.history,
+                    c.messages,
+                    c.wallet,
+                    c.turn,
+                    c.resolved,
+                    c.tool_state,
                 ],
             )
             .unwrap();
