@@ -37,10 +37,10 @@ async fn a_chat_written_whole_reads_back_the_same_after_the_append_only_migratio
     {
         let mut conn = Connection::open(&path).unwrap();
         let tx = conn.transaction().unwrap();
-        for (_, sql) in &MIGRATIONS[..14] {
+        for (_, sql) in &MIGRATIONS[..15] {
             tx.execute_batch(sql).unwrap();
         }
-        tx.pragma_update(None, "user_version", 14).unwrap();
+        tx.pragma_update(None, "user_version", 15).unwrap();
         for r in [&old, &empty] {
             let c = crate::agent::store::tests::columns_before_0038(r);
             tx.execute(
