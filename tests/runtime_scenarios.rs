@@ -253,7 +253,7 @@ async fn parked(rt: &Arc<Runtime>, chat: &str) {
 }
 
 async fn history(rt: &Arc<Runtime>, chat: &str) -> Vec<HistoryItem> {
-    rt.session(chat).await.unwrap().snapshot().history
+    rt.session(chat).await.unwrap().snapshot().history.to_vec()
 }
 
 const FINAL_TEXT: [&str; 7] = [

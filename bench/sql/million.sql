@@ -3,7 +3,8 @@
 -- `countersign_bench_copies(chat, approval, first, last)` copies chat `chat` — one chat whose
 -- turn waits for the one approval `approval`, made by a real server — as chats `<chat>-<i>` for
 -- i in first..last, each waiting for approval `<approval>-<i>`: exactly the rows the store
--- writes for such a chat (its session row, its paused turn's log, its waiting approval and, on a
+-- writes for such a chat (its session row and, on a schema that has them, its entries and
+-- answered approvals (ADR 0038), its paused turn's log, its waiting approval and, on a
 -- schema that has them, its inbox entry and keys), the ids replaced wherever they occur. The
 -- store's test `generated_rows_equal_what_the_store_writes` (src/agent/store/postgres/tests.rs)
 -- holds this to the store. Audit rows are not copied (the audit chain's hashes are the store's to
@@ -22,19 +23,44 @@ CREATE OR REPLACE FUNCTION countersign_bench_copies(
     chat TEXT, approval TEXT, first BIGINT, last BIGINT
 ) RETURNS VOID LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO sessions (id, created_at_ms, updated_at_ms, turn_status, history, messages,
-                          wallet, turn, resolved_approvals, tool_state, owner, version,
-                          running_on)
-    SELECT chat || '-' || i, s.created_at_ms, s.updated_at_ms, s.turn_status,
-           countersign_bench_swap(s.history, chat, approval, i),
-           countersign_bench_swap(s.messages, chat, approval, i),
-           countersign_bench_swap(s.wallet, chat, approval, i),
-           countersign_bench_swap(s.turn, chat, approval, i),
-           countersign_bench_swap(s.resolved_approvals, chat, approval, i),
-           countersign_bench_swap(s.tool_state, chat, approval, i),
-           s.owner, s.version, s.running_on
-    FROM sessions s, generate_series(first, last) AS i
-    WHERE s.id = chat;
+    IF to_regclass('session_entries') IS NULL THEN
+        INSERT INTO sessions (id, created_at_ms, updated_at_ms, turn_status, history, messages,
+                              wallet, turn, resolved_approvals, tool_state, owner, version,
+                              running_on)
+        SELECT chat || '-' || i, s.created_at_ms, s.updated_at_ms, s.turn_status,
+               countersign_bench_swap(s.history, chat, approval, i),
+               countersign_bench_swap(s.messages, chat, approval, i),
+               countersign_bench_swap(s.wallet, chat, approval, i),
+               countersign_bench_swap(s.turn, chat, approval, i),
+               countersign_bench_swap(s.resolved_approvals, chat, approval, i),
+               countersign_bench_swap(s.tool_state, chat, approval, i),
+               s.owner, s.version, s.running_on
+        FROM sessions s, generate_series(first, last) AS i
+        WHERE s.id = chat;
+    ELSE
+        -- Append-only chats (ADR 0038): the row, then its entries and answered approvals.
+        INSERT INTO sessions (id, created_at_ms, updated_at_ms, turn_status, wallet, turn,
+                              tool_state, owner, version, running_on)
+        SELECT chat || '-' || i, s.created_at_ms, s.updated_at_ms, s.turn_status,
+               countersign_bench_swap(s.wallet, chat, approval, i),
+               countersign_bench_swap(s.turn, chat, approval, i),
+               countersign_bench_swap(s.tool_state, chat, approval, i),
+               s.owner, s.version, s.running_on
+        FROM sessions s, generate_series(first, last) AS i
+        WHERE s.id = chat;
+
+        INSERT INTO session_entries (session_id, list, position, body)
+        SELECT chat || '-' || i, e.list, e.position,
+               countersign_bench_swap(e.body, chat, approval, i)
+        FROM session_entries e, generate_series(first, last) AS i
+        WHERE e.session_id = chat;
+
+        INSERT INTO session_resolutions (session_id, approval_id, body)
+        SELECT chat || '-' || i, countersign_bench_swap(r.approval_id, chat, approval, i),
+               countersign_bench_swap(r.body, chat, approval, i)
+        FROM session_resolutions r, generate_series(first, last) AS i
+        WHERE r.session_id = chat;
+    END IF;
 
     INSERT INTO paused_turn_logs (session_id, turn_id, entries)
     SELECT chat || '-' || i, p.turn_id,

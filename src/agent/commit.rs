@@ -67,11 +67,14 @@ impl Commits {
                 self.inbox.sync(&record);
                 Ok(record)
             }
-            Err(error) => Err(Uncommitted {
-                error,
-                waiting,
-                events,
-            }),
+            Err(error) => {
+                session.commit_failed(&record);
+                Err(Uncommitted {
+                    error,
+                    waiting,
+                    events,
+                })
+            }
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod followers;
 pub mod gate;
 pub mod history;
 pub mod inbox;
+pub mod journal;
 pub mod mcp;
 pub mod metrics;
 pub mod model;

@@ -17,6 +17,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::journal::{Entries, Keyed};
 pub(crate) use super::lock;
 use super::{
     clock::Millis,
@@ -114,9 +115,9 @@ pub struct SessionRecord {
     pub created_at_ms: Millis,
     pub updated_at_ms: Millis,
     /// The conversation as the model sees it.
-    pub history: Vec<HistoryItem>,
+    pub history: Entries<HistoryItem>,
     /// The conversation as the person sees it (the server's own reduction of what it sent).
-    pub messages: Vec<UiMessage>,
+    pub messages: Entries<UiMessage>,
     pub wallet: Wallet,
     /// What tools keep between calls, by tool name, as the tool encoded it
     /// ([`ToolContext::with_state`](super::tools::ToolContext::with_state)).
@@ -124,7 +125,7 @@ pub struct SessionRecord {
     pub tool_state: BTreeMap<String, Value>,
     pub turn: Option<TurnRecord>,
     /// Approvals already answered (or expired), so a late or repeated answer gets a precise error.
-    pub resolved_approvals: BTreeMap<String, ApprovalResolution>,
+    pub resolved_approvals: Keyed<String, ApprovalResolution>,
     /// Whose chat it is: the person who started it (`None`: the one local person). They ask
     /// for its calls; a rule may want someone else to countersign them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -137,14 +138,41 @@ impl SessionRecord {
             id: id.into(),
             created_at_ms: now_ms,
             updated_at_ms: now_ms,
-            history: Vec::new(),
-            messages: Vec::new(),
+            history: Entries::default(),
+            messages: Entries::default(),
             wallet: Wallet::default(),
             tool_state: BTreeMap::new(),
             turn: None,
-            resolved_approvals: BTreeMap::new(),
+            resolved_approvals: Keyed::default(),
             owner: None,
         }
+    }
+
+    /// The growing parts count as written (see [`Session::to_commit`]).
+    pub(crate) fn mark_committed(&mut self) {
+        self.history.mark_committed();
+        self.messages.mark_committed();
+        self.wallet.transactions.mark_committed();
+        self.resolved_approvals.mark_committed();
+    }
+
+    /// What `failed` (a copy of this record whose commit failed) changed is still to be written.
+    pub(crate) fn mark_uncommitted(&mut self, failed: &SessionRecord) {
+        self.history.mark_uncommitted(&failed.history);
+        self.messages.mark_uncommitted(&failed.messages);
+        self.wallet
+            .transactions
+            .mark_uncommitted(&failed.wallet.transactions);
+        self.resolved_approvals
+            .mark_uncommitted(&failed.resolved_approvals);
+    }
+
+    /// Every growing part counts as changed: the next commit writes the whole record.
+    pub(crate) fn mark_all_changed(&mut self) {
+        self.history.mark_all_changed();
+        self.messages.mark_all_changed();
+        self.wallet.transactions.mark_all_changed();
+        self.resolved_approvals.mark_all_changed();
     }
 
     /// Whose chat it is (`local` for the one local person).
@@ -316,10 +344,26 @@ impl Session {
     }
 
     /// The record to commit and the audit events waiting for a commit (taken), read together.
+    /// The copy shares the record's growing parts ([`Entries`], [`Keyed`]) and carries what
+    /// changed in them since the last commit; the record itself counts as committed from here
+    /// on, until [`Session::commit_failed`] gives the copy's changes back. After a failed commit
+    /// the next one writes everything again.
     pub(crate) fn to_commit(&self) -> (SessionRecord, Vec<AuditEvent>) {
         let mut state = self.state();
         let waiting = std::mem::take(&mut state.unsaved_audit);
-        (state.record.clone(), waiting)
+        let record = &mut state.record;
+        if self.dirty.load(std::sync::atomic::Ordering::SeqCst) {
+            record.mark_all_changed();
+        }
+        let copy = record.clone();
+        record.mark_committed();
+        (copy, waiting)
+    }
+
+    /// The commit of `record` (from [`Session::to_commit`]) failed: what it changed is still to
+    /// be written.
+    pub(crate) fn commit_failed(&self, record: &SessionRecord) {
+        self.state().record.mark_uncommitted(record);
     }
 
     /// Whether nothing happens in this session and memory holds nothing the store lacks: no

@@ -92,7 +92,7 @@ pub async fn chat_snapshot(
     });
     Ok(Some(ChatSnapshot {
         chat_id,
-        messages: record.messages,
+        messages: record.messages.to_vec(),
         pending,
         server_now_ms: now,
         streaming,

@@ -11,6 +11,7 @@
 //!                      [--warmup 128] [--gc-url http://…/__bench/gc] [--settle-ms 2000]
 //!                      [--socket-only 1] [--gap-ms 0] [--first TEXT] [--pad-bytes N]
 //! loadgen ws-concurrency --base … [--n 1000] [--connect-parallel 100] [--prompt T]
+//! loadgen growth     --base … --pid PID [--at 0,100,1000] [--samples 20] [--db PATH]
 //! loadgen flood        --base … [--senders 2] [--messages 200000] [--body-mb 19]
 //!                      [--seconds 10] [--probe-ms 50] [--pid PID]
 //! ```
@@ -19,6 +20,7 @@
 //! machine's cores), `--timeout-s S` (per turn, default 60).
 
 mod flood;
+mod growth;
 mod sse;
 mod stats;
 mod ws;
@@ -109,7 +111,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(command) = args.first().cloned() else {
         eprintln!(
-            "usage: loadgen <stream|ttfc|concurrency|sse-approval|bidi|ws-concurrency|flood> --base http://IP:PORT [options]"
+            "usage: loadgen <stream|ttfc|concurrency|sse-approval|bidi|ws-concurrency|growth|flood> --base http://IP:PORT [options]"
         );
         return ExitCode::from(2);
     };
@@ -147,6 +149,7 @@ fn main() -> ExitCode {
             "bidi" => ws::bidi(&opts).await,
             "ws-concurrency" => ws::concurrency(&opts).await,
             "flood" => flood::flood(&opts).await,
+            "growth" => growth::growth(&opts).await,
             other => Err(format!("unknown command {other:?}")),
         }
     });

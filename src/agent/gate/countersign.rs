@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::{ApprovalResolution, CallPhase, StepCall};
-use crate::agent::clock::Millis;
+use crate::agent::{clock::Millis, journal::Keyed};
 use crate::protocol::countersign::{Dropped, Requirement, Signature};
 
 /// Who answers an approval, as the edge and the people directory know them now.
@@ -239,7 +239,7 @@ pub struct Uncounted {
 /// to the browser, is past recall. Returns what was dropped, in call order.
 pub fn recheck(
     calls: &mut [StepCall],
-    resolved: &mut BTreeMap<String, ApprovalResolution>,
+    resolved: &mut Keyed<String, ApprovalResolution>,
     standing: &Standing,
     requester: &str,
     now: Millis,

@@ -29,6 +29,7 @@ use super::{
 use crate::agent::{
     clock::Millis,
     history::Outcome,
+    journal::Keyed,
     policy::{Decide, Judgement, Verdict},
     schema::{SchemaError, validate},
     tools::{ToolLocation, ToolRegistry},
@@ -708,7 +709,7 @@ impl<'a> Gate<'a> {
     pub fn tick(
         &self,
         calls: &mut [StepCall],
-        resolved: &mut BTreeMap<String, ApprovalResolution>,
+        resolved: &mut Keyed<String, ApprovalResolution>,
         now: Millis,
     ) -> Vec<Expiry> {
         let mut expiries = Vec::new();

@@ -197,7 +197,7 @@ impl Runtime {
             }
             // Questions those calls asked died with the server (the calls ask again).
             let message_id = turn.message_id.clone();
-            if let Some(message) = record.messages.iter_mut().rfind(|m| m.id == message_id) {
+            if let Some(message) = record.messages.rfind_mut(|m| m.id == message_id) {
                 questions::close_stale(message);
             }
         }

@@ -11,8 +11,9 @@ use crate::{
     agent::{
         gate::CallPhase,
         inbox::{Waiting, waiting_call},
+        journal::{Entries, Keyed},
         session::{SessionRecord, TurnEntry, TurnStatus},
-        tools::Transaction as Payment,
+        tools::{Transaction as Payment, Wallet},
     },
 };
 
@@ -42,12 +43,14 @@ pub(crate) struct Write {
     pub(crate) created_at_ms: i64,
     pub(crate) updated_at_ms: i64,
     pub(crate) status: Option<String>,
-    pub(crate) history: String,
-    pub(crate) messages: String,
+    /// The wallet without its payments (those are entries of [`List::Payments`]).
     pub(crate) wallet: String,
     pub(crate) tool_state: String,
     pub(crate) turn: Option<String>,
-    pub(crate) resolved: String,
+    /// The entries of the record's lists that changed since its last commit (ADR 0038).
+    pub(crate) entries: Vec<ListChange>,
+    /// The answered approvals that changed since the last commit.
+    pub(crate) resolutions: MapChange,
     /// Whose chat it is (written once, when the row is made).
     pub(crate) owner: Option<String>,
     /// The paused turn's id and log (a JSON array), when the commit carries one.
@@ -56,8 +59,86 @@ pub(crate) struct Write {
     pub(crate) turn_over: bool,
     pub(crate) approvals: Vec<PendingApprovalRow>,
     pub(crate) browser_calls: Vec<PendingBrowserRow>,
+    /// The payments made since the last commit (all of them when the record is written whole).
     pub(crate) ledger: Vec<Payment>,
     pub(crate) audit: Vec<Chained>,
+}
+
+/// A list of a chat's record stored as one row per entry (`session_entries.list`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum List {
+    History = 0,
+    Messages = 1,
+    Payments = 2,
+}
+
+impl List {
+    pub(crate) fn code(self) -> i64 {
+        self as i64
+    }
+}
+
+/// The entries of a list from `from` on, as written now: the rows at `from` and after are
+/// replaced by `bodies` (each an entry's JSON), so an append writes the new entries only, and an
+/// edit or a removal rewrites from the first entry it touched.
+pub(crate) struct ListChange {
+    pub(crate) list: List,
+    pub(crate) from: i64,
+    pub(crate) bodies: Vec<String>,
+}
+
+impl ListChange {
+    fn of<T: serde::Serialize + Clone>(
+        list: List,
+        entries: &Entries<T>,
+    ) -> Result<ListChange, StoreError> {
+        let from = entries.changed_from();
+        Ok(ListChange {
+            list,
+            from: i64::try_from(from).map_err(|_| StoreError::new("a list is too long"))?,
+            bodies: entries[from..]
+                .iter()
+                .map(to_json)
+                .collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+/// What changed in a map of the record (its answered approvals), keyed by the map's keys.
+pub(crate) struct MapChange {
+    /// Everything may have changed: the stored map is replaced by `upserts`.
+    pub(crate) whole: bool,
+    /// Entries written (added or changed), with their JSON.
+    pub(crate) upserts: Vec<(String, String)>,
+    /// Keys no longer in the map.
+    pub(crate) removed: Vec<String>,
+}
+
+impl MapChange {
+    fn of<V: serde::Serialize + Clone>(map: &Keyed<String, V>) -> Result<MapChange, StoreError> {
+        let encode = |(k, v): (&String, &V)| Ok((k.clone(), to_json(v)?));
+        Ok(match map.changes() {
+            None => MapChange {
+                whole: true,
+                upserts: map.iter().map(encode).collect::<Result<_, StoreError>>()?,
+                removed: Vec::new(),
+            },
+            Some(keys) => {
+                let mut change = MapChange {
+                    whole: false,
+                    upserts: Vec::new(),
+                    removed: Vec::new(),
+                };
+                for key in keys {
+                    match map.get_key_value(key) {
+                        Some(entry) => change.upserts.push(encode(entry)?),
+                        None => change.removed.push(key.clone()),
+                    }
+                }
+                change
+            }
+        })
+    }
 }
 
 /// An audit event encoded for the chain: its JSON (the `event` column) and the digest its chain
@@ -183,13 +264,19 @@ impl Write {
                 .as_ref()
                 .map(|t| status_name(t.status))
                 .transpose()?,
-            history: to_json(&record.history)?,
-            messages: to_json(&record.messages)?,
-            wallet: to_json(&record.wallet)?,
+            wallet: to_json(&Wallet {
+                transactions: Entries::default(),
+                ..record.wallet.clone()
+            })?,
+            entries: vec![
+                ListChange::of(List::History, &record.history)?,
+                ListChange::of(List::Messages, &record.messages)?,
+                ListChange::of(List::Payments, &record.wallet.transactions)?,
+            ],
+            resolutions: MapChange::of(&record.resolved_approvals)?,
             tool_state: to_json(&record.tool_state)?,
             owner: record.owner.clone(),
             turn: record.turn.as_ref().map(to_json).transpose()?,
-            resolved: to_json(&record.resolved_approvals)?,
             turn_over,
             log: match (log, &record.turn) {
                 (Some(entries), Some(turn)) => Some((turn.id.clone(), to_json(&entries)?)),
@@ -197,7 +284,8 @@ impl Write {
             },
             approvals,
             browser_calls,
-            ledger: record.wallet.transactions.clone(),
+            ledger: record.wallet.transactions[record.wallet.transactions.changed_from()..]
+                .to_vec(),
             audit: Chained::all(audit)?,
         })
     }
@@ -206,9 +294,12 @@ impl Write {
 /// The stored columns of a session, as read from its row: what [`decode_record`] turns back
 /// into a record.
 pub(crate) struct RecordColumns {
+    /// The lists' entries, each a JSON array ([`entries_json`]).
     pub(crate) history: String,
     pub(crate) messages: String,
+    /// The wallet without its payments, and its payments.
     pub(crate) wallet: String,
+    pub(crate) payments: String,
     /// `None`: the session has no turn.
     pub(crate) turn: Option<String>,
     pub(crate) resolved: String,
@@ -232,9 +323,18 @@ pub(crate) fn decode_record(id: &str, columns: RecordColumns) -> Result<SessionR
         id: id.to_owned(),
         created_at_ms: columns.created_at_ms,
         updated_at_ms: columns.updated_at_ms,
-        history: serde_json::from_str(&columns.history).map_err(unreadable(id, "history"))?,
-        messages: serde_json::from_str(&columns.messages).map_err(unreadable(id, "messages"))?,
-        wallet: serde_json::from_str(&columns.wallet).map_err(unreadable(id, "wallet"))?,
+        history: Entries::committed(
+            serde_json::from_str(&columns.history).map_err(unreadable(id, "history"))?,
+        ),
+        messages: Entries::committed(
+            serde_json::from_str(&columns.messages).map_err(unreadable(id, "messages"))?,
+        ),
+        wallet: Wallet {
+            transactions: Entries::committed(
+                serde_json::from_str(&columns.payments).map_err(unreadable(id, "payments"))?,
+            ),
+            ..serde_json::from_str(&columns.wallet).map_err(unreadable(id, "wallet"))?
+        },
         tool_state: serde_json::from_str(&columns.tool_state)
             .map_err(unreadable(id, "tool state"))?,
         turn: columns
@@ -243,10 +343,42 @@ pub(crate) fn decode_record(id: &str, columns: RecordColumns) -> Result<SessionR
             .map(serde_json::from_str)
             .transpose()
             .map_err(unreadable(id, "turn"))?,
-        resolved_approvals: serde_json::from_str(&columns.resolved)
-            .map_err(unreadable(id, "resolved approvals"))?,
+        resolved_approvals: Keyed::committed(
+            serde_json::from_str(&columns.resolved)
+                .map_err(unreadable(id, "resolved approvals"))?,
+        ),
         owner: columns.owner,
     })
+}
+
+/// The JSON array of a list's stored entries (`bodies`, each an entry's JSON, in order).
+pub(crate) fn entries_json<'a>(bodies: impl IntoIterator<Item = &'a str>) -> String {
+    let mut json = String::from("[");
+    for (i, body) in bodies.into_iter().enumerate() {
+        if i > 0 {
+            json.push(',');
+        }
+        json.push_str(body);
+    }
+    json.push(']');
+    json
+}
+
+/// The JSON object of the stored answered approvals (`(approval id, its JSON)`).
+pub(crate) fn resolutions_json<'a>(
+    rows: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<String, StoreError> {
+    let mut json = String::from("{");
+    for (i, (key, body)) in rows.into_iter().enumerate() {
+        if i > 0 {
+            json.push(',');
+        }
+        json.push_str(&to_json(&key)?);
+        json.push(':');
+        json.push_str(body);
+    }
+    json.push('}');
+    Ok(json)
 }
 
 /// The paused log stored for `record` (the turn `turn_id`'s, its JSON `entries`), if it still
@@ -300,4 +432,45 @@ pub(crate) fn invite_with(
         .ok_or_else(|| StoreError::new(format!("an invite has the unknown kind {kind:?}")))?;
     invite.roles = roles_of(roles, "an invite")?;
     Ok(invite)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::store::tests::long_record;
+
+    /// What a commit of a long chat carries (ADR 0038): everything the first time, then only
+    /// what changed — whatever the chat's length.
+    #[test]
+    fn a_commit_carries_what_changed_not_what_exists() {
+        let mut chat = long_record("c", 1_000);
+        let first = Write::new(&chat, &[], None).unwrap();
+        let counts = |w: &Write| w.entries.iter().map(|c| c.bodies.len()).collect::<Vec<_>>();
+        assert_eq!(counts(&first), [1_000, 1_000, 2]);
+        assert!(first.resolutions.whole);
+        assert_eq!(first.ledger.len(), 2);
+
+        chat.mark_committed();
+        let idle = Write::new(&chat, &[], None).unwrap();
+        assert_eq!(counts(&idle), [0, 0, 0]);
+        assert!(!idle.resolutions.whole && idle.resolutions.upserts.is_empty());
+        assert!(idle.ledger.is_empty());
+
+        chat.history
+            .push(crate::agent::history::HistoryItem::user("one more"));
+        chat.messages.last_mut().unwrap().id = "renamed".into();
+        chat.resolved_approvals.remove(&"approval-005".to_owned());
+        let next = Write::new(&chat, &[], None).unwrap();
+        assert_eq!(counts(&next), [1, 1, 0]);
+        assert_eq!(
+            next.entries.iter().map(|c| c.from).collect::<Vec<_>>(),
+            [1_000, 999, 2]
+        );
+        assert_eq!(next.resolutions.removed, ["approval-005"]);
+        assert!(
+            next.wallet.contains("\"transactions\":[]"),
+            "{}",
+            next.wallet
+        );
+    }
 }

@@ -31,7 +31,10 @@ use super::{
     AuditEvent, AuditQuery, AuditRecord, SessionStore, SignIn, SignInStore, StoreError, StoredFile,
     StoredSession, ToolListStore,
     audit::AuditKind,
-    encode::{RecordColumns, Write, decode_paused_log, decode_record, stored_event},
+    encode::{
+        RecordColumns, Write, decode_paused_log, decode_record, entries_json, resolutions_json,
+        stored_event,
+    },
 };
 use crate::agent::{
     clock::Millis,
@@ -93,6 +96,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
     ),
     (14, include_str!("../../../migrations/0014_audit_chain.sql")),
     (15, include_str!("../../../migrations/0015_inbox.sql")),
+    (
+        16,
+        include_str!("../../../migrations/0016_append_only_chats.sql"),
+    ),
 ];
 
 /// The migration that makes the audit log a chain: the records already there are chained right
@@ -421,6 +428,50 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Reads session `id`'s lists and answered approvals into `columns` (ADR 0038).
+fn read_entries(
+    conn: &Connection,
+    id: &str,
+    columns: &mut RecordColumns,
+) -> Result<(), StoreError> {
+    let context = "cannot read the session's entries";
+    let mut lists: [Vec<String>; 3] = Default::default();
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT list, body FROM session_entries WHERE session_id = ?1 ORDER BY list, position",
+        )
+        .map_err(err(context))?;
+    let mut rows = stmt.query([id]).map_err(err(context))?;
+    while let Some(row) = rows.next().map_err(err(context))? {
+        let list: i64 = row.get(0).map_err(err(context))?;
+        let entries = usize::try_from(list)
+            .ok()
+            .and_then(|l| lists.get_mut(l))
+            .ok_or_else(|| {
+                StoreError::new(format!("session {id}: an entry of unknown list {list}"))
+            })?;
+        entries.push(row.get(1).map_err(err(context))?);
+    }
+    let [history, messages, payments] = lists.map(|l| entries_json(l.iter().map(String::as_str)));
+    columns.history = history;
+    columns.messages = messages;
+    columns.payments = payments;
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT approval_id, body FROM session_resolutions WHERE session_id = ?1
+             ORDER BY approval_id",
+        )
+        .map_err(err(context))?;
+    let resolved = stmt
+        .query_map([id], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+        })
+        .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+        .map_err(err(context))?;
+    columns.resolved = resolutions_json(resolved.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    Ok(())
+}
+
 #[async_trait]
 impl SessionStore for SqliteStore {
     async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
@@ -432,33 +483,34 @@ impl SessionStore for SqliteStore {
                 .map_err(err("cannot begin reading the session"))?;
             let columns = conn
                 .prepare_cached(
-                    "SELECT history, messages, wallet, turn, resolved_approvals, tool_state,
-                            created_at_ms, updated_at_ms, owner
+                    "SELECT wallet, turn, tool_state, created_at_ms, updated_at_ms, owner
                      FROM sessions WHERE id = ?1",
                 )
                 .and_then(|mut stmt| {
                     stmt.query_row([&id], |row| {
                         Ok(RecordColumns {
-                            history: row.get(0)?,
-                            messages: row.get(1)?,
-                            wallet: row.get(2)?,
+                            wallet: row.get(0)?,
                             // An empty text is no turn, as NULL is.
                             turn: row
-                                .get::<_, Option<String>>(3)?
+                                .get::<_, Option<String>>(1)?
                                 .filter(|turn| !turn.is_empty()),
-                            resolved: row.get(4)?,
-                            tool_state: row.get(5)?,
-                            created_at_ms: row.get(6)?,
-                            updated_at_ms: row.get(7)?,
-                            owner: row.get(8)?,
+                            tool_state: row.get(2)?,
+                            created_at_ms: row.get(3)?,
+                            updated_at_ms: row.get(4)?,
+                            owner: row.get(5)?,
+                            history: String::new(),
+                            messages: String::new(),
+                            payments: String::new(),
+                            resolved: String::new(),
                         })
                     })
                     .optional()
                 })
                 .map_err(err("cannot read the session"))?;
-            let Some(columns) = columns else {
+            let Some(mut columns) = columns else {
                 return Ok(None);
             };
+            read_entries(&conn, &id, &mut columns)?;
             let record = decode_record(&id, columns)?;
             let waiting = record
                 .turn

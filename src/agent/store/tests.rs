@@ -230,6 +230,120 @@ pub(crate) async fn store_contract(store: &dyn SessionStore) {
     assert_eq!(store.load("p").await.unwrap().unwrap().paused_log, None);
 }
 
+/// A chat of `turns` turns (a history item, a message and an answered approval each) that waits
+/// for an approval after one payment.
+pub(crate) fn long_record(id: &str, turns: i64) -> SessionRecord {
+    use crate::agent::{gate::ApprovalResolution, history::HistoryItem};
+    let mut chat = waiting_record_named(id);
+    for i in 0..turns {
+        chat.history.push(HistoryItem::user(format!("turn {i}")));
+        chat.messages.push(crate::protocol::UiMessage::user_text(
+            format!("m{i}"),
+            format!("turn {i} \u{1F4B8} \"quoted\""),
+        ));
+        chat.resolved_approvals.insert(
+            format!("approval-{i:03}"),
+            ApprovalResolution::Approved {
+                at_ms: i,
+                edited: false,
+            },
+        );
+    }
+    pay_ken(&mut chat);
+    chat
+}
+
+/// A chat's columns as stores wrote them before ADR 0038 (its row held the whole chat, as JSON):
+/// for the tests that migrate such a database.
+pub(crate) fn columns_before_0038(r: &SessionRecord) -> encode::RecordColumns {
+    use encode::to_json;
+    encode::RecordColumns {
+        history: to_json(&r.history).unwrap(),
+        messages: to_json(&r.messages).unwrap(),
+        wallet: to_json(&r.wallet).unwrap(),
+        payments: String::new(),
+        turn: r.turn.as_ref().map(|t| to_json(t).unwrap()),
+        resolved: to_json(&r.resolved_approvals).unwrap(),
+        tool_state: to_json(&r.tool_state).unwrap(),
+        created_at_ms: r.created_at_ms,
+        updated_at_ms: r.updated_at_ms,
+        owner: r.owner.clone(),
+    }
+}
+
+/// Commits `record` as a session does (only what changed since its last commit, ADR 0038), then
+/// checks that the chat reads back exactly as it is.
+async fn commit_as_a_session(store: &dyn SessionStore, record: &mut SessionRecord) {
+    store.save(record).await.unwrap();
+    record.mark_committed();
+    let loaded = store.load(&record.id).await.unwrap().unwrap().record;
+    assert_eq!(&loaded, record);
+}
+
+/// A chat's growing parts (its history, messages, payments and answered approvals, ADR 0038):
+/// whatever later commits append, edit or remove — each writing only what changed, on top of
+/// what an earlier commit or another copy of the store wrote — the chat reads back as it was
+/// committed, a long one included.
+pub(crate) async fn journal_contract(store: &dyn SessionStore) {
+    use crate::agent::{gate::ApprovalResolution, history::HistoryItem};
+    use crate::protocol::UiMessage;
+
+    let mut chat = long_record("journal", 400);
+    commit_as_a_session(store, &mut chat).await;
+
+    // What a restarted server (or another instance) reads is where it goes on from.
+    let mut chat = store.load("journal").await.unwrap().unwrap().record;
+    chat.history.push(HistoryItem::user("appended"));
+    chat.messages
+        .push(UiMessage::user_text("m-new", "appended"));
+    pay_ken(&mut chat);
+    chat.resolved_approvals.insert(
+        "approval-new".into(),
+        ApprovalResolution::Denied {
+            at_ms: 9,
+            reason: Some("no".into()),
+        },
+    );
+    commit_as_a_session(store, &mut chat).await;
+
+    // An old message edited, the last one edited, an answered approval removed.
+    *chat.messages.get_mut(3).unwrap() = UiMessage::user_text("m3", "edited long after");
+    *chat.messages.last_mut().unwrap() = UiMessage::user_text("m-new", "edited at once");
+    chat.resolved_approvals.remove(&"approval-007".to_owned());
+    commit_as_a_session(store, &mut chat).await;
+
+    // Messages and history items removed; the rest changed through the whole list.
+    chat.messages.truncate(250);
+    chat.history
+        .retain(|h| !matches!(h, HistoryItem::User { text, .. } if text.ends_with('5')));
+    chat.resolved_approvals.clear();
+    commit_as_a_session(store, &mut chat).await;
+
+    // Emptied, then grown again.
+    chat.messages.truncate(0);
+    commit_as_a_session(store, &mut chat).await;
+    chat.messages.push(UiMessage::user_text("again", "again"));
+    commit_as_a_session(store, &mut chat).await;
+    assert_eq!(
+        store
+            .load("journal")
+            .await
+            .unwrap()
+            .unwrap()
+            .record
+            .messages
+            .len(),
+        1
+    );
+
+    // Another chat's entries are its own.
+    let mut other = waiting_record_named("journal-2");
+    other.messages.push(UiMessage::user_text("o", "other"));
+    commit_as_a_session(store, &mut other).await;
+    let loaded = store.load("journal").await.unwrap().unwrap().record;
+    assert_eq!(loaded, chat);
+}
+
 /// The audit chain (ADR 0029): every append, a commit's or not, extends one chain, numbered
 /// from the head without gaps; checkpoints are kept once per record; the checkpoint key and
 /// the policy texts stay as first kept.
@@ -681,6 +795,7 @@ pub(crate) async fn reservation_race_contract(stores: &[&dyn PolicyStore]) {
 async fn the_memory_store_keeps_the_contract() {
     store_contract(&MemoryStore::default()).await;
     inbox_contract(&[&MemoryStore::default()]).await;
+    journal_contract(&MemoryStore::default()).await;
     policy_contract(&MemoryStore::default()).await;
     let store = MemoryStore::default();
     reservation_race_contract(&[&store]).await;

@@ -16,6 +16,7 @@ use super::{
     ToolSpec,
 };
 use crate::agent::clock::{IdKind, Millis, rfc3339};
+use crate::agent::journal::Entries;
 use crate::protocol::{
     ToolPresentation,
     money::{self, Money, MoneyError, Payment, WALLET_CURRENCY},
@@ -84,7 +85,8 @@ impl Transaction {
 pub struct Wallet {
     pub currency: String,
     pub balance_cents: i64,
-    pub transactions: Vec<Transaction>,
+    /// Every payment, oldest first (appended to: a commit writes only the new ones).
+    pub transactions: Entries<Transaction>,
 }
 
 impl Default for Wallet {
@@ -92,7 +94,7 @@ impl Default for Wallet {
         Wallet {
             currency: WALLET_CURRENCY.to_string(),
             balance_cents: OPENING_BALANCE_CENTS,
-            transactions: Vec::new(),
+            transactions: Entries::default(),
         }
     }
 }

@@ -233,11 +233,13 @@ impl TurnDriver {
             // Phase B: one model step.
             self.set_status(TurnStatus::Running);
             self.emit(Chunk::start_step());
-            let (session_id, mut history) = {
+            let (session_id, history) = {
                 let state = self.session.state();
                 let record = &state.record;
                 (record.id.clone(), record.history.clone())
             };
+            // The model takes its own copy; the record's (shared) is copied outside the lock.
+            let mut history = history.to_vec();
             let model = self.rt.model_for(self.transport).clone();
             if model.reads_attachments() {
                 self.rt.inline_attachments(&session_id, &mut history).await;

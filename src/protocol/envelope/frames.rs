@@ -207,11 +207,19 @@ impl ClientFrame {
         if let Some(messages) = keys.messages.filter(|_| is_message) {
             let value = if messages.get().trim_start().starts_with('[') {
                 let kept = latest_messages(messages, limits.earlier + 1, limits.max_messages)?;
-                Value::Array(
-                    kept.iter()
-                        .map(|m| serde_json::from_str(m.get()))
-                        .collect::<Result<_, _>>()?,
-                )
+                // As `read_messages` reads a POST: the earlier ones only before a new user
+                // message (the context a new chat may adopt); answers need only the last.
+                let mut read = Vec::with_capacity(kept.len());
+                if let Some((last, earlier)) = kept.split_last() {
+                    let last: Value = serde_json::from_str(last.get())?;
+                    if last.get("role").and_then(Value::as_str) == Some("user") {
+                        for m in earlier {
+                            read.push(serde_json::from_str(m.get())?);
+                        }
+                    }
+                    read.push(last);
+                }
+                Value::Array(read)
             } else {
                 Value::Null
             };

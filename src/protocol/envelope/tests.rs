@@ -237,6 +237,12 @@ fn a_server_reads_a_message_frame_as_it_reads_a_post() {
         read,
         json!({"type": "message", "id": "c", "messages": [user("a"), user("b"), user("c")]})
     );
+    // Answers: only the last message is read (the earlier ones are only JSON), as in a POST.
+    let assistant = json!({"id": "a1", "role": "assistant", "parts": [{"type": "step-start"}]});
+    let answers = json!({"type": "message", "id": "c",
+        "messages": [user("a"), {"role": 7}, assistant.clone()]});
+    let read = ClientFrame::value_for_server(&answers.to_string(), LIMITS).unwrap();
+    assert_eq!(read["messages"], json!([assistant]));
     let many = json!({"type": "message", "id": "c", "messages": vec![user("u"); 6]});
     assert!(matches!(
         ClientFrame::value_for_server(&many.to_string(), LIMITS),

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::test_signer as signer;
 use super::*;
+use crate::agent::journal::Keyed;
 use crate::agent::{history::ToolCall, tools::ToolLocation};
 use crate::protocol::grant::Ruling;
 
@@ -102,7 +103,7 @@ fn names(call: &StepCall) -> Vec<&str> {
 /// Rechecks `calls` at 500 (a reopened approval waits until 500 + 60 000).
 fn run(
     calls: &mut [StepCall],
-    resolved: &mut BTreeMap<String, ApprovalResolution>,
+    resolved: &mut Keyed<String, ApprovalResolution>,
     s: &Standing,
 ) -> Vec<Uncounted> {
     recheck(calls, resolved, s, "dan", 500, |_| 60_500)
@@ -129,7 +130,7 @@ fn a_waiting_approval_drops_the_removed_and_those_without_the_role_and_keeps_wai
     ];
     for (what, standing, kept, dropped) in cases {
         let mut calls = vec![call(Some(two_approvers()), waiting(), &["ben", "ana"])];
-        let mut resolved = BTreeMap::new();
+        let mut resolved = Keyed::default();
         let uncounted = run(&mut calls, &mut resolved, &standing);
         assert_eq!(names(&calls[0]), kept, "{what}");
         let said: Vec<(&str, &str)> = calls[0]
@@ -155,13 +156,13 @@ fn a_waiting_approval_drops_the_removed_and_those_without_the_role_and_keeps_wai
 
 #[test]
 fn a_call_cleared_to_run_waits_again_when_what_is_left_is_not_enough() {
-    let mut resolved = BTreeMap::from([(
+    let mut resolved: Keyed<_, _> = Keyed::from(BTreeMap::from([(
         APV.to_owned(),
         ApprovalResolution::Approved {
             at_ms: 400,
             edited: false,
         },
-    )]);
+    )]));
     let mut calls = vec![call(Some(two_approvers()), ready(), &["ben", "ana"])];
     let uncounted = run(&mut calls, &mut resolved, &standing(&[("ben", None)]));
     assert_eq!(uncounted.len(), 1);
@@ -179,7 +180,7 @@ fn a_call_cleared_to_run_waits_again_when_what_is_left_is_not_enough() {
 
     // Three signed where two are needed: without one it still runs.
     let mut calls = vec![call(Some(two_approvers()), ready(), &["ben", "ana", "eve"])];
-    let mut resolved = BTreeMap::new();
+    let mut resolved = Keyed::default();
     let uncounted = run(&mut calls, &mut resolved, &standing(&[("ben", None)]));
     assert_eq!(uncounted.len(), 1);
     assert!(!uncounted[0].reopened);
@@ -217,7 +218,7 @@ fn what_is_past_recall_or_not_countersigned_is_left_alone() {
         let before = one.clone();
         let mut calls = vec![one.clone()];
         assert!(
-            run(&mut calls, &mut BTreeMap::new(), &removed).is_empty(),
+            run(&mut calls, &mut Keyed::default(), &removed).is_empty(),
             "{what}"
         );
         one = calls.remove(0);

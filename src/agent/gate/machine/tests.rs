@@ -768,7 +768,7 @@ fn tick_expires_what_is_due_and_only_that() {
     let tools = tools();
     let gate = Gate::new(&tools);
     let mut calls = step();
-    let mut resolved = BTreeMap::new();
+    let mut resolved = crate::agent::journal::Keyed::default();
     assert!(
         gate.tick(&mut calls, &mut resolved, 999).is_empty(),
         "nothing due yet"

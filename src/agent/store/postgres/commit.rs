@@ -21,18 +21,15 @@ pub(super) async fn write_one(
     let context = "cannot write the session";
     let stmt = tx
         .prepare_cached(
-            "INSERT INTO sessions (id, created_at_ms, updated_at_ms, turn_status, history,
-                                   messages, wallet, turn, resolved_approvals, tool_state, owner,
-                                   running_on, version)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13, 1)
+            "INSERT INTO sessions (id, created_at_ms, updated_at_ms, turn_status, wallet, turn,
+                                   tool_state, owner, running_on, version)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $10, 1)
              ON CONFLICT (id) DO UPDATE SET
                  updated_at_ms = EXCLUDED.updated_at_ms, turn_status = EXCLUDED.turn_status,
-                 history = EXCLUDED.history, messages = EXCLUDED.messages,
                  wallet = EXCLUDED.wallet, turn = EXCLUDED.turn,
-                 resolved_approvals = EXCLUDED.resolved_approvals,
                  tool_state = EXCLUDED.tool_state, running_on = EXCLUDED.running_on,
                  version = sessions.version + 1
-             WHERE sessions.version = $12
+             WHERE sessions.version = $9
              RETURNING version",
         )
         .await
@@ -45,11 +42,8 @@ pub(super) async fn write_one(
                 &w.created_at_ms,
                 &w.updated_at_ms,
                 &w.status,
-                &w.history,
-                &w.messages,
                 &w.wallet,
                 &w.turn,
-                &w.resolved,
                 &w.tool_state,
                 &w.owner,
                 &expected,
@@ -65,6 +59,7 @@ pub(super) async fn write_one(
         )));
     };
     let version: i64 = row.try_get(0).map_err(super::err(context))?;
+    write_entries(tx, w).await?;
 
     // The turn's log: written when the turn pauses, and with every commit of an instance that
     // others may follow (a running or finished turn's too); gone when a turn ends without one.
@@ -113,8 +108,74 @@ pub(super) async fn write_one(
     Ok(version)
 }
 
-/// Inserts every payment of `session`'s wallet in one statement; the ones already there are
-/// skipped (payments are never undone, and a transaction id is written once, whichever instance
+/// Writes what changed in the record's lists and answered approvals (ADR 0038): each list's rows
+/// from its first changed entry on are replaced (one statement each), the approvals' rows that
+/// changed are upserted or deleted.
+async fn write_entries(tx: &Transaction<'_>, w: &Write) -> Result<(), StoreError> {
+    let context = "cannot write the session's entries";
+    for change in &w.entries {
+        let list = change.list.code() as i16;
+        execute_in(
+            tx,
+            "DELETE FROM session_entries WHERE session_id = $1 AND list = $2 AND position >= $3",
+            &[&w.id, &list, &change.from],
+            context,
+        )
+        .await?;
+        if change.bodies.is_empty() {
+            continue;
+        }
+        execute_in(
+            tx,
+            "INSERT INTO session_entries (session_id, list, position, body)
+             SELECT $1::TEXT, $2::SMALLINT, $3::BIGINT + t.i - 1, t.body
+             FROM UNNEST($4::TEXT[]) WITH ORDINALITY AS t (body, i)",
+            &[&w.id, &list, &change.from, &change.bodies],
+            context,
+        )
+        .await?;
+    }
+    let r = &w.resolutions;
+    if r.whole {
+        execute_in(
+            tx,
+            "DELETE FROM session_resolutions WHERE session_id = $1",
+            &[&w.id],
+            context,
+        )
+        .await?;
+    }
+    if !r.removed.is_empty() {
+        execute_in(
+            tx,
+            "DELETE FROM session_resolutions WHERE session_id = $1 AND approval_id = ANY($2)",
+            &[&w.id, &r.removed],
+            context,
+        )
+        .await?;
+    }
+    if !r.upserts.is_empty() {
+        let (ids, bodies): (Vec<&str>, Vec<&str>) = r
+            .upserts
+            .iter()
+            .map(|(id, body)| (id.as_str(), body.as_str()))
+            .unzip();
+        execute_in(
+            tx,
+            "INSERT INTO session_resolutions (session_id, approval_id, body)
+             SELECT $1::TEXT, t.approval_id, t.body FROM UNNEST($2::TEXT[], $3::TEXT[])
+                 AS t (approval_id, body)
+             ON CONFLICT (session_id, approval_id) DO UPDATE SET body = EXCLUDED.body",
+            &[&w.id, &ids, &bodies],
+            context,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Inserts the payments a commit carries (the new ones) in one statement; the ones already there
+/// are skipped (payments are never undone, and a transaction id is written once, whichever instance
 /// commits it).
 async fn write_ledger(
     tx: &Transaction<'_>,

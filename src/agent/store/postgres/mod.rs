@@ -27,7 +27,7 @@ use tokio_postgres::{NoTls, Row, config::Host, types::ToSql};
 use super::{
     AuditEvent, AuditQuery, AuditRecord, SessionStore, StoreError, StoreNews, StoredFile,
     StoredSession,
-    encode::{RecordColumns, Write, decode_paused_log, decode_record, decode_turn_log},
+    encode::{List, RecordColumns, Write, decode_paused_log, decode_record, decode_turn_log},
 };
 use crate::agent::{
     clock::Millis,
@@ -85,6 +85,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (
         9,
         include_str!("../../../../migrations/postgres/0009_inbox.sql"),
+    ),
+    (
+        10,
+        include_str!("../../../../migrations/postgres/0010_append_only_chats.sql"),
     ),
 ];
 
@@ -546,6 +550,21 @@ async fn migrate(client: &mut Client) -> Result<(), StoreError> {
         .map_err(err("cannot commit the migrations"))
 }
 
+/// The SQL of a stored list of session `s` (ADR 0038): its entries as one JSON array, in order
+/// (`json`, not `jsonb`: each entry's text as it was written).
+fn stored_list(list: List) -> String {
+    format!(
+        "COALESCE((SELECT json_agg(e.body::json ORDER BY e.position) FROM session_entries e
+                   WHERE e.session_id = s.id AND e.list = {}), '[]'::json)::TEXT",
+        list.code()
+    )
+}
+
+/// The SQL of session `s`'s answered approvals, as one JSON object.
+const STORED_RESOLUTIONS: &str = "COALESCE((SELECT json_object_agg(r.approval_id, r.body::json)
+                                            FROM session_resolutions r
+                                            WHERE r.session_id = s.id), '{}'::json)::TEXT";
+
 /// The columns of a stored session, as [`SessionStore::load`] selects them.
 struct SessionRow {
     record: RecordColumns,
@@ -574,6 +593,7 @@ impl SessionRow {
                 created_at_ms: row.try_get(6)?,
                 updated_at_ms: row.try_get(7)?,
                 owner: row.try_get(8)?,
+                payments: row.try_get(14)?,
             },
             log: turn_id.zip(entries),
             version: row.try_get(11)?,
@@ -611,13 +631,17 @@ impl SessionStore for PostgresStore {
         let Some(row) = self
             .row(
                 &format!(
-                    "SELECT s.history, s.messages, s.wallet, s.turn, s.resolved_approvals,
+                    "SELECT {}, {}, s.wallet, s.turn, {},
                             s.tool_state, s.created_at_ms, s.updated_at_ms, s.owner,
-                            p.turn_id, p.entries, s.version, s.running_on, {}
+                            p.turn_id, p.entries, s.version, s.running_on, {}, {}
                      FROM sessions s
                      LEFT JOIN paused_turn_logs p ON p.session_id = s.id
                      WHERE s.id = $1",
-                    alive("s.running_on")
+                    stored_list(List::History),
+                    stored_list(List::Messages),
+                    STORED_RESOLUTIONS,
+                    alive("s.running_on"),
+                    stored_list(List::Payments),
                 ),
                 &[&id],
                 "cannot read the session",

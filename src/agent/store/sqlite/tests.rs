@@ -23,6 +23,60 @@ async fn the_sqlite_store_keeps_the_contract() {
     signin_contract(&SqliteStore::in_memory().unwrap()).await;
     tool_list_contract(&SqliteStore::in_memory().unwrap()).await;
     people_contract(&SqliteStore::in_memory().unwrap()).await;
+    crate::agent::store::tests::journal_contract(&SqliteStore::in_memory().unwrap()).await;
+}
+
+/// A database written before ADR 0038 (each chat's history, messages, payments and answered
+/// approvals as JSON columns of its row) reads back the same once migrated, and the chat goes on
+/// from there, across a restart.
+#[tokio::test]
+async fn a_chat_written_whole_reads_back_the_same_after_the_append_only_migration() {
+    let path = temp_path("migrate-append-only");
+    let old = crate::agent::store::tests::long_record("old", 50);
+    let empty = SessionRecord::new("empty", 3);
+    {
+        let mut conn = Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        for (_, sql) in &MIGRATIONS[..15] {
+            tx.execute_batch(sql).unwrap();
+        }
+        tx.pragma_update(None, "user_version", 15).unwrap();
+        for r in [&old, &empty] {
+            let c = crate::agent::store::tests::columns_before_0038(r);
+            tx.execute(
+                "INSERT INTO sessions (id, created_at_ms, updated_at_ms, turn_status, history,
+                     messages, wallet, turn, resolved_approvals, tool_state, owner)
+                 VALUES (?1, ?2, ?3, 'awaiting_person', ?4, ?5, ?6, ?7, ?8, ?9, NULL)",
+                params![
+                    r.id,
+                    r.created_at_ms,
+                    r.updated_at_ms,
+                    c.history,
+                    c.messages,
+                    c.wallet,
+                    c.turn,
+                    c.resolved,
+                    c.tool_state,
+                ],
+            )
+            .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    let mut chat = store.load("old").await.unwrap().unwrap().record;
+    assert_eq!(chat, old);
+    assert_eq!(store.load("empty").await.unwrap().unwrap().record, empty);
+    chat.history.push(crate::agent::history::HistoryItem::user(
+        "after the upgrade",
+    ));
+    chat.resolved_approvals.remove(&"approval-001".to_owned());
+    store.save(&chat).await.unwrap();
+    drop(store);
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.load("old").await.unwrap().unwrap().record, chat);
+    drop(store);
+    remove_db(&path);
 }
 
 fn temp_path(name: &str) -> PathBuf {
@@ -337,11 +391,18 @@ async fn the_views_migration_keeps_pending_calls_and_payments() {
 #[tokio::test]
 async fn a_corrupt_row_is_an_error_naming_the_session_not_a_panic() {
     let store = SqliteStore::in_memory().unwrap();
-    store.save(&SessionRecord::new("x", 1)).await.unwrap();
+    let mut record = SessionRecord::new("x", 1);
+    record
+        .history
+        .push(crate::agent::history::HistoryItem::user("hi"));
+    store.save(&record).await.unwrap();
     store
         .with(|conn| {
-            conn.execute("UPDATE sessions SET history = '{oops' WHERE id = 'x'", [])
-                .map_err(err("corrupt"))
+            conn.execute(
+                "UPDATE session_entries SET body = '{oops' WHERE session_id = 'x' AND list = 0",
+                [],
+            )
+            .map_err(err("corrupt"))
         })
         .await
         .unwrap();

@@ -28,7 +28,6 @@ impl Commit {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) struct Written {
     views: u64,
-    ledger: usize,
 }
 
 /// The writer thread's state.
@@ -103,7 +102,6 @@ impl Writer {
                             id.clone(),
                             Written {
                                 views: commit.views,
-                                ledger: commit.write.ledger.len(),
                             },
                         );
                         outcomes.push(Ok(()));
@@ -139,6 +137,53 @@ impl Writer {
     }
 }
 
+/// Writes what changed in the record's lists and answered approvals (ADR 0038): each list's rows
+/// from its first changed entry on are replaced, the approvals' rows that changed are upserted or
+/// deleted.
+fn write_entries(tx: &rusqlite::Connection, w: &Write) -> Result<(), StoreError> {
+    let context = "cannot write the session's entries";
+    for change in &w.entries {
+        tx.prepare_cached(
+            "DELETE FROM session_entries WHERE session_id = ?1 AND list = ?2 AND position >= ?3",
+        )
+        .and_then(|mut stmt| stmt.execute(params![w.id, change.list.code(), change.from]))
+        .map_err(err(context))?;
+        let mut insert = tx
+            .prepare_cached(
+                "INSERT INTO session_entries (session_id, list, position, body)
+                 VALUES (?1, ?2, ?3, ?4)",
+            )
+            .map_err(err(context))?;
+        for (position, body) in (change.from..).zip(&change.bodies) {
+            insert
+                .execute(params![w.id, change.list.code(), position, body])
+                .map_err(err(context))?;
+        }
+    }
+    let r = &w.resolutions;
+    if r.whole {
+        tx.prepare_cached("DELETE FROM session_resolutions WHERE session_id = ?1")
+            .and_then(|mut stmt| stmt.execute([&w.id]))
+            .map_err(err(context))?;
+    }
+    for approval in &r.removed {
+        tx.prepare_cached(
+            "DELETE FROM session_resolutions WHERE session_id = ?1 AND approval_id = ?2",
+        )
+        .and_then(|mut stmt| stmt.execute([&w.id, approval]))
+        .map_err(err(context))?;
+    }
+    for (approval, body) in &r.upserts {
+        tx.prepare_cached(
+            "INSERT INTO session_resolutions (session_id, approval_id, body) VALUES (?1, ?2, ?3)
+             ON CONFLICT (session_id, approval_id) DO UPDATE SET body = excluded.body",
+        )
+        .and_then(|mut stmt| stmt.execute([&w.id, approval, body]))
+        .map_err(err(context))?;
+    }
+    Ok(())
+}
+
 /// Writes one record, its views and its audit rows. `known` is what the last commit of this
 /// session put on disk (`None`: rewrite everything).
 pub(super) fn write_one(
@@ -148,14 +193,12 @@ pub(super) fn write_one(
 ) -> Result<(), StoreError> {
     let Commit { write: w, views } = commit;
     tx.prepare_cached(
-        "INSERT INTO sessions (id, created_at_ms, updated_at_ms, turn_status, history, messages,
-                               wallet, turn, resolved_approvals, tool_state, owner)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+        "INSERT INTO sessions (id, created_at_ms, updated_at_ms, turn_status, wallet, turn,
+                               tool_state, owner)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
          ON CONFLICT (id) DO UPDATE SET
              updated_at_ms = excluded.updated_at_ms, turn_status = excluded.turn_status,
-             history = excluded.history, messages = excluded.messages, wallet = excluded.wallet,
-             turn = excluded.turn, resolved_approvals = excluded.resolved_approvals,
-             tool_state = excluded.tool_state",
+             wallet = excluded.wallet, turn = excluded.turn, tool_state = excluded.tool_state",
     )
     .and_then(|mut stmt| {
         stmt.execute(params![
@@ -163,16 +206,14 @@ pub(super) fn write_one(
             w.created_at_ms,
             w.updated_at_ms,
             w.status,
-            w.history,
-            w.messages,
             w.wallet,
             w.turn,
-            w.resolved,
             w.tool_state,
             w.owner,
         ])
     })
     .map_err(err("cannot write the session"))?;
+    write_entries(tx, w)?;
 
     // The paused turn's log: written when the turn pauses, gone when the turn is over.
     if let Some((turn_id, entries)) = &w.log {
@@ -208,9 +249,8 @@ pub(super) fn write_one(
             .map_err(err("cannot write a pending browser call"))?;
         }
     }
-    // The ledger only grows (payments are never undone): only the new rows are written.
-    let already = known.map_or(0, |k| k.ledger).min(w.ledger.len());
-    for t in &w.ledger[already..] {
+    // The ledger only grows (payments are never undone): the commit carries the new rows.
+    for t in &w.ledger {
         tx.prepare_cached(
             "INSERT INTO ledger (transaction_id, session_id, tool_call_id, amount_cents, currency,
                  recipient, description, balance_after_cents, at_ms, paid_minor, paid_currency)
