@@ -2,6 +2,7 @@
 //! with Debian's `pocketsphinx_continuous`, both run as child processes (no C library is linked,
 //! so a machine without them still builds, and the demo then answers in text and says why).
 
+pub mod listen;
 pub mod pcm;
 pub mod programs;
 pub mod speak;
