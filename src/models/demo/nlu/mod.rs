@@ -34,4 +34,7 @@ pub use intent::understand;
 pub use intent::{Clarification, IntendedCall, Intent, Lang, Plan};
 pub use lexicon::{CHANGE_BGM, GET_LOCATION, GET_WEATHER, PROCESS_PAYMENT};
 pub use reply::ToolOutcome;
-pub use reply::{capabilities, clarify, direct, greeting, lorem, not_understood, summary};
+pub use reply::{
+    awaiting_countersignature, capabilities, clarify, direct, greeting, lorem, not_understood,
+    summary,
+};

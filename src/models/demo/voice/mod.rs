@@ -5,7 +5,10 @@
 pub mod listen;
 pub mod pcm;
 pub mod programs;
+mod session;
 pub mod speak;
+
+pub use session::DemoVoice;
 
 /// The espeak-ng voice the demo speaks with, and every committed clip was made with: US English,
 /// which the recogniser's en-us acoustic model hears best (measured in ADR 0036).
