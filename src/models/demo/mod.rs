@@ -10,7 +10,7 @@
 pub mod nlu;
 pub mod voice;
 
-use std::{collections::VecDeque, time::Duration};
+use std::{collections::VecDeque, sync::Arc, time::Duration};
 
 use futures::{StreamExt, stream};
 use serde_json::Value;
@@ -18,6 +18,7 @@ use serde_json::Value;
 use crate::agent::{
     history::{AssistantPart, HistoryItem, Outcome, ToolCall},
     model::{Model, ModelEvent, ModelRequest, ModelStream, Usage},
+    voice::{VoiceError, VoiceInput, VoiceNotice},
 };
 use crate::protocol::FinishReason;
 use nlu as reply;
@@ -33,11 +34,16 @@ pub const DEMO_VERSION: &str = "countersign-demo";
 pub struct DemoModel {
     /// Pause between streamed words.
     pub delay: Duration,
+    /// Its ears and voice (offline: `voice`), shared by its clones.
+    voice: Arc<voice::DemoVoice>,
 }
 
 impl DemoModel {
     pub fn new(delay: Duration) -> Self {
-        DemoModel { delay }
+        DemoModel {
+            delay,
+            voice: Arc::default(),
+        }
     }
 }
 
@@ -55,8 +61,35 @@ impl Model for DemoModel {
         DEMO_VERSION.to_string()
     }
 
+    /// It hears its own phrases offline (PocketSphinx with its grammar): see [`voice`].
+    fn voice(&self, session_id: &str, input: VoiceInput) -> Result<(), VoiceError> {
+        self.voice.take(session_id, input)
+    }
+
+    fn voice_notices(&self) -> Option<tokio::sync::broadcast::Receiver<VoiceNotice>> {
+        Some(self.voice.notices())
+    }
+
     fn stream(&self, request: ModelRequest) -> ModelStream {
-        let events: VecDeque<ModelEvent> = respond(&request.history).into();
+        let mut events = respond(&request.history);
+        let aloud = self.voice.speaks_in(&request.session_id);
+        if aloud && events.iter().any(|e| matches!(e, ModelEvent::ToolCall(_))) {
+            // Spoken, the card is out of sight: say where it is and that words do not sign it.
+            events.insert(0, ModelEvent::TextDelta(reply::awaiting_countersignature()));
+        }
+        let text = self.text_stream(events);
+        if aloud {
+            self.voice.spoken(&request.session_id, text)
+        } else {
+            text
+        }
+    }
+}
+
+impl DemoModel {
+    /// `events`, the words paced by `delay`.
+    fn text_stream(&self, events: Vec<ModelEvent>) -> ModelStream {
+        let events: VecDeque<ModelEvent> = events.into();
         let delay = self.delay;
         stream::unfold(
             (events, false),

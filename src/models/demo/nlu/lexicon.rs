@@ -228,6 +228,23 @@ pub(super) const CITIES: &[(&str, &[&str])] = &[
 /// The music tracks `change_bgm` accepts. Any other number gets an honest "no such track".
 pub(super) const BGM_TRACKS: &[u8] = &[1, 2];
 
+/// Names a person may say as a payment's recipient. Typed, any name is read; spoken, the
+/// recogniser only hears names it is told of (`super::grammar`), written as here. Chosen to
+/// sound unlike each other and the rest of the grammar (measured in ADR 0036).
+pub(super) const SPOKEN_NAMES: &[&str] = &["Alice", "Bob", "Carol"];
+
+/// What a person may say back while a card waits. Heard, these are only words: they never
+/// approve or deny anything (only the card or the inbox does); the grammar lets the recogniser
+/// hear them for what they are instead of forcing them into a request.
+pub(super) const SPOKEN_ANSWERS: &[&str] = &[
+    "yes",
+    "yes approve it",
+    "approve it",
+    "no",
+    "no deny it",
+    "deny it",
+];
+
 /// English words that introduce a recipient ("to Bob").
 pub(super) const RECIPIENT_WORDS: &[&str] = &["to"];
 /// Japanese particles that mark a recipient ("花子に", "Bobへ").

@@ -22,13 +22,19 @@
 //!   sequence markers, error patterns), as tables extended one line at a time.
 //! - `intent` — the grammar: normalize → steps → tokens → fragments → slots.
 //! - `reply` — the model's sentences in English and Japanese.
+//! - `grammar` — what the model can hear: a JSGF grammar of the lexicon for the recogniser.
 
+mod grammar;
 mod intent;
 mod lexicon;
 mod reply;
 
+pub use grammar::{spoken_grammar, spoken_words, written};
 pub use intent::understand;
 pub use intent::{Clarification, IntendedCall, Intent, Lang, Plan};
 pub use lexicon::{CHANGE_BGM, GET_LOCATION, GET_WEATHER, PROCESS_PAYMENT};
 pub use reply::ToolOutcome;
-pub use reply::{capabilities, clarify, direct, greeting, lorem, not_understood, summary};
+pub use reply::{
+    awaiting_countersignature, capabilities, clarify, direct, greeting, lorem, not_understood,
+    summary,
+};

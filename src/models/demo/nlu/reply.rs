@@ -315,3 +315,11 @@ pub fn direct(lang: Lang, intent: &Intent) -> Option<String> {
         | Intent::ChangeBgm { .. } => None,
     }
 }
+
+/// Said (in a chat where the person speaks) with the calls of a step: the card is on the screen,
+/// and words do not sign it.
+pub fn awaiting_countersignature() -> String {
+    "I've asked for it. If it needs your countersignature, the card is on your screen: \
+     approve or deny it there, saying yes does not approve it.\n"
+        .to_owned()
+}

@@ -2,9 +2,13 @@
 //! with Debian's `pocketsphinx_continuous`, both run as child processes (no C library is linked,
 //! so a machine without them still builds, and the demo then answers in text and says why).
 
+pub mod listen;
 pub mod pcm;
 pub mod programs;
+mod session;
 pub mod speak;
+
+pub use session::DemoVoice;
 
 /// The espeak-ng voice the demo speaks with, and every committed clip was made with: US English,
 /// which the recogniser's en-us acoustic model hears best (measured in ADR 0036).

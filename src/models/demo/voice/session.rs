@@ -1,0 +1,410 @@
+//! The demo model's side of the voice interface (`agent::voice`): it keeps each chat's open
+//! utterance, hears it at its end ([`VoiceNotice::Heard`] with the written transcript), and
+//! speaks its replies in chats where someone has spoken.
+//!
+//! Hands-free and push-to-talk are the same here: the utterance is what came between `start`
+//! and `stop` (the demo has no voice activity detection of its own).
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, OnceLock},
+};
+
+use futures::StreamExt as _;
+use tokio::sync::{broadcast, mpsc};
+
+use super::{
+    listen::{MAX_UTTERANCE_BYTES, Recogniser},
+    programs::Programs,
+    speak::{Sentences, SpeakLimits, Synthesis},
+};
+use crate::agent::{
+    model::{ModelEvent, ModelStream},
+    voice::{VoiceError, VoiceInput, VoiceNotice},
+};
+use crate::models::demo::{DEMO_LABEL, nlu};
+
+/// The demo's voice: shared by every clone of the model.
+#[derive(Debug)]
+pub struct DemoVoice {
+    /// Found at the first voice (a model that never hears one never looks).
+    ready: OnceLock<Ready>,
+    lines: Mutex<HashMap<String, Line>>,
+    notices: broadcast::Sender<VoiceNotice>,
+}
+
+#[derive(Debug)]
+struct Ready {
+    programs: Programs,
+    recogniser: Option<Arc<Recogniser>>,
+    /// Why voice is off here, in plain words (`None`: it is on).
+    missing: Option<String>,
+}
+
+/// A chat someone has spoken in.
+#[derive(Debug, Default)]
+struct Line {
+    open: bool,
+    utterance: Vec<u8>,
+    /// Whether the chat was told the demo cannot speak here.
+    told: bool,
+}
+
+impl Default for DemoVoice {
+    fn default() -> Self {
+        DemoVoice {
+            ready: OnceLock::new(),
+            lines: Mutex::default(),
+            notices: broadcast::channel(64).0,
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl DemoVoice {
+    fn ready(&self) -> &Ready {
+        self.ready.get_or_init(|| {
+            let programs = Programs::find();
+            let recogniser = programs.listener.clone().and_then(|listener| {
+                Recogniser::new(listener)
+                    .map_err(|e| tracing::warn!(error = %e, "the demo cannot listen"))
+                    .ok()
+                    .map(Arc::new)
+            });
+            let missing = programs.missing().or_else(|| {
+                recogniser.is_none().then(|| {
+                    "The offline demo's recogniser could not be prepared, so it answers in text."
+                        .to_owned()
+                })
+            });
+            if let Some(missing) = &missing {
+                tracing::warn!("{missing}");
+            }
+            Ready {
+                programs,
+                recogniser,
+                missing,
+            }
+        })
+    }
+
+    /// Notices of utterances heard.
+    pub fn notices(&self) -> broadcast::Receiver<VoiceNotice> {
+        self.notices.subscribe()
+    }
+
+    /// One piece of a person's voice in chat `chat`.
+    pub fn take(&self, chat: &str, input: VoiceInput) -> Result<(), VoiceError> {
+        match input {
+            VoiceInput::Start { .. } => {
+                let ready = self.ready();
+                if ready.recogniser.is_none() {
+                    return Err(VoiceError::Unsupported {
+                        model: format!(
+                            "{DEMO_LABEL}; {}",
+                            ready.missing.clone().unwrap_or_default()
+                        ),
+                    });
+                }
+                let mut lines = lock(&self.lines);
+                let line = lines.entry(chat.to_owned()).or_default();
+                line.open = true;
+                line.utterance.clear();
+                Ok(())
+            }
+            VoiceInput::Audio(pcm) => {
+                let mut lines = lock(&self.lines);
+                let line = lines
+                    .get_mut(chat)
+                    .filter(|l| l.open)
+                    .ok_or(VoiceError::NotStarted)?;
+                let room = MAX_UTTERANCE_BYTES.saturating_sub(line.utterance.len());
+                line.utterance
+                    .extend_from_slice(&pcm[..pcm.len().min(room)]);
+                Ok(())
+            }
+            VoiceInput::End => {
+                let utterance = {
+                    let mut lines = lock(&self.lines);
+                    let line = lines
+                        .get_mut(chat)
+                        .filter(|l| l.open)
+                        .ok_or(VoiceError::NotStarted)?;
+                    line.open = false;
+                    std::mem::take(&mut line.utterance)
+                };
+                let recogniser = self.ready().recogniser.clone();
+                let notices = self.notices.clone();
+                let chat = chat.to_owned();
+                tokio::spawn(async move {
+                    let heard = match recogniser {
+                        Some(r) => r.recognise(&utterance).await.unwrap_or_else(|error| {
+                            tracing::warn!(%error, "the demo could not hear an utterance");
+                            String::new()
+                        }),
+                        None => String::new(),
+                    };
+                    let _ = notices.send(VoiceNotice::Heard {
+                        session_id: chat,
+                        transcript: nlu::written(&heard),
+                    });
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether the demo answers chat `chat` aloud (someone spoke in it).
+    pub fn speaks_in(&self, chat: &str) -> bool {
+        lock(&self.lines).contains_key(chat)
+    }
+
+    /// `events` with the reply's speech: each sentence of its text is spoken as soon as it is
+    /// complete (`ModelEvent::Audio` after its words), the rest before `Finish`. Where the
+    /// demo cannot speak, the chat is told once and the reply stays text.
+    pub fn spoken(&self, chat: &str, events: ModelStream) -> ModelStream {
+        let espeak = self.ready().programs.espeak.clone();
+        let Some(espeak) = espeak else {
+            let first = {
+                let mut lines = lock(&self.lines);
+                lines
+                    .get_mut(chat)
+                    .is_some_and(|l| !std::mem::replace(&mut l.told, true))
+            };
+            let note = self.ready().missing.clone().filter(|_| first);
+            return futures::stream::iter(
+                note.map(|n| Ok(ModelEvent::TextDelta(format!("{n}\n")))),
+            )
+            .chain(events)
+            .boxed();
+        };
+        // A few chunks ahead at most: the reply waits for its listener, memory stays bounded.
+        let (tx, rx) = mpsc::channel(4);
+        tokio::spawn(async move {
+            let mut events = events;
+            let mut sentences = Sentences::default();
+            // The whole reply's speech is bounded too (a `/lorem` is shown, not read out whole).
+            let mut budget = MAX_REPLY_SPEECH_BYTES;
+            while let Some(event) = events.next().await {
+                let said = match &event {
+                    Ok(ModelEvent::TextDelta(delta)) => sentences.push(delta),
+                    Ok(ModelEvent::Finish { .. }) | Err(_) => {
+                        sentences.finish().into_iter().collect()
+                    }
+                    _ => Vec::new(),
+                };
+                // Words first, then their sound; anything else after the sound before it.
+                let (now, later) = match event {
+                    text @ Ok(ModelEvent::TextDelta(_)) => (Some(text), None),
+                    other => (None, Some(other)),
+                };
+                if let Some(text) = now
+                    && tx.send(text).await.is_err()
+                {
+                    return;
+                }
+                for sentence in said {
+                    if budget == 0 {
+                        break;
+                    }
+                    let Some(sent) = say(&espeak, &sentence, budget, &tx).await else {
+                        return;
+                    };
+                    budget = budget.saturating_sub(sent);
+                }
+                if let Some(event) = later
+                    && tx.send(event).await.is_err()
+                {
+                    return;
+                }
+            }
+        });
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) })
+            .boxed()
+    }
+}
+
+/// The most speech one reply sends: 60 s at 24 kHz.
+const MAX_REPLY_SPEECH_BYTES: usize = 60 * 2 * 24_000;
+
+/// Speaks one sentence into `tx`, at most `budget` bytes; how many it sent, `None` once nobody
+/// listens. A failure to speak leaves the words as text (logged).
+async fn say(
+    espeak: &std::path::Path,
+    sentence: &str,
+    budget: usize,
+    tx: &mpsc::Sender<Result<ModelEvent, crate::agent::model::ModelError>>,
+) -> Option<usize> {
+    let limits = SpeakLimits {
+        max_bytes: budget.min(SpeakLimits::default().max_bytes),
+        ..SpeakLimits::default()
+    };
+    let mut sent = 0;
+    let mut synthesis = match Synthesis::start(espeak, sentence, limits).await {
+        Ok(s) => s,
+        Err(error) => {
+            tracing::warn!(%error, "the demo could not speak");
+            return (!tx.is_closed()).then_some(0);
+        }
+    };
+    loop {
+        match synthesis.next().await {
+            Ok(Some(pcm)) => {
+                sent += pcm.len();
+                if tx
+                    .send(Ok(ModelEvent::Audio(Arc::from(pcm))))
+                    .await
+                    .is_err()
+                {
+                    return None;
+                }
+            }
+            Ok(None) => return Some(sent),
+            Err(error) => {
+                tracing::warn!(%error, "the demo could not speak");
+                return (!tx.is_closed()).then_some(sent);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::pcm;
+    use crate::agent::{
+        history::HistoryItem,
+        model::{Model, ModelEvent, ModelRequest},
+        voice::{MAX_AUDIO_FRAME_BYTES, VoiceError, VoiceInput, VoiceMode, VoiceNotice},
+    };
+    use crate::models::demo::DemoModel;
+    use futures::StreamExt as _;
+
+    fn clip(name: &str) -> Vec<u8> {
+        let path = format!("{}/tests/fixtures/voice/{name}", env!("CARGO_MANIFEST_DIR"));
+        pcm::bytes_of(&pcm::read_wav(&std::fs::read(path).unwrap()).unwrap().1)
+    }
+
+    /// Says `file` into chat `chat` as the browser would (0.5 s frames) and returns what the
+    /// demo heard.
+    async fn speak_into(model: &DemoModel, chat: &str, file: &str) -> String {
+        let mut notices = model.voice_notices().unwrap();
+        let start = VoiceInput::Start {
+            mode: VoiceMode::PushToTalk,
+        };
+        model.voice(chat, start).unwrap();
+        for frame in clip(file).chunks(MAX_AUDIO_FRAME_BYTES) {
+            model
+                .voice(chat, VoiceInput::Audio(std::sync::Arc::from(frame)))
+                .unwrap();
+        }
+        model.voice(chat, VoiceInput::End).unwrap();
+        let notice = tokio::time::timeout(Duration::from_secs(30), notices.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        let VoiceNotice::Heard {
+            session_id,
+            transcript,
+        } = notice;
+        assert_eq!(session_id, chat);
+        transcript
+    }
+
+    async fn answer(model: &DemoModel, chat: &str, said: &str) -> Vec<ModelEvent> {
+        let request = ModelRequest {
+            session_id: chat.into(),
+            system: String::new(),
+            history: vec![HistoryItem::user(said)],
+            tools: Vec::new(),
+        };
+        model
+            .stream(request)
+            .map(|e| e.unwrap())
+            .collect::<Vec<_>>()
+            .await
+    }
+
+    fn speech(events: &[ModelEvent]) -> Vec<i16> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::Audio(pcm) => Some(pcm::samples_of(pcm)),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_spoken_payment_is_heard_asked_for_and_answered_aloud_and_a_spoken_yes_runs_nothing()
+    {
+        let model = DemoModel::new(Duration::ZERO);
+        let heard = speak_into(&model, "c", "pay.wav").await;
+        assert_eq!(heard, "Pay forty euros to Alice");
+        let events = answer(&model, "c", &heard).await;
+        let calls: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::ToolCall(call) => Some((call.name.clone(), call.args.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].0, "process_payment");
+        assert_eq!(
+            (
+                &calls[0].1["amount"],
+                &calls[0].1["currency"],
+                &calls[0].1["recipient"]
+            ),
+            (
+                &serde_json::json!(40),
+                &serde_json::json!("EUR"),
+                &serde_json::json!("Alice")
+            )
+        );
+        let words: String = events
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::TextDelta(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            words.contains("countersignature") && words.contains("does not approve"),
+            "{words}"
+        );
+        // Its words are spoken: seconds of sound at 24 kHz, not silence, before the step ends.
+        let sound = speech(&events);
+        let seconds = sound.len() as f64 / f64::from(pcm::SPEAK_RATE);
+        assert!(seconds > 3.0, "{seconds} s");
+        assert!(sound.iter().any(|s| s.unsigned_abs() > 3000));
+        assert!(matches!(events.last(), Some(ModelEvent::Finish { .. })));
+
+        let yes = speak_into(&model, "c", "yes.wav").await;
+        assert_eq!(yes, "Yes approve it");
+        let events = answer(&model, "c", &yes).await;
+        assert!(!events.iter().any(|e| matches!(e, ModelEvent::ToolCall(_))));
+        assert!(!speech(&events).is_empty(), "it says it did not act, aloud");
+    }
+
+    #[tokio::test]
+    async fn audio_outside_an_utterance_is_refused_and_a_typed_chat_stays_silent() {
+        let model = DemoModel::new(Duration::ZERO);
+        assert_eq!(
+            model.voice("c", VoiceInput::Audio(std::sync::Arc::from(vec![0u8; 2]))),
+            Err(VoiceError::NotStarted)
+        );
+        assert_eq!(
+            model.voice("c", VoiceInput::End),
+            Err(VoiceError::NotStarted)
+        );
+        let events = answer(&model, "typed", "hello").await;
+        assert!(speech(&events).is_empty());
+    }
+}
