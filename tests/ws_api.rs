@@ -540,8 +540,8 @@ async fn bad_input_gets_an_error_chunk_and_the_session_survives() {
         ),
         (json!({"no_type": 1}).to_string(), "cannot be read"),
         (
-            json!({"type": "audio_chunk", "chunk": "AAAA"}).to_string(),
-            "Voice input is not supported",
+            json!({"type": "audio_chunk", "chunk": "AAAAAA=="}).to_string(),
+            "audio arrived outside an utterance",
         ),
         (
             json!({"type": "tool_result", "toolCallId": "x", "result": {}}).to_string(),

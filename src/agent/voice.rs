@@ -152,14 +152,19 @@ pub enum FrameError {
 
 /// Checks one microphone frame: whole PCM16 samples, at most [`MAX_AUDIO_FRAME_BYTES`].
 pub fn check_frame(bytes: &[u8]) -> Result<(), FrameError> {
-    if bytes.len() > MAX_AUDIO_FRAME_BYTES {
+    check_frame_len(bytes.len())
+}
+
+/// [`check_frame`] for a frame of `len` bytes.
+pub fn check_frame_len(len: usize) -> Result<(), FrameError> {
+    if len > MAX_AUDIO_FRAME_BYTES {
         return Err(FrameError::TooLarge {
-            len: bytes.len(),
+            len,
             max: MAX_AUDIO_FRAME_BYTES,
         });
     }
-    if !bytes.len().is_multiple_of(2) {
-        return Err(FrameError::OddLength { len: bytes.len() });
+    if !len.is_multiple_of(2) {
+        return Err(FrameError::OddLength { len });
     }
     Ok(())
 }
@@ -214,6 +219,27 @@ pub fn stored_form(chunk: &crate::protocol::Chunk) -> std::borrow::Cow<'_, crate
     }
 }
 
+/// PCM16LE mono at `sample_rate` as a WAV file (RIFF, `fmt ` PCM, `data`): how a spoken
+/// answer is kept for replay.
+pub fn wav(pcm: &[u8], sample_rate: u32) -> Vec<u8> {
+    let data_len = u32::try_from(pcm.len()).unwrap_or(u32::MAX - 36);
+    let mut out = Vec::with_capacity(44 + pcm.len());
+    out.extend_from_slice(b"RIFF");
+    out.extend_from_slice(&(36 + data_len).to_le_bytes());
+    out.extend_from_slice(b"WAVEfmt ");
+    out.extend_from_slice(&16u32.to_le_bytes()); // the fmt chunk's size
+    out.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    out.extend_from_slice(&1u16.to_le_bytes()); // mono
+    out.extend_from_slice(&sample_rate.to_le_bytes());
+    out.extend_from_slice(&(sample_rate * 2).to_le_bytes()); // bytes a second
+    out.extend_from_slice(&2u16.to_le_bytes()); // bytes a frame
+    out.extend_from_slice(&16u16.to_le_bytes()); // bits a sample
+    out.extend_from_slice(b"data");
+    out.extend_from_slice(&data_len.to_le_bytes());
+    out.extend_from_slice(&pcm[..data_len as usize]);
+    out
+}
+
 /// Seconds of PCM16 mono audio in `bytes` at `sample_rate`.
 pub fn duration_secs(bytes: usize, sample_rate: u32) -> f64 {
     bytes as f64 / 2.0 / f64::from(sample_rate)
@@ -266,6 +292,22 @@ mod tests {
         );
         let text = crate::protocol::Chunk::text_delta("t", "hi");
         assert_eq!(*stored_form(&text), text);
+    }
+
+    #[test]
+    fn a_spoken_answer_is_kept_as_a_wav_file() {
+        let pcm = [1u8, 0, 255, 127];
+        let file = wav(&pcm, OUTPUT_SAMPLE_RATE);
+        assert_eq!(file.len(), 48);
+        assert_eq!(&file[0..4], b"RIFF");
+        assert_eq!(u32::from_le_bytes(file[4..8].try_into().unwrap()), 40);
+        assert_eq!(&file[8..16], b"WAVEfmt ");
+        assert_eq!(u32::from_le_bytes(file[24..28].try_into().unwrap()), 24_000);
+        assert_eq!(u32::from_le_bytes(file[28..32].try_into().unwrap()), 48_000);
+        assert_eq!(u16::from_le_bytes(file[34..36].try_into().unwrap()), 16);
+        assert_eq!(&file[36..40], b"data");
+        assert_eq!(u32::from_le_bytes(file[40..44].try_into().unwrap()), 4);
+        assert_eq!(&file[44..], &pcm);
     }
 
     #[test]

@@ -33,6 +33,13 @@ pub struct EdgeSettings {
     /// `COUNTERSIGN_WS_RATE`: client frames per second allowed per connection, with bursts of
     /// twice that (default 20).
     pub ws_rate: u32,
+    /// `COUNTERSIGN_VOICE_BYTES_PER_SEC`: microphone audio bytes a second per connection, in
+    /// bursts of two seconds of it (default 64000: twice real time for 16 kHz PCM16); audio
+    /// over it closes the socket (1008).
+    pub voice_bytes_per_sec: u32,
+    /// `COUNTERSIGN_VOICE_MAX_UTTERANCE_SECS`: the longest utterance (from `audio_control`
+    /// `start`), default 60; audio past it closes the socket (1008).
+    pub voice_max_utterance: Duration,
     /// `COUNTERSIGN_IP_RATE`: POST requests and WebSocket upgrades per client address and
     /// minute (default 600; 0 = unlimited).
     pub ip_rate: u32,
@@ -89,6 +96,8 @@ impl Default for EdgeSettings {
             allowed_origins: Vec::new(),
             ws_idle: Duration::from_secs(90),
             ws_rate: 20,
+            voice_bytes_per_sec: 64_000,
+            voice_max_utterance: Duration::from_secs(60),
             ip_rate: 600,
             chat_rate: 120,
             allowed_hosts: Vec::new(),
@@ -194,6 +203,18 @@ pub(super) fn edge_settings(
     let ws_rate = number(env, "COUNTERSIGN_WS_RATE", defaults.ws_rate)?;
     if ws_rate == 0 {
         return Err(invalid("COUNTERSIGN_WS_RATE", "0", "must be at least 1"));
+    }
+    let voice_bytes_per_sec = number(
+        env,
+        "COUNTERSIGN_VOICE_BYTES_PER_SEC",
+        defaults.voice_bytes_per_sec,
+    )?;
+    if voice_bytes_per_sec < 32_000 {
+        return Err(invalid(
+            "COUNTERSIGN_VOICE_BYTES_PER_SEC",
+            &voice_bytes_per_sec.to_string(),
+            "must be at least 32000 (real time for 16 kHz PCM16)",
+        ));
     }
     let ip_rate = number(env, "COUNTERSIGN_IP_RATE", defaults.ip_rate)?;
     let chat_rate = number(env, "COUNTERSIGN_CHAT_RATE", defaults.chat_rate)?;
@@ -310,6 +331,10 @@ pub(super) fn edge_settings(
             defaults.max_connections_per_address,
         )?,
         idle_timeout: positive_secs("COUNTERSIGN_IDLE_TIMEOUT_SECS", defaults.idle_timeout)?,
+        voice_max_utterance: positive_secs(
+            "COUNTERSIGN_VOICE_MAX_UTTERANCE_SECS",
+            defaults.voice_max_utterance,
+        )?,
         body_grace: positive_secs("COUNTERSIGN_BODY_GRACE_SECS", defaults.body_grace)?,
         body_min_rate: number(env, "COUNTERSIGN_BODY_MIN_RATE", defaults.body_min_rate)?,
         write_timeout: positive_secs("COUNTERSIGN_WRITE_TIMEOUT_SECS", defaults.write_timeout)?,
@@ -325,6 +350,7 @@ pub(super) fn edge_settings(
         allowed_origins,
         ws_idle: Duration::from_secs(idle_secs),
         ws_rate,
+        voice_bytes_per_sec,
     })
 }
 

@@ -196,8 +196,19 @@ impl SeedEncoder {
                     message_metadata.as_ref(),
                 ));
             }
+            // The agent's speech: the seed's own `data-pcm` part, which its frontend plays
+            // (a stored log's reference without `content` is not sent again).
+            Chunk::Data(data) if data.name == "pcm" => {
+                if data
+                    .data
+                    .get("content")
+                    .is_some_and(|c| c.as_str() != Some(""))
+                {
+                    out.extend(frame(chunk));
+                }
+            }
             // Step markers come back only around approvals (BIDI pause); the whole input is in
-            // `tool-input-available`; the seed sends no data, sources or metadata chunks.
+            // `tool-input-available`; the seed sends no other data, sources or metadata chunks.
             Chunk::StartStep
             | Chunk::FinishStep
             | Chunk::ToolInputDelta(_)

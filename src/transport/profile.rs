@@ -69,8 +69,6 @@ pub struct SocketManners {
     /// Valid JSON that is no frame it understands is logged and ignored: an error chunk would
     /// fail the client's open stream.
     pub ignore_unknown_frames: bool,
-    /// Its `audio_control` frames (push-to-talk state) are logged and ignored, not refused.
-    pub ignore_audio_control: bool,
 }
 
 /// What an [`Encoder`] writes.

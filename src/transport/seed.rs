@@ -42,7 +42,8 @@ pub fn stream() -> Profile {
 
 /// The seed's frontend on `/live`: one stream per user turn with one `[DONE]` at its end,
 /// approval requests in their own step group at the pause; its backend closes the socket on
-/// JSON it cannot parse, ignores frames it does not understand and push-to-talk state.
+/// JSON it cannot parse and ignores frames it does not understand; its `audio_chunk` and
+/// `audio_control` frames are voice like ours (ADR 0035).
 pub fn live() -> Profile {
     Profile {
         transport: Transport::Bidi,
@@ -50,7 +51,6 @@ pub fn live() -> Profile {
         socket: SocketManners {
             close_on_bad_json: true,
             ignore_unknown_frames: true,
-            ignore_audio_control: true,
         },
         ..stream()
     }

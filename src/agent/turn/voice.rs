@@ -5,7 +5,10 @@
 
 use super::TurnDriver;
 use crate::agent::{
+    attachments::file_url,
     session::TurnEntry,
+    store::audit::sha256_hex,
+    voice::wav,
     voice::{OUTPUT_SAMPLE_RATE, Pcm, VoiceState, duration_secs, pcm_chunk},
 };
 use crate::protocol::Chunk;
@@ -54,6 +57,30 @@ impl TurnDriver {
         self.speech.pcm.extend_from_slice(&pcm);
         // Transient, and kept out of the chunk log (the recording is kept by reference).
         self.push(TurnEntry::Chunk(chunk));
+    }
+
+    /// Keeps the message's speech as a WAV file of the chat (the file store of attachments) and
+    /// gives the message a `file` part referencing it, so a reload can play it again. A store
+    /// that fails loses the recording only (logged): the answer itself is committed as usual.
+    pub(super) async fn keep_speech(&mut self) {
+        if self.speech.pcm.is_empty() {
+            return;
+        }
+        let file = wav(&self.speech.pcm, OUTPUT_SAMPLE_RATE);
+        let sha = sha256_hex(&file);
+        let now = self.rt.clock.now_ms();
+        let chat = self.session.id.clone();
+        match self
+            .rt
+            .store
+            .save_attachment(&chat, &sha, "audio/wav", &file, now)
+            .await
+        {
+            Ok(()) => self.emit(Chunk::file(file_url(&chat, &sha), "audio/wav")),
+            Err(error) => {
+                tracing::warn!(session = %chat, error = %error.report(), "the spoken answer's recording was not kept")
+            }
+        }
     }
 
     /// The person spoke over the answer.

@@ -18,6 +18,17 @@ pub enum AudioAction {
     Stop,
 }
 
+/// `audio_control.mode` (ours): how the person talks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AudioMode {
+    /// `start` begins an utterance, `stop` ends it (the model answers then).
+    #[default]
+    PushToTalk,
+    /// `start` opens the microphone, `stop` closes it; the model finds where speech ends.
+    HandsFree,
+}
+
 /// One client → server WebSocket frame (seed-system.md §2.2).
 ///
 /// Decode with [`ClientFrame::from_json`] or [`ClientFrame::from_value`] to
@@ -67,8 +78,15 @@ pub enum ClientFrame {
         #[serde(rename = "bitDepth", default, skip_serializing_if = "Option::is_none")]
         bit_depth: Option<u16>,
     },
-    /// Start/stop of a recording.
-    AudioControl { action: AudioAction },
+    /// Start/stop of a recording. `id` and `mode` are ours (the seed's frontend sends neither):
+    /// on `/api/live` `id` names the chat the audio is for, and is needed before any audio.
+    AudioControl {
+        action: AudioAction,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mode: Option<AudioMode>,
+    },
     /// Reattach to chat `id`'s running stream after `received` chunks (ours,
     /// not the seed's: the WebSocket counterpart of §A.8's reconnect GET).
     Resume { id: String, received: u64 },
@@ -175,6 +193,8 @@ impl ClientFrame {
             action: Option<&'a RawValue>,
             #[serde(borrow, default)]
             received: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            mode: Option<&'a RawValue>,
         }
         if !text.trim_start().starts_with('{') {
             serde_json::from_str::<serde::de::IgnoredAny>(text)?;
@@ -197,6 +217,7 @@ impl ClientFrame {
             ("bitDepth", keys.bit_depth),
             ("action", keys.action),
             ("received", keys.received),
+            ("mode", keys.mode),
         ] {
             if let Some(raw) = raw {
                 frame.insert(name.to_owned(), serde_json::from_str(raw.get())?);

@@ -197,6 +197,16 @@ fn every_client_frame_decodes_with_extra_keys_tolerated() {
             json!({"type": "audio_control", "action": "stop"}),
             ClientFrame::AudioControl {
                 action: AudioAction::Stop,
+                id: None,
+                mode: None,
+            },
+        ),
+        (
+            json!({"type": "audio_control", "action": "start", "id": "chat", "mode": "hands_free"}),
+            ClientFrame::AudioControl {
+                action: AudioAction::Start,
+                id: Some("chat".into()),
+                mode: Some(AudioMode::HandsFree),
             },
         ),
         (
@@ -310,6 +320,10 @@ fn bad_frames_are_typed_errors() {
         other => panic!("{other:?}"),
     }
     assert!(ClientFrame::from_json(r#"{"type":"audio_control","action":"pause"}"#).is_err());
+    assert!(
+        ClientFrame::from_json(r#"{"type":"audio_control","action":"start","mode":"vad"}"#)
+            .is_err()
+    );
     assert!(ClientFrame::from_json(r#"{"type":"resume","id":"c","received":-1}"#).is_err());
     assert!(ClientFrame::from_json(r#"{"type":"message","id":"c","messages":[{"id":"u","role":"user","parts":[{"type":"tool-x"}]}]}"#).is_err());
 }

@@ -49,6 +49,18 @@ impl TokenBucket {
         }
     }
 
+    /// Takes `n` tokens at once (a byte budget); `Err(wait)` and nothing taken when there are
+    /// not that many.
+    pub fn take_n(&mut self, n: f64, now: Instant) -> Result<(), Duration> {
+        self.refill(now);
+        if self.tokens >= n {
+            self.tokens -= n;
+            Ok(())
+        } else {
+            Err(self.wait_for(n))
+        }
+    }
+
     /// Whether a token is there, without taking it; `Err(wait)` when there is none.
     pub fn check(&mut self, now: Instant) -> Result<(), Duration> {
         self.refill(now);
@@ -64,6 +76,14 @@ impl TokenBucket {
             return Duration::from_secs(3600);
         }
         Duration::from_secs_f64((1.0 - self.tokens) / self.per_sec)
+    }
+
+    /// Until `n` tokens are back (`n` more than the bucket holds never are).
+    fn wait_for(&self, n: f64) -> Duration {
+        if self.per_sec <= 0.0 || n > self.capacity {
+            return Duration::from_secs(3600);
+        }
+        Duration::from_secs_f64(((n - self.tokens) / self.per_sec).max(0.0))
     }
 
     /// Whether the bucket is full again at `now` (then it is no different from a new one).
@@ -155,6 +175,17 @@ impl IntoResponse for TooMany {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_byte_budget_is_taken_whole_or_not_at_all() {
+        let now = Instant::now();
+        let mut bucket = TokenBucket::new(100.0, 50.0, now);
+        assert!(bucket.take_n(60.0, now).is_ok());
+        // 40 left: 60 more are 0.4 s away, and nothing was taken by asking.
+        assert_eq!(bucket.take_n(60.0, now), Err(Duration::from_millis(400)));
+        assert!(bucket.take_n(40.0, now).is_ok());
+        assert_eq!(bucket.take_n(101.0, now), Err(Duration::from_secs(3600)));
+    }
 
     #[test]
     fn buckets_allow_a_minute_at_once_then_refill() {

@@ -143,6 +143,9 @@ impl Connection {
     }
 
     pub(super) async fn send_chunk(&mut self, socket: &mut Socket, chunk: &Chunk) -> Next {
+        if let Some(next) = self.send_speech(socket, chunk).await {
+            return next;
+        }
         let frames = self.encoder.chunk(chunk);
         self.send_frames(socket, frames).await
     }

@@ -22,8 +22,11 @@
 //! What a socket's client speaks is its route's client profile (`transport::profile`, ADR 0031):
 //! on `/api/live` the AI SDK's chunks; on `/live` the seed's dialect (`transport::seed`, ADR
 //! 0019), whose encoder writes its stream and whose manners are the seed backend's: invalid JSON
-//! closes the socket (1002), unknown or malformed frames and `audio_control` are logged and
-//! ignored.
+//! closes the socket (1002), unknown or malformed frames are logged and ignored.
+//!
+//! Voice (ADR 0035, [`voice`]): binary frames are microphone audio; `audio_chunk` and
+//! `audio_control` are voice on both routes; the agent's speech goes out as binary frames to a
+//! socket opened with `?audio=binary`, as `data-pcm` chunks to every other.
 //!
 //! The WebSocket itself is ours ([`socket`], RFC 6455 framing in [`frame`]): a socket waiting for
 //! a person holds its TCP stream, one small task and no buffers (bench/: 1.9 KiB per idle
@@ -35,6 +38,7 @@ mod conformance;
 mod forward;
 mod frame;
 mod socket;
+mod voice;
 
 use std::{
     sync::{
@@ -116,6 +120,8 @@ pub fn routes() -> Router<AppState> {
 pub struct LiveQuery {
     pub text: Option<String>,
     pub dialect: Option<String>,
+    /// `binary`: the agent's speech as binary frames (our page); otherwise `data-pcm` chunks.
+    pub audio: Option<String>,
 }
 
 /// Connection numbers, for the logs.
@@ -163,7 +169,12 @@ fn upgrade(
         write_timeout: state.edge_settings.write_timeout,
     };
     let hold = super::edge::hold(&state, &client);
-    let connection = Connection::new(&state, timing, profile, keys, scope, client, hold);
+    let mut connection = Connection::new(&state, timing, profile, keys, scope, client, hold);
+    connection.voice = voice::Voice::new(
+        &state.edge_settings,
+        query.audio.as_deref() == Some("binary"),
+        Instant::now(),
+    );
     handshake.accept(options, &state.edge.sockets, move |upgrade| {
         connection.run(upgrade)
     })
@@ -226,6 +237,8 @@ struct Connection {
     hold: Hold,
     /// Cancelled when the server shuts down.
     shutdown: CancellationToken,
+    /// Microphone audio in and the agent's speech out.
+    voice: voice::Voice,
 }
 
 /// What woke an idle connection.
@@ -282,6 +295,7 @@ impl Connection {
             client,
             hold,
             shutdown: state.edge.shutdown.clone(),
+            voice: voice::Voice::new(&state.edge_settings, false, Instant::now()),
         }
     }
 
@@ -403,14 +417,8 @@ impl Connection {
         }
         let text = match message {
             Message::Text(text) => text,
-            Message::Binary(_) => {
-                return self
-                    .send_error(
-                        socket,
-                        "Binary frames are not accepted; send JSON text frames.",
-                    )
-                    .await;
-            }
+            // Microphone audio: PCM16LE mono 16 kHz.
+            Message::Binary(pcm) => return self.on_audio(pcm, socket).await,
             Message::Close(close) => return Next::ClientClosed(close),
             Message::Ping(payload) => {
                 return match socket.send(OpCode::Pong, &payload).await {
@@ -480,17 +488,17 @@ impl Connection {
                 }
                 Next::Continue
             }
-            ClientFrame::AudioControl { .. } if self.profile.socket.ignore_audio_control => {
-                tracing::debug!(connection = self.id, "audio_control ignored");
-                Next::Continue
+            ClientFrame::AudioControl { action, id, mode } => {
+                self.on_audio_control(action, id, mode, socket).await
             }
-            ClientFrame::AudioChunk { .. } | ClientFrame::AudioControl { .. } => {
-                let label = self.runtime.model_for(Transport::Bidi).label();
-                self.send_error(
-                    socket,
-                    &format!("Voice input is not supported by this model ({label})."),
-                )
-                .await
+            ClientFrame::AudioChunk {
+                chunk,
+                sample_rate,
+                channels,
+                bit_depth,
+            } => {
+                self.on_audio_chunk(&chunk, (sample_rate, channels, bit_depth), socket)
+                    .await
             }
             ClientFrame::Resume { id, received } => self.on_resume(id, received, socket).await,
             ClientFrame::ToolResult {

@@ -647,6 +647,23 @@ fn end_of_generation(conn: &mut Connection, content: &ServerContent) {
     }
 }
 
+/// Sends history items the server session lacks as context: on a seeded socket
+/// (`historyConfig`) this ends the initial history without calling the model; otherwise it
+/// appends without asking for an answer.
+async fn send_context(conn: &mut Connection, items: &[HistoryItem]) -> Result<(), String> {
+    let turns = live_contents(items);
+    if turns.is_empty() {
+        return Ok(());
+    }
+    let turn_complete = conn.seeding;
+    conn.seeding = false;
+    send(
+        conn,
+        &json!({"clientContent": {"turns": turns, "turnComplete": turn_complete}}),
+    )
+    .await
+}
+
 async fn send(conn: &mut Connection, message: &Value) -> Result<(), String> {
     let text = message.to_string();
     conn.ws

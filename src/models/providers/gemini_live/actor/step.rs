@@ -7,7 +7,7 @@ use serde_json::json;
 use tokio::time::{Instant, sleep_until};
 use tokio_tungstenite::tungstenite::Message;
 
-use super::{SessionActor, Synced, send, triage};
+use super::{SessionActor, Synced, send, send_context, triage};
 use crate::agent::history::{HistoryItem, ToolCall, ToolResult};
 use crate::agent::model::{ModelError, ModelEvent};
 use crate::models::providers::gemini;
@@ -158,20 +158,7 @@ impl SessionActor {
                 "re-sending the step's input after reconnecting; the answer may repeat"
             );
         }
-        if !context.is_empty() {
-            let turns = live_contents(context);
-            if !turns.is_empty() {
-                // On a seeded socket (historyConfig) this ends the initial history without
-                // calling the model; otherwise it appends without asking for an answer.
-                let turn_complete = conn.seeding;
-                conn.seeding = false;
-                send(
-                    conn,
-                    &json!({"clientContent": {"turns": turns, "turnComplete": turn_complete}}),
-                )
-                .await?;
-            }
-        }
+        send_context(conn, context).await?;
         // The trigger: responses for calls this socket issued, text for everything else.
         let live_ids = live_ids(&step.history);
         let mut responses = Vec::new();

@@ -12,11 +12,10 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::step::Step;
-use super::{SessionActor, Synced, send};
+use super::{SessionActor, Synced, send, send_context};
 use crate::agent::history::HistoryItem;
 use crate::agent::model::ModelRequest;
 use crate::agent::voice::{UNTRANSCRIBED, VoiceInput, VoiceMode, VoiceNotice};
-use crate::models::providers::gemini_live::history::live_contents;
 use crate::models::providers::gemini_live::wire::{ServerMessage, SetupSpec, realtime_audio};
 
 /// The voice of one session.
@@ -110,16 +109,7 @@ impl SessionActor {
         let conn = self.conn.as_mut().ok_or("no socket")?;
         let start = self.synced.len().min(history.len());
         let tail = &history[start..];
-        let turns = live_contents(tail);
-        if !turns.is_empty() {
-            let turn_complete = conn.seeding;
-            conn.seeding = false;
-            send(
-                conn,
-                &json!({"clientContent": {"turns": turns, "turnComplete": turn_complete}}),
-            )
-            .await?;
-        }
+        send_context(conn, tail).await?;
         self.synced.extend(tail.iter().cloned().map(Synced::Item));
         Ok(())
     }

@@ -249,6 +249,34 @@ fn live(server: &FakeLive, model: &str) -> GeminiLiveModel {
     GeminiLiveModel::new(config(server, model)).expect("model")
 }
 
+/// A runtime whose BIDI turns (and voice) use Live with `model` at `server`; the demo model
+/// answers SSE turns.
+fn live_runtime(server: &FakeLive, model: &str) -> Arc<crate::agent::Runtime> {
+    use crate::agent::{
+        Runtime, RuntimeSettings, TextTiming,
+        clock::{SequentialIds, SystemClock},
+        store::MemoryStore,
+        tools::{ToolRegistry, ToolSettings, WeatherSource},
+    };
+    Runtime::builder(
+        Arc::new(crate::models::demo::DemoModel::new(Duration::ZERO)),
+        ToolRegistry::standard(&ToolSettings {
+            approval_timeout: Duration::from_secs(60),
+            browser_timeout: Duration::from_secs(10),
+            weather: WeatherSource::Offline,
+        }),
+        Arc::new(SystemClock),
+        Arc::new(SequentialIds::default()),
+        Arc::new(MemoryStore::default()),
+        RuntimeSettings {
+            text_timing: TextTiming::Progressive,
+            ..RuntimeSettings::default()
+        },
+    )
+    .live_model(Arc::new(live(server, model)))
+    .build()
+}
+
 fn weather_tool() -> ToolDeclaration {
     ToolDeclaration {
         name: "get_weather".into(),

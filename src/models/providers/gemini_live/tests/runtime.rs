@@ -15,33 +15,11 @@ async fn payment_awaiting_approval(
     crate::agent::session::LogReader,
     String,
 ) {
-    use crate::agent::{
-        Runtime, RuntimeSettings, TextTiming, TurnEntry, UserTurn,
-        clock::{SequentialIds, SystemClock},
-        store::MemoryStore,
-        tools::{ToolRegistry, ToolSettings, WeatherSource},
-    };
-    use crate::models::demo::DemoModel;
+    use crate::agent::{TurnEntry, UserTurn};
     use crate::protocol::Chunk;
 
     let mut server = FakeLive::start().await;
-    let runtime = Runtime::builder(
-        Arc::new(DemoModel::new(Duration::ZERO)),
-        ToolRegistry::standard(&ToolSettings {
-            approval_timeout: Duration::from_secs(60),
-            browser_timeout: Duration::from_secs(10),
-            weather: WeatherSource::Offline,
-        }),
-        Arc::new(SystemClock),
-        Arc::new(SequentialIds::default()),
-        Arc::new(MemoryStore::default()),
-        RuntimeSettings {
-            text_timing: TextTiming::Progressive,
-            ..RuntimeSettings::default()
-        },
-    )
-    .live_model(Arc::new(live(&server, BLOCKING_MODEL)))
-    .build();
+    let runtime = live_runtime(&server, BLOCKING_MODEL);
     let started = within(
         "start",
         runtime.start_turn(

@@ -6,15 +6,11 @@ use base64::Engine as _;
 
 use super::*;
 use crate::agent::{
-    Runtime, RuntimeSettings, TextTiming, TurnEntry,
-    clock::{SequentialIds, SystemClock},
+    Runtime, TurnEntry,
     people::LOCAL,
     session::LogReader,
-    store::MemoryStore,
-    tools::{ToolRegistry, ToolSettings, WeatherSource},
     voice::{VoiceInput, VoiceMode},
 };
-use crate::models::demo::DemoModel;
 use crate::protocol::Chunk;
 
 /// `ms` of a 440 Hz tone at `rate`, PCM16LE mono: real samples, different in every frame.
@@ -34,23 +30,7 @@ fn b64(bytes: &[u8]) -> String {
 }
 
 fn runtime(server: &FakeLive) -> Arc<Runtime> {
-    Runtime::builder(
-        Arc::new(DemoModel::new(Duration::ZERO)),
-        ToolRegistry::standard(&ToolSettings {
-            approval_timeout: Duration::from_secs(60),
-            browser_timeout: Duration::from_secs(10),
-            weather: WeatherSource::Offline,
-        }),
-        Arc::new(SystemClock),
-        Arc::new(SequentialIds::default()),
-        Arc::new(MemoryStore::default()),
-        RuntimeSettings {
-            text_timing: TextTiming::Progressive,
-            ..RuntimeSettings::default()
-        },
-    )
-    .live_model(Arc::new(live(server, NON_BLOCKING_MODEL)))
-    .build()
+    live_runtime(server, NON_BLOCKING_MODEL)
 }
 
 /// The log of the chat's turn, once the spoken turn has started.
@@ -65,6 +45,21 @@ async fn spoken_turn_log(runtime: &Arc<Runtime>, chat: &str) -> LogReader {
         }
     })
     .await
+}
+
+/// The chat's first `start` in `mode`: the socket it opens and its setup.
+async fn open_voice(
+    runtime: &Arc<Runtime>,
+    server: &mut FakeLive,
+    mode: VoiceMode,
+) -> (FakeConn, Value) {
+    let first = runtime.clone();
+    let opening =
+        tokio::spawn(async move { first.voice("c", LOCAL, VoiceInput::Start { mode }).await });
+    let mut conn = server.next_conn().await;
+    let setup = conn.setup().await;
+    within("start", opening).await.unwrap().expect("start");
+    (conn, setup)
 }
 
 /// What a turn's log held up to its end: (text, speech, `data-voice` states, finish metadata).
@@ -100,13 +95,7 @@ async fn read_turn(reader: &mut LogReader) -> (String, Vec<u8>, Vec<String>, Val
 async fn push_to_talk_speech_becomes_the_persons_message_and_the_answer_is_heard() {
     let mut server = FakeLive::start().await;
     let runtime = runtime(&server);
-    let start = VoiceInput::Start {
-        mode: VoiceMode::PushToTalk,
-    };
-    let first = runtime.clone();
-    let opening = tokio::spawn(async move { first.voice("c", LOCAL, start).await });
-    let mut conn = server.next_conn().await;
-    let setup = conn.setup().await;
+    let (mut conn, setup) = open_voice(&runtime, &mut server, VoiceMode::PushToTalk).await;
     assert_eq!(
         setup["realtimeInputConfig"]["automaticActivityDetection"],
         json!({"disabled": true}),
@@ -117,7 +106,6 @@ async fn push_to_talk_speech_becomes_the_persons_message_and_the_answer_is_heard
         json!(["AUDIO"])
     );
     assert_eq!(setup["inputAudioTranscription"], json!({}));
-    within("start", opening).await.unwrap().expect("start");
     assert_eq!(
         conn.recv().await,
         json!({"realtimeInput": {"activityStart": {}}})
@@ -208,26 +196,12 @@ async fn push_to_talk_speech_becomes_the_persons_message_and_the_answer_is_heard
 async fn speaking_over_the_answer_interrupts_it() {
     let mut server = FakeLive::start().await;
     let runtime = runtime(&server);
-    let first = runtime.clone();
-    let opening = tokio::spawn(async move {
-        first
-            .voice(
-                "c",
-                LOCAL,
-                VoiceInput::Start {
-                    mode: VoiceMode::HandsFree,
-                },
-            )
-            .await
-    });
-    let mut conn = server.next_conn().await;
-    let setup = conn.setup().await;
+    let (mut conn, setup) = open_voice(&runtime, &mut server, VoiceMode::HandsFree).await;
     assert_eq!(
         setup["realtimeInputConfig"]["automaticActivityDetection"],
         json!({"disabled": false}),
         "hands-free leaves speech detection to the server"
     );
-    within("start", opening).await.unwrap().expect("start");
     let said = tone(16_000, 100);
     runtime
         .voice("c", LOCAL, VoiceInput::Audio(Arc::from(said.as_slice())))
@@ -273,22 +247,8 @@ async fn speaking_over_the_answer_interrupts_it() {
 async fn a_spoken_payment_asks_for_approval_like_a_typed_one() {
     let mut server = FakeLive::start().await;
     let runtime = runtime(&server);
-    let first = runtime.clone();
     let pcm = tone(16_000, 200);
-    let opening = tokio::spawn(async move {
-        first
-            .voice(
-                "c",
-                LOCAL,
-                VoiceInput::Start {
-                    mode: VoiceMode::PushToTalk,
-                },
-            )
-            .await
-    });
-    let mut conn = server.next_conn().await;
-    conn.setup().await;
-    within("start", opening).await.unwrap().expect("start");
+    let (mut conn, _) = open_voice(&runtime, &mut server, VoiceMode::PushToTalk).await;
     assert_eq!(
         conn.recv().await,
         json!({"realtimeInput": {"activityStart": {}}})

@@ -1,0 +1,426 @@
+//! Voice over the BIDI sockets (ADR 0035), against a voice model that speaks the runtime's
+//! voice interface (the Gemini Live wire itself is tested against its fake in the crate): the
+//! microphone's PCM reaches the model byte for byte, the spoken turn is the person's message,
+//! the agent's speech comes back as binary frames (`?audio=binary`) or the seed's `data-pcm`
+//! chunks, with matching `finish.messageMetadata.audio` and a WAV a reload can play, and bad
+//! audio closes the socket with a reason while the chat goes on.
+#![cfg(feature = "ssr")]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine as _;
+use countersign::agent::{
+    model::{Model, ModelEvent, ModelRequest, ModelStream, Usage},
+    voice::{VoiceError, VoiceInput, VoiceNotice},
+};
+use countersign::protocol::FinishReason;
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async, tungstenite::Message};
+
+mod common;
+
+type Socket = WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// `ms` of a 440 Hz tone at `rate`, PCM16LE mono (never silence).
+fn tone(rate: u32, ms: u32) -> Vec<u8> {
+    (0..rate * ms / 1000)
+        .flat_map(|n| {
+            let t = f64::from(n) / f64::from(rate);
+            (((t * 440.0 * std::f64::consts::TAU).sin() * 8_000.0) as i16).to_le_bytes()
+        })
+        .collect()
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// A voice model: it keeps the audio it is sent, says at `End` that it heard "what time is it",
+/// and answers every step with its speech in two chunks (`answer()`) and "It is noon.".
+struct Listener {
+    heard: Mutex<Vec<u8>>,
+    notices: broadcast::Sender<VoiceNotice>,
+}
+
+fn answer() -> Vec<u8> {
+    tone(24_000, 300)
+}
+
+impl Listener {
+    fn new() -> Arc<Self> {
+        Arc::new(Listener {
+            heard: Mutex::default(),
+            notices: broadcast::channel(16).0,
+        })
+    }
+}
+
+impl Model for Listener {
+    fn label(&self) -> String {
+        "listener".into()
+    }
+
+    fn stream(&self, _: ModelRequest) -> ModelStream {
+        let speech = answer();
+        let (a, b) = speech.split_at(7_200);
+        futures::stream::iter(
+            [
+                ModelEvent::Audio(Arc::from(a)),
+                ModelEvent::TextDelta("It is noon.".into()),
+                ModelEvent::Audio(Arc::from(b)),
+                ModelEvent::Finish {
+                    reason: FinishReason::Stop,
+                    usage: Usage::default(),
+                },
+            ]
+            .map(Ok),
+        )
+        .boxed()
+    }
+
+    fn voice(&self, session_id: &str, input: VoiceInput) -> Result<(), VoiceError> {
+        match input {
+            VoiceInput::Audio(pcm) => self.heard.lock().unwrap().extend_from_slice(&pcm),
+            VoiceInput::End => {
+                let _ = self.notices.send(VoiceNotice::Heard {
+                    session_id: session_id.to_owned(),
+                    transcript: "what time is it".into(),
+                });
+            }
+            VoiceInput::Start { .. } => {}
+        }
+        Ok(())
+    }
+
+    fn voice_notices(&self) -> Option<broadcast::Receiver<VoiceNotice>> {
+        Some(self.notices.subscribe())
+    }
+}
+
+/// A model without voice.
+struct Mute;
+
+impl Model for Mute {
+    fn label(&self) -> String {
+        "mute".into()
+    }
+
+    fn stream(&self, _: ModelRequest) -> ModelStream {
+        futures::stream::empty().boxed()
+    }
+}
+
+async fn serve(model: Option<Arc<dyn Model>>, env: &[(&str, &str)]) -> common::Server {
+    common::start(common::Opts {
+        model,
+        env: env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        ..common::Opts::default()
+    })
+    .await
+}
+
+async fn connect(server: &common::Server, path: &str) -> Socket {
+    connect_async(format!("ws://{}{path}", server.addr))
+        .await
+        .expect("the socket opens")
+        .0
+}
+
+async fn send(socket: &mut Socket, frame: Value) {
+    socket
+        .send(Message::Text(frame.to_string().into()))
+        .await
+        .unwrap();
+}
+
+async fn send_binary(socket: &mut Socket, bytes: &[u8]) {
+    socket
+        .send(Message::Binary(bytes.to_vec().into()))
+        .await
+        .unwrap();
+}
+
+/// What the server sent.
+#[derive(Debug)]
+enum Frame {
+    Chunk(Value),
+    Binary(Vec<u8>),
+    Done,
+    Closed(Option<u16>, String),
+}
+
+async fn next(socket: &mut Socket) -> Frame {
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(10), socket.next())
+            .await
+            .expect("a frame within 10 s");
+        match message {
+            None => return Frame::Closed(None, String::new()),
+            Some(Err(e)) => return Frame::Closed(None, e.to_string()),
+            Some(Ok(Message::Text(text))) => {
+                let data = text
+                    .as_str()
+                    .strip_prefix("data: ")
+                    .unwrap_or(text.as_str());
+                let data = data.trim_end();
+                if data == "[DONE]" {
+                    return Frame::Done;
+                }
+                return Frame::Chunk(serde_json::from_str(data).unwrap());
+            }
+            Some(Ok(Message::Binary(bytes))) => return Frame::Binary(bytes.to_vec()),
+            Some(Ok(Message::Close(frame))) => {
+                return Frame::Closed(
+                    frame.as_ref().map(|f| u16::from(f.code)),
+                    frame.map(|f| f.reason.to_string()).unwrap_or_default(),
+                );
+            }
+            Some(Ok(_)) => continue,
+        }
+    }
+}
+
+/// A turn read to its `[DONE]`: its chunks, and the binary frames' bytes.
+async fn read_turn(socket: &mut Socket) -> (Vec<Value>, Vec<u8>) {
+    let (mut chunks, mut binary) = (Vec::new(), Vec::new());
+    loop {
+        match next(socket).await {
+            Frame::Chunk(chunk) => chunks.push(chunk),
+            Frame::Binary(bytes) => {
+                assert!(
+                    chunks.iter().any(|c| c["type"] == "start")
+                        && !chunks.iter().any(|c| c["type"] == "finish"),
+                    "speech frames come between the message's start and finish"
+                );
+                binary.extend(bytes)
+            }
+            Frame::Done => return (chunks, binary),
+            Frame::Closed(code, reason) => panic!("closed ({code:?} {reason}) mid-turn"),
+        }
+    }
+}
+
+fn of_type<'a>(chunks: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    chunks.iter().filter(|c| c["type"] == kind).collect()
+}
+
+/// Push-to-talk on `/api/live`: start naming the chat, the audio as binary frames, stop.
+async fn speak_binary(socket: &mut Socket, chat: &str, pcm: &[u8]) {
+    send(
+        socket,
+        json!({"type": "audio_control", "action": "start", "id": chat, "mode": "push_to_talk"}),
+    )
+    .await;
+    for frame in pcm.chunks(3_200) {
+        send_binary(socket, frame).await;
+    }
+    send(socket, json!({"type": "audio_control", "action": "stop"})).await;
+}
+
+#[tokio::test]
+async fn speech_in_binary_frames_is_answered_in_binary_frames_and_kept_for_replay() {
+    let model = Listener::new();
+    let server = serve(Some(model.clone()), &[]).await;
+    let mut socket = connect(&server, "/api/live?audio=binary").await;
+    let said = tone(16_000, 500);
+    speak_binary(&mut socket, "talk", &said).await;
+    let (chunks, speech) = read_turn(&mut socket).await;
+
+    assert_eq!(
+        *model.heard.lock().unwrap(),
+        said,
+        "the microphone's bytes, in order"
+    );
+    assert_eq!(
+        speech,
+        answer(),
+        "the agent's speech, every byte, as binary frames"
+    );
+    assert!(of_type(&chunks, "data-pcm").is_empty(), "no base64 copy");
+    let text: String = chunks.iter().filter_map(|c| c["delta"].as_str()).collect();
+    assert_eq!(text, "It is noon.");
+    let finish = of_type(&chunks, "finish")[0];
+    assert_eq!(
+        finish["messageMetadata"]["audio"],
+        json!({"chunks": 2, "bytes": 14_400, "sampleRate": 24_000, "duration": 0.3})
+    );
+
+    // The answer keeps a WAV of its speech, served from the chat's files.
+    let file = of_type(&chunks, "file")[0];
+    assert_eq!(file["mediaType"], "audio/wav");
+    let url = file["url"].as_str().unwrap();
+    assert!(url.starts_with("/api/chats/talk/files/"), "{url}");
+    let wav = reqwest::get(format!("http://{}{url}", server.addr))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(&wav[0..4], b"RIFF");
+    assert_eq!(&wav[44..], answer().as_slice());
+
+    // A reload sees the person's words as their message and the answer with its recording.
+    let page: Value = reqwest::get(format!("http://{}/api/chats/talk", server.addr))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let text = page.to_string();
+    assert!(text.contains("what time is it"), "{text}");
+    assert!(text.contains(url), "{text}");
+}
+
+#[tokio::test]
+async fn without_binary_the_answer_comes_as_the_originals_data_pcm() {
+    let server = serve(Some(Listener::new()), &[]).await;
+    let mut socket = connect(&server, "/api/live").await;
+    speak_binary(&mut socket, "plain", &tone(16_000, 200)).await;
+    let (chunks, binary) = read_turn(&mut socket).await;
+    assert!(binary.is_empty());
+    let pcm: Vec<u8> = of_type(&chunks, "data-pcm")
+        .iter()
+        .flat_map(|c| {
+            assert_eq!(c["transient"], true);
+            assert_eq!(c["data"]["sampleRate"], 24_000);
+            assert_eq!(c["data"]["channels"], 1);
+            assert_eq!(c["data"]["bitDepth"], 16);
+            base64::engine::general_purpose::STANDARD
+                .decode(c["data"]["content"].as_str().unwrap())
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(pcm, answer());
+}
+
+#[tokio::test]
+async fn the_seeds_live_takes_audio_chunks_and_gets_data_pcm() {
+    let model = Listener::new();
+    let server = serve(Some(model.clone()), &[]).await;
+    let mut socket = connect(&server, "/live").await;
+    let said = tone(16_000, 200);
+    send(
+        &mut socket,
+        json!({"type": "audio_control", "action": "start"}),
+    )
+    .await;
+    for frame in said.chunks(3_200) {
+        send(
+            &mut socket,
+            json!({"type": "audio_chunk", "chunk": b64(frame), "sampleRate": 16_000, "channels": 1, "bitDepth": 16}),
+        )
+        .await;
+    }
+    send(
+        &mut socket,
+        json!({"type": "audio_control", "action": "stop"}),
+    )
+    .await;
+    let (chunks, _) = read_turn(&mut socket).await;
+    assert_eq!(*model.heard.lock().unwrap(), said);
+    let pcm: Vec<u8> = of_type(&chunks, "data-pcm")
+        .iter()
+        .flat_map(|c| {
+            base64::engine::general_purpose::STANDARD
+                .decode(c["data"]["content"].as_str().unwrap())
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(pcm, answer(), "the seed's own frontend plays these");
+}
+
+/// Sends `frames` after a start on a fresh socket; the close that follows.
+async fn closed_by(server: &common::Server, frames: &[Vec<u8>]) -> (Option<u16>, String) {
+    let mut socket = connect(server, "/api/live").await;
+    send(
+        &mut socket,
+        json!({"type": "audio_control", "action": "start", "id": "limits"}),
+    )
+    .await;
+    for frame in frames {
+        send_binary(&mut socket, frame).await;
+    }
+    loop {
+        match next(&mut socket).await {
+            Frame::Closed(code, reason) => return (code, reason),
+            Frame::Chunk(chunk) => assert_ne!(chunk["type"], "error", "{chunk}"),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn bad_audio_closes_the_socket_with_a_reason_and_the_chat_goes_on() {
+    let server = serve(Some(Listener::new()), &[]).await;
+    let (code, reason) = closed_by(&server, &[vec![1; 3_201]]).await;
+    assert_eq!(code, Some(1007));
+    assert!(reason.contains("odd number of bytes"), "{reason}");
+    let (code, reason) = closed_by(&server, &[vec![1; 16_002]]).await;
+    assert_eq!(code, Some(1009));
+    assert!(reason.contains("over the limit of 16000 bytes"), "{reason}");
+    // Twice real time, in two-second bursts: the ninth half-second at once is too much.
+    let (code, reason) = closed_by(&server, &vec![tone(16_000, 500); 9]).await;
+    assert_eq!(code, Some(1008));
+    assert!(reason.contains("twice real time"), "{reason}");
+
+    // The chat is untouched: a new socket speaks in it.
+    let mut socket = connect(&server, "/api/live?audio=binary").await;
+    speak_binary(&mut socket, "limits", &tone(16_000, 100)).await;
+    let (_, speech) = read_turn(&mut socket).await;
+    assert_eq!(speech, answer());
+}
+
+#[tokio::test]
+async fn an_utterance_is_limited_in_seconds() {
+    let server = serve(
+        Some(Listener::new()),
+        &[("COUNTERSIGN_VOICE_MAX_UTTERANCE_SECS", "1")],
+    )
+    .await;
+    let (code, reason) = closed_by(&server, &vec![tone(16_000, 500); 3]).await;
+    assert_eq!(code, Some(1008));
+    assert!(reason.contains("at most 1 s"), "{reason}");
+}
+
+#[tokio::test]
+async fn audio_outside_an_utterance_or_to_a_model_without_voice_is_refused_nothing_lost() {
+    let server = serve(Some(Listener::new()), &[]).await;
+    let mut socket = connect(&server, "/api/live").await;
+    send_binary(&mut socket, &tone(16_000, 100)).await;
+    let Frame::Chunk(error) = next(&mut socket).await else {
+        panic!("an error chunk");
+    };
+    assert_eq!(error["type"], "error");
+    assert!(
+        error["errorText"]
+            .as_str()
+            .unwrap()
+            .contains("outside an utterance"),
+        "{error}"
+    );
+
+    // A model without voice says it takes no audio.
+    let demo = serve(Some(Arc::new(Mute)), &[]).await;
+    let mut socket = connect(&demo, "/api/live").await;
+    send(
+        &mut socket,
+        json!({"type": "audio_control", "action": "start", "id": "mute"}),
+    )
+    .await;
+    let Frame::Chunk(error) = next(&mut socket).await else {
+        panic!("an error chunk");
+    };
+    assert!(
+        error["errorText"]
+            .as_str()
+            .unwrap()
+            .contains("does not take audio"),
+        "{error}"
+    );
+}
