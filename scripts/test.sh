@@ -17,6 +17,15 @@ started=$SECONDS
 
 scripts/setup.sh
 
+# A fresh clone's debug, test, fuzz and release builds take about 30 GB. CI (CI=true) builds once,
+# so it skips incremental compilation's caches (several GB that only a rebuild would use).
+if [ "${CI:-}" = true ]; then export CARGO_INCREMENTAL=0; fi
+free_gb=$(df -Pk . | awk 'NR==2 {print int($4 / 1048576)}')
+echo "free disk space here: ${free_gb} GB"
+if [ "$free_gb" -lt 30 ]; then
+  echo "warning: under 30 GB free; the builds below may run out of space (No space left on device)" >&2
+fi
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
