@@ -332,6 +332,38 @@ async fn payment_waits_for_approval_then_runs() {
     assert!(is_well_formed(&history(&rt, "c").await));
 }
 
+/// The inbox's news comes once the store shows it. A page that follows the inbox (long polling
+/// `inbox_view`, which reads the store) and is woken by the approval that lets a payment run must
+/// then read the approval gone, or be woken again when it is. The regression this guards: the
+/// inbox moved when the answer was taken, before the payment's commit removed the approval's
+/// row, and not again at that commit, so the page kept showing a decided approval.
+#[tokio::test(start_paused = true)]
+async fn the_inbox_moves_only_once_the_store_shows_the_decision() {
+    let rt = runtime();
+    start(&rt, "c", "Send $50 to Hanako").await;
+    parked(&rt, "c").await;
+    assert!(rt.waiting("apv-1").await.unwrap().is_some());
+    // The page shows the approval waiting at this version and waits for the next.
+    let mut known = rt.inbox.version();
+    let receipt = rt.submit("c", &[approve("apv-1")]).await.expect("accepted");
+    loop {
+        let now = rt.inbox.changed_since(known, Duration::from_secs(20)).await;
+        assert_ne!(
+            now, known,
+            "the page read the approval still waiting, and no news came after the decision"
+        );
+        known = now;
+        if rt.waiting("apv-1").await.unwrap().is_none() {
+            break;
+        }
+    }
+    let rest = read_segment(&receipt.log, receipt.from).await;
+    assert_eq!(
+        describe(&rest),
+        with_final(lines(&["tool-output-available call-1"]))
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn denial_with_a_reason_reaches_the_model() {
     let rt = runtime();

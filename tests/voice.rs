@@ -424,3 +424,59 @@ async fn audio_outside_an_utterance_or_to_a_model_without_voice_is_refused_nothi
         "{error}"
     );
 }
+
+/// A committed clip's PCM (`tests/fixtures/voice/`, a plain 44-byte RIFF header).
+fn clip(name: &str) -> Vec<u8> {
+    let path = format!("{}/tests/fixtures/voice/{name}", env!("CARGO_MANIFEST_DIR"));
+    let wav = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    assert_eq!(&wav[36..40], b"data", "{path}: a plain WAV header");
+    wav[44..].to_vec()
+}
+
+/// The offline demo model end to end over `/api/live`, as the page drives it: the words of
+/// `pay.wav` are the person's message, and the payment waits for a countersignature while the
+/// agent's speech comes as binary frames before the card.
+#[tokio::test]
+async fn the_demo_hears_a_spoken_payment_and_asks_for_its_countersignature() {
+    let server = serve(None, &[]).await;
+    let mut socket = connect(&server, "/api/live?audio=binary").await;
+    speak_binary(&mut socket, "spoken", &clip("pay.wav")).await;
+    // The turn pauses at the card: on `/api/live` a pause ends the step, not the stream.
+    let (mut chunks, mut speech) = (Vec::new(), 0);
+    loop {
+        match next(&mut socket).await {
+            Frame::Chunk(chunk) => {
+                let paused = chunk["type"] == "finish-step"
+                    && !of_type(&chunks, "tool-approval-request").is_empty();
+                chunks.push(chunk);
+                if paused {
+                    break;
+                }
+            }
+            Frame::Binary(bytes) => speech += bytes.len(),
+            other => panic!("{other:?} before the card: {chunks:?}"),
+        }
+    }
+    assert!(of_type(&chunks, "error").is_empty(), "{chunks:?}");
+    let request = of_type(&chunks, "tool-approval-request");
+    assert_eq!(request.len(), 1, "{chunks:?}");
+    let input = of_type(&chunks, "tool-input-available")[0];
+    assert_eq!(input["toolName"], "process_payment");
+    assert_eq!(input["input"]["amount"], 40);
+    assert_eq!(input["input"]["currency"], "EUR");
+    assert!(speech > 0, "the agent speaks before the card");
+
+    // What the person said is their message.
+    let page: Value = reqwest::get(format!("http://{}/api/chats/spoken", server.addr))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page["messages"][0]["role"], "user", "{page}");
+    assert_eq!(
+        page["messages"][0]["parts"][0]["text"],
+        "Pay forty euros to Alice"
+    );
+    assert_eq!(page["pending"].as_array().map(Vec::len), Some(1), "{page}");
+}

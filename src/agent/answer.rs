@@ -367,7 +367,8 @@ impl Answer<'_> {
             && session.runs_in_record(&applied.resolutions, &rt.tools)
         {
             session.defer_audit(events);
-            rt.inbox.sync(&session.state().record);
+            // No inbox news here: the inbox is read from the store, which shows the decision
+            // only once the turn commits it (that commit tells the inbox).
             rt.wake(session);
             return Ok(applied.receipt);
         }

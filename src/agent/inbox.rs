@@ -188,7 +188,8 @@ impl Inbox {
     }
 
     /// `record` as this instance committed it: what it waits for now replaces what it waited
-    /// for (an approval that goes is measured as decided here).
+    /// for (an approval that goes is measured as decided here). Only ever after the store has
+    /// it: the pages this wakes read the store.
     pub fn sync(&self, record: &SessionRecord) {
         self.replace(record, true);
     }
