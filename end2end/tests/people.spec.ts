@@ -180,10 +180,6 @@ test("the first person comes from the printed link, invites the others, and peop
 
 for (const mode of MODES) {
   test(`a two-person approval, decided in two other browsers (one a phone), updates the chat live (${mode})`, async ({ browser }) => {
-    // Regression since the inbox moved to the database (ADR 0039, stop 43), in both modes: the
-    // phone's page for the one approval keeps showing it after the final approval ("It runs
-    // now" appears; `inbox-gone` never does). The first thing to fix next stop.
-    test.fixme(true, "the focused inbox page does not follow the final approval (ADR 0039 regression)");
     // Dan asks; the card says what it needs and why he cannot approve it himself.
     const page = dan.page;
     await page.goto("/");
