@@ -218,3 +218,33 @@ test("keyboard: a new approval card takes focus and Enter on Approve approves (s
   await expectAnswer(page, "950");
   await expectTurnFinished(page);
 });
+
+test("the page sends the server only the new message, however long the chat (sse)", async ({ page }) => {
+  // The server keeps the conversation (issue #35): a request costs the same after many turns.
+  const bodies: { messages: { role: string }[]; messageId?: string }[] = [];
+  page.on("request", (request: Request) => {
+    if (request.method() === "POST" && new URL(request.url()).pathname === "/api/chat") {
+      bodies.push(request.postDataJSON());
+    }
+  });
+  await startChat(page, "sse");
+  await send(page, "Send $5 to Bob");
+  let approval = await pendingApproval(toolCards(page, "process_payment"));
+  await approval.getByTestId("approve").click();
+  await expectCompleted(toolCards(page, "process_payment").first());
+  await expectTurnFinished(page);
+  await send(page, "Send $7 to Ana");
+  approval = await pendingApproval(toolCards(page, "process_payment").nth(1));
+  await approval.getByTestId("approve").click();
+  await expectCompleted(toolCards(page, "process_payment").nth(1));
+  await expectConversationAnswer(page, "988");
+  await expectTurnFinished(page);
+  // Two messages, two answers: four requests, each with the one message it brings.
+  expect(bodies.map((b) => b.messages.map((m) => m.role))).toEqual([
+    ["user"],
+    ["assistant"],
+    ["user"],
+    ["assistant"],
+  ]);
+  expect(bodies[1].messageId).toBeTruthy();
+});

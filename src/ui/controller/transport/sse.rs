@@ -41,12 +41,18 @@ struct SseState {
 }
 
 impl SseTransport {
-    /// `POST /api/chat` with the whole conversation; `message_id` names the assistant message a
-    /// continuation (answers) belongs to.
+    /// `POST /api/chat` with the new message only: the person's, or the assistant message that
+    /// carries the answers (`message_id` names it). The server keeps the conversation and reads
+    /// earlier messages only as what a new chat adopts (ADR 0020), and this page's chats begin
+    /// on the server, so a request costs the same after a thousand turns as after one (what
+    /// AI SDK's `prepareSendMessagesRequest` does for a stock client; the socket does the same).
     fn request(&self, ctl: ChatCtl, message_id: Option<String>) {
+        let last = ctl
+            .conversation
+            .with_value(|c| c.messages().last().cloned());
         let request = ChatRequest {
             id: ctl.chat_id.get_untracked(),
-            messages: ctl.outgoing(ctl.conversation.with_value(|c| c.messages().to_vec())),
+            messages: ctl.outgoing(last.into_iter().collect()),
             trigger: Some(Trigger::SubmitMessage),
             message_id,
         };
