@@ -158,6 +158,16 @@ pub trait Model: Send + Sync + 'static {
         let _ = request;
     }
 
+    /// Call `call` of chat `session_id`, made in the step that just ended, now waits for people
+    /// to countersign it (its card is shown). A model that keeps talking while its calls are out
+    /// (Gemini Live's `NON_BLOCKING` calls in a voice chat) tells the provider the call is
+    /// pending, so the model neither waits in silence nor claims it done. This decides nothing:
+    /// the call's outcome still reaches the model the usual way, in the step after the decision.
+    /// Others ignore it.
+    fn awaiting_approval(&self, session_id: &str, call: &ToolCall) {
+        let _ = (session_id, call);
+    }
+
     /// Notices of spoken turns ([`VoiceNotice::Heard`]), for models with voice.
     fn voice_notices(&self) -> Option<tokio::sync::broadcast::Receiver<VoiceNotice>> {
         None

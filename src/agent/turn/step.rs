@@ -305,6 +305,12 @@ impl TurnDriver {
                 },
                 is_automatic: automatic.then_some(true),
             })));
+            if !automatic {
+                // The card is shown: a model still talking is told the call waits (ADR 0035).
+                self.rt
+                    .model_for(self.transport)
+                    .awaiting_approval(&self.session.id, &call);
+            }
             if automatic {
                 let approved = !matches!(request.ruling, Ruling::DeniedByRule { .. });
                 self.emit(Chunk::tool_approval_response(

@@ -134,6 +134,15 @@
 //! the server sends, and hands it to the runner's step for that turn (whose last history item
 //! is the transcript as the person's message, which the server already heard and is not sent).
 //!
+//! A gated call of a voice chat on a `NON_BLOCKING` model ([`Model::awaiting_approval`], once
+//! its card is shown) is answered at once on its Live id with `{"output": {"status":
+//! "awaiting_countersignature", …}}`, `willContinue: true`, `scheduling: "WHEN_IDLE"`: the model
+//! goes on talking and says the call waits. Its outcome follows on the same id with
+//! `willContinue: false` (`WHEN_IDLE`, so the model says what happened), or, when a new
+//! utterance ended the turn that waited, `SILENT` before the answer to the utterance. A call
+//! the model cancelled gets no response; a socket that did not issue the call hears its outcome
+//! as text. The talk that follows the "awaiting" answer belongs to no step and is not kept.
+//!
 //! # Layout
 //!
 //! This file holds the configuration and the [`Model`] (the registry of session actors);
@@ -157,6 +166,7 @@ use tokio_tungstenite::tungstenite::{self, http::HeaderValue};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::{ProviderConfigError, ProviderKey};
+use crate::agent::history::ToolCall;
 use crate::agent::lock;
 use crate::agent::model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream};
 use crate::agent::voice::{VoiceError, VoiceInput, VoiceNotice};
@@ -359,6 +369,8 @@ enum Job {
     /// [`Model::voice_context`]: what a voice session opens with.
     VoiceContext(ModelRequest),
     Voice(VoiceInput),
+    /// [`Model::awaiting_approval`]: a call of the last step waits for a countersignature.
+    Awaiting(ToolCall),
 }
 
 impl GeminiLiveModel {
@@ -464,6 +476,12 @@ impl Model for GeminiLiveModel {
         let session_id = request.session_id.clone();
         if let Err(error) = self.dispatch(&session_id, Job::VoiceContext(request)) {
             tracing::warn!(session = %session_id, %error, "no Gemini Live session for voice");
+        }
+    }
+
+    fn awaiting_approval(&self, session_id: &str, call: &ToolCall) {
+        if let Err(error) = self.dispatch(session_id, Job::Awaiting(call.clone())) {
+            tracing::warn!(session = %session_id, %error, "no Gemini Live session for the call");
         }
     }
 

@@ -59,6 +59,9 @@ struct Connection {
     seeding: bool,
     /// Calls this socket issued that have no response yet: Live id → tool name.
     issued: HashMap<String, String>,
+    /// Issued calls the model was told wait for a countersignature (`willContinue: true`):
+    /// their final response says `willContinue: false`.
+    awaiting: HashSet<String>,
     /// Generations in flight that no step owns; their content is discarded.
     discard: u32,
     /// One bare `turnComplete` may still come for a generation already closed.
@@ -181,6 +184,7 @@ impl SessionActor {
                     self.last_used = Instant::now();
                 }
                 Wake::Job(Some(Job::VoiceContext(request))) => self.voice.context = Some(request),
+                Wake::Job(Some(Job::Awaiting(call))) => self.on_awaiting(&call).await,
                 Wake::Job(Some(Job::Voice(input))) => {
                     self.on_voice(input).await;
                     self.last_used = Instant::now();
@@ -380,6 +384,7 @@ impl SessionActor {
                     name: call.name,
                     response: json!({ "error": STRAY_CALL_ERROR }),
                     scheduling: (behavior == ToolBehavior::NonBlocking).then_some("SILENT"),
+                    will_continue: None,
                 })
             })
             .collect();
@@ -608,6 +613,7 @@ impl SessionActor {
             going_away: false,
             seeding,
             issued: HashMap::new(),
+            awaiting: HashSet::new(),
             discard: 0,
             stray_turn_complete: false,
         })

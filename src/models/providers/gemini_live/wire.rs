@@ -218,6 +218,10 @@ pub(super) struct LiveFunctionResponse {
     pub(super) response: Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) scheduling: Option<&'static str>,
+    /// `true`: more responses follow under this id (a generator call); `false` on the last
+    /// response of such a call.
+    #[serde(rename = "willContinue", skip_serializing_if = "Option::is_none")]
+    pub(super) will_continue: Option<bool>,
 }
 
 pub(super) fn tool_response(responses: Vec<LiveFunctionResponse>) -> Value {

@@ -177,15 +177,19 @@ impl SessionActor {
                                     "not sending the result of a call Gemini Live cancelled"
                                 );
                                 conn.issued.remove(&id);
+                                conn.awaiting.remove(&id);
                                 skipped.push(result.clone());
                             }
                             Some(id) if conn.issued.contains_key(&id) => {
                                 conn.issued.remove(&id);
+                                // The last response of a call told it waits (ADR 0035).
+                                let will_continue = conn.awaiting.remove(&id).then_some(false);
                                 responses.push(LiveFunctionResponse {
                                     id,
                                     name: result.name.clone(),
                                     response: gemini::as_object(result.model_view(), "result"),
                                     scheduling: None,
+                                    will_continue,
                                 });
                             }
                             _ => described.push(result.clone()),

@@ -13,10 +13,23 @@ use tokio::time::Instant;
 
 use super::step::Step;
 use super::{SessionActor, Synced, send, send_context};
-use crate::agent::history::HistoryItem;
+use crate::agent::history::{HistoryItem, ToolCall};
 use crate::agent::model::ModelRequest;
 use crate::agent::voice::{UNTRANSCRIBED, VoiceInput, VoiceMode, VoiceNotice};
-use crate::models::providers::gemini_live::wire::{ServerMessage, SetupSpec, realtime_audio};
+use crate::models::providers::gemini;
+use crate::models::providers::gemini_live::ToolBehavior;
+use crate::models::providers::gemini_live::history::{google_id, live_ids};
+use crate::models::providers::gemini_live::wire::{
+    LiveFunctionResponse, ServerMessage, SetupSpec, realtime_audio, tool_response,
+};
+
+/// What the model is told of a call that waits for a countersignature: the card decides, not
+/// the conversation (ADR 0035).
+const AWAITING: &str = "This call has not run. It waits for a countersignature: the people who \
+                        must approve it do so on their screen (the card, or the inbox). Tell the \
+                        person it is waiting for their approval on screen; do not say it was \
+                        done, and do not take a spoken yes as approval. Its outcome will follow \
+                        under this call id.";
 
 /// The voice of one session.
 #[derive(Default)]
@@ -102,6 +115,47 @@ impl SessionActor {
                 .await?;
         }
         Ok(())
+    }
+
+    /// A call of the last step waits for a countersignature ([`Job::Awaiting`]). In a voice
+    /// chat whose tools are `NON_BLOCKING`, the model is answered at once on the call's id with
+    /// `{"output": {"status": "awaiting_countersignature", …}}`, `willContinue: true` and
+    /// `scheduling: "WHEN_IDLE"`, so it goes on talking and says the call waits; the final
+    /// response follows on the same id (`willContinue: false`) once people decided. A text
+    /// chat, a blocking model, or a call this socket did not issue (a resumed or replaced
+    /// socket: the id means nothing to it) gets nothing here: the outcome goes the usual way.
+    ///
+    /// [`Job::Awaiting`]: crate::models::providers::gemini_live::Job::Awaiting
+    pub(super) async fn on_awaiting(&mut self, call: &ToolCall) {
+        if self.shared.behavior != ToolBehavior::NonBlocking || self.voice.mode.is_none() {
+            return;
+        }
+        let Some(id) = google_id(&call.provider_data) else {
+            return;
+        };
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        if !conn.issued.contains_key(&id) || self.cancelled.contains(&id) {
+            return;
+        }
+        if !conn.awaiting.insert(id.clone()) {
+            return;
+        }
+        let response = LiveFunctionResponse {
+            id,
+            name: call.name.clone(),
+            response: json!({"output": {
+                "status": "awaiting_countersignature",
+                "message": AWAITING,
+            }}),
+            scheduling: Some("WHEN_IDLE"),
+            will_continue: Some(true),
+        };
+        if let Err(reason) = send(conn, &tool_response(vec![response])).await {
+            tracing::debug!(session = %self.session_id, %reason, "the Gemini Live socket broke");
+            self.conn = None;
+        }
     }
 
     /// Sends what the server session lacks of `history`, as context (no answer asked for).
@@ -192,8 +246,46 @@ impl SessionActor {
             return None;
         }
         let start = self.synced.len().min(step.history.len());
-        self.synced
-            .extend(step.history[start..].iter().cloned().map(Synced::Item));
+        let tail = &step.history[start..];
+        // Calls of the turn the speech ended (a card superseded) still get their one final
+        // response, silently: the model is answering the speech already. (A blocking model's
+        // call is cancelled by the speech itself, §1 of voice.md.)
+        let ids = live_ids(&step.history);
+        let non_blocking = self.shared.behavior == ToolBehavior::NonBlocking;
+        let responses: Vec<LiveFunctionResponse> = tail
+            .iter()
+            .filter(|_| non_blocking)
+            .filter_map(|item| match item {
+                HistoryItem::ToolResults { results } => Some(results),
+                _ => None,
+            })
+            .flatten()
+            .filter_map(|result| {
+                let id = ids.get(result.call_id.as_str())?.clone();
+                if self.cancelled.remove(&id) {
+                    conn.issued.remove(&id);
+                    conn.awaiting.remove(&id);
+                    return None;
+                }
+                conn.issued.remove(&id)?;
+                let will_continue = conn.awaiting.remove(&id).then_some(false);
+                Some(LiveFunctionResponse {
+                    id,
+                    name: result.name.clone(),
+                    response: gemini::as_object(result.model_view(), "result"),
+                    scheduling: Some("SILENT"),
+                    will_continue,
+                })
+            })
+            .collect();
+        if !responses.is_empty()
+            && let Err(reason) = send(conn, &tool_response(responses)).await
+        {
+            tracing::debug!(session = %self.session_id, %reason, "the socket broke");
+            self.conn = None;
+            return Some(false);
+        }
+        self.synced.extend(tail.iter().cloned().map(Synced::Item));
         step.input_sent = true;
         step.last_heard = Instant::now();
         for message in held {

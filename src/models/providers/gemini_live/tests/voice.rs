@@ -2,6 +2,8 @@
 //! `realtimeInput` and native-audio answers with real PCM (a deterministic tone, never
 //! silence), and the spoken turn goes through the same turn path as a typed one.
 
+mod approvals;
+
 use base64::Engine as _;
 
 use super::*;

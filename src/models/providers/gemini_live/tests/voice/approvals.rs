@@ -1,0 +1,377 @@
+//! A gated call asked for by voice (ADR 0035): the model is told at once that the call waits
+//! for a countersignature (`willContinue: true`), and answered on the same id once people
+//! decided; a spoken "yes" decides nothing; a call the model cancels can never run; a socket
+//! that goes away while the call waits leaves the approval on the server.
+
+use super::*;
+use crate::agent::{
+    ApprovalDecision, InputError, PersonInput, UserTurn,
+    store::{AuditKind, AuditQuery},
+};
+
+/// The pay call's Live id, as the fake issues it.
+const CALL: &str = "fc-pay";
+
+/// A voice chat "c" whose spoken payment waits for approval: (the socket, a reader of the
+/// turn's log past the approval request, the approval id).
+async fn spoken_payment(
+    runtime: &Arc<Runtime>,
+    server: &mut FakeLive,
+) -> (FakeConn, LogReader, String) {
+    let (mut conn, _) = open_voice(runtime, server, VoiceMode::PushToTalk).await;
+    assert_eq!(
+        conn.recv().await,
+        json!({"realtimeInput": {"activityStart": {}}})
+    );
+    speak(runtime, &mut conn).await;
+    conn.send(json!({"serverContent": {"inputTranscription": {"text": "Pay Hanako 50 dollars"}}}))
+        .await;
+    conn.send(
+        json!({"toolCall": {"functionCalls": [{"id": CALL, "name": "process_payment",
+        "args": {"amount": 50, "recipient": "Hanako", "currency": "USD"}}]}}),
+    )
+    .await;
+    conn.say("I'll send that payment.").await;
+    conn.turn_complete().await;
+    let mut reader = spoken_turn_log(runtime, "c").await;
+    let approval_id = loop {
+        match within("approval request", reader.next()).await {
+            Some(TurnEntry::Chunk(Chunk::ToolApprovalRequest(r))) => break r.approval_id,
+            Some(TurnEntry::End) | None => panic!("the spoken payment did not ask"),
+            Some(_) => {}
+        }
+    };
+    (conn, reader, approval_id)
+}
+
+/// The person holds the button, says something, lets go (the fake reads the three messages).
+async fn speak(runtime: &Arc<Runtime>, conn: &mut FakeConn) {
+    let pcm = tone(16_000, 200);
+    runtime
+        .voice("c", LOCAL, VoiceInput::Audio(Arc::from(pcm.as_slice())))
+        .await
+        .expect("audio");
+    assert!(conn.recv().await["realtimeInput"]["audio"].is_object());
+    runtime
+        .voice("c", LOCAL, VoiceInput::End)
+        .await
+        .expect("end");
+    assert_eq!(
+        conn.recv().await,
+        json!({"realtimeInput": {"activityEnd": {}}})
+    );
+}
+
+/// The one function response of a `toolResponse` message.
+fn only_response(message: &Value) -> &Value {
+    let responses = message["toolResponse"]["functionResponses"]
+        .as_array()
+        .unwrap_or_else(|| panic!("expected a toolResponse: {message}"));
+    assert_eq!(responses.len(), 1, "{message}");
+    &responses[0]
+}
+
+/// The model is told at once that the call waits (so it goes on talking), and the same call
+/// id carries the outcome once the person approved.
+async fn told_it_waits(conn: &mut FakeConn) {
+    let awaiting = conn.recv().await;
+    let response = only_response(&awaiting);
+    assert_eq!(response["id"], CALL, "{awaiting}");
+    assert_eq!(response["name"], "process_payment");
+    assert_eq!(
+        response["response"]["output"]["status"],
+        "awaiting_countersignature"
+    );
+    assert_eq!(response["willContinue"], true);
+    assert_eq!(response["scheduling"], "WHEN_IDLE");
+}
+
+async fn approve(runtime: &Arc<Runtime>, approval_id: &str) -> Result<(), InputError> {
+    within(
+        "submit",
+        runtime.submit(
+            "c",
+            &[PersonInput::Approval {
+                approval_id: approval_id.to_owned(),
+                decision: ApprovalDecision::Approve,
+                step_up: None,
+            }],
+        ),
+    )
+    .await
+    .map(|_| ())
+}
+
+async fn balance(runtime: &Arc<Runtime>) -> i64 {
+    runtime
+        .session("c")
+        .await
+        .unwrap()
+        .snapshot()
+        .wallet
+        .balance_cents
+}
+
+/// The text of the turn's log from `reader` to its end.
+async fn text_to_end(reader: &mut LogReader) -> String {
+    let mut text = String::new();
+    loop {
+        match within("the turn's log", reader.next()).await {
+            Some(TurnEntry::Chunk(Chunk::TextDelta(d))) => text.push_str(&d.delta),
+            Some(TurnEntry::End) | None => return text,
+            Some(_) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_spoken_payment_is_told_it_waits_and_answered_on_the_same_id_after_approval() {
+    let mut server = FakeLive::start().await;
+    let runtime = runtime(&server);
+    let (mut conn, mut reader, approval_id) = spoken_payment(&runtime, &mut server).await;
+    told_it_waits(&mut conn).await;
+    // The model says so while the card waits (it belongs to no step: not the turn's answer).
+    conn.say("It is on your screen, waiting for your approval.")
+        .await;
+    conn.turn_complete().await;
+    conn.silent_for(100).await;
+    assert_eq!(balance(&runtime).await, 100_000, "nothing ran yet");
+
+    approve(&runtime, &approval_id).await.expect("approved");
+    let outcome = conn.recv().await;
+    let response = only_response(&outcome);
+    assert_eq!(response["id"], CALL, "the same call id: {outcome}");
+    assert_eq!(response["response"]["wallet_balance"], 950, "{outcome}");
+    assert_eq!(response["willContinue"], false, "the last response");
+    assert_eq!(
+        response["scheduling"], "WHEN_IDLE",
+        "the model says what happened"
+    );
+    conn.say("Paid 50 dollars to Hanako.").await;
+    conn.turn_complete().await;
+    let text = text_to_end(&mut reader).await;
+    assert!(text.ends_with("Paid 50 dollars to Hanako."), "{text}");
+    assert!(!text.contains("on your screen"), "{text}");
+    assert_eq!(balance(&runtime).await, 95_000);
+    server.no_new_conn(100).await;
+}
+
+#[tokio::test]
+async fn a_denied_spoken_payment_is_answered_on_the_same_id_with_the_denial() {
+    let mut server = FakeLive::start().await;
+    let runtime = runtime(&server);
+    let (mut conn, mut reader, approval_id) = spoken_payment(&runtime, &mut server).await;
+    told_it_waits(&mut conn).await;
+    within(
+        "submit",
+        runtime.submit(
+            "c",
+            &[PersonInput::Approval {
+                approval_id,
+                decision: ApprovalDecision::Deny {
+                    reason: Some("not today".into()),
+                },
+                step_up: None,
+            }],
+        ),
+    )
+    .await
+    .expect("denied");
+    let outcome = conn.recv().await;
+    let response = only_response(&outcome);
+    assert_eq!(response["id"], CALL);
+    assert_eq!(response["response"]["denied"], true, "{outcome}");
+    assert_eq!(response["response"]["reason"], "not today", "{outcome}");
+    assert_eq!(response["willContinue"], false);
+    assert_eq!(response["scheduling"], "WHEN_IDLE");
+    conn.say("All right, I did not pay.").await;
+    conn.turn_complete().await;
+    assert!(text_to_end(&mut reader).await.ends_with("I did not pay."));
+    assert_eq!(balance(&runtime).await, 100_000);
+}
+
+/// A typed BIDI chat is not a voice chat: its calls are answered once, after the decision.
+#[tokio::test]
+async fn a_typed_payment_on_the_same_model_is_not_told_it_waits() {
+    let mut server = FakeLive::start().await;
+    let runtime = runtime(&server);
+    let started = runtime
+        .start_turn(
+            "c",
+            UserTurn {
+                text: "Pay Hanako 50 dollars".into(),
+                transport: crate::agent::Transport::Bidi,
+                ..Default::default()
+            },
+            None,
+        )
+        .await
+        .expect("typed turn");
+    let mut conn = server.next_conn().await;
+    conn.setup().await;
+    assert_eq!(conn.recv().await, user_turn("Pay Hanako 50 dollars"));
+    conn.send(
+        json!({"toolCall": {"functionCalls": [{"id": CALL, "name": "process_payment",
+        "args": {"amount": 50, "recipient": "Hanako", "currency": "USD"}}]}}),
+    )
+    .await;
+    conn.turn_complete().await;
+    let mut reader = started.log.subscribe(0);
+    loop {
+        match within("approval request", reader.next()).await {
+            Some(TurnEntry::Chunk(Chunk::ToolApprovalRequest(_))) => break,
+            Some(TurnEntry::End) | None => panic!("the payment did not ask"),
+            Some(_) => {}
+        }
+    }
+    conn.silent_for(200).await;
+}
+
+/// "Yes, approve it" said while the card waits: it is the person's words, not a decision.
+/// Nothing runs; the words are kept as what they said; the card (superseded by the new
+/// utterance, as a typed message would) can no longer be approved by anyone; the model gets
+/// the call's last response on its id.
+#[tokio::test]
+async fn a_spoken_yes_approves_nothing() {
+    let mut server = FakeLive::start().await;
+    let runtime = runtime(&server);
+    let (mut conn, _, approval_id) = spoken_payment(&runtime, &mut server).await;
+    told_it_waits(&mut conn).await;
+    runtime
+        .voice(
+            "c",
+            LOCAL,
+            VoiceInput::Start {
+                mode: VoiceMode::PushToTalk,
+            },
+        )
+        .await
+        .expect("start");
+    assert_eq!(
+        conn.recv().await,
+        json!({"realtimeInput": {"activityStart": {}}})
+    );
+    speak(&runtime, &mut conn).await;
+    conn.send(json!({"serverContent": {"inputTranscription": {"text": "yes, approve it"}}}))
+        .await;
+    // A model that takes the words as a yes (the hazard): it says it paid.
+    conn.say("Done, I paid Hanako.").await;
+    // The superseded call's last response reaches the model, silently, on its id.
+    let ended = conn.recv().await;
+    let response = only_response(&ended);
+    assert_eq!(response["id"], CALL, "{ended}");
+    assert_eq!(response["response"]["superseded"], true, "{ended}");
+    assert_eq!(response["willContinue"], false);
+    assert_eq!(response["scheduling"], "SILENT");
+    conn.turn_complete().await;
+
+    assert_eq!(balance(&runtime).await, 100_000, "nothing was paid");
+    assert_eq!(
+        approve(&runtime, &approval_id).await,
+        Err(InputError::ApprovalSuperseded {
+            approval_id: approval_id.clone()
+        }),
+        "the card cannot be approved after it ended"
+    );
+    assert_eq!(balance(&runtime).await, 100_000);
+    let record = runtime.session("c").await.unwrap().snapshot();
+    assert!(
+        record
+            .history
+            .contains(&HistoryItem::user("yes, approve it")),
+        "what was said is kept as the person's words"
+    );
+    let audit = runtime.store.audit(&AuditQuery::default()).await.unwrap();
+    let kinds: Vec<AuditKind> = audit
+        .iter()
+        .filter(|r| r.event.approval_id.as_deref() == Some(approval_id.as_str()))
+        .map(|r| r.event.kind)
+        .collect();
+    assert!(kinds.contains(&AuditKind::Superseded), "{kinds:?}");
+    assert!(
+        !kinds
+            .iter()
+            .any(|k| matches!(k, AuditKind::Approved | AuditKind::Executed)),
+        "{kinds:?}"
+    );
+}
+
+/// `toolCallCancellation` of the waiting call: the card says the model withdrew it, a late
+/// approval is refused, nothing runs, and no response goes to the dead id.
+#[tokio::test]
+async fn a_call_the_model_cancels_while_it_waits_can_never_run() {
+    let mut server = FakeLive::start().await;
+    let runtime = runtime(&server);
+    let (mut conn, mut reader, approval_id) = spoken_payment(&runtime, &mut server).await;
+    told_it_waits(&mut conn).await;
+    conn.send(json!({"toolCallCancellation": {"ids": [CALL]}}))
+        .await;
+    let error = loop {
+        match within("the withdrawal", reader.next()).await {
+            Some(TurnEntry::Chunk(Chunk::ToolOutputError(e))) => break e.error_text,
+            Some(TurnEntry::End) | None => panic!("the card did not say it ended"),
+            Some(_) => {}
+        }
+    };
+    assert!(
+        error.starts_with(crate::protocol::chunk::WITHDRAWN_PREFIX),
+        "{error}"
+    );
+    assert_eq!(
+        approve(&runtime, &approval_id).await,
+        Err(InputError::ApprovalWithdrawn {
+            approval_id: approval_id.clone()
+        })
+    );
+    // The model hears what became of it as text, never as a response to the cancelled id.
+    let next = conn.recv().await;
+    assert!(next.get("toolResponse").is_none(), "{next}");
+    assert!(next.to_string().contains("withdrew"), "{next}");
+    conn.say("Cancelled.").await;
+    conn.turn_complete().await;
+    text_to_end(&mut reader).await;
+    assert_eq!(balance(&runtime).await, 100_000, "nothing was paid");
+    assert_eq!(
+        approve(&runtime, &approval_id).await,
+        Err(InputError::ApprovalWithdrawn { approval_id })
+    );
+}
+
+/// `goAway` while the call waits: the socket is gone, the approval is not (it lives on the
+/// server); after the decision the outcome reaches the new socket as text (its ids mean
+/// nothing there), and nothing is sent for the dead id.
+#[tokio::test]
+async fn a_socket_that_goes_away_while_the_call_waits_leaves_the_approval() {
+    let mut server = FakeLive::start().await;
+    let runtime = runtime(&server);
+    let (mut conn, mut reader, approval_id) = spoken_payment(&runtime, &mut server).await;
+    told_it_waits(&mut conn).await;
+    // Not resumable while a call is out (§1 of voice.md): no handle to resume with.
+    conn.send(json!({"sessionResumptionUpdate": {"resumable": false}}))
+        .await;
+    conn.send(json!({"goAway": {"timeLeft": "1s"}})).await;
+    conn.close(1000, "").await;
+
+    approve(&runtime, &approval_id).await.expect("approved");
+    let mut next = server.next_conn().await;
+    let setup = next.setup().await;
+    assert!(
+        setup["sessionResumption"].get("handle").is_none(),
+        "a fresh session, seeded: {setup}"
+    );
+    let mut outcome = None;
+    for _ in 0..3 {
+        let message = next.recv().await;
+        assert!(message.get("toolResponse").is_none(), "{message}");
+        if message.to_string().contains("have finished") {
+            outcome = Some(message);
+            break;
+        }
+    }
+    let outcome = outcome.expect("the outcome as text");
+    assert!(outcome.to_string().contains("950"), "{outcome}");
+    next.say("Paid.").await;
+    next.turn_complete().await;
+    assert!(text_to_end(&mut reader).await.ends_with("Paid."));
+    assert_eq!(balance(&runtime).await, 95_000, "it ran once");
+}
