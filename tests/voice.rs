@@ -7,7 +7,6 @@
 #![cfg(feature = "ssr")]
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use base64::Engine as _;
 use countersign::agent::{
@@ -18,11 +17,11 @@ use countersign::protocol::FinishReason;
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async, tungstenite::Message};
+use tokio_tungstenite::{connect_async, tungstenite::Message};
 
 mod common;
 
-type Socket = WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
+use common::socket::{Frame, Socket, next};
 
 /// `ms` of a 440 Hz tone at `rate`, PCM16LE mono (never silence).
 fn tone(rate: u32, ms: u32) -> Vec<u8> {
@@ -146,46 +145,6 @@ async fn send_binary(socket: &mut Socket, bytes: &[u8]) {
         .unwrap();
 }
 
-/// What the server sent.
-#[derive(Debug)]
-enum Frame {
-    Chunk(Value),
-    Binary(Vec<u8>),
-    Done,
-    Closed(Option<u16>, String),
-}
-
-async fn next(socket: &mut Socket) -> Frame {
-    loop {
-        let message = tokio::time::timeout(Duration::from_secs(10), socket.next())
-            .await
-            .expect("a frame within 10 s");
-        match message {
-            None => return Frame::Closed(None, String::new()),
-            Some(Err(e)) => return Frame::Closed(None, e.to_string()),
-            Some(Ok(Message::Text(text))) => {
-                let data = text
-                    .as_str()
-                    .strip_prefix("data: ")
-                    .unwrap_or(text.as_str());
-                let data = data.trim_end();
-                if data == "[DONE]" {
-                    return Frame::Done;
-                }
-                return Frame::Chunk(serde_json::from_str(data).unwrap());
-            }
-            Some(Ok(Message::Binary(bytes))) => return Frame::Binary(bytes.to_vec()),
-            Some(Ok(Message::Close(frame))) => {
-                return Frame::Closed(
-                    frame.as_ref().map(|f| u16::from(f.code)),
-                    frame.map(|f| f.reason.to_string()).unwrap_or_default(),
-                );
-            }
-            Some(Ok(_)) => continue,
-        }
-    }
-}
-
 /// A turn read to its `[DONE]`: its chunks, and the binary frames' bytes.
 async fn read_turn(socket: &mut Socket) -> (Vec<Value>, Vec<u8>) {
     let (mut chunks, mut binary) = (Vec::new(), Vec::new());
@@ -201,6 +160,7 @@ async fn read_turn(socket: &mut Socket) -> (Vec<Value>, Vec<u8>) {
                 binary.extend(bytes)
             }
             Frame::Done => return (chunks, binary),
+            Frame::Control(control) => panic!("a control frame mid-turn: {control}"),
             Frame::Closed(code, reason) => panic!("closed ({code:?} {reason}) mid-turn"),
         }
     }

@@ -9,15 +9,14 @@ use countersign::server::AppState;
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::{
-    MaybeTlsStream, WebSocketStream, connect_async,
+    connect_async,
     tungstenite::{Message, client::IntoClientRequest, protocol::frame::coding::CloseCode},
 };
-
-type Socket = WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
 
 mod common;
 
 use common::Opts;
+use common::socket::{Frame, Socket, next};
 
 struct Server {
     base: String,
@@ -50,45 +49,6 @@ async fn send(socket: &mut Socket, frame: Value) {
         .send(Message::Text(frame.to_string().into()))
         .await
         .unwrap();
-}
-
-/// One server frame: a chunk, `[DONE]`, a control frame, or the close.
-#[derive(Debug, Clone, PartialEq)]
-enum Frame {
-    Chunk(Value),
-    Done,
-    Control(Value),
-    Closed(Option<u16>, String),
-}
-
-async fn next(socket: &mut Socket) -> Frame {
-    loop {
-        let message = tokio::time::timeout(Duration::from_secs(10), socket.next())
-            .await
-            .expect("a frame within 10 s");
-        match message {
-            None => return Frame::Closed(None, String::new()),
-            Some(Err(e)) => return Frame::Closed(None, e.to_string()),
-            Some(Ok(Message::Text(text))) => {
-                let text = text.as_str();
-                if let Some(data) = text.strip_prefix("data: ") {
-                    let data = data.trim_end();
-                    if data == "[DONE]" {
-                        return Frame::Done;
-                    }
-                    return Frame::Chunk(serde_json::from_str(data).unwrap());
-                }
-                return Frame::Control(serde_json::from_str(text).unwrap());
-            }
-            Some(Ok(Message::Close(frame))) => {
-                return Frame::Closed(
-                    frame.as_ref().map(|f| u16::from(f.code)),
-                    frame.map(|f| f.reason.to_string()).unwrap_or_default(),
-                );
-            }
-            Some(Ok(_)) => continue,
-        }
-    }
 }
 
 /// Chunks until `[DONE]` or until `stop` matches a chunk type (inclusive).
@@ -690,7 +650,7 @@ async fn a_silent_client_is_closed_after_the_idle_timeout() {
                 );
                 break;
             }
-            Frame::Control(_) | Frame::Chunk(_) | Frame::Done => continue,
+            Frame::Control(_) | Frame::Chunk(_) | Frame::Done | Frame::Binary(_) => continue,
         }
     }
 }

@@ -6,6 +6,7 @@
 pub mod binary;
 #[cfg(unix)]
 pub mod people;
+pub mod socket;
 pub mod stream;
 
 use std::{sync::Arc, time::Duration};
