@@ -168,6 +168,14 @@ impl TurnPlan {
     }
 }
 
+/// How the person's message came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Said {
+    Typed,
+    /// Spoken: the message is the model's transcript of the person's speech.
+    Spoken,
+}
+
 /// What a message waits for before its turn can begin.
 enum Admission {
     /// The turn waiting for the person is being ended (its task, if it has one).
@@ -210,10 +218,36 @@ impl Runtime {
     pub async fn start_turn_as(
         self: &Arc<Self>,
         chat_id: &str,
+        user: UserTurn,
+        context: Vec<HistoryItem>,
+        timing: Option<TextTiming>,
+        owner: &str,
+    ) -> Result<TurnStarted, TurnError> {
+        self.admit_turn(chat_id, user, context, timing, owner, Said::Typed)
+            .await
+    }
+
+    /// A turn `speaker` began by speaking: its message is the model's transcript of what they
+    /// said. Exactly a typed turn, except that an approval it supersedes keeps the words in its
+    /// audit entry as what was said (advisory: words never decide, ADR 0035).
+    pub(crate) async fn start_spoken_turn(
+        self: &Arc<Self>,
+        chat_id: &str,
+        user: UserTurn,
+        speaker: &str,
+    ) -> Result<TurnStarted, TurnError> {
+        self.admit_turn(chat_id, user, Vec::new(), None, speaker, Said::Spoken)
+            .await
+    }
+
+    async fn admit_turn(
+        self: &Arc<Self>,
+        chat_id: &str,
         mut user: UserTurn,
         context: Vec<HistoryItem>,
         timing: Option<TextTiming>,
         owner: &str,
+        said: Said,
     ) -> Result<TurnStarted, TurnError> {
         if user.text.trim().is_empty() && user.attachments.is_empty() {
             return Err(TurnError::EmptyMessage);
@@ -256,7 +290,15 @@ impl Runtime {
                         if status != Some(TurnStatus::AwaitingPerson) {
                             return Err(TurnError::Busy);
                         }
-                        *lock(&turn.interrupt_reason) = Some(SUPERSEDED_BY_MESSAGE.into());
+                        let reason = match said {
+                            Said::Typed => SUPERSEDED_BY_MESSAGE.to_owned(),
+                            Said::Spoken => format!(
+                                "{SUPERSEDED_BY_MESSAGE}, spoken: {:?} (what was said; words \
+                                 decide nothing)",
+                                user.text
+                            ),
+                        };
+                        *lock(&turn.interrupt_reason) = Some(reason);
                         turn.cancel.cancel();
                         // A parked turn needs a task to end itself.
                         self.unpark_locked(&session, record, turn);

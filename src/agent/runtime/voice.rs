@@ -139,10 +139,7 @@ async fn on_notice(runtime: &Weak<Runtime>, notice: VoiceNotice) -> bool {
         transport: Transport::Bidi,
         ..UserTurn::default()
     };
-    if let Err(error) = runtime
-        .start_turn_as(&session_id, user, Vec::new(), None, &speaker)
-        .await
-    {
+    if let Err(error) = runtime.start_spoken_turn(&session_id, user, &speaker).await {
         tracing::warn!(session = %session_id, %error, "a spoken turn could not start");
     }
     true

@@ -35,7 +35,8 @@ impl TurnDriver {
             let calls = std::mem::take(&mut step.calls);
             self.with_turn(|t| t.calls = calls);
         }
-        let superseded = reason == super::SUPERSEDED_BY_MESSAGE;
+        // A spoken message's reason goes on with what was said.
+        let superseded = reason.starts_with(super::SUPERSEDED_BY_MESSAGE);
         let open: Vec<(String, String)> = {
             let mut state = self.session.state();
             let record = &mut state.record;

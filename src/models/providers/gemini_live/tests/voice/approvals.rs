@@ -288,6 +288,15 @@ async fn a_spoken_yes_approves_nothing() {
         .map(|r| r.event.kind)
         .collect();
     assert!(kinds.contains(&AuditKind::Superseded), "{kinds:?}");
+    let superseded = audit
+        .iter()
+        .find(|r| r.event.kind == AuditKind::Superseded)
+        .and_then(|r| r.event.reason.clone())
+        .unwrap_or_default();
+    assert!(
+        superseded.contains("spoken: \"yes, approve it\""),
+        "the audit keeps what was said: {superseded}"
+    );
     assert!(
         !kinds
             .iter()
