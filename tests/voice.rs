@@ -393,6 +393,26 @@ fn clip(name: &str) -> Vec<u8> {
     wav[44..].to_vec()
 }
 
+/// A spoken turn read until it pauses at its card (on `/api/live` a pause ends the step, not
+/// the stream): its chunks, and how many bytes of speech came as binary frames.
+async fn until_card(socket: &mut Socket) -> (Vec<Value>, usize) {
+    let (mut chunks, mut speech) = (Vec::new(), 0);
+    loop {
+        match next(socket).await {
+            Frame::Chunk(chunk) => {
+                let paused = chunk["type"] == "finish-step"
+                    && !of_type(&chunks, "tool-approval-request").is_empty();
+                chunks.push(chunk);
+                if paused {
+                    return (chunks, speech);
+                }
+            }
+            Frame::Binary(bytes) => speech += bytes.len(),
+            other => panic!("{other:?} before the card: {chunks:?}"),
+        }
+    }
+}
+
 /// The offline demo model end to end over `/api/live`, as the page drives it: the words of
 /// `pay.wav` are the person's message, and the payment waits for a countersignature while the
 /// agent's speech comes as binary frames before the card.
@@ -401,22 +421,7 @@ async fn the_demo_hears_a_spoken_payment_and_asks_for_its_countersignature() {
     let server = serve(None, &[]).await;
     let mut socket = connect(&server, "/api/live?audio=binary").await;
     speak_binary(&mut socket, "spoken", &clip("pay.wav")).await;
-    // The turn pauses at the card: on `/api/live` a pause ends the step, not the stream.
-    let (mut chunks, mut speech) = (Vec::new(), 0);
-    loop {
-        match next(&mut socket).await {
-            Frame::Chunk(chunk) => {
-                let paused = chunk["type"] == "finish-step"
-                    && !of_type(&chunks, "tool-approval-request").is_empty();
-                chunks.push(chunk);
-                if paused {
-                    break;
-                }
-            }
-            Frame::Binary(bytes) => speech += bytes.len(),
-            other => panic!("{other:?} before the card: {chunks:?}"),
-        }
-    }
+    let (chunks, speech) = until_card(&mut socket).await;
     assert!(of_type(&chunks, "error").is_empty(), "{chunks:?}");
     let request = of_type(&chunks, "tool-approval-request");
     assert_eq!(request.len(), 1, "{chunks:?}");
@@ -439,4 +444,89 @@ async fn the_demo_hears_a_spoken_payment_and_asks_for_its_countersignature() {
         "Pay forty euros to Alice"
     );
     assert_eq!(page["pending"].as_array().map(Vec::len), Some(1), "{page}");
+}
+
+/// "Yes, approve it" said (`yes.wav`) while a spoken payment's card waits, over `/api/live`: the
+/// words are the person's message and decide nothing. The payment never runs, the card can no
+/// longer be approved by the click that would have been needed (a new utterance ends it as a
+/// typed message does), and the audit keeps what was said as words, not as a decision.
+#[tokio::test]
+async fn a_spoken_yes_over_the_socket_approves_nothing() {
+    let server = serve(None, &[]).await;
+    let mut socket = connect(&server, "/api/live?audio=binary").await;
+    speak_binary(&mut socket, "yes", &clip("pay.wav")).await;
+    let (chunks, _) = until_card(&mut socket).await;
+    let approval = of_type(&chunks, "tool-approval-request")[0]["approvalId"]
+        .as_str()
+        .expect("an approval id")
+        .to_owned();
+
+    speak_binary(&mut socket, "yes", &clip("yes.wav")).await;
+    // The waiting turn ends (its card superseded), then the spoken turn answers.
+    let mut seen = Vec::new();
+    let mut ends = 0;
+    while ends < 2 {
+        match next(&mut socket).await {
+            Frame::Chunk(chunk) => seen.push(chunk),
+            Frame::Done => ends += 1,
+            Frame::Binary(_) => {}
+            other => panic!("{other:?}: {seen:?}"),
+        }
+    }
+    assert!(
+        of_type(&seen, "tool-output-available").is_empty(),
+        "nothing ran: {seen:?}"
+    );
+    let ended = of_type(&seen, "tool-output-error");
+    assert_eq!(ended.len(), 1, "{seen:?}");
+    assert!(
+        ended[0]["errorText"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Superseded")),
+        "{seen:?}"
+    );
+
+    let page: Value = reqwest::get(format!("http://{}/api/chats/yes", server.addr))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let said = page["messages"][2]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_lowercase();
+    assert_eq!(page["messages"][2]["role"], "user", "{page}");
+    assert!(
+        said.starts_with("yes"),
+        "what was said is their message: {page}"
+    );
+    assert_eq!(page["pending"].as_array().map(Vec::len), Some(0), "{page}");
+
+    let audit: Vec<Value> = reqwest::get(format!("http://{}/api/audit?session=yes", server.addr))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let of_card: Vec<&Value> = audit
+        .iter()
+        .filter(|r| r["approval_id"] == approval.as_str())
+        .collect();
+    let kinds: Vec<&str> = of_card.iter().filter_map(|r| r["kind"].as_str()).collect();
+    assert!(kinds.contains(&"superseded"), "{kinds:?}");
+    assert!(
+        !kinds.iter().any(|k| ["approved", "executed"].contains(k)),
+        "{kinds:?}"
+    );
+    let reason = of_card
+        .iter()
+        .find(|r| r["kind"] == "superseded")
+        .and_then(|r| r["reason"].as_str())
+        .unwrap_or_default()
+        .to_lowercase();
+    assert!(
+        reason.contains("spoken: \"yes"),
+        "the audit keeps the words as said: {reason}"
+    );
 }
