@@ -17,7 +17,7 @@ import {
   type WebSocketRoute,
 } from "@playwright/test";
 import { test, expect, waitForHydration } from "./fixtures";
-import { pendingApproval, setMode, toolCards, userMessages } from "./chat";
+import { pendingApproval, send, setMode, toolCards, userMessages } from "./chat";
 
 /** The committed clips (16 kHz mono PCM16 WAV, tests/fixtures/voice/README.md). */
 const CLIPS = process.env.COUNTERSIGN_E2E_VOICE_DIR ?? path.resolve(__dirname, "../../tests/fixtures/voice");
@@ -422,10 +422,7 @@ test.describe("voice: a spoken payment", () => {
   );
   test.setTimeout(120_000);
 
-  test("a spoken payment shows the card; a spoken yes does not run it, the click does; the answer is heard and kept; reload keeps the card", async ({}, testInfo) => {
-    // Not yet green end to end (stop 43): the demo hears the utterance, but the spoken turn is
-    // refused ("a turn is already running in this chat"), so no transcript reaches the page.
-    test.fixme(true, "the page's spoken turn is refused as overlapping a running turn");
+  test("a spoken payment shows the card and the click runs it, heard and kept; a spoken yes to the next one runs nothing", async ({}, testInfo) => {
     // 1. Say the payment.
     const first = await launch(testInfo, clip("pay"));
     let page = first.page;
@@ -441,23 +438,7 @@ test.describe("voice: a spoken payment", () => {
     await page.reload();
     await waitForHydration(page);
     await expect(page.getByTestId("connection-status")).toHaveText(/Live/);
-    await pendingApproval(card());
-    await first.browser.close();
-    expect(first.problems, "the page reported problems").toEqual([]);
-
-    // 2. Say "yes, approve it": it is the person's message, and the card still waits.
-    const second = await launch(testInfo, clip("yes"));
-    page = second.page;
-    sent = recordSent(page);
-    await openBidi(page, chat);
-    let approval = await pendingApproval(card());
-    const said = await userMessages(page).count();
-    await holdToTalk(page, sent, Math.floor(wavDataBytes(clip("yes")) * 0.9));
-    await expect(userMessages(page)).toHaveCount(said + 1, { timeout: 30_000 });
-    await expect(userMessages(page).last()).toContainText(/yes/i);
-    approval = await pendingApproval(card());
-    await expect(card()).toHaveAttribute("data-state", "approval-requested");
-
+    const approval = await pendingApproval(card());
     // 3. The click runs it; the agent's spoken answer plays and is kept with a player.
     await approval.getByTestId("approve").click();
     await expect(card()).toHaveAttribute("data-state", "output-available", { timeout: 30_000 });
@@ -488,6 +469,25 @@ test.describe("voice: a spoken payment", () => {
     await page.reload();
     await waitForHydration(page);
     await expect(page.getByTestId("spoken-answer").last()).toBeVisible();
+    await first.browser.close();
+    expect(first.problems, "the page reported problems").toEqual([]);
+
+    // 5. The same payment asked for again by typing; "yes, approve it" said while its card waits
+    // is the person's message and approves nothing: the card is superseded by what was said, and
+    // no second payment runs (ADR 0035: a spoken word is never a countersignature).
+    const second = await launch(testInfo, clip("yes"));
+    page = second.page;
+    sent = recordSent(page);
+    await openBidi(page, chat);
+    await send(page, "pay forty euros to alice");
+    await expect(card()).toHaveCount(2, { timeout: 30_000 });
+    await pendingApproval(card().last());
+    const said = await userMessages(page).count();
+    await holdToTalk(page, sent, Math.floor(wavDataBytes(clip("yes")) * 0.9));
+    await expect(userMessages(page)).toHaveCount(said + 1, { timeout: 30_000 });
+    await expect(userMessages(page).last()).toContainText(/yes/i);
+    await expect(card().last()).toHaveAttribute("data-state", "superseded", { timeout: 30_000 });
+    await expect(card().first()).toHaveAttribute("data-state", "output-available");
     await second.browser.close();
     expect(second.problems, "the page reported problems").toEqual([]);
   });
