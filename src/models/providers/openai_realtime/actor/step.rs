@@ -9,7 +9,7 @@ use crate::agent::history::ToolCall;
 use crate::agent::model::{ModelError, ModelEvent, Usage};
 use crate::agent::voice::{VoiceInput, VoiceMode};
 use crate::models::providers::openai_realtime::wire::{
-    self, Ending, ServerEvent, SessionSpec, arguments, decode_audio, provider_data,
+    self, Ending, ResponseBody, ServerEvent, SessionSpec, arguments, decode_audio, provider_data,
 };
 use crate::models::providers::openai_realtime::{EventSender, Job, StepJob};
 use crate::protocol::FinishReason;
@@ -245,30 +245,7 @@ impl SessionActor {
                 step.calls.push((call_id, call));
             }
             ServerEvent::ResponseDone { response } => {
-                let usage = response.usage.map(Usage::from).unwrap_or_default();
-                match response.ending() {
-                    Ending::Finished(reason) => {
-                        let reason = if step.calls.is_empty() {
-                            reason
-                        } else {
-                            FinishReason::ToolCalls
-                        };
-                        self.hand_over_calls(step);
-                        step.emit(ModelEvent::Finish { reason, usage });
-                    }
-                    Ending::Cancelled => {
-                        // The calls go with their response: the runner never sees them.
-                        step.calls.clear();
-                        self.interrupt(step);
-                        self.synced.push(Synced::Own { calls: Vec::new() });
-                        step.emit(ModelEvent::Finish {
-                            reason: FinishReason::Other,
-                            usage,
-                        });
-                    }
-                    Ending::Failed(error) => return Some(StepEnd::Failed(error)),
-                }
-                return Some(StepEnd::Done);
+                return Some(self.on_response_done(step, response));
             }
             ServerEvent::Committed => self.voice.note_speech(),
             ServerEvent::TranscriptionCompleted { .. } | ServerEvent::TranscriptionFailed => {
@@ -279,6 +256,35 @@ impl SessionActor {
             | ServerEvent::Other => {}
         }
         None
+    }
+
+    /// The step's response ended: its calls and `Finish`, or nothing of its calls if it was
+    /// cancelled (barge-in), or its error.
+    fn on_response_done(&mut self, step: &mut Step, response: ResponseBody) -> StepEnd {
+        let usage = response.usage.map(Usage::from).unwrap_or_default();
+        match response.ending() {
+            Ending::Finished(reason) => {
+                let reason = if step.calls.is_empty() {
+                    reason
+                } else {
+                    FinishReason::ToolCalls
+                };
+                self.hand_over_calls(step);
+                step.emit(ModelEvent::Finish { reason, usage });
+            }
+            Ending::Cancelled => {
+                // The calls go with their response: the runner never sees them.
+                step.calls.clear();
+                self.interrupt(step);
+                self.synced.push(Synced::Own { calls: Vec::new() });
+                step.emit(ModelEvent::Finish {
+                    reason: FinishReason::Other,
+                    usage,
+                });
+            }
+            Ending::Failed(error) => return StepEnd::Failed(error),
+        }
+        StepEnd::Done
     }
 
     /// Emits the step's calls and records what the model did.
