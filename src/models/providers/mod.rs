@@ -22,6 +22,7 @@
 //! |---|---|---|
 //! | Gemini | `{"google": {"thoughtSignature"?, "id"?}}` | `{"google": {"thoughtSignature"}}` |
 //! | Gemini Live | `{"google": {"id"}}` (the Live call id) | — |
+//! | OpenAI Realtime | `{"openai_realtime": {"id"}}` (the Realtime `call_id`) | — |
 //! | OpenAI-compatible | `{"openai": {"id"?, "extra_content"?}}` | — |
 //!
 //! History is serialisable, so this survives an approval wait and a server restart.
