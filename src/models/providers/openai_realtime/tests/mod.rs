@@ -66,6 +66,11 @@ struct FakeRealtime {
 
 impl FakeRealtime {
     async fn start() -> Self {
+        Self::start_with(None).await
+    }
+
+    /// `refuse`: the upgrade is refused with this HTTP status and OpenAI's error body.
+    async fn start_with(refuse: Option<u16>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (sender, conns) = mpsc::unbounded_channel();
@@ -83,7 +88,15 @@ impl FakeRealtime {
                         .unwrap_or_default()
                         .to_owned();
                     *record.lock().unwrap() = (request.uri().to_string(), auth);
-                    Ok(response)
+                    match refuse {
+                        None => Ok(response),
+                        Some(status) => Err(Response::builder()
+                            .status(status)
+                            .body(Some(
+                                r#"{"error":{"message":"Incorrect API key provided: sk-xx***xx.","type":"invalid_request_error","code":"invalid_api_key"}}"#.to_owned(),
+                            ))
+                            .unwrap()),
+                    }
                 };
                 let Ok(ws) = accept_hdr_async(tcp, callback).await else {
                     continue;

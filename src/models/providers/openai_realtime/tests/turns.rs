@@ -276,3 +276,21 @@ async fn a_server_error_ends_the_turn_with_its_words() {
         read.errors[0]
     );
 }
+
+#[tokio::test]
+async fn a_refused_key_ends_the_turn_with_the_provider_s_words() {
+    let server = FakeRealtime::start_with(Some(401)).await;
+    let runtime = realtime_runtime(&server, Duration::from_secs(2));
+    let mut reader = typed(&runtime, "k", "Hello").await;
+    let read = read_turn(&mut reader).await;
+    assert_eq!(read.errors.len(), 1, "{read:?}");
+    assert!(
+        read.errors[0].contains("401") && read.errors[0].contains("Incorrect API key provided"),
+        "{}",
+        read.errors[0]
+    );
+    assert!(
+        !read.errors[0].contains("test-key"),
+        "the key is never shown"
+    );
+}
