@@ -6,7 +6,7 @@
 
 use std::{io::Write, path::PathBuf, process::Stdio};
 
-use countersign::models::demo::voice::{ESPEAK_VOICE, pcm};
+use countersign::models::{demo::voice::ESPEAK_VOICE, pcm};
 
 /// File, words, sample rate.
 const CLIPS: &[(&str, &str, u32)] = &[

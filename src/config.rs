@@ -130,9 +130,10 @@ pub struct AgentSettings {
     /// `COUNTERSIGN_DB`: the SQLite file (default [`DEFAULT_DB_PATH`]), `:memory:`, or a
     /// `postgres://` URL.
     pub store: StoreSetting,
-    /// The Gemini Live model BIDI turns use (`GEMINI_API_KEY` + `COUNTERSIGN_LIVE_MODEL` …);
+    /// The live model BIDI turns use: Gemini Live (`GEMINI_API_KEY` + `COUNTERSIGN_LIVE_MODEL`
+    /// …) or OpenAI Realtime (`COUNTERSIGN_LIVE_MODEL=openai:NAME` + `OPENAI_API_KEY`);
     /// `None`: BIDI turns use the same model as SSE turns.
-    pub live: Option<crate::models::providers::GeminiLiveConfig>,
+    pub live: Option<crate::models::providers::LiveConfig>,
     /// `COUNTERSIGN_MCP_CONFIG=<file>`: the MCP servers whose tools the agent may call, under
     /// the same gate (`mcpServers` shape, see `agent::mcp::config`).
     pub mcp: Option<crate::agent::mcp::config::McpConfig>,
@@ -381,7 +382,7 @@ fn agent_settings(env: &impl Fn(&str) -> Option<String>) -> Result<AgentSettings
         None
     } else {
         crate::models::providers::select_live(|k| env(k)).map_err(|e| ConfigError::Invalid {
-            origin: "the Gemini Live settings".to_string(),
+            origin: "the live model settings".to_string(),
             key: "COUNTERSIGN_LIVE_MODEL",
             value: env("COUNTERSIGN_LIVE_MODEL").unwrap_or_default(),
             reason: e.to_string(),

@@ -4,5 +4,6 @@
 //! knows none of them; `state.rs` picks one from the configuration.
 
 pub mod demo;
+pub mod pcm;
 pub mod providers;
 pub mod replay;

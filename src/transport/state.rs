@@ -255,8 +255,7 @@ pub fn build_runtime(
         runtime_settings(agent),
     );
     if let Some(live) = &agent.live {
-        let model = crate::models::providers::GeminiLiveModel::new(live.clone())?;
-        builder = builder.live_model(Arc::new(model));
+        builder = builder.live_model(live.clone().build()?);
     }
     if let Some(dir) = &agent.chunk_log {
         let log = crate::agent::chunk_log::ChunkLog::new(dir.clone())?;

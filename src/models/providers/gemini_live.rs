@@ -154,6 +154,10 @@ mod actor;
 mod history;
 mod wire;
 
+/// What a refused WebSocket handshake means (also OpenAI Realtime's: the same `{error:
+/// {message}}` body and `retry-after`).
+pub(super) use wire::handshake_error;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -502,8 +506,9 @@ impl Model for GeminiLiveModel {
     }
 }
 
-/// `ws(s)://…` as is; `http(s)://…` turned into `ws(s)://…`; anything else is refused.
-fn live_url(value: &str) -> Option<String> {
+/// `ws(s)://…` as is; `http(s)://…` turned into `ws(s)://…`; anything else is refused (also
+/// OpenAI Realtime's URL).
+pub(super) fn live_url(value: &str) -> Option<String> {
     let value = value.trim();
     let lower = value.to_ascii_lowercase();
     let (scheme, rest) = [

@@ -22,6 +22,7 @@
 //! |---|---|---|
 //! | Gemini | `{"google": {"thoughtSignature"?, "id"?}}` | `{"google": {"thoughtSignature"}}` |
 //! | Gemini Live | `{"google": {"id"}}` (the Live call id) | — |
+//! | OpenAI Realtime | `{"openai_realtime": {"id"}}` (the Realtime `call_id`) | — |
 //! | OpenAI-compatible | `{"openai": {"id"?, "extra_content"?}}` | — |
 //!
 //! History is serialisable, so this survives an approval wait and a server restart.
@@ -37,13 +38,16 @@
 //! | `COUNTERSIGN_MODEL=gemini:NAME` / `google:NAME` / `openai:NAME` | that provider; an error when its variables are missing |
 //! | `COUNTERSIGN_INCLUDE_THOUGHTS=0` | Gemini does not ask for thought summaries (default: it does) |
 //!
-//! BIDI mode (`/api/live`) talks to **Gemini Live** whenever a Gemini key is set ([`select_live`]):
+//! BIDI mode (`/api/live`) talks to **Gemini Live** whenever a Gemini key is set, or to **OpenAI
+//! Realtime** when asked for ([`select_live`]):
 //!
 //! | variables | result |
 //! |---|---|
-//! | `COUNTERSIGN_LIVE_MODEL` | the Live model (default [`DEFAULT_LIVE_MODEL`]); `off` makes BIDI turns use the SSE model too; setting it with only an OpenAI-compatible provider is an error |
+//! | `COUNTERSIGN_LIVE_MODEL` | the Live model (default [`DEFAULT_LIVE_MODEL`]); `openai:NAME` (e.g. `openai:gpt-realtime`) is OpenAI Realtime and needs `OPENAI_API_KEY`; `off` makes BIDI turns use the SSE model too; setting a Gemini one with only an OpenAI-compatible provider is an error |
 //! | `GEMINI_LIVE_URL` | the `BidiGenerateContent` WebSocket (default [`DEFAULT_LIVE_URL`]; `ws://` for a local fake) |
-//! | `COUNTERSIGN_LIVE_TOOL_BEHAVIOR` | `auto` (the model table in [`gemini_live`]), `blocking` or `non_blocking` |
+//! | `OPENAI_REALTIME_URL` | the Realtime WebSocket (default [`DEFAULT_REALTIME_URL`]; `?model=NAME` is added; `ws://` for a local fake) |
+//! | `COUNTERSIGN_LIVE_TOOL_BEHAVIOR` | `auto` (the model table in [`gemini_live`]), `blocking` or `non_blocking` (Gemini Live only) |
+//! | `COUNTERSIGN_REALTIME_VAD` | hands-free detection of OpenAI Realtime: `server_vad` (default) or `semantic_vad` |
 //!
 //! Empty values count as unset. Only the prefixes above are provider prefixes, so an Ollama
 //! model name such as `llama3.2:3b` is a model name, and `openai:llama3.2:3b` works too.
@@ -52,6 +56,7 @@ pub mod gemini;
 pub mod gemini_live;
 pub mod http;
 pub mod openai;
+pub mod openai_realtime;
 
 #[cfg(test)]
 mod testing;
@@ -65,6 +70,10 @@ pub use gemini_live::{
 };
 pub use http::{ProviderHttp, RetryPolicy};
 pub use openai::{OpenAiConfig, OpenAiModel};
+pub use openai_realtime::{
+    DEFAULT_REALTIME_MODEL, DEFAULT_REALTIME_URL, HandsFreeDetection, OpenAiRealtimeConfig,
+    OpenAiRealtimeModel, RealtimeTimeouts,
+};
 
 use crate::agent::model::Model;
 
@@ -114,11 +123,34 @@ impl ProviderConfig {
     }
 }
 
+/// The model of BIDI turns, when it is not the SSE model.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LiveConfig {
+    Gemini(GeminiLiveConfig),
+    OpenAiRealtime(OpenAiRealtimeConfig),
+}
+
+impl LiveConfig {
+    /// Builds the model (checks its URL and key).
+    pub fn build(self) -> Result<Arc<dyn Model>, ProviderConfigError> {
+        Ok(match self {
+            LiveConfig::Gemini(config) => Arc::new(GeminiLiveModel::new(config)?),
+            LiveConfig::OpenAiRealtime(config) => Arc::new(OpenAiRealtimeModel::new(config)?),
+        })
+    }
+}
+
 /// Why the environment does not describe a usable model.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProviderConfigError {
     #[error("COUNTERSIGN_MODEL={model:?} asks for {provider}; set {needed}")]
     MissingCredentials {
+        provider: &'static str,
+        model: String,
+        needed: &'static str,
+    },
+    #[error("COUNTERSIGN_LIVE_MODEL={model:?} asks for {provider}; set {needed}")]
+    MissingLiveCredentials {
         provider: &'static str,
         model: String,
         needed: &'static str,
@@ -137,6 +169,8 @@ pub enum ProviderConfigError {
     },
     #[error("GEMINI_LIVE_URL={value:?} is not a wss://, ws://, https:// or http:// URL")]
     InvalidLiveUrl { value: String },
+    #[error("OPENAI_REALTIME_URL={value:?} is not a wss://, ws://, https:// or http:// URL")]
+    InvalidRealtimeUrl { value: String },
     #[error("cannot create the HTTP client for the model provider: {0}")]
     Client(String),
 }
@@ -252,10 +286,10 @@ pub fn select(
     }))
 }
 
-/// The Gemini Live model for BIDI turns, if the environment asks for one (module docs).
+/// The model for BIDI turns, if the environment asks for one (module docs).
 pub fn select_live(
     env: impl Fn(&str) -> Option<String>,
-) -> Result<Option<GeminiLiveConfig>, ProviderConfigError> {
+) -> Result<Option<LiveConfig>, ProviderConfigError> {
     let var = |name: &str| {
         env(name)
             .map(|v| v.trim().to_owned())
@@ -267,6 +301,12 @@ pub fn select_live(
         .is_some_and(|m| m.eq_ignore_ascii_case("off"))
     {
         return Ok(None);
+    }
+    if let Some(name) = live_model
+        .as_deref()
+        .and_then(|m| m.strip_prefix("openai:"))
+    {
+        return select_realtime(&var, name.trim()).map(|c| Some(LiveConfig::OpenAiRealtime(c)));
     }
     let Some(key) = var("GEMINI_API_KEY").or_else(|| var("GOOGLE_API_KEY")) else {
         return match live_model {
@@ -308,7 +348,41 @@ pub fn select_live(
             });
         }
     };
-    Ok(Some(config))
+    Ok(Some(LiveConfig::Gemini(config)))
+}
+
+/// `COUNTERSIGN_LIVE_MODEL=openai:NAME`: OpenAI Realtime, which needs `OPENAI_API_KEY`.
+fn select_realtime(
+    var: &impl Fn(&str) -> Option<String>,
+    name: &str,
+) -> Result<OpenAiRealtimeConfig, ProviderConfigError> {
+    let Some(key) = var("OPENAI_API_KEY") else {
+        return Err(ProviderConfigError::MissingLiveCredentials {
+            provider: "OpenAI Realtime",
+            model: format!("openai:{name}"),
+            needed: "OPENAI_API_KEY",
+        });
+    };
+    let mut config = OpenAiRealtimeConfig::new(ProviderKey::new(key));
+    if !name.is_empty() {
+        config.model = name.to_owned();
+    }
+    if let Some(url) = var("OPENAI_REALTIME_URL") {
+        // Checked when the model is built (OpenAiRealtimeModel::new), at start-up.
+        config.url = url;
+    }
+    config.hands_free = match var("COUNTERSIGN_REALTIME_VAD").as_deref() {
+        None | Some("server_vad") => HandsFreeDetection::ServerVad,
+        Some("semantic_vad") => HandsFreeDetection::SemanticVad,
+        Some(other) => {
+            return Err(ProviderConfigError::InvalidChoice {
+                var: "COUNTERSIGN_REALTIME_VAD",
+                value: other.to_owned(),
+                choices: "server_vad or semantic_vad",
+            });
+        }
+    };
+    Ok(config)
 }
 
 /// [`select`] then [`ProviderConfig::build`]: `Ok(None)` means "use the demo model".
@@ -372,7 +446,12 @@ mod tests {
     #[test]
     fn bidi_turns_use_gemini_live_whenever_a_gemini_key_is_set() {
         let live = |pairs: &[(&str, &str)]| {
-            select_live(env(pairs)).map(|c| c.map(|c| (c.model, c.live_url, c.tool_behavior)))
+            select_live(env(pairs)).map(|c| {
+                c.map(|c| match c {
+                    LiveConfig::Gemini(c) => (c.model, c.live_url, c.tool_behavior),
+                    LiveConfig::OpenAiRealtime(c) => panic!("not Gemini: {c:?}"),
+                })
+            })
         };
         assert_eq!(live(&[]).unwrap(), None, "the demo model: no Live");
         assert_eq!(
@@ -424,6 +503,75 @@ mod tests {
             ]),
             Err(ProviderConfigError::InvalidChoice { .. })
         ));
+    }
+
+    #[test]
+    fn bidi_turns_use_openai_realtime_when_the_live_model_is_openai() {
+        let realtime = |pairs: &[(&str, &str)]| match select_live(env(pairs)) {
+            Ok(Some(LiveConfig::OpenAiRealtime(c))) => Ok((c.model, c.url, c.hands_free)),
+            Ok(other) => panic!("not OpenAI Realtime: {other:?}"),
+            Err(e) => Err(e),
+        };
+        assert_eq!(
+            realtime(&[
+                ("OPENAI_API_KEY", "k"),
+                ("COUNTERSIGN_LIVE_MODEL", "openai:gpt-realtime")
+            ])
+            .unwrap(),
+            (
+                "gpt-realtime".to_owned(),
+                DEFAULT_REALTIME_URL.to_owned(),
+                HandsFreeDetection::ServerVad
+            )
+        );
+        assert_eq!(
+            realtime(&[
+                ("OPENAI_API_KEY", "k"),
+                ("GEMINI_API_KEY", "g"),
+                ("COUNTERSIGN_LIVE_MODEL", "openai:gpt-realtime-mini"),
+                ("OPENAI_REALTIME_URL", "ws://127.0.0.1:9/v1/realtime"),
+                ("COUNTERSIGN_REALTIME_VAD", "semantic_vad"),
+            ])
+            .unwrap(),
+            (
+                "gpt-realtime-mini".to_owned(),
+                "ws://127.0.0.1:9/v1/realtime".to_owned(),
+                HandsFreeDetection::SemanticVad
+            ),
+            "asked for by name, even with a Gemini key"
+        );
+        let missing = realtime(&[
+            ("GEMINI_API_KEY", "g"),
+            ("COUNTERSIGN_LIVE_MODEL", "openai:gpt-realtime"),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            missing.to_string(),
+            "COUNTERSIGN_LIVE_MODEL=\"openai:gpt-realtime\" asks for OpenAI Realtime; set OPENAI_API_KEY"
+        );
+        assert!(matches!(
+            realtime(&[
+                ("OPENAI_API_KEY", "k"),
+                ("COUNTERSIGN_LIVE_MODEL", "openai:"),
+                ("COUNTERSIGN_REALTIME_VAD", "often"),
+            ]),
+            Err(ProviderConfigError::InvalidChoice { .. })
+        ));
+        let bad_url = select_live(env(&[
+            ("OPENAI_API_KEY", "k"),
+            ("COUNTERSIGN_LIVE_MODEL", "openai:gpt-realtime"),
+            ("OPENAI_REALTIME_URL", "ftp://example.com"),
+        ]))
+        .unwrap()
+        .unwrap()
+        .build()
+        .err();
+        assert_eq!(
+            bad_url,
+            Some(ProviderConfigError::InvalidRealtimeUrl {
+                value: "ftp://example.com".into()
+            })
+        );
     }
 
     #[test]

@@ -14,11 +14,9 @@ use std::{
 
 use tokio::{io::AsyncReadExt as _, process::Command};
 
-use super::{
-    pcm::{self, LISTEN_RATE},
-    programs::Listener,
-};
+use super::programs::Listener;
 use crate::models::demo::nlu;
+use crate::models::pcm::{self, LISTEN_RATE};
 
 /// The longest utterance heard: 60 s at 16 kHz (longer speech is cut there).
 pub const MAX_UTTERANCE_BYTES: usize = 60 * 2 * LISTEN_RATE as usize;

@@ -3,7 +3,6 @@
 //! so a machine without them still builds, and the demo then answers in text and says why).
 
 pub mod listen;
-pub mod pcm;
 pub mod programs;
 mod session;
 pub mod speak;

@@ -275,13 +275,13 @@ async fn say(
 mod tests {
     use std::time::Duration;
 
-    use super::super::pcm;
     use crate::agent::{
         history::HistoryItem,
         model::{Model, ModelEvent, ModelRequest},
         voice::{MAX_AUDIO_FRAME_BYTES, VoiceError, VoiceInput, VoiceMode, VoiceNotice},
     };
     use crate::models::demo::DemoModel;
+    use crate::models::pcm;
     use futures::StreamExt as _;
 
     fn clip(name: &str) -> Vec<u8> {

@@ -11,10 +11,8 @@ use tokio::{
     time::Instant,
 };
 
-use super::{
-    ESPEAK_VOICE,
-    pcm::{self, PcmError, Resampler, SPEAK_RATE},
-};
+use super::ESPEAK_VOICE;
+use crate::models::pcm::{self, PcmError, Resampler, SPEAK_RATE};
 
 /// How much one synthesis may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -472,7 +472,7 @@ pub(super) fn close_error(code: u16, reason: &str) -> ModelError {
     }
 }
 
-pub(super) fn handshake_error(error: WsError) -> ModelError {
+pub(in crate::models::providers) fn handshake_error(error: WsError) -> ModelError {
     match error {
         WsError::Http(response) => {
             let status = response.status().as_u16();

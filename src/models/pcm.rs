@@ -1,7 +1,8 @@
-//! PCM16 mono audio for the demo model's voice: WAV headers (hound) and sample-rate conversion
-//! (rubato's FFT resampler) between espeak-ng's 22.05 kHz, the recogniser's 16 kHz and the
-//! wire's 24 kHz. Streaming: a [`Resampler`] takes samples as they arrive and holds at most one
-//! chunk of them, so a long answer never sits in memory whole.
+//! PCM16 mono audio for the models' voices, the one home of sample-rate conversion: WAV headers
+//! (hound) and rubato's FFT resampler between espeak-ng's 22.05 kHz (the demo model), the
+//! microphone's 16 kHz (the browser, the demo's recogniser) and the 24 kHz OpenAI Realtime
+//! takes and every voice model speaks. Streaming: a [`Resampler`] takes samples as they arrive
+//! and holds at most one chunk of them, so a long answer never sits in memory whole.
 
 use std::io::Cursor;
 

@@ -1,0 +1,485 @@
+//! The session actor: one task per conversation that owns the Realtime socket, keeps what the
+//! server's conversation has seen, connects, and reads the socket between steps. A step is in
+//! [`step`], the person's speech in [`voice`].
+
+mod step;
+mod voice;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Weak};
+
+use futures::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until, timeout};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use super::wire::{
+    self, ServerEvent, SessionSpec, context_events, described, function_output, realtime_id,
+    session_update,
+};
+use super::{CallNotice, Job, Registry, Shared, Ws, WsError};
+use crate::agent::history::{AssistantPart, HistoryItem, ToolResult};
+use crate::agent::lock;
+use crate::agent::model::ModelError;
+use crate::models::providers::gemini_live::handshake_error;
+use voice::Voice;
+
+/// One entry of what the server's conversation has seen.
+#[derive(Debug, Clone)]
+enum Synced {
+    /// A history item, sent or (once the runner recorded it) produced by the model.
+    Item(HistoryItem),
+    /// The model's output of the last step, until the next request shows how the runner
+    /// recorded it: the Realtime ids of the calls it made.
+    Own { calls: Vec<String> },
+}
+
+/// One WebSocket and what only it knows.
+struct Connection {
+    ws: Ws,
+    serial: u64,
+    /// What the last `session.update` said.
+    spec: SessionSpec,
+    /// Calls this socket issued that have no output yet: Realtime call id → tool name.
+    issued: HashMap<String, String>,
+    /// Responses whose step ended (the tool-call grace) before their `response.done`, with the
+    /// calls the runner was handed: a cancellation withdraws them.
+    open_calls: HashMap<String, Vec<String>>,
+    /// Responses nobody reads (a dropped step, an answer to a turn that did not start).
+    discard: HashSet<String>,
+}
+
+/// A frame read from the socket.
+enum Incoming {
+    Event(ServerEvent),
+    Closed(ModelError),
+    Ignore,
+}
+
+pub(super) struct SessionActor {
+    shared: Arc<Shared>,
+    session_id: String,
+    actor_id: u64,
+    registry: Weak<Registry>,
+    jobs: mpsc::UnboundedReceiver<Job>,
+    /// Jobs that came while a step read the socket (a step waits for the one before it).
+    queued: VecDeque<Job>,
+    conn: Option<Connection>,
+    synced: Vec<Synced>,
+    voice: Voice,
+    in_step: bool,
+    last_active: Instant,
+}
+
+async fn next_frame(conn: &mut Option<Connection>) -> Option<Result<Message, WsError>> {
+    match conn {
+        Some(conn) => conn.ws.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn classify(frame: Option<Result<Message, WsError>>) -> Incoming {
+    let text = match frame {
+        Some(Ok(Message::Text(text))) => text.as_str().to_owned(),
+        Some(Ok(Message::Binary(bytes))) => match String::from_utf8(bytes.to_vec()) {
+            Ok(text) => text,
+            Err(_) => {
+                return Incoming::Closed(ModelError::Protocol(
+                    "OpenAI Realtime sent a binary frame that is not UTF-8".into(),
+                ));
+            }
+        },
+        Some(Ok(Message::Close(frame))) => {
+            let (code, reason) = frame
+                .map(|f| (u16::from(f.code), f.reason.to_string()))
+                .unwrap_or((1005, String::new()));
+            return Incoming::Closed(if matches!(code, 1000 | 1001 | 1005) {
+                ModelError::Transport("OpenAI Realtime closed the connection".into())
+            } else {
+                ModelError::Provider {
+                    status: code,
+                    message: if reason.is_empty() {
+                        format!("OpenAI Realtime closed the connection with code {code}")
+                    } else {
+                        crate::models::providers::http::short_message(&reason)
+                    },
+                }
+            });
+        }
+        Some(Ok(_)) => return Incoming::Ignore,
+        Some(Err(error)) => {
+            return Incoming::Closed(ModelError::Transport(format!(
+                "the OpenAI Realtime connection broke: {error}"
+            )));
+        }
+        None => {
+            return Incoming::Closed(ModelError::Transport(
+                "the OpenAI Realtime connection ended".into(),
+            ));
+        }
+    };
+    match wire::parse(&text) {
+        Ok(event) => Incoming::Event(event),
+        Err(error) => {
+            tracing::warn!(%error, "OpenAI Realtime event skipped");
+            Incoming::Ignore
+        }
+    }
+}
+
+async fn send(conn: &mut Connection, event: &Value) -> Result<(), String> {
+    conn.ws
+        .send(Message::text(event.to_string()))
+        .await
+        .map_err(|e| format!("cannot send to OpenAI Realtime: {e}"))
+}
+
+/// Runner call id → Realtime call id, from the calls in `history`.
+fn realtime_ids(history: &[HistoryItem]) -> HashMap<&str, String> {
+    let mut ids = HashMap::new();
+    for item in history {
+        if let HistoryItem::Assistant { parts } = item {
+            for part in parts {
+                if let AssistantPart::ToolCall { call } = part
+                    && let Some(id) = realtime_id(&call.provider_data)
+                {
+                    ids.insert(call.id.as_str(), id);
+                }
+            }
+        }
+    }
+    ids
+}
+
+/// Splits a tail into context (up to and including the last assistant item or client context)
+/// and trigger (the trailing results and user messages).
+fn split_tail(tail: &[HistoryItem]) -> (&[HistoryItem], &[HistoryItem]) {
+    let at = tail
+        .iter()
+        .rposition(|item| {
+            matches!(
+                item,
+                HistoryItem::Assistant { .. } | HistoryItem::Context { .. }
+            )
+        })
+        .map_or(0, |i| i + 1);
+    tail.split_at(at)
+}
+
+impl SessionActor {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        session_id: String,
+        actor_id: u64,
+        registry: Weak<Registry>,
+        jobs: mpsc::UnboundedReceiver<Job>,
+    ) -> Self {
+        Self {
+            shared,
+            session_id,
+            actor_id,
+            registry,
+            jobs,
+            queued: VecDeque::new(),
+            conn: None,
+            synced: Vec::new(),
+            voice: Voice::default(),
+            in_step: false,
+            last_active: Instant::now(),
+        }
+    }
+
+    pub(super) async fn run(mut self) {
+        loop {
+            let job = match self.queued.pop_front() {
+                Some(job) => job,
+                None => {
+                    let idle_until = self.last_active + self.shared.config.timeouts.idle_close;
+                    tokio::select! {
+                        job = self.jobs.recv() => match job {
+                            Some(job) => job,
+                            None => break,
+                        },
+                        frame = next_frame(&mut self.conn) => {
+                            self.on_idle_frame(frame).await;
+                            continue;
+                        }
+                        _ = sleep_until(idle_until) => {
+                            if self.retire() {
+                                break;
+                            }
+                            continue;
+                        }
+                    }
+                }
+            };
+            match job {
+                Job::Step(job) => self.run_step(job).await,
+                Job::VoiceContext(request) => self.voice.context = Some(request),
+                Job::Voice(input) => self.on_voice(input).await,
+            }
+            self.last_active = Instant::now();
+        }
+        self.close_connection();
+    }
+
+    /// Idle for too long: the socket closes and the actor leaves the registry, unless a job is
+    /// on its way (jobs are sent under the registry's lock, so none can come after this).
+    fn retire(&mut self) -> bool {
+        self.last_active = Instant::now();
+        let Some(registry) = self.registry.upgrade() else {
+            return true;
+        };
+        let mut sessions = lock(&registry);
+        if !self.jobs.is_empty() {
+            return false;
+        }
+        if sessions
+            .get(&self.session_id)
+            .is_some_and(|(id, _)| *id == self.actor_id)
+        {
+            sessions.remove(&self.session_id);
+        }
+        tracing::debug!(session = %self.session_id, "OpenAI Realtime session idle: closed");
+        true
+    }
+
+    fn close_connection(&mut self) {
+        if let Some(mut conn) = self.conn.take() {
+            tokio::spawn(async move {
+                let _ = conn.ws.close(None).await;
+            });
+        }
+    }
+
+    /// Forgets the socket and what it saw (the next step seeds a new one).
+    fn reset(&mut self, why: &str) {
+        tracing::info!(session = %self.session_id, why, "OpenAI Realtime session reset");
+        self.close_connection();
+        self.synced.clear();
+    }
+
+    async fn on_idle_frame(&mut self, frame: Option<Result<Message, WsError>>) {
+        match classify(frame) {
+            Incoming::Event(event) => self.on_idle_event(event).await,
+            Incoming::Closed(error) => {
+                tracing::info!(session = %self.session_id, %error, "OpenAI Realtime socket ended");
+                self.conn = None;
+                self.synced.clear();
+            }
+            Incoming::Ignore => {}
+        }
+    }
+
+    /// A server event no step reads: the person's speech and its answer, late cancellations,
+    /// the tail of responses nobody reads.
+    async fn on_idle_event(&mut self, event: ServerEvent) {
+        if let ServerEvent::Error { error } = &event {
+            tracing::warn!(session = %self.session_id, code = ?error.code, message = %error.message, "OpenAI Realtime error between steps");
+            return;
+        }
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        if let Some(response) = event.response_id()
+            && conn.discard.contains(response)
+        {
+            if let ServerEvent::ResponseDone { response } = &event {
+                conn.discard.remove(&response.id);
+            }
+            return;
+        }
+        if let ServerEvent::ResponseDone { response } = &event
+            && let Some(calls) = conn.open_calls.remove(&response.id)
+        {
+            if response.ending() == wire::Ending::Cancelled {
+                for call in calls {
+                    conn.issued.remove(&call);
+                    tracing::info!(session = %self.session_id, call, "OpenAI Realtime withdrew a call");
+                    let _ = self.shared.cancellations.send(CallNotice::Withdrawn {
+                        session_id: self.session_id.clone(),
+                        provider_call_id: call,
+                    });
+                }
+            }
+            return;
+        }
+        if let Some(response) = event.response_id()
+            && conn.open_calls.contains_key(response)
+        {
+            return;
+        }
+        self.hold_spoken_answer(event);
+    }
+
+    // -- what the server saw ---------------------------------------------------------------------
+
+    /// Matches the request's history against what the server's conversation saw.
+    fn reconcile(&mut self, history: &[HistoryItem]) {
+        if let Some(Synced::Own { calls }) = self.synced.last() {
+            let index = self.synced.len() - 1;
+            match history.get(index) {
+                Some(item @ HistoryItem::Assistant { parts }) => {
+                    let mut recorded: Vec<String> = parts
+                        .iter()
+                        .filter_map(|p| match p {
+                            AssistantPart::ToolCall { call } => realtime_id(&call.provider_data),
+                            _ => None,
+                        })
+                        .collect();
+                    let mut made = calls.clone();
+                    recorded.sort();
+                    made.sort();
+                    if recorded == made {
+                        self.synced[index] = Synced::Item(item.clone());
+                    } else {
+                        self.reset("the recorded step does not match what the model said");
+                        return;
+                    }
+                }
+                // The runner recorded nothing for that step (it said nothing).
+                _ => {
+                    self.synced.pop();
+                }
+            }
+        }
+        let matches = self.synced.len() <= history.len()
+            && self
+                .synced
+                .iter()
+                .zip(history)
+                .all(|(seen, item)| matches!(seen, Synced::Item(seen) if seen == item));
+        if !matches {
+            self.reset("the history differs from what this session saw");
+        }
+    }
+
+    /// Sends what the server lacks of `history` (no answer asked for).
+    async fn send_tail(&mut self, history: &[HistoryItem]) -> Result<(), String> {
+        let conn = self.conn.as_mut().ok_or("no socket")?;
+        let start = self.synced.len().min(history.len());
+        let tail = &history[start..];
+        let (context, trigger) = split_tail(tail);
+        let ids = realtime_ids(history);
+        for event in context_events(context) {
+            send(conn, &event).await?;
+        }
+        for item in trigger {
+            match item {
+                HistoryItem::ToolResults { results } => {
+                    let mut elsewhere: Vec<ToolResult> = Vec::new();
+                    for result in results {
+                        match ids.get(result.call_id.as_str()) {
+                            Some(id) if conn.issued.remove(id).is_some() => {
+                                send(conn, &function_output(id, result)).await?;
+                            }
+                            _ => elsewhere.push(result.clone()),
+                        }
+                    }
+                    if !elsewhere.is_empty() {
+                        send(conn, &wire::user_message(&described(&elsewhere))).await?;
+                    }
+                }
+                other => {
+                    for event in context_events(std::slice::from_ref(other)) {
+                        send(conn, &event).await?;
+                    }
+                }
+            }
+        }
+        self.synced.extend(tail.iter().cloned().map(Synced::Item));
+        Ok(())
+    }
+
+    // -- connecting ------------------------------------------------------------------------------
+
+    /// A socket set up with `spec`: the open one (updated if `spec` changed) or a new one.
+    async fn ensure_connection(&mut self, spec: &SessionSpec) -> Result<(), ModelError> {
+        if let Some(conn) = self.conn.as_mut() {
+            if conn.spec == *spec {
+                return Ok(());
+            }
+            let update = session_update(&self.shared, spec);
+            match send(conn, &update).await {
+                Ok(()) => {
+                    conn.spec = spec.clone();
+                    return Ok(());
+                }
+                Err(reason) => self.reset(&reason),
+            }
+        }
+        self.synced.clear();
+        let conn = self.open(spec).await?;
+        self.conn = Some(conn);
+        Ok(())
+    }
+
+    /// Connects, waits for `session.created`, sends `session.update`.
+    async fn open(&self, spec: &SessionSpec) -> Result<Connection, ModelError> {
+        let serial = self
+            .shared
+            .serial
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut request = self
+            .shared
+            .url
+            .as_str()
+            .into_client_request()
+            .map_err(|e| ModelError::Transport(format!("bad OpenAI Realtime URL: {e}")))?;
+        request
+            .headers_mut()
+            .insert("authorization", self.shared.authorization.clone());
+        let limit = self.shared.config.timeouts.connect;
+        let connecting = tokio_tungstenite::connect_async(request);
+        let (ws, _) = match timeout(limit, connecting).await {
+            Err(_) => {
+                return Err(ModelError::Transport(format!(
+                    "OpenAI Realtime did not answer within {} s",
+                    limit.as_secs()
+                )));
+            }
+            Ok(Err(error @ WsError::Http(_))) => return Err(handshake_error(error)),
+            Ok(Err(error)) => {
+                return Err(ModelError::Transport(format!(
+                    "cannot connect to OpenAI Realtime: {error}"
+                )));
+            }
+            Ok(Ok(connected)) => connected,
+        };
+        let mut conn = Connection {
+            ws,
+            serial,
+            spec: spec.clone(),
+            issued: HashMap::new(),
+            open_calls: HashMap::new(),
+            discard: HashSet::new(),
+        };
+        let created = timeout(limit, async {
+            loop {
+                match classify(conn.ws.next().await) {
+                    Incoming::Event(ServerEvent::SessionCreated) => return Ok(()),
+                    Incoming::Event(ServerEvent::Error { error }) => {
+                        return Err(error.into_model_error());
+                    }
+                    Incoming::Closed(error) => return Err(error),
+                    Incoming::Event(_) | Incoming::Ignore => {}
+                }
+            }
+        })
+        .await
+        .map_err(|_| {
+            ModelError::Transport(format!(
+                "OpenAI Realtime sent no session.created within {} s",
+                limit.as_secs()
+            ))
+        })?;
+        created?;
+        send(&mut conn, &session_update(&self.shared, spec))
+            .await
+            .map_err(ModelError::Transport)?;
+        tracing::debug!(session = %self.session_id, socket = conn.serial, "OpenAI Realtime connected");
+        Ok(conn)
+    }
+}

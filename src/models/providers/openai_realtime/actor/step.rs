@@ -1,0 +1,331 @@
+//! One step on the socket: bring the server's conversation up to the request's history, ask for
+//! a response (or take the spoken answer already under way), and read it to its
+//! `response.done` (see the module docs of [`super::super`]).
+
+use tokio::time::{Instant, sleep_until};
+
+use super::{Incoming, SessionActor, Synced, classify, next_frame, send};
+use crate::agent::history::ToolCall;
+use crate::agent::model::{ModelError, ModelEvent, Usage};
+use crate::agent::voice::{VoiceInput, VoiceMode};
+use crate::models::providers::openai_realtime::wire::{
+    self, Ending, ResponseBody, ServerEvent, SessionSpec, arguments, decode_audio, provider_data,
+};
+use crate::models::providers::openai_realtime::{EventSender, Job, StepJob};
+use crate::protocol::FinishReason;
+
+/// A step being read.
+pub(super) struct Step {
+    events: EventSender,
+    /// The response this step reads (from its `response.created`).
+    response: Option<String>,
+    /// Calls made so far, handed to the runner at `response.done`: (Realtime id, call).
+    calls: Vec<(String, ToolCall)>,
+    /// When the step ends with its calls if `response.done` has not come.
+    grace: Option<Instant>,
+    /// `Interrupted` was emitted.
+    interrupted: bool,
+    /// The step has said or played something.
+    spoke: bool,
+    last_heard: Instant,
+}
+
+/// How reading a step ended.
+enum StepEnd {
+    Done,
+    Failed(ModelError),
+    /// The runner dropped the stream.
+    Dropped,
+}
+
+impl Step {
+    fn emit(&mut self, event: ModelEvent) -> bool {
+        self.events.send(Ok(event)).is_ok()
+    }
+}
+
+impl SessionActor {
+    pub(in crate::models::providers::openai_realtime) async fn run_step(&mut self, job: StepJob) {
+        let StepJob { request, events } = job;
+        let mut step = Step {
+            events,
+            response: None,
+            calls: Vec::new(),
+            grace: None,
+            interrupted: false,
+            spoke: false,
+            last_heard: Instant::now(),
+        };
+        self.in_step = true;
+        let end = match self.begin(&request, &mut step).await {
+            Ok(Some(end)) => end,
+            Ok(None) => self.read_step(&mut step).await,
+            Err(error) => StepEnd::Failed(error),
+        };
+        self.in_step = false;
+        match end {
+            StepEnd::Done => {}
+            StepEnd::Failed(error) => {
+                let _ = step.events.send(Err(error));
+            }
+            StepEnd::Dropped => self.on_dropped(&step).await,
+        }
+    }
+
+    /// Sends what the step needs (nothing for the spoken turn, whose answer is under way).
+    /// `Some`: the step already ended in what was held.
+    async fn begin(
+        &mut self,
+        request: &crate::agent::model::ModelRequest,
+        step: &mut Step,
+    ) -> Result<Option<StepEnd>, ModelError> {
+        let spec = SessionSpec::new(request, self.voice.mode);
+        if let Some(held) = self.attach_spoken(&request.history).await {
+            for event in held {
+                if let Some(end) = self.on_step_event(step, event).await {
+                    return Ok(Some(end));
+                }
+            }
+            return Ok(None);
+        }
+        self.reconcile(&request.history);
+        self.ensure_connection(&spec).await?;
+        let sent = self.send_tail(&request.history).await;
+        let sent = match sent {
+            Ok(()) => match self.conn.as_mut() {
+                Some(conn) => send(conn, &wire::bare("response.create")).await,
+                None => Err("no socket".into()),
+            },
+            Err(reason) => Err(reason),
+        };
+        if let Err(reason) = sent {
+            self.reset(&reason);
+            return Err(ModelError::Transport(reason));
+        }
+        Ok(None)
+    }
+
+    async fn read_step(&mut self, step: &mut Step) -> StepEnd {
+        loop {
+            let silence = step.last_heard + self.shared.config.timeouts.silence;
+            let deadline = step.grace.map_or(silence, |grace| grace.min(silence));
+            let events = step.events.clone();
+            tokio::select! {
+                frame = next_frame(&mut self.conn) => match classify(frame) {
+                    Incoming::Event(event) => {
+                        step.last_heard = Instant::now();
+                        if let Some(end) = self.on_step_event(step, event).await {
+                            return end;
+                        }
+                    }
+                    Incoming::Closed(error) => {
+                        self.conn = None;
+                        self.synced.clear();
+                        return StepEnd::Failed(error);
+                    }
+                    Incoming::Ignore => {}
+                },
+                job = self.jobs.recv() => match job {
+                    Some(Job::Voice(input)) => self.voice_during_step(step, input).await,
+                    Some(other) => self.queued.push_back(other),
+                    None => return StepEnd::Dropped,
+                },
+                _ = sleep_until(deadline) => {
+                    if step.grace.is_some_and(|grace| grace <= Instant::now()) {
+                        self.end_with_calls_pending(step);
+                        return StepEnd::Done;
+                    }
+                    self.reset("no answer in time");
+                    return StepEnd::Failed(ModelError::Transport(format!(
+                        "OpenAI Realtime sent nothing for {} s",
+                        self.shared.config.timeouts.silence.as_secs()
+                    )));
+                }
+                _ = events.closed() => return StepEnd::Dropped,
+            }
+        }
+    }
+
+    /// The person's voice while the model answers: a push-to-talk `start` cuts the answer off
+    /// (`response.cancel`, barge-in); the speech itself goes to the server as usual.
+    async fn voice_during_step(&mut self, step: &mut Step, input: VoiceInput) {
+        if matches!(
+            input,
+            VoiceInput::Start {
+                mode: VoiceMode::PushToTalk
+            }
+        ) && step.response.is_some()
+        {
+            if let Some(conn) = self.conn.as_mut()
+                && let Err(reason) = send(conn, &wire::bare("response.cancel")).await
+            {
+                tracing::warn!(session = %self.session_id, %reason, "cannot cancel the answer");
+            }
+            self.interrupt(step);
+        }
+        self.on_voice(input).await;
+    }
+
+    fn interrupt(&mut self, step: &mut Step) {
+        if !step.interrupted {
+            step.interrupted = true;
+            step.emit(ModelEvent::Interrupted);
+        }
+    }
+
+    /// One server event for this step; `Some` when the step ends.
+    async fn on_step_event(&mut self, step: &mut Step, event: ServerEvent) -> Option<StepEnd> {
+        if let Some(id) = event.response_id() {
+            match &step.response {
+                None if matches!(event, ServerEvent::ResponseCreated { .. }) => {
+                    step.response = Some(id.to_owned());
+                }
+                Some(mine) if mine == id => {}
+                // Another response (the answer to speech that began after this one).
+                _ => {
+                    self.on_idle_event(event).await;
+                    return None;
+                }
+            }
+        }
+        match event {
+            ServerEvent::Error { error } => {
+                if error.code.as_deref() == Some("response_cancel_not_active") {
+                    return None;
+                }
+                tracing::warn!(session = %self.session_id, code = ?error.code, message = %error.message, "OpenAI Realtime error");
+                if let Some(conn) = self.conn.as_mut()
+                    && let Some(response) = step.response.take()
+                {
+                    conn.discard.insert(response);
+                }
+                return Some(StepEnd::Failed(error.into_model_error()));
+            }
+            ServerEvent::SpeechStarted => {
+                self.voice.note_speech();
+                if step.response.is_some() && step.spoke {
+                    // The server cancels its own response (`interrupt_response`).
+                    self.interrupt(step);
+                }
+            }
+            ServerEvent::AudioDelta { delta, .. } => match decode_audio(&delta) {
+                Ok(pcm) if !pcm.is_empty() => {
+                    step.spoke = true;
+                    if !step.emit(ModelEvent::Audio(pcm.into())) {
+                        return Some(StepEnd::Dropped);
+                    }
+                }
+                Ok(_) => {}
+                Err(error) => return Some(StepEnd::Failed(error)),
+            },
+            ServerEvent::TextDelta { delta, .. } => {
+                step.spoke = true;
+                if !step.emit(ModelEvent::TextDelta(delta)) {
+                    return Some(StepEnd::Dropped);
+                }
+            }
+            ServerEvent::CallDone {
+                call_id,
+                name,
+                arguments: args,
+                ..
+            } => {
+                let args = match arguments(&args) {
+                    Ok(args) => args,
+                    Err(error) => return Some(StepEnd::Failed(error)),
+                };
+                step.grace
+                    .get_or_insert(Instant::now() + self.shared.config.timeouts.tool_turn_grace);
+                let call = ToolCall {
+                    id: String::new(),
+                    name,
+                    args,
+                    provider_data: Some(provider_data(&call_id)),
+                };
+                step.calls.push((call_id, call));
+            }
+            ServerEvent::ResponseDone { response } => {
+                return Some(self.on_response_done(step, response));
+            }
+            ServerEvent::Committed => self.voice.note_speech(),
+            ServerEvent::TranscriptionCompleted { .. } | ServerEvent::TranscriptionFailed => {
+                self.on_idle_event(event).await;
+            }
+            ServerEvent::SessionCreated
+            | ServerEvent::ResponseCreated { .. }
+            | ServerEvent::Other => {}
+        }
+        None
+    }
+
+    /// The step's response ended: its calls and `Finish`, or nothing of its calls if it was
+    /// cancelled (barge-in), or its error.
+    fn on_response_done(&mut self, step: &mut Step, response: ResponseBody) -> StepEnd {
+        let usage = response.usage.map(Usage::from).unwrap_or_default();
+        match response.ending() {
+            Ending::Finished(reason) => {
+                let reason = if step.calls.is_empty() {
+                    reason
+                } else {
+                    FinishReason::ToolCalls
+                };
+                self.hand_over_calls(step);
+                step.emit(ModelEvent::Finish { reason, usage });
+            }
+            Ending::Cancelled => {
+                // The calls go with their response: the runner never sees them.
+                step.calls.clear();
+                self.interrupt(step);
+                self.synced.push(Synced::Own { calls: Vec::new() });
+                step.emit(ModelEvent::Finish {
+                    reason: FinishReason::Other,
+                    usage,
+                });
+            }
+            Ending::Failed(error) => return StepEnd::Failed(error),
+        }
+        StepEnd::Done
+    }
+
+    /// Emits the step's calls and records what the model did.
+    fn hand_over_calls(&mut self, step: &mut Step) {
+        let calls: Vec<(String, ToolCall)> = std::mem::take(&mut step.calls);
+        let mut ids = Vec::with_capacity(calls.len());
+        for (id, call) in calls {
+            if let Some(conn) = self.conn.as_mut() {
+                conn.issued.insert(id.clone(), call.name.clone());
+            }
+            ids.push(id);
+            step.emit(ModelEvent::ToolCall(call));
+        }
+        self.synced.push(Synced::Own { calls: ids });
+    }
+
+    /// The grace after a call passed without `response.done`: the step ends with its calls and
+    /// the response's end is watched (a cancellation withdraws them).
+    fn end_with_calls_pending(&mut self, step: &mut Step) {
+        let ids: Vec<String> = step.calls.iter().map(|(id, _)| id.clone()).collect();
+        if let (Some(conn), Some(response)) = (self.conn.as_mut(), step.response.clone()) {
+            conn.open_calls.insert(response, ids);
+        }
+        self.hand_over_calls(step);
+        step.emit(ModelEvent::Finish {
+            reason: FinishReason::ToolCalls,
+            usage: Usage::default(),
+        });
+    }
+
+    /// The runner dropped the stream (cancelled the turn): the response is cancelled and its
+    /// rest ignored.
+    async fn on_dropped(&mut self, step: &Step) {
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        if let Some(response) = &step.response {
+            conn.discard.insert(response.clone());
+            if let Err(reason) = send(conn, &wire::bare("response.cancel")).await {
+                self.reset(&reason);
+            }
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Speech on OpenAI Realtime through the runtime (ADR 0041): the push-to-talk wire, the
+//! person's words becoming their message, the answer's audio in order at 24 kHz, barge-in.
+
+use super::*;
+use crate::agent::history::HistoryItem;
+use crate::agent::people::LOCAL;
+use crate::agent::voice::{VoiceInput, VoiceMode};
+use crate::models::pcm;
+
+/// The chat's first `start` in `mode`: the socket it opens and its session.
+async fn open_voice(
+    runtime: &Arc<Runtime>,
+    server: &mut FakeRealtime,
+    chat: &str,
+    mode: VoiceMode,
+) -> (FakeConn, Value) {
+    let first = runtime.clone();
+    let chat_id = chat.to_owned();
+    let opening = tokio::spawn(async move {
+        first
+            .voice(&chat_id, LOCAL, VoiceInput::Start { mode })
+            .await
+    });
+    let (conn, session) = server.next_session().await;
+    within("start", opening).await.unwrap().expect("start");
+    (conn, session)
+}
+
+/// Says `pcm` (16 kHz) push-to-talk in `chat` and checks the wire: the audio goes resampled to
+/// 24 kHz in `input_audio_buffer.append`s, then `commit` and `response.create`.
+async fn say_push_to_talk(runtime: &Arc<Runtime>, conn: &mut FakeConn, chat: &str, pcm: &[u8]) {
+    for frame in pcm.chunks(3_200) {
+        runtime
+            .voice(chat, LOCAL, VoiceInput::Audio(Arc::from(frame)))
+            .await
+            .expect("audio");
+    }
+    runtime
+        .voice(chat, LOCAL, VoiceInput::End)
+        .await
+        .expect("end");
+    let mut sent = Vec::new();
+    loop {
+        let event = conn.recv().await;
+        match event["type"].as_str() {
+            Some("input_audio_buffer.append") => sent.extend(unb64(&event["audio"])),
+            Some("input_audio_buffer.commit") => break,
+            _ => panic!("expected audio or commit, got {event}"),
+        }
+    }
+    conn.expect("response.create").await;
+    let expected = pcm::resample_all(&pcm::samples_of(pcm), 16_000, 24_000).unwrap();
+    assert_eq!(
+        sent,
+        pcm::bytes_of(&expected),
+        "the whole utterance, resampled to 24 kHz, in order"
+    );
+}
+
+#[tokio::test]
+async fn push_to_talk_speech_becomes_the_persons_message_and_the_answer_is_heard() {
+    let mut server = FakeRealtime::start().await;
+    let runtime = realtime_runtime(&server, Duration::from_secs(2));
+    let (mut conn, session) = open_voice(&runtime, &mut server, "c", VoiceMode::PushToTalk).await;
+    assert_eq!(session["type"], "realtime");
+    assert_eq!(session["output_modalities"], json!(["audio"]));
+    assert_eq!(
+        session["audio"]["input"]["turn_detection"],
+        Value::Null,
+        "push-to-talk: the server detects nothing, the client commits"
+    );
+    assert_eq!(
+        session["audio"]["input"]["format"],
+        json!({"type": "audio/pcm", "rate": 24_000})
+    );
+    assert_eq!(
+        session["audio"]["output"]["format"],
+        json!({"type": "audio/pcm", "rate": 24_000})
+    );
+    assert!(session["audio"]["input"]["transcription"]["model"].is_string());
+    assert!(
+        session["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "process_payment" && t["type"] == "function"),
+        "{session}"
+    );
+    conn.expect("input_audio_buffer.clear").await;
+    // 250 ms: not a multiple of the resampler's chunk, so the tail is flushed at the end.
+    say_push_to_talk(&runtime, &mut conn, "c", &tone(16_000, 250)).await;
+
+    let answer = tone(24_000, 200);
+    let (a, b) = answer.split_at(4_800);
+    conn.send(json!({"type": "input_audio_buffer.committed", "item_id": "item_in"}))
+        .await;
+    let response = conn.response_created().await;
+    conn.heard("What is the weather?").await;
+    conn.audio(&response, a).await;
+    conn.say(&response, "It is sunny").await;
+    let mut reader = current_turn_log(&runtime, "c").await;
+    conn.audio(&response, b).await;
+    conn.say(&response, " in Tokyo.").await;
+    conn.done(&response, "completed").await;
+
+    let read = read_turn(&mut reader).await;
+    assert_eq!(read.text, "It is sunny in Tokyo.");
+    assert_eq!(read.speech, answer, "every byte of the answer, in order");
+    assert_eq!(
+        read.finish["audio"],
+        json!({"chunks": 2, "bytes": answer.len(), "sampleRate": 24_000, "duration": 0.2})
+    );
+    let record = runtime.session("c").await.unwrap().snapshot();
+    assert_eq!(record.history[0], HistoryItem::user("What is the weather?"));
+    // Nothing was sent for the spoken message: the model had heard it.
+    conn.silent_for(200).await;
+    server.no_new_conn(50).await;
+}
+
+#[tokio::test]
+async fn speaking_over_the_answer_hands_free_interrupts_it() {
+    let mut server = FakeRealtime::start().await;
+    let runtime = realtime_runtime(&server, Duration::from_secs(2));
+    let (mut conn, session) = open_voice(&runtime, &mut server, "c", VoiceMode::HandsFree).await;
+    assert_eq!(
+        session["audio"]["input"]["turn_detection"],
+        json!({"type": "server_vad", "create_response": true, "interrupt_response": true}),
+        "hands-free leaves speech detection and barge-in to the server"
+    );
+    // 64 ms at 16 kHz is one resampler chunk: the audio goes at once.
+    let said = tone(16_000, 64);
+    runtime
+        .voice("c", LOCAL, VoiceInput::Audio(Arc::from(said.as_slice())))
+        .await
+        .expect("audio");
+    conn.expect("input_audio_buffer.append").await;
+    conn.send(json!({"type": "input_audio_buffer.speech_started", "audio_start_ms": 0, "item_id": "item_in"}))
+        .await;
+    conn.send(json!({"type": "input_audio_buffer.committed", "item_id": "item_in"}))
+        .await;
+    conn.heard("Tell me a story").await;
+    let response = conn.response_created().await;
+    conn.audio(&response, &tone(24_000, 100)).await;
+    conn.say(&response, "Once upon").await;
+    let mut reader = current_turn_log(&runtime, "c").await;
+    // The person speaks over it: the server hears it and cancels its own response.
+    runtime
+        .voice("c", LOCAL, VoiceInput::Audio(Arc::from(said.as_slice())))
+        .await
+        .expect("audio during the answer");
+    conn.expect("input_audio_buffer.append").await;
+    conn.send(json!({"type": "input_audio_buffer.speech_started", "audio_start_ms": 900, "item_id": "item_in2"}))
+        .await;
+    conn.done(&response, "cancelled").await;
+    let read = read_turn(&mut reader).await;
+    assert_eq!(read.text, "Once upon");
+    assert_eq!(read.speech.len(), 4_800);
+    assert_eq!(
+        read.states,
+        vec!["interrupted"],
+        "the browser stops playing at once"
+    );
+    let record = runtime.session("c").await.unwrap().snapshot();
+    assert_eq!(record.history[0], HistoryItem::user("Tell me a story"));
+}
+
+#[tokio::test]
+async fn a_push_to_talk_start_over_the_answer_cancels_it() {
+    let mut server = FakeRealtime::start().await;
+    let runtime = realtime_runtime(&server, Duration::from_secs(2));
+    let (mut conn, _) = open_voice(&runtime, &mut server, "c", VoiceMode::PushToTalk).await;
+    conn.expect("input_audio_buffer.clear").await;
+    say_push_to_talk(&runtime, &mut conn, "c", &tone(16_000, 100)).await;
+    let response = conn.response_created().await;
+    conn.heard("Count to ten").await;
+    conn.audio(&response, &tone(24_000, 50)).await;
+    conn.say(&response, "One, two").await;
+    let mut reader = current_turn_log(&runtime, "c").await;
+    runtime
+        .voice(
+            "c",
+            LOCAL,
+            VoiceInput::Start {
+                mode: VoiceMode::PushToTalk,
+            },
+        )
+        .await
+        .expect("start over the answer");
+    conn.expect("response.cancel").await;
+    conn.expect("input_audio_buffer.clear").await;
+    conn.done(&response, "cancelled").await;
+    let read = read_turn(&mut reader).await;
+    assert_eq!(read.text, "One, two");
+    assert_eq!(read.states, vec!["interrupted"]);
+}
