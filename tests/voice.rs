@@ -20,6 +20,9 @@ use tokio::sync::broadcast;
 use tokio_tungstenite::{connect_async, tungstenite::Message};
 
 mod common;
+/// The same over OpenAI Realtime (ADR 0041).
+#[path = "voice/realtime.rs"]
+mod realtime;
 
 use common::socket::{Frame, Socket, next};
 

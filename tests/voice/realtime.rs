@@ -2,12 +2,10 @@
 //! fake that speaks the Realtime wire: a spoken payment asks for approval on the page's socket,
 //! nothing reaches the model while the card waits, and the function output goes to the model
 //! only after the person approved; the agent's speech comes back as binary frames.
-#![cfg(feature = "ssr")]
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine as _;
 use countersign::models::providers::{OpenAiRealtimeConfig, OpenAiRealtimeModel, ProviderKey};
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -15,26 +13,15 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, accept_async, connect_async};
 
-mod common;
+use base64::Engine as _;
+
+use super::{b64, tone};
+use crate::common;
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 type FakeSocket = WebSocketStream<TcpStream>;
 
 const WAIT: Duration = Duration::from_secs(10);
-
-/// `ms` of a 440 Hz tone at `rate`, PCM16LE mono (never silence).
-fn tone(rate: u32, ms: u32) -> Vec<u8> {
-    (0..rate * ms / 1000)
-        .flat_map(|n| {
-            let t = f64::from(n) / f64::from(rate);
-            (((t * 440.0 * std::f64::consts::TAU).sin() * 8_000.0) as i16).to_le_bytes()
-        })
-        .collect()
-}
-
-fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
 
 /// The next client event the fake receives.
 async fn recv(fake: &mut FakeSocket) -> Value {
