@@ -272,22 +272,20 @@ fn number<T: std::str::FromStr>(
 
 fn agent_settings(env: &impl Fn(&str) -> Option<String>) -> Result<AgentSettings, ConfigError> {
     let defaults = AgentSettings::default();
-    let approval_secs = number(env, "COUNTERSIGN_APPROVAL_TIMEOUT_SECS", 300u64)?;
-    if approval_secs == 0 {
-        return Err(invalid(
-            "COUNTERSIGN_APPROVAL_TIMEOUT_SECS",
-            "0",
-            "must be at least 1",
-        ));
-    }
-    let browser_secs = number(env, "COUNTERSIGN_BROWSER_TIMEOUT_SECS", 30u64)?;
-    if browser_secs == 0 {
-        return Err(invalid(
-            "COUNTERSIGN_BROWSER_TIMEOUT_SECS",
-            "0",
-            "must be at least 1",
-        ));
-    }
+    let approval_secs = at_least(
+        env,
+        "COUNTERSIGN_APPROVAL_TIMEOUT_SECS",
+        300u64,
+        1,
+        "must be at least 1",
+    )?;
+    let browser_secs = at_least(
+        env,
+        "COUNTERSIGN_BROWSER_TIMEOUT_SECS",
+        30u64,
+        1,
+        "must be at least 1",
+    )?;
     let text_timing = match env("COUNTERSIGN_TEXT_TIMING").as_deref().map(str::trim) {
         None | Some("hold") => TextTimingSetting::Hold,
         Some("progressive") => TextTimingSetting::Progressive,
@@ -304,89 +302,19 @@ fn agent_settings(env: &impl Fn(&str) -> Option<String>) -> Result<AgentSettings
         Some("offline") => WeatherSetting::Offline,
         Some(other) => return Err(invalid("COUNTERSIGN_WEATHER", other, "use live or offline")),
     };
-    let replay = env("COUNTERSIGN_MODEL").and_then(|m| {
-        m.trim()
-            .strip_prefix("replay:")
-            .map(|p| PathBuf::from(p.trim()))
-    });
-    if replay.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
-        return Err(invalid(
-            "COUNTERSIGN_MODEL",
-            "replay:",
-            "name the chunk log to replay: replay:<file.jsonl>",
-        ));
-    }
-    let provider = if replay.is_some() {
-        None
-    } else {
-        crate::models::providers::select(|k| env(k)).map_err(|e| ConfigError::Invalid {
-            origin: "the model settings".to_string(),
-            key: "COUNTERSIGN_MODEL",
-            value: env("COUNTERSIGN_MODEL").unwrap_or_default(),
-            reason: e.to_string(),
-        })?
+    let replay = replay(env)?;
+    let provider = match replay {
+        Some(_) => None,
+        None => provider(env)?,
     };
     let chunk_log = env("COUNTERSIGN_CHUNK_LOG")
         .map(|d| d.trim().to_string())
         .filter(|d| !d.is_empty())
         .map(PathBuf::from);
-    use crate::agent::store::sqlite::Durability;
-    let durability = match env("COUNTERSIGN_DB_SYNC").as_deref().map(str::trim) {
-        None | Some("") | Some("full") => Durability::Full,
-        Some("normal") => Durability::Normal,
-        Some(other) => return Err(invalid("COUNTERSIGN_DB_SYNC", other, "use full or normal")),
-    };
-    let store = match env("COUNTERSIGN_DB").map(|d| d.trim().to_string()) {
-        Some(d) if d == ":memory:" => StoreSetting::Memory,
-        Some(d) if d.starts_with("postgres://") || d.starts_with("postgresql://") => {
-            let pool = number(
-                env,
-                "COUNTERSIGN_DB_POOL",
-                crate::agent::store::postgres::POOL_SIZE,
-            )?;
-            if pool == 0 {
-                return Err(invalid(
-                    "COUNTERSIGN_DB_POOL",
-                    "0",
-                    "an instance needs at least one connection",
-                ));
-            }
-            let listen = env("COUNTERSIGN_DB_LISTEN")
-                .map(|u| u.trim().to_owned())
-                .filter(|u| !u.is_empty());
-            if let Some(url) = &listen
-                && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
-            {
-                return Err(invalid(
-                    "COUNTERSIGN_DB_LISTEN",
-                    "(not shown)",
-                    "expected a postgres:// URL",
-                ));
-            }
-            StoreSetting::Postgres {
-                url: PostgresUrl(d),
-                pool,
-                listen: listen.map(PostgresUrl),
-            }
-        }
-        Some(d) if !d.is_empty() => StoreSetting::Sqlite {
-            path: PathBuf::from(d),
-            durability,
-        },
-        _ => StoreSetting::Sqlite {
-            path: PathBuf::from(DEFAULT_DB_PATH),
-            durability,
-        },
-    };
-    let live = if replay.is_some() {
-        None
-    } else {
-        crate::models::providers::select_live(|k| env(k)).map_err(|e| ConfigError::Invalid {
-            origin: "the live model settings".to_string(),
-            key: "COUNTERSIGN_LIVE_MODEL",
-            value: env("COUNTERSIGN_LIVE_MODEL").unwrap_or_default(),
-            reason: e.to_string(),
-        })?
+    let store = store_setting(env)?;
+    let live = match replay {
+        Some(_) => None,
+        None => live(env)?,
     };
     Ok(AgentSettings {
         provider,
@@ -420,6 +348,104 @@ fn agent_settings(env: &impl Fn(&str) -> Option<String>) -> Result<AgentSettings
     })
 }
 
+/// The chunk log `COUNTERSIGN_MODEL=replay:<file>` names, if it names one.
+fn replay(env: &impl Fn(&str) -> Option<String>) -> Result<Option<PathBuf>, ConfigError> {
+    let replay = env("COUNTERSIGN_MODEL").and_then(|m| {
+        m.trim()
+            .strip_prefix("replay:")
+            .map(|p| PathBuf::from(p.trim()))
+    });
+    if replay.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+        return Err(invalid(
+            "COUNTERSIGN_MODEL",
+            "replay:",
+            "name the chunk log to replay: replay:<file.jsonl>",
+        ));
+    }
+    Ok(replay)
+}
+
+/// The model provider the environment selects (`None`: the demo model).
+fn provider(
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<crate::models::providers::ProviderConfig>, ConfigError> {
+    crate::models::providers::select(|k| env(k)).map_err(|e| ConfigError::Invalid {
+        origin: "the model settings".to_string(),
+        key: "COUNTERSIGN_MODEL",
+        value: env("COUNTERSIGN_MODEL").unwrap_or_default(),
+        reason: e.to_string(),
+    })
+}
+
+/// The live model BIDI turns use, as the environment selects it (`None`: the SSE turns' model).
+fn live(
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<crate::models::providers::LiveConfig>, ConfigError> {
+    crate::models::providers::select_live(|k| env(k)).map_err(|e| ConfigError::Invalid {
+        origin: "the live model settings".to_string(),
+        key: "COUNTERSIGN_LIVE_MODEL",
+        value: env("COUNTERSIGN_LIVE_MODEL").unwrap_or_default(),
+        reason: e.to_string(),
+    })
+}
+
+/// Where chats are kept: `COUNTERSIGN_DB` (memory, a SQLite file with `COUNTERSIGN_DB_SYNC`'s
+/// durability, or Postgres with `COUNTERSIGN_DB_POOL` and `COUNTERSIGN_DB_LISTEN`).
+fn store_setting(env: &impl Fn(&str) -> Option<String>) -> Result<StoreSetting, ConfigError> {
+    use crate::agent::store::sqlite::Durability;
+    let durability = match env("COUNTERSIGN_DB_SYNC").as_deref().map(str::trim) {
+        None | Some("") | Some("full") => Durability::Full,
+        Some("normal") => Durability::Normal,
+        Some(other) => return Err(invalid("COUNTERSIGN_DB_SYNC", other, "use full or normal")),
+    };
+    Ok(match env("COUNTERSIGN_DB").map(|d| d.trim().to_string()) {
+        Some(d) if d == ":memory:" => StoreSetting::Memory,
+        Some(d) if d.starts_with("postgres://") || d.starts_with("postgresql://") => {
+            postgres_setting(env, d)?
+        }
+        Some(d) if !d.is_empty() => StoreSetting::Sqlite {
+            path: PathBuf::from(d),
+            durability,
+        },
+        _ => StoreSetting::Sqlite {
+            path: PathBuf::from(DEFAULT_DB_PATH),
+            durability,
+        },
+    })
+}
+
+/// A Postgres store at `url`: its pool (`COUNTERSIGN_DB_POOL`, at least one connection) and the
+/// URL its notifications are listened on (`COUNTERSIGN_DB_LISTEN`, never shown in an error).
+fn postgres_setting(
+    env: &impl Fn(&str) -> Option<String>,
+    url: String,
+) -> Result<StoreSetting, ConfigError> {
+    let pool = at_least(
+        env,
+        "COUNTERSIGN_DB_POOL",
+        crate::agent::store::postgres::POOL_SIZE,
+        1,
+        "an instance needs at least one connection",
+    )?;
+    let listen = env("COUNTERSIGN_DB_LISTEN")
+        .map(|u| u.trim().to_owned())
+        .filter(|u| !u.is_empty());
+    if let Some(listen) = &listen
+        && !(listen.starts_with("postgres://") || listen.starts_with("postgresql://"))
+    {
+        return Err(invalid(
+            "COUNTERSIGN_DB_LISTEN",
+            "(not shown)",
+            "expected a postgres:// URL",
+        ));
+    }
+    Ok(StoreSetting::Postgres {
+        url: PostgresUrl(url),
+        pool,
+        listen: listen.map(PostgresUrl),
+    })
+}
+
 /// The MCP servers' file, when `COUNTERSIGN_MCP_CONFIG` names one; unknown keys in it are
 /// logged, a file that cannot be used stops the start with its line.
 fn mcp_config(
@@ -442,6 +468,21 @@ fn mcp_config(
         tracing::warn!("{warning}");
     }
     Ok(Some(config))
+}
+
+/// `var`, a whole number (`default` when unset), refused with `reason` below `min`.
+fn at_least<T: std::str::FromStr + PartialOrd + std::fmt::Display>(
+    env: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+    default: T,
+    min: T,
+    reason: &str,
+) -> Result<T, ConfigError> {
+    let value = number(env, var, default)?;
+    if value < min {
+        return Err(invalid(var, &value.to_string(), reason));
+    }
+    Ok(value)
 }
 
 /// A comma-separated list variable, its items trimmed, empty ones dropped.

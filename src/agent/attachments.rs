@@ -5,12 +5,15 @@
 //! again as a `data:` URL for a model that reads them, just before each request, and the page
 //! loads them by URL with the chat's own access check.
 
+use std::sync::Arc;
+
 use base64::{Engine, engine::general_purpose::STANDARD};
 
 use super::{
+    clock::Clock,
     history::{Attachment, HistoryItem},
-    runtime::{Runtime, TurnError},
-    store::audit::sha256_hex,
+    runtime::TurnError,
+    store::{SessionStore, audit::sha256_hex},
 };
 
 /// The largest attachment accepted by default (`COUNTERSIGN_MAX_ATTACHMENT_BYTES`), decoded.
@@ -102,22 +105,40 @@ fn name_of(attachment: &Attachment) -> String {
         .unwrap_or_else(|| attachment.media_type.clone())
 }
 
-/// A message's attachments, every one checked ([`Runtime::check_attachments`]): each with the
-/// bytes to keep when it is a `data:` URL. Nothing of them is stored yet.
+/// A message's attachments, every one checked ([`Attachments::check`]): each with the bytes to
+/// keep when it is a `data:` URL. Nothing of them is stored yet.
 #[derive(Debug)]
 pub struct CheckedAttachments(Vec<(Attachment, Option<Vec<u8>>)>);
 
-impl Runtime {
+/// A runtime's attachments: checked when a message arrives, kept once by digest in the store
+/// when its turn starts, inlined again for a model that reads them
+/// ([`crate::agent::Runtime::attachments`]).
+pub struct Attachments {
+    store: Arc<dyn SessionStore>,
+    clock: Arc<dyn Clock>,
+    /// The largest attachment accepted, decoded (`COUNTERSIGN_MAX_ATTACHMENT_BYTES`).
+    max_bytes: usize,
+}
+
+impl Attachments {
+    pub fn new(store: Arc<dyn SessionStore>, clock: Arc<dyn Clock>, max_bytes: usize) -> Self {
+        Attachments {
+            store,
+            clock,
+            max_bytes,
+        }
+    }
+
     /// Checks every attachment of a message to `chat` and stores nothing: a base64 `data:` URL
-    /// no larger than `max_attachment_bytes` decoded, or a reference to this chat's own stored
+    /// no larger than `max_bytes` decoded, or a reference to this chat's own stored
     /// file (a client sending back what it was shown) that exists, or any other URL (`https:`).
     /// The first that is none of these refuses the message, and with it all its attachments.
-    pub async fn check_attachments(
+    pub async fn check(
         &self,
         chat: &str,
         attachments: Vec<Attachment>,
     ) -> Result<CheckedAttachments, TurnError> {
-        let limit = self.settings.max_attachment_bytes;
+        let limit = self.max_bytes;
         let mut checked = Vec::with_capacity(attachments.len());
         for attachment in attachments {
             let name = name_of(&attachment);
@@ -146,7 +167,7 @@ impl Runtime {
 
     /// Keeps the `data:` URL attachments `checked` holds (each once, by its SHA-256) and
     /// returns the attachments with references in their place; the others stay as they were.
-    pub async fn keep_attachments(
+    pub async fn keep(
         &self,
         chat: &str,
         checked: CheckedAttachments,
@@ -168,7 +189,7 @@ impl Runtime {
 
     /// Puts the bytes of every stored attachment `history` references back as `data:` URLs,
     /// for a model that reads them. One that is gone (it should not be) is left out, logged.
-    pub async fn inline_attachments(&self, chat: &str, history: &mut [HistoryItem]) {
+    pub async fn inline(&self, chat: &str, history: &mut [HistoryItem]) {
         for item in history.iter_mut() {
             let HistoryItem::User { attachments, .. } = item else {
                 continue;
@@ -207,39 +228,31 @@ impl Runtime {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
-    use crate::agent::{
-        RuntimeSettings,
-        clock::{SequentialIds, SystemClock},
-        store::MemoryStore,
-        tools::ToolRegistry,
-    };
-    use crate::models::demo::DemoModel;
+    use crate::agent::{clock::SystemClock, store::MemoryStore};
 
-    fn runtime(limit: usize) -> Arc<Runtime> {
-        Runtime::new(
-            Arc::new(DemoModel::new(std::time::Duration::ZERO)),
-            ToolRegistry::default(),
-            Arc::new(SystemClock),
-            Arc::new(SequentialIds::default()),
-            Arc::new(MemoryStore::default()),
-            RuntimeSettings {
-                max_attachment_bytes: limit,
-                ..RuntimeSettings::default()
-            },
-        )
+    /// A store and the attachments kept in it, with a limit of `limit` bytes.
+    struct Kept {
+        store: Arc<MemoryStore>,
+        attachments: Attachments,
+    }
+
+    fn runtime(limit: usize) -> Kept {
+        let store = Arc::new(MemoryStore::default());
+        Kept {
+            attachments: Attachments::new(store.clone(), Arc::new(SystemClock), limit),
+            store,
+        }
     }
 
     /// Checks, then keeps, as a turn does.
     async fn keep(
-        rt: &Runtime,
+        rt: &Kept,
         chat: &str,
         attachments: Vec<Attachment>,
     ) -> Result<Vec<Attachment>, TurnError> {
-        let checked = rt.check_attachments(chat, attachments).await?;
-        rt.keep_attachments(chat, checked).await
+        let checked = rt.attachments.check(chat, attachments).await?;
+        rt.attachments.keep(chat, checked).await
     }
 
     fn attached(url: &str) -> Attachment {
@@ -277,7 +290,7 @@ mod tests {
             text: "look".into(),
             attachments: kept,
         }];
-        rt.inline_attachments("c", &mut history).await;
+        rt.attachments.inline("c", &mut history).await;
         let HistoryItem::User { attachments, .. } = &history[0] else {
             unreachable!()
         };

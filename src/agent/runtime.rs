@@ -46,6 +46,7 @@ use std::{
 
 use super::{
     Transport,
+    attachments::Attachments,
     chunk_log::ChunkLog,
     clock::{Clock, IdGen},
     commit::Commits,
@@ -201,6 +202,8 @@ pub struct Runtime {
     release_later: Arc<ReleaseLater>,
     /// Who speaks in which chat ([`Runtime::voice`]).
     voices: voice::Voices,
+    /// Attachments checked, kept once and inlined again ([`Runtime::attachments`]).
+    attachments: Attachments,
 }
 
 /// Builds a [`Runtime`] whole: what it needs, then what it may have (a BIDI model, a chunk log,
@@ -271,6 +274,8 @@ impl RuntimeBuilder {
         let metrics = Arc::new(super::metrics::Metrics::new(store.database()));
         let inbox = Arc::new(super::inbox::Inbox::metered(metrics.clone()));
         let store = super::metrics::Metered::wrap(store, metrics.clone());
+        let attachments =
+            Attachments::new(store.clone(), clock.clone(), settings.max_attachment_bytes);
         Arc::new(Runtime {
             commits: Commits::new(store.clone(), inbox.clone()),
             model,
@@ -299,6 +304,7 @@ impl RuntimeBuilder {
             released: AtomicU64::new(0),
             release_later: Arc::default(),
             voices: voice::Voices::default(),
+            attachments,
         })
     }
 }
@@ -348,6 +354,11 @@ impl Runtime {
     /// The people directory.
     pub fn people(&self) -> &Arc<crate::agent::people::People> {
         &self.people
+    }
+
+    /// The chats' attachments: checked, kept once, inlined again for a model.
+    pub fn attachments(&self) -> &Attachments {
+        &self.attachments
     }
 
     /// The person a chat owned by `owner` asks for its calls, as the policy sees them now.

@@ -120,14 +120,13 @@ pub(super) fn edge_settings(
     env: &impl Fn(&str) -> Option<String>,
 ) -> Result<EdgeSettings, ConfigError> {
     let defaults = EdgeSettings::default();
-    let max_body_bytes = number(env, "COUNTERSIGN_MAX_BODY_BYTES", defaults.max_body_bytes)?;
-    if max_body_bytes < 1024 {
-        return Err(invalid(
-            "COUNTERSIGN_MAX_BODY_BYTES",
-            &max_body_bytes.to_string(),
-            "must be at least 1024",
-        ));
-    }
+    let max_body_bytes = at_least(
+        env,
+        "COUNTERSIGN_MAX_BODY_BYTES",
+        defaults.max_body_bytes,
+        1024,
+        "must be at least 1024",
+    )?;
     let body_bytes_per_address = number(
         env,
         "COUNTERSIGN_BODY_BYTES_PER_ADDRESS",
@@ -140,179 +139,58 @@ pub(super) fn edge_settings(
             "must be 0 (no cap) or at least COUNTERSIGN_MAX_BODY_BYTES",
         ));
     }
-    let max_messages = number(env, "COUNTERSIGN_MAX_MESSAGES", defaults.max_messages)?;
-    if max_messages == 0 {
-        return Err(invalid(
-            "COUNTERSIGN_MAX_MESSAGES",
-            "0",
-            "must be at least 1",
-        ));
-    }
-    let api_key = env("COUNTERSIGN_API_KEY")
-        .map(|k| k.trim().to_string())
-        .filter(|k| !k.is_empty());
-    if let Some(key) = &api_key
-        && key.chars().count() < MIN_KEY_LENGTH
-    {
-        return Err(ConfigError::Invalid {
-            origin: "COUNTERSIGN_API_KEY".to_string(),
-            key: "COUNTERSIGN_API_KEY",
-            value: "(hidden)".to_string(),
-            reason: format!(
-                "the key has {} characters; use at least {} (for example the output of \
-                 `openssl rand -base64 24`)",
-                key.chars().count(),
-                MIN_KEY_LENGTH
-            ),
-        });
-    }
-    let ws_max_frame_bytes = number(
+    let max_messages = at_least(
+        env,
+        "COUNTERSIGN_MAX_MESSAGES",
+        defaults.max_messages,
+        1,
+        "must be at least 1",
+    )?;
+    let api_key = api_key(env)?;
+    let ws_max_frame_bytes = at_least(
         env,
         "COUNTERSIGN_WS_MAX_FRAME_BYTES",
         defaults.ws_max_frame_bytes,
+        1024,
+        "must be at least 1024",
     )?;
-    if ws_max_frame_bytes < 1024 {
-        return Err(invalid(
-            "COUNTERSIGN_WS_MAX_FRAME_BYTES",
-            &ws_max_frame_bytes.to_string(),
-            "must be at least 1024",
-        ));
-    }
-    let allowed_origins: Vec<String> = list(env, "COUNTERSIGN_ALLOWED_ORIGINS")
-        .into_iter()
-        .map(|o| o.trim_end_matches('/').to_string())
-        .collect();
-    if let Some(bad) = allowed_origins
-        .iter()
-        .find(|o| !(o.starts_with("http://") || o.starts_with("https://")))
-    {
-        return Err(invalid(
-            "COUNTERSIGN_ALLOWED_ORIGINS",
-            bad,
-            "name origins with their scheme: https://app.example or http://localhost:3001",
-        ));
-    }
-    let idle_secs = number(env, "COUNTERSIGN_WS_IDLE_SECS", defaults.ws_idle.as_secs())?;
-    if idle_secs < 3 {
-        return Err(invalid(
-            "COUNTERSIGN_WS_IDLE_SECS",
-            &idle_secs.to_string(),
-            "must be at least 3",
-        ));
-    }
-    let ws_rate = number(env, "COUNTERSIGN_WS_RATE", defaults.ws_rate)?;
-    if ws_rate == 0 {
-        return Err(invalid("COUNTERSIGN_WS_RATE", "0", "must be at least 1"));
-    }
-    let voice_bytes_per_sec = number(
+    let allowed_origins = allowed_origins(env)?;
+    let idle_secs = at_least(
+        env,
+        "COUNTERSIGN_WS_IDLE_SECS",
+        defaults.ws_idle.as_secs(),
+        3,
+        "must be at least 3",
+    )?;
+    let ws_rate = at_least(
+        env,
+        "COUNTERSIGN_WS_RATE",
+        defaults.ws_rate,
+        1,
+        "must be at least 1",
+    )?;
+    let voice_bytes_per_sec = at_least(
         env,
         "COUNTERSIGN_VOICE_BYTES_PER_SEC",
         defaults.voice_bytes_per_sec,
+        32_000,
+        "must be at least 32000 (real time for 16 kHz PCM16)",
     )?;
-    if voice_bytes_per_sec < 32_000 {
-        return Err(invalid(
-            "COUNTERSIGN_VOICE_BYTES_PER_SEC",
-            &voice_bytes_per_sec.to_string(),
-            "must be at least 32000 (real time for 16 kHz PCM16)",
-        ));
-    }
     let ip_rate = number(env, "COUNTERSIGN_IP_RATE", defaults.ip_rate)?;
     let chat_rate = number(env, "COUNTERSIGN_CHAT_RATE", defaults.chat_rate)?;
-    let allowed_hosts = list(env, "COUNTERSIGN_ALLOWED_HOSTS");
-    if let Some(bad) = allowed_hosts
-        .iter()
-        .find(|h| h.contains("://") || h.contains('/') || h.chars().any(char::is_whitespace))
-    {
-        return Err(invalid(
-            "COUNTERSIGN_ALLOWED_HOSTS",
-            bad,
-            "name hosts as they appear in the Host header: chat.example.com or chat.example.com:8443",
-        ));
-    }
-    let positive_secs = |var: &'static str, default: Duration| -> Result<Duration, ConfigError> {
-        let secs = number(env, var, default.as_secs())?;
-        if secs == 0 {
-            return Err(invalid(var, "0", "must be at least 1"));
-        }
-        Ok(Duration::from_secs(secs))
-    };
-    let session_hours = number(
+    let allowed_hosts = allowed_hosts(env)?;
+    let session_hours = at_least(
         env,
         "COUNTERSIGN_SESSION_HOURS",
         defaults.signin_lifetime.as_secs() / 3600,
+        1,
+        "must be at least 1",
     )?;
-    if session_hours == 0 {
-        return Err(invalid(
-            "COUNTERSIGN_SESSION_HOURS",
-            "0",
-            "must be at least 1",
-        ));
-    }
-    let cors_credentials = match env("COUNTERSIGN_CORS_CREDENTIALS")
-        .as_deref()
-        .map(str::trim)
-    {
-        None | Some("") | Some("false") => false,
-        Some("true") => true,
-        Some(other) => {
-            return Err(invalid(
-                "COUNTERSIGN_CORS_CREDENTIALS",
-                other,
-                "use true or false",
-            ));
-        }
-    };
-    let sign_in = match env("COUNTERSIGN_SIGN_IN")
-        .map(|v| v.trim().to_ascii_lowercase())
-        .as_deref()
-    {
-        None | Some("") if api_key.is_some() => crate::agent::people::SignInMode::Key,
-        None | Some("") | Some("open") => crate::agent::people::SignInMode::Open,
-        Some("key") if api_key.is_some() => crate::agent::people::SignInMode::Key,
-        Some("key") => {
-            return Err(invalid(
-                "COUNTERSIGN_SIGN_IN",
-                "key",
-                "needs COUNTERSIGN_API_KEY (at least 16 characters)",
-            ));
-        }
-        Some("passkeys") | Some("passkey") => crate::agent::people::SignInMode::Passkeys,
-        Some(other) => {
-            return Err(invalid(
-                "COUNTERSIGN_SIGN_IN",
-                other,
-                "use open (no sign-in), key (the API key) or passkeys (people)",
-            ));
-        }
-    };
-    if sign_in == crate::agent::people::SignInMode::Open && api_key.is_some() {
-        return Err(invalid(
-            "COUNTERSIGN_SIGN_IN",
-            "open",
-            "an API key is set: use key or passkeys (or unset the key)",
-        ));
-    }
-    let public_url = match env("COUNTERSIGN_PUBLIC_URL")
-        .map(|u| u.trim().trim_end_matches('/').to_string())
-    {
-        None => None,
-        Some(url) if url.is_empty() => None,
-        Some(url) => {
-            let parsed = url::Url::parse(&url)
-                .map_err(|e| invalid("COUNTERSIGN_PUBLIC_URL", &url, &format!("not a URL: {e}")))?;
-            if !matches!(parsed.scheme(), "http" | "https")
-                || parsed.host_str().is_none()
-                || parsed.path() != "/"
-                || parsed.query().is_some()
-            {
-                return Err(invalid(
-                    "COUNTERSIGN_PUBLIC_URL",
-                    &url,
-                    "name an origin: https://chat.example or http://localhost:3000 (no path)",
-                ));
-            }
-            Some(url)
-        }
+    let cors_credentials = cors_credentials(env)?;
+    let sign_in = sign_in(env, api_key.is_some())?;
+    let public_url = public_url(env)?;
+    let positive_secs = |var: &'static str, default: Duration| -> Result<Duration, ConfigError> {
+        at_least(env, var, default.as_secs(), 1, "must be at least 1").map(Duration::from_secs)
     };
     Ok(EdgeSettings {
         sign_in,
@@ -352,6 +230,145 @@ pub(super) fn edge_settings(
         ws_rate,
         voice_bytes_per_sec,
     })
+}
+
+/// `COUNTERSIGN_API_KEY`, trimmed (unset when empty): at least [`MIN_KEY_LENGTH`] characters,
+/// and never repeated in an error.
+fn api_key(env: &impl Fn(&str) -> Option<String>) -> Result<Option<String>, ConfigError> {
+    let api_key = env("COUNTERSIGN_API_KEY")
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty());
+    if let Some(key) = &api_key
+        && key.chars().count() < MIN_KEY_LENGTH
+    {
+        return Err(ConfigError::Invalid {
+            origin: "COUNTERSIGN_API_KEY".to_string(),
+            key: "COUNTERSIGN_API_KEY",
+            value: "(hidden)".to_string(),
+            reason: format!(
+                "the key has {} characters; use at least {} (for example the output of \
+                 `openssl rand -base64 24`)",
+                key.chars().count(),
+                MIN_KEY_LENGTH
+            ),
+        });
+    }
+    Ok(api_key)
+}
+
+/// `COUNTERSIGN_ALLOWED_ORIGINS`: origins with their scheme, without a trailing slash.
+fn allowed_origins(env: &impl Fn(&str) -> Option<String>) -> Result<Vec<String>, ConfigError> {
+    let allowed_origins: Vec<String> = list(env, "COUNTERSIGN_ALLOWED_ORIGINS")
+        .into_iter()
+        .map(|o| o.trim_end_matches('/').to_string())
+        .collect();
+    if let Some(bad) = allowed_origins
+        .iter()
+        .find(|o| !(o.starts_with("http://") || o.starts_with("https://")))
+    {
+        return Err(invalid(
+            "COUNTERSIGN_ALLOWED_ORIGINS",
+            bad,
+            "name origins with their scheme: https://app.example or http://localhost:3001",
+        ));
+    }
+    Ok(allowed_origins)
+}
+
+/// `COUNTERSIGN_ALLOWED_HOSTS`: hosts as the Host header names them.
+fn allowed_hosts(env: &impl Fn(&str) -> Option<String>) -> Result<Vec<String>, ConfigError> {
+    let allowed_hosts = list(env, "COUNTERSIGN_ALLOWED_HOSTS");
+    if let Some(bad) = allowed_hosts
+        .iter()
+        .find(|h| h.contains("://") || h.contains('/') || h.chars().any(char::is_whitespace))
+    {
+        return Err(invalid(
+            "COUNTERSIGN_ALLOWED_HOSTS",
+            bad,
+            "name hosts as they appear in the Host header: chat.example.com or chat.example.com:8443",
+        ));
+    }
+    Ok(allowed_hosts)
+}
+
+/// `COUNTERSIGN_CORS_CREDENTIALS`: true or false (unset: false).
+fn cors_credentials(env: &impl Fn(&str) -> Option<String>) -> Result<bool, ConfigError> {
+    match env("COUNTERSIGN_CORS_CREDENTIALS")
+        .as_deref()
+        .map(str::trim)
+    {
+        None | Some("") | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(invalid(
+            "COUNTERSIGN_CORS_CREDENTIALS",
+            other,
+            "use true or false",
+        )),
+    }
+}
+
+/// `COUNTERSIGN_SIGN_IN`: open, key or passkeys; unset, the key's when one is set, else open.
+/// A key needs a sign-in that asks for something.
+fn sign_in(
+    env: &impl Fn(&str) -> Option<String>,
+    has_key: bool,
+) -> Result<crate::agent::people::SignInMode, ConfigError> {
+    use crate::agent::people::SignInMode;
+    let sign_in = match env("COUNTERSIGN_SIGN_IN")
+        .map(|v| v.trim().to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("") if has_key => SignInMode::Key,
+        None | Some("") | Some("open") => SignInMode::Open,
+        Some("key") if has_key => SignInMode::Key,
+        Some("key") => {
+            return Err(invalid(
+                "COUNTERSIGN_SIGN_IN",
+                "key",
+                "needs COUNTERSIGN_API_KEY (at least 16 characters)",
+            ));
+        }
+        Some("passkeys") | Some("passkey") => SignInMode::Passkeys,
+        Some(other) => {
+            return Err(invalid(
+                "COUNTERSIGN_SIGN_IN",
+                other,
+                "use open (no sign-in), key (the API key) or passkeys (people)",
+            ));
+        }
+    };
+    if sign_in == SignInMode::Open && has_key {
+        return Err(invalid(
+            "COUNTERSIGN_SIGN_IN",
+            "open",
+            "an API key is set: use key or passkeys (or unset the key)",
+        ));
+    }
+    Ok(sign_in)
+}
+
+/// `COUNTERSIGN_PUBLIC_URL`: an http(s) origin without a path (unset when empty).
+fn public_url(env: &impl Fn(&str) -> Option<String>) -> Result<Option<String>, ConfigError> {
+    let Some(url) = env("COUNTERSIGN_PUBLIC_URL")
+        .map(|u| u.trim().trim_end_matches('/').to_string())
+        .filter(|u| !u.is_empty())
+    else {
+        return Ok(None);
+    };
+    let parsed = url::Url::parse(&url)
+        .map_err(|e| invalid("COUNTERSIGN_PUBLIC_URL", &url, &format!("not a URL: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https")
+        || parsed.host_str().is_none()
+        || parsed.path() != "/"
+        || parsed.query().is_some()
+    {
+        return Err(invalid(
+            "COUNTERSIGN_PUBLIC_URL",
+            &url,
+            "name an origin: https://chat.example or http://localhost:3000 (no path)",
+        ));
+    }
+    Ok(Some(url))
 }
 
 /// The shortest key accepted at start-up.

@@ -30,35 +30,7 @@ pub fn ChatPage() -> impl IntoView {
     #[cfg(feature = "hydrate")]
     Effect::new(move |_| expose_test_hooks(ctl));
 
-    let show_log = RwSignal::new(false);
-    let show_chats = RwSignal::new(false);
-    let show_grants = RwSignal::new(false);
-    // The Tools panel: the server's own list (`/tools?panel`), fetched each time it opens.
-    let tools_panel = RwSignal::new(None::<String>);
-    let open_tools = move |ev: leptos::ev::MouseEvent| {
-        // A modified click opens the page (a new tab) as links do.
-        if ev.ctrl_key() || ev.meta_key() || ev.shift_key() || ev.button() != 0 {
-            return;
-        }
-        ev.prevent_default();
-        if tools_panel.get_untracked().is_some() {
-            tools_panel.set(None);
-            return;
-        }
-        tools_panel.set(Some("<p class=\"muted\">Loading…</p>".into()));
-        leptos::task::spawn_local(async move {
-            let html = match super::platform::get_text("/tools?panel").await {
-                Ok(html) => html,
-                Err(e) => format!(
-                    "<p class=\"edit-error\" role=\"alert\">{}</p>",
-                    super::html::escape(&e.to_string())
-                ),
-            };
-            if tools_panel.get_untracked().is_some() {
-                tools_panel.set(Some(html));
-            }
-        });
-    };
+    let panels = Panels::new();
     let streaming = Signal::derive(move || ctl.busy());
     let ids = Memo::new(move |_| {
         ctl.messages
@@ -77,7 +49,7 @@ pub fn ChatPage() -> impl IntoView {
         let host = NodeRef::<leptos::html::Div>::new();
         #[cfg(feature = "hydrate")]
         super::deferred::deferred(host, move |host| {
-            super::grants::build_panel(host, Callback::new(move |_| show_grants.set(false)))
+            super::grants::build_panel(host, Callback::new(move |_| panels.grants.set(false)))
         });
         view! { <div class="part" node_ref=host></div> }
     };
@@ -101,86 +73,14 @@ pub fn ChatPage() -> impl IntoView {
 
     view! {
         <main class="chat" on:keydown=on_keydown>
-            <div class="toolbar" role="toolbar" aria-label="Chat controls">
-                <div class="mode-switch" role="group" aria-label="Transport">
-                    <button type="button" data-testid="mode-sse" aria-pressed=move || (ctl.mode.get() == Mode::Sse).to_string()
-                        on:click=move |_| ctl.set_mode(Mode::Sse) title="One HTTP request per turn (AI SDK compatible)">"SSE"</button>
-                    <button type="button" data-testid="mode-bidi" aria-pressed=move || (ctl.mode.get() == Mode::Bidi).to_string()
-                        on:click=move |_| ctl.set_mode(Mode::Bidi) title="One WebSocket for the whole chat">"BIDI"</button>
-                </div>
-                <Show when=move || ctl.mode.get() == Mode::Bidi>
-                    <span class=move || format!("connection {}", ctl.link.get().label().to_ascii_lowercase()) data-testid="connection-status" role="status">
-                        {move || ctl.link.get().label()}
-                    </span>
-                </Show>
-                <span class="model" title="The model answering">{move || ctl.model.get()}</span>
-                <span class="spacer"></span>
-                <button type="button" class="bgm" data-testid="bgm-control"
-                    data-playing=move || ctl.bgm.get().is_some().to_string()
-                    aria-pressed=move || ctl.bgm.get().is_some().to_string()
-                    on:click=move |_| ctl.toggle_bgm()>
-                    <super::icons::NoteIcon/>
-                    {move || if ctl.bgm.get().is_some() { " Pause" } else { " Play" }}
-                </button>
-                <span class="bgm-track" data-testid="bgm-track">
-                    {move || ctl.bgm.get().map(|t| format!("Track {t}")).unwrap_or_else(|| "Off".into())}
-                </span>
-                <button type="button" data-testid="chunk-log-toggle" aria-expanded=move || show_log.get().to_string()
-                    on:click=move |_| show_log.update(|v| *v = !*v)>"Chunk log"</button>
-                <a class="toolbar-link" href="/tools" data-testid="tools-link" title="The tools the model may call, and what each needs"
-                    aria-expanded=move || tools_panel.with(Option::is_some).to_string() on:click=open_tools>"Tools"</a>
-                <button type="button" data-testid="grants-toggle" aria-expanded=move || show_grants.get().to_string()
-                    title="Approvals you asked to remember, with revoke"
-                    on:click=move |_| show_grants.update(|v| *v = !*v)>"Grants"</button>
-                <button type="button" data-testid="chat-list-toggle" aria-expanded=move || show_chats.get().to_string()
-                    on:click=move |_| show_chats.update(|v| *v = !*v)>"Chats"</button>
-                <button type="button" class="primary" data-testid="new-chat" on:click=move |_| ctl.new_chat()>"New chat"</button>
-            </div>
-
-            {move || tools_panel.get().map(|html| view! {
-                <aside class="tools-panel" data-testid="tools-panel" aria-label="Tools">
-                    <header>
-                        <strong>"Tools"</strong>
-                        <a href="/tools" target="_blank">"Open as a page"</a>
-                        <button type="button" class="link-button" data-testid="tools-panel-close"
-                            on:click=move |_| tools_panel.set(None)>"Close"</button>
-                    </header>
-                    <div inner_html=html></div>
-                </aside>
-            })}
-            <Show when=move || show_grants.get()>{grants_panel()}</Show>
-            <Show when=move || show_chats.get()>
-                <nav class="chat-list" data-testid="chat-list" aria-label="Your chats">
-                    <ul>
-                        <For each=move || ctl.chats.get() key=|c| c.id.clone() children=move |c| {
-                            let id = c.id.clone();
-                            let current = {
-                                let id = id.clone();
-                                move || ctl.chat_id.get() == id
-                            };
-                            view! {
-                                <li>
-                                    <button type="button" data-testid="chat-item" aria-current=move || current().then_some("true")
-                                        on:click=move |_| ctl.open_chat(id.clone())>{c.title.clone()}</button>
-                                </li>
-                            }
-                        }/>
-                    </ul>
-                    <Show when=move || ctl.chats.with(Vec::is_empty)>
-                        <p class="muted">"No chats yet."</p>
-                    </Show>
-                </nav>
+            <Toolbar panels=panels/>
+            <ToolsPanel panel=panels.tools/>
+            <Show when=move || panels.grants.get()>{grants_panel()}</Show>
+            <Show when=move || panels.chats.get()>
+                <ChatList/>
             </Show>
 
-            {move || ctl.banner.get().map(|banner| view! {
-                <div class="error-banner" data-testid="error-banner" role="alert">
-                    <span>{banner.message}</span>
-                    {banner.retry.then(|| view! {
-                        <button type="button" data-testid="error-retry" on:click=move |_| ctl.retry()>"Try again"</button>
-                    })}
-                    <button type="button" class="link-button" aria-label="Dismiss" on:click=move |_| ctl.banner.set(None)>"×"</button>
-                </div>
-            })}
+            <ErrorBanner/>
 
             <section class="conversation" id=CONVERSATION_ID aria-label="Conversation"
                 aria-busy=move || (ctl.loading.get() > 0).to_string()>
@@ -189,7 +89,7 @@ pub fn ChatPage() -> impl IntoView {
                 </Show>
             </section>
 
-            <Show when=move || show_log.get()>
+            <Show when=move || panels.log.get()>
                 <ChunkLog/>
             </Show>
 
@@ -202,6 +102,170 @@ pub fn ChatPage() -> impl IntoView {
                 on_error=Callback::new(move |message: String| ctl.report(message))
             />
         </main>
+    }
+}
+
+/// Which of the chat page's panels are open (`Copy`, so every handler can hold it).
+#[derive(Clone, Copy)]
+struct Panels {
+    log: RwSignal<bool>,
+    chats: RwSignal<bool>,
+    grants: RwSignal<bool>,
+    /// The Tools panel: the server's own list (`/tools?panel`), fetched each time it opens.
+    tools: RwSignal<Option<String>>,
+}
+
+impl Panels {
+    fn new() -> Self {
+        Panels {
+            log: RwSignal::new(false),
+            chats: RwSignal::new(false),
+            grants: RwSignal::new(false),
+            tools: RwSignal::new(None),
+        }
+    }
+
+    /// The Tools link's click: opens the panel (fetching the list) or closes it.
+    fn toggle_tools(self, ev: ev::MouseEvent) {
+        // A modified click opens the page (a new tab) as links do.
+        if ev.ctrl_key() || ev.meta_key() || ev.shift_key() || ev.button() != 0 {
+            return;
+        }
+        ev.prevent_default();
+        let tools_panel = self.tools;
+        if tools_panel.get_untracked().is_some() {
+            tools_panel.set(None);
+            return;
+        }
+        tools_panel.set(Some("<p class=\"muted\">Loading…</p>".into()));
+        leptos::task::spawn_local(async move {
+            let html = match super::platform::get_text("/tools?panel").await {
+                Ok(html) => html,
+                Err(e) => format!(
+                    "<p class=\"edit-error\" role=\"alert\">{}</p>",
+                    super::html::escape(&e.to_string())
+                ),
+            };
+            if tools_panel.get_untracked().is_some() {
+                tools_panel.set(Some(html));
+            }
+        });
+    }
+}
+
+/// The chat's controls: the transport, the model, the music, the panels, a new chat.
+#[component]
+fn Toolbar(panels: Panels) -> impl IntoView {
+    let ctl = expect_context::<ChatCtl>();
+    let Panels {
+        log: show_log,
+        chats: show_chats,
+        grants: show_grants,
+        tools: tools_panel,
+    } = panels;
+    view! {
+        <div class="toolbar" role="toolbar" aria-label="Chat controls">
+            <div class="mode-switch" role="group" aria-label="Transport">
+                <button type="button" data-testid="mode-sse" aria-pressed=move || (ctl.mode.get() == Mode::Sse).to_string()
+                    on:click=move |_| ctl.set_mode(Mode::Sse) title="One HTTP request per turn (AI SDK compatible)">"SSE"</button>
+                <button type="button" data-testid="mode-bidi" aria-pressed=move || (ctl.mode.get() == Mode::Bidi).to_string()
+                    on:click=move |_| ctl.set_mode(Mode::Bidi) title="One WebSocket for the whole chat">"BIDI"</button>
+            </div>
+            <Show when=move || ctl.mode.get() == Mode::Bidi>
+                <span class=move || format!("connection {}", ctl.link.get().label().to_ascii_lowercase()) data-testid="connection-status" role="status">
+                    {move || ctl.link.get().label()}
+                </span>
+            </Show>
+            <span class="model" title="The model answering">{move || ctl.model.get()}</span>
+            <span class="spacer"></span>
+            <button type="button" class="bgm" data-testid="bgm-control"
+                data-playing=move || ctl.bgm.get().is_some().to_string()
+                aria-pressed=move || ctl.bgm.get().is_some().to_string()
+                on:click=move |_| ctl.toggle_bgm()>
+                <super::icons::NoteIcon/>
+                {move || if ctl.bgm.get().is_some() { " Pause" } else { " Play" }}
+            </button>
+            <span class="bgm-track" data-testid="bgm-track">
+                {move || ctl.bgm.get().map(|t| format!("Track {t}")).unwrap_or_else(|| "Off".into())}
+            </span>
+            <button type="button" data-testid="chunk-log-toggle" aria-expanded=move || show_log.get().to_string()
+                on:click=move |_| show_log.update(|v| *v = !*v)>"Chunk log"</button>
+            <a class="toolbar-link" href="/tools" data-testid="tools-link" title="The tools the model may call, and what each needs"
+                aria-expanded=move || tools_panel.with(Option::is_some).to_string() on:click=move |ev| panels.toggle_tools(ev)>"Tools"</a>
+            <button type="button" data-testid="grants-toggle" aria-expanded=move || show_grants.get().to_string()
+                title="Approvals you asked to remember, with revoke"
+                on:click=move |_| show_grants.update(|v| *v = !*v)>"Grants"</button>
+            <button type="button" data-testid="chat-list-toggle" aria-expanded=move || show_chats.get().to_string()
+                on:click=move |_| show_chats.update(|v| *v = !*v)>"Chats"</button>
+            <button type="button" class="primary" data-testid="new-chat" on:click=move |_| ctl.new_chat()>"New chat"</button>
+        </div>
+    }
+}
+
+/// The server's list of tools (`/tools?panel`), while the Tools panel is open.
+#[component]
+fn ToolsPanel(panel: RwSignal<Option<String>>) -> impl IntoView {
+    move || {
+        panel.get().map(|html| {
+            view! {
+                <aside class="tools-panel" data-testid="tools-panel" aria-label="Tools">
+                    <header>
+                        <strong>"Tools"</strong>
+                        <a href="/tools" target="_blank">"Open as a page"</a>
+                        <button type="button" class="link-button" data-testid="tools-panel-close"
+                            on:click=move |_| panel.set(None)>"Close"</button>
+                    </header>
+                    <div inner_html=html></div>
+                </aside>
+            }
+        })
+    }
+}
+
+/// The person's chats, to open one.
+#[component]
+fn ChatList() -> impl IntoView {
+    let ctl = expect_context::<ChatCtl>();
+    view! {
+        <nav class="chat-list" data-testid="chat-list" aria-label="Your chats">
+            <ul>
+                <For each=move || ctl.chats.get() key=|c| c.id.clone() children=move |c| {
+                    let id = c.id.clone();
+                    let current = {
+                        let id = id.clone();
+                        move || ctl.chat_id.get() == id
+                    };
+                    view! {
+                        <li>
+                            <button type="button" data-testid="chat-item" aria-current=move || current().then_some("true")
+                                on:click=move |_| ctl.open_chat(id.clone())>{c.title.clone()}</button>
+                        </li>
+                    }
+                }/>
+            </ul>
+            <Show when=move || ctl.chats.with(Vec::is_empty)>
+                <p class="muted">"No chats yet."</p>
+            </Show>
+        </nav>
+    }
+}
+
+/// What went wrong, with Try again when it may help.
+#[component]
+fn ErrorBanner() -> impl IntoView {
+    let ctl = expect_context::<ChatCtl>();
+    move || {
+        ctl.banner.get().map(|banner| {
+            view! {
+                <div class="error-banner" data-testid="error-banner" role="alert">
+                    <span>{banner.message}</span>
+                    {banner.retry.then(|| view! {
+                        <button type="button" data-testid="error-retry" on:click=move |_| ctl.retry()>"Try again"</button>
+                    })}
+                    <button type="button" class="link-button" aria-label="Dismiss" on:click=move |_| ctl.banner.set(None)>"×"</button>
+                </div>
+            }
+        })
     }
 }
 

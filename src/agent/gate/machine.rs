@@ -15,6 +15,9 @@
 //! Every approval is judged by the rules on the arguments that would run; an edit is a new
 //! proposal whose requirement only grows (ADR 0028).
 //!
+//! `machine/approval.rs` holds the rules of one answer to one approval, `machine/echo.rs` the
+//! rules of a resent one.
+//!
 //! Pure: time comes in as `now`, new approval ids from the caller, nothing is awaited, locked or
 //! written. The turn loop turns the transitions into chunks, audit events and commits.
 
@@ -23,15 +26,14 @@ use std::{collections::BTreeMap, time::Duration};
 use serde_json::Value;
 
 use super::{
-    ApprovalDecision, ApprovalResolution, CallPhase, InputError, PersonInput, StepCall,
-    countersign::{self, Signer},
+    ApprovalResolution, BrowserResult, CallPhase, InputError, PersonInput, StepCall,
+    countersign::Signer,
 };
 use crate::agent::{
     clock::Millis,
     history::Outcome,
     journal::Keyed,
-    policy::{Decide, Judgement, Verdict},
-    schema::{SchemaError, validate},
+    policy::{Decide, Verdict},
     tools::{ToolLocation, ToolRegistry},
 };
 use crate::protocol::{
@@ -39,6 +41,11 @@ use crate::protocol::{
     countersign::Signature,
     grant::{GrantRequest, Ruling},
 };
+
+mod approval;
+mod echo;
+
+use approval::Who;
 
 /// The gate of a runtime's tools.
 #[derive(Clone, Copy)]
@@ -299,408 +306,17 @@ impl<'a> Gate<'a> {
         decide: &mut dyn Decide,
         who: Who<'_>,
     ) -> Result<(), InputError> {
-        let Answered {
-            calls,
-            resolutions,
-            grants,
-            signed,
-            proposed,
-        } = answered;
         match input {
             PersonInput::Approval {
                 approval_id,
                 decision,
                 ..
-            } => {
-                let waiting = calls.iter_mut().find(|c| {
-                    matches!(&c.phase, CallPhase::AwaitingApproval { approval_id: id, .. } if id == approval_id)
-                });
-                let Some(call) = waiting else {
-                    if resolutions.iter().any(|(id, _)| id == approval_id) {
-                        return Err(InputError::ApprovalAlreadyAnswered {
-                            approval_id: approval_id.clone(),
-                        });
-                    }
-                    return Err(match resolved.get(approval_id) {
-                        Some(resolution) => resolution.refusal(approval_id),
-                        None => InputError::UnknownApproval {
-                            approval_id: approval_id.clone(),
-                        },
-                    });
-                };
-                let CallPhase::AwaitingApproval { deadline_ms, .. } = call.phase else {
-                    return Err(InputError::UnknownApproval {
-                        approval_id: approval_id.clone(),
-                    });
-                };
-                if now >= deadline_ms {
-                    return Err(InputError::ApprovalExpired {
-                        approval_id: approval_id.clone(),
-                    });
-                }
-                if signed.iter().any(|s| &s.approval_id == approval_id) {
-                    return Err(InputError::AlreadySigned {
-                        approval_id: approval_id.clone(),
-                    });
-                }
-                let decided = self.decide(call, approval_id, decision, now, decide, who)?;
-                if let Some(resolution) = decided.resolution {
-                    resolutions.push((approval_id.clone(), resolution));
-                }
-                grants.extend(decided.grant);
-                signed.extend(decided.signed);
-                proposed.extend(decided.proposed);
-                Ok(())
-            }
+            } => self.approval(answered, resolved, approval_id, decision, now, decide, who),
             PersonInput::BrowserResult {
                 tool_call_id,
                 result,
-            } => {
-                let Some(call) = calls.iter_mut().find(|c| &c.call.id == tool_call_id) else {
-                    return Err(InputError::UnknownToolCall {
-                        tool_call_id: tool_call_id.clone(),
-                    });
-                };
-                if call.location != ToolLocation::Browser {
-                    return Err(InputError::NotABrowserTool {
-                        tool_call_id: tool_call_id.clone(),
-                        tool: call.call.name.clone(),
-                    });
-                }
-                match &call.phase {
-                    CallPhase::AwaitingBrowser { args, edited, .. } => {
-                        let edited_args = edited.then(|| args.clone());
-                        call.phase = CallPhase::Done {
-                            outcome: result.clone().into_outcome(),
-                            edited_args,
-                        };
-                        call.announced = false;
-                        Ok(())
-                    }
-                    CallPhase::AwaitingApproval { .. } => Err(InputError::NotApprovedYet {
-                        tool_call_id: tool_call_id.clone(),
-                    }),
-                    CallPhase::Done {
-                        outcome: Outcome::Denied { .. },
-                        ..
-                    } => Err(InputError::CallWasDenied {
-                        tool_call_id: tool_call_id.clone(),
-                    }),
-                    _ => Err(InputError::ResultAlreadyReceived {
-                        tool_call_id: tool_call_id.clone(),
-                    }),
-                }
-            }
+            } => browser_result(&mut answered.calls, tool_call_id, result),
         }
-    }
-
-    /// The person's decision on a call awaiting approval: denied (with the trimmed reason),
-    /// dismissed, or approved — with the arguments on the table (the call's, or the last
-    /// edit's), or edited ones.
-    ///
-    /// An approval is judged by the rules in force on the arguments that would run (ADR 0028):
-    /// a rule that forbids them refuses an edit (the person may edit again) or ends the call
-    /// denied; a rule that asks for more people makes the requirement grow — never shrink.
-    /// An edit is a **new proposal**: signatures given for other arguments no longer count,
-    /// and the editor's own approval counts only when they may sign what it now needs (with a
-    /// step-up bound to the new arguments when it asks for one); otherwise the call waits, for
-    /// the new requirement, with no signature. When the requirement is met the call is ready
-    /// to run, or waits for the browser; perhaps with a grant to remember.
-    fn decide(
-        &self,
-        call: &mut StepCall,
-        approval_id: &str,
-        decision: &ApprovalDecision,
-        now: Millis,
-        policy: &mut dyn Decide,
-        who: Who<'_>,
-    ) -> Result<Decided, InputError> {
-        let needs = call.needs();
-        let not_eligible = |e: countersign::NotEligible| InputError::NotAnApprover {
-            approval_id: approval_id.to_owned(),
-            why: e.0,
-        };
-        let (asked, grant): (Option<&Value>, Option<&GrantRequest>) = match decision {
-            ApprovalDecision::Deny { reason } => {
-                countersign::may_deny(&needs, who.signer, who.requester).map_err(not_eligible)?;
-                call.denied_by = Some(who.signer.name.clone());
-                let reason = reason
-                    .as_ref()
-                    .map(|r| r.trim().to_string())
-                    .filter(|r| !r.is_empty());
-                call.phase = CallPhase::Done {
-                    outcome: Outcome::Denied {
-                        reason: reason.clone(),
-                        // The model is told who said no when it was not the person who asked.
-                        by: (who.signer.id != who.requester).then(|| who.signer.name.clone()),
-                    },
-                    edited_args: None,
-                };
-                call.announced = false;
-                return Ok(Decided::ended(ApprovalResolution::Denied {
-                    at_ms: now,
-                    reason,
-                }));
-            }
-            ApprovalDecision::Dismiss => {
-                if who.signer.id != who.requester {
-                    return Err(not_eligible(countersign::NotEligible(
-                        "only the person who asked may set it aside; approve or deny it".into(),
-                    )));
-                }
-                call.phase = CallPhase::Done {
-                    outcome: Outcome::Dismissed,
-                    edited_args: None,
-                };
-                call.announced = false;
-                return Ok(Decided::ended(ApprovalResolution::Dismissed { at_ms: now }));
-            }
-            ApprovalDecision::Approve => (None, None),
-            ApprovalDecision::ApproveWithEdits { args } => (Some(args), None),
-            ApprovalDecision::ApproveAndGrant { args, grant } => (args.as_ref(), Some(grant)),
-        };
-        // Whoever acts on an approval must be someone who may sign it as it stands.
-        countersign::may_sign(&needs, who.signer, who.requester).map_err(not_eligible)?;
-        let proposal = call.proposal().clone();
-        let tool = self.tools.get(&call.call.name);
-        let args = match (asked, &tool) {
-            (None, _) => proposal.clone(),
-            (Some(args), _) if *args == proposal => proposal.clone(),
-            (Some(args), Some(tool)) => {
-                let invalid = |error| InputError::InvalidEdit {
-                    approval_id: approval_id.to_owned(),
-                    error,
-                };
-                let args = tool.spec.canonical_args(args).map_err(invalid)?;
-                validate(&tool.spec.parameters, &args).map_err(invalid)?;
-                args
-            }
-            (Some(_), None) => {
-                return Err(InputError::InvalidEdit {
-                    approval_id: approval_id.to_owned(),
-                    error: SchemaError {
-                        path: "$".into(),
-                        message: format!("{} is no longer offered", call.call.name),
-                    },
-                });
-            }
-        };
-        let new_proposal = args != proposal;
-        if !new_proposal && call.signatures.iter().any(|s| s.person == who.signer.id) {
-            return Err(InputError::AlreadySigned {
-                approval_id: approval_id.to_owned(),
-            });
-        }
-        let edited = args != call.call.args;
-        // The rules in force, on the arguments that would run.
-        let judged = match &tool {
-            Some(tool) => policy.judge(&tool.spec, &args, now),
-            None => Judgement::Free,
-        };
-        let (required, asking_rule) = match judged {
-            Judgement::Forbidden { rule, reason } if new_proposal => {
-                return Err(InputError::EditForbidden {
-                    approval_id: approval_id.to_owned(),
-                    rule,
-                    reason,
-                });
-            }
-            Judgement::Forbidden { rule, reason } => {
-                refuse(call, &rule, &reason);
-                return Ok(Decided::ended(ApprovalResolution::DeniedByRule {
-                    at_ms: now,
-                    rule,
-                    reason,
-                }));
-            }
-            Judgement::Asks { rule, needs: more } => (needs.merge(&more), rule),
-            Judgement::Free => (needs.clone(), None),
-        };
-        let grew = required != needs;
-        // Can this answer be a signature of what is now on the table?
-        let signs = countersign::may_sign(&required, who.signer, who.requester)
-            .map_err(not_eligible)
-            .and_then(|()| {
-                if !required.step_up {
-                    return Ok(());
-                }
-                match who.signer.step_up_for(approval_id) {
-                    None => Err(InputError::StepUpRequired {
-                        approval_id: approval_id.to_owned(),
-                    }),
-                    Some(step_up) if step_up.args_digest != countersign::args_digest(&args) => {
-                        Err(InputError::StepUpMismatch {
-                            approval_id: approval_id.to_owned(),
-                        })
-                    }
-                    Some(_) => Ok(()),
-                }
-            });
-        let proposed_only = match signs {
-            Ok(()) => false,
-            // A passkey confirmation of other arguments is never a proposal of these.
-            Err(e @ InputError::StepUpMismatch { .. }) => return Err(e),
-            // An edit that now needs others, or a passkey: the call waits for them, for these
-            // arguments (a grant cannot be remembered from it).
-            Err(_) if new_proposal && grant.is_none() => true,
-            Err(e) => return Err(e),
-        };
-        if grew {
-            let rule = asking_rule.or_else(|| match &call.ruling {
-                Some(Ruling::Asked { rule, .. }) => rule.clone(),
-                _ => None,
-            });
-            call.ruling = Some(Ruling::Asked {
-                rule,
-                grantable: false,
-                needs: Some(required.clone()),
-            });
-        }
-        let restarted = new_proposal && !call.signatures.is_empty();
-        if new_proposal {
-            // Signatures count for the arguments they approved: an edit starts again.
-            call.signatures.clear();
-            call.signed_args = edited.then(|| args.clone());
-            call.proposed_by = edited.then(|| who.signer.id.clone());
-            call.revision += 1;
-        } else if grew {
-            call.revision += 1;
-        }
-        if proposed_only {
-            return Ok(Decided {
-                resolution: None,
-                grant: None,
-                signed: None,
-                proposed: Some(Proposed {
-                    approval_id: approval_id.to_owned(),
-                    tool_call_id: call.call.id.clone(),
-                    args,
-                    needs: required,
-                    restarted,
-                }),
-            });
-        }
-        let grant = match grant {
-            None => None,
-            Some(request) => Some(self.grant_asked(
-                call,
-                approval_id,
-                &required,
-                tool.as_ref().map(|t| &t.spec),
-                &args,
-                request,
-                policy,
-            )?),
-        };
-        if required.is_plain() {
-            // The chat's person approved what they edited: it runs; nothing was proposed.
-            call.signed_args = None;
-            call.proposed_by = None;
-            self.clear(call, args, edited, now);
-            return Ok(Decided {
-                resolution: Some(ApprovalResolution::Approved { at_ms: now, edited }),
-                grant,
-                signed: None,
-                proposed: None,
-            });
-        }
-        let signature = Signature {
-            person: who.signer.id.clone(),
-            name: who.signer.name.clone(),
-            at_ms: now,
-            step_up: required.step_up,
-        };
-        call.signatures.push(signature.clone());
-        call.revision += 1;
-        let complete = countersign::is_complete(&required, &call.signatures);
-        let signed = Signed {
-            approval_id: approval_id.to_owned(),
-            tool_call_id: call.call.id.clone(),
-            signature,
-            args: args.clone(),
-            restarted,
-            complete,
-        };
-        if !complete {
-            return Ok(Decided {
-                resolution: None,
-                grant: None,
-                signed: Some(signed),
-                proposed: None,
-            });
-        }
-        self.clear(call, args, edited, now);
-        Ok(Decided {
-            resolution: Some(ApprovalResolution::Approved { at_ms: now, edited }),
-            grant,
-            signed: Some(signed),
-            proposed: None,
-        })
-    }
-
-    /// The grant an approval asks for, when the policy left the call to the person (and only
-    /// to them) and the grant fits the call; else why not.
-    #[allow(clippy::too_many_arguments)]
-    fn grant_asked(
-        &self,
-        call: &StepCall,
-        approval_id: &str,
-        required: &crate::protocol::countersign::Requirement,
-        tool: Option<&crate::agent::tools::ToolSpec>,
-        args: &Value,
-        request: &GrantRequest,
-        policy: &mut dyn Decide,
-    ) -> Result<GrantAsked, InputError> {
-        let refused = |message: String| InputError::GrantRefused {
-            approval_id: approval_id.to_owned(),
-            message,
-        };
-        match &call.ruling {
-            Some(Ruling::Asked {
-                grantable: true, ..
-            }) if required.is_plain() => {}
-            Some(Ruling::Asked {
-                rule: Some(rule), ..
-            }) => {
-                return Err(refused(format!(
-                    "the policy rule {rule:?} asks for every such call"
-                )));
-            }
-            _ if !required.is_plain() => {
-                return Err(refused(format!(
-                    "it needs {}; such a call cannot be remembered",
-                    required.words()
-                )));
-            }
-            _ => {
-                return Err(refused(
-                    "the policy decides this call; it cannot be remembered".into(),
-                ));
-            }
-        }
-        let Some(tool) = tool else {
-            return Err(refused(format!("{} is no longer offered", call.call.name)));
-        };
-        policy.may_grant(tool, args, request).map_err(refused)?;
-        Ok(GrantAsked {
-            approval_id: approval_id.to_owned(),
-            tool_call_id: call.call.id.clone(),
-            tool: call.call.name.clone(),
-            args: args.clone(),
-            request: request.clone(),
-        })
-    }
-
-    /// An approved call: ready to run on the server, or waiting for the browser.
-    fn clear(&self, call: &mut StepCall, args: Value, edited: bool, now: Millis) {
-        call.phase = match call.location {
-            ToolLocation::Server => CallPhase::Ready { args, edited },
-            ToolLocation::Browser => CallPhase::AwaitingBrowser {
-                args,
-                edited,
-                deadline_ms: self.browser_deadline(&call.call.name, now),
-            },
-        };
     }
 
     /// Deadlines at `now`: an approval past its deadline ends as expired (and is recorded in
@@ -758,99 +374,48 @@ impl<'a> Gate<'a> {
         }
         expiries
     }
+}
 
-    /// Whether an answer a client sends again merely repeats what the server already holds
-    /// (AI SDK clients resend the conversation with every request): `Ok(true)`, nothing to do;
-    /// `Ok(false)`, for the gate to judge; `Err`, it contradicts how the approval ended.
-    ///
-    /// * An approval no call waits for any more: [`Gate::echo`].
-    /// * An approval of a call still waiting for others, by someone who signed it: their
-    ///   signature.
-    /// * The same edit, by the person who made it a new proposal they could not sign themselves,
-    ///   without a passkey confirmation: their proposal.
-    pub fn repeats(
-        calls: Option<&[StepCall]>,
-        resolved: &BTreeMap<String, ApprovalResolution>,
-        approval_id: &str,
-        decision: &ApprovalDecision,
-        confirmed: bool,
-        signer: &str,
-    ) -> Result<bool, InputError> {
-        let waiting = calls
-            .into_iter()
-            .flatten()
-            .find(|c| c.approval_id() == Some(approval_id));
-        let Some(call) = waiting else {
-            return Gate::echo(resolved, approval_id, decision.approves());
-        };
-        if !decision.approves() {
-            return Ok(false);
-        }
-        if call.signatures.iter().any(|s| s.person == signer) {
-            return Ok(true);
-        }
-        let edit = match decision {
-            ApprovalDecision::ApproveWithEdits { args } => Some(args),
-            ApprovalDecision::ApproveAndGrant { args, .. } => args.as_ref(),
-            _ => None,
-        };
-        Ok(!confirmed
-            && call.proposed_by.as_deref() == Some(signer)
-            && call.signed_args.is_some()
-            && edit.is_some_and(|args| args == call.proposal()))
+/// The browser's result for call `tool_call_id` among the waiting step's `calls`: accepted once,
+/// for a browser call that was let run and has none yet.
+fn browser_result(
+    calls: &mut [StepCall],
+    tool_call_id: &String,
+    result: &BrowserResult,
+) -> Result<(), InputError> {
+    let Some(call) = calls.iter_mut().find(|c| &c.call.id == tool_call_id) else {
+        return Err(InputError::UnknownToolCall {
+            tool_call_id: tool_call_id.clone(),
+        });
+    };
+    if call.location != ToolLocation::Browser {
+        return Err(InputError::NotABrowserTool {
+            tool_call_id: tool_call_id.clone(),
+            tool: call.call.name.clone(),
+        });
     }
-
-    /// Whether an answer to approval `approval_id`, which no call waits for any more, merely
-    /// repeats how it was resolved (`Ok(true)`: nothing to do), is for the gate to judge
-    /// (`Ok(false)`: the id was never resolved here), or contradicts the resolution (`Err`).
-    pub fn echo(
-        resolved: &BTreeMap<String, ApprovalResolution>,
-        approval_id: &str,
-        approved: bool,
-    ) -> Result<bool, InputError> {
-        match resolved.get(approval_id) {
-            None => Ok(false),
-            Some(ApprovalResolution::Approved { .. }) if approved => Ok(true),
-            Some(ApprovalResolution::Denied { .. } | ApprovalResolution::Dismissed { .. })
-                if !approved =>
-            {
-                Ok(true)
-            }
-            Some(ApprovalResolution::Automatic { approved: was, .. }) if *was == approved => {
-                Ok(true)
-            }
-            // The person approved; a rule refused it when the approval came in.
-            Some(ApprovalResolution::DeniedByRule { .. }) if approved => Ok(true),
-            Some(other) => Err(other.refusal(approval_id)),
+    match &call.phase {
+        CallPhase::AwaitingBrowser { args, edited, .. } => {
+            let edited_args = edited.then(|| args.clone());
+            call.phase = CallPhase::Done {
+                outcome: result.clone().into_outcome(),
+                edited_args,
+            };
+            call.announced = false;
+            Ok(())
         }
-    }
-}
-
-/// Who answers, and whose chat it is.
-#[derive(Clone, Copy)]
-struct Who<'a> {
-    signer: &'a Signer,
-    requester: &'a str,
-}
-
-/// What one answer to an approval did: it ended the approval (approved, denied, set aside,
-/// refused by a rule: `resolution`), perhaps with a grant; and, when the approval needs several
-/// people, it was a signature (`signed`: complete, or one more while it waits for the rest).
-struct Decided {
-    resolution: Option<ApprovalResolution>,
-    grant: Option<GrantAsked>,
-    signed: Option<Signed>,
-    proposed: Option<Proposed>,
-}
-
-impl Decided {
-    fn ended(resolution: ApprovalResolution) -> Self {
-        Decided {
-            resolution: Some(resolution),
-            grant: None,
-            signed: None,
-            proposed: None,
-        }
+        CallPhase::AwaitingApproval { .. } => Err(InputError::NotApprovedYet {
+            tool_call_id: tool_call_id.clone(),
+        }),
+        CallPhase::Done {
+            outcome: Outcome::Denied { .. },
+            ..
+        } => Err(InputError::CallWasDenied {
+            tool_call_id: tool_call_id.clone(),
+        }),
+        _ => Err(InputError::ResultAlreadyReceived {
+            tool_call_id: tool_call_id.clone(),
+        }),
     }
 }
 

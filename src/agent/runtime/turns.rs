@@ -263,7 +263,7 @@ impl Runtime {
                 return Err(TurnError::NotYourChat);
             }
             let attachments = std::mem::take(&mut user.attachments);
-            Some(self.check_attachments(chat_id, attachments).await?)
+            Some(self.attachments.check(chat_id, attachments).await?)
         };
         loop {
             let next = {
@@ -337,7 +337,7 @@ impl Runtime {
                 Admission::Superseded(None) => tokio::task::yield_now().await,
                 // Then everything is checked again: the chat may have changed meanwhile.
                 Admission::KeepFiles(checked) => {
-                    user.attachments = self.keep_attachments(chat_id, checked).await?;
+                    user.attachments = self.attachments.keep(chat_id, checked).await?;
                 }
             }
         }

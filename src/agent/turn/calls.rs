@@ -12,7 +12,7 @@ use tracing::Instrument;
 use super::audit::{audit_event, executed_event};
 use super::{Flow, TurnDriver};
 use crate::agent::{
-    clock::until,
+    clock::{Millis, until},
     gate::{
         ApprovalResolution, CallPhase, Expiry, Gate, StepCall,
         countersign::{Standing, recheck},
@@ -22,19 +22,40 @@ use crate::agent::{
     model::CallNotice,
     questions::{Asker, QuestionEvent},
     runtime::dropped_events,
-    session::{SessionRecord, TurnStatus},
-    store::AuditKind,
+    session::{SessionRecord, TurnRecord, TurnStatus},
+    store::{AuditEvent, AuditKind},
     tools::{Executor, ToolContext, ToolEffects, ToolRegistry},
 };
 use crate::protocol::{Chunk, countersign::denial_words};
+
+/// The server calls running, each to its (call id, outcome).
+type Running = FuturesUnordered<BoxFuture<'static, (String, Outcome)>>;
+
+/// A server call cleared to run: the call, the arguments that run, whether they were edited.
+type ToRun = (ToolCall, Value, bool);
+
+/// What one pass over the step's calls found ([`TurnDriver::advance`]).
+struct Pass {
+    /// What changed, to be announced.
+    to_emit: Vec<Chunk>,
+    /// The server calls it cleared to run (now marked running).
+    to_run: Vec<ToRun>,
+    /// A call waits for the person or the browser.
+    waiting: bool,
+    /// Every call has its result.
+    all_done: bool,
+    /// The turn's input count (a pause is announced once per count).
+    inputs: u64,
+    /// The earliest deadline among the calls still waiting.
+    next_deadline: Option<Millis>,
+}
 
 impl TurnDriver {
     /// Phase A: waits until every call of the step has its result, running server tools,
     /// expiring deadlines and pausing for the person. `paused_at`: the input count at which
     /// the turn last paused, when it continues after being parked.
     pub(super) async fn resolve_calls(&mut self, paused_at: Option<u64>) -> Flow {
-        let mut running: FuturesUnordered<BoxFuture<'static, (String, Outcome)>> =
-            FuturesUnordered::new();
+        let mut running: Running = FuturesUnordered::new();
         let mut last_pause_inputs: Option<u64> = paused_at;
         let mut emitted_since_pause = false;
         loop {
@@ -43,139 +64,26 @@ impl TurnDriver {
             // Payments about to start are checked against the day's total and reserved first.
             self.clear_payments().await;
             let now = self.rt.clock.now_ms();
-            let mut to_emit = Vec::new();
-            let mut to_run = Vec::new();
-            let (waiting, next_deadline, all_done, inputs) = {
-                let mut state = self.session.state();
-                let record = &mut state.record;
-                let requester = record.owner().to_owned();
-                let SessionRecord {
-                    turn,
-                    resolved_approvals,
-                    ..
-                } = &mut *record;
-                let Some(turn) = turn.as_mut() else {
-                    return Flow::Continue;
-                };
-                let turn_id = turn.id.clone();
-                if let Some(standing) = &standing {
-                    // A signature of someone removed (or without the role) since the quorum was
-                    // met does not count: without it the call waits for approvals again.
-                    let uncounted = recheck(
-                        &mut turn.calls,
-                        resolved_approvals,
-                        standing,
-                        &requester,
-                        now,
-                        |call| now + self.rt.approval_wait(call),
-                    );
-                    self.commits.record_all(dropped_events(
-                        &self.session.id,
-                        &turn_id,
-                        &turn.calls,
-                        &uncounted,
-                        None,
-                        now,
-                    ));
-                }
-                for expiry in
-                    Gate::new(&self.rt.tools).tick(&mut turn.calls, resolved_approvals, now)
-                {
-                    if let Expiry::Approval {
-                        tool_call_id,
-                        approval_id,
-                        deadline_ms,
-                    } = expiry
-                        && let Some(call) = turn.calls.iter().find(|c| c.call.id == tool_call_id)
-                    {
-                        let mut event = audit_event(
-                            AuditKind::Expired,
-                            &self.session.id,
-                            &turn_id,
-                            &call.call,
-                            &approval_id,
-                            now,
-                        );
-                        event.deadline_ms = Some(deadline_ms);
-                        self.commits.record(event);
-                    }
-                }
-                for call in &mut turn.calls {
-                    to_emit.extend(super::countersign::news(call));
-                    if let CallPhase::Ready { args, edited } = &call.phase {
-                        to_run.push((call.call.clone(), args.clone(), *edited));
-                        call.phase = CallPhase::Running {
-                            args: args.clone(),
-                            edited: *edited,
-                        };
-                    }
-                    if let CallPhase::Done { outcome, .. } = &call.phase
-                        && !call.announced
-                    {
-                        call.announced = true;
-                        to_emit.extend(denial_answer(call));
-                        to_emit.push(result_chunk(
-                            &call.call.id,
-                            outcome,
-                            &self.rt.tools,
-                            &call.call.name,
-                        ));
-                    }
-                }
-                let waiting = turn.calls.iter().any(StepCall::is_waiting);
-                let next_deadline = next_deadline(&turn.calls);
-                let all_done = turn.calls.iter().all(StepCall::is_done);
-                let inputs = turn.inputs;
-                turn.status = if waiting && running.is_empty() && to_run.is_empty() {
-                    TurnStatus::AwaitingPerson
-                } else {
-                    TurnStatus::Running
-                };
-                (waiting, next_deadline, all_done, inputs)
+            let Some(step) = self.advance(standing.as_ref(), now, running.is_empty()) else {
+                return Flow::Continue;
             };
-            let announced = !to_emit.is_empty();
-            if announced {
+            if self.announce(step.to_emit).await {
                 emitted_since_pause = true;
             }
-            for chunk in to_emit {
-                self.emit(chunk);
+            if let Err(flow) = self.start(step.to_run, &mut running).await {
+                return flow;
             }
-            if announced {
-                // The sockets following this turn were woken on this thread, behind this task:
-                // let them send the results before the model's next step takes the thread.
-                tokio::task::yield_now().await;
-            }
-            // A call that must not run twice is on disk as running before it starts: after a
-            // crash it is reported as cut short, never repeated (nor asked of the model again).
-            let once = |call: &ToolCall| {
-                self.rt
-                    .tools
-                    .get(&call.name)
-                    .is_some_and(|t| t.spec.effects == ToolEffects::ExternalOnce)
-            };
-            if to_run.iter().any(|(call, ..)| once(call)) {
-                self.sync_messages();
-                self.save().await;
-                if self.commits.overtaken() {
-                    // Not on disk as running: it must not run here (another instance has it).
-                    return Flow::Overtaken;
-                }
-            }
-            for (call, args, edited) in to_run {
-                running.push(self.run_server_tool(call, args, edited));
-            }
-            if all_done && running.is_empty() {
+            if step.all_done && running.is_empty() {
                 return Flow::Continue;
             }
-            if running.is_empty()
-                && waiting
-                && (emitted_since_pause || last_pause_inputs != Some(inputs))
-            {
+            let (inputs, next_deadline) = (step.inputs, step.next_deadline);
+            let waiting = step.waiting && running.is_empty();
+            if waiting && (emitted_since_pause || last_pause_inputs != Some(inputs)) {
                 self.pause().await;
                 last_pause_inputs = Some(inputs);
                 emitted_since_pause = false;
             }
-            if running.is_empty() && waiting && self.park(inputs, next_deadline) {
+            if waiting && self.park(inputs, next_deadline) {
                 return Flow::Parked;
             }
             let sleep = next_deadline.map(|d| until(self.rt.clock.now_ms(), d));
@@ -183,63 +91,9 @@ impl TurnDriver {
                 biased;
                 () = self.cancel.cancelled() => return Flow::Interrupted,
                 Some((call_id, outcome)) = running.next(), if !running.is_empty() => {
-                    // The call's questions closed before it returned: their parts come first.
-                    self.emit_question_parts();
-                    let now = self.rt.clock.now_ms();
-                    let mut paid = None;
-                    let executed = {
-                        let mut state = self.session.state();
-                        let record = &mut state.record;
-                        let turn_id = record.turn.as_ref().map(|t| t.id.clone()).unwrap_or_default();
-                        match record
-                            .turn
-                            .as_mut()
-                            .and_then(|t| t.calls.iter_mut().find(|c| c.call.id == call_id))
-                        {
-                            Some(call) => match &call.phase {
-                                CallPhase::Running { args, edited } => {
-                                    if outcome.is_success() {
-                                        paid = self
-                                            .rt
-                                            .tools
-                                            .get(&call.call.name)
-                                            .and_then(|t| t.spec.pays)
-                                            .and_then(|pays| pays(args))
-                                            .map(|payment| payment.money.wallet_cents());
-                                    }
-                                    let edited_args = edited.then(|| args.clone());
-                                    let event = call.gated_by.as_ref().map(|approval_id| {
-                                        executed_event(
-                                            &self.session.id,
-                                            &turn_id,
-                                            call,
-                                            approval_id,
-                                            &outcome,
-                                            edited_args.clone(),
-                                            now,
-                                        )
-                                    });
-                                    call.phase = CallPhase::Done { outcome, edited_args };
-                                    call.announced = false;
-                                    event
-                                }
-                                _ => None,
-                            },
-                            None => None,
-                        }
-                    };
-                    self.commits.record_all(executed);
-                    // A tool's effect (a payment) is on disk before its output is announced.
-                    self.save().await;
-                    if self.commits.overtaken() {
-                        // Another instance's commit came first: this effect is not on disk
-                        // and is never announced (what it reserved keeps counting).
-                        return Flow::Overtaken;
+                    if let Err(flow) = self.ran(call_id, outcome).await {
+                        return flow;
                     }
-                    // What it paid is in the ledger now, in place of its reservation; a grant's
-                    // share of a payment that was not made goes back to it.
-                    self.rt.policy().settle(&call_id, true, paid);
-                    self.rt.policy().flush(now).await;
                 }
                 () = self.session.woken() => {}
                 () = tokio::time::sleep(sleep.unwrap_or(Duration::ZERO)), if sleep.is_some() => {}
@@ -252,6 +106,200 @@ impl TurnDriver {
                 }
             }
         }
+    }
+
+    /// One pass over the step's calls under the session's lock: signatures that no longer count
+    /// dropped (`standing`: who may sign now, when a countersigned call is about to run),
+    /// deadlines expired, what changed to be announced, the calls cleared to run marked
+    /// running, and the turn's status (it waits for the person when nothing runs: `idle`).
+    /// `None`: the chat has no turn any more.
+    fn advance(&mut self, standing: Option<&Standing>, now: Millis, idle: bool) -> Option<Pass> {
+        let mut state = self.session.state();
+        let record = &mut state.record;
+        let requester = record.owner().to_owned();
+        let SessionRecord {
+            turn,
+            resolved_approvals,
+            ..
+        } = &mut *record;
+        let turn = turn.as_mut()?;
+        if let Some(standing) = standing {
+            // A signature of someone removed (or without the role) since the quorum was
+            // met does not count: without it the call waits for approvals again.
+            let uncounted = recheck(
+                &mut turn.calls,
+                resolved_approvals,
+                standing,
+                &requester,
+                now,
+                |call| now + self.rt.approval_wait(call),
+            );
+            self.commits.record_all(dropped_events(
+                &self.session.id,
+                &turn.id,
+                &turn.calls,
+                &uncounted,
+                None,
+                now,
+            ));
+        }
+        let expiries = Gate::new(&self.rt.tools).tick(&mut turn.calls, resolved_approvals, now);
+        self.commits
+            .record_all(expired_events(&self.session.id, turn, expiries, now));
+        let mut to_emit = Vec::new();
+        let mut to_run = Vec::new();
+        for call in &mut turn.calls {
+            to_emit.extend(super::countersign::news(call));
+            if let CallPhase::Ready { args, edited } = &call.phase {
+                to_run.push((call.call.clone(), args.clone(), *edited));
+                call.phase = CallPhase::Running {
+                    args: args.clone(),
+                    edited: *edited,
+                };
+            }
+            if let CallPhase::Done { outcome, .. } = &call.phase
+                && !call.announced
+            {
+                call.announced = true;
+                to_emit.extend(denial_answer(call));
+                to_emit.push(result_chunk(
+                    &call.call.id,
+                    outcome,
+                    &self.rt.tools,
+                    &call.call.name,
+                ));
+            }
+        }
+        let waiting = turn.calls.iter().any(StepCall::is_waiting);
+        turn.status = if waiting && idle && to_run.is_empty() {
+            TurnStatus::AwaitingPerson
+        } else {
+            TurnStatus::Running
+        };
+        Some(Pass {
+            to_emit,
+            to_run,
+            waiting,
+            all_done: turn.calls.iter().all(StepCall::is_done),
+            inputs: turn.inputs,
+            next_deadline: next_deadline(&turn.calls),
+        })
+    }
+
+    /// Emits what a pass announced; whether there was anything.
+    async fn announce(&mut self, chunks: Vec<Chunk>) -> bool {
+        let announced = !chunks.is_empty();
+        for chunk in chunks {
+            self.emit(chunk);
+        }
+        if announced {
+            // The sockets following this turn were woken on this thread, behind this task:
+            // let them send the results before the model's next step takes the thread.
+            tokio::task::yield_now().await;
+        }
+        announced
+    }
+
+    /// Starts the server calls a pass cleared to run. A call that must not run twice is on disk
+    /// as running before it starts: after a crash it is reported as cut short, never repeated
+    /// (nor asked of the model again). `Err`: another instance's commit came first.
+    async fn start(&mut self, to_run: Vec<ToRun>, running: &mut Running) -> Result<(), Flow> {
+        let once = |call: &ToolCall| {
+            self.rt
+                .tools
+                .get(&call.name)
+                .is_some_and(|t| t.spec.effects == ToolEffects::ExternalOnce)
+        };
+        if to_run.iter().any(|(call, ..)| once(call)) {
+            self.sync_messages();
+            self.save().await;
+            if self.commits.overtaken() {
+                // Not on disk as running: it must not run here (another instance has it).
+                return Err(Flow::Overtaken);
+            }
+        }
+        for (call, args, edited) in to_run {
+            running.push(self.run_server_tool(call, args, edited));
+        }
+        Ok(())
+    }
+
+    /// A server call returned `outcome`: its result (and the payment it made) committed before
+    /// it is announced, then what it paid settled. `Err`: another instance's commit came first.
+    async fn ran(&mut self, call_id: String, outcome: Outcome) -> Result<(), Flow> {
+        // The call's questions closed before it returned: their parts come first.
+        self.emit_question_parts();
+        let now = self.rt.clock.now_ms();
+        let (executed, paid) = self.done(&call_id, outcome, now);
+        self.commits.record_all(executed);
+        // A tool's effect (a payment) is on disk before its output is announced.
+        self.save().await;
+        if self.commits.overtaken() {
+            // Another instance's commit came first: this effect is not on disk
+            // and is never announced (what it reserved keeps counting).
+            return Err(Flow::Overtaken);
+        }
+        // What it paid is in the ledger now, in place of its reservation; a grant's
+        // share of a payment that was not made goes back to it.
+        self.rt.policy().settle(&call_id, true, paid);
+        self.rt.policy().flush(now).await;
+        Ok(())
+    }
+
+    /// The running call `call_id` ends with `outcome`: its audit event when an approval gated
+    /// it, and what it paid (cents) when it succeeded.
+    fn done(
+        &self,
+        call_id: &str,
+        outcome: Outcome,
+        now: Millis,
+    ) -> (Option<AuditEvent>, Option<i64>) {
+        let mut state = self.session.state();
+        let record = &mut state.record;
+        let turn_id = record
+            .turn
+            .as_ref()
+            .map(|t| t.id.clone())
+            .unwrap_or_default();
+        let Some(call) = record
+            .turn
+            .as_mut()
+            .and_then(|t| t.calls.iter_mut().find(|c| c.call.id == call_id))
+        else {
+            return (None, None);
+        };
+        let CallPhase::Running { args, edited } = &call.phase else {
+            return (None, None);
+        };
+        let paid = outcome
+            .is_success()
+            .then(|| {
+                self.rt
+                    .tools
+                    .get(&call.call.name)
+                    .and_then(|t| t.spec.pays)
+                    .and_then(|pays| pays(args))
+                    .map(|payment| payment.money.wallet_cents())
+            })
+            .flatten();
+        let edited_args = edited.then(|| args.clone());
+        let event = call.gated_by.as_ref().map(|approval_id| {
+            executed_event(
+                &self.session.id,
+                &turn_id,
+                call,
+                approval_id,
+                &outcome,
+                edited_args.clone(),
+                now,
+            )
+        });
+        call.phase = CallPhase::Done {
+            outcome,
+            edited_args,
+        };
+        call.announced = false;
+        (event, paid)
     }
 
     /// Who may sign now, read from the store, when a countersigned call is cleared to run
@@ -470,6 +518,39 @@ impl TurnDriver {
 }
 
 /// The next notice, skipping any the receiver missed; `None` once the sender is gone.
+/// The audit events of the approvals that ran out (`expiries`, from [`Gate::tick`]).
+fn expired_events(
+    chat: &str,
+    turn: &TurnRecord,
+    expiries: Vec<Expiry>,
+    now: Millis,
+) -> Vec<AuditEvent> {
+    expiries
+        .into_iter()
+        .filter_map(|expiry| {
+            let Expiry::Approval {
+                tool_call_id,
+                approval_id,
+                deadline_ms,
+            } = expiry
+            else {
+                return None;
+            };
+            let call = turn.calls.iter().find(|c| c.call.id == tool_call_id)?;
+            let mut event = audit_event(
+                AuditKind::Expired,
+                chat,
+                &turn.id,
+                &call.call,
+                &approval_id,
+                now,
+            );
+            event.deadline_ms = Some(deadline_ms);
+            Some(event)
+        })
+        .collect()
+}
+
 async fn next_notice(notices: &mut Option<broadcast::Receiver<CallNotice>>) -> Option<CallNotice> {
     let receiver = notices.as_mut()?;
     loop {

@@ -242,7 +242,10 @@ impl TurnDriver {
             let mut history = history.to_vec();
             let model = self.rt.model_for(self.transport).clone();
             if model.reads_attachments() {
-                self.rt.inline_attachments(&session_id, &mut history).await;
+                self.rt
+                    .attachments()
+                    .inline(&session_id, &mut history)
+                    .await;
             }
             let mut stream = model.stream(self.rt.model_request(&session_id, history));
             let mut step = StepOutput::default();

@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::agent::{
-    gate::{BrowserResult, Signer},
+    gate::{ApprovalDecision, Signer},
     history::ToolCall,
     policy::ToolDefaults,
     tools::{ToolRegistry, ToolSettings},

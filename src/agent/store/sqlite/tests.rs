@@ -2,15 +2,20 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use super::migrate::MIGRATIONS;
 use super::*;
 use crate::agent::{
     gate::CallPhase,
+    session::SessionRecord,
     store::tests::{
         a_bad_commit_among_many_fails_alone, pay_ken, people_contract, policy_contract,
         reservation_race_contract, signin_contract, store_contract, tool_list_contract,
         waiting_record, waiting_record_named,
     },
-    store::{Claim, PolicyStore, Reserved, audit},
+    store::{
+        AuditQuery, Claim, PolicyStore, Reserved, SessionStore, SignIn, SignInStore, audit,
+        audit::AuditKind,
+    },
 };
 
 #[tokio::test]
