@@ -20,7 +20,7 @@ use crate::agent::{
     turn::SUPERSEDED_BY_MESSAGE,
     turn::{DriveFrom, QuestionParts, TurnCommits, TurnDriver},
 };
-use crate::protocol::{MessageReducer, UiMessage, UiPart, message::FilePart};
+use crate::protocol::{Chunk, MessageReducer, UiMessage, UiPart, message::FilePart};
 
 /// The call `call_id` of `record`'s history, for "ask again": only a call nobody decided (its
 /// approval expired, or the person set it aside) of a tool still offered; else why not.
@@ -138,6 +138,8 @@ pub(super) struct TurnPlan {
     reducer: MessageReducer,
     timing: Option<TextTiming>,
     transport: Transport,
+    /// A spoken turn's `data-voice` `heard` chunk (what the person said, as their message).
+    heard: Option<Chunk>,
 }
 
 impl TurnPlan {
@@ -164,6 +166,7 @@ impl TurnPlan {
             reducer,
             timing: turn.timing,
             transport: turn.transport,
+            heard: None,
         }
     }
 }
@@ -324,7 +327,7 @@ impl Runtime {
                             }
                             adopt_context(record, context);
                             let started =
-                                self.begin_turn(&session, record, live, user, timing, reissue);
+                                self.begin_turn(&session, record, live, user, timing, reissue, said);
                             return Ok(started);
                         }
                     }
@@ -353,16 +356,21 @@ impl Runtime {
         user: UserTurn,
         timing: Option<TextTiming>,
         reissue: Option<ToolCall>,
+        said: Said,
     ) -> TurnStarted {
         let now = self.clock.now_ms();
         let turn_id = self.ids.next_id(IdKind::Turn);
         let message_id = self.ids.next_id(IdKind::Message);
         let transport = user.transport;
+        let heard;
         {
             let user_id = user
                 .message_id
                 .clone()
                 .unwrap_or_else(|| self.ids.next_id(IdKind::Message));
+            // The page did not send a spoken message: the stream brings it first.
+            heard = (said == Said::Spoken)
+                .then(|| crate::agent::turn::voice_heard(&user_id, &user.text));
             let mut message = UiMessage::user_text(user_id, user.text.clone());
             if let Some(call) = &reissue {
                 message.metadata =
@@ -401,6 +409,7 @@ impl Runtime {
             message_id,
             timing,
             transport,
+            heard,
         };
         let started = self.spawn_driver(session, live, plan, reissue);
         self.followers.notify(&session.id);
@@ -451,6 +460,7 @@ impl Runtime {
             reducer,
             timing,
             transport,
+            heard,
         } = plan;
         TurnDriver {
             rt: self.clone(),
@@ -467,6 +477,7 @@ impl Runtime {
             notices: self.model_for(transport).call_notices(),
             questions: QuestionParts::new(),
             reissue: None,
+            heard,
             speech: Default::default(),
         }
     }

@@ -14,6 +14,7 @@ mod emit;
 mod payments;
 mod step;
 mod voice;
+pub(crate) use voice::voice_heard;
 
 use std::sync::{Arc, Mutex};
 
@@ -82,6 +83,8 @@ pub(crate) struct TurnDriver {
     pub(crate) questions: QuestionParts,
     /// "Ask again": an earlier call put before the person again, as the turn's first step.
     pub(crate) reissue: Option<super::history::ToolCall>,
+    /// A spoken turn's `data-voice` `heard` chunk, sent before its message starts.
+    pub(crate) heard: Option<Chunk>,
     /// The agent's speech in the message streaming now (voice models).
     pub(crate) speech: voice::Speech,
 }
@@ -185,6 +188,10 @@ impl TurnDriver {
     async fn run(mut self, from: DriveFrom) -> bool {
         let mut paused_at = match from {
             DriveFrom::Start => {
+                if let Some(heard) = self.heard.take() {
+                    // Transient, before the assistant message: the reply's reducer never sees it.
+                    self.push(TurnEntry::Chunk(heard));
+                }
                 self.emit(Chunk::start(self.message_id.clone()));
                 if self.rt.store.shared() {
                     // On a shared database the turn is on disk as running, here, before it does

@@ -43,6 +43,15 @@ pub(crate) fn voice_state(state: VoiceState) -> Chunk {
     Chunk::transient_data("voice", json!({ "state": state.as_str() }))
 }
 
+/// The transient `data-voice` chunk that opens a spoken turn: what the person said, as their
+/// message `message_id` (the page shows it; the chat keeps it as that user message).
+pub(crate) fn voice_heard(message_id: &str, text: &str) -> Chunk {
+    Chunk::transient_data(
+        "voice",
+        json!({ "state": "heard", "messageId": message_id, "text": text }),
+    )
+}
+
 impl TurnDriver {
     /// The model spoke: the sound goes to the log (every reader frames it for its client) and
     /// into the message's recording.

@@ -277,6 +277,32 @@ impl ChatCtl {
         self.voice.muted.set_value(false);
     }
 
+    /// A spoken turn begins (`data-voice` `heard`, before its reply's `start`): what the person
+    /// said is their message, and the reply is a new assistant message, never the continuation
+    /// of a message that still waits (its stream ends here; what it showed stays).
+    pub(in crate::ui::controller) fn on_heard(self, data: &Value) {
+        let (Some(id), Some(text)) = (
+            data.get("messageId").and_then(Value::as_str),
+            data.get("text").and_then(Value::as_str),
+        ) else {
+            return;
+        };
+        self.conversation.update_value(|c| {
+            c.end_stream();
+            if !c.messages().iter().any(|m| m.id == id) {
+                c.push(crate::protocol::UiMessage::user_text(
+                    id.to_owned(),
+                    text.to_owned(),
+                ));
+            }
+            c.begin_stream(
+                crate::protocol::Trigger::SubmitMessage,
+                crate::ui::platform::random_id("m"),
+            );
+        });
+        self.publish();
+    }
+
     /// The server's `data-voice` chunk: `interrupted` stops the agent's speech at once.
     pub(super) fn on_voice_state(self, data: &Value) {
         let Some(state) = data.get("state").and_then(Value::as_str) else {

@@ -155,6 +155,14 @@ impl WebSocketTransport {
                     return;
                 }
                 self.count_frame();
+                if let Chunk::Data(d) = &chunk
+                    && d.name == crate::ui::controller::voice::VOICE_PART
+                    && d.data.get("state").and_then(Value::as_str) == Some("heard")
+                {
+                    ctl.log_in(raw, Mode::Bidi.as_str());
+                    ctl.on_heard(&d.data);
+                    return;
+                }
                 let active = ctl.conversation.with_value(|c| c.active().is_some());
                 if !active {
                     ctl.conversation.update_value(|c| {
