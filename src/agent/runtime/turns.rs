@@ -468,6 +468,7 @@ impl Runtime {
             questions: QuestionParts::new(),
             reissue: None,
             speech: Default::default(),
+            relay: None,
         }
     }
 
