@@ -116,9 +116,8 @@ async fn a_reader_on_another_instance_sees_each_word_as_it_is_written_in_order_o
     }
     // The person's other tab attaches through B while A writes.
     let attached = Instant::now();
-    let mut on_b = timed_chunks(
-        reqwest::Client::new().get(format!("{}/api/chat/{chat}/stream", b.base)),
-    );
+    let mut on_b =
+        timed_chunks(reqwest::Client::new().get(format!("{}/api/chat/{chat}/stream", b.base)));
     let (mut seen_b, mut cut_at) = (Vec::new(), None);
     loop {
         tokio::select! {
@@ -146,7 +145,10 @@ async fn a_reader_on_another_instance_sees_each_word_as_it_is_written_in_order_o
     let words = |d: &[(Instant, String)]| d.iter().map(|(_, t)| t.clone()).collect::<Vec<_>>();
     assert_eq!(words(&text_b), words(&text_a));
     assert!(seen_b.iter().any(|(_, c)| c["type"] == "finish"));
-    assert!(!seen_b.iter().any(|(_, c)| c["type"] == "error"), "{seen_b:?}");
+    assert!(
+        !seen_b.iter().any(|(_, c)| c["type"] == "error"),
+        "{seen_b:?}"
+    );
 
     // Per word: while the news flowed, B showed each word a few ms after A (B's stored-log
     // path alone would show them in 250 ms batches: a median lag of ~125 ms or more).
