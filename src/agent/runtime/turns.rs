@@ -479,6 +479,7 @@ impl Runtime {
             reissue: None,
             heard,
             speech: Default::default(),
+            relay: None,
         }
     }
 
