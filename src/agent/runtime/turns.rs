@@ -326,8 +326,8 @@ impl Runtime {
                                 record.owner = Some(owner.to_owned());
                             }
                             adopt_context(record, context);
-                            let started =
-                                self.begin_turn(&session, record, live, user, timing, reissue, said);
+                            let started = self
+                                .begin_turn(&session, record, live, user, timing, reissue, said);
                             return Ok(started);
                         }
                     }
