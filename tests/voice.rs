@@ -447,6 +447,42 @@ async fn the_demo_hears_a_spoken_payment_and_asks_for_its_countersignature() {
         "Pay forty euros to Alice"
     );
     assert_eq!(page["pending"].as_array().map(Vec::len), Some(1), "{page}");
+    // The stream opened with what was said, before the reply's message (the page shows it).
+    assert_eq!(chunks[0]["type"], "data-voice", "{chunks:?}");
+    assert_eq!(chunks[0]["data"]["state"], "heard");
+    assert_eq!(chunks[0]["data"]["text"], "Pay forty euros to Alice");
+    assert_eq!(chunks[0]["data"]["messageId"], page["messages"][0]["id"]);
+    assert_eq!(chunks[1]["type"], "start");
+
+    // The card's click, as the page sends it after a reload: the payment runs.
+    let mut socket = connect(&server, "/api/live?audio=binary").await;
+    let mut message = page["messages"][1].clone();
+    let part = message["parts"]
+        .as_array_mut()
+        .and_then(|parts| {
+            parts
+                .iter_mut()
+                .find(|p| p["type"] == "tool-process_payment")
+        })
+        .expect("the card's part");
+    part["state"] = json!("approval-responded");
+    part["approval"]["approved"] = json!(true);
+    send(
+        &mut socket,
+        json!({"type": "message", "id": "spoken", "messages": [message]}),
+    )
+    .await;
+    let mut seen = Vec::new();
+    loop {
+        match next(&mut socket).await {
+            Frame::Chunk(chunk) => seen.push(chunk),
+            Frame::Binary(_) => {}
+            Frame::Done => break,
+            other => panic!("{other:?}: {seen:?}"),
+        }
+    }
+    assert!(of_type(&seen, "error").is_empty(), "{seen:?}");
+    assert_eq!(of_type(&seen, "tool-output-available").len(), 1, "{seen:?}");
 }
 
 /// "Yes, approve it" said (`yes.wav`) while a spoken payment's card waits, over `/api/live`: the

@@ -165,7 +165,7 @@ impl TurnDriver {
             DriveFrom::Start => {
                 if let Some(heard) = self.heard.take() {
                     // Transient, before the assistant message: the reply's reducer never sees it.
-                    self.push(TurnEntry::Chunk(heard));
+                    self.push(crate::agent::session::TurnEntry::Chunk(heard));
                 }
                 self.emit(Chunk::start(self.message_id.clone()));
                 if self.rt.store.shared() {

@@ -398,7 +398,7 @@ impl ChatCtl {
         self.banner.set(Some(Banner { message, retry }));
     }
 
-    fn remember_chat(self, text: &str) {
+    pub(super) fn remember_chat(self, text: &str) {
         let id = self.chat_id.get_untracked();
         let now = platform::now_ms();
         self.chats.update(|chats| {

@@ -278,8 +278,8 @@ impl ChatCtl {
     }
 
     /// A spoken turn begins (`data-voice` `heard`, before its reply's `start`): what the person
-    /// said is their message, and the reply is a new assistant message, never the continuation
-    /// of a message that still waits (its stream ends here; what it showed stays).
+    /// said is their message, and the reply is a message of its own, never the continuation of
+    /// a message that still waits (its stream ends here; what it showed stays).
     pub(in crate::ui::controller) fn on_heard(self, data: &Value) {
         let (Some(id), Some(text)) = (
             data.get("messageId").and_then(Value::as_str),
@@ -287,6 +287,8 @@ impl ChatCtl {
         ) else {
             return;
         };
+        // Like a typed message, it makes the chat one of the person's (a reload opens it again).
+        self.remember_chat(super::state::chat_title(text));
         self.conversation.update_value(|c| {
             c.end_stream();
             if !c.messages().iter().any(|m| m.id == id) {
@@ -295,10 +297,9 @@ impl ChatCtl {
                     text.to_owned(),
                 ));
             }
-            c.begin_stream(
-                crate::protocol::Trigger::SubmitMessage,
-                crate::ui::platform::random_id("m"),
-            );
+            // From an empty message: its `start` names the reply (a replay after a reload
+            // replaces the copy the page loaded, rather than continuing it twice over).
+            c.begin_resume(crate::ui::platform::random_id("m"));
         });
         self.publish();
     }
