@@ -171,6 +171,14 @@ impl TurnPlan {
     }
 }
 
+/// How a turn begins, besides the person's message: its text timing, a call it puts before the
+/// person again first ("ask again"), and whether the message was said or typed.
+struct Beginning {
+    timing: Option<TextTiming>,
+    reissue: Option<ToolCall>,
+    said: Said,
+}
+
 /// How the person's message came.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Said {
@@ -326,8 +334,17 @@ impl Runtime {
                                 record.owner = Some(owner.to_owned());
                             }
                             adopt_context(record, context);
-                            let started = self
-                                .begin_turn(&session, record, live, user, timing, reissue, said);
+                            let started = self.begin_turn(
+                                &session,
+                                record,
+                                live,
+                                user,
+                                Beginning {
+                                    timing,
+                                    reissue,
+                                    said,
+                                },
+                            );
                             return Ok(started);
                         }
                     }
@@ -354,10 +371,13 @@ impl Runtime {
         record: &mut SessionRecord,
         live: &mut Option<LiveTurn>,
         user: UserTurn,
-        timing: Option<TextTiming>,
-        reissue: Option<ToolCall>,
-        said: Said,
+        beginning: Beginning,
     ) -> TurnStarted {
+        let Beginning {
+            timing,
+            reissue,
+            said,
+        } = beginning;
         let now = self.clock.now_ms();
         let turn_id = self.ids.next_id(IdKind::Turn);
         let message_id = self.ids.next_id(IdKind::Message);
