@@ -231,7 +231,7 @@ async fn speaking_over_the_answer_interrupts_it() {
     assert_eq!(speech.len(), 4_800);
     assert_eq!(
         states,
-        vec!["interrupted"],
+        vec!["heard", "interrupted"],
         "the browser stops playing at once"
     );
     assert_eq!(finish["audio"]["bytes"], 4_800);
