@@ -310,7 +310,7 @@ pub fn select_live(
     }
     let Some(key) = var("GEMINI_API_KEY").or_else(|| var("GOOGLE_API_KEY")) else {
         return match live_model {
-            Some(model) => Err(ProviderConfigError::MissingCredentials {
+            Some(model) => Err(ProviderConfigError::MissingLiveCredentials {
                 provider: "Gemini Live",
                 model,
                 needed: "GEMINI_API_KEY or GOOGLE_API_KEY",
@@ -492,10 +492,12 @@ mod tests {
             None,
             "an OpenAI main model keeps BIDI on it unless Live is asked for"
         );
-        assert!(matches!(
-            live(&[("COUNTERSIGN_LIVE_MODEL", "gemini-3.8-live")]),
-            Err(ProviderConfigError::MissingCredentials { .. })
-        ));
+        // The setting that asked for Live is the one the error names.
+        let missing = live(&[("COUNTERSIGN_LIVE_MODEL", "gemini-3.8-live")]).unwrap_err();
+        assert_eq!(
+            missing.to_string(),
+            "COUNTERSIGN_LIVE_MODEL=\"gemini-3.8-live\" asks for Gemini Live; set GEMINI_API_KEY or GOOGLE_API_KEY"
+        );
         assert!(matches!(
             live(&[
                 ("GEMINI_API_KEY", "k"),
