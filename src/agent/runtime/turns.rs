@@ -499,7 +499,6 @@ impl Runtime {
             reissue: None,
             heard,
             speech: Default::default(),
-            relay: None,
         }
     }
 

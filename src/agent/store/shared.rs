@@ -439,10 +439,9 @@ impl SessionStore for MemoryInstance {
             }
         };
         if kept {
-            self.tell(StoreNews::Kept {
+            self.tell(StoreNews::Chat {
                 chat: chat.to_owned(),
-                turn: turn.to_owned(),
-                len: log.len(),
+                waits: false,
             });
         }
         Ok(())
