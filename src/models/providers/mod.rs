@@ -55,6 +55,7 @@
 pub mod gemini;
 pub mod gemini_live;
 pub mod http;
+mod live_sync;
 pub mod openai;
 pub mod openai_realtime;
 

@@ -17,7 +17,8 @@ use tokio::time::{Instant, sleep_until, timeout, timeout_at};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use super::history::{google_id, live_contents, live_ids, split_tail};
+use super::NAMESPACE;
+use super::history::{live_contents, live_ids};
 use super::wire::{
     Incoming, LiveFunctionResponse, ServerContent, ServerMessage, SetupSpec, classify, close_error,
     handshake_error, is_normal_close, tool_response,
@@ -25,20 +26,11 @@ use super::wire::{
 use super::{
     CallNotice, Job, LiveTimeouts, Registry, STRAY_CALL_ERROR, Shared, ToolBehavior, Ws, WsError,
 };
-use crate::agent::history::{AssistantPart, HistoryItem};
+use crate::agent::history::HistoryItem;
 use crate::agent::lock;
 use crate::agent::model::ModelError;
 use crate::models::providers::gemini;
-
-/// One entry of what the server session has seen.
-#[derive(Debug, Clone)]
-enum Synced {
-    /// A history item, sent or (once the runner recorded it) produced by the model.
-    Item(HistoryItem),
-    /// The model's output of the last step, until the next request shows how the runner
-    /// recorded it: the Live ids of the calls it made.
-    Own { calls: Vec<String> },
-}
+use crate::models::providers::live_sync::{SyncedHistory, split_tail};
 
 /// The latest resumable handle and how much of `synced` it covers.
 #[derive(Debug, Clone)]
@@ -92,7 +84,7 @@ pub(super) struct SessionActor {
     actor_id: u64,
     registry: Weak<Registry>,
     conn: Option<Connection>,
-    synced: Vec<Synced>,
+    synced: SyncedHistory,
     resume: Option<ResumePoint>,
     /// Live ids the server cancelled after their step ended.
     cancelled: HashSet<String>,
@@ -138,7 +130,7 @@ impl SessionActor {
             actor_id,
             registry,
             conn: None,
-            synced: Vec::new(),
+            synced: SyncedHistory::new(NAMESPACE),
             resume: None,
             cancelled: HashSet::new(),
             last_used: Instant::now(),
@@ -401,46 +393,17 @@ impl SessionActor {
 
     // -- connecting -----------------------------------------------------------------------------
 
-    /// Matches the request's history against what the server session saw.
+    /// Matches the request's history against what the server session saw
+    /// ([`SyncedHistory::reconcile`]); a session that diverged is started afresh.
     fn reconcile(&mut self, history: &[HistoryItem]) {
-        if let Some(Synced::Own { calls }) = self.synced.last() {
-            let index = self.synced.len() - 1;
-            match history.get(index) {
-                Some(item @ HistoryItem::Assistant { parts }) => {
-                    let mut recorded: Vec<String> = parts
-                        .iter()
-                        .filter_map(|p| match p {
-                            AssistantPart::ToolCall { call } => google_id(&call.provider_data),
-                            _ => None,
-                        })
-                        .collect();
-                    let mut made = calls.clone();
-                    recorded.sort();
-                    made.sort();
-                    if recorded == made {
-                        self.synced[index] = Synced::Item(item.clone());
-                    } else {
-                        self.reset("the recorded step does not match what the model said");
-                        return;
-                    }
-                }
-                // The runner recorded nothing for that step (it said nothing).
-                _ => {
-                    self.synced.pop();
-                    if let Some(point) = &mut self.resume {
-                        point.synced_len = point.synced_len.min(self.synced.len());
-                    }
+        match self.synced.reconcile(history) {
+            Ok(()) => {
+                // A step the runner did not record left the server's conversation shorter.
+                if let Some(point) = &mut self.resume {
+                    point.synced_len = point.synced_len.min(self.synced.len());
                 }
             }
-        }
-        let matches = self.synced.len() <= history.len()
-            && self
-                .synced
-                .iter()
-                .zip(history)
-                .all(|(seen, item)| matches!(seen, Synced::Item(seen) if seen == item));
-        if !matches {
-            self.reset("the history differs from what this session saw");
+            Err(diverged) => self.reset(&diverged.to_string()),
         }
     }
 
@@ -508,7 +471,7 @@ impl SessionActor {
         if self.shared.behavior != ToolBehavior::Blocking || conn.issued.is_empty() {
             return false;
         }
-        let (_, trigger) = split_tail(&history[self.synced.len().min(history.len())..]);
+        let (_, trigger) = split_tail(self.synced.unsent(history));
         if !trigger
             .iter()
             .any(|item| matches!(item, HistoryItem::User { .. }))

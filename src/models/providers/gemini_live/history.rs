@@ -7,48 +7,18 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use super::NAMESPACE;
-use crate::agent::history::{AssistantPart, HistoryItem, ToolResult};
+use crate::agent::history::{HistoryItem, ToolResult};
 use crate::models::providers::gemini::{self, Content, Part};
-
-/// Splits a tail into context (up to and including the last assistant item, or the client's
-/// earlier messages a chat began with) and trigger (the trailing results and user messages).
-pub(super) fn split_tail(tail: &[HistoryItem]) -> (&[HistoryItem], &[HistoryItem]) {
-    let at = tail
-        .iter()
-        .rposition(|item| {
-            matches!(
-                item,
-                HistoryItem::Assistant { .. } | HistoryItem::Context { .. }
-            )
-        })
-        .map_or(0, |i| i + 1);
-    tail.split_at(at)
-}
+use crate::models::providers::live_sync::{provider_call_id, provider_call_ids};
 
 /// Runner call id → Live call id, from the calls in `history`.
 pub(super) fn live_ids(history: &[HistoryItem]) -> HashMap<&str, String> {
-    let mut ids = HashMap::new();
-    for item in history {
-        if let HistoryItem::Assistant { parts } = item {
-            for part in parts {
-                if let AssistantPart::ToolCall { call } = part
-                    && let Some(id) = google_id(&call.provider_data)
-                {
-                    ids.insert(call.id.as_str(), id);
-                }
-            }
-        }
-    }
-    ids
+    provider_call_ids(history, NAMESPACE)
 }
 
+/// The Live call id kept in a call's `provider_data`.
 pub(super) fn google_id(provider_data: &Option<Value>) -> Option<String> {
-    provider_data
-        .as_ref()?
-        .get(NAMESPACE)?
-        .get("id")?
-        .as_str()
-        .map(str::to_owned)
+    provider_call_id(provider_data, NAMESPACE)
 }
 
 /// History as Live `clientContent` turns: the REST conversion, with function calls and results

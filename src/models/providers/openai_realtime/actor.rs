@@ -16,25 +16,15 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use super::wire::{
-    self, ServerEvent, SessionSpec, context_events, described, function_output, realtime_id,
-    session_update,
+    self, ServerEvent, SessionSpec, context_events, described, function_output, session_update,
 };
-use super::{CallNotice, Job, Registry, Shared, Ws, WsError};
-use crate::agent::history::{AssistantPart, HistoryItem, ToolResult};
+use super::{CallNotice, Job, NAMESPACE, Registry, Shared, Ws, WsError};
+use crate::agent::history::{HistoryItem, ToolResult};
 use crate::agent::lock;
 use crate::agent::model::ModelError;
 use crate::models::providers::gemini_live::handshake_error;
+use crate::models::providers::live_sync::{SyncedHistory, provider_call_ids, split_tail};
 use voice::Voice;
-
-/// One entry of what the server's conversation has seen.
-#[derive(Debug, Clone)]
-enum Synced {
-    /// A history item, sent or (once the runner recorded it) produced by the model.
-    Item(HistoryItem),
-    /// The model's output of the last step, until the next request shows how the runner
-    /// recorded it: the Realtime ids of the calls it made.
-    Own { calls: Vec<String> },
-}
 
 /// One WebSocket and what only it knows.
 struct Connection {
@@ -67,7 +57,7 @@ pub(super) struct SessionActor {
     /// Jobs that came while a step read the socket (a step waits for the one before it).
     queued: VecDeque<Job>,
     conn: Option<Connection>,
-    synced: Vec<Synced>,
+    synced: SyncedHistory,
     voice: Voice,
     in_step: bool,
     last_active: Instant,
@@ -136,38 +126,6 @@ async fn send(conn: &mut Connection, event: &Value) -> Result<(), String> {
         .map_err(|e| format!("cannot send to OpenAI Realtime: {e}"))
 }
 
-/// Runner call id → Realtime call id, from the calls in `history`.
-fn realtime_ids(history: &[HistoryItem]) -> HashMap<&str, String> {
-    let mut ids = HashMap::new();
-    for item in history {
-        if let HistoryItem::Assistant { parts } = item {
-            for part in parts {
-                if let AssistantPart::ToolCall { call } = part
-                    && let Some(id) = realtime_id(&call.provider_data)
-                {
-                    ids.insert(call.id.as_str(), id);
-                }
-            }
-        }
-    }
-    ids
-}
-
-/// Splits a tail into context (up to and including the last assistant item or client context)
-/// and trigger (the trailing results and user messages).
-fn split_tail(tail: &[HistoryItem]) -> (&[HistoryItem], &[HistoryItem]) {
-    let at = tail
-        .iter()
-        .rposition(|item| {
-            matches!(
-                item,
-                HistoryItem::Assistant { .. } | HistoryItem::Context { .. }
-            )
-        })
-        .map_or(0, |i| i + 1);
-    tail.split_at(at)
-}
-
 impl SessionActor {
     pub(super) fn new(
         shared: Arc<Shared>,
@@ -184,7 +142,7 @@ impl SessionActor {
             jobs,
             queued: VecDeque::new(),
             conn: None,
-            synced: Vec::new(),
+            synced: SyncedHistory::new(NAMESPACE),
             voice: Voice::default(),
             in_step: false,
             last_active: Instant::now(),
@@ -316,53 +274,20 @@ impl SessionActor {
 
     // -- what the server saw ---------------------------------------------------------------------
 
-    /// Matches the request's history against what the server's conversation saw.
+    /// Matches the request's history against what the server's conversation saw
+    /// ([`SyncedHistory::reconcile`]); a conversation that diverged is started afresh.
     fn reconcile(&mut self, history: &[HistoryItem]) {
-        if let Some(Synced::Own { calls }) = self.synced.last() {
-            let index = self.synced.len() - 1;
-            match history.get(index) {
-                Some(item @ HistoryItem::Assistant { parts }) => {
-                    let mut recorded: Vec<String> = parts
-                        .iter()
-                        .filter_map(|p| match p {
-                            AssistantPart::ToolCall { call } => realtime_id(&call.provider_data),
-                            _ => None,
-                        })
-                        .collect();
-                    let mut made = calls.clone();
-                    recorded.sort();
-                    made.sort();
-                    if recorded == made {
-                        self.synced[index] = Synced::Item(item.clone());
-                    } else {
-                        self.reset("the recorded step does not match what the model said");
-                        return;
-                    }
-                }
-                // The runner recorded nothing for that step (it said nothing).
-                _ => {
-                    self.synced.pop();
-                }
-            }
-        }
-        let matches = self.synced.len() <= history.len()
-            && self
-                .synced
-                .iter()
-                .zip(history)
-                .all(|(seen, item)| matches!(seen, Synced::Item(seen) if seen == item));
-        if !matches {
-            self.reset("the history differs from what this session saw");
+        if let Err(diverged) = self.synced.reconcile(history) {
+            self.reset(&diverged.to_string());
         }
     }
 
     /// Sends what the server lacks of `history` (no answer asked for).
     async fn send_tail(&mut self, history: &[HistoryItem]) -> Result<(), String> {
         let conn = self.conn.as_mut().ok_or("no socket")?;
-        let start = self.synced.len().min(history.len());
-        let tail = &history[start..];
+        let tail = self.synced.unsent(history);
         let (context, trigger) = split_tail(tail);
-        let ids = realtime_ids(history);
+        let ids = provider_call_ids(history, NAMESPACE);
         for event in context_events(context) {
             send(conn, &event).await?;
         }
@@ -389,7 +314,7 @@ impl SessionActor {
                 }
             }
         }
-        self.synced.extend(tail.iter().cloned().map(Synced::Item));
+        self.synced.sent(tail);
         Ok(())
     }
 

@@ -187,16 +187,6 @@ pub(super) fn described(results: &[ToolResult]) -> String {
     text
 }
 
-/// The Realtime call id kept in a call's `provider_data`.
-pub(super) fn realtime_id(provider_data: &Option<Value>) -> Option<String> {
-    provider_data
-        .as_ref()?
-        .get(NAMESPACE)?
-        .get("id")?
-        .as_str()
-        .map(str::to_owned)
-}
-
 pub(super) fn provider_data(call_id: &str) -> Value {
     json!({ NAMESPACE: {"id": call_id} })
 }

@@ -7,12 +7,12 @@ use serde_json::json;
 use tokio::time::{Instant, sleep_until};
 use tokio_tungstenite::tungstenite::Message;
 
-use super::{SessionActor, Synced, send, send_context, triage};
+use super::{SessionActor, send, send_context, triage};
 use crate::agent::history::{HistoryItem, ToolCall, ToolResult};
 use crate::agent::model::{ModelError, ModelEvent};
 use crate::models::providers::gemini;
 use crate::models::providers::gemini_live::history::{
-    described_results, live_contents, live_ids, merge_adjacent, split_tail,
+    described_results, live_contents, live_ids, merge_adjacent,
 };
 use crate::models::providers::gemini_live::wire::{
     Incoming, LiveFunctionResponse, LiveUsage, ServerMessage, SetupSpec, classify, close_error,
@@ -21,6 +21,7 @@ use crate::models::providers::gemini_live::wire::{
 use crate::models::providers::gemini_live::{
     EventSender, Job, MAX_RECONNECTS_PER_STEP, NAMESPACE, StepJob, ToolBehavior, WsError,
 };
+use crate::models::providers::live_sync::split_tail;
 use crate::protocol::FinishReason;
 
 /// How a step's read loop ended.
@@ -140,8 +141,7 @@ impl SessionActor {
         let Some(conn) = self.conn.as_mut() else {
             return Err("no socket".into());
         };
-        let start = self.synced.len().min(step.history.len());
-        let tail = &step.history[start..];
+        let tail = self.synced.unsent(&step.history);
         let (context, trigger) = split_tail(tail);
         if tail.is_empty() {
             if !step.input_sent {
@@ -229,7 +229,7 @@ impl SessionActor {
         } else if trigger.is_empty() {
             send(conn, &json!({"clientContent": {"turnComplete": true}})).await?;
         }
-        self.synced.extend(tail.iter().cloned().map(Synced::Item));
+        self.synced.sent(tail);
         step.input_sent = true;
         step.last_heard = Instant::now();
         Ok(())
@@ -481,7 +481,7 @@ impl SessionActor {
             reason,
             usage: step.usage.map(usage).unwrap_or_default(),
         });
-        self.synced.push(Synced::Own { calls: live });
+        self.synced.model_step(live);
     }
 
     /// The runner dropped the stream mid-step.
@@ -512,7 +512,7 @@ impl SessionActor {
             self.conn = None;
         }
         if step.input_sent {
-            self.synced.push(Synced::Own { calls: Vec::new() });
+            self.synced.model_step(Vec::new());
         }
     }
 }

@@ -12,7 +12,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::step::Step;
-use super::{SessionActor, Synced, send, send_context};
+use super::{SessionActor, send, send_context};
 use crate::agent::history::{HistoryItem, ToolCall};
 use crate::agent::model::ModelRequest;
 use crate::agent::voice::{UNTRANSCRIBED, VoiceInput, VoiceMode, VoiceNotice};
@@ -161,10 +161,9 @@ impl SessionActor {
     /// Sends what the server session lacks of `history`, as context (no answer asked for).
     async fn sync_history(&mut self, history: &[HistoryItem]) -> Result<(), String> {
         let conn = self.conn.as_mut().ok_or("no socket")?;
-        let start = self.synced.len().min(history.len());
-        let tail = &history[start..];
+        let tail = self.synced.unsent(history);
         send_context(conn, tail).await?;
-        self.synced.extend(tail.iter().cloned().map(Synced::Item));
+        self.synced.sent(tail);
         Ok(())
     }
 
@@ -245,8 +244,7 @@ impl SessionActor {
             }
             return None;
         }
-        let start = self.synced.len().min(step.history.len());
-        let tail = &step.history[start..];
+        let tail = self.synced.unsent(&step.history);
         // Calls of the turn the speech ended (a card superseded) still get their one final
         // response, silently: the model is answering the speech already. (A blocking model's
         // call is cancelled by the speech itself, §1 of voice.md.)
@@ -285,7 +283,7 @@ impl SessionActor {
             self.conn = None;
             return Some(false);
         }
-        self.synced.extend(tail.iter().cloned().map(Synced::Item));
+        self.synced.sent(tail);
         step.input_sent = true;
         step.last_heard = Instant::now();
         for message in held {

@@ -4,7 +4,7 @@
 
 use tokio::time::{Instant, sleep_until};
 
-use super::{Incoming, SessionActor, Synced, classify, next_frame, send};
+use super::{Incoming, SessionActor, classify, next_frame, send};
 use crate::agent::history::ToolCall;
 use crate::agent::model::{ModelError, ModelEvent, Usage};
 use crate::agent::voice::{VoiceInput, VoiceMode};
@@ -276,7 +276,7 @@ impl SessionActor {
                 // The calls go with their response: the runner never sees them.
                 step.calls.clear();
                 self.interrupt(step);
-                self.synced.push(Synced::Own { calls: Vec::new() });
+                self.synced.model_step(Vec::new());
                 step.emit(ModelEvent::Finish {
                     reason: FinishReason::Other,
                     usage,
@@ -298,7 +298,7 @@ impl SessionActor {
             ids.push(id);
             step.emit(ModelEvent::ToolCall(call));
         }
-        self.synced.push(Synced::Own { calls: ids });
+        self.synced.model_step(ids);
     }
 
     /// The grace after a call passed without `response.done`: the step ends with its calls and

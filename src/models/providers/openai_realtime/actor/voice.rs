@@ -5,7 +5,7 @@
 //! runtime what it heard ([`VoiceNotice::Heard`]), holds what the server sends until the
 //! runner's step for that turn comes, and hands it to that step.
 
-use super::{SessionActor, Synced, send};
+use super::{SessionActor, send};
 use crate::agent::history::HistoryItem;
 use crate::agent::model::ModelRequest;
 use crate::agent::voice::{UNTRANSCRIBED, VoiceInput, VoiceMode, VoiceNotice};
@@ -245,8 +245,7 @@ impl SessionActor {
             if self.conn.is_some() {
                 match self.send_tail(before).await {
                     Ok(()) => {
-                        self.synced
-                            .extend(history.last().cloned().map(Synced::Item));
+                        self.synced.sent(&history[history.len() - 1..]);
                         return Some(held);
                     }
                     Err(reason) => self.reset(&reason),
