@@ -80,7 +80,9 @@ pub struct TurnRecord {
     /// Text held back in hold mode (ADR 0004).
     pub held_text: Vec<HeldText>,
     pub usage: Usage,
-    /// Bumped by every accepted person input, so the turn knows a waiting response must end.
+    /// Bumped by every change made to the waiting turn from outside its task (an accepted
+    /// person input, signatures a change of people dropped), so the turn knows a waiting
+    /// response must end and does not park on what it read before the change.
     pub inputs: u64,
     /// The transport that started the turn: kept so a turn resumed after a restart answers with
     /// the same model and is logged the same.

@@ -23,9 +23,53 @@ use crate::agent::{
         InputError, StepCall,
         countersign::{self, Standing, Uncounted},
     },
-    session::{Session, SessionRecord},
+    session::{Session, SessionRecord, TurnEntry, TurnLog},
     store::{Actor, AuditEvent, AuditKind, audit},
 };
+use crate::protocol::{
+    Chunk,
+    countersign::{PROGRESS_PART, Progress},
+};
+
+/// How long a change of people waits, at most, for the chats it changed to show it (their
+/// turns tell it at once; this only bounds a turn that cannot run).
+const TOLD_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A turn woken to tell a change: its log, where the news comes after, and the news: the
+/// signatures dropped (approval, person, when).
+pub(crate) struct Telling {
+    log: Arc<TurnLog>,
+    from: usize,
+    news: Vec<(String, String, Millis)>,
+}
+
+impl Telling {
+    /// Until the turn has told every dropped signature (a `data-countersign` part that lists
+    /// it as dropped) and committed it (it waits for the person again), or ended.
+    async fn told(self) {
+        let mut untold = self.news;
+        let mut reader = self.log.subscribe(self.from);
+        while let Some(entry) = reader.next().await {
+            match entry {
+                TurnEntry::Chunk(Chunk::Data(data)) if data.name == PROGRESS_PART => {
+                    let Some(progress) = Progress::from_value(&data.data) else {
+                        continue;
+                    };
+                    untold.retain(|(approval, person, at)| {
+                        progress.approval_id != *approval
+                            || !progress
+                                .dropped
+                                .iter()
+                                .any(|d| d.person == *person && d.at_ms == *at)
+                    });
+                }
+                TurnEntry::Pause if untold.is_empty() => return,
+                TurnEntry::End => return,
+                _ => {}
+            }
+        }
+    }
+}
 
 /// Which chats a recheck reaches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +160,16 @@ impl Runtime {
         Ok(changed)
     }
 
+    /// `id`, if they may act now. Someone this instance's directory has never heard of may
+    /// have joined on another instance sharing the database a moment ago (its news not here
+    /// yet): the people are read again first, as news of it would (never "removed" for that).
+    pub async fn active_person(self: &Arc<Self>, id: &str) -> Option<Person> {
+        if self.people().person(id).is_none() {
+            self.people_news().await;
+        }
+        self.people().active(id)
+    }
+
     /// Another instance changed people (or news was lost): the directory reads them again and
     /// ends what the removed held open here; the chats whose turns run here are rechecked and
     /// the removed's turns running here stop.
@@ -178,6 +232,7 @@ impl Runtime {
         );
         chats.sort();
         chats.dedup();
+        let mut telling = Vec::new();
         for chat in chats {
             let session = match self.existing_session(&chat).await {
                 Ok(Some(session)) => session,
@@ -187,28 +242,48 @@ impl Runtime {
                     continue;
                 }
             };
-            if let Err(e) = self.recheck_session(&session, &standing, actor).await {
-                tracing::warn!(session = %chat, error = %e, "signatures that no longer count are dropped when the chat is next answered");
+            match self.recheck_session(&session, &standing, actor).await {
+                Ok(Some(told)) => telling.push(told),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(session = %chat, error = %e, "signatures that no longer count are dropped when the chat is next answered");
+                }
+            }
+        }
+        // Where the change was made, it is done when the chats show it: a page read after it
+        // (the admin's, the requester's) no longer lists the signatures, as an answer's
+        // response ends only once its turn has told it.
+        if reach == Reach::Everywhere && !telling.is_empty() {
+            let all = futures::future::join_all(telling.into_iter().map(Telling::told));
+            if tokio::time::timeout(TOLD_WITHIN, all).await.is_err() {
+                tracing::warn!(
+                    "a chat's turn has not yet told the signatures a change of people dropped; it tells them when it runs"
+                );
             }
         }
     }
 
     /// Drops from `session`'s turn the signatures that no longer count by `standing`
     /// ([`countersign::recheck`]); when there were some, the record is committed with their
-    /// audit events (`actor`: who caused it) and the turn woken to tell the page. A chat whose
-    /// turn runs on another instance is that instance's to recheck.
+    /// audit events (`actor`: who caused it) and the turn woken to tell the page: then the
+    /// turn's log, to follow until it has told it. A chat whose turn runs on another instance
+    /// is that instance's to recheck.
     pub(crate) async fn recheck_session(
         self: &Arc<Self>,
         session: &Arc<Session>,
         standing: &Standing,
         actor: Option<&Actor>,
-    ) -> Result<(), InputError> {
+    ) -> Result<Option<Telling>, InputError> {
         if session.runs_elsewhere() {
-            return Ok(());
+            return Ok(None);
         }
         let now = self.clock.now_ms();
-        let events = {
+        let (events, telling) = {
             let mut state = session.state();
+            let log = state
+                .live
+                .as_ref()
+                .map(|turn| (turn.log.clone(), turn.log.len()));
             let record = &mut state.record;
             let requester = record.owner().to_owned();
             let SessionRecord {
@@ -218,7 +293,7 @@ impl Runtime {
                 ..
             } = record;
             let Some(turn) = turn.as_mut().filter(|t| !t.status.is_over()) else {
-                return Ok(());
+                return Ok(None);
             };
             let uncounted = countersign::recheck(
                 &mut turn.calls,
@@ -229,9 +304,24 @@ impl Runtime {
                 |call| now + self.approval_wait(call),
             );
             if uncounted.is_empty() {
-                return Ok(());
+                return Ok(None);
             }
-            dropped_events(id, &turn.id, &turn.calls, &uncounted, actor, now)
+            // News the turn has to tell: a task that read the chat before this may not park
+            // on what it read (it parks only while the input count is the one it read).
+            turn.inputs += 1;
+            let events = dropped_events(id, &turn.id, &turn.calls, &uncounted, actor, now);
+            let telling = log.map(|(log, from)| Telling {
+                log,
+                from,
+                news: uncounted
+                    .iter()
+                    .map(|u| {
+                        let d = &u.dropped;
+                        (u.approval_id.clone(), d.person.clone(), d.at_ms)
+                    })
+                    .collect(),
+            });
+            (events, telling)
         };
         // Answers still waiting for their turn's commit go first.
         if let Err(failed) = self.commits.commit(session, events, None).await {
@@ -246,7 +336,7 @@ impl Runtime {
         }
         // The turn tells the page (a new `data-countersign` part), parked or not.
         self.wake(session);
-        Ok(())
+        Ok(telling)
     }
 
     /// How long an approval of `call` waits when it is asked again.

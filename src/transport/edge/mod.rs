@@ -527,8 +527,10 @@ pub async fn session_principal(
         Ok(session) => match session.person {
             None => Ok((Principal::Local { via_key: true }, session.id)),
             // Someone removed since they signed in is signed out.
-            Some(person) => people
-                .active(&person)
+            Some(person) => state
+                .runtime
+                .active_person(&person)
+                .await
                 .map(|p| (Principal::of(&p, session.passkey), session.id))
                 .ok_or(SignedOut::Removed),
         },
