@@ -12,6 +12,8 @@
 //! the request's: the caller starts a fresh session and seeds it (never answers from a
 //! conversation the person did not have).
 //!
+//! The socket itself is opened here too ([`connect`]), the same way for every vendor.
+//!
 //! A vendor supplies only the namespace its call ids are kept under in `provider_data`
 //! (see the table in [`super`]) and its wire.
 
@@ -130,6 +132,24 @@ impl SyncedHistory {
             Err(Diverged::History)
         }
     }
+}
+
+/// Opens a live provider's WebSocket with Nagle's algorithm off: a session is a conversation of
+/// small frames (the end of speech, `response.create`, audio deltas), and with it on, a small
+/// write waiting for the ACK of the one before cost up to 40 ms per exchange (measured by
+/// `bench/run --only voice`: end of speech → first audio p50 43 ms before, see ADR 0035).
+pub(super) async fn connect(
+    request: tokio_tungstenite::tungstenite::handshake::client::Request,
+) -> Result<
+    (
+        tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
+        tokio_tungstenite::tungstenite::handshake::client::Response,
+    ),
+    tokio_tungstenite::tungstenite::Error,
+> {
+    tokio_tungstenite::connect_async_with_config(request, None, true).await
 }
 
 /// Splits a tail into context (up to and including the last assistant item, or the client's

@@ -30,7 +30,7 @@ use crate::agent::history::HistoryItem;
 use crate::agent::lock;
 use crate::agent::model::ModelError;
 use crate::models::providers::gemini;
-use crate::models::providers::live_sync::{SyncedHistory, split_tail};
+use crate::models::providers::live_sync::{self, SyncedHistory, split_tail};
 
 /// The latest resumable handle and how much of `synced` it covers.
 #[derive(Debug, Clone)]
@@ -509,7 +509,7 @@ impl SessionActor {
             .headers_mut()
             .insert("x-goog-api-key", self.shared.key.clone());
         let (mut ws, _) =
-            match timeout(timeouts.connect, tokio_tungstenite::connect_async(request)).await {
+            match timeout(timeouts.connect, live_sync::connect(request)).await {
                 Ok(Ok(connected)) => connected,
                 Ok(Err(error)) => return Err(ConnectError::Failed(handshake_error(error))),
                 Err(_) => {

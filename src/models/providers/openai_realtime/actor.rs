@@ -23,7 +23,9 @@ use crate::agent::history::{HistoryItem, ToolResult};
 use crate::agent::lock;
 use crate::agent::model::ModelError;
 use crate::models::providers::gemini_live::handshake_error;
-use crate::models::providers::live_sync::{SyncedHistory, provider_call_ids, split_tail};
+use crate::models::providers::live_sync::{
+    self, SyncedHistory, provider_call_ids, split_tail,
+};
 use voice::Voice;
 
 /// One WebSocket and what only it knows.
@@ -357,7 +359,7 @@ impl SessionActor {
             .headers_mut()
             .insert("authorization", self.shared.authorization.clone());
         let limit = self.shared.config.timeouts.connect;
-        let connecting = tokio_tungstenite::connect_async(request);
+        let connecting = live_sync::connect(request);
         let (ws, _) = match timeout(limit, connecting).await {
             Err(_) => {
                 return Err(ModelError::Transport(format!(
