@@ -14,6 +14,9 @@
 //! loadgen growth     --base … --pid PID [--at 0,100,1000] [--samples 20] [--db PATH]
 //! loadgen flood        --base … [--senders 2] [--messages 200000] [--body-mb 19]
 //!                      [--seconds 10] [--probe-ms 50] [--pid PID]
+//! loadgen voice        --base … --pid PID [--n 200] [--sessions 200] [--utterances 3]
+//!                      [--speech-ms 1000]
+//! loadgen fake-realtime --port P   (the zero-delay OpenAI Realtime the voice scenario uses)
 //! ```
 //!
 //! Common: `--threads N` (tokio workers, default 1: the client takes at most one of the
@@ -23,6 +26,7 @@ mod flood;
 mod growth;
 mod sse;
 mod stats;
+mod voice;
 mod ws;
 
 use std::{collections::HashMap, net::SocketAddr, process::ExitCode, time::Duration};
@@ -111,7 +115,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(command) = args.first().cloned() else {
         eprintln!(
-            "usage: loadgen <stream|ttfc|concurrency|sse-approval|bidi|ws-concurrency|growth|flood> --base http://IP:PORT [options]"
+            "usage: loadgen <stream|ttfc|concurrency|sse-approval|bidi|ws-concurrency|growth|flood|voice> --base http://IP:PORT [options] | loadgen fake-realtime --port P"
         );
         return ExitCode::from(2);
     };
@@ -150,6 +154,8 @@ fn main() -> ExitCode {
             "ws-concurrency" => ws::concurrency(&opts).await,
             "flood" => flood::flood(&opts).await,
             "growth" => growth::growth(&opts).await,
+            "voice" => voice::voice(&opts).await,
+            "fake-realtime" => voice::fake_realtime(&opts).await,
             other => Err(format!("unknown command {other:?}")),
         }
     });
