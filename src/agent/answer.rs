@@ -379,7 +379,7 @@ impl Answer<'_> {
                 // Another instance changed the chat first: this copy is out of date and goes;
                 // nothing of this answer was written.
                 tracing::warn!(session = %self.chat_id, "an answer came to a chat another instance changed first");
-                rt.forget_live(session);
+                rt.forget_overtaken(session).await;
                 return Err(InputError::AnsweredElsewhere);
             }
             tracing::error!(session = %self.chat_id, error = &failed.error as &dyn std::error::Error, "cannot record the person's answer");

@@ -484,8 +484,16 @@ impl Runtime {
             return Ok(Some(session));
         }
         tracing::debug!(session = %chat_id, "changed by another instance: reading it again");
-        self.forget_live(&session);
+        self.forget_overtaken(&session).await;
         Ok(None)
+    }
+
+    /// Lets `session`, out of date, leave memory ([`Runtime::forget_live`]) for good: once the
+    /// commits of it on their way are done, it never commits again — the copy read next makes
+    /// the store expect the newer version, which this one would write over.
+    pub(crate) async fn forget_overtaken(&self, session: &Arc<Session>) {
+        session.overtaken().await;
+        self.forget_live(session);
     }
 
     /// Lets `session` leave memory if it is still the live one of its chat (a copy another

@@ -101,3 +101,67 @@ impl Runtime {
         self.followers.notify(chat);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::{sync::Arc, time::Duration};
+
+    use crate::agent::{
+        Runtime, RuntimeSettings,
+        clock::{SequentialIds, SystemClock},
+        store::{StoreNews, shared::SharedMemory},
+        tools::{ToolRegistry, ToolSettings, WeatherSource},
+    };
+    use crate::models::demo::DemoModel;
+
+    fn instance(db: &SharedMemory) -> Arc<Runtime> {
+        let tools = ToolRegistry::standard(&ToolSettings {
+            approval_timeout: Duration::from_secs(60),
+            browser_timeout: Duration::from_secs(10),
+            weather: WeatherSource::Offline,
+        });
+        Runtime::builder(
+            Arc::new(DemoModel::new(Duration::ZERO)),
+            tools,
+            Arc::new(SystemClock),
+            Arc::new(SequentialIds::default()),
+            Arc::new(db.instance()),
+            RuntimeSettings::default(),
+        )
+        .build()
+    }
+
+    /// The removal test's race on Postgres (tests/removal.rs, two instances), step by step: an
+    /// answer on B holds its copy of the chat while A commits the chat again and B, hearing
+    /// it, reads the chat again. The copy the answer holds must not then be written over A's
+    /// commit (B's store expects the newer version now, which the old copy never saw).
+    #[tokio::test]
+    async fn a_copy_read_again_after_another_instance_committed_never_writes_over_it() {
+        let db = SharedMemory::new();
+        let (a, b) = (instance(&db), instance(&db));
+        let on_a = a.session("chat").await.unwrap();
+        assert!(a.commits.commit(&on_a, Vec::new(), None).await.is_ok());
+        // An answer on B takes B's copy of the chat (and takes its time: a step-up, say).
+        let held = b.existing_session("chat").await.unwrap().expect("stored");
+        // Meanwhile A commits the chat again (the turn it woke parks again).
+        on_a.state().record.updated_at_ms = 2_000;
+        assert!(a.commits.commit(&on_a, Vec::new(), None).await.is_ok());
+        // B hears of it and reads the chat again.
+        b.on_news(StoreNews::Chat {
+            chat: "chat".into(),
+            waits: false,
+        })
+        .await;
+        let fresh = b.live_session("chat").expect("read again");
+        assert!(!Arc::ptr_eq(&fresh, &held));
+        assert_eq!(fresh.state().record.updated_at_ms, 2_000);
+        // The answer commits the copy it held: refused, and A's commit stays.
+        held.state().record.updated_at_ms = 1_000;
+        let refused = b.commits.commit(&held, Vec::new(), None).await.err();
+        assert!(refused.is_some_and(|r| r.is_conflict()));
+        let stored = b.store.load("chat").await.unwrap().expect("stored");
+        assert_eq!(stored.record.updated_at_ms, 2_000);
+        // The copy read again commits.
+        assert!(b.commits.commit(&fresh, Vec::new(), None).await.is_ok());
+    }
+}

@@ -131,7 +131,7 @@ impl TurnDriver {
     /// another server answered first and their turn ends here.
     pub(super) async fn end_overtaken(&mut self) {
         self.record_done();
-        self.rt.forget_live(&self.session);
+        self.rt.forget_overtaken(&self.session).await;
         let followed = match self.rt.existing_session(&self.session.id).await {
             Ok(Some(session)) => session
                 .current_log()
