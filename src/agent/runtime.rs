@@ -464,6 +464,13 @@ impl Runtime {
         Some(gate.lock_owned().await)
     }
 
+    /// Whether a load of `chat_id` is under way (its copy here may be between two).
+    fn loading(&self, chat_id: &str) -> bool {
+        lock(&self.load_gates)
+            .get(chat_id)
+            .is_some_and(|gate| Arc::strong_count(gate) > 1)
+    }
+
     /// The session of `chat_id` in memory, unless another instance sharing the database has
     /// committed it since (ADR 0025): then this instance's copy leaves memory — when no task
     /// drives a turn of it here — and the caller loads the database's. A copy a task still

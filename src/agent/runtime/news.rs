@@ -3,14 +3,19 @@
 //! wake the inbox's pages (ADR 0039), a stop asked elsewhere
 //! reaches the turn running here, a person removed elsewhere is signed out here (what they hold
 //! open closes) and the turns running here drop their signatures. News only wakes: the database
-//! is read again each time, and lost news makes everything followed here read again.
+//! is read again each time, and lost news makes everything followed here read again — except
+//! for a running turn's text, which comes with its news, entry by entry, to the readers here
+//! that follow the turn (ADR 0042); what is lost of it they read from the stored log.
 
 use std::sync::Arc;
 
 use tokio::sync::broadcast::error::RecvError;
 
 use super::Runtime;
-use crate::agent::store::StoreNews;
+use crate::agent::{
+    session::{TurnEntry, TurnLog},
+    store::StoreNews,
+};
 
 impl Runtime {
     /// Follows the other instances' news for as long as the runtime exists (nothing to do on a
@@ -36,8 +41,17 @@ impl Runtime {
                 let Some(runtime) = runtime.upgrade() else {
                     return;
                 };
-                // A load must not hold up the news behind it.
-                tokio::spawn(async move { runtime.on_news(item).await });
+                match item {
+                    // At once and in the order heard: readers here show it as it comes.
+                    StoreNews::Text {
+                        chat,
+                        turn,
+                        at,
+                        entries,
+                    } => runtime.heard_text(&chat, &turn, at, entries),
+                    // A load must not hold up the news behind it.
+                    item => drop(tokio::spawn(async move { runtime.on_news(item).await })),
+                }
             }
         });
     }
@@ -46,6 +60,21 @@ impl Runtime {
     pub(crate) async fn on_news(self: &Arc<Self>, news: StoreNews) {
         match news {
             StoreNews::Chat { chat, .. } => self.on_chat_news(&chat).await,
+            StoreNews::Text {
+                chat,
+                turn,
+                at,
+                entries,
+            } => self.heard_text(&chat, &turn, at, entries),
+            StoreNews::Kept { chat, turn, len } => {
+                // A reader here that heard every entry has nothing to read.
+                if self
+                    .followed_log(&chat, &turn)
+                    .is_none_or(|log| log.len() < len)
+                {
+                    self.on_chat_news(&chat).await;
+                }
+            }
             StoreNews::Waiting { chat, approvals } => {
                 tracing::debug!(session = %chat, ?approvals, "approvals changed elsewhere");
                 self.inbox.heard(&chat, true);
@@ -99,6 +128,44 @@ impl Runtime {
             }
         }
         self.followers.notify(chat);
+    }
+
+    /// Entries another instance's running turn just logged, the first being number `at` (ADR
+    /// 0042): the log here that follows the turn takes them (in order, each once, waiting at a
+    /// gap for the stored log). A chat nobody follows here costs a look-up; a chat being read
+    /// again at this moment gets them when the read is done.
+    pub(crate) fn heard_text(
+        self: &Arc<Self>,
+        chat: &str,
+        turn: &str,
+        at: usize,
+        entries: Vec<TurnEntry>,
+    ) {
+        if let Some(log) = self.followed_log(chat, turn) {
+            log.heard(at, entries);
+            return;
+        }
+        if !self.loading(chat) {
+            return;
+        }
+        let runtime = self.clone();
+        let (chat, turn) = (chat.to_owned(), turn.to_owned());
+        tokio::spawn(async move {
+            drop(runtime.load_gate(&chat).await);
+            if let Some(log) = runtime.followed_log(&chat, &turn) {
+                log.heard(at, entries);
+            }
+        });
+    }
+
+    /// The log of `chat`'s turn `turn` here, if readers here follow it while another instance
+    /// runs it.
+    fn followed_log(&self, chat: &str, turn: &str) -> Option<Arc<TurnLog>> {
+        let session = self.live_session(chat)?;
+        let state = session.state();
+        let live = state.live.as_ref().filter(|live| live.elsewhere)?;
+        let current = state.record.turn.as_ref()?;
+        (current.id == turn).then(|| live.log.clone())
     }
 }
 

@@ -236,9 +236,13 @@ impl TurnDriver {
         }
     }
 
-    /// Appends to the turn's log. Output after a pause is news for the chat's follower, which
-    /// stopped reading there.
+    /// Appends to the turn's log (and tells other instances, ADR 0042). Output after a pause
+    /// is news for the chat's follower, which stopped reading there.
     pub(super) fn push(&self, entry: TurnEntry) {
+        if let Some(relay) = &self.relay {
+            // The driver is its log's only writer: the entry's number is the log's length.
+            relay.logged(self.log.len(), &entry);
+        }
         if self.log.push(entry) {
             self.rt.followers.notify(&self.session.id);
         }
