@@ -1,4 +1,4 @@
-//! Live text across instances (issue #35 item 3, ADR 0042): a browser attached to instance B
+//! Live text across instances (issue #35 item 3, ADR 0043): a browser attached to instance B
 //! sees the text of a turn running on instance A word by word as A writes it — not in the
 //! batches A's stored log is written in (every 250 ms) — in order, each word once, also when
 //! the news that carries the words is lost on the way.
@@ -150,7 +150,7 @@ async fn a_reader_on_another_instance_sees_each_word_as_it_is_written_in_order_o
         "{seen_b:?}"
     );
 
-    // How far B is behind A per word is measured by `bench/run --only livetext` (ADR 0042: p99
+    // How far B is behind A per word is measured by `bench/run --only livetext` (ADR 0043: p99
     // 4.83 ms against 261 ms when B read the stored log every 250 ms), never asserted here: a
     // timed test fails on a busy machine. It is printed, for whoever reads this run.
     let lags: Vec<Duration> = text_a

@@ -5,7 +5,7 @@
 //! open closes) and the turns running here drop their signatures. News only wakes: the database
 //! is read again each time, and lost news makes everything followed here read again — except
 //! for a running turn's text, which comes with its news, entry by entry, to the readers here
-//! that follow the turn (ADR 0042); what is lost of it they read from the stored log.
+//! that follow the turn (ADR 0043); what is lost of it they read from the stored log.
 
 use std::sync::Arc;
 
@@ -131,7 +131,7 @@ impl Runtime {
     }
 
     /// Entries another instance's running turn just logged, the first being number `at` (ADR
-    /// 0042): the log here that follows the turn takes them (in order, each once, waiting at a
+    /// 0043): the log here that follows the turn takes them (in order, each once, waiting at a
     /// gap for the stored log). A chat nobody follows here costs a look-up; a chat being read
     /// again at this moment gets them when the read is done.
     pub(crate) fn heard_text(

@@ -66,7 +66,7 @@ impl<'de> Deserialize<'de> for TurnEntry {
 #[derive(Debug, Default)]
 pub struct TurnLog {
     entries: Mutex<Vec<TurnEntry>>,
-    /// Of a log that follows a turn another instance runs (ADR 0042): entries heard past a gap
+    /// Of a log that follows a turn another instance runs (ADR 0043): entries heard past a gap
     /// (a notification lost or too large), by number, until the gap is filled. Locked after
     /// `entries`. Empty for a log this instance writes.
     ahead: Mutex<BTreeMap<usize, TurnEntry>>,
@@ -74,7 +74,7 @@ pub struct TurnLog {
     grew: Notify,
 }
 
-/// The most entries a followed log keeps past a gap (ADR 0042); the farthest go first.
+/// The most entries a followed log keeps past a gap (ADR 0043); the farthest go first.
 const AHEAD_KEPT: usize = 1_024;
 
 impl TurnLog {
@@ -112,7 +112,7 @@ impl TurnLog {
     /// Catches this log up with `entries`, the same turn's log as stored later (by another
     /// instance that goes on with the turn): appends what it lacks, then what was heard past it
     /// ([`TurnLog::heard`]). True, changing nothing, when the log already has them (it heard
-    /// them one by one, ADR 0042); false, changing nothing, when `entries` is not this log's
+    /// them one by one, ADR 0043); false, changing nothing, when `entries` is not this log's
     /// continuation or beginning (another turn's, or one that went another way).
     pub fn catch_up_with(&self, entries: &[TurnEntry]) -> bool {
         let mut current = lock(&self.entries);
@@ -133,7 +133,7 @@ impl TurnLog {
     }
 
     /// Follows the log of a turn another instance runs with `entries` heard from it, the first
-    /// being entry number `at` (ADR 0042): appends those that come next, skips those it has,
+    /// being entry number `at` (ADR 0043): appends those that come next, skips those it has,
     /// and keeps those past a gap until the gap is filled (by news heard later or the stored
     /// log). An ended log takes nothing. How many entries the log gained.
     pub fn heard(&self, at: usize, entries: Vec<TurnEntry>) -> usize {
@@ -299,7 +299,7 @@ mod tests {
         );
         assert_eq!(reader.next().await, Some(TurnEntry::End));
         assert!(log.catch_up_with(&later), "already there");
-        // Its beginning only (stored before this log heard the rest, ADR 0042): kept as it is.
+        // Its beginning only (stored before this log heard the rest, ADR 0043): kept as it is.
         assert!(log.catch_up_with(&later[..2]));
         assert_eq!(log.len(), 4);
         // Another turn's log, or one that went another way: left alone.

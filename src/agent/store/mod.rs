@@ -175,7 +175,7 @@ pub enum StoreNews {
     /// News may have been lost: read again whatever is followed here.
     Missed,
     /// What the turn `turn` of `chat`, running on another instance, just logged: its entries
-    /// from number `at` on, as stored (ADR 0042). The one news that carries data rather than
+    /// from number `at` on, as stored (ADR 0043). The one news that carries data rather than
     /// waking a read: a reader here follows the turn by it, entry by entry, and whatever is lost
     /// or too large to say ([`LIVE_NEWS_BYTES`]) comes from the stored log
     /// ([`StoreNews::Kept`], [`StoreNews::Missed`]) — never twice, never out of order.

@@ -236,7 +236,7 @@ impl TurnDriver {
         }
     }
 
-    /// Appends to the turn's log (and tells other instances, ADR 0042). Output after a pause
+    /// Appends to the turn's log (and tells other instances, ADR 0043). Output after a pause
     /// is news for the chat's follower, which stopped reading there.
     pub(super) fn push(&self, entry: TurnEntry) {
         if let Some(relay) = &self.relay {

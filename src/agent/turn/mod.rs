@@ -130,7 +130,7 @@ impl TurnDriver {
     /// memory as soon as the task is gone (ADR 0011).
     pub(crate) fn spawn(mut self, from: DriveFrom) -> tokio::task::JoinHandle<()> {
         if self.rt.store.shared() {
-            // Other instances' readers follow what it logs (ADR 0042).
+            // Other instances' readers follow what it logs (ADR 0043).
             self.relay = Some(relay::Relay::spawn(
                 self.rt.clone(),
                 self.session.id.clone(),

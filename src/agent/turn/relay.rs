@@ -1,4 +1,4 @@
-//! A running turn's log, relayed to the other instances sharing the database (ADR 0042), so a
+//! A running turn's log, relayed to the other instances sharing the database (ADR 0043), so a
 //! reader there (a socket, an SSE resume) shows its text per token:
 //! * every entry as the turn logs it, as news ([`StoreNews::Text`]) numbered by its place in
 //!   the log; what piled up while the last news was on its way goes out as one;

@@ -5,7 +5,7 @@
 //! gets it reads the database again, and a reader follows a turn's log by position. A
 //! notification lost while the listening connection was down is reported as
 //! [`StoreNews::Missed`], after which the runtime reads again everything it follows.
-//! The one exception is [`StoreNews::Text`] (ADR 0042): the entries a running turn just logged,
+//! The one exception is [`StoreNews::Text`] (ADR 0043): the entries a running turn just logged,
 //! so a reader on another instance follows it per token; what it loses, it reads.
 
 use std::{sync::Arc, time::Duration};

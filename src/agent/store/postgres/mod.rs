@@ -913,7 +913,7 @@ impl SessionStore for PostgresStore {
         let payload = instances::encode(&self.instance, &news);
         if payload.len() > instances::MAX_PAYLOAD {
             // Only live text can be this long (an id past its limits): readers elsewhere
-            // get it from the stored log (ADR 0042).
+            // get it from the stored log (ADR 0043).
             tracing::debug!(bytes = payload.len(), "news too long to send");
             return Ok(());
         }
