@@ -475,7 +475,7 @@ async fn a_stream_resumed_on_another_instance_follows_the_turn_without_running_i
     let chat = "pg-resume";
     let (mut rx, mut on_a) = weather_turn_past_its_tool(&a, chat).await;
     // The person's other tab reconnects through B while A is still writing: B streams A's text
-    // as A writes it (its log is written every 250 ms), long before A's turn ends.
+    // as A writes it (each entry as news, ADR 0043), long before A's turn ends.
     let mut on_b_rx = common::stream::resume_stream(&b.base, chat);
     let first_text_on_b = common::stream::next_of(&mut on_b_rx, "text-delta", None).await;
     while let Ok(chunk) = rx.try_recv() {

@@ -14,6 +14,11 @@
 //!    ([`crate::agent::commit`]) — or, for approvals of calls whose effects stay in the record,
 //!    handed to the turn, which commits answer, effect and result together — and the turn is
 //!    woken. Nothing an answer causes reaches a client before the answer is on disk.
+//!
+//! When the chat's copy went out of date during steps 2–6 (another instance sharing the
+//! database committed it: the commit is refused), steps 3–6 run once more on the chat as read
+//! again, with the signer of step 2 — unless grants were kept: then the answer is refused as
+//! answered elsewhere.
 
 mod audit;
 mod signing;
@@ -219,7 +224,7 @@ struct Answer<'a> {
 
 impl Answer<'_> {
     /// The steps of the module's doc, in order.
-    async fn go(self) -> Result<Receipt, InputError> {
+    async fn go(mut self) -> Result<Receipt, InputError> {
         if self.session.runs_elsewhere() {
             return Err(InputError::RunningElsewhere);
         }
@@ -228,29 +233,46 @@ impl Answer<'_> {
         let standing = self.standing().await?;
         let now = self.rt.clock.now_ms();
         let (signer, receipts) = self.signer(standing.as_ref(), now).await?;
-        let applied = match self.session.apply(
-            self.inputs,
-            &self.rt.tools,
-            self.rt.policy(),
-            now,
-            &signer,
-            &requester,
-        ) {
-            Ok(applied) => applied,
-            Err(e) => {
-                return Err(explain_foreign(self.rt, self.chat_id, self.inputs, e).await);
+        let mut again = true;
+        loop {
+            let applied = match self.session.apply(
+                self.inputs,
+                &self.rt.tools,
+                self.rt.policy(),
+                now,
+                &signer,
+                &requester,
+            ) {
+                Ok(applied) => applied,
+                Err(e) => {
+                    return Err(explain_foreign(self.rt, self.chat_id, self.inputs, e).await);
+                }
+            };
+            let mut events = self.events(&applied, &receipts, now);
+            let grants = !applied.grants.is_empty();
+            let granted = match self.keep_grants(&applied, &owner, now).await {
+                Ok(granted) => granted,
+                Err(e) => {
+                    self.session.undo(applied.undo);
+                    return Err(e);
+                }
+            };
+            events.extend(granted);
+            match self.commit(applied, events).await {
+                // The copy this answer held went out of date while it was checked (another
+                // instance committed the chat): the answer goes once more, to the chat as
+                // read now, which decides whether it still applies — its signer is not checked
+                // again. Not when grants were kept for it (they are the first try's).
+                Err(InputError::AnsweredElsewhere) if again && !grants => {
+                    again = false;
+                    self.session = match session_to_answer(self.rt, self.chat_id).await {
+                        Ok(Some(session)) if !session.runs_elsewhere() => session,
+                        _ => return Err(InputError::AnsweredElsewhere),
+                    };
+                }
+                result => return result,
             }
-        };
-        let mut events = self.events(&applied, &receipts, now);
-        let granted = match self.keep_grants(&applied, &owner, now).await {
-            Ok(granted) => granted,
-            Err(e) => {
-                self.session.undo(applied.undo);
-                return Err(e);
-            }
-        };
-        events.extend(granted);
-        self.commit(applied, events).await
+        }
     }
 
     /// The audit events of what `applied` did, with each passkey confirmation's receipt on
@@ -358,7 +380,7 @@ impl Answer<'_> {
     /// events to the turn, which runs the calls at once and commits answer, effect and result
     /// together before it emits anything. A failed commit takes the answer back.
     async fn commit(
-        self,
+        &self,
         applied: AppliedInput,
         events: Vec<AuditEvent>,
     ) -> Result<Receipt, InputError> {
@@ -379,7 +401,7 @@ impl Answer<'_> {
                 // Another instance changed the chat first: this copy is out of date and goes;
                 // nothing of this answer was written.
                 tracing::warn!(session = %self.chat_id, "an answer came to a chat another instance changed first");
-                rt.forget_live(session);
+                rt.forget_overtaken(session).await;
                 return Err(InputError::AnsweredElsewhere);
             }
             tracing::error!(session = %self.chat_id, error = &failed.error as &dyn std::error::Error, "cannot record the person's answer");

@@ -55,6 +55,15 @@ impl Commits {
         events: Vec<AuditEvent>,
         log: Option<&[TurnEntry]>,
     ) -> Result<SessionRecord, Uncommitted> {
+        // A copy that left memory out of date never writes: the store would take it over the
+        // newer copy read since (the version it expects is this instance's, not the copy's).
+        let Some(_current) = session.current().await else {
+            return Err(Uncommitted {
+                error: StoreError::conflict("this copy of the chat was read again since"),
+                waiting: Vec::new(),
+                events,
+            });
+        };
         let (record, waiting) = session.to_commit();
         let audit = [waiting.as_slice(), events.as_slice()].concat();
         let result = match log {

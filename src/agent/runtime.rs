@@ -464,6 +464,13 @@ impl Runtime {
         Some(gate.lock_owned().await)
     }
 
+    /// Whether a load of `chat_id` is under way (its copy here may be between two).
+    fn loading(&self, chat_id: &str) -> bool {
+        lock(&self.load_gates)
+            .get(chat_id)
+            .is_some_and(|gate| Arc::strong_count(gate) > 1)
+    }
+
     /// The session of `chat_id` in memory, unless another instance sharing the database has
     /// committed it since (ADR 0025): then this instance's copy leaves memory — when no task
     /// drives a turn of it here — and the caller loads the database's. A copy a task still
@@ -484,8 +491,16 @@ impl Runtime {
             return Ok(Some(session));
         }
         tracing::debug!(session = %chat_id, "changed by another instance: reading it again");
-        self.forget_live(&session);
+        self.forget_overtaken(&session).await;
         Ok(None)
+    }
+
+    /// Lets `session`, out of date, leave memory ([`Runtime::forget_live`]) for good: once the
+    /// commits of it on their way are done, it never commits again — the copy read next makes
+    /// the store expect the newer version, which this one would write over.
+    pub(crate) async fn forget_overtaken(&self, session: &Arc<Session>) {
+        session.overtaken().await;
+        self.forget_live(session);
     }
 
     /// Lets `session` leave memory if it is still the live one of its chat (a copy another

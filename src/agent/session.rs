@@ -256,6 +256,13 @@ pub struct Session {
     /// The last commit of this session failed: memory is ahead of the store, so the session
     /// must stay in memory.
     dirty: std::sync::atomic::AtomicBool,
+    /// True once this copy left memory because it was out of date (another instance committed
+    /// the chat, ADR 0025): a newer copy is read next, and the store's version of the chat on
+    /// this instance becomes the newer copy's — so this copy must never commit again (it would
+    /// write over what it never saw). Commits hold it shared while they write; the runtime
+    /// sets it holding it alone, so no commit of this copy is on its way when the newer copy
+    /// is read ([`Session::overtaken`]).
+    overtaken: tokio::sync::RwLock<bool>,
 }
 
 /// What a live session holds, all under its one lock.
@@ -316,7 +323,20 @@ impl Session {
             }),
             wake: Notify::new(),
             dirty: std::sync::atomic::AtomicBool::new(false),
+            overtaken: tokio::sync::RwLock::new(false),
         }
+    }
+
+    /// Marks this copy out of date for good, once the commits of it on their way are done (see
+    /// the field `overtaken`).
+    pub(crate) async fn overtaken(&self) {
+        *self.overtaken.write().await = true;
+    }
+
+    /// While the guard lives, this copy is not marked out of date; `None` when it is.
+    pub(crate) async fn current(&self) -> Option<tokio::sync::RwLockReadGuard<'_, bool>> {
+        let guard = self.overtaken.read().await;
+        (!*guard).then_some(guard)
     }
 
     /// The session's state, locked. Hold the guard briefly and never across an `.await`; the

@@ -40,7 +40,11 @@ impl Binary {
         };
         let site = std::env::temp_dir().join("countersign-binary-site");
         std::fs::create_dir_all(&site).expect("site dir");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_countersign"));
+        // The binary cargo built for this test, unless `COUNTERSIGN_TEST_BINARY` names a copy (a
+        // target directory several checkouts share may have rebuilt it from other sources).
+        let program = std::env::var_os("COUNTERSIGN_TEST_BINARY")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_countersign").into());
+        let mut command = Command::new(program);
         command
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())

@@ -3,14 +3,19 @@
 //! wake the inbox's pages (ADR 0039), a stop asked elsewhere
 //! reaches the turn running here, a person removed elsewhere is signed out here (what they hold
 //! open closes) and the turns running here drop their signatures. News only wakes: the database
-//! is read again each time, and lost news makes everything followed here read again.
+//! is read again each time, and lost news makes everything followed here read again — except
+//! for a running turn's text, which comes with its news, entry by entry, to the readers here
+//! that follow the turn (ADR 0043); what is lost of it they read from the stored log.
 
 use std::sync::Arc;
 
 use tokio::sync::broadcast::error::RecvError;
 
 use super::Runtime;
-use crate::agent::store::StoreNews;
+use crate::agent::{
+    session::{TurnEntry, TurnLog},
+    store::StoreNews,
+};
 
 impl Runtime {
     /// Follows the other instances' news for as long as the runtime exists (nothing to do on a
@@ -36,8 +41,17 @@ impl Runtime {
                 let Some(runtime) = runtime.upgrade() else {
                     return;
                 };
-                // A load must not hold up the news behind it.
-                tokio::spawn(async move { runtime.on_news(item).await });
+                match item {
+                    // At once and in the order heard: readers here show it as it comes.
+                    StoreNews::Text {
+                        chat,
+                        turn,
+                        at,
+                        entries,
+                    } => runtime.heard_text(&chat, &turn, at, entries),
+                    // A load must not hold up the news behind it.
+                    item => drop(tokio::spawn(async move { runtime.on_news(item).await })),
+                }
             }
         });
     }
@@ -46,6 +60,21 @@ impl Runtime {
     pub(crate) async fn on_news(self: &Arc<Self>, news: StoreNews) {
         match news {
             StoreNews::Chat { chat, .. } => self.on_chat_news(&chat).await,
+            StoreNews::Text {
+                chat,
+                turn,
+                at,
+                entries,
+            } => self.heard_text(&chat, &turn, at, entries),
+            StoreNews::Kept { chat, turn, len } => {
+                // A reader here that heard every entry has nothing to read.
+                if self
+                    .followed_log(&chat, &turn)
+                    .is_none_or(|log| log.len() < len)
+                {
+                    self.on_chat_news(&chat).await;
+                }
+            }
             StoreNews::Waiting { chat, approvals } => {
                 tracing::debug!(session = %chat, ?approvals, "approvals changed elsewhere");
                 self.inbox.heard(&chat, true);
@@ -99,5 +128,107 @@ impl Runtime {
             }
         }
         self.followers.notify(chat);
+    }
+
+    /// Entries another instance's running turn just logged, the first being number `at` (ADR
+    /// 0043): the log here that follows the turn takes them (in order, each once, waiting at a
+    /// gap for the stored log). A chat nobody follows here costs a look-up; a chat being read
+    /// again at this moment gets them when the read is done.
+    pub(crate) fn heard_text(
+        self: &Arc<Self>,
+        chat: &str,
+        turn: &str,
+        at: usize,
+        entries: Vec<TurnEntry>,
+    ) {
+        if let Some(log) = self.followed_log(chat, turn) {
+            log.heard(at, entries);
+            return;
+        }
+        if !self.loading(chat) {
+            return;
+        }
+        let runtime = self.clone();
+        let (chat, turn) = (chat.to_owned(), turn.to_owned());
+        tokio::spawn(async move {
+            drop(runtime.load_gate(&chat).await);
+            if let Some(log) = runtime.followed_log(&chat, &turn) {
+                log.heard(at, entries);
+            }
+        });
+    }
+
+    /// The log of `chat`'s turn `turn` here, if readers here follow it while another instance
+    /// runs it.
+    fn followed_log(&self, chat: &str, turn: &str) -> Option<Arc<TurnLog>> {
+        let session = self.live_session(chat)?;
+        let state = session.state();
+        let live = state.live.as_ref().filter(|live| live.elsewhere)?;
+        let current = state.record.turn.as_ref()?;
+        (current.id == turn).then(|| live.log.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{sync::Arc, time::Duration};
+
+    use crate::agent::{
+        Runtime, RuntimeSettings,
+        clock::{SequentialIds, SystemClock},
+        store::{StoreNews, shared::SharedMemory},
+        tools::{ToolRegistry, ToolSettings, WeatherSource},
+    };
+    use crate::models::demo::DemoModel;
+
+    fn instance(db: &SharedMemory) -> Arc<Runtime> {
+        let tools = ToolRegistry::standard(&ToolSettings {
+            approval_timeout: Duration::from_secs(60),
+            browser_timeout: Duration::from_secs(10),
+            weather: WeatherSource::Offline,
+        });
+        Runtime::builder(
+            Arc::new(DemoModel::new(Duration::ZERO)),
+            tools,
+            Arc::new(SystemClock),
+            Arc::new(SequentialIds::default()),
+            Arc::new(db.instance()),
+            RuntimeSettings::default(),
+        )
+        .build()
+    }
+
+    /// The removal test's race on Postgres (tests/removal.rs, two instances), step by step: an
+    /// answer on B holds its copy of the chat while A commits the chat again and B, hearing
+    /// it, reads the chat again. The copy the answer holds must not then be written over A's
+    /// commit (B's store expects the newer version now, which the old copy never saw).
+    #[tokio::test]
+    async fn a_copy_read_again_after_another_instance_committed_never_writes_over_it() {
+        let db = SharedMemory::new();
+        let (a, b) = (instance(&db), instance(&db));
+        let on_a = a.session("chat").await.unwrap();
+        assert!(a.commits.commit(&on_a, Vec::new(), None).await.is_ok());
+        // An answer on B takes B's copy of the chat (and takes its time: a step-up, say).
+        let held = b.existing_session("chat").await.unwrap().expect("stored");
+        // Meanwhile A commits the chat again (the turn it woke parks again).
+        on_a.state().record.updated_at_ms = 2_000;
+        assert!(a.commits.commit(&on_a, Vec::new(), None).await.is_ok());
+        // B hears of it and reads the chat again.
+        b.on_news(StoreNews::Chat {
+            chat: "chat".into(),
+            waits: false,
+        })
+        .await;
+        let fresh = b.live_session("chat").expect("read again");
+        assert!(!Arc::ptr_eq(&fresh, &held));
+        assert_eq!(fresh.state().record.updated_at_ms, 2_000);
+        // The answer commits the copy it held: refused, and A's commit stays.
+        held.state().record.updated_at_ms = 1_000;
+        let refused = b.commits.commit(&held, Vec::new(), None).await.err();
+        assert!(refused.is_some_and(|r| r.is_conflict()));
+        let stored = b.store.load("chat").await.unwrap().expect("stored");
+        assert_eq!(stored.record.updated_at_ms, 2_000);
+        // The copy read again commits.
+        assert!(b.commits.commit(&fresh, Vec::new(), None).await.is_ok());
     }
 }

@@ -327,7 +327,7 @@ impl Runtime {
         if let Err(failed) = self.commits.commit(session, events, None).await {
             if failed.is_conflict() {
                 tracing::warn!(session = %session.id, "another instance changed the chat first; its signatures are rechecked when it is next answered");
-                self.forget_live(session);
+                self.forget_overtaken(session).await;
                 return Err(InputError::AnsweredElsewhere);
             }
             // The record here has them dropped: the turn's next commit carries the events.

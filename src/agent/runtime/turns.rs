@@ -499,6 +499,7 @@ impl Runtime {
             reissue: None,
             heard,
             speech: Default::default(),
+            relay: None,
         }
     }
 

@@ -1,7 +1,10 @@
 //! A turn's log: the numbered, append-only entries (chunks, the pause, the end) every transport
 //! reads from a position, and how an entry is stored with a paused or followed turn.
 
-use std::sync::{Arc, Mutex};
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
@@ -63,15 +66,23 @@ impl<'de> Deserialize<'de> for TurnEntry {
 #[derive(Debug, Default)]
 pub struct TurnLog {
     entries: Mutex<Vec<TurnEntry>>,
+    /// Of a log that follows a turn another instance runs (ADR 0043): entries heard past a gap
+    /// (a notification lost or too large), by number, until the gap is filled. Locked after
+    /// `entries`. Empty for a log this instance writes.
+    ahead: Mutex<BTreeMap<usize, TurnEntry>>,
     /// Wakes the readers waiting for a new entry.
     grew: Notify,
 }
+
+/// The most entries a followed log keeps past a gap (ADR 0043); the farthest go first.
+const AHEAD_KEPT: usize = 1_024;
 
 impl TurnLog {
     /// A log that goes on from `entries` (a paused turn coming back from the store).
     pub fn restored(entries: Vec<TurnEntry>) -> Self {
         TurnLog {
             entries: Mutex::new(entries),
+            ahead: Mutex::default(),
             grew: Notify::new(),
         }
     }
@@ -99,24 +110,75 @@ impl TurnLog {
     }
 
     /// Catches this log up with `entries`, the same turn's log as stored later (by another
-    /// instance that goes on with the turn): appends what it lacks. False, changing nothing,
-    /// when `entries` is not this log's continuation (another turn's, or shorter).
+    /// instance that goes on with the turn): appends what it lacks, then what was heard past it
+    /// ([`TurnLog::heard`]). True, changing nothing, when the log already has them (it heard
+    /// them one by one, ADR 0043); false, changing nothing, when `entries` is not this log's
+    /// continuation or beginning (another turn's, or one that went another way).
     pub fn catch_up_with(&self, entries: &[TurnEntry]) -> bool {
         let mut current = lock(&self.entries);
-        if current.len() > entries.len()
-            || current.first() != entries.first()
-            || current.last() != entries.get(current.len().wrapping_sub(1))
+        let shared = current.len().min(entries.len());
+        if current.first() != entries.first()
+            || current.get(shared.wrapping_sub(1)) != entries.get(shared.wrapping_sub(1))
         {
             return false;
         }
-        if current.len() == entries.len() {
+        if current.len() >= entries.len() {
             return true;
         }
-        let have = current.len();
-        current.extend_from_slice(&entries[have..]);
+        current.extend_from_slice(&entries[shared..]);
+        self.take_ahead(&mut current);
         drop(current);
         self.grew.notify_waiters();
         true
+    }
+
+    /// Follows the log of a turn another instance runs with `entries` heard from it, the first
+    /// being entry number `at` (ADR 0043): appends those that come next, skips those it has,
+    /// and keeps those past a gap until the gap is filled (by news heard later or the stored
+    /// log). An ended log takes nothing. How many entries the log gained.
+    pub fn heard(&self, at: usize, entries: Vec<TurnEntry>) -> usize {
+        let mut current = lock(&self.entries);
+        if matches!(current.last(), Some(TurnEntry::End)) {
+            return 0;
+        }
+        let had = current.len();
+        {
+            let mut ahead = lock(&self.ahead);
+            for (n, entry) in (at..).zip(entries) {
+                if n >= had {
+                    ahead.entry(n).or_insert(entry);
+                }
+            }
+            while ahead.len() > AHEAD_KEPT {
+                ahead.pop_last();
+            }
+        }
+        self.take_ahead(&mut current);
+        let gained = current.len() - had;
+        drop(current);
+        if gained > 0 {
+            self.grew.notify_waiters();
+        }
+        gained
+    }
+
+    /// Moves the entries heard ahead that now come next into `current` (this log's entries,
+    /// locked), and forgets those it has.
+    fn take_ahead(&self, current: &mut Vec<TurnEntry>) {
+        let mut ahead = lock(&self.ahead);
+        if ahead.is_empty() {
+            return;
+        }
+        while let Some(entry) = ahead.remove(&current.len()) {
+            let end = matches!(entry, TurnEntry::End);
+            current.push(entry);
+            if end {
+                ahead.clear();
+                return;
+            }
+        }
+        let next = current.len();
+        ahead.retain(|n, _| *n > next);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -237,16 +299,78 @@ mod tests {
         );
         assert_eq!(reader.next().await, Some(TurnEntry::End));
         assert!(log.catch_up_with(&later), "already there");
-        // Another turn's log, a shorter one, or one that went another way: left alone.
+        // Its beginning only (stored before this log heard the rest, ADR 0043): kept as it is.
+        assert!(log.catch_up_with(&later[..2]));
+        assert_eq!(log.len(), 4);
+        // Another turn's log, or one that went another way: left alone.
         let other = TurnLog::restored(vec![start.clone(), TurnEntry::Pause]);
         assert!(!other.catch_up_with(&[TurnEntry::Chunk(Chunk::start("n")), TurnEntry::Pause]));
-        assert!(!other.catch_up_with(std::slice::from_ref(&start)));
+        assert!(!other.catch_up_with(&[start.clone(), TurnEntry::End]));
         assert!(!other.catch_up_with(&[
             start,
             TurnEntry::Chunk(Chunk::finish_step()),
             TurnEntry::End
         ]));
         assert_eq!(other.len(), 2);
+    }
+
+    fn delta(n: usize) -> TurnEntry {
+        TurnEntry::Chunk(Chunk::text_delta("t", format!("w{n} ")))
+    }
+
+    /// What a reader of `log` from the start has read so far, without waiting.
+    fn read_all(reader: &mut LogReader) -> Vec<TurnEntry> {
+        let mut read = Vec::new();
+        while let Read::Entry(entry) = reader.try_next() {
+            read.push(entry);
+        }
+        read
+    }
+
+    #[test]
+    fn a_followed_log_takes_heard_entries_in_order_once_and_waits_at_a_gap() {
+        let log = Arc::new(TurnLog::restored(vec![delta(0)]));
+        let mut reader = log.subscribe(0);
+        assert_eq!(log.heard(1, vec![delta(1), delta(2)]), 2);
+        // Heard twice (a batch that overlaps): nothing twice.
+        assert_eq!(
+            log.heard(0, vec![delta(0), delta(1), delta(2), delta(3)]),
+            1
+        );
+        // Entry 4 lost: 5 and 6 wait for it, unseen.
+        assert_eq!(log.heard(5, vec![delta(5)]), 0);
+        assert_eq!(log.heard(6, vec![delta(6)]), 0);
+        assert_eq!(read_all(&mut reader), (0..4).map(delta).collect::<Vec<_>>());
+        // The stored log, written later, fills the gap; what was heard past it follows.
+        let stored: Vec<TurnEntry> = (0..5).map(delta).collect();
+        assert!(log.catch_up_with(&stored));
+        assert_eq!(read_all(&mut reader), (4..7).map(delta).collect::<Vec<_>>());
+        // A stored log older than what was heard changes nothing.
+        assert!(log.catch_up_with(&stored[..2]));
+        assert_eq!(log.len(), 7);
+        // Nothing after the end.
+        assert_eq!(log.heard(7, vec![TurnEntry::End]), 1);
+        assert_eq!(log.heard(8, vec![delta(8)]), 0);
+        assert_eq!(read_all(&mut reader), vec![TurnEntry::End]);
+    }
+
+    #[test]
+    fn a_followed_log_fills_a_gap_from_news_heard_late_and_keeps_a_bounded_backlog() {
+        let log = TurnLog::default();
+        assert_eq!(log.heard(1, vec![delta(1)]), 0);
+        assert_eq!(log.heard(0, vec![delta(0)]), 2);
+        // Past a gap, at most AHEAD_KEPT entries wait (the nearest).
+        let far: Vec<TurnEntry> = (3..3 + 2 * AHEAD_KEPT).map(delta).collect();
+        assert_eq!(log.heard(3, far), 0);
+        assert_eq!(lock(&log.ahead).len(), AHEAD_KEPT);
+        // The gap filled, the log goes on as far as the backlog holds (the farthest waiting
+        // entry made room for the one that filled it).
+        assert_eq!(log.heard(2, vec![delta(2)]), AHEAD_KEPT);
+        assert_eq!(
+            log.entries_from(0),
+            (0..2 + AHEAD_KEPT).map(delta).collect::<Vec<_>>()
+        );
+        assert!(lock(&log.ahead).is_empty());
     }
 
     #[tokio::test]

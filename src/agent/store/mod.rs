@@ -153,7 +153,7 @@ impl StoredSession {
 /// wake-ups only. The database stays the truth: whoever gets news reads it again, and news lost
 /// (the listening connection dropped) is [`StoreNews::Missed`], after which everything a reader
 /// here follows is read again.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum StoreNews {
     /// Another instance committed `chat`; `waits`: its turn waits for people's decisions now.
     Chat { chat: String, waits: bool },
@@ -174,7 +174,30 @@ pub enum StoreNews {
     SignIns,
     /// News may have been lost: read again whatever is followed here.
     Missed,
+    /// What the turn `turn` of `chat`, running on another instance, just logged: its entries
+    /// from number `at` on, as stored (ADR 0043). The one news that carries data rather than
+    /// waking a read: a reader here follows the turn by it, entry by entry, and whatever is lost
+    /// or too large to say ([`LIVE_NEWS_BYTES`]) comes from the stored log
+    /// ([`StoreNews::Kept`], [`StoreNews::Missed`]) — never twice, never out of order.
+    Text {
+        chat: String,
+        turn: String,
+        at: usize,
+        entries: Vec<TurnEntry>,
+    },
+    /// Another instance stored the log of `chat`'s running turn `turn` so far: `len` entries
+    /// ([`SessionStore::keep_log`]). A reader here that heard fewer reads it.
+    Kept {
+        chat: String,
+        turn: String,
+        len: usize,
+    },
 }
+
+/// The most bytes of stored entries (JSON) one [`StoreNews::Text`] carries: a notification's
+/// payload on Postgres is under 8,000 bytes, and the ids take the rest. An entry larger than
+/// this on its own is not said: readers elsewhere get it from the stored log.
+pub const LIVE_NEWS_BYTES: usize = 6_000;
 
 /// A sign-in session of the edge (`transport::edge::auth`): its cookie is signed; the store
 /// keeps when it was issued, until when it is valid, and whether it was ended.
@@ -358,8 +381,9 @@ pub trait SessionStore: Send + Sync + 'static {
     }
 
     /// On a shared database: writes the log of `chat`'s running turn `turn` so far (between
-    /// commits, for other instances following it); a log of that turn already stored and as
-    /// long stays. Nothing to do for a database only this instance uses.
+    /// commits, for other instances following it) and tells them ([`StoreNews::Kept`]); a log
+    /// of that turn already stored and as long stays. Nothing to do for a database only this
+    /// instance uses.
     async fn keep_log(&self, chat: &str, turn: &str, log: &[TurnEntry]) -> Result<(), StoreError> {
         let _ = (chat, turn, log);
         Ok(())

@@ -439,9 +439,10 @@ impl SessionStore for MemoryInstance {
             }
         };
         if kept {
-            self.tell(StoreNews::Chat {
+            self.tell(StoreNews::Kept {
                 chat: chat.to_owned(),
-                waits: false,
+                turn: turn.to_owned(),
+                len: log.len(),
             });
         }
         Ok(())

@@ -131,7 +131,7 @@ impl TurnDriver {
     /// another server answered first and their turn ends here.
     pub(super) async fn end_overtaken(&mut self) {
         self.record_done();
-        self.rt.forget_live(&self.session);
+        self.rt.forget_overtaken(&self.session).await;
         let followed = match self.rt.existing_session(&self.session.id).await {
             Ok(Some(session)) => session
                 .current_log()
@@ -236,9 +236,13 @@ impl TurnDriver {
         }
     }
 
-    /// Appends to the turn's log. Output after a pause is news for the chat's follower, which
-    /// stopped reading there.
+    /// Appends to the turn's log (and tells other instances, ADR 0043). Output after a pause
+    /// is news for the chat's follower, which stopped reading there.
     pub(super) fn push(&self, entry: TurnEntry) {
+        if let Some(relay) = &self.relay {
+            // The driver is its log's only writer: the entry's number is the log's length.
+            relay.logged(self.log.len(), &entry);
+        }
         if self.log.push(entry) {
             self.rt.followers.notify(&self.session.id);
         }

@@ -12,6 +12,7 @@ mod commits;
 mod countersign;
 mod emit;
 mod payments;
+mod relay;
 mod step;
 mod voice;
 pub(crate) use voice::voice_heard;
@@ -30,7 +31,7 @@ use super::{
     history::AssistantPart,
     model::CallNotice,
     questions::QuestionEvent,
-    session::{Parked, Session, TurnEntry, TurnLog, TurnStatus},
+    session::{Parked, Session, TurnLog, TurnStatus},
 };
 use crate::protocol::{Chunk, FinishReason, MessageReducer};
 
@@ -87,6 +88,8 @@ pub(crate) struct TurnDriver {
     pub(crate) heard: Option<Chunk>,
     /// The agent's speech in the message streaming now (voice models).
     pub(crate) speech: voice::Speech,
+    /// On a shared database: tells other instances what the turn logs (set when it runs).
+    pub(crate) relay: Option<relay::Relay>,
 }
 
 /// The channel running tools tell their questions on; the turn emits the parts and records the
@@ -122,46 +125,18 @@ struct StepOutput {
     finish: Option<FinishReason>,
 }
 
-/// How often a running turn's log is written for other instances to follow (between commits).
-const LOG_KEEPING: std::time::Duration = std::time::Duration::from_millis(250);
-
-/// On a shared database, writes `turn`'s log every [`LOG_KEEPING`] while it grows, so another
-/// instance following the turn (a socket, an SSE resume) gets its text while it is written, not
-/// only at the turn's commits. Stops at the turn's pause or end (or when the log is gone).
-fn spawn_log_keeper(rt: Arc<Runtime>, chat: String, turn: String, log: std::sync::Weak<TurnLog>) {
-    tokio::spawn(async move {
-        let mut kept = 0;
-        loop {
-            tokio::time::sleep(LOG_KEEPING).await;
-            let Some(log) = log.upgrade() else {
-                return;
-            };
-            let entries = log.entries_from(0);
-            drop(log);
-            if matches!(entries.last(), Some(TurnEntry::Pause | TurnEntry::End)) {
-                return;
-            }
-            if entries.len() > kept {
-                if let Err(e) = rt.store.keep_log(&chat, &turn, &entries).await {
-                    tracing::warn!(session = %chat, error = %e.report(), "cannot write a running turn's log");
-                }
-                kept = entries.len();
-            }
-        }
-    });
-}
-
 impl TurnDriver {
     /// Runs the turn on a task of its own. When the task parks the turn, its session may leave
     /// memory as soon as the task is gone (ADR 0011).
-    pub(crate) fn spawn(self, from: DriveFrom) -> tokio::task::JoinHandle<()> {
+    pub(crate) fn spawn(mut self, from: DriveFrom) -> tokio::task::JoinHandle<()> {
         if self.rt.store.shared() {
-            spawn_log_keeper(
+            // Other instances' readers follow what it logs (ADR 0043).
+            self.relay = Some(relay::Relay::spawn(
                 self.rt.clone(),
                 self.session.id.clone(),
                 self.turn_id.clone(),
                 Arc::downgrade(&self.log),
-            );
+            ));
         }
         // One span per drive of the turn (a resumed turn is a new one): what an OpenTelemetry
         // export shows as the turn, with its tool calls, answers and commits inside (ADR 0033).

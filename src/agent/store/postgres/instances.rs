@@ -5,6 +5,8 @@
 //! gets it reads the database again, and a reader follows a turn's log by position. A
 //! notification lost while the listening connection was down is reported as
 //! [`StoreNews::Missed`], after which the runtime reads again everything it follows.
+//! The one exception is [`StoreNews::Text`] (ADR 0043): the entries a running turn just logged,
+//! so a reader on another instance follows it per token; what it loses, it reads.
 
 use std::{sync::Arc, time::Duration};
 
@@ -14,8 +16,13 @@ use tokio::sync::broadcast;
 use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;
 
+use serde::{Deserialize, Serialize};
+
 use super::{err, execute_in};
-use crate::agent::store::{StoreError, StoreNews};
+use crate::agent::{
+    session::TurnEntry,
+    store::{StoreError, StoreNews},
+};
 
 /// How long an instance stays the owner of the turns it runs after its last heartbeat: then
 /// another instance may take them over (as after a crash).
@@ -174,12 +181,49 @@ async fn listen(
 }
 
 /// The longest notification payload sent (Postgres refuses 8,000 bytes and more).
-const MAX_PAYLOAD: usize = 7_900;
+pub(super) const MAX_PAYLOAD: usize = 7_900;
 
-/// `news` from instance `from`, as a notification's payload: `<from> <kind>[ <chat>]`, and for
-/// [`StoreNews::Waiting`] `<from> a <chat>[ <approval>…]`.
+/// A [`StoreNews::Text`] as sent.
+#[derive(Serialize)]
+struct TextOut<'a> {
+    chat: &'a str,
+    turn: &'a str,
+    at: usize,
+    entries: &'a [TurnEntry],
+}
+
+/// A [`StoreNews::Text`] as heard.
+#[derive(Deserialize)]
+struct TextIn {
+    chat: String,
+    turn: String,
+    at: usize,
+    entries: Vec<TurnEntry>,
+}
+
+/// `news` from instance `from`, as a notification's payload: `<from> <kind>[ <chat>]`; for
+/// [`StoreNews::Waiting`] `<from> a <chat>[ <approval>…]`, for [`StoreNews::Kept`]
+/// `<from> k <len> <turn> <chat>` and for [`StoreNews::Text`] `<from> t <JSON>` (which may be
+/// longer than [`MAX_PAYLOAD`]: not sent then).
 pub(super) fn encode(from: &str, news: &StoreNews) -> String {
     match news {
+        StoreNews::Text {
+            chat,
+            turn,
+            at,
+            entries,
+        } => {
+            let text = TextOut {
+                chat,
+                turn,
+                at: *at,
+                entries,
+            };
+            // Chunks as stored always serialize; nothing would be said otherwise.
+            let json = serde_json::to_string(&text).unwrap_or_default();
+            format!("{from} t {json}")
+        }
+        StoreNews::Kept { chat, turn, len } => format!("{from} k {len} {turn} {chat}"),
         StoreNews::Chat { chat, waits: true } => format!("{from} w {chat}"),
         StoreNews::Chat { chat, waits: false } => format!("{from} c {chat}"),
         StoreNews::Waiting { chat, approvals } => {
@@ -211,6 +255,26 @@ fn decode(payload: &str, me: &str) -> Option<StoreNews> {
     }
     let kind = parts.next()?;
     let rest = parts.next();
+    if kind == "t" {
+        let text: TextIn = serde_json::from_str(rest?)
+            .map_err(
+                |e| tracing::debug!(error = %e, "a live text notification that does not decode"),
+            )
+            .ok()?;
+        return Some(StoreNews::Text {
+            chat: text.chat,
+            turn: text.turn,
+            at: text.at,
+            entries: text.entries,
+        });
+    }
+    if kind == "k" {
+        let mut kept = rest?.splitn(3, ' ');
+        let len = kept.next()?.parse().ok()?;
+        let turn = kept.next()?.to_owned();
+        let chat = kept.next()?.to_owned();
+        return Some(StoreNews::Kept { chat, turn, len });
+    }
     if kind == "a" {
         let mut names = rest?.split(' ').map(str::to_owned);
         let chat = names.next()?;
@@ -263,6 +327,24 @@ mod tests {
             StoreNews::Grants,
             StoreNews::SignIns,
             StoreNews::Missed,
+            StoreNews::Kept {
+                chat: "a chat with spaces".into(),
+                turn: "turn-1".into(),
+                len: 12,
+            },
+            StoreNews::Text {
+                chat: "a \"chat\" with spaces".into(),
+                turn: "turn-1".into(),
+                at: 7,
+                entries: vec![
+                    TurnEntry::Chunk(crate::protocol::Chunk::text_delta(
+                        "t",
+                        "Hello, \"world\"\n",
+                    )),
+                    TurnEntry::Pause,
+                    TurnEntry::End,
+                ],
+            },
         ];
         for news in all {
             let payload = encode("a", &news);
@@ -286,5 +368,7 @@ mod tests {
         assert_eq!(decode("b x", "a"), None);
         assert_eq!(decode("b", "a"), None);
         assert_eq!(decode("b p extra", "a"), None);
+        assert_eq!(decode("b t {\"chat\":", "a"), None);
+        assert_eq!(decode("b k x turn chat", "a"), None);
     }
 }

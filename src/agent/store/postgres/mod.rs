@@ -899,9 +899,10 @@ impl SessionStore for PostgresStore {
         )
         .await?;
         if kept == 1 {
-            let news = StoreNews::Chat {
+            let news = StoreNews::Kept {
                 chat: chat.to_owned(),
-                waits: false,
+                turn: turn.to_owned(),
+                len: log.len(),
             };
             notify_in(&tx, &instances::encode(&self.instance, &news)).await?;
         }
@@ -909,11 +910,14 @@ impl SessionStore for PostgresStore {
     }
 
     async fn announce(&self, news: StoreNews) -> Result<(), StoreError> {
-        notify_in(
-            &self.client().await?,
-            &instances::encode(&self.instance, &news),
-        )
-        .await
+        let payload = instances::encode(&self.instance, &news);
+        if payload.len() > instances::MAX_PAYLOAD {
+            // Only live text can be this long (an id past its limits): readers elsewhere
+            // get it from the stored log (ADR 0043).
+            tracing::debug!(bytes = payload.len(), "news too long to send");
+            return Ok(());
+        }
+        notify_in(&self.client().await?, &payload).await
     }
 
     async fn stale(&self, id: &str) -> Result<bool, StoreError> {
