@@ -24,9 +24,14 @@
 // first contentful paint, the bytes that crossed the network (CDP `encodedDataLength`, headers
 // included) and how many requests went to the network.
 //
+// With `--waterfall` each sample also lists the page's requests in the order they were sent: the
+// file, when it was asked for, when its first and last bytes came (ms from the document's request)
+// and its bytes — what shows whether a request waits for another (a chain of round trips) or
+// shares the link with the ones the page needs first.
+//
 // Usage: node bench/tti.mjs --url http://127.0.0.1:PORT/ [--loads 10] [--mode cold|warm]
 //                           [--latency-ms 40 --kbps 10000] [--chromium /usr/bin/chromium]
-//                           [--ready <css selector> | --ready-react <css selector>]
+//                           [--ready <css selector> | --ready-react <css selector>] [--waterfall]
 // Prints one JSON object.
 
 import { createRequire } from "node:module";
@@ -49,6 +54,7 @@ const readyReact = arg("ready-react", null);
 const executablePath = arg("chromium", process.env.CHROMIUM_PATH ?? "/usr/bin/chromium");
 const timeout = Number(arg("timeout-ms", "60000"));
 const settle = Number(arg("settle-ms", "1000"));
+const waterfall = process.argv.includes("--waterfall");
 if (!url || !["cold", "warm"].includes(mode)) {
   console.error(
     "usage: node bench/tti.mjs --url http://127.0.0.1:PORT/ [--loads 10] [--mode cold|warm] [--latency-ms N --kbps N]",
@@ -110,13 +116,24 @@ async function load(context) {
   }
   let bytes = 0;
   let requests = 0;
+  // requestId → { file, sent, first, last, bytes } (CDP timestamps, seconds)
+  const sent = new Map();
+  cdp.on("Network.requestWillBeSent", (e) => {
+    if (waterfall && e.request.url.startsWith("http")) {
+      sent.set(e.requestId, { file: new URL(e.request.url).pathname, sent: e.timestamp });
+    }
+  });
   cdp.on("Network.loadingFinished", (e) => {
     bytes += e.encodedDataLength;
+    const r = sent.get(e.requestId);
+    if (r) Object.assign(r, { last: e.timestamp, bytes: e.encodedDataLength });
   });
   cdp.on("Network.responseReceived", (e) => {
     if (!e.response.fromDiskCache && !e.response.fromPrefetchCache && !e.response.fromServiceWorker) {
       requests += 1;
     }
+    const r = sent.get(e.requestId);
+    if (r) r.first = e.timestamp;
   });
   await page.addInitScript(probe, { readySelector: ready, reactSelector: readyReact });
   // A new context makes the browser start its own background pages (the omnibox's WebUI,
@@ -145,6 +162,18 @@ async function load(context) {
   await page.waitForTimeout(50 + latency * 2);
   sample.bytes = bytes;
   sample.requests = requests;
+  if (waterfall) {
+    const rows = [...sent.values()].sort((a, b) => a.sent - b.sent);
+    const t0 = rows.length ? rows[0].sent : 0;
+    const ms = (t) => (t === undefined ? null : Math.round((t - t0) * 1000));
+    sample.waterfall = rows.map((r) => ({
+      file: r.file,
+      sent_ms: ms(r.sent),
+      first_byte_ms: ms(r.first),
+      done_ms: ms(r.last),
+      bytes: r.bytes ?? null,
+    }));
+  }
   await page.close();
   return sample;
 }
