@@ -6,21 +6,14 @@
 
 mod common;
 
-use std::{
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{path::Path, time::Duration};
 
 use common::binary::Binary;
 use serde_json::{Value, json};
 
-fn temp(name: &str) -> PathBuf {
-    let path =
-        std::env::temp_dir().join(format!("countersign-policy-{}-{name}", std::process::id()));
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
-    path
+/// A scratch path, deleted when the test is done with it.
+fn temp(name: &str) -> common::people::Scratch {
+    common::people::Scratch::new(&format!("policy-{name}"))
 }
 
 fn example_policy() -> String {

@@ -297,13 +297,50 @@ pub async fn passkeys_server(db: &std::path::Path, extra: &[(&str, String)]) -> 
     (app, link)
 }
 
-pub fn temp(name: &str) -> std::path::PathBuf {
-    let path =
-        std::env::temp_dir().join(format!("countersign-people-{}-{name}", std::process::id()));
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+/// A scratch path for a test's database (or file): removed, with SQLite's `-wal` and `-shm`,
+/// when the test is done with it.
+pub fn temp(name: &str) -> Scratch {
+    Scratch::new(&format!("people-{name}"))
+}
+
+/// A path in the temporary directory that is deleted (a file, its SQLite siblings, or a
+/// directory) when dropped: declared before the server that uses it, it outlives the server.
+pub struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let path = std::env::temp_dir().join(format!("countersign-{name}-{}", std::process::id()));
+        let scratch = Scratch(path);
+        scratch.remove();
+        scratch
     }
-    path
+
+    fn remove(&self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", self.0.display()));
+        }
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = std::path::Path;
+
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for Scratch {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        self.remove();
+    }
 }
 
 /// Ana (admin, approver) from the set-up link; Ben and Eve (approvers), Cy (finance) and Dan (no
