@@ -1444,6 +1444,22 @@ async fn a_parked_turn_leaves_memory_and_comes_back_with_its_log_exactly() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn whose_a_parked_chat_is_is_known_without_bringing_it_back() {
+    let rt = runtime();
+    start(&rt, "c", "Send $50 to Hanako").await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(rt.live_sessions(), 0);
+    // A route's ownership check reads the chat's owner, not the chat (ADR 0038): the waiting
+    // chat stays in the store, however long it is.
+    assert_eq!(rt.chat_owner("c").await.unwrap(), Some(None));
+    assert_eq!(rt.live_sessions(), 0, "the check loaded the chat");
+    assert_eq!(rt.chat_owner("never").await.unwrap(), None);
+    // The answer still finds it.
+    let receipt = rt.submit("c", &[approve("apv-1")]).await.unwrap();
+    assert!(has_output(&read_segment(&receipt.log, receipt.from).await));
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_deadline_of_a_turn_that_left_memory_brings_it_back_to_expire() {
     let rt = runtime();
     start(&rt, "c", "Send $50 to Hanako").await;

@@ -446,6 +446,21 @@ impl Runtime {
             .map(|stored| self.make_live(stored)))
     }
 
+    /// Whether chat `chat_id` exists (`None`: not) and whose it is: from its copy in memory,
+    /// else from the store's one row, without loading the chat (its entries grow with it, ADR
+    /// 0038). An owner, once set, never changes, so any copy that has one knows it; a copy
+    /// without one asks the store (another instance may have given it one).
+    pub async fn chat_owner(&self, chat_id: &str) -> Result<Option<Option<String>>, StoreError> {
+        if let Some(session) = self.live_session(chat_id) {
+            let owner = session.state().record.owner.clone();
+            if owner.is_some() || !self.store.shared() {
+                return Ok(Some(owner));
+            }
+            return Ok(Some(self.store.chat_owner(chat_id).await?.flatten()));
+        }
+        self.store.chat_owner(chat_id).await
+    }
+
     /// On a shared database, loads of one chat go one at a time, so a load that read an older
     /// record never replaces the copy of one that read a newer (each reads after the previous
     /// is live, and reads again when it is out of date). Alone on its database, an instance

@@ -179,9 +179,13 @@ impl SessionRecord {
 
     /// Whose chat it is (`local` for the one local person).
     pub fn owner(&self) -> &str {
-        self.owner
-            .as_deref()
-            .unwrap_or(crate::protocol::countersign::LOCAL_PERSON)
+        Self::owner_of(self.owner.as_deref())
+    }
+
+    /// Whose chat it is, from its stored owner (`None`: a chat from before chats had owners, or
+    /// one nobody used yet: the local person's).
+    fn owner_of(owner: Option<&str>) -> &str {
+        owner.unwrap_or(crate::protocol::countersign::LOCAL_PERSON)
     }
 
     /// What a client's resent answers are judged against ([`crate::agent::gate::Held`]).
@@ -210,7 +214,13 @@ impl SessionRecord {
     /// `principal` is a principal's id ([`crate::agent::people::Principal::id`]). The one home of
     /// this rule: every route and the runtime ask it.
     pub fn owned_by(&self, principal: &str) -> bool {
-        self.owner() == principal
+        Self::stored_owner_is(self.owner.as_deref(), principal)
+    }
+
+    /// [`SessionRecord::owned_by`] from the chat's stored owner alone
+    /// ([`crate::agent::store::SessionStore::chat_owner`]): the check without reading the chat.
+    pub fn stored_owner_is(owner: Option<&str>, principal: &str) -> bool {
+        Self::owner_of(owner) == principal
     }
 
     /// Whether `principal` may start a turn in this chat: theirs, or one nobody used yet

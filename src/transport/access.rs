@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::error::ApiError;
 use crate::{
-    agent::{Runtime, people::Principal, session::Session},
+    agent::{Runtime, SessionRecord, people::Principal, session::Session},
     transport::state::AppState,
 };
 
@@ -26,6 +26,32 @@ pub async fn own_chat(
         }
         other => Ok(other),
     }
+}
+
+/// [`own_chat`] without the chat: refuses another's chat the same way, from its owner alone
+/// ([`Runtime::chat_owner`]), for routes that only need to know they may go on. It reads none
+/// of the chat's entries, so it costs the same after a thousand turns as after one (ADR 0038).
+pub async fn may_touch_chat(
+    runtime: &Runtime,
+    principal: &str,
+    chat_id: &str,
+) -> Result<(), ApiError> {
+    match runtime.chat_owner(chat_id).await? {
+        Some(owner) if !SessionRecord::stored_owner_is(owner.as_deref(), principal) => {
+            tracing::info!(chat = %chat_id, "refused: someone else's chat");
+            Err(ApiError::not_your_chat())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// [`may_touch_chat`] for a principal.
+pub async fn may_touch_chat_of(
+    state: &AppState,
+    principal: &Principal,
+    chat_id: &str,
+) -> Result<(), ApiError> {
+    may_touch_chat(&state.runtime, principal.id(), chat_id).await
 }
 
 /// The principal id an actor of the audit log stands for.

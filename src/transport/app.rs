@@ -203,7 +203,7 @@ async fn answer_question(
 ) -> Result<StatusCode, ApiError> {
     let body = body.map_err(|r| ApiError::from_body_rejection(r.status(), &r))?;
     // Someone else's question is one that is not open (the same words).
-    if super::access::own_chat_of(&state, &client.principal(), &chat)
+    if super::access::may_touch_chat_of(&state, &client.principal(), &chat)
         .await
         .is_err()
     {

@@ -72,6 +72,10 @@ impl SessionStore for Metered {
         self.timed(self.inner.save(record)).await
     }
 
+    async fn chat_owner(&self, id: &str) -> Result<Option<Option<String>>, StoreError> {
+        self.count(StoreOp::Load, self.inner.chat_owner(id).await)
+    }
+
     async fn approval_owner(&self, approval_id: &str) -> Result<Option<String>, StoreError> {
         self.count(StoreOp::Read, self.inner.approval_owner(approval_id).await)
     }

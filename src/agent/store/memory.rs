@@ -70,6 +70,12 @@ impl SessionStore for MemoryStore {
         Ok(())
     }
 
+    async fn chat_owner(&self, id: &str) -> Result<Option<Option<String>>, StoreError> {
+        Ok(lock(&self.records)
+            .get(id)
+            .map(|record| record.owner.clone()))
+    }
+
     async fn approval_owner(&self, approval_id: &str) -> Result<Option<String>, StoreError> {
         Ok(lock(&self.records)
             .values()

@@ -250,6 +250,14 @@ pub trait SessionStore: Send + Sync + 'static {
         self.commit(record, &[]).await
     }
 
+    /// Whether chat `id` is stored (`None`: it is not) and whose it is (`Some(None)`: nobody's
+    /// yet, or from before chats had owners), read without its entries: what a route's
+    /// ownership check needs (ADR 0024), at the cost of one indexed row whatever the chat's
+    /// length (ADR 0038). Reading it changes nothing a later [`SessionStore::load`] sees.
+    async fn chat_owner(&self, id: &str) -> Result<Option<Option<String>>, StoreError> {
+        Ok(self.load(id).await?.map(|stored| stored.record.owner))
+    }
+
     /// The session whose stored turn waits for the approval `approval_id`, if any.
     async fn approval_owner(&self, approval_id: &str) -> Result<Option<String>, StoreError>;
 

@@ -313,6 +313,10 @@ impl SessionStore for MemoryInstance {
         self.write(record, audit, Some(log))
     }
 
+    async fn chat_owner(&self, id: &str) -> Result<Option<Option<String>>, StoreError> {
+        self.store().chat_owner(id).await
+    }
+
     async fn approval_owner(&self, approval_id: &str) -> Result<Option<String>, StoreError> {
         self.store().approval_owner(approval_id).await
     }

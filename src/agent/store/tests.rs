@@ -228,6 +228,17 @@ pub(crate) async fn store_contract(store: &dyn SessionStore) {
     p.turn = Some(turn(TurnStatus::Finished));
     store.save(&p).await.unwrap();
     assert_eq!(store.load("p").await.unwrap().unwrap().paused_log, None);
+
+    // Whose chat it is, read without its entries: nobody's yet, someone's, or no such chat.
+    assert_eq!(store.chat_owner("p").await.unwrap(), Some(None));
+    assert_eq!(store.chat_owner("zzz").await.unwrap(), None);
+    let mut owned = SessionRecord::new("owned", 70);
+    owned.owner = Some("p-ann".into());
+    store.save(&owned).await.unwrap();
+    assert_eq!(
+        store.chat_owner("owned").await.unwrap(),
+        Some(Some("p-ann".into()))
+    );
 }
 
 /// A chat of `turns` turns (a history item, a message and an answered approval each) that waits

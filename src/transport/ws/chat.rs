@@ -347,9 +347,12 @@ impl ChatSocket {
         headers: &BTreeMap<String, String>,
     ) -> Next {
         let dialect = self.dialect(headers);
-        if let Err(error) =
-            crate::transport::access::own_chat_of(&self.state, &self.client.principal(), &chat_id)
-                .await
+        if let Err(error) = crate::transport::access::may_touch_chat_of(
+            &self.state,
+            &self.client.principal(),
+            &chat_id,
+        )
+        .await
         {
             return self.send_error(socket, &request_id, &error).await;
         }

@@ -632,7 +632,7 @@ impl Connection {
     /// Why this socket's principal may not touch `chat_id` (someone else's chat), if they may
     /// not.
     async fn foreign(&self, chat_id: &str) -> Option<ApiError> {
-        super::access::own_chat(&self.runtime, self.client.principal().id(), chat_id)
+        super::access::may_touch_chat(&self.runtime, self.client.principal().id(), chat_id)
             .await
             .err()
     }

@@ -694,6 +694,15 @@ impl SessionStore for PostgresStore {
         self.write(Write::new(record, audit, Some(log))?).await
     }
 
+    async fn chat_owner(&self, id: &str) -> Result<Option<Option<String>>, StoreError> {
+        let context = "cannot look up whose chat this is";
+        self.row("SELECT owner FROM sessions WHERE id = $1", &[&id], context)
+            .await?
+            .map(|row| row.try_get(0))
+            .transpose()
+            .map_err(err(context))
+    }
+
     async fn approval_owner(&self, approval_id: &str) -> Result<Option<String>, StoreError> {
         let context = "cannot look up an approval";
         self.row(

@@ -85,6 +85,16 @@ impl SessionStore for SqliteStore {
         self.write(Write::new(record, audit, Some(log))?).await
     }
 
+    async fn chat_owner(&self, id: &str) -> Result<Option<Option<String>>, StoreError> {
+        let id = id.to_owned();
+        self.point_read(move |conn| {
+            conn.prepare_cached("SELECT owner FROM sessions WHERE id = ?1")
+                .and_then(|mut stmt| stmt.query_row([&id], |row| row.get(0)).optional())
+                .map_err(err("cannot look up whose chat this is"))
+        })
+        .await
+    }
+
     async fn approval_owner(&self, approval_id: &str) -> Result<Option<String>, StoreError> {
         let approval_id = approval_id.to_owned();
         self.point_read(move |conn| {
