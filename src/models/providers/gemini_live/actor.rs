@@ -508,17 +508,16 @@ impl SessionActor {
         request
             .headers_mut()
             .insert("x-goog-api-key", self.shared.key.clone());
-        let (mut ws, _) =
-            match timeout(timeouts.connect, live_sync::connect(request)).await {
-                Ok(Ok(connected)) => connected,
-                Ok(Err(error)) => return Err(ConnectError::Failed(handshake_error(error))),
-                Err(_) => {
-                    return Err(ConnectError::Failed(ModelError::Transport(format!(
-                        "no WebSocket connection to Gemini Live within {} s",
-                        timeouts.connect.as_secs_f32()
-                    ))));
-                }
-            };
+        let (mut ws, _) = match timeout(timeouts.connect, live_sync::connect(request)).await {
+            Ok(Ok(connected)) => connected,
+            Ok(Err(error)) => return Err(ConnectError::Failed(handshake_error(error))),
+            Err(_) => {
+                return Err(ConnectError::Failed(ModelError::Transport(format!(
+                    "no WebSocket connection to Gemini Live within {} s",
+                    timeouts.connect.as_secs_f32()
+                ))));
+            }
+        };
         let message = setup.message(handle, seeding);
         let text = serde_json::to_string(&message).map_err(|e| {
             ConnectError::Failed(ModelError::Protocol(format!(

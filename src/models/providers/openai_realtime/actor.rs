@@ -23,9 +23,7 @@ use crate::agent::history::{HistoryItem, ToolResult};
 use crate::agent::lock;
 use crate::agent::model::ModelError;
 use crate::models::providers::gemini_live::handshake_error;
-use crate::models::providers::live_sync::{
-    self, SyncedHistory, provider_call_ids, split_tail,
-};
+use crate::models::providers::live_sync::{self, SyncedHistory, provider_call_ids, split_tail};
 use voice::Voice;
 
 /// One WebSocket and what only it knows.
