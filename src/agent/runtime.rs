@@ -34,7 +34,7 @@ mod voice;
 mod waiting;
 
 pub use grants::GrantChange;
-pub(crate) use people::dropped_events;
+pub(crate) use people::{Telling, dropped_events};
 
 use std::{
     collections::HashMap,

@@ -23,7 +23,7 @@ use crate::agent::{
         InputError, StepCall,
         countersign::{self, Standing, Uncounted},
     },
-    session::{Session, SessionRecord, TurnEntry, TurnLog},
+    session::{Receipt, Session, SessionRecord, TurnEntry, TurnLog},
     store::{Actor, AuditEvent, AuditKind, audit},
 };
 use crate::protocol::{
@@ -36,16 +36,31 @@ use crate::protocol::{
 const TOLD_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A turn woken to tell a change: its log, where the news comes after, and the news: the
-/// signatures dropped (approval, person, when).
+/// approvals whose `data-countersign` part it must write again — each with the signature it must
+/// list as dropped (person, when), or any new part of it.
 pub(crate) struct Telling {
     log: Arc<TurnLog>,
     from: usize,
-    news: Vec<(String, String, Millis)>,
+    news: Vec<(String, Option<(String, Millis)>)>,
 }
 
 impl Telling {
-    /// Until the turn has told every dropped signature (a `data-countersign` part that lists
-    /// it as dropped) and committed it (it waits for the person again), or ended.
+    /// The turn of `receipt` (an answer just applied) telling where `approval_id` stands now.
+    pub(crate) fn answer(receipt: &Receipt, approval_id: &str) -> Telling {
+        Telling {
+            log: receipt.log.clone(),
+            from: receipt.from,
+            news: vec![(approval_id.to_owned(), None)],
+        }
+    }
+
+    /// Until the turn has told the news and committed it (it waits for the person again, and a
+    /// chat read now shows it), or ended; at most [`TOLD_WITHIN`] (a turn that cannot run
+    /// tells it when it does). False when that ran out.
+    pub(crate) async fn told_soon(self) -> bool {
+        tokio::time::timeout(TOLD_WITHIN, self.told()).await.is_ok()
+    }
+
     async fn told(self) {
         let mut untold = self.news;
         let mut reader = self.log.subscribe(self.from);
@@ -55,12 +70,14 @@ impl Telling {
                     let Some(progress) = Progress::from_value(&data.data) else {
                         continue;
                     };
-                    untold.retain(|(approval, person, at)| {
+                    untold.retain(|(approval, dropped)| {
                         progress.approval_id != *approval
-                            || !progress
-                                .dropped
-                                .iter()
-                                .any(|d| d.person == *person && d.at_ms == *at)
+                            || dropped.as_ref().is_some_and(|(person, at)| {
+                                !progress
+                                    .dropped
+                                    .iter()
+                                    .any(|d| d.person == *person && d.at_ms == *at)
+                            })
                     });
                 }
                 TurnEntry::Pause if untold.is_empty() => return,
@@ -317,7 +334,7 @@ impl Runtime {
                     .iter()
                     .map(|u| {
                         let d = &u.dropped;
-                        (u.approval_id.clone(), d.person.clone(), d.at_ms)
+                        (u.approval_id.clone(), Some((d.person.clone(), d.at_ms)))
                     })
                     .collect(),
             });

@@ -13,6 +13,7 @@ use crate::{
             countersign::{args_digest, may_deny, may_sign},
         },
         inbox::Waiting,
+        runtime::Telling,
     },
     protocol::countersign::{Progress, ProgressState},
     transport::people::{people_refusal, refuse},
@@ -394,7 +395,7 @@ pub async fn decide(
         client.address,
         client.user_agent.clone(),
     );
-    state
+    let receipt = state
         .runtime
         .submit_as(
             &waiting.chat,
@@ -416,6 +417,12 @@ pub async fn decide(
             tracing::error!(error = %e.report(), approval = %approval_id, "cannot read a waiting approval");
             FnError::from(crate::transport::ApiError::from(e))
         })?;
+    // A signature that leaves the approval waiting is done when the chat shows it: its turn
+    // tells the new count and waits again at once (a decision that lets the call run returns
+    // now: the turn goes on with the call and the model).
+    if approve && now.is_some() && !Telling::answer(&receipt, &approval_id).told_soon().await {
+        tracing::warn!(approval = %approval_id, "the chat's turn has not told the signature yet; it does when it runs");
+    }
     Ok(match (approve, now) {
         (false, _) => "Denied. The chat that asked was told.".to_owned(),
         (true, Some(still)) => format!(
