@@ -202,10 +202,7 @@ async fn thirty_payments_racing_a_daily_limit_over_three_instances_never_pass_it
 
 #[tokio::test]
 async fn thirty_payments_racing_a_daily_limit_on_one_sqlite_instance_never_pass_it() {
-    let db = std::env::temp_dir().join(format!("countersign-limits-{}.db", std::process::id()));
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
-    }
+    let db = common::people::Scratch::new("limits.db");
     let policy = policy_file("daily-sqlite", DAILY_LIMIT);
     let app = start(&db.display().to_string(), Some(&policy)).await;
     let outcomes = race(&[&app], "one", 30, &format!("Send ${PAYMENT} to Jack")).await;

@@ -526,8 +526,7 @@ async fn sse_routes_adopt_context_into_new_chats_only() {
 /// has it, the model is still given it, and the person still does not see it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adopted_context_survives_a_restart() {
-    let path = std::env::temp_dir().join(format!("countersign-context-{}.db", std::process::id()));
-    let _ = std::fs::remove_file(&path);
+    let path = common::people::Scratch::new("context.db");
     let runtime = |model: Arc<Recorder>| {
         Runtime::new(
             model,
