@@ -189,8 +189,17 @@ impl Attachments {
 
     /// Puts the bytes of every stored attachment `history` references back as `data:` URLs,
     /// for a model that reads them. One that is gone (it should not be) is left out, logged.
-    pub async fn inline(&self, chat: &str, history: &mut [HistoryItem]) {
-        for item in history.iter_mut() {
+    /// A history that references none is left as it is (shared with the chat's record, not
+    /// copied).
+    pub async fn inline(&self, chat: &str, history: &mut Arc<Vec<HistoryItem>>) {
+        let references = |item: &HistoryItem| {
+            matches!(item, HistoryItem::User { attachments, .. }
+                if attachments.iter().any(|a| referenced(chat, &a.url).is_some()))
+        };
+        if !history.iter().any(references) {
+            return;
+        }
+        for item in Arc::make_mut(history).iter_mut() {
             let HistoryItem::User { attachments, .. } = item else {
                 continue;
             };
@@ -286,16 +295,40 @@ mod tests {
             .unwrap();
         assert_eq!(again[0].url, kept[0].url);
         assert_eq!(again[1].url, kept[0].url);
-        let mut history = vec![HistoryItem::User {
+        let kept_url = kept[0].url.clone();
+        let record = Arc::new(vec![HistoryItem::User {
             text: "look".into(),
             attachments: kept,
-        }];
+        }]);
+        let mut history = record.clone();
         rt.attachments.inline("c", &mut history).await;
         let HistoryItem::User { attachments, .. } = &history[0] else {
             unreachable!()
         };
         assert_eq!(attachments[0].url, data);
         assert_eq!(attachments[1].url, "https://example.com/x.png");
+        let HistoryItem::User { attachments, .. } = &record[0] else {
+            unreachable!()
+        };
+        assert_eq!(
+            attachments[0].url, kept_url,
+            "the chat's own copy keeps the reference"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_history_without_stored_attachments_is_handed_over_without_a_copy() {
+        let rt = runtime(1_000);
+        let record = Arc::new(vec![
+            HistoryItem::user("hello"),
+            HistoryItem::User {
+                text: "elsewhere".into(),
+                attachments: vec![attached("https://example.com/x.png")],
+            },
+        ]);
+        let mut history = record.clone();
+        rt.attachments.inline("c", &mut history).await;
+        assert!(Arc::ptr_eq(&record, &history), "nothing to inline: no copy");
     }
 
     #[tokio::test]

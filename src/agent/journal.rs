@@ -83,6 +83,13 @@ impl<T: Clone> Entries<T> {
         self.get_mut(index)
     }
 
+    /// The entries as they are now, shared (no copy): what a reader that outlives a lock takes,
+    /// such as the model's request. While it is held, a change of the list copies the list
+    /// once; a reader that drops it before the list changes costs nothing.
+    pub fn shared(&self) -> Arc<Vec<T>> {
+        Arc::clone(&self.items)
+    }
+
     /// Where the entries changed since the last commit start (`len()`: nothing changed).
     pub fn changed_from(&self) -> usize {
         self.changed_from.min(self.items.len())

@@ -5,7 +5,7 @@
 //! stream, so providers must release their connection on drop (an HTTP body or a WebSocket
 //! does).
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
@@ -31,7 +31,10 @@ pub struct ModelRequest {
     /// (Gemini Live) keys it by this; a stateless model ignores it.
     pub session_id: String,
     pub system: String,
-    pub history: Vec<HistoryItem>,
+    /// The chat's history, shared with the chat's record (ADR 0038: handing it to the model
+    /// copies nothing; a model that keeps it past its step makes the record's next change copy
+    /// it once).
+    pub history: Arc<Vec<HistoryItem>>,
     pub tools: Vec<ToolDeclaration>,
 }
 

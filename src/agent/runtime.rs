@@ -596,7 +596,7 @@ impl Runtime {
     pub(crate) fn model_request(
         &self,
         session_id: &str,
-        history: Vec<HistoryItem>,
+        history: Arc<Vec<HistoryItem>>,
     ) -> ModelRequest {
         // A chat that began with a client's copy of earlier messages (ADR 0020) tells the model
         // what that is; other chats' instruction stays as it was.

@@ -58,7 +58,7 @@ impl Runtime {
                     return Err(VoiceError::NotYourChat);
                 }
                 self.listen_for_speech();
-                let history = session.state().record.history.clone().to_vec();
+                let history = session.state().record.history.shared();
                 self.voice_model()
                     .voice_context(self.model_request(chat_id, history));
                 self.voice_model().voice(chat_id, input)?;

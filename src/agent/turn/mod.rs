@@ -215,13 +215,13 @@ impl TurnDriver {
             // Phase B: one model step.
             self.set_status(TurnStatus::Running);
             self.emit(Chunk::start_step());
-            let (session_id, history) = {
+            // The model reads the record's history as it is, shared, not copied (ADR 0038); the
+            // request is gone (with the stream) before the step's entries are added to it.
+            let (session_id, mut history) = {
                 let state = self.session.state();
                 let record = &state.record;
-                (record.id.clone(), record.history.clone())
+                (record.id.clone(), record.history.shared())
             };
-            // The model takes its own copy; the record's (shared) is copied outside the lock.
-            let mut history = history.to_vec();
             let model = self.rt.model_for(self.transport).clone();
             if model.reads_attachments() {
                 self.rt
@@ -378,6 +378,74 @@ mod tests {
                 }]
             }
         );
+    }
+
+    /// A model that tells, for each step, whether the history it was handed is the chat's own
+    /// list (the same allocation), and then answers with text.
+    #[derive(Default)]
+    struct Shares {
+        runtime: std::sync::OnceLock<std::sync::Weak<Runtime>>,
+        shared: std::sync::Mutex<Vec<bool>>,
+    }
+
+    impl Model for Arc<Shares> {
+        fn label(&self) -> String {
+            "shares".into()
+        }
+
+        fn stream(&self, request: ModelRequest) -> super::super::model::ModelStream {
+            let record = self
+                .runtime
+                .get()
+                .and_then(std::sync::Weak::upgrade)
+                .and_then(|runtime| runtime.live_session(&request.session_id))
+                .map(|session| session.state().record.history.shared());
+            let same = record.is_some_and(|list| Arc::ptr_eq(&list, &request.history));
+            self.shared.lock().unwrap().push(same);
+            futures::stream::iter([
+                Ok(ModelEvent::TextDelta("Yes.".into())),
+                Ok(ModelEvent::Finish {
+                    reason: FinishReason::Stop,
+                    usage: Usage::default(),
+                }),
+            ])
+            .boxed()
+        }
+    }
+
+    #[tokio::test]
+    async fn the_model_reads_the_chats_history_without_a_copy() {
+        let model = Arc::new(Shares::default());
+        let runtime = Runtime::new(
+            Arc::new(model.clone()),
+            ToolRegistry::default(),
+            Arc::new(super::super::clock::SystemClock),
+            Arc::new(super::super::clock::SequentialIds::default()),
+            Arc::new(super::super::store::MemoryStore::default()),
+            RuntimeSettings::default(),
+        );
+        model.runtime.set(Arc::downgrade(&runtime)).unwrap();
+        for text in ["One?", "Two?"] {
+            let started = runtime
+                .start_turn(
+                    "c",
+                    UserTurn {
+                        message_id: None,
+                        text: text.into(),
+                        attachments: Vec::new(),
+                        transport: Transport::Sse,
+                        ask_again: None,
+                    },
+                    None,
+                )
+                .await
+                .unwrap();
+            let mut reader = started.log.subscribe(0);
+            while reader.next().await.is_some() {}
+        }
+        assert_eq!(*model.shared.lock().unwrap(), [true, true]);
+        let record = runtime.session("c").await.unwrap().snapshot();
+        assert_eq!(record.history.len(), 4, "both questions and both answers");
     }
 
     /// A model that calls `process_payment` with `args` in its first step, then writes text.

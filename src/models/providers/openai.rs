@@ -314,7 +314,7 @@ fn build_request<'a>(request: &ModelRequest, model: &'a str) -> ChatRequest<'a> 
         });
     }
     let mut last_calls: Vec<&ToolCall> = Vec::new();
-    for item in &request.history {
+    for item in request.history.iter() {
         match item {
             HistoryItem::User { text, attachments } => messages.push(Message::User {
                 content: user_content(text, attachments),

@@ -98,7 +98,7 @@ fn play(model: &ReplayModel, turn: usize, step: usize) -> Vec<ModelEvent> {
     let request = ModelRequest {
         session_id: "chat-1".into(),
         system: String::new(),
-        history: history(turn, step),
+        history: history(turn, step).into(),
         tools: Vec::new(),
     };
     block_on(model.stream(request).collect::<Vec<_>>())
@@ -245,7 +245,7 @@ fn past_the_recording_it_says_so_and_stops() {
     let request = ModelRequest {
         session_id: "chat-1".into(),
         system: String::new(),
-        history: Vec::new(),
+        history: Default::default(),
         tools: Vec::new(),
     };
     let events: Vec<_> = block_on(model.stream(request).collect::<Vec<_>>());
@@ -429,7 +429,7 @@ async fn a_text_delay_paces_the_text() {
     let request = ModelRequest {
         session_id: "chat-1".into(),
         system: String::new(),
-        history: history(0, 1),
+        history: history(0, 1).into(),
         tools: Vec::new(),
     };
     let started = tokio::time::Instant::now();

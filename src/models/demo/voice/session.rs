@@ -319,7 +319,7 @@ mod tests {
         let request = ModelRequest {
             session_id: chat.into(),
             system: String::new(),
-            history: vec![HistoryItem::user(said)],
+            history: vec![HistoryItem::user(said)].into(),
             tools: Vec::new(),
         };
         model

@@ -43,7 +43,7 @@ fn request(history: Vec<HistoryItem>) -> ModelRequest {
     ModelRequest {
         session_id: "chat-1".into(),
         system: "Be brief.".into(),
-        history,
+        history: history.into(),
         tools: vec![weather_tool()],
     }
 }

@@ -37,7 +37,7 @@ enum StepEnd {
 
 /// The running step.
 pub(super) struct Step {
-    pub(super) history: Vec<HistoryItem>,
+    pub(super) history: std::sync::Arc<Vec<HistoryItem>>,
     events: EventSender,
     /// The step's input has been sent (a generation is, or will be, in flight).
     pub(super) input_sent: bool,

@@ -330,7 +330,7 @@ impl Chat {
         ModelRequest {
             session_id: self.session_id.clone(),
             system: "Be brief.".into(),
-            history: self.history.clone(),
+            history: self.history.clone().into(),
             tools: vec![weather_tool(), payment_tool()],
         }
     }
