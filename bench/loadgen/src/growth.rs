@@ -4,11 +4,11 @@
 //! carries the whole conversation so far (the client's copy, rebuilt here from the chunks), the
 //! payment request as a new user message, then the approval as the assistant message with its
 //! tool part `approval-responded`. Turn after turn; at each of `--at 0,100,1000` turns done,
-//! `--samples` turns are measured: the approval round trip (sending the answer →
-//! `tool-output-available`), and the bytes the server process wrote for the whole turn
-//! (`/proc/PID/io` `wchar`: every `write`/`pwrite` — the database and its WAL, the socket's
-//! frames, logs; what grows with the chat is the database's share). With `--db PATH` the
-//! database file and its `-wal` are measured at each point too.
+//! `--samples` turns are measured: the approval round trip (the answer's frame, once encoded,
+//! handed to the socket → `tool-output-available`), and the bytes the server process wrote for
+//! the whole turn (`/proc/PID/io` `wchar`: every `write`/`pwrite` — the database and its WAL,
+//! the socket's frames, logs; what grows with the chat is the database's share). With
+//! `--db PATH` the database file and its `-wal` are measured at each point too.
 //!
 //! ```text
 //! loadgen growth --base http://IP:PORT --pid PID [--at 0,100,1000] [--samples 20]
@@ -167,12 +167,17 @@ struct TurnCost {
 }
 
 impl Chat {
-    async fn send(&mut self, messages: &[Value]) -> Result<()> {
-        let frame = json!({
+    /// The `message` frame that carries `messages`, as text.
+    fn frame(&self, messages: &[Value]) -> String {
+        json!({
             "type": "message", "id": self.id, "trigger": "submit-message", "messages": messages,
-        });
+        })
+        .to_string()
+    }
+
+    async fn send(&mut self, frame: String) -> Result<()> {
         self.ws
-            .send(Message::Text(frame.to_string().into()))
+            .send(Message::Text(frame.into()))
             .await
             .map_err(|e| format!("send: {e}"))
     }
@@ -185,7 +190,8 @@ impl Chat {
         let before = written(pid)?;
         let mut messages = self.history.clone();
         messages.push(user.clone());
-        self.send(&messages).await?;
+        let frame = self.frame(&messages);
+        self.send(frame).await?;
         let mut assistant = Assistant::default();
         loop {
             let Some(chunk) = next_chunk(&mut self.ws, self.timeout).await? else {
@@ -197,8 +203,11 @@ impl Chat {
             }
         }
         messages.push(assistant.answered());
+        // The clock starts when the frame goes out: the client's own encoding of the whole
+        // conversation (a copy and a serialization of every message) is not the server's cost.
+        let frame = self.frame(&messages);
         let sent = Instant::now();
-        self.send(&messages).await?;
+        self.send(frame).await?;
         let mut round_trip = None;
         loop {
             match next_chunk(&mut self.ws, self.timeout).await? {
