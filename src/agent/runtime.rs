@@ -193,7 +193,7 @@ pub struct Runtime {
     pub followers: Followers,
     /// Logs of parked turns that left memory while a reader still held them.
     held_logs: HeldLogs,
-    /// One load at a time per chat on a shared database ([`Runtime::load_gate`]).
+    /// One load at a time per chat ([`Runtime::load_gate`]).
     load_gates: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Sessions that left memory so far (the server gives freed memory back after a wave).
     released: AtomicU64,
@@ -461,14 +461,13 @@ impl Runtime {
         self.store.chat_owner(chat_id).await
     }
 
-    /// On a shared database, loads of one chat go one at a time, so a load that read an older
-    /// record never replaces the copy of one that read a newer (each reads after the previous
-    /// is live, and reads again when it is out of date). Alone on its database, an instance
-    /// needs no gate: its copy in memory is always the newest.
-    async fn load_gate(&self, chat_id: &str) -> Option<tokio::sync::OwnedMutexGuard<()>> {
-        if !self.store.shared() {
-            return None;
-        }
+    /// Loads of one chat go one at a time, so a load that read an older record never replaces
+    /// the copy of one that read a newer: each reads after the previous copy is live, and a
+    /// copy leaves memory only once the store has it (a parked turn's, [`Runtime::release_parked`])
+    /// or once it is out of date (a shared database). Alone on its database an instance needs
+    /// the gate too: a read on its way while a copy is loaded, changed, committed and let go
+    /// would otherwise go live after it. One uncontended lock per load.
+    async fn load_gate(&self, chat_id: &str) -> tokio::sync::OwnedMutexGuard<()> {
         let gate = {
             let mut gates = lock(&self.load_gates);
             if gates.len() >= LOAD_GATES_CLEANUP {
@@ -476,7 +475,7 @@ impl Runtime {
             }
             gates.entry(chat_id.to_owned()).or_default().clone()
         };
-        Some(gate.lock_owned().await)
+        gate.lock_owned().await
     }
 
     /// Whether a load of `chat_id` is under way (its copy here may be between two).

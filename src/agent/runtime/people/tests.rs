@@ -475,3 +475,58 @@ async fn someone_who_joined_on_another_instance_is_known_at_once() {
     assert!(runtime.active_person("ben").await.is_none());
     assert!(runtime.active_person("nobody").await.is_none());
 }
+
+/// Found by reading (stop 45), not by a failure: on a database only this instance uses, a
+/// request that found the chat out of memory read it, and while its read was on the way a role
+/// change loaded the chat, dropped Ben's signature, committed, and its turn parked and left
+/// memory; the first request's older copy then went live, showing Ben's signature again (and
+/// an answer on it would have committed the old record over the new). Loads of one chat go one
+/// at a time on every store.
+#[tokio::test(start_paused = true)]
+async fn a_chat_read_before_a_change_never_goes_live_after_it() {
+    let store = Arc::new(held::HeldPause::default());
+    let Team {
+        runtime, approval, ..
+    } = team_on(store.clone(), store.inner.clone()).await;
+    runtime
+        .submit_as("c", &approve(&approval), &as_person("ben"))
+        .await
+        .unwrap();
+    // The turn tells Ben's signature, parks, and the chat leaves memory.
+    while runtime.live_session("c").is_some() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A page reads the chat (Ben's signature in it) and stops before its copy goes live.
+    let hold = store.hold_next_load();
+    let reading = {
+        let runtime = runtime.clone();
+        tokio::spawn(async move { runtime.existing_session("c").await })
+    };
+    hold.reached.await.unwrap();
+    let changing = {
+        let runtime = runtime.clone();
+        tokio::spawn(async move {
+            let actor = Actor {
+                transport: "api".into(),
+                ..Actor::default()
+            };
+            runtime
+                .set_person_roles(
+                    &Principal::Local { via_key: true },
+                    &actor,
+                    "ben",
+                    ["finance".to_owned()].into(),
+                )
+                .await
+        })
+    };
+    // Everything that can run without the page's read runs (time is paused: this returns
+    // once every task waits).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    hold.release.send(()).unwrap();
+    let read = reading.await.unwrap().unwrap().expect("stored");
+    changing.await.unwrap().unwrap();
+    let shown = read.snapshot().turn.unwrap().calls[0].clone();
+    assert!(names(&shown).is_empty(), "{:?}", names(&shown));
+    assert!(names(&call(&runtime).await).is_empty());
+}

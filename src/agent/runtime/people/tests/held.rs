@@ -1,6 +1,7 @@
 //! A memory store whose next paused commit (a turn committing its record and log as it pauses)
 //! waits until the test lets it go: the turn's task is then stopped between reading what it
-//! has to tell and parking, so a test can change the chat in exactly that window.
+//! has to tell and parking, so a test can change the chat in exactly that window. Its next
+//! load can wait the same way, after it has read the chat and before the copy goes live.
 
 use std::sync::{Arc, Mutex};
 
@@ -22,6 +23,7 @@ use crate::agent::{
 pub(super) struct HeldPause {
     pub(super) inner: Arc<MemoryStore>,
     armed: Mutex<Option<(oneshot::Sender<()>, oneshot::Receiver<()>)>>,
+    armed_load: Mutex<Option<(oneshot::Sender<()>, oneshot::Receiver<()>)>>,
 }
 
 /// The armed commit's two ends: `reached` resolves when a turn's paused commit is waiting;
@@ -39,12 +41,31 @@ impl HeldPause {
         *self.armed.lock().unwrap() = Some((reached_tx, release_rx));
         Hold { reached, release }
     }
+
+    /// Makes the next load wait once it has read the chat (`reached`: it has).
+    pub(super) fn hold_next_load(&self) -> Hold {
+        let (reached_tx, reached) = oneshot::channel();
+        let (release, release_rx) = oneshot::channel();
+        *self.armed_load.lock().unwrap() = Some((reached_tx, release_rx));
+        Hold { reached, release }
+    }
+}
+
+/// Waits for the test's `release` once `reached` is told, if armed.
+async fn hold(armed: &Mutex<Option<(oneshot::Sender<()>, oneshot::Receiver<()>)>>) {
+    let armed = armed.lock().unwrap().take();
+    if let Some((reached, release)) = armed {
+        let _ = reached.send(());
+        let _ = release.await;
+    }
 }
 
 #[async_trait]
 impl SessionStore for HeldPause {
     async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
-        self.inner.load(id).await
+        let read = self.inner.load(id).await;
+        hold(&self.armed_load).await;
+        read
     }
 
     async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError> {
@@ -57,11 +78,7 @@ impl SessionStore for HeldPause {
         audit: &[AuditEvent],
         log: &[TurnEntry],
     ) -> Result<(), StoreError> {
-        let armed = self.armed.lock().unwrap().take();
-        if let Some((reached, release)) = armed {
-            let _ = reached.send(());
-            let _ = release.await;
-        }
+        hold(&self.armed).await;
         self.inner.commit_paused(record, audit, log).await
     }
 
