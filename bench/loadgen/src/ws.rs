@@ -294,7 +294,7 @@ pub async fn bidi(opts: &Opts) -> Result<Value> {
     let mut approve_errors = 0u64;
     let approvals = if socket_only { 0 } else { approvals };
     let step = (sessions.len() / approvals.max(1)).max(1);
-    let gap = Duration::from_millis(opts.num("gap-ms", 0)? as u64);
+    let gap = Duration::from_millis(opts.num("gap-ms", 0)?);
     for session in sessions.iter_mut().step_by(step).take(approvals) {
         if !gap.is_zero() {
             tokio::time::sleep(gap).await;
