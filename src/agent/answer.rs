@@ -15,13 +15,18 @@
 //!    handed to the turn, which commits answer, effect and result together — and the turn is
 //!    woken. Nothing an answer causes reaches a client before the answer is on disk.
 //!
+//! A grant lives only with the answer that asked for it: when the commit of step 6 fails, the
+//! grants kept in step 5 are revoked (and the revocation written) before the error is returned,
+//! so no call ever runs on a grant whose approval is not on record.
+//!
 //! When the chat's copy went out of date during steps 2–6 (another instance sharing the
 //! database committed it: the commit is refused), steps 3–6 run once more on the chat as read
-//! again, with the signer of step 2 — unless grants were kept: then the answer is refused as
-//! answered elsewhere.
+//! again, with the signer of step 2 (grants asked for are kept anew).
 
 mod audit;
 mod signing;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
@@ -249,8 +254,7 @@ impl Answer<'_> {
                 }
             };
             let mut events = self.events(&applied, &receipts, now);
-            let grants = !applied.grants.is_empty();
-            let granted = match self.keep_grants(&applied, &owner, now).await {
+            let (granted, kept) = match self.keep_grants(&applied, &owner, now).await {
                 Ok(granted) => granted,
                 Err(e) => {
                     self.session.undo(applied.undo);
@@ -258,12 +262,16 @@ impl Answer<'_> {
                 }
             };
             events.extend(granted);
-            match self.commit(applied, events).await {
+            let committed = self.commit(applied, events).await;
+            if committed.is_err() {
+                self.withdraw_grants(&kept, now).await;
+            }
+            match committed {
                 // The copy this answer held went out of date while it was checked (another
                 // instance committed the chat): the answer goes once more, to the chat as
                 // read now, which decides whether it still applies — its signer is not checked
-                // again. Not when grants were kept for it (they are the first try's).
-                Err(InputError::AnsweredElsewhere) if again && !grants => {
+                // again.
+                Err(InputError::AnsweredElsewhere) if again => {
                     again = false;
                     self.session = match session_to_answer(self.rt, self.chat_id).await {
                         Ok(Some(session)) if !session.runs_elsewhere() => session,
@@ -316,14 +324,14 @@ impl Answer<'_> {
     }
 
     /// Keeps the grants the person asked for before anything the answer causes happens (all or
-    /// nothing: if one cannot be kept, those kept are forgotten and the caller takes the
-    /// answer back). Returns their `granted` audit events.
+    /// nothing: if one cannot be kept, those kept are withdrawn and the caller takes the
+    /// answer back). Returns their `granted` audit events and the grants.
     async fn keep_grants(
         &self,
         applied: &AppliedInput,
         owner: &str,
         now: Millis,
-    ) -> Result<Vec<AuditEvent>, InputError> {
+    ) -> Result<(Vec<AuditEvent>, Vec<Grant>), InputError> {
         let policy = self.rt.policy();
         let mut events = Vec::new();
         let mut made: Vec<Grant> = Vec::new();
@@ -343,9 +351,7 @@ impl Answer<'_> {
             );
             if let Err(e) = policy.save_grant(&grant).await {
                 tracing::error!(session = %self.chat_id, error = &e as &dyn std::error::Error, "cannot keep a grant");
-                for kept in &made {
-                    policy.forget_grant(&kept.id);
-                }
+                self.withdraw_grants(&made, now).await;
                 return Err(InputError::NotRecorded {
                     message: e.to_string(),
                 });
@@ -372,7 +378,28 @@ impl Answer<'_> {
             }
             made.push(grant);
         }
-        Ok(events)
+        Ok((events, made))
+    }
+
+    /// Takes back grants kept for this answer when the answer is not recorded after all: each
+    /// is revoked here at once and its revocation written (the store already has the grant).
+    /// No `revoked` event: the `granted` one was never written either. A revocation that
+    /// cannot be written holds here and is written with the next grant that changes.
+    async fn withdraw_grants(&self, kept: &[Grant], now: Millis) {
+        let policy = self.rt.policy();
+        for grant in kept {
+            let revoked = match policy.revoke_grant(&grant.id, now) {
+                Ok(revoked) => revoked,
+                Err(e) => {
+                    tracing::warn!(grant = %grant.id, error = &e as &dyn std::error::Error, "a grant of an answer not recorded was already gone");
+                    continue;
+                }
+            };
+            if let Err(e) = policy.save_grant(&revoked).await {
+                tracing::error!(grant = %grant.id, error = &e as &dyn std::error::Error, "cannot write the withdrawal of a grant whose answer was not recorded");
+                policy.mark_grant_changed(&grant.id);
+            }
+        }
     }
 
     /// Commits the answer with `events` and wakes the turn — or, when every input approved a

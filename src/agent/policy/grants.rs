@@ -117,11 +117,6 @@ impl Book {
         }
     }
 
-    pub fn forget(&mut self, id: &str) {
-        self.grants.retain(|g| g.id != id);
-        self.changed.remove(id);
-    }
-
     pub fn revoke(&mut self, id: &str, now_ms: Millis) -> Result<Grant, GrantError> {
         let grant = self
             .grants

@@ -602,11 +602,6 @@ impl Policy {
         lock(&self.book).add(grant);
     }
 
-    /// Removes a grant added by [`Policy::add_grant`] whose approval could not be recorded.
-    pub fn forget_grant(&self, id: &str) {
-        lock(&self.book).forget(id);
-    }
-
     /// Revokes a grant: it lets nothing run from `now` on.
     pub fn revoke_grant(&self, id: &str, now_ms: Millis) -> Result<Grant, GrantError> {
         lock(&self.book).revoke(id, now_ms)
