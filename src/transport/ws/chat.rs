@@ -31,8 +31,9 @@ use serde_json::json;
 use tokio::{sync::mpsc, task::JoinHandle};
 
 use super::{
-    FrameLimiter, LiveQuery, STRIKES_BEFORE_CLOSE, close,
+    LiveQuery, close,
     frame::{Message, OpCode},
+    limiter::{FrameLimiter, STRIKES_BEFORE_CLOSE},
     socket::{Handshake, Socket, SocketError, SocketOptions, Upgrade},
 };
 use crate::{

@@ -1,8 +1,21 @@
 //! A BIDI socket following its chat's turns: the chat it is bound to, the current turn's log
 //! read from where the socket stopped, and the entries (and errors) written to the client.
 
-use super::*;
-use crate::transport::profile::Out;
+use std::sync::Arc;
+
+use super::{
+    connection::{Connection, Next},
+    socket::Socket,
+};
+use crate::{
+    agent::{
+        TurnEntry,
+        clock::IdKind,
+        session::{LogReader, TurnLog},
+    },
+    protocol::{Chunk, sse::DONE_FRAME},
+    transport::{error::ApiError, profile::Out, request::MAX_CHAT_ID},
+};
 
 /// Where a socket is in the turn it forwards. While the turn waits for the person the socket
 /// lets go of its log (the turn may leave memory, ADR 0011) and picks it up again when the
@@ -35,7 +48,7 @@ impl Connection {
         self.turn = Some(Forwarding::at(turn_id, log, from));
     }
 
-    /// The chat of a [`ChatScope::Connection`] socket: the one it is bound to (its own, or one
+    /// The chat of a [`ChatScope::Connection`](super::ChatScope::Connection) socket: the one it is bound to (its own, or one
     /// it resumed), else a new one named by the server. `client_id` is only logged.
     pub(super) fn connection_chat(&mut self, client_id: &str) -> Arc<str> {
         if let Some(chat) = &self.chat {

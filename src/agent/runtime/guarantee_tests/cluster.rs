@@ -11,6 +11,45 @@ use crate::agent::{
 /// How often an instance sharing the database looks for turns other instances left behind.
 const OVERDUE_SWEEP: Duration = Duration::from_secs(1);
 
+/// A model that pays what the person's message says (the message is the call's arguments as
+/// JSON), then says it is done.
+struct Pays;
+
+impl Model for Pays {
+    fn label(&self) -> String {
+        "pays".into()
+    }
+
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        use futures::StreamExt;
+        let answered = !matches!(request.history.last(), Some(HistoryItem::User { .. }));
+        let args = match request.history.last() {
+            Some(HistoryItem::User { text, .. }) => serde_json::from_str(text).unwrap_or_default(),
+            _ => Value::Null,
+        };
+        let mut events = Vec::new();
+        if answered {
+            events.push(ModelEvent::TextDelta("Done.".into()));
+        } else {
+            events.push(ModelEvent::ToolCall(crate::agent::history::ToolCall {
+                id: String::new(),
+                name: "process_payment".into(),
+                args,
+                provider_data: None,
+            }));
+        }
+        events.push(ModelEvent::Finish {
+            reason: if answered {
+                FinishReason::Stop
+            } else {
+                FinishReason::ToolCalls
+            },
+            usage: Usage::default(),
+        });
+        futures::stream::iter(events.into_iter().map(Ok)).boxed()
+    }
+}
+
 /// One instance: a runtime on its handle of the store.
 pub(super) struct System {
     pub(super) rt: Arc<Runtime>,

@@ -16,13 +16,11 @@
 //!   ledger rows, which `ON CONFLICT DO NOTHING` makes idempotent.
 //! - Reads take a connection of the pool each; statements are prepared once per connection.
 
-use std::{collections::HashMap, str::FromStr, sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc};
 
 use async_trait::async_trait;
-use deadpool_postgres::{
-    Client, GenericClient, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod,
-};
-use tokio_postgres::{NoTls, Row, config::Host, types::ToSql};
+use deadpool_postgres::{Client, GenericClient, Pool};
+use tokio_postgres::{Row, types::ToSql};
 
 use super::{
     AuditEvent, AuditQuery, AuditRecord, SessionStore, StoreError, StoreNews, StoredFile,
@@ -35,113 +33,23 @@ use crate::agent::{
     session::{SessionRecord, TurnEntry, TurnStatus},
 };
 use commit::write_one;
+use connect::cannot_reach;
+pub use connect::{Connections, POOL_SIZE};
 pub use instances::LEASE_MS;
 use instances::alive;
 
+mod audit;
 mod chain;
 mod commit;
+mod connect;
 mod inbox;
 mod instances;
+mod migrate;
 mod people;
 mod policy;
 mod state;
 #[cfg(test)]
 mod tests;
-
-/// The migrations, in order: `(version, sql)`.
-const MIGRATIONS: &[(i64, &str)] = &[
-    (
-        1,
-        include_str!("../../../../migrations/postgres/0001_schema.sql"),
-    ),
-    (
-        2,
-        include_str!("../../../../migrations/postgres/0002_session_versions.sql"),
-    ),
-    (
-        3,
-        include_str!("../../../../migrations/postgres/0003_turn_owners.sql"),
-    ),
-    (
-        4,
-        include_str!("../../../../migrations/postgres/0004_passkey_ceremonies.sql"),
-    ),
-    (
-        5,
-        include_str!("../../../../migrations/postgres/0005_attachments.sql"),
-    ),
-    (
-        6,
-        include_str!("../../../../migrations/postgres/0006_passkey_ceremony_owners.sql"),
-    ),
-    (
-        7,
-        include_str!("../../../../migrations/postgres/0007_spending_reservations.sql"),
-    ),
-    (
-        8,
-        include_str!("../../../../migrations/postgres/0008_audit_chain.sql"),
-    ),
-    (
-        9,
-        include_str!("../../../../migrations/postgres/0009_inbox.sql"),
-    ),
-    (
-        10,
-        include_str!("../../../../migrations/postgres/0010_append_only_chats.sql"),
-    ),
-];
-
-/// The migration that makes the audit log a chain ([`chain::start`] runs right after it).
-const CHAIN_MIGRATION: i64 = 8;
-
-/// The advisory lock instances take while they migrate ("CSGN", then 1 for the schema).
-const MIGRATION_LOCK: i64 = 0x4353_474e_0000_0001;
-
-/// Connections one instance's pool keeps at most by default (`COUNTERSIGN_DB_POOL`). A commit
-/// holds one for its transaction; a burst of commits beyond this waits for a connection rather
-/// than opening more (Postgres' own limit is shared by every instance).
-pub const POOL_SIZE: usize = 16;
-
-/// The connections one instance opens to the database: its budget (ADR 0033) is `pool` + 1.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Connections {
-    /// The pool's size at most (`COUNTERSIGN_DB_POOL`, default [`POOL_SIZE`]): every read and
-    /// commit takes one of these for one statement or one transaction, so the pool may go
-    /// through PgBouncer in transaction mode.
-    pub pool: usize,
-    /// Where the one connection that `LISTEN`s for the other instances' news goes
-    /// (`COUNTERSIGN_DB_LISTEN`; `None`: the database's own URL). `LISTEN` needs a session
-    /// of its own: behind PgBouncer in transaction mode, point this at Postgres directly or at
-    /// a session-mode pool.
-    pub listen: Option<String>,
-}
-
-impl Default for Connections {
-    fn default() -> Self {
-        Connections {
-            pool: POOL_SIZE,
-            listen: None,
-        }
-    }
-}
-
-/// The `application_name` each of an instance's connections gets (unless the URL names one), so
-/// `pg_stat_activity` shows whose they are: `countersign <instance>`, and `… listen` for the
-/// listening one.
-fn name_connections(config: &mut tokio_postgres::Config, instance: &str, role: &str) {
-    if config.get_application_name().is_none() {
-        let short = &instance[..instance.len().min(12)];
-        config.application_name(format!("countersign {short}{role}"));
-    }
-}
-
-/// News kept for a runtime that is slow to read it; beyond, it is told it missed some.
-const NEWS_BACKLOG: usize = 4_096;
-
-/// How long connecting may take when the URL does not say (`connect_timeout`): a database that
-/// drops packets fails start-up, and a commit, instead of hanging.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Sessions, the audit log and the rest of the server's state in one Postgres database, shared
 /// by every instance pointed at it.
@@ -218,131 +126,7 @@ fn err(context: &str) -> impl Fn(tokio_postgres::Error) -> StoreError + '_ {
     move |e| StoreError::caused_by(context, e)
 }
 
-/// Where `config` points, as `host:port/dbname` (several hosts comma-separated): what messages
-/// name. The user and password are left out.
-fn target_of(config: &tokio_postgres::Config) -> String {
-    let ports = config.get_ports();
-    let port = |i: usize| ports.get(i).or(ports.first()).copied().unwrap_or(5432);
-    let hosts: Vec<String> = config
-        .get_hosts()
-        .iter()
-        .enumerate()
-        .map(|(i, host)| match host {
-            Host::Tcp(name) => format!("{name}:{}", port(i)),
-            #[cfg(unix)]
-            Host::Unix(dir) => format!("{}:{}", dir.display(), port(i)),
-        })
-        .collect();
-    let hosts = if hosts.is_empty() {
-        "(no host)".to_owned()
-    } else {
-        hosts.join(",")
-    };
-    // Postgres' default database is the user's name.
-    let dbname = config
-        .get_dbname()
-        .or(config.get_user())
-        .unwrap_or_default();
-    format!("{hosts}/{dbname}")
-}
-
-/// A connection to `target` could not be had: the database's error, not the pool's wrapping.
-fn cannot_reach(target: &str, e: PoolError) -> StoreError {
-    let context = format!("cannot reach Postgres at {target}");
-    match e {
-        PoolError::Backend(e) => StoreError::caused_by(context, e),
-        other => StoreError::caused_by(context, other),
-    }
-}
-
 impl PostgresStore {
-    /// Connects to the database at `url` (`postgres://user:password@host:port/dbname`, or
-    /// libpq's `key=value` form), proves it answers, and migrates it.
-    pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
-        Self::open(url, &Connections::default()).await
-    }
-
-    /// [`PostgresStore::connect`] within the budget `connections`.
-    pub async fn open(url: &str, connections: &Connections) -> Result<PostgresStore, StoreError> {
-        let config = tokio_postgres::Config::from_str(url)
-            .map_err(|e| StoreError::caused_by("the Postgres URL is not valid", e))?;
-        let listen = match &connections.listen {
-            Some(url) => tokio_postgres::Config::from_str(url).map_err(|e| {
-                StoreError::caused_by("the Postgres URL to listen on is not valid", e)
-            })?,
-            None => config.clone(),
-        };
-        Self::open_with(config, listen, connections.pool).await
-    }
-
-    /// [`PostgresStore::connect`] with the URL already parsed.
-    #[cfg(test)]
-    async fn connect_with(config: tokio_postgres::Config) -> Result<PostgresStore, StoreError> {
-        Self::open_with(config.clone(), config, POOL_SIZE).await
-    }
-
-    /// A pool of at most `pool_size` connections on `config`, and the listening one on
-    /// `listen_config`.
-    async fn open_with(
-        mut config: tokio_postgres::Config,
-        mut listen_config: tokio_postgres::Config,
-        pool_size: usize,
-    ) -> Result<PostgresStore, StoreError> {
-        let target = target_of(&config);
-        for config in [&mut config, &mut listen_config] {
-            if config.get_connect_timeout().is_none() {
-                config.connect_timeout(CONNECT_TIMEOUT);
-            }
-        }
-        let instance: Arc<str> = Arc::from(uuid::Uuid::new_v4().simple().to_string());
-        name_connections(&mut config, &instance, "");
-        name_connections(&mut listen_config, &instance, " listen");
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(pool_size.max(1))
-            .build()
-            .map_err(|e| StoreError::caused_by("cannot set up the Postgres connection pool", e))?;
-        let mut client = pool.get().await.map_err(|e| cannot_reach(&target, e))?;
-        migrate(&mut client).await?;
-        drop(client);
-        instances::register(&pool, &instance).await?;
-        let stop = tokio_util::sync::CancellationToken::new();
-        let (news, _) = tokio::sync::broadcast::channel(NEWS_BACKLOG);
-        instances::spawn_heartbeat(pool.clone(), instance.clone(), stop.clone());
-        let (ready, listening) = tokio::sync::oneshot::channel();
-        instances::spawn_listener(
-            listen_config,
-            instance.clone(),
-            news.clone(),
-            stop.clone(),
-            ready,
-        );
-        // News sent from now on reaches this instance (a listener that cannot start keeps
-        // trying: the store works without news, only later).
-        if tokio::time::timeout(CONNECT_TIMEOUT, listening)
-            .await
-            .is_err()
-        {
-            tracing::warn!(database = %target, "not listening to the other instances yet");
-        }
-        tracing::info!(database = %target, %instance, "Postgres store ready");
-        Ok(PostgresStore {
-            pool,
-            target: target.into(),
-            versions: Arc::default(),
-            instance,
-            news,
-            reserving: Arc::default(),
-            _background: Arc::new(stop.drop_guard()),
-        })
-    }
-
     /// Tells the other instances `news` about a write that succeeded; a notification that
     /// cannot be sent is logged (the write stands; they see it when they read it again).
     async fn tell(&self, news: StoreNews) {
@@ -501,55 +285,6 @@ async fn execute_in(
     tx.execute(&stmt, params).await.map_err(err(context))
 }
 
-/// Brings the database to the newest schema this build knows, in one transaction under
-/// [`MIGRATION_LOCK`]: an instance that starts while another migrates waits, then finds nothing
-/// left to do.
-async fn migrate(client: &mut Client) -> Result<(), StoreError> {
-    let tx = client
-        .transaction()
-        .await
-        .map_err(err("cannot begin a migration"))?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-        .await
-        .map_err(err("cannot take the migration lock"))?;
-    tx.batch_execute("CREATE TABLE IF NOT EXISTS countersign_schema (version BIGINT NOT NULL)")
-        .await
-        .map_err(err("cannot make the schema version table"))?;
-    let current: i64 = tx
-        .query_one(
-            "SELECT COALESCE(max(version), 0)::BIGINT FROM countersign_schema",
-            &[],
-        )
-        .await
-        .and_then(|row| row.try_get(0))
-        .map_err(err("cannot read the schema version"))?;
-    let newest = MIGRATIONS.last().map_or(0, |(v, _)| *v);
-    if current > newest {
-        return Err(StoreError::new(format!(
-            "the database was migrated by a newer Countersign (schema {current}; this build \
-             knows up to {newest})"
-        )));
-    }
-    for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
-        tx.batch_execute(sql)
-            .await
-            .map_err(|e| StoreError::caused_by(format!("migration {version} failed"), e))?;
-        if version == CHAIN_MIGRATION {
-            chain::start(&tx).await?;
-        }
-        tx.execute(
-            "INSERT INTO countersign_schema (version) VALUES ($1)",
-            &[&version],
-        )
-        .await
-        .map_err(err("cannot record the schema version"))?;
-        tracing::info!(version, "database migrated");
-    }
-    tx.commit()
-        .await
-        .map_err(err("cannot commit the migrations"))
-}
-
 /// The SQL of a stored list of session `s` (ADR 0038): its entries as one JSON array, in order
 /// (`json`, not `jsonb`: each entry's text as it was written).
 fn stored_list(list: List) -> String {
@@ -601,27 +336,6 @@ impl SessionRow {
             owner_alive: row.try_get(13)?,
         })
     }
-}
-
-/// A bound parameter of a query built at run time (the audit log's filters).
-enum Param {
-    Text(String),
-    Integer(i64),
-}
-
-impl Param {
-    fn as_sql(&self) -> &(dyn ToSql + Sync) {
-        match self {
-            Param::Text(text) => text,
-            Param::Integer(n) => n,
-        }
-    }
-}
-
-/// Adds `value` to `params`: its placeholder (`$3`).
-fn bind(params: &mut Vec<Param>, value: Param) -> String {
-    params.push(value);
-    format!("${}", params.len())
 }
 
 #[async_trait]
@@ -945,56 +659,6 @@ impl SessionStore for PostgresStore {
     }
 
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
-        let context = "cannot query the audit log";
-        let mut sql = String::from("SELECT seq, event, hash FROM audit WHERE TRUE");
-        let mut params = Vec::new();
-        if let Some(session) = &query.session {
-            let p = bind(&mut params, Param::Text(session.clone()));
-            sql.push_str(&format!(" AND session_id = {p}"));
-        }
-        if let Some(tool) = &query.tool {
-            let p = bind(&mut params, Param::Text(tool.clone()));
-            sql.push_str(&format!(" AND tool = {p}"));
-        }
-        if let Some(kind) = query.kind {
-            let p = bind(&mut params, Param::Text(kind.as_str().to_owned()));
-            sql.push_str(&format!(" AND kind = {p}"));
-        }
-        if let Some(before) = query.before {
-            let p = bind(&mut params, Param::Integer(before));
-            sql.push_str(&format!(" AND seq < {p}"));
-        }
-        if let Some(approval) = &query.approval {
-            let p = bind(&mut params, Param::Text(approval.clone()));
-            sql.push_str(&format!(" AND approval_id = {p}"));
-        }
-        if let Some(person) = &query.visible_to {
-            let p = bind(&mut params, Param::Text(person.clone()));
-            let local = bind(
-                &mut params,
-                Param::Text(crate::agent::people::LOCAL.to_owned()),
-            );
-            sql.push_str(&format!(
-                " AND (session_id IN (SELECT id FROM sessions WHERE coalesce(owner, {local}) = {p})
-                       OR (event::json -> 'actor' ->> 'person') = {p})"
-            ));
-        }
-        let limit = i64::try_from(query.limit()).unwrap_or(i64::MAX);
-        let p = bind(&mut params, Param::Integer(limit));
-        sql.push_str(&format!(" ORDER BY seq DESC LIMIT {p}"));
-        let bound: Vec<&(dyn ToSql + Sync)> = params.iter().map(Param::as_sql).collect();
-        // At most 64 shapes of this query: each is prepared once per connection.
-        let rows = self.rows(&sql, &bound, context).await?;
-        rows.iter()
-            .map(|row| {
-                let seq: i64 = row.try_get(0).map_err(err(context))?;
-                let event: &str = row.try_get(1).map_err(err(context))?;
-                Ok(AuditRecord {
-                    seq,
-                    event: super::encode::stored_event(seq, event)?,
-                    hash: row.try_get(2).map_err(err(context))?,
-                })
-            })
-            .collect()
+        self.query_audit(query).await
     }
 }

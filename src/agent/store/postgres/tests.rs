@@ -5,9 +5,13 @@
 //! with a note on stderr, unless `COUNTERSIGN_REQUIRE_POSTGRES=1` makes that a failure (CI with
 //! a Postgres, so that a missing server cannot pass for a green run).
 
-use serde_json::json;
+use std::{str::FromStr, time::Duration};
 
-// `FromStr`, `NoTls` and the store's types come with the parent's imports.
+use serde_json::json;
+use tokio_postgres::NoTls;
+
+// The store's types come with the parent's imports.
+use super::migrate::{CHAIN_MIGRATION, MIGRATIONS};
 use super::*;
 use crate::agent::{
     gate::CallPhase,
