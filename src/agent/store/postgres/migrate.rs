@@ -48,6 +48,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         10,
         include_str!("../../../../migrations/postgres/0010_append_only_chats.sql"),
     ),
+    (
+        11,
+        include_str!("../../../../migrations/postgres/0011_deadline_index.sql"),
+    ),
 ];
 
 /// The migration that makes the audit log a chain ([`chain::start`] runs right after it).
