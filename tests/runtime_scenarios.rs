@@ -15,12 +15,13 @@ use countersign::{
         clock::{SequentialIds, TokioClock},
         history::{HistoryItem, Outcome, is_well_formed},
         session::{SessionRecord, TurnLog, TurnStatus},
-        store::{AuditEvent, AuditKind, AuditQuery, AuditRecord, StoredSession},
-        store::{MemoryStore, SessionStore, StoreError},
+        store::delegate::{Call, Delegate, Hook},
+        store::{AuditEvent, AuditKind, MemoryStore, SessionStore, StoreError},
         tools::{ToolRegistry, ToolSettings, WeatherSource},
     },
     protocol::{Chunk, Dialect},
 };
+use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 const APPROVAL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -1116,10 +1117,11 @@ async fn the_session_record_mirrors_what_the_client_saw() {
     assert_eq!(listed, ["c"]);
 }
 
-/// A store that records what each commit carried and can hold commits until released.
+/// A store's hook that records what each commit carried and can hold commits until released;
+/// `inner` keeps the chats ([`runtime_on`] puts it in front of it).
 #[derive(Default)]
 struct HoldingStore {
-    inner: MemoryStore,
+    inner: Arc<MemoryStore>,
     held: std::sync::atomic::AtomicBool,
     release: tokio::sync::Notify,
     commits: std::sync::Mutex<Vec<(Vec<AuditKind>, i64)>>,
@@ -1138,73 +1140,16 @@ impl HoldingStore {
     }
 }
 
-#[async_trait::async_trait]
-impl SessionStore for HoldingStore {
-    async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
-        self.inner.load(id).await
-    }
-    async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError> {
-        self.hold_and_note(record, audit).await;
-        self.inner.commit(record, audit).await
-    }
-    async fn commit_paused(
-        &self,
-        record: &SessionRecord,
-        audit: &[AuditEvent],
-        log: &[TurnEntry],
-    ) -> Result<(), StoreError> {
-        self.hold_and_note(record, audit).await;
-        self.inner.commit_paused(record, audit, log).await
-    }
-    async fn approval_owner(&self, approval_id: &str) -> Result<Option<String>, StoreError> {
-        self.inner.approval_owner(approval_id).await
-    }
-    async fn inbox(
-        &self,
-        query: &countersign::agent::inbox::InboxQuery,
-    ) -> Result<Vec<countersign::agent::inbox::Waiting>, StoreError> {
-        self.inner.inbox(query).await
-    }
-    async fn waiting(
-        &self,
-        approval_id: &str,
-    ) -> Result<Option<countersign::agent::inbox::Waiting>, StoreError> {
-        self.inner.waiting(approval_id).await
-    }
-    async fn waiting_counts(&self) -> Result<countersign::agent::inbox::WaitingCounts, StoreError> {
-        self.inner.waiting_counts().await
-    }
-    async fn list(&self) -> Result<Vec<String>, StoreError> {
-        self.inner.list().await
-    }
-    async fn unfinished(&self) -> Result<Vec<String>, StoreError> {
-        self.inner.unfinished().await
-    }
-    async fn save_attachment(
-        &self,
-        chat: &str,
-        sha: &str,
-        media_type: &str,
-        bytes: &[u8],
-        at: i64,
-    ) -> Result<(), StoreError> {
-        self.inner
-            .save_attachment(chat, sha, media_type, bytes, at)
-            .await
-    }
-    async fn attachment(
-        &self,
-        chat: &str,
-        sha: &str,
-    ) -> Result<Option<countersign::agent::store::StoredFile>, StoreError> {
-        self.inner.attachment(chat, sha).await
-    }
-    fn database(&self) -> &'static str {
-        "memory"
-    }
-
-    async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
-        self.inner.audit(query).await
+impl Hook for HoldingStore {
+    async fn around<'a, T: Send + 'a>(
+        &'a self,
+        call: Call<'a>,
+        run: BoxFuture<'a, Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        if let Call::Commit { record, audit, .. } = call {
+            self.hold_and_note(record, audit).await;
+        }
+        run.await
     }
 }
 
@@ -1219,7 +1164,7 @@ fn runtime_on(store: Arc<HoldingStore>) -> Arc<Runtime> {
         tools,
         Arc::new(TokioClock::starting_at(1_800_000_000_000)),
         Arc::new(SequentialIds::default()),
-        store,
+        Arc::new(Delegate::new(store.inner.clone(), store)),
         RuntimeSettings::default(),
     )
 }

@@ -19,6 +19,7 @@
 //! resumed after a crash can never pay twice.
 
 pub mod audit;
+pub mod delegate;
 pub(crate) mod encode;
 pub(crate) mod inbox_sql;
 mod memory;
@@ -225,7 +226,8 @@ pub(crate) fn fresh_secret() -> Result<[u8; 32], StoreError> {
     Ok(secret)
 }
 
-/// Where session records and the audit log live.
+/// Where session records and the audit log live. (A method added here is forwarded by
+/// [`delegate::Delegate`] too.)
 #[async_trait]
 pub trait SessionStore: Send + Sync + 'static {
     async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError>;

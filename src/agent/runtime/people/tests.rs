@@ -21,7 +21,10 @@ use crate::agent::{
     clock::{Millis, SequentialIds, SystemClock},
     gate::{ApprovalDecision, CallPhase, PersonInput, StepCall},
     policy::{Policy, ToolFacts},
-    store::{Actor, AuditKind, AuditQuery, MemoryStore, PeopleStore, SessionStore, StoreError},
+    store::{
+        Actor, AuditKind, AuditQuery, MemoryStore, PeopleStore, SessionStore, StoreError,
+        delegate::Delegate,
+    },
     tools::{ToolRegistry, ToolSettings, WeatherSource},
 };
 use crate::models::demo::DemoModel;
@@ -398,12 +401,13 @@ async fn a_call_the_quorum_cleared_waits_again_when_a_signer_is_removed_before_i
 /// the turn may not park on.
 #[tokio::test]
 async fn a_signature_dropped_while_the_turn_tells_it_is_told_before_the_turn_parks() {
-    let store = Arc::new(held::HeldPause::default());
+    let memory = Arc::new(MemoryStore::default());
+    let store = Arc::new(Delegate::new(memory.clone(), held::HeldPause::default()));
     let Team {
         runtime, approval, ..
-    } = team_on(store.clone(), store.inner.clone()).await;
+    } = team_on(store.clone(), memory).await;
     // The turn tells Ben's signature and stops in the commit of its pause.
-    let hold = store.hold_next_pause();
+    let hold = store.hook().hold_next_pause();
     runtime
         .submit_as("c", &approve(&approval), &as_person("ben"))
         .await
@@ -484,10 +488,11 @@ async fn someone_who_joined_on_another_instance_is_known_at_once() {
 /// at a time on every store.
 #[tokio::test(start_paused = true)]
 async fn a_chat_read_before_a_change_never_goes_live_after_it() {
-    let store = Arc::new(held::HeldPause::default());
+    let memory = Arc::new(MemoryStore::default());
+    let store = Arc::new(Delegate::new(memory.clone(), held::HeldPause::default()));
     let Team {
         runtime, approval, ..
-    } = team_on(store.clone(), store.inner.clone()).await;
+    } = team_on(store.clone(), memory).await;
     runtime
         .submit_as("c", &approve(&approval), &as_person("ben"))
         .await
@@ -497,7 +502,7 @@ async fn a_chat_read_before_a_change_never_goes_live_after_it() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // A page reads the chat (Ben's signature in it) and stops before its copy goes live.
-    let hold = store.hold_next_load();
+    let hold = store.hook().hold_next_load();
     let reading = {
         let runtime = runtime.clone();
         tokio::spawn(async move { runtime.existing_session("c").await })

@@ -1,33 +1,28 @@
-//! A memory store whose next paused commit (a turn committing its record and log as it pauses)
-//! waits until the test lets it go: the turn's task is then stopped between reading what it
-//! has to tell and parking, so a test can change the chat in exactly that window. Its next
-//! load can wait the same way, after it has read the chat and before the copy goes live.
+//! A hook on a store ([`Delegate`](crate::agent::store::delegate::Delegate)) whose next paused
+//! commit (a turn committing its record and log as it pauses) waits until the test lets it go:
+//! the turn's task is then stopped between reading what it has to tell and parking, so a test
+//! can change the chat in exactly that window. Its next load can wait the same way, after it
+//! has read the chat and before the copy goes live.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use async_trait::async_trait;
+use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
-use crate::agent::{
-    clock::Millis,
-    inbox::{InboxQuery, Waiting, WaitingCounts},
-    session::{SessionRecord, TurnEntry},
-    store::{
-        AuditEvent, AuditQuery, AuditRecord, ChainHead, Checkpoint, MemoryStore, SessionStore,
-        StoreError, StoredFile, StoredSession,
-    },
+use crate::agent::store::{
+    StoreError,
+    delegate::{Call, Hook},
 };
 
-/// Passes everything to `inner`, except that an armed paused commit waits.
+/// Lets every call through, except that an armed paused commit or load waits.
 #[derive(Default)]
 pub(super) struct HeldPause {
-    pub(super) inner: Arc<MemoryStore>,
     armed: Mutex<Option<(oneshot::Sender<()>, oneshot::Receiver<()>)>>,
     armed_load: Mutex<Option<(oneshot::Sender<()>, oneshot::Receiver<()>)>>,
 }
 
-/// The armed commit's two ends: `reached` resolves when a turn's paused commit is waiting;
-/// sending on `release` lets it go on.
+/// The armed call's two ends: `reached` resolves when it is waiting; sending on `release` lets
+/// it go on.
 pub(super) struct Hold {
     pub(super) reached: oneshot::Receiver<()>,
     pub(super) release: oneshot::Sender<()>,
@@ -60,98 +55,23 @@ async fn hold(armed: &Mutex<Option<(oneshot::Sender<()>, oneshot::Receiver<()>)>
     }
 }
 
-#[async_trait]
-impl SessionStore for HeldPause {
-    async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
-        let read = self.inner.load(id).await;
-        hold(&self.armed_load).await;
-        read
-    }
-
-    async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError> {
-        self.inner.commit(record, audit).await
-    }
-
-    async fn commit_paused(
-        &self,
-        record: &SessionRecord,
-        audit: &[AuditEvent],
-        log: &[TurnEntry],
-    ) -> Result<(), StoreError> {
-        hold(&self.armed).await;
-        self.inner.commit_paused(record, audit, log).await
-    }
-
-    async fn approval_owner(&self, approval_id: &str) -> Result<Option<String>, StoreError> {
-        self.inner.approval_owner(approval_id).await
-    }
-
-    async fn inbox(&self, query: &InboxQuery) -> Result<Vec<Waiting>, StoreError> {
-        self.inner.inbox(query).await
-    }
-
-    async fn waiting(&self, approval_id: &str) -> Result<Option<Waiting>, StoreError> {
-        self.inner.waiting(approval_id).await
-    }
-
-    async fn waiting_counts(&self) -> Result<WaitingCounts, StoreError> {
-        self.inner.waiting_counts().await
-    }
-
-    async fn list(&self) -> Result<Vec<String>, StoreError> {
-        self.inner.list().await
-    }
-
-    async fn save_attachment(
-        &self,
-        chat: &str,
-        sha: &str,
-        media_type: &str,
-        bytes: &[u8],
-        at: Millis,
-    ) -> Result<(), StoreError> {
-        self.inner
-            .save_attachment(chat, sha, media_type, bytes, at)
-            .await
-    }
-
-    async fn attachment(&self, chat: &str, sha: &str) -> Result<Option<StoredFile>, StoreError> {
-        self.inner.attachment(chat, sha).await
-    }
-
-    async fn unfinished(&self) -> Result<Vec<String>, StoreError> {
-        self.inner.unfinished().await
-    }
-
-    async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
-        self.inner.audit(query).await
-    }
-
-    async fn chain_head(&self) -> Result<ChainHead, StoreError> {
-        self.inner.chain_head().await
-    }
-
-    async fn chain(&self, after: i64, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
-        self.inner.chain(after, limit).await
-    }
-
-    async fn keep_checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), StoreError> {
-        self.inner.keep_checkpoint(checkpoint).await
-    }
-
-    async fn checkpoints(&self, after: i64, limit: usize) -> Result<Vec<Checkpoint>, StoreError> {
-        self.inner.checkpoints(after, limit).await
-    }
-
-    async fn last_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
-        self.inner.last_checkpoint().await
-    }
-
-    async fn audit_secret(&self) -> Result<[u8; 32], StoreError> {
-        self.inner.audit_secret().await
-    }
-
-    fn database(&self) -> &'static str {
-        self.inner.database()
+impl Hook for HeldPause {
+    async fn around<'a, T: Send + 'a>(
+        &'a self,
+        call: Call<'a>,
+        run: BoxFuture<'a, Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        match call {
+            Call::Commit { log: Some(_), .. } => {
+                hold(&self.armed).await;
+                run.await
+            }
+            Call::Load { .. } => {
+                let read = run.await;
+                hold(&self.armed_load).await;
+                read
+            }
+            _ => run.await,
+        }
     }
 }
