@@ -116,17 +116,33 @@ impl Default for EdgeSettings {
     }
 }
 
+/// The edge's settings from `env`, each group read by its own function below; anything unset
+/// keeps its [`EdgeSettings::default`].
 pub(super) fn edge_settings(
     env: &impl Fn(&str) -> Option<String>,
 ) -> Result<EdgeSettings, ConfigError> {
-    let defaults = EdgeSettings::default();
-    let max_body_bytes = at_least(
+    let mut settings = EdgeSettings::default();
+    read_requests(env, &mut settings)?;
+    read_access(env, &mut settings)?;
+    read_sockets(env, &mut settings)?;
+    read_rates(env, &mut settings)?;
+    read_connections(env, &mut settings)?;
+    Ok(settings)
+}
+
+/// What one request may carry, and how fast its body must come.
+fn read_requests(
+    env: &impl Fn(&str) -> Option<String>,
+    settings: &mut EdgeSettings,
+) -> Result<(), ConfigError> {
+    settings.max_body_bytes = at_least(
         env,
         "COUNTERSIGN_MAX_BODY_BYTES",
-        defaults.max_body_bytes,
+        settings.max_body_bytes,
         1024,
         "must be at least 1024",
     )?;
+    let max_body_bytes = settings.max_body_bytes;
     let body_bytes_per_address = number(
         env,
         "COUNTERSIGN_BODY_BYTES_PER_ADDRESS",
@@ -139,97 +155,129 @@ pub(super) fn edge_settings(
             "must be 0 (no cap) or at least COUNTERSIGN_MAX_BODY_BYTES",
         ));
     }
-    let max_messages = at_least(
+    settings.body_bytes_per_address = body_bytes_per_address;
+    settings.max_messages = at_least(
         env,
         "COUNTERSIGN_MAX_MESSAGES",
-        defaults.max_messages,
+        settings.max_messages,
         1,
         "must be at least 1",
     )?;
-    let api_key = api_key(env)?;
-    let ws_max_frame_bytes = at_least(
-        env,
-        "COUNTERSIGN_WS_MAX_FRAME_BYTES",
-        defaults.ws_max_frame_bytes,
-        1024,
-        "must be at least 1024",
-    )?;
-    let allowed_origins = allowed_origins(env)?;
-    let idle_secs = at_least(
-        env,
-        "COUNTERSIGN_WS_IDLE_SECS",
-        defaults.ws_idle.as_secs(),
-        3,
-        "must be at least 3",
-    )?;
-    let ws_rate = at_least(
-        env,
-        "COUNTERSIGN_WS_RATE",
-        defaults.ws_rate,
-        1,
-        "must be at least 1",
-    )?;
-    let voice_bytes_per_sec = at_least(
-        env,
-        "COUNTERSIGN_VOICE_BYTES_PER_SEC",
-        defaults.voice_bytes_per_sec,
-        32_000,
-        "must be at least 32000 (real time for 16 kHz PCM16)",
-    )?;
-    let ip_rate = number(env, "COUNTERSIGN_IP_RATE", defaults.ip_rate)?;
-    let chat_rate = number(env, "COUNTERSIGN_CHAT_RATE", defaults.chat_rate)?;
-    let allowed_hosts = allowed_hosts(env)?;
+    settings.body_grace = positive_secs(env, "COUNTERSIGN_BODY_GRACE_SECS", settings.body_grace)?;
+    settings.body_min_rate = number(env, "COUNTERSIGN_BODY_MIN_RATE", settings.body_min_rate)?;
+    Ok(())
+}
+
+/// Who may come in, and from where: the API key, how people sign in and for how long, the
+/// public URL, the origins and hosts allowed, and whether cross-origin requests carry cookies.
+fn read_access(
+    env: &impl Fn(&str) -> Option<String>,
+    settings: &mut EdgeSettings,
+) -> Result<(), ConfigError> {
+    settings.api_key = api_key(env)?;
+    settings.allowed_origins = allowed_origins(env)?;
+    settings.allowed_hosts = allowed_hosts(env)?;
     let session_hours = at_least(
         env,
         "COUNTERSIGN_SESSION_HOURS",
-        defaults.signin_lifetime.as_secs() / 3600,
+        settings.signin_lifetime.as_secs() / 3600,
         1,
         "must be at least 1",
     )?;
-    let cors_credentials = cors_credentials(env)?;
-    let sign_in = sign_in(env, api_key.is_some())?;
-    let public_url = public_url(env)?;
-    let positive_secs = |var: &'static str, default: Duration| -> Result<Duration, ConfigError> {
-        at_least(env, var, default.as_secs(), 1, "must be at least 1").map(Duration::from_secs)
-    };
-    Ok(EdgeSettings {
-        sign_in,
-        public_url,
-        allowed_hosts,
-        auth_failure_rate: number(
-            env,
-            "COUNTERSIGN_AUTH_FAILURE_RATE",
-            defaults.auth_failure_rate,
-        )?,
-        signin_lifetime: Duration::from_secs(session_hours * 3600),
-        max_connections: number(env, "COUNTERSIGN_MAX_CONNECTIONS", defaults.max_connections)?,
-        max_connections_per_address: number(
-            env,
-            "COUNTERSIGN_MAX_CONNECTIONS_PER_ADDRESS",
-            defaults.max_connections_per_address,
-        )?,
-        idle_timeout: positive_secs("COUNTERSIGN_IDLE_TIMEOUT_SECS", defaults.idle_timeout)?,
-        voice_max_utterance: positive_secs(
-            "COUNTERSIGN_VOICE_MAX_UTTERANCE_SECS",
-            defaults.voice_max_utterance,
-        )?,
-        body_grace: positive_secs("COUNTERSIGN_BODY_GRACE_SECS", defaults.body_grace)?,
-        body_min_rate: number(env, "COUNTERSIGN_BODY_MIN_RATE", defaults.body_min_rate)?,
-        write_timeout: positive_secs("COUNTERSIGN_WRITE_TIMEOUT_SECS", defaults.write_timeout)?,
-        cors_credentials,
-        ip_rate,
-        chat_rate,
-        max_body_bytes,
-        body_bytes_per_address,
-        max_messages,
-        api_key,
-        keep_alive: defaults.keep_alive,
-        ws_max_frame_bytes,
-        allowed_origins,
-        ws_idle: Duration::from_secs(idle_secs),
-        ws_rate,
-        voice_bytes_per_sec,
-    })
+    settings.signin_lifetime = Duration::from_secs(session_hours * 3600);
+    settings.cors_credentials = cors_credentials(env)?;
+    settings.sign_in = sign_in(env, settings.api_key.is_some())?;
+    settings.public_url = public_url(env)?;
+    Ok(())
+}
+
+/// A WebSocket's frames and its voice: the largest frame, the idle time, the frame rate, and
+/// how much microphone audio it may send.
+fn read_sockets(
+    env: &impl Fn(&str) -> Option<String>,
+    settings: &mut EdgeSettings,
+) -> Result<(), ConfigError> {
+    settings.ws_max_frame_bytes = at_least(
+        env,
+        "COUNTERSIGN_WS_MAX_FRAME_BYTES",
+        settings.ws_max_frame_bytes,
+        1024,
+        "must be at least 1024",
+    )?;
+    let idle_secs = at_least(
+        env,
+        "COUNTERSIGN_WS_IDLE_SECS",
+        settings.ws_idle.as_secs(),
+        3,
+        "must be at least 3",
+    )?;
+    settings.ws_idle = Duration::from_secs(idle_secs);
+    settings.ws_rate = at_least(
+        env,
+        "COUNTERSIGN_WS_RATE",
+        settings.ws_rate,
+        1,
+        "must be at least 1",
+    )?;
+    settings.voice_bytes_per_sec = at_least(
+        env,
+        "COUNTERSIGN_VOICE_BYTES_PER_SEC",
+        settings.voice_bytes_per_sec,
+        32_000,
+        "must be at least 32000 (real time for 16 kHz PCM16)",
+    )?;
+    settings.voice_max_utterance = positive_secs(
+        env,
+        "COUNTERSIGN_VOICE_MAX_UTTERANCE_SECS",
+        settings.voice_max_utterance,
+    )?;
+    Ok(())
+}
+
+/// How often one address, one chat or failed sign-ins may knock.
+fn read_rates(
+    env: &impl Fn(&str) -> Option<String>,
+    settings: &mut EdgeSettings,
+) -> Result<(), ConfigError> {
+    settings.ip_rate = number(env, "COUNTERSIGN_IP_RATE", settings.ip_rate)?;
+    settings.chat_rate = number(env, "COUNTERSIGN_CHAT_RATE", settings.chat_rate)?;
+    settings.auth_failure_rate = number(
+        env,
+        "COUNTERSIGN_AUTH_FAILURE_RATE",
+        settings.auth_failure_rate,
+    )?;
+    Ok(())
+}
+
+/// How many connections stay open, and how long a silent or slow one is kept.
+fn read_connections(
+    env: &impl Fn(&str) -> Option<String>,
+    settings: &mut EdgeSettings,
+) -> Result<(), ConfigError> {
+    settings.max_connections =
+        number(env, "COUNTERSIGN_MAX_CONNECTIONS", settings.max_connections)?;
+    settings.max_connections_per_address = number(
+        env,
+        "COUNTERSIGN_MAX_CONNECTIONS_PER_ADDRESS",
+        settings.max_connections_per_address,
+    )?;
+    settings.idle_timeout =
+        positive_secs(env, "COUNTERSIGN_IDLE_TIMEOUT_SECS", settings.idle_timeout)?;
+    settings.write_timeout = positive_secs(
+        env,
+        "COUNTERSIGN_WRITE_TIMEOUT_SECS",
+        settings.write_timeout,
+    )?;
+    Ok(())
+}
+
+/// `var` as a whole number of seconds, at least 1.
+fn positive_secs(
+    env: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    at_least(env, var, default.as_secs(), 1, "must be at least 1").map(Duration::from_secs)
 }
 
 /// `COUNTERSIGN_API_KEY`, trimmed (unset when empty): at least [`MIN_KEY_LENGTH`] characters,
