@@ -6,15 +6,15 @@ use serde_json::Value;
 
 use crate::agent::{
     BrowserCalls,
-    clock::IdKind,
-    gate::{ApprovalResolution, CallPhase, Gate, StepCall},
+    clock::{IdKind, Millis},
+    gate::{ApprovalResolution, CallPhase, Gate, Request, StepCall},
     history::{AssistantPart, HistoryItem, Outcome, ToolCall, ToolResult},
     model::ModelEvent,
     policy::ChatWallet,
     runtime::TextTiming,
     schema::validate,
     session::HeldText,
-    store::AuditKind,
+    store::{AuditEvent, AuditKind},
     tools::ToolLocation,
 };
 use crate::protocol::{Chunk, chunk::ToolApprovalRequest, grant::Ruling};
@@ -195,6 +195,31 @@ impl TurnDriver {
     /// become the step's once the store kept their claims.
     pub(super) async fn gate_calls(&mut self, step: &mut StepOutput) {
         let now = self.rt.clock.now_ms();
+        let (requests, facts) = self.decide_calls(step, now).await;
+        let version = self.rt.policy().status().version;
+        for request in requests {
+            let Some(call) = step
+                .calls
+                .iter()
+                .find(|c| c.call.id == request.tool_call_id)
+                .map(|c| c.call.clone())
+            else {
+                continue;
+            };
+            let event = self.request_event(&request, &call, &facts, version.clone(), now);
+            self.commits.record(event);
+            self.show_request(step, &request, &call, now);
+        }
+    }
+
+    /// The policy's decision on the step's calls, kept with what they claim (issue #33): the
+    /// step's calls as the gate left them, what it asked or decided for each, and the facts the
+    /// rules decided from, by call id.
+    async fn decide_calls(
+        &self,
+        step: &mut StepOutput,
+        now: Millis,
+    ) -> (Vec<Request>, Vec<(String, Value)>) {
         let rt = self.rt.clone();
         let mut gate = Gate::new(&rt.tools);
         if self.transport.browser_calls() == BrowserCalls::Unreported {
@@ -236,96 +261,105 @@ impl TurnDriver {
             )
             .await;
         step.calls = calls;
-        let version = rt.policy().status().version;
-        for request in requests {
-            let Some(call) = step
+        (requests, facts)
+    }
+
+    /// The audit event of what the policy did with `call`: asked for approval, let it run (by a
+    /// rule or a grant) or refused it, with the rule's policy `version` and the `facts` it
+    /// decided from (ADR 0029: anyone can decide again).
+    fn request_event(
+        &self,
+        request: &Request,
+        call: &ToolCall,
+        facts: &[(String, Value)],
+        version: Option<String>,
+        now: Millis,
+    ) -> AuditEvent {
+        let kind = match &request.ruling {
+            Ruling::Asked { .. } => AuditKind::Requested,
+            Ruling::AllowedByRule { .. } | Ruling::AllowedByGrant { .. } => AuditKind::Allowed,
+            Ruling::DeniedByRule { .. } => AuditKind::Refused,
+        };
+        let mut event = self.audit_event(kind, call, &request.approval_id, now);
+        match &request.ruling {
+            Ruling::Asked { rule, .. } => {
+                event.deadline_ms = Some(request.deadline_ms);
+                event.rule = rule.clone();
+            }
+            Ruling::AllowedByRule { rule } => event.rule = Some(rule.clone()),
+            Ruling::AllowedByGrant { grant, label } => {
+                event.grant = Some(grant.clone());
+                event.reason = Some(label.clone());
+            }
+            Ruling::DeniedByRule { rule, reason } => {
+                event.rule = Some(rule.clone());
+                event.reason = Some(reason.clone());
+            }
+        }
+        if event.rule.is_some() {
+            event.policy_version = version;
+        }
+        // What the rules decided from, so that anyone can decide again (ADR 0029).
+        event.facts = facts
+            .iter()
+            .find(|(call, _)| *call == request.tool_call_id)
+            .map(|(_, facts)| facts.clone());
+        event
+    }
+
+    /// Tells the clients what the policy did with `call`: the approval request (a card, or an
+    /// automatic approval followed by its response, which the record keeps as answered), and
+    /// for a card that needs several people its progress, 0 of N so far.
+    fn show_request(&mut self, step: &StepOutput, request: &Request, call: &ToolCall, now: Millis) {
+        // An approval that needs several people says so to every client, strict ai@6.0.0
+        // included (which keeps data parts): 0 of N so far.
+        if !request.ruling.needs().is_plain()
+            && let Some(call) = step
                 .calls
                 .iter()
                 .find(|c| c.call.id == request.tool_call_id)
-                .map(|c| c.call.clone())
-            else {
-                continue;
-            };
-            let kind = match &request.ruling {
-                Ruling::Asked { .. } => AuditKind::Requested,
-                Ruling::AllowedByRule { .. } | Ruling::AllowedByGrant { .. } => AuditKind::Allowed,
-                Ruling::DeniedByRule { .. } => AuditKind::Refused,
-            };
-            let mut event = self.audit_event(kind, &call, &request.approval_id, now);
-            match &request.ruling {
-                Ruling::Asked { rule, .. } => {
-                    event.deadline_ms = Some(request.deadline_ms);
-                    event.rule = rule.clone();
-                }
-                Ruling::AllowedByRule { rule } => event.rule = Some(rule.clone()),
-                Ruling::AllowedByGrant { grant, label } => {
-                    event.grant = Some(grant.clone());
-                    event.reason = Some(label.clone());
-                }
-                Ruling::DeniedByRule { rule, reason } => {
-                    event.rule = Some(rule.clone());
-                    event.reason = Some(reason.clone());
-                }
-            }
-            if event.rule.is_some() {
-                event.policy_version = version.clone();
-            }
-            // What the rules decided from, so that anyone can decide again (ADR 0029).
-            event.facts = facts
-                .iter()
-                .find(|(call, _)| *call == request.tool_call_id)
-                .map(|(_, facts)| facts.clone());
-            self.commits.record(event);
-            // An approval that needs several people says so to every client, strict ai@6.0.0
-            // included (which keeps data parts): 0 of N so far.
-            if !request.ruling.needs().is_plain()
-                && let Some(call) = step
-                    .calls
-                    .iter()
-                    .find(|c| c.call.id == request.tool_call_id)
-                && let Some(part) = super::countersign::progress_part(
-                    call,
-                    crate::protocol::countersign::ProgressState::Waiting,
-                )
-            {
-                self.emit(part);
-            }
-            let descriptor = Some(Value::Object(request.ruling.to_metadata()));
-            let automatic = request.is_automatic();
-            self.emit(Chunk::ToolApprovalRequest(Box::new(ToolApprovalRequest {
-                approval_id: request.approval_id.clone(),
-                tool_call_id: request.tool_call_id.clone(),
-                signature: None,
-                approval_descriptor: descriptor,
-                reason: match &request.ruling {
-                    Ruling::Asked {
-                        rule: Some(rule), ..
-                    } => Some(format!("The policy rule {rule:?} asks for this call")),
-                    _ => None,
-                },
-                is_automatic: automatic.then_some(true),
-            })));
-            if !automatic {
-                // The card is shown: a model still talking is told the call waits (ADR 0035).
-                self.rt
-                    .model_for(self.transport)
-                    .awaiting_approval(&self.session.id, &call);
-            }
-            if automatic {
-                let approved = !matches!(request.ruling, Ruling::DeniedByRule { .. });
-                self.emit(Chunk::tool_approval_response(
-                    request.approval_id.clone(),
+            && let Some(part) = super::countersign::progress_part(
+                call,
+                crate::protocol::countersign::ProgressState::Waiting,
+            )
+        {
+            self.emit(part);
+        }
+        let descriptor = Some(Value::Object(request.ruling.to_metadata()));
+        let automatic = request.is_automatic();
+        self.emit(Chunk::ToolApprovalRequest(Box::new(ToolApprovalRequest {
+            approval_id: request.approval_id.clone(),
+            tool_call_id: request.tool_call_id.clone(),
+            signature: None,
+            approval_descriptor: descriptor,
+            reason: match &request.ruling {
+                Ruling::Asked {
+                    rule: Some(rule), ..
+                } => Some(format!("The policy rule {rule:?} asks for this call")),
+                _ => None,
+            },
+            is_automatic: automatic.then_some(true),
+        })));
+        if !automatic {
+            // The card is shown: a model still talking is told the call waits (ADR 0035).
+            self.rt
+                .model_for(self.transport)
+                .awaiting_approval(&self.session.id, call);
+        }
+        if automatic {
+            let approved = !matches!(request.ruling, Ruling::DeniedByRule { .. });
+            self.emit(Chunk::tool_approval_response(
+                request.approval_id.clone(),
+                approved,
+                request.ruling.sentence(),
+            ));
+            self.session.state().record.resolved_approvals.insert(
+                request.approval_id.clone(),
+                ApprovalResolution::Automatic {
+                    at_ms: now,
                     approved,
-                    request.ruling.sentence(),
-                ));
-                self.session.state().record.resolved_approvals.insert(
-                    request.approval_id.clone(),
-                    ApprovalResolution::Automatic {
-                        at_ms: now,
-                        approved,
-                    },
-                );
-            }
+                },
+            );
         }
     }
 
