@@ -9,18 +9,17 @@ use std::{
     time::Duration,
 };
 
-use async_trait::async_trait;
+use futures::future::BoxFuture;
 
 use crate::agent::{
     Runtime, RuntimeSettings, Transport, TurnEntry, UserTurn,
-    clock::{Millis, SequentialIds, SystemClock},
+    clock::{SequentialIds, SystemClock},
     gate::{ApprovalDecision, InputError, PersonInput},
-    inbox::{InboxQuery, Waiting, WaitingCounts},
     policy::{Policy, ToolFacts},
-    session::{SessionRecord, TurnStatus},
+    session::TurnStatus,
     store::{
-        AuditEvent, AuditKind, AuditQuery, AuditRecord, ChainHead, MemoryStore, PolicyStore,
-        SessionStore, StoreError, StoredFile, StoredSession,
+        AuditKind, AuditQuery, AuditRecord, MemoryStore, PolicyStore, SessionStore, StoreError,
+        delegate::{Call, Delegate, Hook},
     },
     tools::{ToolRegistry, ToolSettings, WeatherSource},
 };
@@ -42,9 +41,8 @@ enum Failing {
     Conflict,
 }
 
-/// A memory store whose next `failing.1` commits fail as `failing.0` says.
+/// A hook whose next commit fails as `how` says (`left`: how many are still to fail).
 struct FailingCommits {
-    inner: Arc<MemoryStore>,
     how: std::sync::Mutex<Failing>,
     left: AtomicUsize,
 }
@@ -54,105 +52,42 @@ impl FailingCommits {
         *self.how.lock().unwrap() = how;
         self.left.store(1, Ordering::SeqCst);
     }
+}
 
-    fn failure(&self) -> Result<(), StoreError> {
-        let due = self
-            .left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        match (due, *self.how.lock().unwrap()) {
-            (false, _) => Ok(()),
-            (true, Failing::Broken) => Err(StoreError::new("the disk is gone")),
-            (true, Failing::Conflict) => Err(StoreError::conflict("changed elsewhere")),
+impl Hook for FailingCommits {
+    async fn around<'a, T: Send + 'a>(
+        &'a self,
+        call: Call<'a>,
+        run: BoxFuture<'a, Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let due = matches!(call, Call::Commit { .. })
+            && self
+                .left
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+        if !due {
+            return run.await;
+        }
+        match *self.how.lock().unwrap() {
+            Failing::Broken => Err(StoreError::new("the disk is gone")),
+            Failing::Conflict => Err(StoreError::conflict("changed elsewhere")),
         }
     }
 }
 
-#[async_trait]
-impl SessionStore for FailingCommits {
-    async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
-        self.inner.load(id).await
-    }
-
-    async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError> {
-        self.failure()?;
-        self.inner.commit(record, audit).await
-    }
-
-    async fn commit_paused(
-        &self,
-        record: &SessionRecord,
-        audit: &[AuditEvent],
-        log: &[TurnEntry],
-    ) -> Result<(), StoreError> {
-        self.failure()?;
-        self.inner.commit_paused(record, audit, log).await
-    }
-
-    async fn approval_owner(&self, approval_id: &str) -> Result<Option<String>, StoreError> {
-        self.inner.approval_owner(approval_id).await
-    }
-
-    async fn inbox(&self, query: &InboxQuery) -> Result<Vec<Waiting>, StoreError> {
-        self.inner.inbox(query).await
-    }
-
-    async fn waiting(&self, approval_id: &str) -> Result<Option<Waiting>, StoreError> {
-        self.inner.waiting(approval_id).await
-    }
-
-    async fn waiting_counts(&self) -> Result<WaitingCounts, StoreError> {
-        self.inner.waiting_counts().await
-    }
-
-    async fn list(&self) -> Result<Vec<String>, StoreError> {
-        self.inner.list().await
-    }
-
-    async fn save_attachment(
-        &self,
-        chat: &str,
-        sha: &str,
-        media_type: &str,
-        bytes: &[u8],
-        at: Millis,
-    ) -> Result<(), StoreError> {
-        self.inner
-            .save_attachment(chat, sha, media_type, bytes, at)
-            .await
-    }
-
-    async fn attachment(&self, chat: &str, sha: &str) -> Result<Option<StoredFile>, StoreError> {
-        self.inner.attachment(chat, sha).await
-    }
-
-    async fn unfinished(&self) -> Result<Vec<String>, StoreError> {
-        self.inner.unfinished().await
-    }
-
-    async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
-        self.inner.audit(query).await
-    }
-
-    async fn chain_head(&self) -> Result<ChainHead, StoreError> {
-        self.inner.chain_head().await
-    }
-
-    fn database(&self) -> &'static str {
-        self.inner.database()
-    }
-}
+/// The memory store behind the failing commits.
+type Store = Delegate<FailingCommits, MemoryStore>;
 
 /// A runtime on `store` whose chat "w" waits for the approval of a weather lookup; the
 /// approval's id.
-async fn weather_waits(store: &Arc<FailingCommits>) -> (Arc<Runtime>, String) {
+async fn weather_waits(store: &Arc<Store>) -> (Arc<Runtime>, String) {
     let tools = ToolRegistry::standard(&ToolSettings {
         approval_timeout: Duration::from_secs(60),
         browser_timeout: Duration::from_secs(10),
         weather: WeatherSource::Offline,
     });
     let policy = Policy::from_text(POLICY, &ToolFacts::all(&tools)).unwrap();
-    let policy_store: Arc<dyn PolicyStore> = store.inner.clone();
+    let policy_store: Arc<dyn PolicyStore> = store.inner().clone();
     policy.restore(policy_store, 0).await.unwrap();
     let runtime = Runtime::builder(
         Arc::new(DemoModel::new(Duration::ZERO)),
@@ -201,19 +136,21 @@ fn approve_and_remember(approval: &str) -> [PersonInput; 1] {
     }]
 }
 
-fn store() -> Arc<FailingCommits> {
-    Arc::new(FailingCommits {
-        inner: Arc::new(MemoryStore::default()),
-        how: std::sync::Mutex::new(Failing::Broken),
-        left: AtomicUsize::new(0),
-    })
+fn store() -> Arc<Store> {
+    Arc::new(Delegate::new(
+        Arc::new(MemoryStore::default()),
+        FailingCommits {
+            how: std::sync::Mutex::new(Failing::Broken),
+            left: AtomicUsize::new(0),
+        },
+    ))
 }
 
 #[tokio::test]
 async fn an_answer_that_is_not_recorded_leaves_no_grant_to_run_on() {
     let store = store();
     let (runtime, approval) = weather_waits(&store).await;
-    store.fail_next(Failing::Broken);
+    store.hook().fail_next(Failing::Broken);
     let refused = runtime.submit("w", &approve_and_remember(&approval)).await;
     assert!(
         matches!(refused, Err(InputError::NotRecorded { .. })),
@@ -228,7 +165,7 @@ async fn an_answer_that_is_not_recorded_leaves_no_grant_to_run_on() {
     let here = runtime.policy().grants();
     assert_eq!(here.len(), 1, "{here:?}");
     assert!(here[0].revoked_at_ms.is_some(), "{here:?}");
-    let stored = PolicyStore::grants(store.inner.as_ref()).await.unwrap();
+    let stored = PolicyStore::grants(store.inner().as_ref()).await.unwrap();
     assert_eq!(stored.len(), 1, "{stored:?}");
     assert!(stored[0].revoked_at_ms.is_some(), "{stored:?}");
     // Answered again, it is recorded with a grant of its own.
@@ -236,7 +173,7 @@ async fn an_answer_that_is_not_recorded_leaves_no_grant_to_run_on() {
         .submit("w", &approve_and_remember(&approval))
         .await
         .unwrap();
-    let stored = PolicyStore::grants(store.inner.as_ref()).await.unwrap();
+    let stored = PolicyStore::grants(store.inner().as_ref()).await.unwrap();
     let live: Vec<_> = stored
         .iter()
         .filter(|g| g.revoked_at_ms.is_none())
@@ -248,13 +185,13 @@ async fn an_answer_that_is_not_recorded_leaves_no_grant_to_run_on() {
 async fn an_answer_retried_after_a_conflict_keeps_only_the_retrys_grant() {
     let store = store();
     let (runtime, approval) = weather_waits(&store).await;
-    store.fail_next(Failing::Conflict);
+    store.hook().fail_next(Failing::Conflict);
     // Refused once as changed elsewhere, read again and answered on the fresh copy.
     runtime
         .submit("w", &approve_and_remember(&approval))
         .await
         .unwrap();
-    let stored = PolicyStore::grants(store.inner.as_ref()).await.unwrap();
+    let stored = PolicyStore::grants(store.inner().as_ref()).await.unwrap();
     assert_eq!(stored.len(), 2, "{stored:?}");
     let live: Vec<_> = stored
         .iter()
@@ -262,7 +199,7 @@ async fn an_answer_retried_after_a_conflict_keeps_only_the_retrys_grant() {
         .collect();
     assert_eq!(live.len(), 1, "{stored:?}");
     let granted: Vec<AuditRecord> = store
-        .inner
+        .inner()
         .audit(&AuditQuery::default())
         .await
         .unwrap()
