@@ -264,7 +264,9 @@ impl Answer<'_> {
             events.extend(granted);
             let committed = self.commit(applied, events).await;
             if committed.is_err() {
-                self.withdraw_grants(&kept, now).await;
+                self.rt
+                    .withdraw_grants(kept.into_iter().map(|g| g.id).collect())
+                    .await;
             }
             match committed {
                 // The copy this answer held went out of date while it was checked (another
@@ -351,7 +353,9 @@ impl Answer<'_> {
             );
             if let Err(e) = policy.save_grant(&grant).await {
                 tracing::error!(session = %self.chat_id, error = &e as &dyn std::error::Error, "cannot keep a grant");
-                self.withdraw_grants(&made, now).await;
+                self.rt
+                    .withdraw_grants(made.into_iter().map(|g| g.id).collect())
+                    .await;
                 return Err(InputError::NotRecorded {
                     message: e.to_string(),
                 });
@@ -381,27 +385,6 @@ impl Answer<'_> {
         Ok((events, made))
     }
 
-    /// Takes back grants kept for this answer when the answer is not recorded after all: each
-    /// is revoked here at once and its revocation written (the store already has the grant).
-    /// No `revoked` event: the `granted` one was never written either. A revocation that
-    /// cannot be written holds here and is written with the next grant that changes.
-    async fn withdraw_grants(&self, kept: &[Grant], now: Millis) {
-        let policy = self.rt.policy();
-        for grant in kept {
-            let revoked = match policy.revoke_grant(&grant.id, now) {
-                Ok(revoked) => revoked,
-                Err(e) => {
-                    tracing::warn!(grant = %grant.id, error = &e as &dyn std::error::Error, "a grant of an answer not recorded was already gone");
-                    continue;
-                }
-            };
-            if let Err(e) = policy.save_grant(&revoked).await {
-                tracing::error!(grant = %grant.id, error = &e as &dyn std::error::Error, "cannot write the withdrawal of a grant whose answer was not recorded");
-                policy.mark_grant_changed(&grant.id);
-            }
-        }
-    }
-
     /// Commits the answer with `events` and wakes the turn — or, when every input approved a
     /// call whose effects stay in this record (`ToolEffects::InRecord`, a payment), hands the
     /// events to the turn, which runs the calls at once and commits answer, effect and result
@@ -429,6 +412,9 @@ impl Answer<'_> {
                 // nothing of this answer was written.
                 tracing::warn!(session = %self.chat_id, "an answer came to a chat another instance changed first");
                 rt.forget_overtaken(session).await;
+                // Earlier answers handed to the turn went with it (this answer's own grants
+                // are the caller's).
+                rt.withdraw_grants_of(&failed.waiting).await;
                 return Err(InputError::AnsweredElsewhere);
             }
             tracing::error!(session = %self.chat_id, error = &failed.error as &dyn std::error::Error, "cannot record the person's answer");

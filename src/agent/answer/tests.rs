@@ -209,3 +209,104 @@ async fn an_answer_retried_after_a_conflict_keeps_only_the_retrys_grant() {
     assert_eq!(granted.len(), 1, "{granted:?}");
     assert_eq!(granted[0].event.grant.as_deref(), Some(live[0].id.as_str()));
 }
+
+/// A payment's approval is handed to its turn, which commits answer, payment and result
+/// together: when that commit is refused because another instance changed the chat first, the
+/// grant made with the approval goes with it.
+#[tokio::test]
+async fn a_grant_handed_to_a_turn_that_cannot_commit_goes_with_it() {
+    let store = store();
+    let (runtime, _) = weather_waits(&store).await;
+    // The weather turn ends (denied), then a payment waits.
+    runtime
+        .submit(
+            "w",
+            &[PersonInput::Approval {
+                approval_id: runtime
+                    .session("w")
+                    .await
+                    .unwrap()
+                    .snapshot()
+                    .turn
+                    .unwrap()
+                    .calls[0]
+                    .approval_id()
+                    .unwrap()
+                    .to_owned(),
+                decision: ApprovalDecision::Deny { reason: None },
+                step_up: None,
+            }],
+        )
+        .await
+        .unwrap();
+    let ended = runtime.session("w").await.unwrap().current_log().unwrap();
+    let mut reader = ended.subscribe(0);
+    while !matches!(reader.next().await, Some(TurnEntry::End) | None) {}
+    let started = runtime
+        .start_turn(
+            "w",
+            UserTurn {
+                message_id: None,
+                text: "Send $5 to Jack".into(),
+                attachments: Vec::new(),
+                transport: Transport::Sse,
+                ask_again: None,
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    let mut reader = started.log.subscribe(0);
+    while !matches!(reader.next().await, Some(TurnEntry::Pause) | None) {}
+    let call = runtime
+        .session("w")
+        .await
+        .unwrap()
+        .snapshot()
+        .turn
+        .unwrap()
+        .calls[0]
+        .clone();
+    assert_eq!(call.call.name, "process_payment");
+    let approval = call.approval_id().expect("asked").to_owned();
+    store.hook().fail_next(Failing::Conflict);
+    runtime
+        .submit(
+            "w",
+            &[PersonInput::Approval {
+                approval_id: approval,
+                decision: ApprovalDecision::ApproveAndGrant {
+                    args: None,
+                    grant: GrantRequest {
+                        scope: GrantScope::Budget,
+                        seconds: 3600,
+                        max_cents: Some(5_000),
+                    },
+                },
+                step_up: None,
+            }],
+        )
+        .await
+        .expect("handed to the turn");
+    // The turn's commit is refused; its grant is withdrawn before the turn stops.
+    let withdrawn = async {
+        loop {
+            let stored = PolicyStore::grants(store.inner().as_ref()).await.unwrap();
+            if !stored.is_empty() && stored.iter().all(|g| g.revoked_at_ms.is_some()) {
+                return stored;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    let stored = tokio::time::timeout(Duration::from_secs(5), withdrawn)
+        .await
+        .expect("the grant is withdrawn");
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert!(
+        runtime
+            .policy()
+            .grants()
+            .iter()
+            .all(|g| g.revoked_at_ms.is_some())
+    );
+}

@@ -2,7 +2,7 @@
 //! again first on a database other instances share.
 
 use super::Runtime;
-use crate::agent::store::Actor;
+use crate::agent::store::{Actor, AuditEvent, AuditKind};
 
 /// Why a grant could not be changed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -89,5 +89,40 @@ impl Runtime {
         }
         tracing::info!(grant = %id, "grant revoked");
         Ok(grant)
+    }
+
+    /// Takes back grants made for an answer that will never be on record (its commit failed
+    /// for good): each is revoked here at once and its revocation written, as the store may
+    /// already have it. No `revoked` event: its `granted` one was never written either. A
+    /// revocation that cannot be written holds here and is written with the next grant that
+    /// changes. A grant lives only with the answer that asked for it (ADR 0023).
+    pub(crate) async fn withdraw_grants(&self, ids: Vec<String>) {
+        let now = self.clock.now_ms();
+        let policy = self.policy();
+        for id in &ids {
+            let revoked = match policy.revoke_grant(id, now) {
+                Ok(revoked) => revoked,
+                Err(e) => {
+                    tracing::warn!(grant = %id, error = &e as &dyn std::error::Error, "a grant of an answer not recorded was already gone");
+                    continue;
+                }
+            };
+            tracing::warn!(grant = %id, "a grant whose answer was not recorded is withdrawn");
+            if let Err(e) = policy.save_grant(&revoked).await {
+                tracing::error!(grant = %id, error = &e as &dyn std::error::Error, "cannot write the withdrawal of a grant whose answer was not recorded");
+                policy.mark_grant_changed(id);
+            }
+        }
+    }
+
+    /// [`Runtime::withdraw_grants`] for the grants whose `granted` events are among `events`,
+    /// which will never be written.
+    pub(crate) async fn withdraw_grants_of(&self, events: &[AuditEvent]) {
+        let granted = events
+            .iter()
+            .filter(|e| e.kind == AuditKind::Granted)
+            .filter_map(|e| e.grant.clone())
+            .collect();
+        self.withdraw_grants(granted).await;
     }
 }

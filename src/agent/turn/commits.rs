@@ -3,7 +3,7 @@
 //! instance committed the chat first (then nothing of this turn can be written any more).
 
 use crate::agent::{
-    commit::Commits,
+    runtime::Runtime,
     session::{Session, TurnEntry},
     store::AuditEvent,
 };
@@ -43,18 +43,20 @@ impl TurnCommits {
     /// it). True when it was committed; the events of a failed commit wait for the next one.
     pub(crate) async fn commit(
         &mut self,
-        commits: &Commits,
+        rt: &Runtime,
         session: &Session,
         log: Option<&[TurnEntry]>,
     ) -> bool {
         let events = std::mem::take(&mut self.audit);
-        match commits.commit(session, events, log).await {
+        match rt.commits.commit(session, events, log).await {
             Ok(_) => true,
             Err(failed) if failed.is_conflict() => {
                 // Another instance committed this chat first: what this copy holds can never be
-                // written (its audit events describe what did not happen on disk).
+                // written (its audit events describe what did not happen on disk) — nor can
+                // the answers handed to this turn, so grants made with them go too.
                 tracing::warn!(session = %session.id, "another instance committed this chat first; this turn stops");
                 self.overtaken = true;
+                rt.withdraw_grants_of(&failed.all_events()).await;
                 false
             }
             Err(failed) => {

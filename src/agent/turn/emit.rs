@@ -323,9 +323,7 @@ impl TurnDriver {
             }
             None => None,
         };
-        self.commits
-            .commit(&self.rt.commits, &self.session, log)
-            .await
+        self.commits.commit(&self.rt, &self.session, log).await
     }
 
     pub(super) fn set_status(&self, status: TurnStatus) {
