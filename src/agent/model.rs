@@ -7,7 +7,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use futures::stream::BoxStream;
+use futures::{StreamExt, stream::BoxStream};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -169,6 +169,20 @@ pub trait Model: Send + Sync + 'static {
     /// Others ignore it.
     fn awaiting_approval(&self, session_id: &str, call: &ToolCall) {
         let _ = (session_id, call);
+    }
+
+    /// The answer the model began to a [`VoiceNotice::Heard`] that the runtime takes as an
+    /// *aside* of chat `session_id`'s waiting turn (ADR 0035): the person spoke while a call
+    /// waits for its countersignature, so the answer streams into that turn and starts no turn
+    /// of its own. Its events are a step's, except that it makes no calls (a call the model asks
+    /// for in an aside is answered by the model itself as not run, and never reaches the
+    /// runner) and it adds nothing to the history: the exchange stays on the provider's side,
+    /// so the waiting call's outcome still goes on its own id. Dropping the stream dismisses the
+    /// answer (the rest of it is discarded), which is also how the runtime declines one it
+    /// starts nothing for. A model without voice has nothing to say: an empty stream.
+    fn aside(&self, session_id: &str) -> ModelStream {
+        let _ = session_id;
+        futures::stream::empty().boxed()
     }
 
     /// Notices of spoken turns ([`VoiceNotice::Heard`]), for models with voice.

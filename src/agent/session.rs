@@ -247,6 +247,9 @@ pub(crate) struct LiveTurn {
     /// The turn runs on another instance sharing the database (ADR 0025): this is a copy to
     /// follow, as of its last commit there; nothing here drives it.
     pub elsewhere: bool,
+    /// What the person said while the turn waited for them, to be answered inside it (ADR
+    /// 0035's asides): the driver takes them in order, under this lock.
+    pub asides: std::collections::VecDeque<crate::agent::turn::Aside>,
 }
 
 /// Where a parked turn stopped.

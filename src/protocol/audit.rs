@@ -41,6 +41,10 @@ pub enum AuditKind {
     Dismissed,
     /// The person sent a new message while the call waited for them.
     Superseded,
+    /// The person spoke while the call waited, and the conversation went on around it (an
+    /// aside, ADR 0035): `reason` keeps what they said. Words decide nothing: the call still
+    /// waits for its card.
+    Spoken,
     /// The person remembered an approval as a grant (`grant`; `reason`: what it lets run).
     Granted,
     /// The person revoked a grant (`grant`).
@@ -68,7 +72,7 @@ pub enum AuditKind {
 }
 
 impl AuditKind {
-    pub const ALL: [AuditKind; 21] = [
+    pub const ALL: [AuditKind; 22] = [
         AuditKind::Requested,
         AuditKind::Approved,
         AuditKind::Edited,
@@ -82,6 +86,7 @@ impl AuditKind {
         AuditKind::Refused,
         AuditKind::Dismissed,
         AuditKind::Superseded,
+        AuditKind::Spoken,
         AuditKind::Granted,
         AuditKind::Revoked,
         AuditKind::Countersigned,
@@ -107,6 +112,7 @@ impl AuditKind {
             AuditKind::Refused => "refused",
             AuditKind::Dismissed => "dismissed",
             AuditKind::Superseded => "superseded",
+            AuditKind::Spoken => "spoken",
             AuditKind::Granted => "granted",
             AuditKind::Revoked => "revoked",
             AuditKind::Countersigned => "countersigned",

@@ -326,6 +326,7 @@ fn kind_label(kind: AuditKind) -> &'static str {
         AuditKind::Refused => "Refused by a rule",
         AuditKind::Dismissed => "Not decided",
         AuditKind::Superseded => "Superseded",
+        AuditKind::Spoken => "Spoken while it waited",
         AuditKind::Granted => "Granted",
         AuditKind::Revoked => "Grant revoked",
         AuditKind::Countersigned => "Countersigned",

@@ -163,6 +163,7 @@ impl Runtime {
                 task: None,
                 parked: None,
                 elsewhere,
+                asides: Default::default(),
             });
             return;
         }
@@ -225,6 +226,7 @@ impl Runtime {
                     inputs: turn.inputs,
                 }),
                 elsewhere: false,
+                asides: Default::default(),
             });
             if due {
                 self.unpark_locked(session, record, turn_state);

@@ -18,7 +18,7 @@ use crate::agent::{
     },
     store::StoreNews,
     turn::SUPERSEDED_BY_MESSAGE,
-    turn::{DriveFrom, QuestionParts, TurnCommits, TurnDriver},
+    turn::{Aside, DriveFrom, QuestionParts, TurnCommits, TurnDriver},
 };
 use crate::protocol::{Chunk, MessageReducer, UiMessage, UiPart, message::FilePart};
 
@@ -187,6 +187,14 @@ enum Said {
     Spoken,
 }
 
+/// What a spoken utterance became ([`Runtime::start_spoken_turn`]).
+pub(crate) enum Spoken {
+    /// A turn of its own.
+    Turn(TurnStarted),
+    /// An aside of the turn that waits for the person: that turn answers it.
+    Aside,
+}
+
 /// What a message waits for before its turn can begin.
 enum Admission {
     /// The turn waiting for the person is being ended (its task, if it has one).
@@ -234,19 +242,28 @@ impl Runtime {
         timing: Option<TextTiming>,
         owner: &str,
     ) -> Result<TurnStarted, TurnError> {
-        self.admit_turn(chat_id, user, context, timing, owner, Said::Typed)
-            .await
+        match self
+            .admit_turn(chat_id, user, context, timing, owner, Said::Typed)
+            .await?
+        {
+            Spoken::Turn(started) => Ok(started),
+            // Never for a typed message: only words said become asides.
+            Spoken::Aside => Err(TurnError::Busy),
+        }
     }
 
-    /// A turn `speaker` began by speaking: its message is the model's transcript of what they
-    /// said. Exactly a typed turn, except that an approval it supersedes keeps the words in its
-    /// audit entry as what was said (advisory: words never decide, ADR 0035).
+    /// What `speaker` said, as the model's transcript of it: a turn of its own, whose message
+    /// is the transcript, as a typed message is — except while the chat's turn waits for the
+    /// person (a card, ADR 0035). Then the conversation goes on around the waiting call: the
+    /// words are an *aside* of that turn, answered inside it, and the call stays decidable
+    /// (only its card or the inbox decide it; the words are kept in its audit as what was
+    /// said). A typed message still supersedes the waiting turn: typing is a new request.
     pub(crate) async fn start_spoken_turn(
         self: &Arc<Self>,
         chat_id: &str,
         user: UserTurn,
         speaker: &str,
-    ) -> Result<TurnStarted, TurnError> {
+    ) -> Result<Spoken, TurnError> {
         self.admit_turn(chat_id, user, Vec::new(), None, speaker, Said::Spoken)
             .await
     }
@@ -259,7 +276,7 @@ impl Runtime {
         timing: Option<TextTiming>,
         owner: &str,
         said: Said,
-    ) -> Result<TurnStarted, TurnError> {
+    ) -> Result<Spoken, TurnError> {
         if user.text.trim().is_empty() && user.attachments.is_empty() {
             return Err(TurnError::EmptyMessage);
         }
@@ -300,6 +317,20 @@ impl Runtime {
                         let status = record.turn.as_ref().map(|t| t.status);
                         if status != Some(TurnStatus::AwaitingPerson) {
                             return Err(TurnError::Busy);
+                        }
+                        if said == Said::Spoken && !turn.elsewhere {
+                            // The admission rule of an aside (ADR 0035): the waiting turn
+                            // answers it, and nothing of the turn ends.
+                            turn.asides.push_back(Aside {
+                                speaker: owner.to_owned(),
+                                text: user.text,
+                            });
+                            if turn.parked.is_some() {
+                                self.unpark_locked(&session, record, turn);
+                            } else {
+                                session.wake();
+                            }
+                            return Ok(Spoken::Aside);
                         }
                         let reason = match said {
                             Said::Typed => SUPERSEDED_BY_MESSAGE.to_owned(),
@@ -345,7 +376,7 @@ impl Runtime {
                                     said,
                                 },
                             );
-                            return Ok(started);
+                            return Ok(Spoken::Turn(started));
                         }
                     }
                 }
@@ -452,6 +483,7 @@ impl Runtime {
             parked: None,
             saved: 0,
             elsewhere: false,
+            asides: Default::default(),
         };
         let (turn_id, message_id) = (plan.turn_id.clone(), plan.message_id.clone());
         let mut driver = self.driver(session, &turn, plan);

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
-use super::{Runtime, UserTurn};
+use super::{Runtime, UserTurn, turns::Spoken};
 use crate::agent::{
     Transport, lock,
     model::Model,
@@ -129,6 +129,8 @@ async fn on_notice(runtime: &Weak<Runtime>, notice: VoiceNotice) -> bool {
         tracing::warn!(session = %session_id, "speech in a chat nobody speaks in; ignored");
         return true;
     };
+    // A model answers speech it has no transcript of (the transcription failed or came late):
+    // the person's message says so.
     let text = if transcript.trim().is_empty() {
         UNTRANSCRIBED.to_owned()
     } else {
@@ -139,8 +141,14 @@ async fn on_notice(runtime: &Weak<Runtime>, notice: VoiceNotice) -> bool {
         transport: Transport::Bidi,
         ..UserTurn::default()
     };
-    if let Err(error) = runtime.start_spoken_turn(&session_id, user, &speaker).await {
-        tracing::warn!(session = %session_id, %error, "a spoken turn could not start");
+    match runtime.start_spoken_turn(&session_id, user, &speaker).await {
+        Ok(Spoken::Turn(_)) => {}
+        Ok(Spoken::Aside) => {
+            tracing::debug!(session = %session_id, "spoken while a call waits: an aside of its turn")
+        }
+        Err(error) => {
+            tracing::warn!(session = %session_id, %error, "a spoken turn could not start")
+        }
     }
     true
 }

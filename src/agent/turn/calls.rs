@@ -59,6 +59,14 @@ impl TurnDriver {
         let mut last_pause_inputs: Option<u64> = paused_at;
         let mut emitted_since_pause = false;
         loop {
+            // What the person said meanwhile is answered first, while its call still waits
+            // (an aside: ADR 0035); a decision that came meanwhile is read right after.
+            if let Some(aside) = self.next_aside() {
+                if let Err(flow) = self.run_aside(aside).await {
+                    return flow;
+                }
+                emitted_since_pause = true;
+            }
             // Who may sign as the store says now, when a countersigned call is about to run.
             let standing = self.standing_before_running().await;
             // Payments about to start are checked against the day's total and reserved first.

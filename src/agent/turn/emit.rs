@@ -179,6 +179,8 @@ impl TurnDriver {
     /// the turn over after a crash or restart, and its next request does not queue behind this
     /// commit.
     async fn end(&mut self) {
+        // What the person said while it waited will not be answered here any more.
+        self.dismiss_asides();
         self.save().await;
         if !self.commits.overtaken() {
             // What its calls reserved and did not use goes back (their results are on disk).
@@ -201,7 +203,9 @@ impl TurnDriver {
             let Some(turn) = live.as_mut().filter(|t| Arc::ptr_eq(&t.log, &self.log)) else {
                 return false;
             };
-            if self.cancel.is_cancelled() || record.turn.as_ref().map(|t| t.inputs) != Some(inputs)
+            if self.cancel.is_cancelled()
+                || record.turn.as_ref().map(|t| t.inputs) != Some(inputs)
+                || !turn.asides.is_empty()
             {
                 return false;
             }

@@ -6,6 +6,7 @@
 //! calls of a step (phase A), `emit` ends, pauses and parks the turn and puts every chunk where
 //! it goes, `audit` builds the audit events.
 
+mod aside;
 mod audit;
 mod calls;
 mod commits;
@@ -15,6 +16,7 @@ mod payments;
 mod relay;
 mod step;
 mod voice;
+pub(crate) use aside::Aside;
 pub(crate) use voice::voice_heard;
 
 use std::sync::{Arc, Mutex};

@@ -52,6 +52,12 @@ pub(crate) fn voice_heard(message_id: &str, text: &str) -> Chunk {
     )
 }
 
+/// The transient `data-voice` chunk of an aside: what the person said while the turn waited
+/// for them, answered inside it (no message of its own: the words are in the approval's audit).
+pub(crate) fn voice_aside(text: &str) -> Chunk {
+    Chunk::transient_data("voice", json!({ "state": "aside", "text": text }))
+}
+
 impl TurnDriver {
     /// The model spoke: the sound goes to the log (every reader frames it for its client) and
     /// into the message's recording.

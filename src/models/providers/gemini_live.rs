@@ -375,6 +375,8 @@ enum Job {
     Voice(VoiceInput),
     /// [`Model::awaiting_approval`]: a call of the last step waits for a countersignature.
     Awaiting(ToolCall),
+    /// [`Model::aside`]: the held answer to speech, streamed into a waiting turn.
+    Aside(EventSender),
 }
 
 impl GeminiLiveModel {
@@ -493,17 +495,30 @@ impl Model for GeminiLiveModel {
         Some(self.shared.voice_notices.subscribe())
     }
 
+    fn aside(&self, session_id: &str) -> ModelStream {
+        let (events, receiver) = mpsc::unbounded_channel();
+        if let Err(error) = self.dispatch(session_id, Job::Aside(events)) {
+            return futures::stream::once(async move { Err(error) }).boxed();
+        }
+        receive(receiver)
+    }
+
     fn stream(&self, request: ModelRequest) -> ModelStream {
         let (events, receiver) = mpsc::unbounded_channel();
         let session_id = request.session_id.clone();
         if let Err(error) = self.dispatch(&session_id, Job::Step(StepJob { request, events })) {
             return futures::stream::once(async move { Err(error) }).boxed();
         }
-        futures::stream::unfold(receiver, |mut receiver| async move {
-            receiver.recv().await.map(|event| (event, receiver))
-        })
-        .boxed()
+        receive(receiver)
     }
+}
+
+/// The stream of a step's (or an aside's) events as the actor sends them.
+fn receive(receiver: mpsc::UnboundedReceiver<Result<ModelEvent, ModelError>>) -> ModelStream {
+    futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|event| (event, receiver))
+    })
+    .boxed()
 }
 
 /// `ws(s)://…` as is; `http(s)://…` turned into `ws(s)://…`; anything else is refused (also

@@ -147,10 +147,9 @@ impl DemoVoice {
                         }),
                         None => String::new(),
                     };
-                    let _ = notices.send(VoiceNotice::Heard {
-                        session_id: chat,
-                        transcript: nlu::written(&heard),
-                    });
+                    if let Some(notice) = heard_notice(chat, &heard) {
+                        let _ = notices.send(notice);
+                    }
                 });
                 Ok(())
             }
@@ -269,6 +268,22 @@ async fn say(
             }
         }
     }
+}
+
+/// What the demo tells the runtime of an utterance it recognised as `heard`: nothing when it
+/// heard no words (silence, noise, a recogniser that failed): an utterance without words asks
+/// for nothing, so it starts no turn (before, it started one with no transcript, refused with
+/// "a turn is already running" when it came while the demo answered).
+fn heard_notice(chat: String, heard: &str) -> Option<VoiceNotice> {
+    let transcript = nlu::written(heard);
+    if transcript.trim().is_empty() {
+        tracing::debug!(session = %chat, "the demo heard no words; nothing starts");
+        return None;
+    }
+    Some(VoiceNotice::Heard {
+        session_id: chat,
+        transcript,
+    })
 }
 
 #[cfg(test)]
@@ -391,6 +406,55 @@ mod tests {
         let events = answer(&model, "c", &yes).await;
         assert!(!events.iter().any(|e| matches!(e, ModelEvent::ToolCall(_))));
         assert!(!speech(&events).is_empty(), "it says it did not act, aloud");
+    }
+
+    #[test]
+    fn an_utterance_without_words_tells_nothing() {
+        for heard in ["", "   ", "\n"] {
+            assert_eq!(super::heard_notice("c".into(), heard), None, "{heard:?}");
+        }
+        assert_eq!(
+            super::heard_notice("c".into(), "yes approve it"),
+            Some(VoiceNotice::Heard {
+                session_id: "c".into(),
+                transcript: "Yes approve it".into()
+            })
+        );
+    }
+
+    /// Silence said into the microphone, then a payment: the only notice is the payment's.
+    #[tokio::test]
+    async fn silence_is_heard_as_nothing() {
+        let model = DemoModel::new(Duration::ZERO);
+        let mut notices = model.voice_notices().unwrap();
+        let start = VoiceInput::Start {
+            mode: VoiceMode::PushToTalk,
+        };
+        model.voice("c", start.clone()).unwrap();
+        let silence = vec![0u8; MAX_AUDIO_FRAME_BYTES];
+        model
+            .voice("c", VoiceInput::Audio(std::sync::Arc::from(silence)))
+            .unwrap();
+        model.voice("c", VoiceInput::End).unwrap();
+        model.voice("c", start).unwrap();
+        for frame in clip("pay.wav").chunks(MAX_AUDIO_FRAME_BYTES) {
+            model
+                .voice("c", VoiceInput::Audio(std::sync::Arc::from(frame)))
+                .unwrap();
+        }
+        model.voice("c", VoiceInput::End).unwrap();
+        let first = tokio::time::timeout(Duration::from_secs(30), notices.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            first,
+            VoiceNotice::Heard {
+                session_id: "c".into(),
+                transcript: "Pay forty euros to Alice".into()
+            },
+            "the silence told nothing"
+        );
     }
 
     #[tokio::test]

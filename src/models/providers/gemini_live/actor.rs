@@ -177,6 +177,12 @@ impl SessionActor {
                 }
                 Wake::Job(Some(Job::VoiceContext(request))) => self.voice.context = Some(request),
                 Wake::Job(Some(Job::Awaiting(call))) => self.on_awaiting(&call).await,
+                Wake::Job(Some(Job::Aside(events))) => {
+                    self.in_step = true;
+                    self.run_aside(events).await;
+                    self.in_step = false;
+                    self.last_used = Instant::now();
+                }
                 Wake::Job(Some(Job::Voice(input))) => {
                     self.on_voice(input).await;
                     self.last_used = Instant::now();

@@ -25,7 +25,7 @@ use crate::models::providers::live_sync::split_tail;
 use crate::protocol::FinishReason;
 
 /// How a step's read loop ended.
-enum StepEnd {
+pub(super) enum StepEnd {
     /// `Finish` was sent.
     Finished,
     /// The runner dropped the stream.
@@ -38,7 +38,7 @@ enum StepEnd {
 /// The running step.
 pub(super) struct Step {
     pub(super) history: std::sync::Arc<Vec<HistoryItem>>,
-    events: EventSender,
+    pub(super) events: EventSender,
     /// The step's input has been sent (a generation is, or will be, in flight).
     pub(super) input_sent: bool,
     pub(super) last_heard: Instant,
@@ -52,9 +52,29 @@ pub(super) struct Step {
     /// Calls not yet handed to the runner: (Live id, call).
     calls: Vec<(Option<String>, ToolCall)>,
     usage: Option<LiveUsage>,
+    /// An aside of a waiting turn ([`crate::agent::model::Model::aside`]): it makes no calls
+    /// and adds nothing to what the server's conversation is known to have seen.
+    pub(super) aside: bool,
 }
 
 impl Step {
+    /// An aside's step: its input (the person's speech) is already with the server.
+    pub(super) fn for_aside(events: EventSender) -> Self {
+        Step {
+            history: std::sync::Arc::default(),
+            events,
+            input_sent: true,
+            last_heard: Instant::now(),
+            grace: None,
+            model_text: String::new(),
+            saw_transcript: false,
+            emitted: false,
+            calls: Vec::new(),
+            usage: None,
+            aside: true,
+        }
+    }
+
     fn emit(&mut self, event: ModelEvent) {
         self.emitted = true;
         // A closed channel is noticed by the read loop (`events.closed()`).
@@ -80,6 +100,7 @@ impl SessionActor {
             emitted: false,
             calls: Vec::new(),
             usage: None,
+            aside: false,
         };
         let setup = match setup {
             Ok(setup) => setup,
@@ -236,7 +257,7 @@ impl SessionActor {
     }
 
     /// Reads the socket until the step ends.
-    async fn read_step(&mut self, step: &mut Step) -> StepEnd {
+    pub(super) async fn read_step(&mut self, step: &mut Step) -> StepEnd {
         enum Ev {
             Dropped,
             Frame(Option<Result<Message, WsError>>),
@@ -356,7 +377,9 @@ impl SessionActor {
         }
         let discarding = self.conn.as_ref().is_some_and(|c| c.discard > 0);
         if let Some(tool_call) = message.tool_call {
-            if discarding {
+            if step.aside && !discarding {
+                self.refuse_aside_calls(tool_call.function_calls).await?;
+            } else if discarding {
                 self.answer_stray_calls(
                     tool_call.function_calls,
                     "belongs to a discarded generation",
@@ -481,7 +504,9 @@ impl SessionActor {
             reason,
             usage: step.usage.map(usage).unwrap_or_default(),
         });
-        self.synced.model_step(live);
+        if !step.aside {
+            self.synced.model_step(live);
+        }
     }
 
     /// The runner dropped the stream mid-step.
@@ -511,7 +536,7 @@ impl SessionActor {
             tracing::debug!(session = %self.session_id, %reason, "the Gemini Live socket broke");
             self.conn = None;
         }
-        if step.input_sent {
+        if step.input_sent && !step.aside {
             self.synced.model_step(Vec::new());
         }
     }

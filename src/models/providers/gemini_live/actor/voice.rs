@@ -11,17 +11,17 @@
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::step::Step;
+use super::step::{Step, StepEnd};
 use super::{SessionActor, send, send_context};
 use crate::agent::history::{HistoryItem, ToolCall};
-use crate::agent::model::ModelRequest;
+use crate::agent::model::{ModelError, ModelRequest};
 use crate::agent::voice::{UNTRANSCRIBED, VoiceInput, VoiceMode, VoiceNotice};
 use crate::models::providers::gemini;
-use crate::models::providers::gemini_live::ToolBehavior;
 use crate::models::providers::gemini_live::history::{google_id, live_ids};
 use crate::models::providers::gemini_live::wire::{
     LiveFunctionResponse, ServerMessage, SetupSpec, realtime_audio, tool_response,
 };
+use crate::models::providers::gemini_live::{EventSender, ToolBehavior};
 
 /// What the model is told of a call that waits for a countersignature: the card decides, not
 /// the conversation (ADR 0035).
@@ -30,6 +30,13 @@ const AWAITING: &str = "This call has not run. It waits for a countersignature: 
                         person it is waiting for their approval on screen; do not say it was \
                         done, and do not take a spoken yes as approval. Its outcome will follow \
                         under this call id.";
+
+/// What the model is told of a call it asks for in an aside (ADR 0035): the aside runs
+/// nothing; the person asks again once the waiting call is decided.
+const ASIDE_CALL: &str = "This call was not run: it was asked for while another call waits for \
+                          its countersignature, and nothing new runs until that one is decided. \
+                          Do not say it was done; tell the person to ask again once the waiting \
+                          call is decided.";
 
 /// The voice of one session.
 #[derive(Default)]
@@ -216,6 +223,106 @@ impl SessionActor {
             transcript,
         });
         None
+    }
+
+    /// [`Model::aside`]: the answer held for the speech last announced streams to `events`, as
+    /// an aside of the turn that waits for the person, not as a step: nothing is sent (the
+    /// server heard the speech), nothing is added to what the server's conversation is known
+    /// to have seen (the waiting call's outcome still goes on its id), and calls the model
+    /// makes in it are answered at once as not run. A closed `events` (the runtime declined
+    /// the answer) discards it.
+    ///
+    /// [`Model::aside`]: crate::agent::model::Model::aside
+    pub(super) async fn run_aside(&mut self, events: EventSender) {
+        if self.voice.announced.take().is_none() {
+            // Nothing was heard, or its answer went to a step already.
+            return;
+        }
+        let held = std::mem::take(&mut self.voice.held);
+        let mut step = Step::for_aside(events);
+        if step.events.is_closed() {
+            self.drop_held(held).await;
+            return;
+        }
+        for message in held {
+            match self.on_step_message(&mut step, message).await {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(reason) => {
+                    self.conn = None;
+                    let _ = step.events.send(Err(ModelError::Transport(reason)));
+                    return;
+                }
+            }
+        }
+        match self.read_step(&mut step).await {
+            StepEnd::Finished | StepEnd::Dropped => {}
+            StepEnd::Failed(error) => {
+                let _ = step.events.send(Err(error));
+            }
+            StepEnd::Lost(reason) => {
+                self.conn = None;
+                let _ = step.events.send(Err(ModelError::Transport(reason)));
+            }
+        }
+    }
+
+    /// A held answer nobody takes: its notices still count (a cancellation, a call to answer),
+    /// and the rest of its generation is discarded.
+    async fn drop_held(&mut self, held: Vec<ServerMessage>) {
+        let ended = held.iter().any(|m| {
+            m.server_content
+                .as_ref()
+                .is_some_and(|c| c.turn_complete || c.interrupted)
+        });
+        for message in held {
+            self.common(&message);
+            if let Some(cancellation) = message.tool_call_cancellation {
+                self.remember_cancelled(cancellation.ids);
+            }
+            if let Some(calls) = message.tool_call
+                && let Err(reason) = self
+                    .answer_stray_calls(calls.function_calls, "its answer was declined")
+                    .await
+            {
+                tracing::debug!(session = %self.session_id, %reason, "the socket broke");
+                self.conn = None;
+            }
+        }
+        if !ended && let Some(conn) = self.conn.as_mut() {
+            conn.discard += 1;
+        }
+    }
+
+    /// Calls the model makes in an aside: answered at once as not run (silently with
+    /// `NON_BLOCKING` tools: the model knows, nothing new is generated; a blocking model goes
+    /// on with its answer).
+    pub(super) async fn refuse_aside_calls(
+        &mut self,
+        calls: Vec<gemini::FunctionCall>,
+    ) -> Result<(), String> {
+        let non_blocking = self.shared.behavior == ToolBehavior::NonBlocking;
+        let conn = self.conn.as_mut().ok_or("no socket")?;
+        let responses: Vec<LiveFunctionResponse> = calls
+            .into_iter()
+            .filter_map(|call| {
+                tracing::info!(
+                    session = %self.session_id, tool = %call.name,
+                    "a call asked for in an aside is answered as not run"
+                );
+                Some(LiveFunctionResponse {
+                    id: call.id?,
+                    name: call.name,
+                    response: json!({ "error": ASIDE_CALL }),
+                    scheduling: non_blocking.then_some("SILENT"),
+                    will_continue: None,
+                })
+            })
+            .collect();
+        if responses.is_empty() {
+            return Ok(());
+        }
+        send(conn, &tool_response(responses)).await
     }
 
     /// The runner's step for the spoken turn: the server already heard its user message, so

@@ -3,6 +3,7 @@
 //! silence), and the spoken turn goes through the same turn path as a typed one.
 
 mod approvals;
+mod asides;
 
 use base64::Engine as _;
 

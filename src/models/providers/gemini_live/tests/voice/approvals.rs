@@ -4,17 +4,14 @@
 //! that goes away while the call waits leaves the approval on the server.
 
 use super::*;
-use crate::agent::{
-    ApprovalDecision, InputError, PersonInput, UserTurn,
-    store::{AuditKind, AuditQuery},
-};
+use crate::agent::{ApprovalDecision, InputError, PersonInput, UserTurn};
 
 /// The pay call's Live id, as the fake issues it.
-const CALL: &str = "fc-pay";
+pub(super) const CALL: &str = "fc-pay";
 
 /// A voice chat "c" whose spoken payment waits for approval: (the socket, a reader of the
 /// turn's log past the approval request, the approval id).
-async fn spoken_payment(
+pub(super) async fn spoken_payment(
     runtime: &Arc<Runtime>,
     server: &mut FakeLive,
 ) -> (FakeConn, LogReader, String) {
@@ -45,7 +42,7 @@ async fn spoken_payment(
 }
 
 /// The person holds the button, says something, lets go (the fake reads the three messages).
-async fn speak(runtime: &Arc<Runtime>, conn: &mut FakeConn) {
+pub(super) async fn speak(runtime: &Arc<Runtime>, conn: &mut FakeConn) {
     let pcm = tone(16_000, 200);
     runtime
         .voice("c", LOCAL, VoiceInput::Audio(Arc::from(pcm.as_slice())))
@@ -63,7 +60,7 @@ async fn speak(runtime: &Arc<Runtime>, conn: &mut FakeConn) {
 }
 
 /// The one function response of a `toolResponse` message.
-fn only_response(message: &Value) -> &Value {
+pub(super) fn only_response(message: &Value) -> &Value {
     let responses = message["toolResponse"]["functionResponses"]
         .as_array()
         .unwrap_or_else(|| panic!("expected a toolResponse: {message}"));
@@ -73,7 +70,7 @@ fn only_response(message: &Value) -> &Value {
 
 /// The model is told at once that the call waits (so it goes on talking), and the same call
 /// id carries the outcome once the person approved.
-async fn told_it_waits(conn: &mut FakeConn) {
+pub(super) async fn told_it_waits(conn: &mut FakeConn) {
     let awaiting = conn.recv().await;
     let response = only_response(&awaiting);
     assert_eq!(response["id"], CALL, "{awaiting}");
@@ -86,7 +83,7 @@ async fn told_it_waits(conn: &mut FakeConn) {
     assert_eq!(response["scheduling"], "WHEN_IDLE");
 }
 
-async fn approve(runtime: &Arc<Runtime>, approval_id: &str) -> Result<(), InputError> {
+pub(super) async fn approve(runtime: &Arc<Runtime>, approval_id: &str) -> Result<(), InputError> {
     within(
         "submit",
         runtime.submit(
@@ -102,7 +99,7 @@ async fn approve(runtime: &Arc<Runtime>, approval_id: &str) -> Result<(), InputE
     .map(|_| ())
 }
 
-async fn balance(runtime: &Arc<Runtime>) -> i64 {
+pub(super) async fn balance(runtime: &Arc<Runtime>) -> i64 {
     runtime
         .session("c")
         .await
@@ -113,7 +110,7 @@ async fn balance(runtime: &Arc<Runtime>) -> i64 {
 }
 
 /// The text of the turn's log from `reader` to its end.
-async fn text_to_end(reader: &mut LogReader) -> String {
+pub(super) async fn text_to_end(reader: &mut LogReader) -> String {
     let mut text = String::new();
     loop {
         match within("the turn's log", reader.next()).await {
@@ -225,84 +222,6 @@ async fn a_typed_payment_on_the_same_model_is_not_told_it_waits() {
         }
     }
     conn.silent_for(200).await;
-}
-
-/// "Yes, approve it" said while the card waits: it is the person's words, not a decision.
-/// Nothing runs; the words are kept as what they said; the card (superseded by the new
-/// utterance, as a typed message would) can no longer be approved by anyone; the model gets
-/// the call's last response on its id.
-#[tokio::test]
-async fn a_spoken_yes_approves_nothing() {
-    let mut server = FakeLive::start().await;
-    let runtime = runtime(&server);
-    let (mut conn, _, approval_id) = spoken_payment(&runtime, &mut server).await;
-    told_it_waits(&mut conn).await;
-    runtime
-        .voice(
-            "c",
-            LOCAL,
-            VoiceInput::Start {
-                mode: VoiceMode::PushToTalk,
-            },
-        )
-        .await
-        .expect("start");
-    assert_eq!(
-        conn.recv().await,
-        json!({"realtimeInput": {"activityStart": {}}})
-    );
-    speak(&runtime, &mut conn).await;
-    conn.send(json!({"serverContent": {"inputTranscription": {"text": "yes, approve it"}}}))
-        .await;
-    // A model that takes the words as a yes (the hazard): it says it paid.
-    conn.say("Done, I paid Hanako.").await;
-    // The superseded call's last response reaches the model, silently, on its id.
-    let ended = conn.recv().await;
-    let response = only_response(&ended);
-    assert_eq!(response["id"], CALL, "{ended}");
-    assert_eq!(response["response"]["superseded"], true, "{ended}");
-    assert_eq!(response["willContinue"], false);
-    assert_eq!(response["scheduling"], "SILENT");
-    conn.turn_complete().await;
-
-    assert_eq!(balance(&runtime).await, 100_000, "nothing was paid");
-    assert_eq!(
-        approve(&runtime, &approval_id).await,
-        Err(InputError::ApprovalSuperseded {
-            approval_id: approval_id.clone()
-        }),
-        "the card cannot be approved after it ended"
-    );
-    assert_eq!(balance(&runtime).await, 100_000);
-    let record = runtime.session("c").await.unwrap().snapshot();
-    assert!(
-        record
-            .history
-            .contains(&HistoryItem::user("yes, approve it")),
-        "what was said is kept as the person's words"
-    );
-    let audit = runtime.store.audit(&AuditQuery::default()).await.unwrap();
-    let kinds: Vec<AuditKind> = audit
-        .iter()
-        .filter(|r| r.event.approval_id.as_deref() == Some(approval_id.as_str()))
-        .map(|r| r.event.kind)
-        .collect();
-    assert!(kinds.contains(&AuditKind::Superseded), "{kinds:?}");
-    let superseded = audit
-        .iter()
-        .find(|r| r.event.kind == AuditKind::Superseded)
-        .and_then(|r| r.event.reason.clone())
-        .unwrap_or_default();
-    assert!(
-        superseded.contains("spoken: \"yes, approve it\""),
-        "the audit keeps what was said: {superseded}"
-    );
-    assert!(
-        !kinds
-            .iter()
-            .any(|k| matches!(k, AuditKind::Approved | AuditKind::Executed)),
-        "{kinds:?}"
-    );
 }
 
 /// `toolCallCancellation` of the waiting call: the card says the model withdrew it, a late

@@ -1,0 +1,159 @@
+//! Asides (ADR 0035): the person spoke while the turn waits for them (a card), and the
+//! conversation goes on around the waiting call instead of ending it. The runtime queues what
+//! they said on the live turn (`runtime/turns.rs` is where an utterance becomes an aside); the
+//! driver, waiting in phase A, answers it: the words go into the audit of every approval that
+//! waits (advisory: they decide nothing), and the model's answer — its words and its speech —
+//! streams into this turn's log and message. Nothing of the aside enters the history (the
+//! provider keeps the exchange on its side, so the waiting call's outcome still goes on the
+//! call's own id), and nothing it asks for runs: the model answers its own calls in an aside
+//! as not run, and a call that reaches the runner anyway is dropped here, never gated.
+
+use futures::StreamExt;
+
+use super::{Flow, TurnDriver, audit::audit_event, voice::voice_aside};
+use crate::agent::{
+    clock::IdKind,
+    gate::CallPhase,
+    model::ModelEvent,
+    people::LOCAL,
+    session::TurnEntry,
+    store::{AuditEvent, AuditKind},
+};
+use crate::protocol::{Chunk, audit::Actor};
+
+/// What a person said while the turn waited for them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Aside {
+    /// Who spoke (the chat's person).
+    pub(crate) speaker: String,
+    /// The model's transcript of what they said.
+    pub(crate) text: String,
+}
+
+impl TurnDriver {
+    /// The next aside queued for this turn.
+    pub(super) fn next_aside(&self) -> Option<Aside> {
+        let mut state = self.session.state();
+        state
+            .live
+            .as_mut()
+            .filter(|t| std::sync::Arc::ptr_eq(&t.log, &self.log))
+            .and_then(|t| t.asides.pop_front())
+    }
+
+    /// Answers `aside` inside the turn. `Err`: the turn was interrupted meanwhile.
+    pub(super) async fn run_aside(&mut self, aside: Aside) -> Result<(), Flow> {
+        let events = self.spoken_events(&aside);
+        self.commits.record_all(events);
+        // Transient, outside the reply's message: what the person said.
+        self.push(TurnEntry::Chunk(voice_aside(&aside.text)));
+        let model = self.rt.model_for(self.transport).clone();
+        let mut stream = model.aside(&self.session.id);
+        self.emit(Chunk::start_step());
+        let mut text: Option<String> = None;
+        let mut interrupted = false;
+        loop {
+            let event = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => {
+                    interrupted = true;
+                    break;
+                }
+                event = stream.next() => event,
+            };
+            match event {
+                None => break,
+                Some(Ok(ModelEvent::TextDelta(delta))) => {
+                    let id = match &text {
+                        Some(id) => id.clone(),
+                        None => {
+                            let id = self.rt.ids.next_id(IdKind::Text);
+                            self.emit(Chunk::text_start(id.clone()));
+                            text = Some(id.clone());
+                            id
+                        }
+                    };
+                    self.emit(Chunk::text_delta(id, delta));
+                }
+                Some(Ok(ModelEvent::Audio(pcm))) => self.speak(pcm),
+                Some(Ok(ModelEvent::Interrupted)) => self.interrupted(),
+                Some(Ok(ModelEvent::ToolCall(call))) => {
+                    // The model answers its own calls in an aside as not run; one that gets
+                    // here anyway is never gated nor run.
+                    tracing::warn!(
+                        session = %self.session.id, tool = %call.name,
+                        "a call asked for in an aside was dropped (not run)"
+                    );
+                }
+                Some(Ok(ModelEvent::Finish { usage, .. })) => {
+                    self.with_turn(|t| t.usage.add(usage));
+                    break;
+                }
+                Some(Ok(ModelEvent::ReasoningDelta { .. } | ModelEvent::TextData(_))) => {}
+                Some(Err(error)) => {
+                    // The card still waits: the aside only went unanswered.
+                    tracing::warn!(session = %self.session.id, %error, "an aside got no answer");
+                    break;
+                }
+            }
+        }
+        // Dropping the stream dismisses what is left of the answer (an interrupt).
+        drop(stream);
+        if let Some(id) = text {
+            self.emit(Chunk::text_end(id));
+        }
+        self.emit(Chunk::finish_step());
+        self.sync_messages();
+        if interrupted {
+            return Err(Flow::Interrupted);
+        }
+        Ok(())
+    }
+
+    /// The `spoken` audit events of an aside: one per approval that waits, with the words.
+    fn spoken_events(&self, aside: &Aside) -> Vec<AuditEvent> {
+        let now = self.rt.clock.now_ms();
+        let reason = format!(
+            "spoken while it waited: {:?} (what was said; words decide nothing)",
+            aside.text
+        );
+        let actor = Actor {
+            transport: self.transport.as_str().to_owned(),
+            person: (aside.speaker != LOCAL).then(|| aside.speaker.clone()),
+            ..Actor::default()
+        };
+        self.with_turn(|turn| {
+            turn.calls
+                .iter()
+                .filter_map(|call| match &call.phase {
+                    CallPhase::AwaitingApproval { approval_id, .. } => {
+                        let mut event = audit_event(
+                            AuditKind::Spoken,
+                            &self.session.id,
+                            &turn.id,
+                            &call.call,
+                            approval_id,
+                            now,
+                        );
+                        event.reason = Some(reason.clone());
+                        event.actor = Some(actor.clone());
+                        Some(event)
+                    }
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+    }
+
+    /// Dismisses asides nobody will answer any more (the turn ends): the model's answers to
+    /// them are discarded.
+    pub(super) fn dismiss_asides(&mut self) {
+        loop {
+            let Some(_) = self.next_aside() else {
+                return;
+            };
+            drop(self.rt.model_for(self.transport).aside(&self.session.id));
+        }
+    }
+}
