@@ -86,7 +86,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::{ProviderConfigError, ProviderKey};
 use crate::agent::lock;
-use crate::agent::model::{CallNotice, Model, ModelError, ModelRequest, ModelStream};
+use crate::agent::model::{CallNotice, Model, ModelError, ModelEvent, ModelRequest, ModelStream};
 use crate::agent::voice::{VoiceError, VoiceInput, VoiceNotice};
 use actor::SessionActor;
 
@@ -214,6 +214,8 @@ enum Job {
     /// [`Model::voice_context`]: what a voice session opens with.
     VoiceContext(ModelRequest),
     Voice(VoiceInput),
+    /// [`Model::aside`]: the held answer to speech, streamed into a waiting turn.
+    Aside(EventSender),
 }
 
 impl OpenAiRealtimeModel {
@@ -311,17 +313,30 @@ impl Model for OpenAiRealtimeModel {
         Some(self.shared.voice_notices.subscribe())
     }
 
+    fn aside(&self, session_id: &str) -> ModelStream {
+        let (events, receiver) = mpsc::unbounded_channel();
+        if let Err(error) = self.dispatch(session_id, Job::Aside(events)) {
+            return futures::stream::once(async move { Err(error) }).boxed();
+        }
+        receive(receiver)
+    }
+
     fn stream(&self, request: ModelRequest) -> ModelStream {
         let (events, receiver) = mpsc::unbounded_channel();
         let session_id = request.session_id.clone();
         if let Err(error) = self.dispatch(&session_id, Job::Step(StepJob { request, events })) {
             return futures::stream::once(async move { Err(error) }).boxed();
         }
-        futures::stream::unfold(receiver, |mut receiver| async move {
-            receiver.recv().await.map(|event| (event, receiver))
-        })
-        .boxed()
+        receive(receiver)
     }
+}
+
+/// The stream of a step's (or an aside's) events as the actor sends them.
+fn receive(receiver: mpsc::UnboundedReceiver<Result<ModelEvent, ModelError>>) -> ModelStream {
+    futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|event| (event, receiver))
+    })
+    .boxed()
 }
 
 #[cfg(test)]

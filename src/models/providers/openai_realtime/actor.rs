@@ -177,6 +177,7 @@ impl SessionActor {
                 Job::Step(job) => self.run_step(job).await,
                 Job::VoiceContext(request) => self.voice.context = Some(request),
                 Job::Voice(input) => self.on_voice(input).await,
+                Job::Aside(events) => self.run_aside(events).await,
             }
             self.last_active = Instant::now();
         }

@@ -130,6 +130,16 @@ pub(super) fn function_output(call_id: &str, result: &ToolResult) -> Value {
     }))
 }
 
+/// The output of a call that was not run, in the model's words (`{"error": why}`): a call the
+/// model made in an aside (ADR 0035).
+pub(super) fn refused_output(call_id: &str, why: &str) -> Value {
+    create_item(json!({
+        "type": "function_call_output",
+        "call_id": call_id,
+        "output": json!({ "error": why }).to_string(),
+    }))
+}
+
 /// History as context items: text only (calls and results described; attachments named).
 pub(super) fn context_events(items: &[HistoryItem]) -> Vec<Value> {
     items

@@ -28,7 +28,16 @@ pub(super) struct Step {
     /// The step has said or played something.
     spoke: bool,
     last_heard: Instant,
+    /// An aside of a waiting turn ([`crate::agent::model::Model::aside`]): it makes no calls
+    /// and adds nothing to what the server's conversation is known to have seen.
+    aside: bool,
 }
+
+/// What the model is told of a call it made in an aside (ADR 0035): the aside runs nothing.
+const ASIDE_CALL: &str = "This call was not run: it was asked for while another call waits for \
+                          its countersignature, and nothing new runs until that one is decided. \
+                          Do not say it was done; tell the person to ask again once the waiting \
+                          call is decided.";
 
 /// How reading a step ended.
 enum StepEnd {
@@ -55,12 +64,66 @@ impl SessionActor {
             interrupted: false,
             spoke: false,
             last_heard: Instant::now(),
+            aside: false,
         };
         self.in_step = true;
         let end = match self.begin(&request, &mut step).await {
             Ok(Some(end)) => end,
             Ok(None) => self.read_step(&mut step).await,
             Err(error) => StepEnd::Failed(error),
+        };
+        self.in_step = false;
+        match end {
+            StepEnd::Done => {}
+            StepEnd::Failed(error) => {
+                let _ = step.events.send(Err(error));
+            }
+            StepEnd::Dropped => self.on_dropped(&step).await,
+        }
+    }
+
+    /// [`Model::aside`]: the answer held for the speech last announced streams to `events` as
+    /// an aside of the turn that waits for the person, not as a step: nothing is sent (the
+    /// server heard the speech and is answering it), nothing is added to what the server's
+    /// conversation is known to have seen (the waiting call's output still goes on its id,
+    /// after the decision), and a call the model makes in it gets at once an output saying it
+    /// was not run. A closed `events` (the runtime declined the answer) discards it.
+    ///
+    /// [`Model::aside`]: crate::agent::model::Model::aside
+    pub(in crate::models::providers::openai_realtime) async fn run_aside(
+        &mut self,
+        events: EventSender,
+    ) {
+        let Some((held, response, done)) = self.take_spoken() else {
+            return;
+        };
+        let mut step = Step {
+            events,
+            response: None,
+            calls: Vec::new(),
+            grace: None,
+            interrupted: false,
+            spoke: false,
+            last_heard: Instant::now(),
+            aside: true,
+        };
+        if step.events.is_closed() {
+            if let (Some(conn), Some(response), false) = (self.conn.as_mut(), response, done) {
+                conn.discard.insert(response);
+            }
+            return;
+        }
+        self.in_step = true;
+        let mut end = None;
+        for event in held {
+            if let Some(ended) = self.on_step_event(&mut step, event).await {
+                end = Some(ended);
+                break;
+            }
+        }
+        let end = match end {
+            Some(end) => end,
+            None => self.read_step(&mut step).await,
         };
         self.in_step = false;
         match end {
@@ -234,6 +297,17 @@ impl SessionActor {
                     Ok(args) => args,
                     Err(error) => return Some(StepEnd::Failed(error)),
                 };
+                if step.aside {
+                    tracing::info!(session = %self.session_id, tool = %name, "a call asked for in an aside is answered as not run");
+                    let refused = wire::refused_output(&call_id, ASIDE_CALL);
+                    if let Some(conn) = self.conn.as_mut()
+                        && let Err(reason) = send(conn, &refused).await
+                    {
+                        self.reset(&reason);
+                        return Some(StepEnd::Failed(ModelError::Transport(reason)));
+                    }
+                    return None;
+                }
                 step.grace
                     .get_or_insert(Instant::now() + self.shared.config.timeouts.tool_turn_grace);
                 let call = ToolCall {
@@ -276,7 +350,9 @@ impl SessionActor {
                 // The calls go with their response: the runner never sees them.
                 step.calls.clear();
                 self.interrupt(step);
-                self.synced.model_step(Vec::new());
+                if !step.aside {
+                    self.synced.model_step(Vec::new());
+                }
                 step.emit(ModelEvent::Finish {
                     reason: FinishReason::Other,
                     usage,
@@ -298,7 +374,9 @@ impl SessionActor {
             ids.push(id);
             step.emit(ModelEvent::ToolCall(call));
         }
-        self.synced.model_step(ids);
+        if !step.aside {
+            self.synced.model_step(ids);
+        }
     }
 
     /// The grace after a call passed without `response.done`: the step ends with its calls and

@@ -223,6 +223,17 @@ impl SessionActor {
         });
     }
 
+    /// The answer held for the speech last announced: (what the server sent of it, its
+    /// response id, whether it ended); `None` when nothing was announced.
+    pub(super) fn take_spoken(&mut self) -> Option<(Vec<ServerEvent>, Option<String>, bool)> {
+        self.voice.announced.take()?;
+        Some((
+            std::mem::take(&mut self.voice.held),
+            self.voice.answering.take(),
+            std::mem::take(&mut self.voice.answer_done),
+        ))
+    }
+
     /// The runner's step for the spoken turn: the server already heard its user message, so
     /// only what it lacks before it is sent, and what was held is read first. `None`: this
     /// step is not the spoken turn's (or nothing was announced), and the held answer is
@@ -231,10 +242,8 @@ impl SessionActor {
         &mut self,
         history: &[HistoryItem],
     ) -> Option<Vec<ServerEvent>> {
-        let announced = self.voice.announced.take()?;
-        let held = std::mem::take(&mut self.voice.held);
-        let response = self.voice.answering.take();
-        let done = std::mem::take(&mut self.voice.answer_done);
+        let announced = self.voice.announced.clone()?;
+        let (held, response, done) = self.take_spoken()?;
         let is_spoken = matches!(
             history.last(),
             Some(HistoryItem::User { text, .. }) if *text == announced

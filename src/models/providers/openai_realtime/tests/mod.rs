@@ -4,6 +4,7 @@
 //! instead of hanging it. The scenarios go through the runtime: `voice` (speech in and out,
 //! barge-in) and `turns` (typed turns, approvals, errors, a withdrawn call).
 
+mod asides;
 mod turns;
 mod voice;
 

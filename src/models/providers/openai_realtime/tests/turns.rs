@@ -74,7 +74,7 @@ async fn a_typed_turn_goes_as_input_text_and_the_answer_streams_back() {
 
 /// A spoken "pay Hanako 50 dollars" in chat `chat`: the card is up and the turn waits. Returns
 /// the connection (past the call's `response.done`), the turn's reader and the approval id.
-async fn spoken_payment(
+pub(super) async fn spoken_payment(
     server: &mut FakeRealtime,
     runtime: &Arc<Runtime>,
     chat: &str,
@@ -128,7 +128,12 @@ async fn spoken_payment(
     (conn, reader, approval)
 }
 
-async fn decide(runtime: &Arc<Runtime>, chat: &str, approval_id: &str, decision: ApprovalDecision) {
+pub(super) async fn decide(
+    runtime: &Arc<Runtime>,
+    chat: &str,
+    approval_id: &str,
+    decision: ApprovalDecision,
+) {
     within(
         "the decision",
         runtime.submit(
