@@ -22,6 +22,8 @@
 //! are [`super::answer`]'s);
 //! `lifecycle` how sessions come and go from memory (revive, park deadlines, release, evict).
 
+#[cfg(test)]
+mod aside_tests;
 mod grants;
 #[cfg(test)]
 mod guarantee_tests;

@@ -70,6 +70,23 @@ impl Model for DemoModel {
         Some(self.voice.notices())
     }
 
+    /// Spoken to while a card waits (an aside): the card is still there, and words do not sign
+    /// it. It asks for nothing in an aside.
+    fn aside(&self, session_id: &str) -> ModelStream {
+        let text = self.text_stream(vec![
+            ModelEvent::TextDelta(reply::still_awaiting_countersignature()),
+            ModelEvent::Finish {
+                reason: crate::protocol::FinishReason::Stop,
+                usage: Default::default(),
+            },
+        ]);
+        if self.voice.speaks_in(session_id) {
+            self.voice.spoken(session_id, text)
+        } else {
+            text
+        }
+    }
+
     fn stream(&self, request: ModelRequest) -> ModelStream {
         let mut events = respond(&request.history);
         let aloud = self.voice.speaks_in(&request.session_id);

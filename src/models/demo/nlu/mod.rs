@@ -36,5 +36,5 @@ pub use lexicon::{CHANGE_BGM, GET_LOCATION, GET_WEATHER, PROCESS_PAYMENT};
 pub use reply::ToolOutcome;
 pub use reply::{
     awaiting_countersignature, capabilities, clarify, direct, greeting, lorem, not_understood,
-    summary,
+    still_awaiting_countersignature, summary,
 };

@@ -323,3 +323,11 @@ pub fn awaiting_countersignature() -> String {
      approve or deny it there, saying yes does not approve it.\n"
         .to_owned()
 }
+
+/// Said when the person speaks while a card waits (an aside, ADR 0035): it still waits, and
+/// words do not sign it.
+pub fn still_awaiting_countersignature() -> String {
+    "It is still waiting for your countersignature: approve or deny it on the card on your \
+     screen. Saying yes does not approve it.\n"
+        .to_owned()
+}

@@ -1,0 +1,322 @@
+//! Asides through the runtime (ADR 0035), with a voice model that has no provider notices, so
+//! the waiting turn parks (ADR 0010) and the aside must give it a task again: what was said
+//! while a card waits is answered inside the waiting turn, decides nothing, and leaves the card
+//! decidable; a call that reaches the runner from an aside is never gated nor run; a typed
+//! message ends an aside under way and supersedes the card.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use serde_json::json;
+use tokio::sync::broadcast;
+
+use super::{Runtime, RuntimeSettings, UserTurn};
+use crate::agent::{
+    ApprovalDecision, InputError, PersonInput, Transport,
+    clock::{SequentialIds, SystemClock},
+    history::{HistoryItem, ToolCall},
+    lock,
+    model::{Model, ModelEvent, ModelRequest, ModelStream, Usage},
+    people::LOCAL,
+    session::{LogReader, TurnEntry},
+    store::{AuditKind, AuditQuery, MemoryStore},
+    tools::{ToolRegistry, ToolSettings, WeatherSource},
+    voice::{VoiceError, VoiceInput, VoiceMode, VoiceNotice},
+};
+use crate::protocol::{Chunk, FinishReason};
+
+/// A voice model: its first step asks to pay Alice 5 dollars, the step after the results says
+/// "Paid."; each utterance is heard as the next of `heard`; an aside is answered with `aside`
+/// (and then, if `hang`, never ends).
+struct Payer {
+    notices: broadcast::Sender<VoiceNotice>,
+    heard: Mutex<VecDeque<String>>,
+    aside: Vec<ModelEvent>,
+    hang: bool,
+    asides: Mutex<usize>,
+}
+
+impl Payer {
+    fn new(heard: &[&str], aside: Vec<ModelEvent>, hang: bool) -> Arc<Self> {
+        Arc::new(Payer {
+            notices: broadcast::channel(8).0,
+            heard: Mutex::new(heard.iter().map(|h| (*h).to_owned()).collect()),
+            aside,
+            hang,
+            asides: Mutex::default(),
+        })
+    }
+}
+
+fn finish(reason: FinishReason) -> ModelEvent {
+    ModelEvent::Finish {
+        reason,
+        usage: Usage::default(),
+    }
+}
+
+fn pay(recipient: &str) -> ModelEvent {
+    ModelEvent::ToolCall(ToolCall {
+        id: String::new(),
+        name: "process_payment".into(),
+        args: json!({"amount": 5, "recipient": recipient, "currency": "USD"}),
+        provider_data: None,
+    })
+}
+
+impl Model for Payer {
+    fn label(&self) -> String {
+        "payer".into()
+    }
+
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let answered = matches!(
+            request.history.last(),
+            Some(HistoryItem::ToolResults { .. })
+        );
+        let events = if answered {
+            vec![
+                ModelEvent::TextDelta("Paid.".into()),
+                finish(FinishReason::Stop),
+            ]
+        } else {
+            vec![pay("Alice"), finish(FinishReason::ToolCalls)]
+        };
+        futures::stream::iter(events.into_iter().map(Ok)).boxed()
+    }
+
+    fn voice(&self, session_id: &str, input: VoiceInput) -> Result<(), VoiceError> {
+        if input == VoiceInput::End
+            && let Some(transcript) = lock(&self.heard).pop_front()
+        {
+            let _ = self.notices.send(VoiceNotice::Heard {
+                session_id: session_id.to_owned(),
+                transcript,
+            });
+        }
+        Ok(())
+    }
+
+    fn voice_notices(&self) -> Option<broadcast::Receiver<VoiceNotice>> {
+        Some(self.notices.subscribe())
+    }
+
+    fn aside(&self, _: &str) -> ModelStream {
+        *lock(&self.asides) += 1;
+        let events = futures::stream::iter(self.aside.clone().into_iter().map(Ok));
+        if self.hang {
+            events.chain(futures::stream::pending()).boxed()
+        } else {
+            events.boxed()
+        }
+    }
+}
+
+fn runtime(model: Arc<Payer>) -> Arc<Runtime> {
+    Runtime::new(
+        model,
+        ToolRegistry::standard(&ToolSettings {
+            approval_timeout: std::time::Duration::from_secs(600),
+            browser_timeout: std::time::Duration::from_secs(10),
+            weather: WeatherSource::Offline,
+        }),
+        Arc::new(SystemClock),
+        Arc::new(SequentialIds::default()),
+        Arc::new(MemoryStore::default()),
+        RuntimeSettings::default(),
+    )
+}
+
+/// A typed BIDI "pay Alice" whose card waits (the turn parks: the model sends no notices);
+/// returns the reader past the approval request and the approval id.
+async fn waiting_payment(rt: &Arc<Runtime>) -> (LogReader, String) {
+    let started = rt
+        .start_turn(
+            "c",
+            UserTurn {
+                text: "pay Alice 5 dollars".into(),
+                transport: Transport::Bidi,
+                ..UserTurn::default()
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    let mut reader = started.log.subscribe(0);
+    let approval = loop {
+        match reader.next().await {
+            Some(TurnEntry::Chunk(Chunk::ToolApprovalRequest(r))) => break r.approval_id,
+            Some(TurnEntry::End) | None => panic!("no card"),
+            Some(_) => {}
+        }
+    };
+    while !matches!(reader.next().await, Some(TurnEntry::Pause)) {}
+    (reader, approval)
+}
+
+/// The person speaks one utterance in chat "c".
+async fn speak(rt: &Arc<Runtime>) {
+    let start = VoiceInput::Start {
+        mode: VoiceMode::PushToTalk,
+    };
+    rt.voice("c", LOCAL, start).await.unwrap();
+    rt.voice("c", LOCAL, VoiceInput::End).await.unwrap();
+}
+
+/// The log from `reader` to the next pause (or the end): (aside words heard, text, more cards).
+async fn to_pause(reader: &mut LogReader) -> (Vec<String>, String, usize) {
+    let (mut heard, mut text, mut cards) = (Vec::new(), String::new(), 0);
+    loop {
+        match reader.next().await {
+            Some(TurnEntry::Chunk(Chunk::Data(d))) if d.name == "voice" => {
+                assert_eq!(d.data["state"], "aside", "{d:?}");
+                heard.push(d.data["text"].as_str().unwrap_or_default().to_owned());
+            }
+            Some(TurnEntry::Chunk(Chunk::TextDelta(d))) => text.push_str(&d.delta),
+            Some(TurnEntry::Chunk(Chunk::ToolApprovalRequest(_))) => cards += 1,
+            Some(TurnEntry::Pause | TurnEntry::End) | None => return (heard, text, cards),
+            Some(_) => {}
+        }
+    }
+}
+
+async fn approve(rt: &Arc<Runtime>, approval_id: &str) -> Result<(), InputError> {
+    rt.submit(
+        "c",
+        &[PersonInput::Approval {
+            approval_id: approval_id.to_owned(),
+            decision: ApprovalDecision::Approve,
+            step_up: None,
+        }],
+    )
+    .await
+    .map(|_| ())
+}
+
+async fn paid(rt: &Arc<Runtime>) -> usize {
+    rt.session("c")
+        .await
+        .unwrap()
+        .snapshot()
+        .wallet
+        .transactions
+        .len()
+}
+
+/// A spoken "yes, approve it" while a parked turn's card waits, to a model that says it paid
+/// and asks for another payment: the turn wakes for the aside and parks again; the answer is
+/// in its log and its message, the extra call is never a card nor run, the words are in the
+/// approval's audit; the card then runs the one payment.
+#[tokio::test]
+async fn a_parked_turn_answers_an_aside_and_its_card_still_decides() {
+    let model = Payer::new(
+        &["yes, approve it"],
+        vec![
+            ModelEvent::TextDelta("Done, I paid.".into()),
+            pay("Mallory"),
+            finish(FinishReason::Stop),
+        ],
+        false,
+    );
+    let rt = runtime(model.clone());
+    let (mut reader, approval) = waiting_payment(&rt).await;
+    speak(&rt).await;
+    let (heard, text, cards) = to_pause(&mut reader).await;
+    assert_eq!(heard, ["yes, approve it"]);
+    assert_eq!(text, "Done, I paid.");
+    assert_eq!(cards, 0, "the aside's call is no card");
+    assert_eq!(paid(&rt).await, 0, "words run nothing");
+    let record = rt.session("c").await.unwrap().snapshot();
+    assert_eq!(record.history.len(), 2, "the aside is not in the history");
+    let message = record.messages.last().unwrap();
+    assert!(
+        serde_json::to_string(message)
+            .unwrap()
+            .contains("Done, I paid."),
+        "the waiting turn's message keeps the answer (a reload shows it)"
+    );
+    let audit = rt.store.audit(&AuditQuery::default()).await.unwrap();
+    let spoken: Vec<_> = audit
+        .iter()
+        .filter(|r| r.event.kind == AuditKind::Spoken)
+        .collect();
+    assert_eq!(spoken.len(), 1);
+    assert_eq!(
+        spoken[0].event.approval_id.as_deref(),
+        Some(approval.as_str())
+    );
+
+    approve(&rt, &approval).await.expect("the card decides");
+    let (_, text, _) = to_pause(&mut reader).await;
+    assert_eq!(text, "Paid.");
+    assert_eq!(paid(&rt).await, 1, "Alice, once; never Mallory");
+    assert_eq!(*lock(&model.asides), 1);
+}
+
+/// The click and the words at once: whichever the runtime takes first (an aside of the
+/// waiting turn, or words that come once it runs again and start nothing), the call runs once.
+#[tokio::test]
+async fn an_aside_and_the_click_at_once_run_the_call_once() {
+    let model = Payer::new(
+        &["is it done?"],
+        vec![
+            ModelEvent::TextDelta("Not yet.".into()),
+            finish(FinishReason::Stop),
+        ],
+        false,
+    );
+    let rt = runtime(model);
+    let (mut reader, approval) = waiting_payment(&rt).await;
+    let (spoken, clicked) = tokio::join!(speak(&rt), approve(&rt, &approval));
+    let () = spoken;
+    clicked.expect("approved");
+    let mut text = String::new();
+    loop {
+        match reader.next().await {
+            Some(TurnEntry::Chunk(Chunk::TextDelta(d))) => text.push_str(&d.delta),
+            Some(TurnEntry::End) | None => break,
+            Some(_) => {}
+        }
+    }
+    assert!(text.ends_with("Paid."), "{text}");
+    assert_eq!(paid(&rt).await, 1);
+}
+
+/// A typed message while an aside is still being answered ends it (the answer is dropped,
+/// nothing waits on it) and supersedes the card: nothing runs, the card can no longer be
+/// approved.
+#[tokio::test]
+async fn a_typed_message_during_an_aside_supersedes_the_card() {
+    let model = Payer::new(
+        &["hold on"],
+        vec![ModelEvent::TextDelta("Sure, ".into())],
+        true,
+    );
+    let rt = runtime(model);
+    let (mut reader, approval) = waiting_payment(&rt).await;
+    speak(&rt).await;
+    loop {
+        if let Some(TurnEntry::Chunk(Chunk::TextDelta(_))) = reader.next().await {
+            break;
+        }
+    }
+    rt.start_turn(
+        "c",
+        UserTurn {
+            text: "never mind".into(),
+            transport: Transport::Bidi,
+            ..UserTurn::default()
+        },
+        None,
+    )
+    .await
+    .expect("the typed message starts its turn");
+    assert_eq!(
+        approve(&rt, &approval).await,
+        Err(InputError::ApprovalSuperseded {
+            approval_id: approval
+        })
+    );
+    assert_eq!(paid(&rt).await, 0);
+}
