@@ -485,12 +485,12 @@ async fn the_demo_hears_a_spoken_payment_and_asks_for_its_countersignature() {
     assert_eq!(of_type(&seen, "tool-output-available").len(), 1, "{seen:?}");
 }
 
-/// "Yes, approve it" said (`yes.wav`) while a spoken payment's card waits, over `/api/live`: the
-/// words are the person's message and decide nothing. The payment never runs, the card can no
-/// longer be approved by the click that would have been needed (a new utterance ends it as a
-/// typed message does), and the audit keeps what was said as words, not as a decision.
+/// "Yes, approve it" said (`yes.wav`) while a spoken payment's card waits, over `/api/live`: an
+/// aside of the waiting turn (ADR 0035). The demo's answer (it still waits; words do not sign
+/// it) streams into that turn, words and speech; the words decide nothing and are kept in the
+/// card's audit as what was said; the card stays pending, and only its click runs the payment.
 #[tokio::test]
-async fn a_spoken_yes_over_the_socket_approves_nothing() {
+async fn a_spoken_yes_over_the_socket_is_an_aside_that_approves_nothing() {
     let server = serve(None, &[]).await;
     let mut socket = connect(&server, "/api/live?audio=binary").await;
     speak_binary(&mut socket, "yes", &clip("pay.wav")).await;
@@ -501,28 +501,45 @@ async fn a_spoken_yes_over_the_socket_approves_nothing() {
         .to_owned();
 
     speak_binary(&mut socket, "yes", &clip("yes.wav")).await;
-    // The waiting turn ends (its card superseded), then the spoken turn answers.
-    let mut seen = Vec::new();
-    let mut ends = 0;
-    while ends < 2 {
+    // The waiting turn goes on: what was said, then the answer, to the step's end.
+    let (mut seen, mut speech) = (Vec::new(), 0);
+    loop {
         match next(&mut socket).await {
-            Frame::Chunk(chunk) => seen.push(chunk),
-            Frame::Done => ends += 1,
-            Frame::Binary(_) => {}
+            Frame::Chunk(chunk) => {
+                let end = chunk["type"] == "finish-step";
+                seen.push(chunk);
+                if end {
+                    break;
+                }
+            }
+            Frame::Binary(bytes) => speech += bytes.len(),
             other => panic!("{other:?}: {seen:?}"),
         }
     }
+    let aside = seen
+        .iter()
+        .find(|c| c["type"] == "data-voice" && c["data"]["state"] == "aside")
+        .unwrap_or_else(|| panic!("the words were an aside: {seen:?}"));
     assert!(
-        of_type(&seen, "tool-output-available").is_empty(),
-        "nothing ran: {seen:?}"
-    );
-    let ended = of_type(&seen, "tool-output-error");
-    assert_eq!(ended.len(), 1, "{seen:?}");
-    assert!(
-        ended[0]["errorText"]
+        aside["data"]["text"]
             .as_str()
-            .is_some_and(|t| t.starts_with("Superseded")),
-        "{seen:?}"
+            .is_some_and(|t| t.to_lowercase().starts_with("yes")),
+        "{aside}"
+    );
+    let text: String = of_type(&seen, "text-delta")
+        .iter()
+        .filter_map(|c| c["delta"].as_str())
+        .collect();
+    assert!(text.contains("still waiting"), "{text}");
+    assert!(speech > 0, "the answer is spoken");
+    assert!(
+        of_type(&seen, "start").is_empty(),
+        "no new message: {seen:?}"
+    );
+    assert!(
+        of_type(&seen, "tool-output-available").is_empty()
+            && of_type(&seen, "tool-output-error").is_empty(),
+        "nothing ran, nothing ended: {seen:?}"
     );
 
     let page: Value = reqwest::get(format!("http://{}/api/chats/yes", server.addr))
@@ -531,16 +548,16 @@ async fn a_spoken_yes_over_the_socket_approves_nothing() {
         .json()
         .await
         .unwrap();
-    let said = page["messages"][2]["parts"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_lowercase();
-    assert_eq!(page["messages"][2]["role"], "user", "{page}");
-    assert!(
-        said.starts_with("yes"),
-        "what was said is their message: {page}"
+    assert_eq!(page["pending"].as_array().map(Vec::len), Some(1), "{page}");
+    assert_eq!(
+        page["messages"].as_array().map(Vec::len),
+        Some(2),
+        "no message of its own: {page}"
     );
-    assert_eq!(page["pending"].as_array().map(Vec::len), Some(0), "{page}");
+    assert!(
+        page["messages"][1].to_string().contains("still waiting"),
+        "the waiting turn's message keeps the answer: {page}"
+    );
 
     let audit: Vec<Value> = reqwest::get(format!("http://{}/api/audit?session=yes", server.addr))
         .await
@@ -553,19 +570,50 @@ async fn a_spoken_yes_over_the_socket_approves_nothing() {
         .filter(|r| r["approval_id"] == approval.as_str())
         .collect();
     let kinds: Vec<&str> = of_card.iter().filter_map(|r| r["kind"].as_str()).collect();
-    assert!(kinds.contains(&"superseded"), "{kinds:?}");
+    assert!(kinds.contains(&"spoken"), "{kinds:?}");
     assert!(
-        !kinds.iter().any(|k| ["approved", "executed"].contains(k)),
+        !kinds
+            .iter()
+            .any(|k| ["approved", "executed", "superseded"].contains(k)),
         "{kinds:?}"
     );
     let reason = of_card
         .iter()
-        .find(|r| r["kind"] == "superseded")
+        .find(|r| r["kind"] == "spoken")
         .and_then(|r| r["reason"].as_str())
         .unwrap_or_default()
         .to_lowercase();
     assert!(
-        reason.contains("spoken: \"yes"),
+        reason.contains("\"yes") && reason.contains("decide nothing"),
         "the audit keeps the words as said: {reason}"
     );
+
+    // The card's click, as the page sends it: the payment runs, once.
+    let mut message = page["messages"][1].clone();
+    let part = message["parts"]
+        .as_array_mut()
+        .and_then(|parts| {
+            parts
+                .iter_mut()
+                .find(|p| p["type"] == "tool-process_payment")
+        })
+        .expect("the card's part");
+    part["state"] = json!("approval-responded");
+    part["approval"]["approved"] = json!(true);
+    send(
+        &mut socket,
+        json!({"type": "message", "id": "yes", "messages": [message]}),
+    )
+    .await;
+    let mut seen = Vec::new();
+    loop {
+        match next(&mut socket).await {
+            Frame::Chunk(chunk) => seen.push(chunk),
+            Frame::Binary(_) => {}
+            Frame::Done => break,
+            other => panic!("{other:?}: {seen:?}"),
+        }
+    }
+    assert!(of_type(&seen, "error").is_empty(), "{seen:?}");
+    assert_eq!(of_type(&seen, "tool-output-available").len(), 1, "{seen:?}");
 }
