@@ -138,10 +138,13 @@
 //! its card is shown) is answered at once on its Live id with `{"output": {"status":
 //! "awaiting_countersignature", …}}`, `willContinue: true`, `scheduling: "WHEN_IDLE"`: the model
 //! goes on talking and says the call waits. Its outcome follows on the same id with
-//! `willContinue: false` (`WHEN_IDLE`, so the model says what happened), or, when a new
-//! utterance ended the turn that waited, `SILENT` before the answer to the utterance. A call
-//! the model cancelled gets no response; a socket that did not issue the call hears its outcome
-//! as text. The talk that follows the "awaiting" answer belongs to no step and is not kept.
+//! `willContinue: false` (`WHEN_IDLE`, so the model says what happened), or, when a typed
+//! message ended the turn that waited, `SILENT` before the message. A call the model cancelled
+//! gets no response; a socket that did not issue the call hears its outcome as text. The talk
+//! that follows the "awaiting" answer belongs to no step and is not kept. Speech while the call
+//! waits is an aside ([`Model::aside`]): its held answer is read like a step that records
+//! nothing in the synced history (so the outcome still goes on the call's id), and calls the
+//! model makes in it are answered at once as not run.
 //!
 //! # Layout
 //!
