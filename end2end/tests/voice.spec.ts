@@ -422,7 +422,7 @@ test.describe("voice: a spoken payment", () => {
   );
   test.setTimeout(120_000);
 
-  test("a spoken payment shows the card and the click runs it, heard and kept; a spoken yes to the next one runs nothing", async ({}, testInfo) => {
+  test("a spoken payment shows the card and the click runs it, heard and kept; a spoken yes to the next one runs nothing and its card still decides", async ({}, testInfo) => {
     // 1. Say the payment.
     const first = await launch(testInfo, clip("pay"));
     let page = first.page;
@@ -473,8 +473,9 @@ test.describe("voice: a spoken payment", () => {
     expect(first.problems, "the page reported problems").toEqual([]);
 
     // 5. The same payment asked for again by typing; "yes, approve it" said while its card waits
-    // is the person's message and approves nothing: the card is superseded by what was said, and
-    // no second payment runs (ADR 0035: a spoken word is never a countersignature).
+    // is an aside of the waiting turn and approves nothing (ADR 0035: a spoken word is never a
+    // countersignature): the agent answers in the waiting message that the card still waits, no
+    // message of the person's is added, the card stays pending, and only its click runs it.
     const second = await launch(testInfo, clip("yes"));
     page = second.page;
     sent = recordSent(page);
@@ -484,10 +485,12 @@ test.describe("voice: a spoken payment", () => {
     await pendingApproval(card().last());
     const said = await userMessages(page).count();
     await holdToTalk(page, sent, Math.floor(wavDataBytes(clip("yes")) * 0.9));
-    await expect(userMessages(page)).toHaveCount(said + 1, { timeout: 30_000 });
-    await expect(userMessages(page).last()).toContainText(/yes/i);
-    await expect(card().last()).toHaveAttribute("data-state", "superseded", { timeout: 30_000 });
+    await expect(page.locator('[data-testid="assistant-text"]').last()).toContainText(/still waiting/i, { timeout: 30_000 });
+    await expect(userMessages(page)).toHaveCount(said);
+    const stillPending = await pendingApproval(card().last());
     await expect(card().first()).toHaveAttribute("data-state", "output-available");
+    await stillPending.getByTestId("approve").click();
+    await expect(card().last()).toHaveAttribute("data-state", "output-available", { timeout: 30_000 });
     await second.browser.close();
     expect(second.problems, "the page reported problems").toEqual([]);
   });
