@@ -87,6 +87,11 @@ impl Runtime {
         }
     }
 
+    /// Whether someone has spoken in chat `chat_id` (since this server started).
+    pub(crate) fn speaks_in(&self, chat_id: &str) -> bool {
+        lock(&self.voices.lines).contains_key(chat_id)
+    }
+
     /// Starts, once, the task that begins a turn for each spoken utterance the model answers.
     fn listen_for_speech(self: &Arc<Self>) {
         self.voices.listening.call_once(|| {
@@ -309,18 +314,23 @@ mod tests {
             tokio::task::yield_now().await;
         };
         let mut reader = log.subscribe(0);
-        let (mut pcm, mut finish) = (Vec::new(), None);
+        let (mut pcm, mut finish, mut ids, mut message) = (Vec::new(), None, Vec::new(), None);
         while let Some(entry) = reader.next().await {
             match entry {
                 TurnEntry::Chunk(Chunk::Data(data)) if data.name == "pcm" => {
                     pcm.push(data.data["content"].clone())
                 }
+                TurnEntry::Chunk(Chunk::Start(start)) => message = start.message_id,
+                TurnEntry::Chunk(Chunk::TextStart(start)) => ids.push(start.id),
                 TurnEntry::Chunk(Chunk::Finish(f)) => finish = f.message_metadata,
                 TurnEntry::End => break,
                 _ => {}
             }
         }
         assert_eq!(pcm, vec![json!("AQACAA=="), json!("AQACAA==")]);
+        // The output transcript's block has the original system's id.
+        let message = message.expect("the reply's message id");
+        assert_eq!(ids, vec![format!("{message}_output_text")]);
         assert_eq!(
             finish.unwrap()["audio"],
             json!({"chunks": 2, "bytes": 8, "sampleRate": 24000, "duration": 8.0 / 48000.0})

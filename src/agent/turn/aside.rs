@@ -12,7 +12,6 @@ use futures::StreamExt;
 
 use super::{Flow, TurnDriver, audit::audit_event, voice::voice_aside};
 use crate::agent::{
-    clock::IdKind,
     gate::CallPhase,
     model::ModelEvent,
     people::LOCAL,
@@ -67,7 +66,7 @@ impl TurnDriver {
                     let id = match &text {
                         Some(id) => id.clone(),
                         None => {
-                            let id = self.rt.ids.next_id(IdKind::Text);
+                            let id = self.text_id();
                             self.emit(Chunk::text_start(id.clone()));
                             text = Some(id.clone());
                             id

@@ -32,7 +32,7 @@ impl TurnDriver {
                 }
                 let progressive = self.timing == TextTiming::Progressive;
                 let block = step.text.get_or_insert_with(|| {
-                    let id = self.rt.ids.next_id(IdKind::Text);
+                    let id = self.text_id();
                     Block {
                         id,
                         text: String::new(),

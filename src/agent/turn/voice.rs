@@ -5,7 +5,9 @@
 
 use super::TurnDriver;
 use crate::agent::{
+    Transport,
     attachments::file_url,
+    clock::IdKind,
     session::TurnEntry,
     store::audit::sha256_hex,
     voice::wav,
@@ -59,6 +61,18 @@ pub(crate) fn voice_aside(text: &str) -> Chunk {
 }
 
 impl TurnDriver {
+    /// The id of a text block the model opens: in a BIDI chat someone speaks in, where the words
+    /// are the output transcript of the agent's speech, the original system's
+    /// `<messageId>_output_text` (its frontend and ours close a block's id at its `text-end`, so
+    /// blocks after it with the same id stay separate parts); otherwise the runtime's.
+    pub(super) fn text_id(&self) -> String {
+        if self.transport == Transport::Bidi && self.rt.speaks_in(&self.session.id) {
+            format!("{}_output_text", self.message_id)
+        } else {
+            self.rt.ids.next_id(IdKind::Text)
+        }
+    }
+
     /// The model spoke: the sound goes to the log (every reader frames it for its client) and
     /// into the message's recording.
     pub(super) fn speak(&mut self, pcm: Pcm) {
