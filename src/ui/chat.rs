@@ -139,17 +139,24 @@ impl Panels {
         }
         tools_panel.set(Some("<p class=\"muted\">Loading…</p>".into()));
         leptos::task::spawn_local(async move {
-            let html = match super::platform::get_text("/tools?panel").await {
-                Ok(html) => html,
-                Err(e) => format!(
-                    "<p class=\"edit-error\" role=\"alert\">{}</p>",
-                    super::html::escape(&e.to_string())
-                ),
-            };
+            let html = tools_panel_html().await;
             if tools_panel.get_untracked().is_some() {
                 tools_panel.set(Some(html));
             }
         });
+    }
+}
+
+/// The tools panel's HTML, written by the server (`GET /tools?panel`), or why it is missing.
+/// With a split wasm (ADR 0030) this is a part of its own, loaded when the panel first opens.
+#[cfg_attr(wasm_split, leptos::lazy(tools_panel))]
+async fn tools_panel_html() -> String {
+    match super::platform::get_text("/tools?panel").await {
+        Ok(html) => html,
+        Err(e) => format!(
+            "<p class=\"edit-error\" role=\"alert\">{}</p>",
+            super::html::escape(&e.to_string())
+        ),
     }
 }
 

@@ -48,37 +48,7 @@ pub fn Composer(
 
     let on_pick = move |ev: ev::Event| {
         let limit = max_attachment_bytes.get_untracked();
-        spawn_local(async move {
-            for picked in platform::read_picked(&ev).await {
-                match picked {
-                    Ok(file) if inline_image_type(&file.media_type).is_none() => {
-                        if let Some(report) = on_error {
-                            report.run(format!(
-                                "{} is not an image this page shows; only PNG, JPEG, GIF, \
-                                 WebP and AVIF images can be attached.",
-                                file.name
-                            ));
-                        }
-                    }
-                    Ok(file) if file.size > limit => {
-                        if let Some(report) = on_error {
-                            report.run(format!(
-                                "{} is {} KB; this connection takes images up to {} KB.",
-                                file.name,
-                                file.size / 1024,
-                                limit / 1024
-                            ));
-                        }
-                    }
-                    Ok(file) => files.update(|f| f.push(file)),
-                    Err(message) => {
-                        if let Some(report) = on_error {
-                            report.run(message);
-                        }
-                    }
-                }
-            }
-        });
+        spawn_local(attach(ev, limit, files, on_error));
     };
 
     let on_keydown = move |ev: ev::KeyboardEvent| {
@@ -148,5 +118,46 @@ pub fn Composer(
                 "Send"
             </button>
         </form>
+    }
+}
+
+/// Reads the files the person picked and attaches the images that fit `limit`, telling
+/// `on_error` why any other was left out. With a split wasm (ADR 0030) this is a part of its
+/// own, loaded when a file is first picked.
+#[cfg_attr(wasm_split, leptos::lazy(attachments))]
+async fn attach(
+    ev: ev::Event,
+    limit: u64,
+    files: RwSignal<Vec<PickedFile>>,
+    on_error: Option<Callback<String>>,
+) {
+    for picked in platform::read_picked(&ev).await {
+        match picked {
+            Ok(file) if inline_image_type(&file.media_type).is_none() => {
+                if let Some(report) = on_error {
+                    report.run(format!(
+                        "{} is not an image this page shows; only PNG, JPEG, GIF, \
+                         WebP and AVIF images can be attached.",
+                        file.name
+                    ));
+                }
+            }
+            Ok(file) if file.size > limit => {
+                if let Some(report) = on_error {
+                    report.run(format!(
+                        "{} is {} KB; this connection takes images up to {} KB.",
+                        file.name,
+                        file.size / 1024,
+                        limit / 1024
+                    ));
+                }
+            }
+            Ok(file) => files.update(|f| f.push(file)),
+            Err(message) => {
+                if let Some(report) = on_error {
+                    report.run(message);
+                }
+            }
+        }
     }
 }

@@ -6,7 +6,10 @@ use crate::{
     ui::{platform, url::encode},
 };
 
-/// The model and tools: `GET /api/app`.
+/// The model and tools: `GET /api/app`. With a split wasm (ADR 0030) reading the answer is a
+/// part of its own (the tools' presentations are most of the JSON the page reads), fetched
+/// after the page is interactive.
+#[cfg_attr(wasm_split, leptos::lazy(app_info))]
 pub async fn get_app_info() -> Result<AppInfo, String> {
     platform::get_json("/api/app")
         .await

@@ -66,11 +66,18 @@ impl ChatCtl {
 
     /// Downloads the chunk log as JSONL.
     pub fn download_log(self) {
-        let text = self.log.with_untracked(|l| to_jsonl(l));
-        let name = file_name(&self.chat_id.get_untracked());
-        if let Err(e) = platform::download(&name, &text, "application/x-ndjson") {
-            self.show_error(format!("Cannot download the log: {e}"), false);
-        }
+        leptos::task::spawn_local(download(self));
+    }
+}
+
+/// Downloads `ctl`'s chunk log. With a split wasm (ADR 0030) this is a part of its own, loaded
+/// when the log is first downloaded.
+#[cfg_attr(wasm_split, leptos::lazy(log_download))]
+async fn download(ctl: ChatCtl) {
+    let text = ctl.log.with_untracked(|l| to_jsonl(l));
+    let name = file_name(&ctl.chat_id.get_untracked());
+    if let Err(e) = platform::download(&name, &text, "application/x-ndjson") {
+        ctl.show_error(format!("Cannot download the log: {e}"), false);
     }
 }
 

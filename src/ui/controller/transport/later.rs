@@ -1,5 +1,6 @@
-//! A transport whose code is loaded when it is first used: the WebSocket's, which only BIDI mode
-//! needs (with a split wasm it is a part of its own, ADR 0030). What the page asks of it before
+//! A transport whose code is loaded when it is first used: the SSE transport's (loaded as the
+//! page opens its first chat, after it is interactive) and the WebSocket's, which only BIDI mode
+//! needs (with a split wasm each is a part of its own, ADR 0030). What the page asks of it before
 //! it has loaded is asked of it, in order, once it has; what it answers at once
 //! (`follows_waiting_turns`, `max_attachment_bytes`) is known without its code.
 

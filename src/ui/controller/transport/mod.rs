@@ -83,8 +83,14 @@ pub(super) struct Transports {
 impl Transports {
     pub(super) fn new() -> Self {
         Transports {
-            sse: Rc::new(sse::SseTransport::default()),
-            // Only BIDI needs the WebSocket: its code loads when first used.
+            // Each transport's code loads when it is first used (`connect`, as a chat opens, for
+            // SSE, the default mode; BIDI's when that mode is chosen): the page is interactive
+            // before either has arrived (ADR 0030).
+            sse: Rc::new(later::Later::new(
+                || Box::pin(sse::transport()),
+                sse::FOLLOWS_WAITING_TURNS,
+                sse::MAX_ATTACHMENT_BYTES,
+            )),
             websocket: Rc::new(later::Later::new(
                 || Box::pin(websocket::transport()),
                 websocket::FOLLOWS_WAITING_TURNS,

@@ -28,6 +28,21 @@ const HEADERS: [(&str, &str); 2] = [
     ("x-countersign-text", "progressive"),
 ];
 
+/// SSE follows a turn only while it generates: one waiting for the person ends the request.
+pub(super) const FOLLOWS_WAITING_TURNS: bool = false;
+
+/// Requests are large enough for any image the composer accepts.
+pub(super) const MAX_ATTACHMENT_BYTES: u64 = 10 * 1024 * 1024;
+
+/// The SSE transport. With a split wasm (ADR 0030) its code (reading the stream, folding the
+/// chunks into messages, the requests' JSON) is a part of its own: the page is interactive
+/// before it arrives, and it is fetched as the page opens its first chat (`connect`).
+#[cfg_attr(wasm_split, leptos::lazy(sse))]
+pub(super) async fn transport() -> Rc<dyn ChatTransport> {
+    let transport: Rc<dyn ChatTransport> = Rc::new(SseTransport::default());
+    transport
+}
+
 /// A handle on the SSE transport's state (cloned into the request it runs).
 #[derive(Clone, Default)]
 pub(in crate::ui::controller) struct SseTransport(Rc<SseState>);
@@ -161,12 +176,11 @@ impl ChatTransport for SseTransport {
     }
 
     fn follows_waiting_turns(&self) -> bool {
-        false
+        FOLLOWS_WAITING_TURNS
     }
 
-    /// Requests are large enough for any image the composer accepts.
     fn max_attachment_bytes(&self) -> u64 {
-        10 * 1024 * 1024
+        MAX_ATTACHMENT_BYTES
     }
 
     fn send_message(&self, ctl: ChatCtl, _message: &UiMessage) {
