@@ -33,15 +33,21 @@ impl ChatCtl {
         spawn_local(restore(self, id));
     }
 
+    /// Decisions made elsewhere on chat `chat_id` are followed from `version` on (the loop starts
+    /// once per chat).
+    pub(super) fn follow_from(self, chat_id: &str, version: u64) {
+        self.news.set_value(version);
+        if self.followed.with_value(|f| f != chat_id) {
+            self.followed.set_value(chat_id.to_owned());
+            self.follow_decisions(chat_id.to_owned());
+        }
+    }
+
     pub(super) fn apply_snapshot(self, snapshot: ChatSnapshot) {
         if snapshot.chat_id != self.chat_id.get_untracked() {
             return;
         }
-        self.news.set_value(snapshot.version);
-        if self.followed.with_value(|f| *f != snapshot.chat_id) {
-            self.followed.set_value(snapshot.chat_id.clone());
-            self.follow_decisions(snapshot.chat_id.clone());
-        }
+        self.follow_from(&snapshot.chat_id, snapshot.version);
         let skew = platform::now_ms() - snapshot.server_now_ms;
         self.deadlines.update(|d| {
             for p in &snapshot.pending {

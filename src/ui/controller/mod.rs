@@ -183,7 +183,9 @@ impl ChatCtl {
         self.reset_local();
         transport.connect(self);
         if fresh {
-            self.apply_snapshot(super::api::ChatSnapshot::new_chat(id, platform::now_ms()));
+            // Nothing to apply: the chat is empty (`reset_local`) and the server has no version
+            // of it yet. (Reading a snapshot is left to the parts that load chats, ADR 0030.)
+            self.follow_from(&id, 0);
         } else {
             self.reload();
         }
