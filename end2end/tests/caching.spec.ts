@@ -108,6 +108,37 @@ test("the chat page loads only the chat's code; the inbox, people and audit page
   expect(fetched.filter((p) => p.includes("/split_inbox_page_"))).toHaveLength(1);
 });
 
+test("the chat page works before the SSE transport's code has arrived; a message sent meanwhile goes out once it has", async ({
+  page,
+}) => {
+  // The SSE transport is a part of its own (ADR 0030), fetched as the page opens its chat: hold
+  // it back, and the page must still hydrate and take a message, then send it when the part comes.
+  const pkg = readdirSync(join(__dirname, "..", "..", "target", "site", "pkg"));
+  expect(pkg.some((n) => n.startsWith("split_sse_")), "build the site with `cargo leptos build --release --split`").toBe(true);
+  let release = () => {};
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let held = 0;
+  await page.route(/\/pkg\/split_sse_[^/]*\.wasm$/, async (route) => {
+    held += 1;
+    await released;
+    await route.continue();
+  });
+  const chatRequests: string[] = [];
+  page.on("request", (r) => {
+    if (new URL(r.url()).pathname.startsWith("/api/chat")) chatRequests.push(`${r.method()} ${r.url()}`);
+  });
+  await startChat(page, "sse");
+  await expect(page.getByTestId("example-prompt").first()).toBeEnabled();
+  await expect.poll(() => held).toBe(1);
+  await page.getByTestId("composer-input").fill("hello");
+  await page.getByTestId("composer-input").press("Enter");
+  await expect(page.locator('[data-testid="message"][data-role="user"]')).toHaveCount(1);
+  expect(chatRequests, "nothing can be sent before the transport's code is there").toEqual([]);
+  release();
+  await expectTurnFinished(page);
+  expect(chatRequests.filter((r) => r.startsWith("POST ")), `${chatRequests}`).toHaveLength(1);
+});
+
 test("a build without compressed copies is sent compressed, and no TypeScript declarations are served", async ({
   page,
   request,
