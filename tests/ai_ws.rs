@@ -382,7 +382,7 @@ async fn abort_stops_the_turn_and_resume_replays_a_running_one_from_its_start() 
         4,
         "the stopped answer and the next one"
     );
-    let stopped_text = record.messages[1].text();
+    let stopped_text = record.messages.to_vec().unwrap()[1].text();
     assert!(
         stopped_text.split_whitespace().count() < 300,
         "the aborted turn stopped early"

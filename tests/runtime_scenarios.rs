@@ -254,7 +254,13 @@ async fn parked(rt: &Arc<Runtime>, chat: &str) {
 }
 
 async fn history(rt: &Arc<Runtime>, chat: &str) -> Vec<HistoryItem> {
-    rt.session(chat).await.unwrap().snapshot().history.to_vec()
+    rt.session(chat)
+        .await
+        .unwrap()
+        .snapshot()
+        .history
+        .to_vec()
+        .unwrap()
 }
 
 const FINAL_TEXT: [&str; 7] = [
@@ -1105,7 +1111,8 @@ async fn the_session_record_mirrors_what_the_client_saw() {
     start(&rt, "c", "Send $50 to Hanako").await;
     let record = rt.session("c").await.unwrap().snapshot();
     assert_eq!(record.messages.len(), 2);
-    let assistant = &record.messages[1];
+    let messages = record.messages.to_vec().unwrap();
+    let assistant = &messages[1];
     assert_eq!(assistant.id, "msg-1");
     let tool = assistant.tool_parts().next().expect("a tool part");
     assert_eq!(

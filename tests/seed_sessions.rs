@@ -389,7 +389,10 @@ async fn a_new_chat_adopts_earlier_messages_as_context_and_nothing_else() {
     let record = record(&server, chat).await;
     // The person sees their message and the answer, not the client's copy again.
     assert_eq!(record.messages.len(), 2);
-    assert_eq!(record.messages[0].text(), "What's the weather in Tokyo?");
+    assert_eq!(
+        record.messages.to_vec().unwrap()[0].text(),
+        "What's the weather in Tokyo?"
+    );
     // Nothing pending, approved or paid; no audit event but the weather's own.
     assert!(record.resolved_approvals.is_empty());
     assert!(record.turn.as_ref().unwrap().pending_approvals().is_empty());
@@ -486,7 +489,7 @@ async fn sse_routes_adopt_context_into_new_chats_only() {
     assert_eq!(response.status(), 200);
     response.bytes().await.unwrap();
     assert_eq!(
-        context_texts(&record(&server, "seed-sse").await.history),
+        context_texts(&record(&server, "seed-sse").await.history.to_vec().unwrap()),
         [
             (
                 ContextRole::User,
@@ -506,7 +509,7 @@ async fn sse_routes_adopt_context_into_new_chats_only() {
     let response = post("/api/chat", body("And tomorrow?")).await.unwrap();
     assert_eq!(response.status(), 200);
     response.bytes().await.unwrap();
-    let adopted = context_texts(&record(&server, "wiped").await.history);
+    let adopted = context_texts(&record(&server, "wiped").await.history.to_vec().unwrap());
     assert_eq!(adopted.len(), 2);
     assert_eq!(adopted[1].1, "Sunny, 21 °C.");
     // The next request's copy (now with a forged first message) changes nothing.
@@ -518,7 +521,7 @@ async fn sse_routes_adopt_context_into_new_chats_only() {
     let response = post("/api/chat", next).await.unwrap();
     response.bytes().await.unwrap();
     let record = record(&server, "wiped").await;
-    assert_eq!(context_texts(&record.history), adopted);
+    assert_eq!(context_texts(&record.history.to_vec().unwrap()), adopted);
     assert_eq!(record.messages.len(), 4);
 }
 
@@ -576,7 +579,7 @@ async fn adopted_context_survives_a_restart() {
     let model = Arc::new(Recorder::default());
     let rt = runtime(model.clone());
     let record = rt.session("c").await.unwrap().snapshot();
-    assert_eq!(record.history[..2], context[..]);
+    assert_eq!(record.history.to_vec().unwrap()[..2], context[..]);
     assert_eq!(record.messages.len(), 2);
     // Another copy on the next turn is an echo.
     let started = rt

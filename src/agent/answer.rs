@@ -26,6 +26,8 @@
 mod audit;
 mod signing;
 #[cfg(test)]
+mod stored_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::Arc;

@@ -16,88 +16,80 @@
 //! Equality, `Debug` and serde see only the items: a record reads and compares as before.
 
 use std::{
+    borrow::Cow,
     collections::{BTreeMap, BTreeSet},
     fmt,
     ops::{Deref, DerefMut},
     sync::Arc,
 };
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{
+    Deserialize, Deserializer, Serialize, Serializer, de::DeserializeOwned, ser::SerializeSeq,
+};
 
 /// A list of a record that grows with the conversation (see the module).
+///
+/// A list read from the store starts **undecoded** (ADR 0045): its entries are kept as the JSON
+/// each was stored as, and an entry is decoded only when a reader asks for it. So loading a chat
+/// costs no decoding, and what a person's answer touches (the list's length, an appended entry,
+/// the turn's own message at the end) decodes only those entries; a reader of the whole list
+/// (the model's step, the page) decodes it once, and the list keeps it decoded. An entry that
+/// does not decode is an error the reader gets ([`UnreadableEntry`]), never a panic: there is no
+/// `Deref` to a `Vec`, every whole-list read says it may fail.
 #[derive(Clone)]
 pub struct Entries<T> {
+    /// The list's first `stored_len` entries, as the store keeps them (each one's JSON), not
+    /// decoded yet.
+    stored: Arc<Vec<String>>,
+    stored_len: usize,
+    /// The entries after them, decoded.
     items: Arc<Vec<T>>,
-    /// Entries at this index and after changed since the last commit (`items.len()`: none).
+    /// Entries at this index and after changed since the last commit (`len()`: none).
     changed_from: usize,
 }
 
-impl<T: Clone> Entries<T> {
-    /// A list whose entries are all on disk already (read from the store).
-    pub fn committed(items: Vec<T>) -> Self {
-        Entries {
-            changed_from: items.len(),
-            items: Arc::new(items),
-        }
+/// A stored entry of a list that does not decode.
+#[derive(Debug, thiserror::Error)]
+#[error("stored entry {index} does not decode: {source}")]
+pub struct UnreadableEntry {
+    /// Its index in its list.
+    pub index: usize,
+    #[source]
+    pub source: serde_json::Error,
+}
+
+fn decode_entry<T: DeserializeOwned>(index: usize, body: &str) -> Result<T, UnreadableEntry> {
+    serde_json::from_str(body).map_err(|source| UnreadableEntry { index, source })
+}
+
+impl<T> Entries<T> {
+    /// How many entries the list has (none is decoded to count them).
+    pub fn len(&self) -> usize {
+        self.stored_len + self.items.len()
     }
 
-    fn items_mut(&mut self) -> &mut Vec<T> {
-        Arc::make_mut(&mut self.items)
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
-    pub fn push(&mut self, item: T) {
-        self.changed_from = self.changed_from.min(self.items.len());
-        self.items_mut().push(item);
+    /// The whole list, if it is decoded already (a list made here, or one a reader decoded).
+    pub fn as_decoded(&self) -> Option<&[T]> {
+        (self.stored_len == 0).then_some(self.items.as_slice())
     }
 
-    pub fn extend(&mut self, items: impl IntoIterator<Item = T>) {
-        self.changed_from = self.changed_from.min(self.items.len());
-        self.items_mut().extend(items);
-    }
-
-    pub fn truncate(&mut self, len: usize) {
-        self.changed_from = self.changed_from.min(len);
-        if len < self.items.len() {
-            self.items_mut().truncate(len);
-        }
-    }
-
-    /// The last entry, to change.
-    pub fn last_mut(&mut self) -> Option<&mut T> {
-        let last = self.items.len().checked_sub(1)?;
-        self.get_mut(last)
-    }
-
-    /// Entry `index`, to change.
-    pub fn get_mut(&mut self, index: usize) -> Option<&mut T> {
-        if index >= self.items.len() {
-            return None;
-        }
-        self.changed_from = self.changed_from.min(index);
-        self.items_mut().get_mut(index)
-    }
-
-    /// The last entry that matches `found`, to change.
-    pub fn rfind_mut(&mut self, found: impl Fn(&T) -> bool) -> Option<&mut T> {
-        let index = self.items.iter().rposition(found)?;
-        self.get_mut(index)
-    }
-
-    /// The entries as they are now, shared (no copy): what a reader that outlives a lock takes,
-    /// such as the model's request. While it is held, a change of the list copies the list
-    /// once; a reader that drops it before the list changes costs nothing.
-    pub fn shared(&self) -> Arc<Vec<T>> {
-        Arc::clone(&self.items)
+    /// How many of its entries are still undecoded (as the store kept them).
+    pub fn undecoded(&self) -> usize {
+        self.stored_len
     }
 
     /// Where the entries changed since the last commit start (`len()`: nothing changed).
     pub fn changed_from(&self) -> usize {
-        self.changed_from.min(self.items.len())
+        self.changed_from.min(self.len())
     }
 
     /// Marks every entry written (after a commit took them).
     pub fn mark_committed(&mut self) {
-        self.changed_from = self.items.len();
+        self.changed_from = self.len();
     }
 
     /// Marks the entries `other` (a copy whose commit failed) had changed as changed again.
@@ -111,9 +103,268 @@ impl<T: Clone> Entries<T> {
     }
 }
 
+impl<T: Clone> Entries<T> {
+    /// A list whose entries are all on disk already (read from the store), decoded.
+    pub fn committed(items: Vec<T>) -> Self {
+        Entries {
+            changed_from: items.len(),
+            stored: Arc::default(),
+            stored_len: 0,
+            items: Arc::new(items),
+        }
+    }
+
+    /// A list read from the store as its entries' JSON (`bodies`, in order), decoded only when
+    /// read (see the type).
+    pub fn stored(bodies: Vec<String>) -> Self {
+        Entries {
+            changed_from: bodies.len(),
+            stored_len: bodies.len(),
+            stored: Arc::new(bodies),
+            items: Arc::default(),
+        }
+    }
+
+    fn items_mut(&mut self) -> &mut Vec<T> {
+        Arc::make_mut(&mut self.items)
+    }
+
+    pub fn push(&mut self, item: T) {
+        self.changed_from = self.changed_from.min(self.len());
+        self.items_mut().push(item);
+    }
+
+    pub fn extend(&mut self, items: impl IntoIterator<Item = T>) {
+        self.changed_from = self.changed_from.min(self.len());
+        self.items_mut().extend(items);
+    }
+
+    pub fn truncate(&mut self, len: usize) {
+        self.changed_from = self.changed_from.min(len);
+        if len <= self.stored_len {
+            self.stored_len = len;
+            if !self.items.is_empty() {
+                self.items = Arc::default();
+            }
+        } else if len < self.len() {
+            let keep = len - self.stored_len;
+            self.items_mut().truncate(keep);
+        }
+    }
+
+    /// The last entry, to change (decoding it if it is still as stored).
+    pub fn last_mut(&mut self) -> Result<Option<&mut T>, UnreadableEntry>
+    where
+        T: DeserializeOwned,
+    {
+        match self.len().checked_sub(1) {
+            Some(last) => self.get_mut(last),
+            None => Ok(None),
+        }
+    }
+
+    /// Entry `index`, to change (decoding it and the stored entries after it).
+    pub fn get_mut(&mut self, index: usize) -> Result<Option<&mut T>, UnreadableEntry>
+    where
+        T: DeserializeOwned,
+    {
+        if index >= self.len() {
+            return Ok(None);
+        }
+        self.decode_from(index)?;
+        self.changed_from = self.changed_from.min(index);
+        let at = index - self.stored_len;
+        Ok(self.items_mut().get_mut(at))
+    }
+
+    /// The last entry that matches `found`, to change. Stored entries are decoded from the end
+    /// only as far as the search goes.
+    pub fn rfind_mut(
+        &mut self,
+        found: impl Fn(&T) -> bool,
+    ) -> Result<Option<&mut T>, UnreadableEntry>
+    where
+        T: DeserializeOwned,
+    {
+        let mut index = self
+            .items
+            .iter()
+            .rposition(&found)
+            .map(|at| self.stored_len + at);
+        if index.is_none() {
+            let mut decoded = Vec::new();
+            for at in (0..self.stored_len).rev() {
+                let entry: T = decode_entry(at, &self.stored[at])?;
+                let hit = found(&entry);
+                decoded.push(entry);
+                if hit {
+                    index = Some(at);
+                    break;
+                }
+            }
+            let from = self.stored_len - decoded.len();
+            decoded.reverse();
+            self.prepend(from, decoded);
+        }
+        match index {
+            Some(index) => self.get_mut(index),
+            None => Ok(None),
+        }
+    }
+
+    /// Decodes the stored entries from `index` on (see [`Entries::decoded`]).
+    fn decode_from(&mut self, index: usize) -> Result<(), UnreadableEntry>
+    where
+        T: DeserializeOwned,
+    {
+        if index >= self.stored_len {
+            return Ok(());
+        }
+        let decoded = (index..self.stored_len)
+            .map(|at| decode_entry(at, &self.stored[at]))
+            .collect::<Result<Vec<T>, _>>()?;
+        self.prepend(index, decoded);
+        Ok(())
+    }
+
+    /// Puts `decoded` (the stored entries from `from` to `stored_len`, decoded) before the
+    /// decoded entries.
+    fn prepend(&mut self, from: usize, mut decoded: Vec<T>) {
+        if decoded.is_empty() {
+            return;
+        }
+        decoded.extend(self.items.iter().cloned());
+        self.items = Arc::new(decoded);
+        self.stored_len = from;
+        if from == 0 {
+            self.stored = Arc::default();
+        }
+    }
+
+    /// The whole list, decoded (once: it stays decoded): what a reader of every entry takes.
+    pub fn decoded(&mut self) -> Result<&[T], UnreadableEntry>
+    where
+        T: DeserializeOwned,
+    {
+        self.decode_from(0)?;
+        Ok(&self.items)
+    }
+
+    /// The entries as they are now, decoded and shared (no copy): what a reader that outlives a
+    /// lock takes, such as the model's request. While it is held, a change of the list copies
+    /// the list once; a reader that drops it before the list changes costs nothing.
+    pub fn shared(&mut self) -> Result<Arc<Vec<T>>, UnreadableEntry>
+    where
+        T: DeserializeOwned,
+    {
+        self.decode_from(0)?;
+        Ok(Arc::clone(&self.items))
+    }
+
+    /// A copy of the whole list, decoded (the list itself is left as it is).
+    pub fn to_vec(&self) -> Result<Vec<T>, UnreadableEntry>
+    where
+        T: DeserializeOwned,
+    {
+        self.iter()
+            .map(|entry| entry.map(Cow::into_owned))
+            .collect()
+    }
+
+    /// The whole list, decoded, to change in any way: every entry counts as changed.
+    pub fn all_mut(&mut self) -> Result<&mut Vec<T>, UnreadableEntry>
+    where
+        T: DeserializeOwned,
+    {
+        self.decode_from(0)?;
+        self.changed_from = 0;
+        Ok(self.items_mut())
+    }
+
+    /// Each entry in order, read without changing the list: a stored one is decoded for the
+    /// reader (and not kept), so a reader of a few entries from either end decodes only those.
+    pub fn iter(&self) -> Iter<'_, T>
+    where
+        T: DeserializeOwned,
+    {
+        Iter {
+            list: self,
+            front: 0,
+            back: self.len(),
+        }
+    }
+
+    /// The entries from `from` on, as the store keeps them: a stored one as it was read, a
+    /// decoded one encoded (what a commit writes, ADR 0038).
+    pub fn bodies_from(&self, from: usize) -> Result<Vec<String>, serde_json::Error>
+    where
+        T: Serialize,
+    {
+        let stored = self.stored[..self.stored_len]
+            .iter()
+            .skip(from)
+            .map(|body| Ok(body.clone()));
+        let decoded = self
+            .items
+            .iter()
+            .skip(from.saturating_sub(self.stored_len))
+            .map(serde_json::to_string);
+        stored.chain(decoded).collect()
+    }
+}
+
+/// An entry read by [`Entries::iter`]: borrowed if decoded, decoded for the reader if stored.
+pub type Entry<'a, T> = Result<Cow<'a, T>, UnreadableEntry>;
+
+/// The entries of an [`Entries`], in order (see [`Entries::iter`]).
+pub struct Iter<'a, T: Clone> {
+    list: &'a Entries<T>,
+    front: usize,
+    back: usize,
+}
+
+impl<'a, T: Clone + DeserializeOwned> Iter<'a, T> {
+    fn at(&self, index: usize) -> Entry<'a, T> {
+        let list = self.list;
+        match index.checked_sub(list.stored_len) {
+            Some(at) => Ok(Cow::Borrowed(&list.items[at])),
+            None => decode_entry(index, &list.stored[index]).map(Cow::Owned),
+        }
+    }
+}
+
+impl<'a, T: Clone + DeserializeOwned> Iterator for Iter<'a, T> {
+    type Item = Entry<'a, T>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        (self.front < self.back).then(|| {
+            self.front += 1;
+            self.at(self.front - 1)
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.back - self.front;
+        (left, Some(left))
+    }
+}
+
+impl<T: Clone + DeserializeOwned> DoubleEndedIterator for Iter<'_, T> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        (self.front < self.back).then(|| {
+            self.back -= 1;
+            self.at(self.back)
+        })
+    }
+}
+
+impl<T: Clone + DeserializeOwned> ExactSizeIterator for Iter<'_, T> {}
+
 impl<T> Default for Entries<T> {
     fn default() -> Self {
         Entries {
+            stored: Arc::default(),
+            stored_len: 0,
             items: Arc::new(Vec::new()),
             changed_from: 0,
         }
@@ -124,6 +375,8 @@ impl<T> Default for Entries<T> {
 impl<T> From<Vec<T>> for Entries<T> {
     fn from(items: Vec<T>) -> Self {
         Entries {
+            stored: Arc::default(),
+            stored_len: 0,
             items: Arc::new(items),
             changed_from: 0,
         }
@@ -136,70 +389,137 @@ impl<T> FromIterator<T> for Entries<T> {
     }
 }
 
-impl<T> Deref for Entries<T> {
-    type Target = Vec<T>;
-
-    fn deref(&self) -> &Vec<T> {
-        &self.items
-    }
-}
-
-/// The whole list, to change in any way: every entry counts as changed.
-impl<T: Clone> DerefMut for Entries<T> {
-    fn deref_mut(&mut self) -> &mut Vec<T> {
-        self.changed_from = 0;
-        self.items_mut()
-    }
-}
-
-/// The entries, taken (copied if another copy of the list still shares them).
-impl<T: Clone> IntoIterator for Entries<T> {
-    type Item = T;
-    type IntoIter = std::vec::IntoIter<T>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        Arc::unwrap_or_clone(self.items).into_iter()
-    }
-}
-
-impl<'a, T> IntoIterator for &'a Entries<T> {
-    type Item = &'a T;
-    type IntoIter = std::slice::Iter<'a, T>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.items.iter()
-    }
-}
-
-impl<T: PartialEq> PartialEq for Entries<T> {
+/// Two lists are equal when their entries are; a stored entry is compared as its text when both
+/// are stored, else decoded (one that does not decode equals nothing).
+impl<T: PartialEq + Clone + DeserializeOwned> PartialEq for Entries<T> {
     fn eq(&self, other: &Self) -> bool {
-        self.items == other.items
+        self.len() == other.len()
+            && (0..self.len()).all(|i| {
+                if i < self.stored_len && i < other.stored_len && self.stored[i] == other.stored[i]
+                {
+                    return true;
+                }
+                matches!(
+                    (self.iter().nth(i), other.iter().nth(i)),
+                    (Some(Ok(a)), Some(Ok(b))) if a == b
+                )
+            })
     }
 }
 
-impl<T: Eq> Eq for Entries<T> {}
+impl<T: Eq + Clone + DeserializeOwned> Eq for Entries<T> {}
 
-impl<T: PartialEq> PartialEq<Vec<T>> for Entries<T> {
+impl<T: PartialEq + Clone + DeserializeOwned> PartialEq<Vec<T>> for Entries<T> {
     fn eq(&self, other: &Vec<T>) -> bool {
-        *self.items == *other
+        self.len() == other.len()
+            && self
+                .iter()
+                .zip(other)
+                .all(|(a, b)| a.is_ok_and(|a| *a == *b))
     }
 }
 
-impl<T: fmt::Debug> fmt::Debug for Entries<T> {
+impl<T: fmt::Debug + Clone + DeserializeOwned> fmt::Debug for Entries<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.items.fmt(f)
+        let mut list = f.debug_list();
+        for entry in self.iter() {
+            match entry {
+                Ok(entry) => list.entry(&entry),
+                Err(e) => list.entry(&format_args!("<{e}>")),
+            };
+        }
+        list.finish()
     }
 }
 
-impl<T: Serialize> Serialize for Entries<T> {
+/// The entries (a stored one decoded for it; one that does not decode is an error).
+impl<T: Serialize + Clone + DeserializeOwned> Serialize for Entries<T> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.items.serialize(s)
+        let mut seq = s.serialize_seq(Some(self.len()))?;
+        for entry in self.iter() {
+            seq.serialize_element(&*entry.map_err(serde::ser::Error::custom)?)?;
+        }
+        seq.end()
     }
 }
 
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for Entries<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Vec::deserialize(d).map(Entries::from)
+    }
+}
+
+/// A list that is always decoded: [`Entries`] that its store reads whole (a wallet's payments,
+/// which every payment reads to sum), so it reads as a slice. It has no way to hold a stored
+/// entry undecoded.
+#[derive(Clone)]
+pub struct Decoded<T>(Entries<T>);
+
+impl<T> Default for Decoded<T> {
+    fn default() -> Self {
+        Decoded(Entries::default())
+    }
+}
+
+impl<T: PartialEq> PartialEq for Decoded<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.items == other.0.items
+    }
+}
+
+impl<T: Eq> Eq for Decoded<T> {}
+
+impl<T: Clone> Decoded<T> {
+    /// A list whose entries are all on disk already (read from the store).
+    pub fn committed(items: Vec<T>) -> Self {
+        Decoded(Entries::committed(items))
+    }
+
+    pub fn push(&mut self, item: T) {
+        self.0.push(item);
+    }
+
+    /// The list, to be committed (see [`Entries::bodies_from`]) or marked.
+    pub fn entries(&self) -> &Entries<T> {
+        &self.0
+    }
+
+    /// The list's marks, to change (a commit took it, or failed).
+    pub fn entries_mut(&mut self) -> &mut Entries<T> {
+        &mut self.0
+    }
+}
+
+impl<T> From<Vec<T>> for Decoded<T> {
+    fn from(items: Vec<T>) -> Self {
+        Decoded(Entries::from(items))
+    }
+}
+
+impl<T> Deref for Decoded<T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        // Built only from decoded entries: `stored_len` is 0.
+        &self.0.items
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Decoded<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.items.fmt(f)
+    }
+}
+
+impl<T: Serialize> Serialize for Decoded<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.items.serialize(s)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Decoded<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Vec::deserialize(d).map(Decoded::from)
     }
 }
 
@@ -355,16 +675,16 @@ mod tests {
     #[test]
     fn an_edit_or_a_removal_changes_from_there_on() {
         let mut list = Entries::committed(vec![1, 2, 3, 4]);
-        *list.get_mut(1).unwrap() = 20;
+        *list.get_mut(1).unwrap().unwrap() = 20;
         assert_eq!(list.changed_from(), 1);
         let mut list = Entries::committed(vec![1, 2, 3, 4]);
-        *list.rfind_mut(|x| *x == 3).unwrap() = 30;
+        *list.rfind_mut(|x| *x == 3).unwrap().unwrap() = 30;
         assert_eq!(list.changed_from(), 2);
         list.truncate(1);
         assert_eq!(list.changed_from(), 1);
         assert_eq!(list, vec![1]);
         let mut list = Entries::committed(vec![1, 2]);
-        list.retain(|x| *x == 2); // through the whole Vec
+        list.all_mut().unwrap().retain(|x| *x == 2); // through the whole Vec
         assert_eq!(list.changed_from(), 0, "anything may have changed");
     }
 
@@ -374,7 +694,7 @@ mod tests {
         let copy = live.clone();
         assert!(Arc::ptr_eq(&live.items, &copy.items));
         live.push("b".into());
-        assert_eq!(*copy, vec![String::from("a")], "the copy keeps what it had");
+        assert_eq!(copy, vec![String::from("a")], "the copy keeps what it had");
         assert_eq!(live.len(), 2);
     }
 
@@ -398,6 +718,60 @@ mod tests {
         map.mark_committed();
         let _ = map.entry("c").or_insert(3); // through the whole map
         assert_eq!(map.changes(), None);
+    }
+
+    /// A list read from the store decodes only the entries a reader touches (ADR 0045): the
+    /// unreadable first entry here is never decoded by what an answer does (count, append, the
+    /// last entries), and a reader of the whole list gets an error naming it, not a panic.
+    #[test]
+    fn a_stored_list_decodes_only_what_is_read() {
+        let mut list: Entries<u32> = Entries::stored(vec!["oops".into(), "2".into(), "3".into()]);
+        assert_eq!(
+            (list.len(), list.undecoded(), list.changed_from()),
+            (3, 3, 3)
+        );
+        list.push(4);
+        assert_eq!(*list.last_mut().unwrap().unwrap(), 4);
+        assert_eq!(list.undecoded(), 3, "the appended entry is the last one");
+        *list.get_mut(2).unwrap().unwrap() = 30;
+        assert_eq!((list.undecoded(), list.changed_from()), (2, 2));
+        *list.rfind_mut(|x| *x == 2).unwrap().unwrap() = 20;
+        assert_eq!((list.undecoded(), list.changed_from()), (1, 1));
+        assert_eq!(
+            list.iter()
+                .rev()
+                .take(3)
+                .map(|x| *x.unwrap())
+                .collect::<Vec<_>>(),
+            [4, 30, 20]
+        );
+        assert_eq!(
+            list.bodies_from(0).unwrap(),
+            ["oops", "20", "30", "4"],
+            "a stored entry is written back as it was read"
+        );
+        assert_eq!(list.decoded().unwrap_err().index, 0);
+        assert!(
+            list.rfind_mut(|x| *x == 1).is_err(),
+            "the search reached it"
+        );
+        list.truncate(1);
+        assert_eq!((list.len(), list.undecoded()), (1, 1));
+        list.truncate(0);
+        assert_eq!(list.decoded().unwrap(), [] as [u32; 0]);
+
+        let mut read: Entries<u32> = Entries::stored(vec!["1".into(), "2".into()]);
+        assert_eq!(
+            read,
+            Entries::committed(vec![1, 2]),
+            "a stored list reads as its items"
+        );
+        assert_eq!(format!("{read:?}"), "[1, 2]");
+        assert_eq!(serde_json::to_string(&read).unwrap(), "[1,2]");
+        let shared = read.shared().unwrap();
+        assert_eq!(*shared, [1, 2]);
+        assert_eq!(read.undecoded(), 0, "decoded once, and kept");
+        assert!(Arc::ptr_eq(&shared, &read.shared().unwrap()));
     }
 
     #[test]

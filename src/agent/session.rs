@@ -154,7 +154,7 @@ impl SessionRecord {
     pub(crate) fn mark_committed(&mut self) {
         self.history.mark_committed();
         self.messages.mark_committed();
-        self.wallet.transactions.mark_committed();
+        self.wallet.transactions.entries_mut().mark_committed();
         self.resolved_approvals.mark_committed();
     }
 
@@ -164,7 +164,8 @@ impl SessionRecord {
         self.messages.mark_uncommitted(&failed.messages);
         self.wallet
             .transactions
-            .mark_uncommitted(&failed.wallet.transactions);
+            .entries_mut()
+            .mark_uncommitted(failed.wallet.transactions.entries());
         self.resolved_approvals
             .mark_uncommitted(&failed.resolved_approvals);
     }
@@ -173,7 +174,7 @@ impl SessionRecord {
     pub(crate) fn mark_all_changed(&mut self) {
         self.history.mark_all_changed();
         self.messages.mark_all_changed();
-        self.wallet.transactions.mark_all_changed();
+        self.wallet.transactions.entries_mut().mark_all_changed();
         self.resolved_approvals.mark_all_changed();
     }
 

@@ -115,8 +115,9 @@ async fn file(
         .await?
         .ok_or_else(not_found)?;
     let url = crate::agent::attachments::file_url(&id, &sha);
+    // An unreadable message names no file (the download goes on, unnamed).
     let name = session.state().record.messages.iter().find_map(|m| {
-        m.parts.iter().find_map(|part| match part {
+        m.ok()?.parts.iter().find_map(|part| match part {
             crate::protocol::UiPart::File(f) if f.url == url => f.filename.clone(),
             _ => None,
         })

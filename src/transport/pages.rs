@@ -66,7 +66,16 @@ pub async fn chat_snapshot(
     let Some(session) = session else {
         return Ok(None);
     };
-    let record = session.snapshot();
+    // The page reads every message: decoded once in the live record (ADR 0045).
+    let mut record = {
+        let mut state = session.state();
+        state
+            .record
+            .messages
+            .decoded()
+            .map_err(|e| format!("this chat's stored messages cannot be read: {e}"))?;
+        state.record.clone()
+    };
     let pending = record
         .turn
         .iter()
@@ -92,7 +101,11 @@ pub async fn chat_snapshot(
     });
     Ok(Some(ChatSnapshot {
         chat_id,
-        messages: record.messages.to_vec(),
+        messages: record
+            .messages
+            .decoded()
+            .map_err(|e| format!("this chat's stored messages cannot be read: {e}"))?
+            .to_vec(),
         pending,
         server_now_ms: now,
         streaming,

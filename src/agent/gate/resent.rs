@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use super::{ApprovalResolution, CallPhase, Gate, InputError, PersonInput, StepCall};
-use crate::protocol::UiMessage;
+use crate::{agent::journal::Entries, protocol::UiMessage};
 
 /// The answers a client's copy of the turn's assistant message carries.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,8 +29,9 @@ pub struct Held<'a> {
     /// The chat's current turn, if it has one: its assistant message id and its calls.
     pub turn: Option<(&'a str, &'a [StepCall])>,
     pub resolved: &'a BTreeMap<String, ApprovalResolution>,
-    /// Every message of the chat, as the server wrote them.
-    pub messages: &'a [UiMessage],
+    /// Every message of the chat, as the server wrote them (read only when an answer names
+    /// another message than the turn's: most are not decoded, ADR 0045).
+    pub messages: &'a Entries<UiMessage>,
 }
 
 impl Resent {
@@ -41,7 +42,12 @@ impl Resent {
         if let Some((current, _)) = held.turn
             && self.message_id != current
             && !self.message_id.is_empty()
-            && !held.messages.iter().any(|m| m.id == self.message_id)
+            // An unreadable message is not the one named: the answer is refused, not applied.
+            && !held
+                .messages
+                .iter()
+                .rev()
+                .any(|m| m.is_ok_and(|m| m.id == self.message_id))
         {
             return Err(InputError::StaleMessage {
                 message_id: self.message_id,
@@ -105,7 +111,7 @@ fn browser_output_is_new(
                 .messages
                 .iter()
                 .rev()
-                .any(|m| m.find_tool_part(tool_call_id).is_some());
+                .any(|m| m.is_ok_and(|m| m.find_tool_part(tool_call_id).is_some()));
             if known {
                 Ok(false)
             } else {

@@ -198,8 +198,14 @@ impl Runtime {
             }
             // Questions those calls asked died with the server (the calls ask again).
             let message_id = turn.message_id.clone();
-            if let Some(message) = record.messages.rfind_mut(|m| m.id == message_id) {
-                questions::close_stale(message);
+            match record.messages.rfind_mut(|m| m.id == message_id) {
+                Ok(Some(message)) => {
+                    questions::close_stale(message);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::error!(session = %session.id, error = %e, "the turn's stored message does not decode")
+                }
             }
         }
         if let Some(entries) = paused_log

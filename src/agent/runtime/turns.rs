@@ -12,6 +12,7 @@ use crate::agent::{
     attachments::CheckedAttachments,
     clock::IdKind,
     history::{AssistantPart, HistoryItem, Outcome, ToolCall},
+    journal::UnreadableEntry,
     model::Usage,
     session::{
         LiveTurn, Session, SessionRecord, SessionState, TurnLog, TurnRecord, TurnStatus, lock,
@@ -31,27 +32,27 @@ fn call_to_ask_again(
 ) -> Result<ToolCall, String> {
     // A call is put before the person again at most once: its re-proposal is the call to
     // ask again from then on (a call asked again twice would run twice).
-    if let Some(again) = record
-        .messages
-        .iter()
-        .find(|m| asked_again(m) == Some(call_id))
-    {
-        return Err(format!(
-            "it was asked again already (message {}); answer or ask again that call instead",
-            again.id
-        ));
+    let unreadable =
+        |e: UnreadableEntry| format!("this chat's stored entries cannot be read ({e})");
+    for message in record.messages.iter() {
+        let message = message.map_err(unreadable)?;
+        if asked_again(&message) == Some(call_id) {
+            return Err(format!(
+                "it was asked again already (message {}); answer or ask again that call instead",
+                message.id
+            ));
+        }
     }
-    let outcome = record
-        .history
-        .iter()
-        .rev()
-        .find_map(|item| match item {
-            HistoryItem::ToolResults { results } => results
-                .iter()
-                .find(|r| r.call_id == call_id)
-                .map(|r| r.outcome.clone()),
-            _ => None,
-        })
+    let mut result = None;
+    for item in record.history.iter().rev() {
+        if let HistoryItem::ToolResults { results } = &*item.map_err(unreadable)?
+            && let Some(r) = results.iter().find(|r| r.call_id == call_id)
+        {
+            result = Some(r.outcome.clone());
+            break;
+        }
+    }
+    let outcome = result
         // A call of the turn still waiting for another (its results go to history together).
         .or_else(|| {
             record
@@ -79,17 +80,19 @@ fn call_to_ask_again(
             return Err("it ended with its turn; ask for it in a new message".into());
         }
     }
-    let call = record
-        .history
-        .iter()
-        .find_map(|item| match item {
-            HistoryItem::Assistant { parts } => parts.iter().find_map(|p| match p {
+    let mut found = None;
+    for item in record.history.iter() {
+        if let HistoryItem::Assistant { parts } = &*item.map_err(unreadable)?
+            && let Some(call) = parts.iter().find_map(|p| match p {
                 AssistantPart::ToolCall { call } if call.id == call_id => Some(call.clone()),
                 _ => None,
-            }),
-            _ => None,
-        })
-        .ok_or_else(|| "this chat has no such call".to_owned())?;
+            })
+        {
+            found = Some(call);
+            break;
+        }
+    }
+    let call = found.ok_or_else(|| "this chat has no such call".to_owned())?;
     if tools.get(&call.name).is_none() {
         return Err(format!("{} is no longer offered", call.name));
     }
@@ -151,13 +154,18 @@ impl TurnPlan {
     /// The plan of `record`'s turn `turn`, going on with its assistant message as the record
     /// has it (a new one if the record has none yet).
     pub(super) fn continuing(record: &SessionRecord, turn: &TurnRecord) -> Self {
-        let reducer = match record
-            .messages
-            .iter()
-            .rev()
-            .find(|m| m.id == turn.message_id)
-        {
-            Some(message) => MessageReducer::continuing(message.clone()),
+        // From the end: the turn's message is the last one, the only one decoded here.
+        let found = record.messages.iter().rev().find_map(|m| match m {
+            Ok(m) if m.id == turn.message_id => Some(Ok(m.into_owned())),
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        });
+        let reducer = match found {
+            Some(Ok(message)) => MessageReducer::continuing(message),
+            Some(Err(e)) => {
+                tracing::error!(session = %record.id, error = %e, "the turn's stored message does not decode; it goes on in a new one");
+                MessageReducer::new(turn.message_id.clone())
+            }
             None => MessageReducer::new(turn.message_id.clone()),
         };
         TurnPlan {

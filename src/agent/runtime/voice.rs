@@ -58,7 +58,12 @@ impl Runtime {
                     return Err(VoiceError::NotYourChat);
                 }
                 self.listen_for_speech();
-                let history = session.state().record.history.shared();
+                let history = session
+                    .state()
+                    .record
+                    .history
+                    .shared()
+                    .map_err(|e| VoiceError::Unavailable(format!("the chat's history: {e}")))?;
                 self.voice_model()
                     .voice_context(self.model_request(chat_id, history));
                 self.voice_model().voice(chat_id, input)?;
@@ -337,6 +342,9 @@ mod tests {
         );
         let record = session.snapshot();
         assert_eq!(record.owner(), LOCAL);
-        assert_eq!(record.history[0], HistoryItem::user("pay alice"));
+        assert_eq!(
+            record.history.to_vec().unwrap()[0],
+            HistoryItem::user("pay alice")
+        );
     }
 }

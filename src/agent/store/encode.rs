@@ -11,7 +11,7 @@ use crate::{
     agent::{
         gate::CallPhase,
         inbox::{Waiting, waiting_call},
-        journal::{Entries, Keyed},
+        journal::{Decoded, Entries, Keyed},
         session::{SessionRecord, TurnEntry, TurnStatus},
         tools::{Transaction as Payment, Wallet},
     },
@@ -96,10 +96,10 @@ impl ListChange {
         Ok(ListChange {
             list,
             from: i64::try_from(from).map_err(|_| StoreError::new("a list is too long"))?,
-            bodies: entries[from..]
-                .iter()
-                .map(to_json)
-                .collect::<Result<_, _>>()?,
+            // A stored entry is written back as it was read: a commit decodes nothing.
+            bodies: entries
+                .bodies_from(from)
+                .map_err(json_err("cannot encode the session"))?,
         })
     }
 }
@@ -265,13 +265,13 @@ impl Write {
                 .map(|t| status_name(t.status))
                 .transpose()?,
             wallet: to_json(&Wallet {
-                transactions: Entries::default(),
+                transactions: Decoded::default(),
                 ..record.wallet.clone()
             })?,
             entries: vec![
                 ListChange::of(List::History, &record.history)?,
                 ListChange::of(List::Messages, &record.messages)?,
-                ListChange::of(List::Payments, &record.wallet.transactions)?,
+                ListChange::of(List::Payments, record.wallet.transactions.entries())?,
             ],
             resolutions: MapChange::of(&record.resolved_approvals)?,
             tool_state: to_json(&record.tool_state)?,
@@ -284,7 +284,8 @@ impl Write {
             },
             approvals,
             browser_calls,
-            ledger: record.wallet.transactions[record.wallet.transactions.changed_from()..]
+            ledger: record.wallet.transactions
+                [record.wallet.transactions.entries().changed_from()..]
                 .to_vec(),
             audit: Chained::all(audit)?,
         })
@@ -294,10 +295,10 @@ impl Write {
 /// The stored columns of a session, as read from its row: what [`decode_record`] turns back
 /// into a record.
 pub(crate) struct RecordColumns {
-    /// The lists' entries, each a JSON array ([`entries_json`]).
-    pub(crate) history: String,
-    pub(crate) messages: String,
-    /// The wallet without its payments, and its payments.
+    /// The lists' entries, each entry's JSON in order: kept undecoded in the record (ADR 0045).
+    pub(crate) history: Vec<String>,
+    pub(crate) messages: Vec<String>,
+    /// The wallet without its payments, and its payments (a JSON array, [`entries_json`]).
     pub(crate) wallet: String,
     pub(crate) payments: String,
     /// `None`: the session has no turn.
@@ -323,14 +324,11 @@ pub(crate) fn decode_record(id: &str, columns: RecordColumns) -> Result<SessionR
         id: id.to_owned(),
         created_at_ms: columns.created_at_ms,
         updated_at_ms: columns.updated_at_ms,
-        history: Entries::committed(
-            serde_json::from_str(&columns.history).map_err(unreadable(id, "history"))?,
-        ),
-        messages: Entries::committed(
-            serde_json::from_str(&columns.messages).map_err(unreadable(id, "messages"))?,
-        ),
+        // Decoded only when read (ADR 0045): an answer to a long chat decodes none of them.
+        history: Entries::stored(columns.history),
+        messages: Entries::stored(columns.messages),
         wallet: Wallet {
-            transactions: Entries::committed(
+            transactions: Decoded::committed(
                 serde_json::from_str(&columns.payments).map_err(unreadable(id, "payments"))?,
             ),
             ..serde_json::from_str(&columns.wallet).map_err(unreadable(id, "wallet"))?
@@ -458,7 +456,7 @@ mod tests {
 
         chat.history
             .push(crate::agent::history::HistoryItem::user("one more"));
-        chat.messages.last_mut().unwrap().id = "renamed".into();
+        chat.messages.last_mut().unwrap().unwrap().id = "renamed".into();
         chat.resolved_approvals.remove(&"approval-005".to_owned());
         let next = Write::new(&chat, &[], None).unwrap();
         assert_eq!(counts(&next), [1, 1, 0]);

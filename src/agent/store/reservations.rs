@@ -95,7 +95,7 @@ impl Reservations {
         let since = start_of_day(now);
         let ledger: i64 = records
             .values()
-            .flat_map(|r| &r.wallet.transactions)
+            .flat_map(|r| r.wallet.transactions.iter())
             .filter(|t| t.timestamp_ms >= since)
             .map(|t| t.amount_cents)
             .sum();

@@ -264,21 +264,84 @@ pub(crate) fn long_record(id: &str, turns: i64) -> SessionRecord {
     chat
 }
 
-/// A chat's columns as stores wrote them before ADR 0038 (its row held the whole chat, as JSON):
-/// for the tests that migrate such a database.
-pub(crate) fn columns_before_0038(r: &SessionRecord) -> encode::RecordColumns {
+/// SQL that breaks every stored entry of [`a_long_chat`] except its last message: what
+/// [`undecoded_entries_contract`] opens (the same text on SQLite and Postgres).
+pub(crate) const BREAK_ALL_BUT_THE_LAST_MESSAGE: &str = "UPDATE session_entries SET body = '{oops'
+     WHERE session_id = 'long' AND (list = 0 OR (list = 1 AND position < 999))";
+
+/// A chat of 1,000 turns, committed to `store` (its entries are then broken with
+/// [`BREAK_ALL_BUT_THE_LAST_MESSAGE`]).
+pub(crate) async fn a_long_chat(store: &dyn SessionStore) -> SessionRecord {
+    let mut chat = long_record("long", 1_000);
+    store.save(&chat).await.unwrap();
+    chat.mark_committed();
+    chat
+}
+
+/// ADR 0045: a chat's entries are decoded only when read. [`a_long_chat`], all of whose entries
+/// but its last message no longer decode, still opens, counts its entries, has its last message
+/// changed and an entry appended, and commits them (writing back the rest as they were read);
+/// only a reader of a whole list meets the broken entry, as an error naming it. On the code
+/// before ADR 0045 the load itself failed.
+pub(crate) async fn undecoded_entries_contract(store: &dyn SessionStore) {
+    use crate::agent::history::HistoryItem;
+    let mut chat = store.load("long").await.unwrap().unwrap().record;
+    assert_eq!((chat.history.len(), chat.messages.len()), (1_000, 1_000));
+    assert_eq!(chat.history.undecoded(), 1_000, "the load decodes no entry");
+    assert_eq!(chat.messages.last_mut().unwrap().unwrap().id, "m999");
+    assert_eq!(
+        chat.messages.undecoded(),
+        999,
+        "only the last message is decoded"
+    );
+    assert_eq!(chat.history.decoded().unwrap_err().index, 0);
+    chat.history.push(HistoryItem::user("one more"));
+    chat.messages.last_mut().unwrap().unwrap().id = "m999-edited".into();
+    store.save(&chat).await.unwrap();
+    let mut again = store.load("long").await.unwrap().unwrap().record;
+    assert_eq!(again.history.len(), 1_001);
+    let last = again
+        .history
+        .iter()
+        .next_back()
+        .unwrap()
+        .unwrap()
+        .into_owned();
+    assert_eq!(last, HistoryItem::user("one more"));
+    assert_eq!(
+        again.messages.last_mut().unwrap().unwrap().id,
+        "m999-edited"
+    );
+    assert_eq!(
+        again.messages.iter().nth(998).unwrap().unwrap_err().index,
+        998
+    );
+    assert_eq!(again.turn, chat.turn);
+    assert_eq!(again.resolved_approvals, chat.resolved_approvals);
+    assert_eq!(again.wallet, chat.wallet);
+}
+
+/// A chat's columns as stores wrote them before ADR 0038 (its row held the whole chat, as JSON).
+pub(crate) struct ColumnsBefore0038 {
+    pub(crate) history: String,
+    pub(crate) messages: String,
+    pub(crate) wallet: String,
+    pub(crate) turn: Option<String>,
+    pub(crate) resolved: String,
+    pub(crate) tool_state: String,
+}
+
+/// A chat's columns as stores wrote them before ADR 0038: for the tests that migrate such a
+/// database.
+pub(crate) fn columns_before_0038(r: &SessionRecord) -> ColumnsBefore0038 {
     use encode::to_json;
-    encode::RecordColumns {
+    ColumnsBefore0038 {
         history: to_json(&r.history).unwrap(),
         messages: to_json(&r.messages).unwrap(),
         wallet: to_json(&r.wallet).unwrap(),
-        payments: String::new(),
         turn: r.turn.as_ref().map(|t| to_json(t).unwrap()),
         resolved: to_json(&r.resolved_approvals).unwrap(),
         tool_state: to_json(&r.tool_state).unwrap(),
-        created_at_ms: r.created_at_ms,
-        updated_at_ms: r.updated_at_ms,
-        owner: r.owner.clone(),
     }
 }
 
@@ -318,14 +381,16 @@ pub(crate) async fn journal_contract(store: &dyn SessionStore) {
     commit_as_a_session(store, &mut chat).await;
 
     // An old message edited, the last one edited, an answered approval removed.
-    *chat.messages.get_mut(3).unwrap() = UiMessage::user_text("m3", "edited long after");
-    *chat.messages.last_mut().unwrap() = UiMessage::user_text("m-new", "edited at once");
+    *chat.messages.get_mut(3).unwrap().unwrap() = UiMessage::user_text("m3", "edited long after");
+    *chat.messages.last_mut().unwrap().unwrap() = UiMessage::user_text("m-new", "edited at once");
     chat.resolved_approvals.remove(&"approval-007".to_owned());
     commit_as_a_session(store, &mut chat).await;
 
     // Messages and history items removed; the rest changed through the whole list.
     chat.messages.truncate(250);
     chat.history
+        .all_mut()
+        .unwrap()
         .retain(|h| !matches!(h, HistoryItem::User { text, .. } if text.ends_with('5')));
     chat.resolved_approvals.clear();
     commit_as_a_session(store, &mut chat).await;

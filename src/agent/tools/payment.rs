@@ -16,7 +16,7 @@ use super::{
     ToolSpec,
 };
 use crate::agent::clock::{IdKind, Millis, rfc3339};
-use crate::agent::journal::Entries;
+use crate::agent::journal::Decoded;
 use crate::protocol::{
     ToolPresentation,
     money::{self, Money, MoneyError, Payment, WALLET_CURRENCY},
@@ -86,7 +86,7 @@ pub struct Wallet {
     pub currency: String,
     pub balance_cents: i64,
     /// Every payment, oldest first (appended to: a commit writes only the new ones).
-    pub transactions: Entries<Transaction>,
+    pub transactions: Decoded<Transaction>,
 }
 
 impl Default for Wallet {
@@ -94,7 +94,7 @@ impl Default for Wallet {
         Wallet {
             currency: WALLET_CURRENCY.to_string(),
             balance_cents: OPENING_BALANCE_CENTS,
-            transactions: Entries::default(),
+            transactions: Decoded::default(),
         }
     }
 }

@@ -303,8 +303,13 @@ impl TurnDriver {
         let mut state = self.session.state();
         let record = &mut state.record;
         match record.messages.last_mut() {
-            Some(last) if last.id == message.id => *last = message,
-            _ => record.messages.push(message),
+            Ok(Some(last)) if last.id == message.id => *last = message,
+            Ok(_) => record.messages.push(message),
+            Err(e) => {
+                // Kept as stored (never lost); the turn's message goes on after it.
+                tracing::error!(session = %self.session.id, error = %e, "the chat's last stored message does not decode");
+                record.messages.push(message);
+            }
         }
         record.updated_at_ms = self.rt.clock.now_ms();
     }

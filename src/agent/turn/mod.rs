@@ -219,10 +219,21 @@ impl TurnDriver {
             self.emit(Chunk::start_step());
             // The model reads the record's history as it is, shared, not copied (ADR 0038); the
             // request is gone (with the stream) before the step's entries are added to it.
-            let (session_id, mut history) = {
-                let state = self.session.state();
-                let record = &state.record;
-                (record.id.clone(), record.history.shared())
+            // A history read from the store is decoded here, once (ADR 0045).
+            let read = {
+                let mut state = self.session.state();
+                let record = &mut state.record;
+                record.history.shared().map(|h| (record.id.clone(), h))
+            };
+            let (session_id, mut history) = match read {
+                Ok(read) => read,
+                Err(e) => {
+                    tracing::error!(session = %self.session.id, error = %e, "the chat's stored history does not decode");
+                    self.emit(Chunk::finish_step());
+                    self.fail("this chat's stored history cannot be read".into())
+                        .await;
+                    return false;
+                }
             };
             let model = self.rt.model_for(self.transport).clone();
             if model.reads_attachments() {
@@ -372,7 +383,7 @@ mod tests {
         while reader.next().await.is_some() {}
         let record = runtime.session("c").await.unwrap().snapshot();
         assert_eq!(
-            record.history[1],
+            record.history.to_vec().unwrap()[1],
             HistoryItem::Assistant {
                 parts: vec![AssistantPart::Text {
                     text: "Take the train.".into(),
@@ -401,7 +412,7 @@ mod tests {
                 .get()
                 .and_then(std::sync::Weak::upgrade)
                 .and_then(|runtime| runtime.live_session(&request.session_id))
-                .map(|session| session.state().record.history.shared());
+                .and_then(|session| session.state().record.history.shared().ok());
             let same = record.is_some_and(|list| Arc::ptr_eq(&list, &request.history));
             self.shared.lock().unwrap().push(same);
             futures::stream::iter([
@@ -530,8 +541,8 @@ mod tests {
             let mut reader = started.log.subscribe(0);
             while reader.next().await.is_some() {}
             let record = runtime.session("c").await.unwrap().snapshot();
-            let call = record
-                .history
+            let history = record.history.to_vec().unwrap();
+            let call = history
                 .iter()
                 .find_map(|item| match item {
                     HistoryItem::Assistant { parts } => parts.iter().find_map(|p| match p {
@@ -542,8 +553,7 @@ mod tests {
                 })
                 .expect("the call");
             assert_eq!(call.args["recipient"], "Mallory", "{written:?}");
-            let outcome = record
-                .history
+            let outcome = history
                 .iter()
                 .find_map(|item| match item {
                     HistoryItem::ToolResults { results } => Some(results[0].outcome.clone()),

@@ -37,7 +37,8 @@ async fn seen(cluster: &Cluster, call: &Call) -> Seen {
                 .collect(),
         };
     }
-    let result = record.history.iter().find_map(|item| match item {
+    let history = record.history.to_vec().expect("the history decodes");
+    let result = history.iter().find_map(|item| match item {
         HistoryItem::ToolResults { results } => results.iter().find(|r| r.call_id == call.id),
         _ => None,
     });
@@ -106,7 +107,7 @@ pub(super) async fn check(cluster: &Cluster, world: &World, at: &str) -> Result<
         let Some(record) = cluster.record(chat).await else {
             continue;
         };
-        for transaction in record.wallet.transactions {
+        for transaction in record.wallet.transactions.iter() {
             prop_assert!(
                 paid.insert(transaction.tool_call_id.clone()),
                 "{}: paid twice",

@@ -286,8 +286,8 @@ async fn new_call(
     known: &BTreeSet<String>,
 ) -> (String, Option<String>) {
     let record = cluster.record(chat).await.expect("the chat is kept");
-    record
-        .messages
+    let messages = record.messages.to_vec().expect("the messages decode");
+    messages
         .iter()
         .rev()
         .flat_map(|m| m.parts.iter())

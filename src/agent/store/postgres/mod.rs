@@ -295,6 +295,16 @@ fn stored_list(list: List) -> String {
     )
 }
 
+/// The SQL of a stored list of session `s` as its entries' texts, in order: what the record
+/// keeps undecoded until a reader needs them (ADR 0045).
+fn stored_bodies(list: List) -> String {
+    format!(
+        "COALESCE((SELECT array_agg(e.body ORDER BY e.position) FROM session_entries e
+                   WHERE e.session_id = s.id AND e.list = {}), '{{}}'::TEXT[])",
+        list.code()
+    )
+}
+
 /// The SQL of session `s`'s answered approvals, as one JSON object.
 const STORED_RESOLUTIONS: &str = "COALESCE((SELECT json_object_agg(r.approval_id, r.body::json)
                                             FROM session_resolutions r
@@ -351,8 +361,8 @@ impl SessionStore for PostgresStore {
                      FROM sessions s
                      LEFT JOIN paused_turn_logs p ON p.session_id = s.id
                      WHERE s.id = $1",
-                    stored_list(List::History),
-                    stored_list(List::Messages),
+                    stored_bodies(List::History),
+                    stored_bodies(List::Messages),
                     STORED_RESOLUTIONS,
                     alive("s.running_on"),
                     stored_list(List::Payments),

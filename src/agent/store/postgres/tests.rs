@@ -177,6 +177,25 @@ async fn the_postgres_store_keeps_the_journal_contract() {
     }
 }
 
+/// ADR 0045 on Postgres: a chat opens and goes on without its entries being decoded.
+#[tokio::test]
+async fn a_chat_opens_without_decoding_its_entries() {
+    use crate::agent::store::tests::{BREAK_ALL_BUT_THE_LAST_MESSAGE, a_long_chat};
+    if let Some(store) = fresh_store("undecoded").await {
+        a_long_chat(&store).await;
+        let broken = store
+            .rows(
+                &format!("{BREAK_ALL_BUT_THE_LAST_MESSAGE} RETURNING 1"),
+                &[],
+                "break",
+            )
+            .await
+            .unwrap();
+        assert_eq!(broken.len(), 1_999);
+        crate::agent::store::tests::undecoded_entries_contract(&store).await;
+    }
+}
+
 /// A database written before ADR 0038 (each chat's history, messages, payments and answered
 /// approvals as JSON columns of its row) reads back the same once migrated, and the chat goes on
 /// from there.

@@ -45,10 +45,10 @@ fn read_entries(
             })?;
         entries.push(row.get(1).map_err(err(context))?);
     }
-    let [history, messages, payments] = lists.map(|l| entries_json(l.iter().map(String::as_str)));
+    let [history, messages, payments] = lists;
     columns.history = history;
     columns.messages = messages;
-    columns.payments = payments;
+    columns.payments = entries_json(payments.iter().map(String::as_str));
     let mut stmt = conn
         .prepare_cached(
             "SELECT approval_id, body FROM session_resolutions WHERE session_id = ?1
@@ -260,8 +260,8 @@ fn read_session(conn: &mut Connection, id: &str) -> Result<Option<StoredSession>
                     created_at_ms: row.get(3)?,
                     updated_at_ms: row.get(4)?,
                     owner: row.get(5)?,
-                    history: String::new(),
-                    messages: String::new(),
+                    history: Vec::new(),
+                    messages: Vec::new(),
                     payments: String::new(),
                     resolved: String::new(),
                 })

@@ -98,6 +98,22 @@ fn remove_db(path: &Path) {
     }
 }
 
+/// ADR 0045 on SQLite: a chat opens and goes on without its entries being decoded.
+#[tokio::test]
+async fn a_chat_opens_without_decoding_its_entries() {
+    use crate::agent::store::tests::{BREAK_ALL_BUT_THE_LAST_MESSAGE, a_long_chat};
+    let store = SqliteStore::in_memory().unwrap();
+    a_long_chat(&store).await;
+    store
+        .with(|conn| {
+            conn.execute(BREAK_ALL_BUT_THE_LAST_MESSAGE, [])
+                .map_err(err("break"))
+        })
+        .await
+        .unwrap();
+    crate::agent::store::tests::undecoded_entries_contract(&store).await;
+}
+
 #[tokio::test]
 async fn the_signing_secret_and_ended_signins_survive_a_restart() {
     let path = temp_path("signins");
@@ -393,6 +409,9 @@ async fn the_views_migration_keeps_pending_calls_and_payments() {
     remove_db(&path);
 }
 
+/// What does not decode is an error, never a panic: a corrupt column of the chat's row fails its
+/// load, naming the session; a corrupt entry (decoded only when read, ADR 0045) fails the reader
+/// that needs it, naming the entry, and the rest of the chat still opens.
 #[tokio::test]
 async fn a_corrupt_row_is_an_error_naming_the_session_not_a_panic() {
     let store = SqliteStore::in_memory().unwrap();
@@ -411,9 +430,19 @@ async fn a_corrupt_row_is_an_error_naming_the_session_not_a_panic() {
         })
         .await
         .unwrap();
+    let mut read = store.load("x").await.unwrap().unwrap().record;
+    assert_eq!(read.history.len(), 1);
+    assert_eq!(read.history.decoded().unwrap_err().index, 0);
+    store
+        .with(|conn| {
+            conn.execute("UPDATE sessions SET wallet = '{oops' WHERE id = 'x'", [])
+                .map_err(err("corrupt"))
+        })
+        .await
+        .unwrap();
     let e = store.load("x").await.unwrap_err();
     assert!(
-        e.to_string().contains("session x") && e.to_string().contains("history"),
+        e.to_string().contains("session x") && e.to_string().contains("wallet"),
         "{e}"
     );
 }

@@ -164,8 +164,14 @@ async fn push_to_talk_speech_becomes_the_persons_message_and_the_answer_is_heard
         json!({"chunks": 2, "bytes": answer.len(), "sampleRate": 24_000, "duration": 0.2})
     );
     let record = runtime.session("c").await.unwrap().snapshot();
-    assert_eq!(record.history[0], HistoryItem::user("What is the weather?"));
-    assert_eq!(record.messages[0].role, crate::protocol::Role::User);
+    assert_eq!(
+        record.history.to_vec().unwrap()[0],
+        HistoryItem::user("What is the weather?")
+    );
+    assert_eq!(
+        record.messages.to_vec().unwrap()[0].role,
+        crate::protocol::Role::User
+    );
     // Nothing was sent for the spoken message: the model had heard it.
     conn.silent_for(200).await;
 
@@ -282,7 +288,7 @@ async fn a_spoken_payment_asks_for_approval_like_a_typed_one() {
     assert!(!request.approval_id.is_empty());
     let record = runtime.session("c").await.unwrap().snapshot();
     assert_eq!(
-        record.history[0],
+        record.history.to_vec().unwrap()[0],
         HistoryItem::user("Pay Hanako 50 dollars")
     );
 }

@@ -122,7 +122,7 @@ pub(super) async fn spoken_payment(
     let approval = read.approval.expect("the spoken payment asks for approval");
     let record = runtime.session(chat).await.unwrap().snapshot();
     assert_eq!(
-        record.history[0],
+        record.history.to_vec().unwrap()[0],
         crate::agent::history::HistoryItem::user("Pay Hanako 50 dollars")
     );
     (conn, reader, approval)

@@ -111,7 +111,10 @@ async fn push_to_talk_speech_becomes_the_persons_message_and_the_answer_is_heard
         json!({"chunks": 2, "bytes": answer.len(), "sampleRate": 24_000, "duration": 0.2})
     );
     let record = runtime.session("c").await.unwrap().snapshot();
-    assert_eq!(record.history[0], HistoryItem::user("What is the weather?"));
+    assert_eq!(
+        record.history.to_vec().unwrap()[0],
+        HistoryItem::user("What is the weather?")
+    );
     // Nothing was sent for the spoken message: the model had heard it.
     conn.silent_for(200).await;
     server.no_new_conn(50).await;
@@ -161,7 +164,10 @@ async fn speaking_over_the_answer_hands_free_interrupts_it() {
         "the browser stops playing at once"
     );
     let record = runtime.session("c").await.unwrap().snapshot();
-    assert_eq!(record.history[0], HistoryItem::user("Tell me a story"));
+    assert_eq!(
+        record.history.to_vec().unwrap()[0],
+        HistoryItem::user("Tell me a story")
+    );
 }
 
 #[tokio::test]
