@@ -229,7 +229,8 @@ async fn a_parked_turn_answers_an_aside_and_its_card_still_decides() {
     assert_eq!(paid(&rt).await, 0, "words run nothing");
     let record = rt.session("c").await.unwrap().snapshot();
     assert_eq!(record.history.len(), 2, "the aside is not in the history");
-    let message = record.messages.last().unwrap();
+    let messages = record.messages.to_vec().unwrap();
+    let message = messages.last().unwrap();
     assert!(
         serde_json::to_string(message)
             .unwrap()

@@ -95,6 +95,8 @@ async fn a_spoken_yes_is_an_aside_and_the_card_still_decides() {
     assert!(
         !record
             .history
+            .to_vec()
+            .unwrap()
             .contains(&HistoryItem::user("yes, approve it"))
     );
     let audit = runtime.store.audit(&AuditQuery::default()).await.unwrap();

@@ -103,6 +103,8 @@ async fn a_spoken_yes_is_an_aside_that_approves_nothing_and_the_card_still_decid
     assert!(
         !record
             .history
+            .to_vec()
+            .unwrap()
             .contains(&HistoryItem::user("yes, approve it")),
         "an aside is not a message of the history (the call's result must follow the call)"
     );
