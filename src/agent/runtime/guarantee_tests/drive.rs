@@ -196,6 +196,8 @@ pub(super) async fn run_on(instances: usize, steps: Vec<Step>) -> Result<(), Tes
                 let got = sys.rt.revoke_grant(&id, REQUESTER).await;
                 prop_assert_eq!(got.is_ok(), !was, "{}: {:?}", at, got.err());
                 world.grants[index].revoked = true;
+                // It read the grants from the store first: every one is known here now.
+                learn_grants(&mut world, instance);
             }
             Op::Remove { who } => {
                 let who = PEOPLE[who];
@@ -211,6 +213,9 @@ pub(super) async fn run_on(instances: usize, steps: Vec<Step>) -> Result<(), Tes
                 }
                 world.changed = who;
                 world.drop_signatures();
+                // A removal reads the grants from the store first (to revoke the person's):
+                // every grant, made wherever, is known here now.
+                learn_grants(&mut world, instance);
                 cluster.settle().await;
             }
             Op::Roles { who, approver } => {
@@ -306,5 +311,13 @@ fn input(approval: &str, decision: ApprovalDecision) -> PersonInput {
         approval_id: approval.to_owned(),
         decision,
         step_up: None,
+    }
+}
+
+/// `instance` read every grant from the store (it knows of those made elsewhere whose news is
+/// late).
+fn learn_grants(world: &mut World, instance: usize) {
+    for grant in &mut world.grants {
+        grant.known_at.insert(instance);
     }
 }
