@@ -2,40 +2,20 @@
 //! (its history, its earlier messages), so its cost does not grow with the chat. Proved with
 //! entries that no longer decode: the old load decoded every one and failed.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
+use super::tests::ask;
 use crate::agent::{
-    Runtime, RuntimeSettings, Transport, TurnEntry, UserTurn,
-    clock::{SequentialIds, SystemClock},
+    Runtime, TurnEntry,
     gate::{ApprovalDecision, PersonInput},
-    policy::{Policy, ToolFacts},
     session::TurnStatus,
-    store::{PolicyStore, SessionStore, sqlite::SqliteStore},
-    tools::{ToolRegistry, ToolSettings, WeatherSource},
+    store::{SessionStore, sqlite::SqliteStore},
 };
-use crate::models::demo::DemoModel;
 use crate::protocol::Chunk;
 
-/// A runtime on `store` (the demo model; the weather asks for an approval).
+/// A runtime on `store`, every call of it asked (no rule lets one run).
 async fn runtime_on(store: &Arc<SqliteStore>) -> Arc<Runtime> {
-    let tools = ToolRegistry::standard(&ToolSettings {
-        approval_timeout: Duration::from_secs(600),
-        browser_timeout: Duration::from_secs(10),
-        weather: WeatherSource::Offline,
-    });
-    let policy = Policy::from_text("", &ToolFacts::all(&tools)).unwrap();
-    let policy_store: Arc<dyn PolicyStore> = store.clone();
-    policy.restore(policy_store, 0).await.unwrap();
-    Runtime::builder(
-        Arc::new(DemoModel::new(Duration::ZERO)),
-        tools,
-        Arc::new(SystemClock),
-        Arc::new(SequentialIds::default()),
-        store.clone(),
-        RuntimeSettings::default(),
-    )
-    .policy(Arc::new(policy))
-    .build()
+    super::tests::runtime_with(store.clone(), store.clone(), "").await
 }
 
 #[tokio::test]
@@ -49,27 +29,7 @@ async fn an_answer_to_a_stored_chat_decodes_none_of_its_entries() {
     // One instance asks, and stops: the chat waits in the store only.
     let approval = {
         let asking = runtime_on(&store).await;
-        let started = asking
-            .start_turn(
-                "w",
-                UserTurn {
-                    message_id: None,
-                    text: "check the weather in Paris".into(),
-                    attachments: Vec::new(),
-                    transport: Transport::Sse,
-                    ask_again: None,
-                },
-                None,
-            )
-            .await
-            .unwrap();
-        let mut reader = started.log.subscribe(0);
-        // Logged after the commit of the record and its log.
-        while !matches!(reader.next().await, Some(TurnEntry::Pause) | None) {}
-        let record = asking.session("w").await.unwrap().snapshot();
-        let call = &record.turn.as_ref().unwrap().calls[0];
-        assert_eq!(call.call.name, "get_weather");
-        call.approval_id().expect("asked").to_owned()
+        ask(&asking, "w", "check the weather in Paris", "get_weather").await
     };
     // Every stored entry but the turn's own message (the last) no longer decodes.
     let broken = rusqlite::Connection::open(&path)

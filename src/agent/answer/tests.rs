@@ -78,47 +78,55 @@ impl Hook for FailingCommits {
 /// The memory store behind the failing commits.
 type Store = Delegate<FailingCommits, MemoryStore>;
 
-/// A runtime on `store` whose chat "w" waits for the approval of a weather lookup; the
-/// approval's id.
-async fn weather_waits(store: &Arc<Store>) -> (Arc<Runtime>, String) {
+/// A runtime on `store` (the demo model, the weather offline) deciding with the Cedar `rules`,
+/// its grants and spending kept in `grants`.
+pub(super) async fn runtime_with(
+    store: Arc<dyn SessionStore>,
+    grants: Arc<dyn PolicyStore>,
+    rules: &str,
+) -> Arc<Runtime> {
     let tools = ToolRegistry::standard(&ToolSettings {
-        approval_timeout: Duration::from_secs(60),
+        approval_timeout: Duration::from_secs(600),
         browser_timeout: Duration::from_secs(10),
         weather: WeatherSource::Offline,
     });
-    let policy = Policy::from_text(POLICY, &ToolFacts::all(&tools)).unwrap();
-    let policy_store: Arc<dyn PolicyStore> = store.inner().clone();
-    policy.restore(policy_store, 0).await.unwrap();
-    let runtime = Runtime::builder(
+    let policy = Policy::from_text(rules, &ToolFacts::all(&tools)).unwrap();
+    policy.restore(grants, 0).await.unwrap();
+    Runtime::builder(
         Arc::new(DemoModel::new(Duration::ZERO)),
         tools,
         Arc::new(SystemClock),
         Arc::new(SequentialIds::default()),
-        store.clone(),
+        store,
         RuntimeSettings::default(),
     )
     .policy(Arc::new(policy))
-    .build();
-    let started = runtime
-        .start_turn(
-            "w",
-            UserTurn {
-                message_id: None,
-                text: "check the weather in Paris".into(),
-                attachments: Vec::new(),
-                transport: Transport::Sse,
-                ask_again: None,
-            },
-            None,
-        )
-        .await
-        .unwrap();
+    .build()
+}
+
+/// Starts a turn of `text` in `chat` and waits until it pauses (logged after the commit of the
+/// record and its log); its first call, named `tool`, waits for approval: its approval's id.
+pub(super) async fn ask(runtime: &Arc<Runtime>, chat: &str, text: &str, tool: &str) -> String {
+    let user = UserTurn {
+        text: text.into(),
+        transport: Transport::Sse,
+        ..UserTurn::default()
+    };
+    let started = runtime.start_turn(chat, user, None).await.unwrap();
     let mut reader = started.log.subscribe(0);
     while !matches!(reader.next().await, Some(TurnEntry::Pause) | None) {}
-    let session = runtime.session("w").await.unwrap();
+    let session = runtime.session(chat).await.unwrap();
     let call = session.snapshot().turn.unwrap().calls[0].clone();
-    assert_eq!(call.call.name, "get_weather");
-    (runtime, call.approval_id().expect("asked").to_owned())
+    assert_eq!(call.call.name, tool);
+    call.approval_id().expect("asked").to_owned()
+}
+
+/// A runtime on `store` whose chat "w" waits for the approval of a weather lookup; the
+/// approval's id.
+async fn weather_waits(store: &Arc<Store>) -> (Arc<Runtime>, String) {
+    let runtime = runtime_with(store.clone(), store.inner().clone(), POLICY).await;
+    let approval = ask(&runtime, "w", "check the weather in Paris", "get_weather").await;
+    (runtime, approval)
 }
 
 fn approve_and_remember(approval: &str) -> [PersonInput; 1] {
@@ -242,33 +250,7 @@ async fn a_grant_handed_to_a_turn_that_cannot_commit_goes_with_it() {
     let ended = runtime.session("w").await.unwrap().current_log().unwrap();
     let mut reader = ended.subscribe(0);
     while !matches!(reader.next().await, Some(TurnEntry::End) | None) {}
-    let started = runtime
-        .start_turn(
-            "w",
-            UserTurn {
-                message_id: None,
-                text: "Send $5 to Jack".into(),
-                attachments: Vec::new(),
-                transport: Transport::Sse,
-                ask_again: None,
-            },
-            None,
-        )
-        .await
-        .unwrap();
-    let mut reader = started.log.subscribe(0);
-    while !matches!(reader.next().await, Some(TurnEntry::Pause) | None) {}
-    let call = runtime
-        .session("w")
-        .await
-        .unwrap()
-        .snapshot()
-        .turn
-        .unwrap()
-        .calls[0]
-        .clone();
-    assert_eq!(call.call.name, "process_payment");
-    let approval = call.approval_id().expect("asked").to_owned();
+    let approval = ask(&runtime, "w", "Send $5 to Jack", "process_payment").await;
     store.hook().fail_next(Failing::Conflict);
     runtime
         .submit(
