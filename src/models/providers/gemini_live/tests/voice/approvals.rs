@@ -99,6 +99,32 @@ pub(super) async fn approve(runtime: &Arc<Runtime>, approval_id: &str) -> Result
     .map(|_| ())
 }
 
+/// The card says the call was withdrawn (its output an error naming it), and an approval of
+/// it is refused as withdrawn: it can never run.
+pub(super) async fn told_withdrawn(
+    runtime: &Arc<Runtime>,
+    reader: &mut LogReader,
+    approval_id: &str,
+) {
+    let error = loop {
+        match within("the withdrawal", reader.next()).await {
+            Some(TurnEntry::Chunk(Chunk::ToolOutputError(e))) => break e.error_text,
+            Some(TurnEntry::End) | None => panic!("the card did not say it ended"),
+            Some(_) => {}
+        }
+    };
+    assert!(
+        error.starts_with(crate::protocol::chunk::WITHDRAWN_PREFIX),
+        "{error}"
+    );
+    assert_eq!(
+        approve(runtime, approval_id).await,
+        Err(InputError::ApprovalWithdrawn {
+            approval_id: approval_id.to_owned()
+        })
+    );
+}
+
 pub(super) async fn balance(runtime: &Arc<Runtime>) -> i64 {
     runtime
         .session("c")
@@ -234,23 +260,7 @@ async fn a_call_the_model_cancels_while_it_waits_can_never_run() {
     told_it_waits(&mut conn).await;
     conn.send(json!({"toolCallCancellation": {"ids": [CALL]}}))
         .await;
-    let error = loop {
-        match within("the withdrawal", reader.next()).await {
-            Some(TurnEntry::Chunk(Chunk::ToolOutputError(e))) => break e.error_text,
-            Some(TurnEntry::End) | None => panic!("the card did not say it ended"),
-            Some(_) => {}
-        }
-    };
-    assert!(
-        error.starts_with(crate::protocol::chunk::WITHDRAWN_PREFIX),
-        "{error}"
-    );
-    assert_eq!(
-        approve(&runtime, &approval_id).await,
-        Err(InputError::ApprovalWithdrawn {
-            approval_id: approval_id.clone()
-        })
-    );
+    told_withdrawn(&runtime, &mut reader, &approval_id).await;
     // The model hears what became of it as text, never as a response to the cancelled id.
     let next = conn.recv().await;
     assert!(next.get("toolResponse").is_none(), "{next}");

@@ -5,6 +5,7 @@
 
 use super::approvals::{
     CALL, approve, balance, only_response, speak, spoken_payment, text_to_end, told_it_waits,
+    told_withdrawn,
 };
 use super::*;
 use crate::agent::{
@@ -203,23 +204,7 @@ async fn a_call_the_provider_cancels_during_an_aside_can_never_run() {
     conn.send(json!({"toolCallCancellation": {"ids": [CALL]}}))
         .await;
     conn.turn_complete().await;
-    let error = loop {
-        match within("the withdrawal", reader.next()).await {
-            Some(TurnEntry::Chunk(Chunk::ToolOutputError(e))) => break e.error_text,
-            Some(TurnEntry::End) | None => panic!("the card did not say it ended"),
-            Some(_) => {}
-        }
-    };
-    assert!(
-        error.starts_with(crate::protocol::chunk::WITHDRAWN_PREFIX),
-        "{error}"
-    );
-    assert_eq!(
-        approve(&runtime, &approval_id).await,
-        Err(InputError::ApprovalWithdrawn {
-            approval_id: approval_id.clone()
-        })
-    );
+    told_withdrawn(&runtime, &mut reader, &approval_id).await;
     let next = conn.recv().await;
     assert!(next.get("toolResponse").is_none(), "{next}");
     conn.say("Cancelled.").await;
