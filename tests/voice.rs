@@ -456,33 +456,7 @@ async fn the_demo_hears_a_spoken_payment_and_asks_for_its_countersignature() {
 
     // The card's click, as the page sends it after a reload: the payment runs.
     let mut socket = connect(&server, "/api/live?audio=binary").await;
-    let mut message = page["messages"][1].clone();
-    let part = message["parts"]
-        .as_array_mut()
-        .and_then(|parts| {
-            parts
-                .iter_mut()
-                .find(|p| p["type"] == "tool-process_payment")
-        })
-        .expect("the card's part");
-    part["state"] = json!("approval-responded");
-    part["approval"]["approved"] = json!(true);
-    send(
-        &mut socket,
-        json!({"type": "message", "id": "spoken", "messages": [message]}),
-    )
-    .await;
-    let mut seen = Vec::new();
-    loop {
-        match next(&mut socket).await {
-            Frame::Chunk(chunk) => seen.push(chunk),
-            Frame::Binary(_) => {}
-            Frame::Done => break,
-            other => panic!("{other:?}: {seen:?}"),
-        }
-    }
-    assert!(of_type(&seen, "error").is_empty(), "{seen:?}");
-    assert_eq!(of_type(&seen, "tool-output-available").len(), 1, "{seen:?}");
+    click_approve(&mut socket, &page, "spoken").await;
 }
 
 /// "Yes, approve it" said (`yes.wav`) while a spoken payment's card waits, over `/api/live`: an
@@ -589,6 +563,12 @@ async fn a_spoken_yes_over_the_socket_is_an_aside_that_approves_nothing() {
     );
 
     // The card's click, as the page sends it: the payment runs, once.
+    click_approve(&mut socket, &page, "yes").await;
+}
+
+/// The card's click as the page sends it (the assistant message of `page` with its payment
+/// part approved, as frame `id`): the payment runs, once, without an error.
+async fn click_approve(socket: &mut Socket, page: &Value, id: &str) {
     let mut message = page["messages"][1].clone();
     let part = message["parts"]
         .as_array_mut()
@@ -601,13 +581,13 @@ async fn a_spoken_yes_over_the_socket_is_an_aside_that_approves_nothing() {
     part["state"] = json!("approval-responded");
     part["approval"]["approved"] = json!(true);
     send(
-        &mut socket,
-        json!({"type": "message", "id": "yes", "messages": [message]}),
+        socket,
+        json!({"type": "message", "id": id, "messages": [message]}),
     )
     .await;
     let mut seen = Vec::new();
     loop {
-        match next(&mut socket).await {
+        match next(socket).await {
             Frame::Chunk(chunk) => seen.push(chunk),
             Frame::Binary(_) => {}
             Frame::Done => break,
