@@ -155,6 +155,10 @@ impl Runtime {
                 entries.push(TurnEntry::End);
             }
             let log = self.adopt_log(&session.id, entries);
+            if elsewhere {
+                // Its text, token by token, for as long as the log is followed here.
+                log.hear_with(|| self.store.hear_text(&session.id));
+            }
             *live = Some(LiveTurn {
                 saved: log.len(),
                 log,

@@ -176,12 +176,21 @@ mod tests {
     use crate::agent::{
         Runtime, RuntimeSettings,
         clock::{SequentialIds, SystemClock},
-        store::{StoreNews, shared::SharedMemory},
+        session::{TurnEntry, TurnRecord, TurnStatus},
+        store::{
+            SessionStore, StoreNews,
+            shared::{MemoryInstance, SharedMemory},
+        },
         tools::{ToolRegistry, ToolSettings, WeatherSource},
     };
     use crate::models::demo::DemoModel;
+    use crate::protocol::Chunk;
 
     fn instance(db: &SharedMemory) -> Arc<Runtime> {
+        instance_on(db.instance())
+    }
+
+    fn instance_on(store: MemoryInstance) -> Arc<Runtime> {
         let tools = ToolRegistry::standard(&ToolSettings {
             approval_timeout: Duration::from_secs(60),
             browser_timeout: Duration::from_secs(10),
@@ -192,10 +201,90 @@ mod tests {
             tools,
             Arc::new(SystemClock),
             Arc::new(SequentialIds::default()),
-            Arc::new(db.instance()),
+            Arc::new(store),
             RuntimeSettings::default(),
         )
         .build()
+    }
+
+    /// A turn `id` that runs (on the instance that commits it).
+    fn running(id: &str) -> TurnRecord {
+        TurnRecord {
+            id: id.into(),
+            message_id: "m".into(),
+            status: TurnStatus::Running,
+            steps: 0,
+            calls: Vec::new(),
+            held_text: Vec::new(),
+            usage: Default::default(),
+            inputs: 0,
+            transport: Default::default(),
+            timing: None,
+        }
+    }
+
+    /// Issue #35's cost that does not grow with the deployment (ADR 0043): an instance hears
+    /// the text of a turn another instance runs only while a copy or a reader of that turn's
+    /// log is here — from the moment the chat is read, across reads again (a reader keeps the
+    /// log, so no word is lost to a pause in listening), and no longer once they are gone.
+    #[tokio::test]
+    async fn an_instance_hears_a_turns_text_only_while_it_follows_the_turn() {
+        let db = SharedMemory::new();
+        let (store_a, store_b) = (db.instance(), db.instance());
+        let (a, b) = (instance_on(store_a.clone()), instance_on(store_b.clone()));
+        let on_a = a.session("chat").await.unwrap();
+        on_a.state().record.turn = Some(running("t"));
+        assert!(a.commits.commit(&on_a, Vec::new(), None).await.is_ok());
+        let text = |at: usize| StoreNews::Text {
+            chat: "chat".into(),
+            turn: "t".into(),
+            at,
+            entries: vec![TurnEntry::Chunk(Chunk::text_delta("x", "word"))],
+        };
+        let mut heard = store_b.news().expect("a shared database has news");
+        // What B heard up to A's next wake-up (news arrives in the order it is sent).
+        let mut hear = async |news: StoreNews| {
+            store_a.announce(news).await.unwrap();
+            store_a.announce(StoreNews::SignIns).await.unwrap();
+            let mut got = Vec::new();
+            loop {
+                match heard.try_recv().expect("sent before") {
+                    StoreNews::SignIns => return got,
+                    other => got.push(other),
+                }
+            }
+        };
+
+        // Nobody on B follows the chat: none of its text reaches B.
+        assert!(hear(text(0)).await.is_empty());
+        assert!(!store_b.hears_text_of("chat"));
+
+        // A reader on B reads the chat: B hears its text from then on.
+        let copy = b.session("chat").await.unwrap();
+        assert!(copy.runs_elsewhere());
+        assert!(store_b.hears_text_of("chat"));
+        assert!(matches!(hear(text(0)).await[..], [StoreNews::Text { .. }]));
+
+        // The reader holds the log while B reads the chat again (news of a commit there): B
+        // goes on hearing, with no moment of deafness in between.
+        let log = copy.current_log().expect("a copy of the running turn");
+        b.forget_live(&copy);
+        drop(copy);
+        assert!(store_b.hears_text_of("chat"));
+        let again = b.session("chat").await.unwrap();
+        assert!(Arc::ptr_eq(&again.current_log().unwrap(), &log));
+        assert!(store_b.hears_text_of("chat"));
+
+        // The copy leaves memory and the reader goes: B stops hearing the chat's text.
+        b.forget_live(&again);
+        drop(again);
+        assert!(
+            store_b.hears_text_of("chat"),
+            "the reader still holds the log"
+        );
+        drop(log);
+        assert!(!store_b.hears_text_of("chat"));
+        assert!(hear(text(1)).await.is_empty());
     }
 
     /// The removal test's race on Postgres (tests/removal.rs, two instances), step by step: an

@@ -72,6 +72,9 @@ pub struct TurnLog {
     ahead: Mutex<BTreeMap<usize, TurnEntry>>,
     /// Wakes the readers waiting for a new entry.
     grew: Notify,
+    /// Of a log that follows a turn another instance runs: while the log lives (in the copy of
+    /// the chat, or in the hands of a reader), this instance hears the turn's text (ADR 0043).
+    hearing: std::sync::OnceLock<crate::agent::store::TextInterest>,
 }
 
 /// The most entries a followed log keeps past a gap (ADR 0043); the farthest go first.
@@ -84,7 +87,14 @@ impl TurnLog {
             entries: Mutex::new(entries),
             ahead: Mutex::default(),
             grew: Notify::new(),
+            hearing: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Makes this log hear the text of the turn it follows for as long as it lives, with the
+    /// interest `hear` makes (once: a log kept across reads of its chat keeps the first).
+    pub(crate) fn hear_with(&self, hear: impl FnOnce() -> crate::agent::store::TextInterest) {
+        self.hearing.get_or_init(hear);
     }
 
     /// Appends `entry`. True when the log had paused: the turn is back after waiting for the

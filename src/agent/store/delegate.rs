@@ -271,6 +271,10 @@ impl<H: Hook, S: SessionStore + ?Sized> SessionStore for Delegate<H, S> {
         self.inner.news()
     }
 
+    fn hear_text(&self, chat: &str) -> super::TextInterest {
+        self.inner.hear_text(chat)
+    }
+
     async fn announce(&self, news: StoreNews) -> Result<(), StoreError> {
         let run = self.inner.announce(news);
         self.hook.around(Call::Write("announce"), run).await

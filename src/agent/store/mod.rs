@@ -195,6 +195,43 @@ pub enum StoreNews {
     },
 }
 
+/// While held, this instance hears the [`StoreNews::Text`] of one chat (ADR 0043): an instance
+/// hears the live text only of the chats its readers follow, not of every turn running in the
+/// deployment. Dropping it says the chat is no longer followed here. A database only this
+/// instance uses has no text news, and hands out [`TextInterest::none`].
+#[must_use = "the text news of the chat is heard only while this is held"]
+pub struct TextInterest(Option<Box<dyn FnOnce() + Send + Sync>>);
+
+impl TextInterest {
+    /// Nothing to stop hearing.
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    /// An interest that runs `end` when it is dropped.
+    pub fn ending_with(end: impl FnOnce() + Send + Sync + 'static) -> Self {
+        Self(Some(Box::new(end)))
+    }
+}
+
+impl Drop for TextInterest {
+    fn drop(&mut self) {
+        if let Some(end) = self.0.take() {
+            end();
+        }
+    }
+}
+
+impl std::fmt::Debug for TextInterest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "TextInterest(held)"
+        } else {
+            "TextInterest(none)"
+        })
+    }
+}
+
 /// The most bytes of stored entries (JSON) one [`StoreNews::Text`] carries: a notification's
 /// payload on Postgres is under 8,000 bytes, and the ids take the rest. An entry larger than
 /// this on its own is not said: readers elsewhere get it from the stored log.
@@ -402,6 +439,17 @@ pub trait SessionStore: Send + Sync + 'static {
     /// News from the other instances sharing the database, if it is shared.
     fn news(&self) -> Option<tokio::sync::broadcast::Receiver<StoreNews>> {
         None
+    }
+
+    /// On a shared database: from now on, and for as long as the result is held, [`news`]
+    /// carries the [`StoreNews::Text`] of `chat` (which a reader here follows). Text of chats
+    /// nobody here follows is not heard at all (ADR 0043). Hearing starts a moment after the
+    /// call: what is said before comes from the stored log ([`StoreNews::Kept`]).
+    ///
+    /// [`news`]: SessionStore::news
+    fn hear_text(&self, chat: &str) -> TextInterest {
+        let _ = chat;
+        TextInterest::none()
     }
 
     /// Tells the other instances sharing the database that `news` happened here (people,

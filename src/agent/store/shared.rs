@@ -59,7 +59,7 @@ struct Database {
     /// Each session row's version and the instance its running turn runs on.
     rows: Mutex<HashMap<String, Row>>,
     /// The instances alive now, each with where its news goes.
-    instances: Mutex<HashMap<Arc<str>, broadcast::Sender<StoreNews>>>,
+    instances: Mutex<HashMap<Arc<str>, Listener>>,
     /// Makes instance ids.
     started: AtomicU64,
     /// News held back ([`SharedMemory::hold_news`]): where each goes, in the order it was sent.
@@ -68,6 +68,25 @@ struct Database {
 
 /// News held back, and the instance it goes to.
 type HeldNews = (broadcast::Sender<StoreNews>, StoreNews);
+
+/// Where an instance's news goes, and the chats whose text it hears (as a `LISTEN` on
+/// Postgres, ADR 0043): each with how many hold an interest in it.
+#[derive(Debug, Clone)]
+struct Listener {
+    news: broadcast::Sender<StoreNews>,
+    texts: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+impl Listener {
+    /// Whether this instance hears `news` (another instance's turn's text only if someone here
+    /// follows its chat).
+    fn hears(&self, news: &StoreNews) -> bool {
+        match news {
+            StoreNews::Text { chat, .. } => lock(&self.texts).contains_key(chat),
+            _ => true,
+        }
+    }
+}
 
 #[derive(Debug, Default, Clone)]
 struct Row {
@@ -86,13 +105,17 @@ impl SharedMemory {
         let n = self.db.started.fetch_add(1, Ordering::Relaxed) + 1;
         let id: Arc<str> = Arc::from(format!("memory-{n}"));
         let (news, _) = broadcast::channel(1024);
-        lock(&self.db.instances).insert(id.clone(), news.clone());
+        let listener = Listener {
+            news,
+            texts: Arc::default(),
+        };
+        lock(&self.db.instances).insert(id.clone(), listener.clone());
         MemoryInstance {
             me: Arc::new(Instance {
                 db: self.db.clone(),
                 id,
                 versions: Mutex::default(),
-                news,
+                listener,
             }),
         }
     }
@@ -130,7 +153,7 @@ struct Instance {
     id: Arc<str>,
     /// The version of each session this instance last read or wrote.
     versions: Mutex<HashMap<String, i64>>,
-    news: broadcast::Sender<StoreNews>,
+    listener: Listener,
 }
 
 impl Drop for Instance {
@@ -144,6 +167,12 @@ impl MemoryInstance {
     /// This instance's id.
     pub fn id(&self) -> &str {
         &self.me.id
+    }
+
+    /// Whether this instance hears the text of `chat`'s turns run elsewhere
+    /// ([`SessionStore::hear_text`]).
+    pub fn hears_text_of(&self, chat: &str) -> bool {
+        lock(&self.me.listener.texts).contains_key(chat)
     }
 
     fn db(&self) -> &Database {
@@ -173,8 +202,8 @@ impl MemoryInstance {
     fn tell(&self, news: StoreNews) {
         let others: Vec<broadcast::Sender<StoreNews>> = lock(&self.db().instances)
             .iter()
-            .filter(|(id, _)| **id != self.me.id)
-            .map(|(_, news)| news.clone())
+            .filter(|(id, listener)| **id != self.me.id && listener.hears(&news))
+            .map(|(_, listener)| listener.news.clone())
             .collect();
         if let Some(held) = lock(&self.db().held).as_mut() {
             held.extend(others.into_iter().map(|to| (to, news.clone())));
@@ -453,7 +482,22 @@ impl SessionStore for MemoryInstance {
     }
 
     fn news(&self) -> Option<broadcast::Receiver<StoreNews>> {
-        Some(self.me.news.subscribe())
+        Some(self.me.listener.news.subscribe())
+    }
+
+    fn hear_text(&self, chat: &str) -> super::TextInterest {
+        let texts = self.me.listener.texts.clone();
+        *lock(&texts).entry(chat.to_owned()).or_default() += 1;
+        let chat = chat.to_owned();
+        super::TextInterest::ending_with(move || {
+            let mut texts = lock(&texts);
+            if let Some(held) = texts.get_mut(&chat) {
+                *held -= 1;
+                if *held == 0 {
+                    texts.remove(&chat);
+                }
+            }
+        })
     }
 
     async fn announce(&self, news: StoreNews) -> Result<(), StoreError> {

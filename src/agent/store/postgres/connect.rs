@@ -154,10 +154,15 @@ impl PostgresStore {
         let (news, _) = tokio::sync::broadcast::channel(NEWS_BACKLOG);
         instances::spawn_heartbeat(pool.clone(), instance.clone(), stop.clone());
         let (ready, listening) = tokio::sync::oneshot::channel();
+        let (texts, text_changes) = instances::TextGroups::new();
         instances::spawn_listener(
             listen_config,
-            instance.clone(),
-            news.clone(),
+            instances::Listening {
+                me: instance.clone(),
+                news: news.clone(),
+                texts: texts.clone(),
+                text_changes,
+            },
             stop.clone(),
             ready,
         );
@@ -176,6 +181,7 @@ impl PostgresStore {
             versions: Arc::default(),
             instance,
             news,
+            texts,
             reserving: Arc::default(),
             _background: Arc::new(stop.drop_guard()),
         })

@@ -6,13 +6,19 @@
 //! notification lost while the listening connection was down is reported as
 //! [`StoreNews::Missed`], after which the runtime reads again everything it follows.
 //! The one exception is [`StoreNews::Text`] (ADR 0043): the entries a running turn just logged,
-//! so a reader on another instance follows it per token; what it loses, it reads.
+//! so a reader on another instance follows it per token; what it loses, it reads. Text goes on
+//! one of [`TEXT_CHANNELS`] channels by its chat, and an instance listens only to those of the
+//! chats its readers follow ([`TextGroups`]); the rest of the news goes on [`CHANNEL`].
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+    time::Duration,
+};
 
 use deadpool_postgres::Pool;
 use futures::StreamExt;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;
 
@@ -20,8 +26,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{err, execute_in};
 use crate::agent::{
+    lock,
     session::TurnEntry,
-    store::{StoreError, StoreNews},
+    store::{StoreError, StoreNews, TextInterest},
 };
 
 /// How long an instance stays the owner of the turns it runs after its last heartbeat: then
@@ -96,13 +103,114 @@ pub(super) fn spawn_heartbeat(pool: Pool, id: Arc<str>, stop: CancellationToken)
     });
 }
 
-/// Listens on [`CHANNEL`] with a connection of its own (not the pool's) until `stop`, passing
-/// what other instances say to `news`; reconnects when the connection is lost, and says
-/// [`StoreNews::Missed`] then. `ready` hears when it first listens.
+/// How many channels the live text of running turns is spread over (ADR 0043): an instance
+/// listens only to the channels of the chats its readers follow, so it neither receives nor
+/// decodes the text of every turn in the deployment.
+const TEXT_CHANNELS: u32 = 256;
+
+/// The channel `news` goes on: a turn's text on its chat's text channel, the rest on
+/// [`CHANNEL`], which every instance hears.
+pub(super) fn channel_of(news: &StoreNews) -> std::borrow::Cow<'static, str> {
+    match news {
+        StoreNews::Text { chat, .. } => text_channel(text_group(chat)).into(),
+        _ => CHANNEL.into(),
+    }
+}
+
+/// The text channel of group `group`.
+fn text_channel(group: u32) -> String {
+    format!("{CHANNEL}_text_{group}")
+}
+
+/// The text group of `chat`: the same on every instance and every version (a digest, not
+/// Rust's seeded hasher).
+fn text_group(chat: &str) -> u32 {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(chat.as_bytes());
+    u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) % TEXT_CHANNELS
+}
+
+/// The text groups this instance's readers follow, each with how many interests hold it
+/// ([`TextGroups::hold`]); the listener hears of each group whose count left or reached zero.
+#[derive(Debug)]
+pub(super) struct TextGroups {
+    held: std::sync::Mutex<HashMap<u32, usize>>,
+    changed: mpsc::UnboundedSender<u32>,
+}
+
+impl TextGroups {
+    /// The groups, and where the listener hears of their changes.
+    pub(super) fn new() -> (Arc<Self>, mpsc::UnboundedReceiver<u32>) {
+        let (changed, changes) = mpsc::unbounded_channel();
+        let groups = TextGroups {
+            held: std::sync::Mutex::default(),
+            changed,
+        };
+        (Arc::new(groups), changes)
+    }
+
+    /// An interest in `chat`'s text: its group is listened to while any interest in it is held.
+    pub(super) fn hold(self: &Arc<Self>, chat: &str) -> TextInterest {
+        let group = text_group(chat);
+        let first = {
+            let mut held = lock(&self.held);
+            let count = held.entry(group).or_default();
+            *count += 1;
+            *count == 1
+        };
+        if first {
+            // The listener is gone only with the store.
+            let _ = self.changed.send(group);
+        }
+        let groups = Arc::downgrade(self);
+        TextInterest::ending_with(move || {
+            let Some(groups) = groups.upgrade() else {
+                return;
+            };
+            let last = {
+                let mut held = lock(&groups.held);
+                match held.get_mut(&group) {
+                    Some(count) if *count > 1 => {
+                        *count -= 1;
+                        false
+                    }
+                    Some(_) => {
+                        held.remove(&group);
+                        true
+                    }
+                    None => false,
+                }
+            };
+            if last {
+                let _ = groups.changed.send(group);
+            }
+        })
+    }
+
+    fn is_held(&self, group: u32) -> bool {
+        lock(&self.held).contains_key(&group)
+    }
+
+    fn held(&self) -> Vec<u32> {
+        lock(&self.held).keys().copied().collect()
+    }
+}
+
+/// What the listener needs: this instance's id, where news goes, and the text groups to hear.
+pub(super) struct Listening {
+    pub me: Arc<str>,
+    pub news: broadcast::Sender<StoreNews>,
+    pub texts: Arc<TextGroups>,
+    pub text_changes: mpsc::UnboundedReceiver<u32>,
+}
+
+/// Listens on [`CHANNEL`] (and the text channels the readers here follow) with a connection of
+/// its own (not the pool's) until `stop`, passing what other instances say to `news`;
+/// reconnects when the connection is lost, and says [`StoreNews::Missed`] then. `ready` hears
+/// when it first listens.
 pub(super) fn spawn_listener(
     config: tokio_postgres::Config,
-    id: Arc<str>,
-    news: broadcast::Sender<StoreNews>,
+    mut listening: Listening,
     stop: CancellationToken,
     ready: tokio::sync::oneshot::Sender<()>,
 ) {
@@ -112,13 +220,13 @@ pub(super) fn spawn_listener(
         loop {
             let listened = tokio::select! {
                 () = stop.cancelled() => return,
-                listened = listen(&config, &id, &news, lost, &mut ready) => listened,
+                listened = listen(&config, &mut listening, lost, &mut ready) => listened,
             };
             if let Err(e) = listened {
                 tracing::warn!(error = %e.report(), "not listening to the other instances; trying again");
             }
             lost = true;
-            let _ = news.send(StoreNews::Missed);
+            let _ = listening.news.send(StoreNews::Missed);
             tokio::select! {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(RECONNECT) => {}
@@ -131,8 +239,7 @@ pub(super) fn spawn_listener(
 /// may have been missed meanwhile (said once listening again).
 async fn listen(
     config: &tokio_postgres::Config,
-    me: &str,
-    news: &broadcast::Sender<StoreNews>,
+    listening: &mut Listening,
     again: bool,
     ready: &mut Option<tokio::sync::oneshot::Sender<()>>,
 ) -> Result<(), StoreError> {
@@ -156,20 +263,49 @@ async fn listen(
         }
         Ok(())
     });
+    let mut sql = format!("LISTEN {CHANNEL};");
+    let mut texts = HashSet::new();
+    for group in listening.texts.held() {
+        sql.push_str(&format!(" LISTEN {};", text_channel(group)));
+        texts.insert(group);
+    }
     client
-        .batch_execute(&format!("LISTEN {CHANNEL}"))
+        .batch_execute(&sql)
         .await
         .map_err(err("cannot listen"))?;
     if again {
-        let _ = news.send(StoreNews::Missed);
+        let _ = listening.news.send(StoreNews::Missed);
     }
     if let Some(ready) = ready.take() {
         let _ = ready.send(());
     }
-    while let Some(payload) = rx.recv().await {
-        if let Some(item) = decode(&payload, me) {
-            // Nobody listening (no runtime yet) is fine: news is a wake-up only.
-            let _ = news.send(item);
+    loop {
+        tokio::select! {
+            payload = rx.recv() => {
+                let Some(payload) = payload else { break };
+                if let Some(item) = decode(&payload, &listening.me) {
+                    // Nobody listening (no runtime yet) is fine: news is a wake-up only.
+                    let _ = listening.news.send(item);
+                }
+            }
+            Some(group) = listening.text_changes.recv() => {
+                // The count may have moved again since: what it is now decides.
+                let wanted = listening.texts.is_held(group);
+                let command = match (wanted, texts.contains(&group)) {
+                    (true, false) => "LISTEN",
+                    (false, true) => "UNLISTEN",
+                    _ => continue,
+                };
+                client
+                    .batch_execute(&format!("{command} {}", text_channel(group)))
+                    .await
+                    .map_err(err("cannot change the text channels listened to"))?;
+                if wanted {
+                    texts.insert(group);
+                } else {
+                    texts.remove(&group);
+                }
+            }
         }
     }
     drop(client);

@@ -64,6 +64,8 @@ pub struct PostgresStore {
     instance: Arc<str>,
     /// What the other instances say ([`instances`]).
     news: tokio::sync::broadcast::Sender<StoreNews>,
+    /// The channels of live text this instance listens to ([`instances::TextGroups`]).
+    texts: Arc<instances::TextGroups>,
     /// This instance's reservations go one at a time ([`policy`]): they would wait for each
     /// other on the database's lock anyway, each holding a connection of the pool.
     reserving: Arc<tokio::sync::Mutex<()>>,
@@ -244,13 +246,13 @@ impl PostgresStore {
             chat: write.id.clone(),
             waits: !write.approvals.is_empty(),
         };
-        notify_in(&tx, &instances::encode(&self.instance, &news)).await?;
+        notify_in(&tx, &self.instance, &news).await?;
         if !changed.is_empty() {
             let news = StoreNews::Waiting {
                 chat: write.id.clone(),
                 approvals: changed,
             };
-            notify_in(&tx, &instances::encode(&self.instance, &news)).await?;
+            notify_in(&tx, &self.instance, &news).await?;
         }
         tx.commit().await.map_err(err("cannot commit"))?;
         self.versions.set(&write.id, version);
@@ -261,13 +263,25 @@ impl PostgresStore {
 /// The stored name of [`TurnStatus::Running`].
 const RUNNING: &str = "running";
 
-/// Tells the other instances `payload` (when `tx` commits, if it is a transaction).
-async fn notify_in(tx: &impl GenericClient, payload: &str) -> Result<(), StoreError> {
+/// Tells the other instances `news` from instance `from` (when `tx` commits, if it is a
+/// transaction), on its channel ([`instances::channel_of`]). News too long for a notification
+/// (only live text can be: an entry past its limits) is not sent: readers elsewhere get it from
+/// the stored log (ADR 0043).
+async fn notify_in(
+    tx: &impl GenericClient,
+    from: &str,
+    news: &StoreNews,
+) -> Result<(), StoreError> {
+    let payload = instances::encode(from, news);
+    if payload.len() > instances::MAX_PAYLOAD {
+        tracing::debug!(bytes = payload.len(), "news too long to send");
+        return Ok(());
+    }
     let stmt = tx
         .prepare_cached("SELECT pg_notify($1, $2)")
         .await
         .map_err(err("cannot notify the other instances"))?;
-    tx.query(&stmt, &[&instances::CHANNEL, &payload])
+    tx.query(&stmt, &[&&*instances::channel_of(news), &payload])
         .await
         .map_err(err("cannot notify the other instances"))?;
     Ok(())
@@ -637,20 +651,17 @@ impl SessionStore for PostgresStore {
                 turn: turn.to_owned(),
                 len: log.len(),
             };
-            notify_in(&tx, &instances::encode(&self.instance, &news)).await?;
+            notify_in(&tx, &self.instance, &news).await?;
         }
         tx.commit().await.map_err(err("cannot write a turn's log"))
     }
 
     async fn announce(&self, news: StoreNews) -> Result<(), StoreError> {
-        let payload = instances::encode(&self.instance, &news);
-        if payload.len() > instances::MAX_PAYLOAD {
-            // Only live text can be this long (an id past its limits): readers elsewhere
-            // get it from the stored log (ADR 0043).
-            tracing::debug!(bytes = payload.len(), "news too long to send");
-            return Ok(());
-        }
-        notify_in(&self.client().await?, &payload).await
+        notify_in(&self.client().await?, &self.instance, &news).await
+    }
+
+    fn hear_text(&self, chat: &str) -> super::TextInterest {
+        self.texts.hold(chat)
     }
 
     async fn stale(&self, id: &str) -> Result<bool, StoreError> {

@@ -20,7 +20,7 @@
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 
-use super::{PostgresStore, err, execute_in, instances, notify_in};
+use super::{PostgresStore, err, execute_in, notify_in};
 use crate::{
     agent::{
         clock::Millis,
@@ -250,7 +250,7 @@ impl PolicyStore for PostgresStore {
             return Ok(Reserved::Refused);
         };
         if grants_used {
-            notify_in(&tx, &instances::encode(&self.instance, &StoreNews::Grants)).await?;
+            notify_in(&tx, &self.instance, &StoreNews::Grants).await?;
         }
         tx.commit().await.map_err(err(context))?;
         Ok(Reserved::Kept)
@@ -298,7 +298,7 @@ impl PolicyStore for PostgresStore {
             refunded = true;
         }
         if refunded {
-            notify_in(&tx, &instances::encode(&self.instance, &StoreNews::Grants)).await?;
+            notify_in(&tx, &self.instance, &StoreNews::Grants).await?;
         }
         tx.commit().await.map_err(err(context))
     }

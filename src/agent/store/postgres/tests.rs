@@ -793,6 +793,118 @@ async fn people_grants_and_ended_sign_ins_are_news_to_the_other_instances() {
     );
 }
 
+/// What `b` hears (`news`) of `said`, told by `a`: the news up to a wake-up `a` sends right after
+/// on the channel every instance hears (notifications arrive in the order they were sent).
+async fn heard_of(
+    a: &PostgresStore,
+    news: &mut tokio::sync::broadcast::Receiver<StoreNews>,
+    said: StoreNews,
+) -> Vec<StoreNews> {
+    SessionStore::announce(a, said).await.unwrap();
+    SessionStore::announce(a, StoreNews::SignIns).await.unwrap();
+    let mut got = Vec::new();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), news.recv()).await {
+            Ok(Ok(StoreNews::SignIns)) => return got,
+            Ok(Ok(other)) => got.push(other),
+            other => panic!("the wake-up should come: {other:?}"),
+        }
+    }
+}
+
+/// Live text goes on its chat's text channel (ADR 0043): an instance hears a turn's text only
+/// while it holds an interest in the chat (a reader here follows it), not the text of every turn
+/// of the deployment; interests are counted, and the rest of the news reaches every instance.
+#[tokio::test]
+async fn an_instance_hears_live_text_only_of_the_chats_it_follows() {
+    let Some(config) = fresh_database("texts").await else {
+        return;
+    };
+    let a = PostgresStore::connect_with(config.clone()).await.unwrap();
+    let b = PostgresStore::connect_with(config).await.unwrap();
+    let mut news = b.news().unwrap();
+    let text = |chat: &str| StoreNews::Text {
+        chat: chat.into(),
+        turn: "t".into(),
+        at: 0,
+        entries: Vec::new(),
+    };
+    // Until `wanted` is what B hears of the text of `chat` (listening changes a moment after the
+    // interest does: what is said meanwhile comes from the stored log).
+    async fn until_heard(
+        a: &PostgresStore,
+        news: &mut tokio::sync::broadcast::Receiver<StoreNews>,
+        said: &StoreNews,
+        wanted: &[StoreNews],
+    ) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut got = heard_of(a, news, said.clone()).await;
+            // A listening connection lost and made again says news may have been missed.
+            got.retain(|n| *n != StoreNews::Missed);
+            if got == wanted {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still hearing {got:?}"
+            );
+        }
+    }
+    let other = (0..)
+        .map(|n| format!("other-{n}"))
+        .find(|c| instances::channel_of(&text(c)) != instances::channel_of(&text("c")))
+        .expect("a chat in another group");
+
+    assert_eq!(heard_of(&a, &mut news, text("c")).await, []);
+    let first = SessionStore::hear_text(&b, "c");
+    until_heard(&a, &mut news, &text("c"), &[text("c")]).await;
+    // Another group's text is still not heard; the rest of the news is.
+    assert_eq!(heard_of(&a, &mut news, text(&other)).await, []);
+    assert_eq!(
+        heard_of(
+            &a,
+            &mut news,
+            StoreNews::Stop {
+                chat: other.clone()
+            }
+        )
+        .await,
+        [StoreNews::Stop { chat: other }]
+    );
+    // Two interests in the chat: the first one dropped, the chat is still heard.
+    let second = SessionStore::hear_text(&b, "c");
+    drop(first);
+    for _ in 0..3 {
+        assert_eq!(heard_of(&a, &mut news, text("c")).await, [text("c")]);
+    }
+    // The last one dropped: B stops hearing it.
+    drop(second);
+    until_heard(&a, &mut news, &text("c"), &[]).await;
+    // B's listening connection is lost while it follows the chat: the new one listens to the
+    // chat's text again.
+    let third = SessionStore::hear_text(&b, "c");
+    until_heard(&a, &mut news, &text("c"), &[text("c")]).await;
+    let short = &b.instance()[..12];
+    let cut = number(
+        &a,
+        &format!(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE application_name = 'countersign {short} listen'"
+        ),
+    )
+    .await;
+    assert_eq!(cut, 1);
+    // B says it may have missed news twice: when the connection is lost, and once it listens
+    // again (news sent in between is lost).
+    for _ in 0..2 {
+        let said = tokio::time::timeout(Duration::from_secs(10), news.recv()).await;
+        assert_eq!(said, Ok(Ok(StoreNews::Missed)));
+    }
+    until_heard(&a, &mut news, &text("c"), &[text("c")]).await;
+    drop(third);
+}
+
 /// The million-approval bench generates its chats in SQL (`bench/sql/million.sql`, issue #35):
 /// the rows it makes are exactly those the store writes for the same chats.
 #[tokio::test]
