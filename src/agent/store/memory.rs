@@ -35,6 +35,23 @@ pub(super) struct PeopleTables {
     pub(super) spent: HashMap<String, Millis>,
 }
 
+impl MemoryStore {
+    /// Writes `record` and appends `audit` (a commit that may happen: the shared database's
+    /// checks are its own). As in SQLite and Postgres, a chat's owner is written once (its first
+    /// turn claims it): a later commit naming someone else does not take the chat.
+    pub(super) fn keep(&self, record: &SessionRecord, audit: &[AuditEvent]) {
+        let mut records = lock(&self.records);
+        let owner = records.get(&record.id).and_then(|r| r.owner.clone());
+        let mut stored = record.clone();
+        if owner.is_some() {
+            stored.owner = owner;
+        }
+        records.insert(record.id.clone(), stored);
+        drop(records);
+        append_chained(&mut lock(&self.audit), audit);
+    }
+}
+
 #[async_trait]
 impl SessionStore for MemoryStore {
     async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
@@ -65,8 +82,7 @@ impl SessionStore for MemoryStore {
         if record.turn.as_ref().is_some_and(|t| t.status.is_over()) {
             lock(&self.paused_logs).remove(&record.id);
         }
-        lock(&self.records).insert(record.id.clone(), record.clone());
-        append_chained(&mut lock(&self.audit), audit);
+        self.keep(record, audit);
         Ok(())
     }
 

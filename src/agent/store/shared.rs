@@ -33,7 +33,7 @@ use tokio::sync::broadcast;
 use super::{
     AuditEvent, AuditQuery, AuditRecord, Checkpoint, Claim, MemoryStore, PeopleStore, PolicyStore,
     Reserved, SessionStore, SignIn, SignInStore, Spent, StoreError, StoreNews, StoredFile,
-    StoredSession, ToolListStore, Unused, lock, log_of_turn, memory::append_chained,
+    StoredSession, ToolListStore, Unused, lock, log_of_turn,
 };
 use crate::{
     agent::people::{Invite, InviteKind, Person, StoredPasskey},
@@ -252,8 +252,7 @@ impl MemoryInstance {
                 }
                 _ => {}
             }
-            lock(&store.records).insert(record.id.clone(), record.clone());
-            append_chained(&mut lock(&store.audit), audit);
+            store.keep(record, audit);
             row.version
         };
         self.saw(&record.id, version);

@@ -239,6 +239,32 @@ pub(crate) async fn store_contract(store: &dyn SessionStore) {
         store.chat_owner("owned").await.unwrap(),
         Some(Some("p-ann".into()))
     );
+    // A chat stored before anyone's first turn, which that turn then makes theirs: the commit
+    // records the owner (it did not: the row kept no owner, so the chat read back was no one's).
+    store
+        .save(&SessionRecord::new("claimed", 80))
+        .await
+        .unwrap();
+    let mut claimed = store.load("claimed").await.unwrap().unwrap().record;
+    claimed.owner = Some("p-ben".into());
+    claimed.updated_at_ms = 90;
+    store.commit(&claimed, &[]).await.unwrap();
+    assert_eq!(
+        store.chat_owner("claimed").await.unwrap(),
+        Some(Some("p-ben".into()))
+    );
+    assert_eq!(
+        store.load("claimed").await.unwrap().unwrap().record,
+        claimed
+    );
+    // Written once: a later commit naming someone else does not take the chat.
+    let mut taken = claimed.clone();
+    taken.owner = Some("p-eve".into());
+    store.commit(&taken, &[]).await.unwrap();
+    assert_eq!(
+        store.chat_owner("claimed").await.unwrap(),
+        Some(Some("p-ben".into()))
+    );
 }
 
 /// A chat of `turns` turns (a history item, a message and an answered approval each) that waits

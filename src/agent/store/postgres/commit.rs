@@ -28,6 +28,7 @@ pub(super) async fn write_one(
                  updated_at_ms = EXCLUDED.updated_at_ms, turn_status = EXCLUDED.turn_status,
                  wallet = EXCLUDED.wallet, turn = EXCLUDED.turn,
                  tool_state = EXCLUDED.tool_state, running_on = EXCLUDED.running_on,
+                 owner = COALESCE(sessions.owner, EXCLUDED.owner),
                  version = sessions.version + 1
              WHERE sessions.version = $9
              RETURNING version",

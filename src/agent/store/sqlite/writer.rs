@@ -198,7 +198,8 @@ pub(super) fn write_one(
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
          ON CONFLICT (id) DO UPDATE SET
              updated_at_ms = excluded.updated_at_ms, turn_status = excluded.turn_status,
-             wallet = excluded.wallet, turn = excluded.turn, tool_state = excluded.tool_state",
+             wallet = excluded.wallet, turn = excluded.turn, tool_state = excluded.tool_state,
+             owner = coalesce(sessions.owner, excluded.owner)",
     )
     .and_then(|mut stmt| {
         stmt.execute(params![
