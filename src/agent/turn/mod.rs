@@ -19,6 +19,7 @@ mod voice;
 pub(crate) use aside::Aside;
 pub(crate) use voice::voice_heard;
 
+use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
@@ -30,8 +31,8 @@ use tracing::Instrument;
 use super::{
     Transport,
     gate::StepCall,
-    history::AssistantPart,
-    model::CallNotice,
+    history::{AssistantPart, HistoryItem},
+    model::{CallNotice, ModelStream},
     questions::QuestionEvent,
     session::{Parked, Session, TurnLog, TurnStatus},
 };
@@ -165,22 +166,8 @@ impl TurnDriver {
     async fn run(mut self, from: DriveFrom) -> bool {
         let mut paused_at = match from {
             DriveFrom::Start => {
-                if let Some(heard) = self.heard.take() {
-                    // Transient, before the assistant message: the reply's reducer never sees it.
-                    self.push(crate::agent::session::TurnEntry::Chunk(heard));
-                }
-                self.emit(Chunk::start(self.message_id.clone()));
-                if self.rt.store.shared() {
-                    // On a shared database the turn is on disk as running, here, before it does
-                    // anything (ADR 0025): other instances follow it rather than start another.
-                    self.save().await;
-                    if self.commits.overtaken() {
-                        self.end_overtaken().await;
-                        return false;
-                    }
-                }
-                if let Some(call) = self.reissue.take() {
-                    self.reissue_call(call).await;
+                if self.begin().await.is_break() {
+                    return false;
                 }
                 None
             }
@@ -215,86 +202,141 @@ impl TurnDriver {
             }
 
             // Phase B: one model step.
-            self.set_status(TurnStatus::Running);
-            self.emit(Chunk::start_step());
-            // The model reads the record's history as it is, shared, not copied (ADR 0038); the
-            // request is gone (with the stream) before the step's entries are added to it.
-            // A history read from the store is decoded here, once (ADR 0045).
-            let read = {
-                let mut state = self.session.state();
-                let record = &mut state.record;
-                record.history.shared().map(|h| (record.id.clone(), h))
-            };
-            let (session_id, mut history) = match read {
-                Ok(read) => read,
-                Err(e) => {
-                    tracing::error!(session = %self.session.id, error = %e, "the chat's stored history does not decode");
-                    self.emit(Chunk::finish_step());
-                    self.fail("this chat's stored history cannot be read".into())
-                        .await;
-                    return false;
-                }
-            };
-            let model = self.rt.model_for(self.transport).clone();
-            if model.reads_attachments() {
-                self.rt
-                    .attachments()
-                    .inline(&session_id, &mut history)
-                    .await;
+            if self.model_step().await.is_break() {
+                return false;
             }
-            let mut stream = model.stream(self.rt.model_request(&session_id, history));
-            let mut step = StepOutput::default();
-            let mut failure = None;
-            loop {
-                let event = tokio::select! {
-                    biased;
-                    () = self.cancel.cancelled() => None,
-                    event = stream.next() => Some(event),
-                };
-                match event {
-                    None => {
-                        drop(stream);
-                        self.finish_interrupted(Some(step)).await;
-                        return false;
-                    }
-                    Some(None) => break,
-                    Some(Some(Ok(event))) => {
-                        if self.on_model_event(&mut step, event) {
-                            break;
-                        }
-                    }
-                    Some(Some(Err(e))) => {
-                        failure = Some(e.to_string());
+        }
+    }
+
+    /// Opens a new turn's log (the spoken words it answers, then its message's `start`) and
+    /// puts an "ask again" call before the person. Breaks, the turn ended, when another
+    /// instance committed the chat first.
+    async fn begin(&mut self) -> ControlFlow<()> {
+        if let Some(heard) = self.heard.take() {
+            // Transient, before the assistant message: the reply's reducer never sees it.
+            self.push(crate::agent::session::TurnEntry::Chunk(heard));
+        }
+        self.emit(Chunk::start(self.message_id.clone()));
+        if self.rt.store.shared() {
+            // On a shared database the turn is on disk as running, here, before it does
+            // anything (ADR 0025): other instances follow it rather than start another.
+            self.save().await;
+            if self.commits.overtaken() {
+                self.end_overtaken().await;
+                return ControlFlow::Break(());
+            }
+        }
+        if let Some(call) = self.reissue.take() {
+            self.reissue_call(call).await;
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// Phase B, one model step: the model reads the chat's history and streams its answer. A
+    /// step that called tools goes on to phase A (the gate decided its calls); any other step
+    /// ended the turn (finished, failed or interrupted): it breaks.
+    async fn model_step(&mut self) -> ControlFlow<()> {
+        self.set_status(TurnStatus::Running);
+        self.emit(Chunk::start_step());
+        let Some((session_id, mut history)) = self.step_history().await else {
+            return ControlFlow::Break(());
+        };
+        let model = self.rt.model_for(self.transport).clone();
+        if model.reads_attachments() {
+            self.rt
+                .attachments()
+                .inline(&session_id, &mut history)
+                .await;
+        }
+        let stream = model.stream(self.rt.model_request(&session_id, history));
+        let Some((mut step, failure)) = self.read_step(stream).await else {
+            return ControlFlow::Break(());
+        };
+        self.close_blocks(&mut step);
+        self.with_turn(|t| t.steps += 1);
+        self.end_step(step, failure).await
+    }
+
+    /// The history the model reads, as it is, shared, not copied (ADR 0038); the request is
+    /// gone (with the stream) before the step's entries are added to it. A history read from
+    /// the store is decoded here, once (ADR 0045): one that does not decode fails the turn
+    /// (`None`).
+    async fn step_history(&mut self) -> Option<(String, Arc<Vec<HistoryItem>>)> {
+        let read = {
+            let mut state = self.session.state();
+            let record = &mut state.record;
+            record.history.shared().map(|h| (record.id.clone(), h))
+        };
+        match read {
+            Ok(read) => Some(read),
+            Err(e) => {
+                tracing::error!(session = %self.session.id, error = %e, "the chat's stored history does not decode");
+                self.emit(Chunk::finish_step());
+                self.fail("this chat's stored history cannot be read".into())
+                    .await;
+                None
+            }
+        }
+    }
+
+    /// Reads the model's stream to the end of its step: what the step produced, and the error
+    /// the stream ended with, if any. `None` when the turn was interrupted meanwhile (it is
+    /// ended, with what the step had produced).
+    async fn read_step(&mut self, mut stream: ModelStream) -> Option<(StepOutput, Option<String>)> {
+        let mut step = StepOutput::default();
+        let mut failure = None;
+        loop {
+            let event = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => None,
+                event = stream.next() => Some(event),
+            };
+            match event {
+                None => {
+                    drop(stream);
+                    self.finish_interrupted(Some(step)).await;
+                    return None;
+                }
+                Some(None) => break,
+                Some(Some(Ok(event))) => {
+                    if self.on_model_event(&mut step, event) {
                         break;
                     }
                 }
+                Some(Some(Err(e))) => {
+                    failure = Some(e.to_string());
+                    break;
+                }
             }
-            drop(stream);
-            self.close_blocks(&mut step);
-            self.with_turn(|t| t.steps += 1);
-
-            if let Some(message) = failure {
-                self.record_step(&mut step);
-                self.fail_calls(&mut step, &message);
-                self.flush_held_text();
-                self.emit(Chunk::finish_step());
-                self.fail(message).await;
-                return false;
-            }
-
-            if step.calls.is_empty() {
-                self.record_step(&mut step);
-                self.flush_held_text();
-                self.emit(Chunk::finish_step());
-                let reason = step.finish.unwrap_or(FinishReason::Stop);
-                self.finish(reason, TurnStatus::Finished).await;
-                return false;
-            }
-
-            // The step called tools. In hold mode its text stays in `held_text` until the final
-            // response (end_text put it there); in progressive mode it was already streamed.
-            self.end_step_with_calls(&mut step).await;
         }
+        Some((step, failure))
+    }
+
+    /// Ends a model step: one that failed (`failure`) or called no tool ends the turn (break);
+    /// one that called tools goes on.
+    async fn end_step(&mut self, mut step: StepOutput, failure: Option<String>) -> ControlFlow<()> {
+        if let Some(message) = failure {
+            self.record_step(&mut step);
+            self.fail_calls(&mut step, &message);
+            self.flush_held_text();
+            self.emit(Chunk::finish_step());
+            self.fail(message).await;
+            return ControlFlow::Break(());
+        }
+
+        if step.calls.is_empty() {
+            self.record_step(&mut step);
+            self.flush_held_text();
+            self.emit(Chunk::finish_step());
+            let reason = step.finish.unwrap_or(FinishReason::Stop);
+            self.finish(reason, TurnStatus::Finished).await;
+            return ControlFlow::Break(());
+        }
+
+        // The step called tools. In hold mode its text stays in `held_text` until the final
+        // response (end_text put it there); in progressive mode it was already streamed.
+        self.end_step_with_calls(&mut step).await;
+        ControlFlow::Continue(())
     }
 
     /// Ends a step that called tools: it goes into the history, the gate decides its calls,
