@@ -17,7 +17,10 @@ use crate::agent::{
     gate::{CallPhase, next_deadline},
     history::Outcome,
     questions,
-    session::{LiveTurn, Parked, Session, SessionState, TurnEntry, TurnLog, TurnStatus, lock},
+    session::{
+        LiveTurn, Parked, Session, SessionRecord, SessionState, TurnEntry, TurnLog, TurnStatus,
+        lock,
+    },
     store::StoreError,
     tools::ToolEffects,
 };
@@ -149,28 +152,50 @@ impl Runtime {
         }
         let over = record.turn.as_ref().is_some_and(|t| t.status.is_over());
         if elsewhere || (over && followed_log.is_some()) {
-            let mut entries = followed_log.unwrap_or_default();
-            if over {
-                // The end is logged after the last commit.
-                entries.push(TurnEntry::End);
-            }
-            let log = self.adopt_log(&session.id, entries);
-            if elsewhere {
-                // Its text, token by token, for as long as the log is followed here.
-                log.hear_with(|| self.store.hear_text(&session.id));
-            }
-            *live = Some(LiveTurn {
-                saved: log.len(),
-                log,
-                cancel: CancellationToken::new(),
-                interrupt_reason: Arc::new(Mutex::new(None)),
-                task: None,
-                parked: None,
-                elsewhere,
-                asides: Default::default(),
-            });
+            *live = Some(self.followed_turn(&session.id, followed_log, over, elsewhere));
             return;
         }
+        self.restart_cut_short(&session.id, record);
+        if self.revive_parked(session, record, live, paused_log) {
+            return;
+        }
+        self.resume_revived(session, record, live);
+    }
+
+    /// A turn no task here drives, for readers here to follow: one another instance runs
+    /// (`elsewhere`), or one that is `over`; its log as of its last commit (`followed_log`).
+    fn followed_turn(
+        &self,
+        chat: &str,
+        followed_log: Option<Vec<TurnEntry>>,
+        over: bool,
+        elsewhere: bool,
+    ) -> LiveTurn {
+        let mut entries = followed_log.unwrap_or_default();
+        if over {
+            // The end is logged after the last commit.
+            entries.push(TurnEntry::End);
+        }
+        let log = self.adopt_log(chat, entries);
+        if elsewhere {
+            // Its text, token by token, for as long as the log is followed here.
+            log.hear_with(|| self.store.hear_text(chat));
+        }
+        LiveTurn {
+            saved: log.len(),
+            log,
+            cancel: CancellationToken::new(),
+            interrupt_reason: Arc::new(Mutex::new(None)),
+            task: None,
+            parked: None,
+            elsewhere,
+            asides: Default::default(),
+        }
+    }
+
+    /// What the server's stop cut short in an unfinished turn: its running calls and the
+    /// questions they asked.
+    fn restart_cut_short(&self, chat: &str, record: &mut SessionRecord) {
         if let Some(turn) = record.turn.as_mut().filter(|t| !t.status.is_over()) {
             // A call that was running when the server stopped runs again (idempotent tools),
             // unless its tool may not be repeated: that one ends saying so.
@@ -181,7 +206,7 @@ impl Runtime {
                         .get(&call.call.name)
                         .is_some_and(|t| t.spec.effects == ToolEffects::ExternalOnce);
                     call.phase = if once {
-                        tracing::warn!(session = %session.id, call = %call.call.id, tool = %call.call.name, "a call cut short by the restart is not repeated");
+                        tracing::warn!(session = %chat, call = %call.call.id, tool = %call.call.name, "a call cut short by the restart is not repeated");
                         CallPhase::Done {
                             outcome: Outcome::Error {
                                 message: format!(
@@ -208,10 +233,21 @@ impl Runtime {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    tracing::error!(session = %session.id, error = %e, "the turn's stored message does not decode")
+                    tracing::error!(session = %chat, error = %e, "the turn's stored message does not decode")
                 }
             }
         }
+    }
+
+    /// A turn that waited for the person, with the log the store kept (`paused_log`), comes
+    /// back parked; it gets a task at once only if it has something to do. Whether it did.
+    fn revive_parked(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        record: &SessionRecord,
+        live: &mut Option<LiveTurn>,
+        paused_log: Option<Vec<TurnEntry>>,
+    ) -> bool {
         if let Some(entries) = paused_log
             && let Some(turn) = record
                 .turn
@@ -247,8 +283,19 @@ impl Runtime {
                 // Loaded to be looked at or answered: if nothing wakes it, it goes again.
                 self.release_soon(&session.id);
             }
-            return;
+            return true;
         }
+        false
+    }
+
+    /// An unfinished turn that did not wait for the person gets a task again: it starts its
+    /// step again.
+    fn resume_revived(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        record: &SessionRecord,
+        live: &mut Option<LiveTurn>,
+    ) {
         let plan = {
             let Some(turn) = record.turn.as_ref().filter(|t| !t.status.is_over()) else {
                 return;
