@@ -118,117 +118,185 @@ pub(super) fn described(ctl: ChatCtl, name: &str) -> Option<ToolInfo> {
         .with(|tools| tools.iter().find(|t| t.name == name).cloned())
 }
 
+/// What a tool card shows of one call, tracked: its part in the message, what its tool says
+/// about itself, and where its countersigning stands. The card ([`ToolCard`]) lays it out.
+#[derive(Clone, Copy)]
+struct CallView {
+    tool: Memo<Option<ToolPart>>,
+    /// What the tool says about itself (nothing when it left the registry since the call).
+    info: Memo<Option<ToolInfo>>,
+    progress: Memo<Option<Progress>>,
+    /// An edit made a new proposal: the approvals are for its arguments (ADR 0028).
+    proposal: Memo<Option<Value>>,
+}
+
+impl CallView {
+    fn new(ctl: ChatCtl, message: Memo<Option<UiMessage>>, call_id: String) -> Self {
+        let tool = Memo::new(move |_| {
+            message.with(|m| m.as_ref().and_then(|m| m.find_tool_part(&call_id).cloned()))
+        });
+        let name =
+            move || tool.with(|t| t.as_ref().map(|t| t.tool_name.clone()).unwrap_or_default());
+        let info = Memo::new(move |_| described(ctl, &name()));
+        let progress = Memo::new(move |_| {
+            tool.with(|t| {
+                let t = t.as_ref()?;
+                message.with(|m| progress_of(m.as_ref()?, t))
+            })
+        });
+        let proposal =
+            Memo::new(move |_| progress.with(|p| p.as_ref().and_then(|p| p.args.clone())));
+        CallView {
+            tool,
+            info,
+            progress,
+            proposal,
+        }
+    }
+
+    fn name(self) -> String {
+        self.tool
+            .with(|t| t.as_ref().map(|t| t.tool_name.clone()).unwrap_or_default())
+    }
+
+    fn runs_in_browser(self) -> bool {
+        self.info
+            .with(|i| i.as_ref().is_some_and(|i| i.runs_in_browser))
+    }
+
+    fn title(self) -> String {
+        self.info
+            .with(|i| i.as_ref().map(|i| i.presentation.title.clone()))
+            .unwrap_or_else(|| self.name())
+    }
+
+    fn source(self) -> Option<String> {
+        self.info
+            .with(|i| i.as_ref().and_then(|i| i.presentation.source.clone()))
+    }
+
+    fn notes(self) -> String {
+        self.info
+            .with(|i| i.as_ref().map(|i| i.presentation.notes.join(" · ")))
+            .unwrap_or_default()
+    }
+
+    fn fields(self, value: &Value, except: Option<&Value>) -> Vec<(String, String)> {
+        self.info.with(|i| match i {
+            Some(i) => i.presentation.fields(value, except),
+            None => ToolPresentation::default().fields(value, except),
+        })
+    }
+
+    /// Where the call stands, in words, and its `data-state`.
+    fn state(self) -> (&'static str, &'static str) {
+        self.tool
+            .with(|t| {
+                t.as_ref().map(|t| {
+                    describe_state(
+                        t,
+                        self.runs_in_browser(),
+                        self.progress.with(|p| p.as_ref().map(|p| p.state)),
+                    )
+                })
+            })
+            .unwrap_or(("Preparing", "input-streaming"))
+    }
+
+    /// The arguments the approvals are for: an edit's proposal, else the call's input.
+    fn args(self) -> Vec<(String, String)> {
+        if let Some(proposal) = self.proposal.get() {
+            return self.fields(&proposal, None);
+        }
+        self.tool.with(|t| {
+            t.as_ref()
+                .and_then(|t| t.input.as_ref())
+                .map(|i| self.fields(i, None))
+                .unwrap_or_default()
+        })
+    }
+
+    fn output(self) -> Vec<(String, String)> {
+        self.tool.with(|t| {
+            t.as_ref()
+                .and_then(|t| t.output.as_ref().map(|o| self.fields(o, t.input.as_ref())))
+                .unwrap_or_default()
+        })
+    }
+
+    fn error(self) -> Option<String> {
+        self.tool
+            .with(|t| t.as_ref().and_then(|t| t.error_text.clone()))
+    }
+
+    fn denial(self) -> Option<String> {
+        let countersigned = self.progress.with(Option::is_some);
+        self.tool
+            .with(|t| t.as_ref().and_then(|t| denial_note(t, countersigned)))
+    }
+
+    fn approval_id(self) -> Option<String> {
+        self.tool.with(|t| t.as_ref().and_then(waiting_approval))
+    }
+
+    fn receipt(self) -> Option<String> {
+        self.tool.with(|t| t.as_ref().and_then(receipt_of))
+    }
+
+    /// Only a call nobody decided can be asked again: it expired, or was set aside.
+    fn askable(self) -> bool {
+        matches!(self.state().1, "expired" | "dismissed")
+    }
+}
+
 /// One tool call: what it is, where it stands, its arguments and result.
 #[component]
 pub(super) fn ToolCard(message: Memo<Option<UiMessage>>, call_id: String) -> impl IntoView {
     let ctl = expect_context::<ChatCtl>();
-    let lookup = call_id.clone();
-    let tool = Memo::new(move |_| {
-        message.with(|m| m.as_ref().and_then(|m| m.find_tool_part(&lookup).cloned()))
-    });
-    let name = move || tool.with(|t| t.as_ref().map(|t| t.tool_name.clone()).unwrap_or_default());
-    // What the tool says about itself (nothing when it left the registry since the call).
-    let info = Memo::new(move |_| described(ctl, &name()));
-    let runs_in_browser = move || info.with(|i| i.as_ref().is_some_and(|i| i.runs_in_browser));
-    let title = move || {
-        info.with(|i| i.as_ref().map(|i| i.presentation.title.clone()))
-            .unwrap_or_else(name)
-    };
-    let source = move || info.with(|i| i.as_ref().and_then(|i| i.presentation.source.clone()));
-    let notes = move || {
-        info.with(|i| i.as_ref().map(|i| i.presentation.notes.join(" · ")))
-            .unwrap_or_default()
-    };
-    let fields = move |value: &Value, except: Option<&Value>| {
-        info.with(|i| match i {
-            Some(i) => i.presentation.fields(value, except),
-            None => ToolPresentation::default().fields(value, except),
-        })
-    };
-    let progress = Memo::new(move |_| {
-        tool.with(|t| {
-            let t = t.as_ref()?;
-            message.with(|m| progress_of(m.as_ref()?, t))
-        })
-    });
-    let state = move || {
-        tool.with(|t| {
-            t.as_ref().map(|t| {
-                describe_state(
-                    t,
-                    runs_in_browser(),
-                    progress.with(|p| p.as_ref().map(|p| p.state)),
-                )
-            })
-        })
-        .unwrap_or(("Preparing", "input-streaming"))
-    };
-    // An edit made a new proposal: the approvals are for its arguments (ADR 0028).
-    let proposal = Memo::new(move |_| progress.with(|p| p.as_ref().and_then(|p| p.args.clone())));
-    let args = move || {
-        if let Some(proposal) = proposal.get() {
-            return fields(&proposal, None);
-        }
-        tool.with(|t| {
-            t.as_ref()
-                .and_then(|t| t.input.as_ref())
-                .map(|i| fields(i, None))
-                .unwrap_or_default()
-        })
-    };
-    let output = move || {
-        tool.with(|t| {
-            t.as_ref()
-                .and_then(|t| t.output.as_ref().map(|o| fields(o, t.input.as_ref())))
-                .unwrap_or_default()
-        })
-    };
-    let error = move || tool.with(|t| t.as_ref().and_then(|t| t.error_text.clone()));
-    let approval_id = move || tool.with(|t| t.as_ref().and_then(waiting_approval));
-    let receipt = move || tool.with(|t| t.as_ref().and_then(receipt_of));
-    // Only a call nobody decided can be asked again: it expired, or was set aside.
-    let askable = move || matches!(state().1, "expired" | "dismissed");
+    let call = CallView::new(ctl, message, call_id.clone());
+    let CallView {
+        tool,
+        progress,
+        proposal,
+        ..
+    } = call;
     let ask_call = StoredValue::new(call_id);
     view! {
         <section
-            class=move || format!("tool-card state-{}", state().1)
+            class=move || format!("tool-card state-{}", call.state().1)
             data-testid="tool-card"
-            data-tool=name
-            data-state=move || state().1
-            aria-label=move || format!("{} tool: {}", title(), state().0)
+            data-tool=move || call.name()
+            data-state=move || call.state().1
+            aria-label=move || format!("{} tool: {}", call.title(), call.state().0)
         >
             <header class="tool-head">
-                <span class="tool-title">{title}</span>
-                {move || source().map(|s| view! { <span class="tool-source" data-testid="tool-source">{s}</span> })}
-                <span class="tool-status" data-testid="tool-status" role="status">{move || state().0}</span>
+                <span class="tool-title">{move || call.title()}</span>
+                {move || call.source().map(|s| view! { <span class="tool-source" data-testid="tool-source">{s}</span> })}
+                <span class="tool-status" data-testid="tool-status" role="status">{move || call.state().0}</span>
             </header>
             {move || {
-                let notes = notes();
+                let notes = call.notes();
                 (!notes.is_empty()).then(|| view! { <p class="tool-notes" data-testid="tool-notes">{notes}</p> })
             }}
             {move || proposal.with(|p| p.is_some()).then(|| view! {
                 <p class="tool-notes" data-testid="tool-proposal">"Edited: the approvals are for these arguments"</p>
             })}
-            {move || field_list("tool-args", args())}
+            {move || field_list("tool-args", call.args())}
             <RulingChip tool=tool/>
             {move || progress.get().map(progress_note)}
-            {move || {
-                let countersigned = progress.with(Option::is_some);
-                tool.with(|t| t.as_ref().and_then(|t| denial_note(t, countersigned)))
-                    .map(|note| view! { <p class="tool-denial" data-testid="denial-reason">{note}</p> })
-            }}
-            {move || approval_id().map(|id| {
+            {move || call.denial().map(|note| view! { <p class="tool-denial" data-testid="denial-reason">{note}</p> })}
+            {move || call.approval_id().map(|id| {
                 view! { <ApprovalCard approval_id=id tool=tool progress=progress/> }
             })}
-            {move || askable().then(|| view! {
+            {move || call.askable().then(|| view! {
                 <div class="approval-actions">
                     <button type="button" class="edit" data-testid="ask-again" disabled=move || ctl.busy()
                         on:click=move |_| ctl.ask_again(ask_call.get_value())>"Ask again"</button>
                 </div>
             })}
-            {move || field_list("tool-output", output())}
-            {move || error().map(|e| view! { <p class="tool-error">{e}</p> })}
-            {move || receipt().map(|href| view! {
+            {move || field_list("tool-output", call.output())}
+            {move || call.error().map(|e| view! { <p class="tool-error">{e}</p> })}
+            {move || call.receipt().map(|href| view! {
                 <a class="tool-receipt" href=href download="" data-testid="tool-receipt">"Receipt"</a>
             })}
             <RawJson tool=tool/>
