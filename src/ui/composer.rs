@@ -59,26 +59,8 @@ pub fn Composer(
         }
     };
 
-    let indexed = move || {
-        files
-            .get()
-            .into_iter()
-            .enumerate()
-            .collect::<Vec<(usize, PickedFile)>>()
-    };
     view! {
-        <Show when=move || !files.with(Vec::is_empty)>
-            <ul class="attachments" aria-label="Attached images">
-                <For each=indexed key=|(i, f)| (*i, f.name.clone()) children=move |(index, file)| view! {
-                    <li class="attachment-preview" data-testid="attachment-preview">
-                        <img src=file.url.clone() alt=file.name.clone()/>
-                        <button type="button" class="attachment-remove" data-testid="attachment-remove"
-                            aria-label=format!("Remove {}", file.name)
-                            on:click=move |_| files.update(|f| { if index < f.len() { f.remove(index); } })>"×"</button>
-                    </li>
-                }/>
-            </ul>
-        </Show>
+        <AttachmentPreviews files=files/>
         <form
             class="composer"
             on:submit=move |ev: ev::SubmitEvent| {
@@ -118,6 +100,33 @@ pub fn Composer(
                 "Send"
             </button>
         </form>
+    }
+}
+
+/// The images attached to the next message, each with its Remove button; nothing when there is
+/// none.
+#[component]
+fn AttachmentPreviews(files: RwSignal<Vec<PickedFile>>) -> impl IntoView {
+    let indexed = move || {
+        files
+            .get()
+            .into_iter()
+            .enumerate()
+            .collect::<Vec<(usize, PickedFile)>>()
+    };
+    view! {
+        <Show when=move || !files.with(Vec::is_empty)>
+            <ul class="attachments" aria-label="Attached images">
+                <For each=indexed key=|(i, f)| (*i, f.name.clone()) children=move |(index, file)| view! {
+                    <li class="attachment-preview" data-testid="attachment-preview">
+                        <img src=file.url.clone() alt=file.name.clone()/>
+                        <button type="button" class="attachment-remove" data-testid="attachment-remove"
+                            aria-label=format!("Remove {}", file.name)
+                            on:click=move |_| files.update(|f| { if index < f.len() { f.remove(index); } })>"×"</button>
+                    </li>
+                }/>
+            </ul>
+        </Show>
     }
 }
 
