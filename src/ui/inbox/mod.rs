@@ -130,124 +130,41 @@ pub async fn hydrate(focus: Option<String>) {
 /// The inbox page; `focus` is one approval's id (`/approvals/{id}`).
 #[component]
 pub fn InboxPage(focus: Option<String>) -> impl IntoView {
-    let html = RwSignal::new("<p class=\"muted\">Loading…</p>".to_owned());
+    let list = Following {
+        html: RwSignal::new("<p class=\"muted\">Loading…</p>".to_owned()),
+        version: StoredValue::new(None::<u64>),
+        offset: StoredValue::new(0i64),
+        focus: StoredValue::new(focus),
+        alive: StoredValue::new(true),
+    };
     // What the last action said, as HTML above the list.
-    let notice_text = RwSignal::new(String::new());
-    let notice = move |ok: bool, text: String| {
-        notice_text.set(format!(
-            "<p class=\"{}\" role=\"status\" data-testid=\"inbox-notice\">{}</p>",
-            if ok { "inbox-notice" } else { "edit-error" },
-            super::html::escape(&text)
-        ))
-    };
-    let version = StoredValue::new(None::<u64>);
-    let offset = StoredValue::new(0i64);
-    let focus = StoredValue::new(focus);
-    let alive = StoredValue::new(true);
-    on_cleanup(move || alive.set_value(false));
-    // Loads the list, then waits for its next change, for as long as the page lives.
-    let follow = move || {
-        spawn_local(async move {
-            let mut failures = 0;
-            // A page whose sign-in ended stops asking (it goes to the sign-in page).
-            while alive.get_value() && !super::platform::is_signed_out() {
-                match inbox_view(version.get_value(), focus.get_value()).await {
-                    Ok(view) => {
-                        failures = 0;
-                        offset.set_value(view.now_ms - super::platform::now_ms());
-                        if version.get_value() != Some(view.version) {
-                            html.set(view.html);
-                            super::platform::tick_countdowns(offset.get_value());
-                        }
-                        version.set_value(Some(view.version));
-                    }
-                    // Signed out: the page is on its way to the sign-in page, which says why.
-                    Err(_) if super::platform::is_signed_out() => return,
-                    Err(e) => {
-                        failures += 1;
-                        html.set(super::grants::error_html(&e.to_string()));
-                        super::platform::sleep(1_000 * failures.min(10)).await;
-                    }
-                }
-            }
-        });
-    };
+    let notice = Notice(RwSignal::new(String::new()));
+    on_cleanup(move || list.alive.set_value(false));
     Effect::new(move |_| {
-        follow();
+        spawn_local(list.follow());
         super::platform::every(1_000, move || {
-            super::platform::tick_countdowns(offset.get_value())
+            super::platform::tick_countdowns(list.offset.get_value())
         });
     });
-    let act = move |approval_id: String,
-                    approve: bool,
-                    step_up: bool,
-                    reason: Option<String>,
-                    edit: Option<Vec<(String, String)>>| {
-        notice(true, "Working…".into());
-        spawn_local(async move {
-            let assertion = if step_up && approve {
-                notice(true, "Confirm with your passkey…".into());
-                match confirm_with_passkey(&approval_id, None, edit.clone()).await {
-                    Ok(assertion) => Some(assertion),
-                    Err(e) => {
-                        notice(false, e);
-                        return;
-                    }
-                }
-            } else {
-                None
-            };
-            match decide_approval(approval_id, approve, reason, assertion, edit).await {
-                Ok(words) => notice(true, words),
-                Err(e) => notice(false, e.to_string()),
-            }
-        });
-    };
     let on_click = move |ev: leptos::ev::MouseEvent| {
         let Some(action) = super::platform::action_of(&ev) else {
             return;
         };
         if let Some(link) = action.strip_prefix("copy:") {
             super::platform::copy(link);
-            notice(true, "Link copied.".into());
-        } else if let Some(rest) = action.strip_prefix("approve:") {
-            let (step_up, id) = match rest.strip_prefix("step-up:") {
-                Some(id) => (true, id),
-                None => (false, rest),
-            };
-            act(id.to_owned(), true, step_up, None, None);
+            notice.say(true, "Link copied.".into());
+        } else if let Some(decision) = Decision::clicked(&action) {
+            decision.send(notice);
         }
     };
     // Deny carries the reason typed in its own little form.
     let on_submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        let entries = super::platform::form_entries(&ev);
-        let field = |name: &str| {
-            entries
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.trim().to_owned())
-        };
-        if let Some(id) = field("deny") {
-            act(
-                id,
-                false,
-                false,
-                field("reason").filter(|r| !r.is_empty()),
-                None,
-            );
-        } else if let Some(id) = field("edit") {
-            // The fields as typed; the server reads them against the tool's schema.
-            let fields: Vec<(String, String)> = entries
-                .iter()
-                .filter(|(n, _)| n != "edit" && n != "step-up")
-                .cloned()
-                .collect();
-            let step_up = field("step-up").is_some();
-            act(id, true, step_up, None, Some(fields));
+        if let Some(decision) = Decision::submitted(&super::platform::form_entries(&ev)) {
+            decision.send(notice);
         }
     };
-    let title = if focus.get_value().is_some() {
+    let title = if list.focus.get_value().is_some() {
         "Approval"
     } else {
         "Approvals"
@@ -259,8 +176,233 @@ pub fn InboxPage(focus: Option<String>) -> impl IntoView {
                 "What you may decide, from every chat: approvals a rule asks more people for, and your own. "
                 "This page follows them live."
             </p>
-            <div inner_html=move || notice_text.get()></div>
-            <div on:click=on_click on:submit=on_submit inner_html=move || html.get()></div>
+            <div inner_html=move || notice.0.get()></div>
+            <div on:click=on_click on:submit=on_submit inner_html=move || list.html.get()></div>
         </main>
+    }
+}
+
+/// The list the page shows, as the server last wrote it, and what following it needs.
+#[derive(Clone, Copy)]
+struct Following {
+    html: RwSignal<String>,
+    /// The inbox's version `html` shows.
+    version: StoredValue<Option<u64>>,
+    /// The server's clock minus the browser's (countdowns are in the server's time).
+    offset: StoredValue<i64>,
+    focus: StoredValue<Option<String>>,
+    /// The page is still shown.
+    alive: StoredValue<bool>,
+}
+
+impl Following {
+    /// Loads the list, then waits for its next change, for as long as the page lives.
+    async fn follow(self) {
+        let Following {
+            html,
+            version,
+            offset,
+            focus,
+            alive,
+        } = self;
+        let mut failures = 0;
+        // A page whose sign-in ended stops asking (it goes to the sign-in page).
+        while alive.get_value() && !super::platform::is_signed_out() {
+            match inbox_view(version.get_value(), focus.get_value()).await {
+                Ok(view) => {
+                    failures = 0;
+                    offset.set_value(view.now_ms - super::platform::now_ms());
+                    if version.get_value() != Some(view.version) {
+                        html.set(view.html);
+                        super::platform::tick_countdowns(offset.get_value());
+                    }
+                    version.set_value(Some(view.version));
+                }
+                // Signed out: the page is on its way to the sign-in page, which says why.
+                Err(_) if super::platform::is_signed_out() => return,
+                Err(e) => {
+                    failures += 1;
+                    html.set(super::grants::error_html(&e.to_string()));
+                    super::platform::sleep(1_000 * failures.min(10)).await;
+                }
+            }
+        }
+    }
+}
+
+/// What the last action said, as HTML above the list.
+#[derive(Clone, Copy)]
+struct Notice(RwSignal<String>);
+
+impl Notice {
+    fn say(self, ok: bool, text: String) {
+        self.0.set(format!(
+            "<p class=\"{}\" role=\"status\" data-testid=\"inbox-notice\">{}</p>",
+            if ok { "inbox-notice" } else { "edit-error" },
+            super::html::escape(&text)
+        ))
+    }
+}
+
+/// A decision the person made on the list: a click on Approve, or a Deny or Edit form sent.
+#[derive(Debug, PartialEq)]
+struct Decision {
+    approval_id: String,
+    approve: bool,
+    /// The rule asks for a passkey: the approval is confirmed with one.
+    step_up: bool,
+    reason: Option<String>,
+    /// The edit form's fields, as typed.
+    edit: Option<Vec<(String, String)>>,
+}
+
+impl Decision {
+    /// A click's `data-action` (`approve:{id}` or `approve:step-up:{id}`).
+    fn clicked(action: &str) -> Option<Decision> {
+        let rest = action.strip_prefix("approve:")?;
+        let (step_up, id) = match rest.strip_prefix("step-up:") {
+            Some(id) => (true, id),
+            None => (false, rest),
+        };
+        Some(Decision {
+            approval_id: id.to_owned(),
+            approve: true,
+            step_up,
+            reason: None,
+            edit: None,
+        })
+    }
+
+    /// A form's entries: Deny with its reason, or Edit with its fields.
+    fn submitted(entries: &[(String, String)]) -> Option<Decision> {
+        let field = |name: &str| {
+            entries
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.trim().to_owned())
+        };
+        if let Some(id) = field("deny") {
+            Some(Decision {
+                approval_id: id,
+                approve: false,
+                step_up: false,
+                reason: field("reason").filter(|r| !r.is_empty()),
+                edit: None,
+            })
+        } else if let Some(id) = field("edit") {
+            // The fields as typed; the server reads them against the tool's schema.
+            let fields: Vec<(String, String)> = entries
+                .iter()
+                .filter(|(n, _)| n != "edit" && n != "step-up")
+                .cloned()
+                .collect();
+            let step_up = field("step-up").is_some();
+            Some(Decision {
+                approval_id: id,
+                approve: true,
+                step_up,
+                reason: None,
+                edit: Some(fields),
+            })
+        } else {
+            None
+        }
+    }
+
+    /// Sends the decision (confirmed with a passkey first when the rule asks for one) and puts
+    /// what the server answered in `notice`.
+    fn send(self, notice: Notice) {
+        let Decision {
+            approval_id,
+            approve,
+            step_up,
+            reason,
+            edit,
+        } = self;
+        notice.say(true, "Working…".into());
+        spawn_local(async move {
+            let assertion = if step_up && approve {
+                notice.say(true, "Confirm with your passkey…".into());
+                match confirm_with_passkey(&approval_id, None, edit.clone()).await {
+                    Ok(assertion) => Some(assertion),
+                    Err(e) => {
+                        notice.say(false, e);
+                        return;
+                    }
+                }
+            } else {
+                None
+            };
+            match decide_approval(approval_id, approve, reason, assertion, edit).await {
+                Ok(words) => notice.say(true, words),
+                Err(e) => notice.say(false, e.to_string()),
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Decision;
+
+    fn entries(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn clicks_and_forms_on_the_list_read_as_the_decisions_they_are() {
+        let approve = Decision::clicked("approve:a1").expect("an approval");
+        assert_eq!(
+            (
+                approve.approval_id.as_str(),
+                approve.approve,
+                approve.step_up
+            ),
+            ("a1", true, false)
+        );
+        let confirmed = Decision::clicked("approve:step-up:a2").expect("an approval");
+        assert_eq!(
+            (confirmed.approval_id.as_str(), confirmed.step_up),
+            ("a2", true)
+        );
+        assert_eq!(Decision::clicked("copy:/approvals/a1"), None);
+
+        let deny = Decision::submitted(&entries(&[("deny", " a3 "), ("reason", " too much ")]))
+            .expect("a denial");
+        assert_eq!(
+            deny,
+            Decision {
+                approval_id: "a3".into(),
+                approve: false,
+                step_up: false,
+                reason: Some("too much".into()),
+                edit: None,
+            }
+        );
+        let blank =
+            Decision::submitted(&entries(&[("deny", "a3"), ("reason", "  ")])).expect("a denial");
+        assert_eq!(blank.reason, None, "a blank reason is no reason");
+
+        let edit = Decision::submitted(&entries(&[
+            ("edit", "a4"),
+            ("step-up", "1"),
+            ("amount", " 12 "),
+        ]))
+        .expect("an edit");
+        assert_eq!(
+            edit,
+            Decision {
+                approval_id: "a4".into(),
+                approve: true,
+                step_up: true,
+                reason: None,
+                edit: Some(entries(&[("amount", " 12 ")])),
+            },
+            "the fields go as typed; the server reads them"
+        );
+        assert_eq!(Decision::submitted(&entries(&[("other", "x")])), None);
     }
 }
