@@ -1,10 +1,25 @@
 //! Reading the audit log by its filters (session, tool, kind, approval, who may see it), newest
 //! first: one query built from the filters given, its values bound, never spliced in.
 
-use tokio_postgres::types::ToSql;
+use tokio_postgres::{Row, types::ToSql};
 
 use super::{PostgresStore, err};
 use crate::agent::store::{AuditQuery, AuditRecord, StoreError, encode};
+
+/// The columns an audit record is read from, in the order [`record`] reads them.
+pub(super) const RECORD_COLUMNS: &str = "seq, event, hash";
+
+/// One audit row (`SELECT` [`RECORD_COLUMNS`]) as its record: the one reader of an audit row,
+/// for a page of the log and for the chain alike.
+pub(super) fn record(row: &Row, context: &str) -> Result<AuditRecord, StoreError> {
+    let seq: i64 = row.try_get(0).map_err(err(context))?;
+    let event: &str = row.try_get(1).map_err(err(context))?;
+    Ok(AuditRecord {
+        seq,
+        event: encode::stored_event(seq, event)?,
+        hash: row.try_get(2).map_err(err(context))?,
+    })
+}
 
 /// A bound parameter of a query built at run time (the audit log's filters).
 enum Param {
@@ -34,7 +49,7 @@ impl PostgresStore {
         query: &AuditQuery,
     ) -> Result<Vec<AuditRecord>, StoreError> {
         let context = "cannot query the audit log";
-        let mut sql = String::from("SELECT seq, event, hash FROM audit WHERE TRUE");
+        let mut sql = format!("SELECT {RECORD_COLUMNS} FROM audit WHERE TRUE");
         let mut params = Vec::new();
         if let Some(session) = &query.session {
             let p = bind(&mut params, Param::Text(session.clone()));
@@ -73,16 +88,6 @@ impl PostgresStore {
         let bound: Vec<&(dyn ToSql + Sync)> = params.iter().map(Param::as_sql).collect();
         // At most 64 shapes of this query: each is prepared once per connection.
         let rows = self.rows(&sql, &bound, context).await?;
-        rows.iter()
-            .map(|row| {
-                let seq: i64 = row.try_get(0).map_err(err(context))?;
-                let event: &str = row.try_get(1).map_err(err(context))?;
-                Ok(AuditRecord {
-                    seq,
-                    event: encode::stored_event(seq, event)?,
-                    hash: row.try_get(2).map_err(err(context))?,
-                })
-            })
-            .collect()
+        rows.iter().map(|row| record(row, context)).collect()
     }
 }

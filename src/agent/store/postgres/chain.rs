@@ -8,7 +8,11 @@
 
 use deadpool_postgres::GenericClient;
 
-use super::{PostgresStore, err, execute_in};
+use super::{
+    PostgresStore,
+    audit::{RECORD_COLUMNS, record},
+    err, execute_in,
+};
 use crate::agent::{
     audit::chain::{ChainHead, Head, event_digest, hex, link, parse_hash},
     store::{AuditRecord, Checkpoint, StoreError, audit, encode::Chained, encode::stored_event},
@@ -166,24 +170,10 @@ impl PostgresStore {
     ) -> Result<Vec<AuditRecord>, StoreError> {
         let context = "cannot read the audit chain";
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = self
-            .rows(
-                "SELECT seq, event, hash FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2",
-                &[&after, &limit],
-                context,
-            )
-            .await?;
-        rows.iter()
-            .map(|row| {
-                let seq: i64 = row.try_get(0).map_err(err(context))?;
-                let event: &str = row.try_get(1).map_err(err(context))?;
-                Ok(AuditRecord {
-                    seq,
-                    event: stored_event(seq, event)?,
-                    hash: row.try_get(2).map_err(err(context))?,
-                })
-            })
-            .collect()
+        let sql =
+            format!("SELECT {RECORD_COLUMNS} FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2");
+        let rows = self.rows(&sql, &[&after, &limit], context).await?;
+        rows.iter().map(|row| record(row, context)).collect()
     }
 
     pub(super) async fn write_checkpoint(&self, c: &Checkpoint) -> Result<(), StoreError> {

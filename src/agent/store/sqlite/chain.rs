@@ -4,7 +4,10 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{SqliteStore, StoreError, err};
+use super::{
+    SqliteStore, StoreError, err,
+    sessions::{AUDIT_RECORD_COLUMNS, audit_records},
+};
 use crate::agent::{
     audit::chain::{ChainHead, Head, event_digest, hex, link, parse_hash},
     store::{AuditRecord, Checkpoint, audit, encode::Chained, encode::stored_event},
@@ -147,26 +150,13 @@ impl SqliteStore {
     ) -> Result<Vec<AuditRecord>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.read(move |conn| {
-            let rows: Vec<(i64, String, Option<String>)> = conn
-                .prepare_cached(
-                    "SELECT seq, event, hash FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-                )
-                .and_then(|mut stmt| {
-                    stmt.query_map([after, limit], |row| {
-                        Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-                    })?
-                    .collect()
-                })
-                .map_err(err("cannot read the audit chain"))?;
-            rows.into_iter()
-                .map(|(seq, event, hash)| {
-                    Ok(AuditRecord {
-                        seq,
-                        event: stored_event(seq, &event)?,
-                        hash,
-                    })
-                })
-                .collect()
+            let context = "cannot read the audit chain";
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {AUDIT_RECORD_COLUMNS} FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+                ))
+                .map_err(err(context))?;
+            audit_records(&mut stmt, [after, limit], context)
         })
         .await
     }

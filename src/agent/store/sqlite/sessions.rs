@@ -299,7 +299,7 @@ fn read_session(conn: &mut Connection, id: &str) -> Result<Option<StoredSession>
 
 /// A page of the audit log, newest first, as `query` narrows it.
 fn audit_page(conn: &mut Connection, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
-    let mut sql = String::from("SELECT seq, event, hash FROM audit WHERE 1 = 1");
+    let mut sql = format!("SELECT {AUDIT_RECORD_COLUMNS} FROM audit WHERE 1 = 1");
     let mut args: Vec<SqlValue> = Vec::new();
     if let Some(session) = &query.session {
         sql.push_str(" AND session_id = ?");
@@ -331,15 +331,25 @@ fn audit_page(conn: &mut Connection, query: &AuditQuery) -> Result<Vec<AuditReco
     }
     sql.push_str(" ORDER BY seq DESC LIMIT ?");
     args.push(SqlValue::Integer(query.limit() as i64));
-    let mut stmt = conn
-        .prepare(&sql)
-        .map_err(err("cannot query the audit log"))?;
+    let context = "cannot query the audit log";
+    let mut stmt = conn.prepare(&sql).map_err(err(context))?;
+    audit_records(&mut stmt, rusqlite::params_from_iter(args), context)
+}
+
+/// The columns an audit record is read from, in the order [`audit_records`] reads them.
+pub(super) const AUDIT_RECORD_COLUMNS: &str = "seq, event, hash";
+
+/// The records `stmt` (a `SELECT` of [`AUDIT_RECORD_COLUMNS`]) finds: the one reader of an audit
+/// row, for a page of the log and for the chain alike.
+pub(super) fn audit_records(
+    stmt: &mut rusqlite::Statement<'_>,
+    params: impl rusqlite::Params,
+    context: &str,
+) -> Result<Vec<AuditRecord>, StoreError> {
     let rows: Vec<(i64, String, Option<String>)> = stmt
-        .query_map(rusqlite::params_from_iter(args), |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-        })
+        .query_map(params, |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
         .and_then(|rows| rows.collect())
-        .map_err(err("cannot query the audit log"))?;
+        .map_err(err(context))?;
     rows.into_iter()
         .map(|(seq, event, hash)| {
             Ok(AuditRecord {
