@@ -32,9 +32,10 @@ use tokio::{sync::mpsc, task::JoinHandle};
 
 use super::{
     LiveQuery, close,
-    frame::{Message, OpCode},
-    limiter::{FrameLimiter, STRIKES_BEFORE_CLOSE},
-    socket::{Handshake, Socket, SocketError, SocketOptions, Upgrade},
+    frame::OpCode,
+    inbound::{self, Inbound, Keepalive, Next},
+    limiter::FrameLimiter,
+    socket::{Handshake, Socket, SocketOptions, Upgrade},
 };
 use crate::{
     agent::people::{Ending, Hold},
@@ -48,7 +49,7 @@ use crate::{
         ApiError,
         edge::Client,
         profile::{Profile, ai_sdk},
-        request::{off_thread, read_limits, too_many_messages},
+        request::{read_limits, too_many_messages},
         segment::{self, Piece, Segment, timing_named},
         sse::{DIALECT_HEADER, TEXT_TIMING_HEADER},
     },
@@ -113,14 +114,6 @@ enum Out {
     Done(String),
 }
 
-/// What the socket loop does next.
-enum Next {
-    Continue,
-    Close(u16, String),
-    ClientClosed(Option<(u16, String)>),
-    Gone,
-}
-
 struct ChatSocket {
     state: AppState,
     client: Client,
@@ -153,47 +146,23 @@ impl ChatSocket {
         let Some(mut inbox) = self.inbox.take() else {
             return;
         };
-        let idle = self.state.edge_settings.ws_idle;
         let shutdown = self.state.edge.shutdown.clone();
-        let mut ping = tokio::time::interval(idle / 3);
-        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ping.tick().await;
-        let mut last_heard = Instant::now();
+        let mut keepalive = Keepalive::new(self.state.edge_settings.ws_idle);
         let next = loop {
             let next = tokio::select! {
                 ready = socket.readable() => match ready {
                     Err(_) => Next::Gone,
-                    Ok(()) => match socket.next_message() {
-                        Ok(None) => Next::Continue,
-                        Ok(Some(message)) => {
-                            last_heard = Instant::now();
-                            self.on_message(message, &mut socket).await
-                        }
-                        Err(SocketError::Frame(e)) => Next::Close(e.close_code(), e.to_string()),
-                        Err(SocketError::Eof | SocketError::Io(_)) => Next::Gone,
-                    },
+                    Ok(()) => self.on_readable(&mut socket, &mut keepalive).await,
                 },
                 Some(out) = inbox.recv() => match out {
                     Out::Frame(text) => send_text(&mut socket, &text).await,
-                    Out::Ping => match socket.send(OpCode::Ping, &[]).await {
-                        Ok(()) => Next::Continue,
-                        Err(_) => Next::Gone,
-                    },
+                    Out::Ping => Next::sent(socket.send(OpCode::Ping, &[]).await),
                     Out::Done(request_id) => {
                         self.requests.remove(&request_id);
                         Next::Continue
                     }
                 },
-                _ = ping.tick() => {
-                    if last_heard.elapsed() >= idle {
-                        Next::Close(close::GOING_AWAY, "idle timeout".into())
-                    } else {
-                        match socket.send(OpCode::Ping, &[]).await {
-                            Ok(()) => Next::Continue,
-                            Err(_) => Next::Gone,
-                        }
-                    }
-                }
+                () = keepalive.tick() => keepalive.check(&mut socket).await,
                 () = shutdown.cancelled() => Next::Close(close::GOING_AWAY, "the server is shutting down".into()),
                 why = hold.ended() => Next::Close(close::SIGNED_OUT, why.words().into()),
             };
@@ -206,66 +175,53 @@ impl ChatSocket {
         for (_, active) in self.requests.drain() {
             active.task.abort();
         }
-        match next {
-            Next::Close(code, reason) => {
-                tracing::info!(code, %reason, "closing chat socket");
-                socket.close(code, &reason).await;
-            }
-            Next::ClientClosed(close) => socket.answer_close(close).await,
-            Next::Continue | Next::Gone => {}
+        if let Next::Close(code, reason) = &next {
+            tracing::info!(code, %reason, "closing chat socket");
+        }
+        next.end(socket).await;
+    }
+
+    /// What the client sent, through the one path every socket reads its client by
+    /// ([`inbound::receive`]).
+    async fn on_readable(&mut self, socket: &mut Socket, keepalive: &mut Keepalive) -> Next {
+        let limits = read_limits(&self.state);
+        let read = move |text: String| ChatSocketRequest::decode(&text, limits);
+        match inbound::receive(socket, &mut self.limiter, keepalive, read).await {
+            Inbound::Frame(decoded) => self.on_request(decoded, socket).await,
+            Inbound::Binary(_) => Next::Close(
+                close::UNSUPPORTED,
+                "binary frames are not accepted; send JSON text frames".into(),
+            ),
+            // A dropped request must not leave its chat waiting: say so to it.
+            Inbound::Dropped {
+                text: Some(text), ..
+            } => match ChatSocketRequest::request_id_of(&text) {
+                Some(request_id) => {
+                    let error = ApiError::new(
+                        axum::http::StatusCode::TOO_MANY_REQUESTS,
+                        "rate_limited",
+                        "too many frames on this socket; slow down",
+                    );
+                    self.send_error(socket, &request_id, &error).await
+                }
+                None => Next::Continue,
+            },
+            Inbound::Dropped { text: None, .. } => Next::Continue,
+            Inbound::Socket(next) => next,
         }
     }
 
-    async fn on_message(&mut self, message: Message, socket: &mut Socket) -> Next {
-        if !matches!(message, Message::Close(_)) && !self.limiter.allow(Instant::now()) {
-            if self.limiter.strikes > STRIKES_BEFORE_CLOSE {
-                return Next::Close(close::POLICY, "too many frames".into());
-            }
-            // A dropped request must not leave its chat waiting: say so to it.
-            if let Message::Text(text) = &message
-                && let Some(request_id) = ChatSocketRequest::request_id_of(text)
-            {
-                let error = ApiError::new(
-                    axum::http::StatusCode::TOO_MANY_REQUESTS,
-                    "rate_limited",
-                    "too many frames on this socket; slow down",
-                );
-                return self.send_error(socket, &request_id, &error).await;
-            }
-            return Next::Continue;
-        }
-        let text = match message {
-            Message::Text(text) => text,
-            Message::Binary(_) => {
-                return Next::Close(
-                    close::UNSUPPORTED,
-                    "binary frames are not accepted; send JSON text frames".into(),
-                );
-            }
-            Message::Close(close) => return Next::ClientClosed(close),
-            Message::Ping(payload) => {
-                return match socket.send(OpCode::Pong, &payload).await {
-                    Ok(()) => Next::Continue,
-                    Err(_) => Next::Gone,
-                };
-            }
-            Message::Pong(_) => return Next::Continue,
-        };
+    /// A request frame, read or not.
+    async fn on_request(
+        &mut self,
+        decoded: Result<ChatSocketRequest, ChatSocketFrameError>,
+        socket: &mut Socket,
+    ) -> Next {
         // Who sends it, as the directory has them now (see `Connection::on_frame`).
         match self.client.principal_now(self.state.runtime.people()) {
             Some(principal) => self.client.principal = Some(principal),
             None => return Next::Close(close::SIGNED_OUT, Ending::Removed.words().into()),
         }
-        let limits = read_limits(&self.state);
-        let size = text.len();
-        let decoded = match off_thread(text, size, move |text| {
-            ChatSocketRequest::decode(&text, limits)
-        })
-        .await
-        {
-            Ok(decoded) => decoded,
-            Err(e) => return Next::Close(close::INTERNAL, e.message),
-        };
         match decoded {
             Ok(ChatSocketRequest::Send {
                 request_id,
@@ -466,8 +422,5 @@ impl ChatSocket {
 }
 
 async fn send_text(socket: &mut Socket, text: &str) -> Next {
-    match socket.send_text(text).await {
-        Ok(()) => Next::Continue,
-        Err(_) => Next::Gone,
-    }
+    Next::sent(socket.send_text(text).await)
 }

@@ -11,16 +11,15 @@ use std::{
 };
 
 use futures::future::Either;
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::{
     ChatScope, close,
     forward::Forwarding,
-    frame::{Message, OpCode},
-    limiter::{FrameLimiter, STRIKES_BEFORE_CLOSE},
+    inbound::{self, Inbound, Keepalive, Next},
+    limiter::FrameLimiter,
     seed,
-    socket::{Socket, SocketError, Upgrade},
+    socket::{Socket, Upgrade},
     voice,
 };
 use crate::{
@@ -33,7 +32,7 @@ use crate::{
     transport::{
         edge::Client,
         profile::{Encoder, Profile},
-        request::{off_thread, read_limits, too_many_messages},
+        request::{read_limits, too_many_messages},
         state::AppState,
     },
 };
@@ -89,15 +88,26 @@ pub(super) enum Wake {
     SignedOut(Ending),
 }
 
-/// What the connection loop should do after handling something.
-pub(super) enum Next {
-    Continue,
-    /// Close with this code and reason.
-    Close(u16, String),
-    /// The client closed (with its code): answer and end.
-    ClientClosed(Option<(u16, String)>),
-    /// The connection is gone; nothing more can be sent.
-    Gone,
+/// Why a BIDI text frame could not be read as a [`ClientFrame`].
+enum Unread {
+    /// Not JSON, or too many messages.
+    Json(ReadError),
+    /// JSON, but no frame this server reads.
+    Frame(EnvelopeError),
+}
+
+/// A BIDI route's text frame as its [`ClientFrame`]: read once (what a server keeps of it),
+/// the seed's looser `message` frames normalised (`chat`: the socket's, `connection`: its number
+/// for a chat it has not got yet), then typed.
+fn read_frame(
+    text: &str,
+    limits: ReadLimits,
+    chat: Option<&str>,
+    connection: u64,
+) -> Result<ClientFrame, Unread> {
+    let value = ClientFrame::value_for_server(text, limits).map_err(Unread::Json)?;
+    let value = seed::normalise_frame(value, chat, || format!("live-{connection}"));
+    ClientFrame::from_value(value).map_err(Unread::Frame)
 }
 
 impl Connection {
@@ -142,16 +152,13 @@ impl Connection {
             let Some(mut socket) = upgrade.socket().await else {
                 return;
             };
-            let mut ping = tokio::time::interval(self.idle / 3);
-            ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            ping.tick().await;
-            let mut last_heard = Instant::now();
+            let mut keepalive = Keepalive::new(self.idle);
             let next = loop {
                 let Some(wake) = wait(
                     &self.turn,
                     &self.following,
                     &socket,
-                    &mut ping,
+                    &mut keepalive,
                     &self.shutdown,
                     &self.hold,
                 )
@@ -159,7 +166,7 @@ impl Connection {
                 else {
                     break Next::Gone;
                 };
-                match Box::pin(self.on_wake(wake, &mut socket, &mut last_heard)).await {
+                match Box::pin(self.on_wake(wake, &mut socket, &mut keepalive)).await {
                     Next::Continue => {}
                     next => break next,
                 }
@@ -168,28 +175,21 @@ impl Connection {
             if let (Some(chat), Some(following)) = (&self.chat, &self.following) {
                 self.runtime.followers.leave(chat, following.id);
             }
-            match next {
-                Next::Close(code, reason) => {
-                    tracing::info!(connection = self.id, chat = ?self.chat, code, %reason, "closing socket");
-                    Box::pin(socket.close(code, &reason)).await;
-                }
-                Next::ClientClosed(close) => Box::pin(socket.answer_close(close)).await,
-                Next::Continue | Next::Gone => {}
+            if let Next::Close(code, reason) = &next {
+                tracing::info!(connection = self.id, chat = ?self.chat, code, %reason, "closing socket");
             }
+            Box::pin(next.end(socket)).await;
         }
     }
 
-    async fn on_wake(&mut self, wake: Wake, socket: &mut Socket, last_heard: &mut Instant) -> Next {
+    async fn on_wake(
+        &mut self,
+        wake: Wake,
+        socket: &mut Socket,
+        keepalive: &mut Keepalive,
+    ) -> Next {
         match wake {
-            Wake::Readable => match socket.next_message() {
-                Ok(None) => Next::Continue,
-                Ok(Some(message)) => {
-                    *last_heard = Instant::now();
-                    self.on_message(message, socket).await
-                }
-                Err(SocketError::Frame(e)) => Next::Close(e.close_code(), e.to_string()),
-                Err(SocketError::Eof | SocketError::Io(_)) => Next::Gone,
-            },
+            Wake::Readable => self.on_readable(socket, keepalive).await,
             Wake::Entry => {
                 let read = match self.turn.as_mut().and_then(|t| t.reader.as_mut()) {
                     Some(reader) => reader.try_next(),
@@ -218,83 +218,52 @@ impl Connection {
             }
             Wake::Shutdown => Next::Close(close::GOING_AWAY, "the server is shutting down".into()),
             Wake::SignedOut(why) => Next::Close(close::SIGNED_OUT, why.words().into()),
-            Wake::Ping => {
-                if last_heard.elapsed() >= self.idle {
-                    Next::Close(close::GOING_AWAY, "idle timeout".into())
-                } else if socket.send(OpCode::Ping, &[]).await.is_err() {
-                    Next::Gone
-                } else {
-                    Next::Continue
-                }
-            }
+            Wake::Ping => keepalive.check(socket).await,
         }
     }
 
-    async fn on_message(&mut self, message: Message, socket: &mut Socket) -> Next {
-        if !matches!(message, Message::Close(_)) && !self.limiter.allow(Instant::now()) {
-            if self.limiter.strikes > STRIKES_BEFORE_CLOSE {
-                // One log line (the close), however many frames the flood had.
-                return Next::Close(close::POLICY, "too many frames".into());
-            }
-            if self.limiter.strikes == 1 {
-                // Said once, and not logged: a flood is one log line, its close.
-                return self
-                    .send_chunk(
-                        socket,
-                        &Chunk::error("Too many frames: slow down (rate limit)."),
-                    )
-                    .await;
-            }
-            return Next::Continue;
-        }
-        let text = match message {
-            Message::Text(text) => text,
+    /// What the client sent, through the one path every socket reads its client by
+    /// ([`inbound::receive`]).
+    async fn on_readable(&mut self, socket: &mut Socket, keepalive: &mut Keepalive) -> Next {
+        let (limits, chat, connection) = (self.limits, self.chat.clone(), self.id);
+        let read = move |text: String| read_frame(&text, limits, chat.as_deref(), connection);
+        match inbound::receive(socket, &mut self.limiter, keepalive, read).await {
+            Inbound::Frame(read) => self.on_read(read, socket).await,
             // Microphone audio: PCM16LE mono 16 kHz.
-            Message::Binary(pcm) => return self.on_audio(pcm, socket).await,
-            Message::Close(close) => return Next::ClientClosed(close),
-            Message::Ping(payload) => {
-                return match socket.send(OpCode::Pong, &payload).await {
-                    Ok(()) => Next::Continue,
-                    Err(_) => Next::Gone,
-                };
+            Inbound::Binary(pcm) => self.on_audio(pcm, socket).await,
+            // Said once, and not logged: a flood is one log line, its close.
+            Inbound::Dropped { first: true, .. } => {
+                let chunk = Chunk::error("Too many frames: slow down (rate limit).");
+                self.send_chunk(socket, &chunk).await
             }
-            Message::Pong(_) => return Next::Continue,
-        };
-        let limits = self.limits;
-        let size = text.len();
-        let read = off_thread(text, size, move |text| {
-            ClientFrame::value_for_server(&text, limits)
-        })
-        .await;
-        let value: Value = match read {
-            Ok(Ok(value)) => value,
-            Ok(Err(ReadError::TooManyMessages { max })) => {
-                return self.send_api_error(socket, too_many_messages(max)).await;
-            }
-            Ok(Err(ReadError::Json(e))) if self.profile.socket.close_on_bad_json => {
-                return Next::Close(close::PROTOCOL_ERROR, format!("Invalid JSON: {e}"));
-            }
-            Ok(Err(ReadError::Json(e))) => {
-                return self
-                    .send_error(socket, &format!("The frame is not valid JSON: {e}"))
-                    .await;
-            }
-            Err(e) => return Next::Close(close::INTERNAL, e.message),
-        };
-        let connection = self.id;
-        let value =
-            seed::normalise_frame(value, self.chat.as_deref(), || format!("live-{connection}"));
-        match ClientFrame::from_value(value) {
+            Inbound::Dropped { .. } => Next::Continue,
+            Inbound::Socket(next) => next,
+        }
+    }
+
+    /// A text frame, read or not: what cannot be read is answered as the client's profile says.
+    async fn on_read(&mut self, read: Result<ClientFrame, Unread>, socket: &mut Socket) -> Next {
+        match read {
             Ok(frame) => self.on_frame(frame, socket).await,
-            Err(e) if self.profile.socket.ignore_unknown_frames => {
+            Err(Unread::Json(ReadError::TooManyMessages { max })) => {
+                self.send_api_error(socket, too_many_messages(max)).await
+            }
+            Err(Unread::Json(ReadError::Json(e))) if self.profile.socket.close_on_bad_json => {
+                Next::Close(close::PROTOCOL_ERROR, format!("Invalid JSON: {e}"))
+            }
+            Err(Unread::Json(ReadError::Json(e))) => {
+                self.send_error(socket, &format!("The frame is not valid JSON: {e}"))
+                    .await
+            }
+            Err(Unread::Frame(e)) if self.profile.socket.ignore_unknown_frames => {
                 tracing::warn!(connection = self.id, chat = ?self.chat, error = %e, "frame ignored");
                 Next::Continue
             }
-            Err(EnvelopeError::UnknownType { type_name }) => {
+            Err(Unread::Frame(EnvelopeError::UnknownType { type_name })) => {
                 self.send_error(socket, &format!("Unknown frame type {type_name:?}."))
                     .await
             }
-            Err(e) => {
+            Err(Unread::Frame(e)) => {
                 self.send_error(socket, &format!("The frame cannot be read: {e}"))
                     .await
             }
@@ -308,7 +277,7 @@ async fn wait(
     turn: &Option<Forwarding>,
     following: &Option<Following>,
     socket: &Socket,
-    ping: &mut tokio::time::Interval,
+    keepalive: &mut Keepalive,
     shutdown: &CancellationToken,
     hold: &Hold,
 ) -> Option<Wake> {
@@ -324,7 +293,7 @@ async fn wait(
         ready = socket.readable() => ready.ok().map(|()| Wake::Readable),
         () = entry => Some(Wake::Entry),
         () = signal => Some(Wake::Signal),
-        _ = ping.tick() => Some(Wake::Ping),
+        () = keepalive.tick() => Some(Wake::Ping),
         () = shutdown.cancelled() => Some(Wake::Shutdown),
         why = hold.ended() => Some(Wake::SignedOut(why)),
     }

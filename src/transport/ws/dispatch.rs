@@ -7,11 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{
-    ChatScope, close,
-    connection::{Connection, Next},
-    socket::Socket,
-};
+use super::{ChatScope, close, connection::Connection, inbound::Next, socket::Socket};
 use crate::{
     agent::people::Ending,
     agent::{

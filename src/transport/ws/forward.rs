@@ -3,10 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{
-    connection::{Connection, Next},
-    socket::Socket,
-};
+use super::{connection::Connection, inbound::Next, socket::Socket};
 use crate::{
     agent::{
         TurnEntry,

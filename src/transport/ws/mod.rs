@@ -39,6 +39,7 @@ mod connection;
 mod dispatch;
 mod forward;
 mod frame;
+mod inbound;
 mod limiter;
 mod socket;
 mod voice;
@@ -53,7 +54,7 @@ use axum::{
 };
 use serde::Deserialize;
 
-use self::connection::{Connection, Next};
+use self::connection::Connection;
 pub use self::socket::is_upgrade;
 use self::socket::{Handshake, SocketOptions};
 use super::{

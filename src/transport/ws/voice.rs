@@ -12,7 +12,7 @@ use std::{sync::Arc, time::Instant};
 
 use base64::Engine as _;
 
-use super::{ChatScope, Connection, Next, close, socket::Socket};
+use super::{ChatScope, Connection, close, inbound::Next, socket::Socket};
 use crate::{
     agent::voice::{
         FrameError, INPUT_SAMPLE_RATE, MAX_AUDIO_FRAME_BYTES, VoiceError, VoiceInput, VoiceMode,
