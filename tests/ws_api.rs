@@ -177,6 +177,41 @@ async fn approval_keeps_the_socket_open_and_continues_the_same_stream() {
     assert!(text(&rest).contains("950"));
 }
 
+/// A confirmation that says neither yes nor no (`"confirmed": "yes"`) is refused with a clear
+/// error, not read as a denial: the approval still waits, and a real answer then decides it.
+#[tokio::test]
+async fn a_malformed_confirmation_is_refused_and_the_approval_still_waits() {
+    let server = server().await;
+    let mut socket = connect(&server).await;
+    send(&mut socket, message("c", "Send $50 to Hanako")).await;
+    let first = read_until(&mut socket, "finish-step").await;
+    let (approval, _) = approval_requests(&first).remove(0);
+    for result in [
+        json!({"confirmed": "yes"}),
+        json!({"approved": 1}),
+        json!({"confirmed": true, "reason": 7}),
+    ] {
+        send(
+            &mut socket,
+            json!({"type": "tool_result", "toolCallId": approval, "result": result}),
+        )
+        .await;
+        let Frame::Chunk(error) = next(&mut socket).await else {
+            panic!("{result}")
+        };
+        assert_eq!(error["type"], "error", "{error}");
+        let said = error["errorText"].as_str().unwrap();
+        assert!(
+            said.contains(&format!("the answer to approval {approval}")),
+            "{said}"
+        );
+    }
+    send(&mut socket, confirm(&approval, true)).await;
+    let rest = read_until(&mut socket, "[DONE]").await;
+    assert_eq!(rest[0]["type"], "tool-output-available", "{rest:?}");
+    assert_eq!(rest[0]["output"]["wallet_balance"], 950);
+}
+
 #[tokio::test]
 async fn deny_and_edit_in_the_ai_sdk_form() {
     let server = server().await;

@@ -67,7 +67,9 @@ pub(crate) mod json_util;
 
 pub use auto_send::{AnswerSet, answers_to_send};
 pub use chunk::{Chunk, ChunkDecodeError, Dialect, FinishReason, ProviderMetadata, ToolMetadata};
-pub use envelope::{ChatRequest, ClientFrame, EnvelopeError, ServerControl, ToolReport, Trigger};
+pub use envelope::{
+    ChatRequest, ClientFrame, EnvelopeError, ServerControl, ToolReport, ToolReportError, Trigger,
+};
 pub use message::{
     Approval, PartDecodeError, Role, ToolPart, ToolState, UiMessage, UiPart,
     last_assistant_message_is_complete_with_approval_responses,

@@ -290,7 +290,8 @@ impl ServerControl {
 /// senders: a browser tool reporting (its output, or that it failed), and the seed's BIDI
 /// confirmation draft answering an approval (`{confirmed: bool, reason?}`, addressed to the
 /// approval's id, perhaps `confirmation-` prefixed). Which one it is may rest on the chat: an id
-/// that names a waiting approval is read as a confirmation whatever its shape.
+/// that names a waiting approval is read as a confirmation whatever its shape. A confirmation
+/// that does not say yes or no is refused ([`ToolReportError`]), never read as a denial.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolReport {
     /// An answer to approval `approval_id` (`confirmed`, else `approved`; anything else denies).
@@ -309,6 +310,17 @@ pub enum ToolReport {
     Output { tool_call_id: String, output: Value },
 }
 
+/// Why a `tool_result` addressed to an approval cannot be read as its answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolReportError {
+    #[error(
+        "the answer to approval {approval_id} must say `confirmed` (or `approved`): true or false"
+    )]
+    NoDecision { approval_id: String },
+    #[error("the answer to approval {approval_id} has a `reason` that is not text")]
+    Reason { approval_id: String },
+}
+
 impl ToolReport {
     /// Reads a `tool_result` frame's `id` and `result`. `names_waiting_approval` says whether
     /// the chat has a waiting approval with an id.
@@ -316,7 +328,7 @@ impl ToolReport {
         id: String,
         result: Value,
         names_waiting_approval: impl FnOnce(&str) -> bool,
-    ) -> Self {
+    ) -> Result<Self, ToolReportError> {
         let id = id
             .strip_prefix("confirmation-")
             .map(str::to_string)
@@ -324,18 +336,20 @@ impl ToolReport {
         let confirmation =
             result.get("confirmed").is_some() && result.as_object().is_some_and(|o| o.len() <= 2);
         if names_waiting_approval(&id) || confirmation {
-            return ToolReport::Confirmation {
-                approval_id: id,
-                approved: result
-                    .get("confirmed")
-                    .or_else(|| result.get("approved"))
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-                reason: result
-                    .get("reason")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
+            let decision = result.get("confirmed").or_else(|| result.get("approved"));
+            let Some(approved) = decision.and_then(Value::as_bool) else {
+                return Err(ToolReportError::NoDecision { approval_id: id });
             };
+            let reason = match result.get("reason") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(reason)) => Some(reason.clone()),
+                Some(_) => return Err(ToolReportError::Reason { approval_id: id }),
+            };
+            return Ok(ToolReport::Confirmation {
+                approval_id: id,
+                approved,
+                reason,
+            });
         }
         let only_an_error = result.as_object().is_some_and(|o| {
             o.contains_key("error")
@@ -343,7 +357,7 @@ impl ToolReport {
                     .all(|k| matches!(k.as_str(), "error" | "success" | "message"))
         });
         if result.get("success").and_then(Value::as_bool) == Some(false) || only_an_error {
-            return ToolReport::Failed {
+            return Ok(ToolReport::Failed {
                 tool_call_id: id,
                 message: result
                     .get("error")
@@ -351,11 +365,11 @@ impl ToolReport {
                     .and_then(Value::as_str)
                     .unwrap_or("the browser reported an error")
                     .to_string(),
-            };
+            });
         }
-        ToolReport::Output {
+        Ok(ToolReport::Output {
             tool_call_id: id,
             output: result,
-        }
+        })
     }
 }

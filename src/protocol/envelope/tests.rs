@@ -6,11 +6,11 @@ fn a_tool_result_reads_as_a_confirmation_a_failure_or_an_output() {
     assert_eq!(
         ToolReport::read("apv-1".into(), json!({"approved": true}), |id| id
             == "apv-1"),
-        ToolReport::Confirmation {
+        Ok(ToolReport::Confirmation {
             approval_id: "apv-1".into(),
             approved: true,
             reason: None
-        }
+        })
     );
     assert_eq!(
         ToolReport::read(
@@ -18,35 +18,88 @@ fn a_tool_result_reads_as_a_confirmation_a_failure_or_an_output() {
             json!({"confirmed": false, "reason": "no"}),
             |_| false
         ),
-        ToolReport::Confirmation {
+        Ok(ToolReport::Confirmation {
             approval_id: "apv-9".into(),
             approved: false,
             reason: Some("no".into())
-        }
+        })
     );
     assert_eq!(
         ToolReport::read("c".into(), json!({"error": "no", "message": "m"}), |_| {
             false
         }),
-        ToolReport::Failed {
+        Ok(ToolReport::Failed {
             tool_call_id: "c".into(),
             message: "no".into()
-        }
+        })
     );
     assert_eq!(
         ToolReport::read("c".into(), json!({"success": false}), |_| false),
-        ToolReport::Failed {
+        Ok(ToolReport::Failed {
             tool_call_id: "c".into(),
             message: "the browser reported an error".into()
-        }
+        })
     );
     let output = json!({"latitude": 1.0, "error": "coarse fix"});
     assert_eq!(
         ToolReport::read("c".into(), output.clone(), |_| false),
-        ToolReport::Output {
+        Ok(ToolReport::Output {
             tool_call_id: "c".into(),
             output
-        }
+        })
+    );
+}
+
+#[test]
+fn a_confirmation_that_says_neither_yes_nor_no_is_refused_not_read_as_a_denial() {
+    let waiting = |id: &str| id == "apv-1";
+    for result in [
+        json!({"confirmed": "yes"}),
+        json!({"confirmed": null}),
+        json!({"approved": 1}),
+        json!({}),
+        json!("approve"),
+    ] {
+        assert_eq!(
+            ToolReport::read("apv-1".into(), result.clone(), waiting),
+            Err(ToolReportError::NoDecision {
+                approval_id: "apv-1".into()
+            }),
+            "{result}"
+        );
+    }
+    // By its shape alone (no waiting approval named), too.
+    assert_eq!(
+        ToolReport::read(
+            "confirmation-apv-2".into(),
+            json!({"confirmed": "no"}),
+            |_| false
+        ),
+        Err(ToolReportError::NoDecision {
+            approval_id: "apv-2".into()
+        })
+    );
+    assert_eq!(
+        ToolReport::read(
+            "apv-1".into(),
+            json!({"confirmed": false, "reason": 7}),
+            waiting
+        ),
+        Err(ToolReportError::Reason {
+            approval_id: "apv-1".into()
+        })
+    );
+    assert_eq!(
+        ToolReport::read(
+            "apv-1".into(),
+            json!({"confirmed": true, "reason": null}),
+            waiting
+        ),
+        Ok(ToolReport::Confirmation {
+            approval_id: "apv-1".into(),
+            approved: true,
+            reason: None
+        })
     );
 }
 

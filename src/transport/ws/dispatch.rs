@@ -14,7 +14,10 @@ use crate::{
         ApprovalDecision, BrowserResult, PersonInput, Session, TurnEntry,
         answer::{AnswerOutcome, Answers},
     },
-    protocol::{ChatRequest, Chunk, ClientFrame, ServerControl, ToolReport, sse::encode_chunk},
+    protocol::{
+        ChatRequest, Chunk, ClientFrame, ServerControl, ToolReport, ToolReportError,
+        sse::encode_chunk,
+    },
     transport::{error::ApiError, request::ChatCommand, segment::read_answers},
 };
 
@@ -60,8 +63,10 @@ impl Connection {
                         .send_error(socket, "Send a message first: this socket has no chat yet.")
                         .await;
                 };
-                let input = self.tool_result_input(&chat, tool_call_id, result).await;
-                self.submit(&chat, vec![input], socket).await
+                match self.tool_result_input(&chat, tool_call_id, result).await {
+                    Ok(input) => self.submit(&chat, vec![input], socket).await,
+                    Err(e) => self.send_error(socket, &e.to_string()).await,
+                }
             }
             ClientFrame::Message {
                 id,
@@ -82,7 +87,12 @@ impl Connection {
 
     /// A `tool_result` frame: a browser tool's output, or — as in the seed's draft — a
     /// confirmation addressed to an approval id ([`tool_result`]).
-    async fn tool_result_input(&self, chat: &str, id: String, result: Value) -> PersonInput {
+    async fn tool_result_input(
+        &self,
+        chat: &str,
+        id: String,
+        result: Value,
+    ) -> Result<PersonInput, ToolReportError> {
         let session = self.runtime.existing_session(chat).await.ok().flatten();
         tool_result(id, result, |id| {
             session.as_ref().is_some_and(|s| s.has_pending_approval(id))
@@ -268,13 +278,14 @@ impl Connection {
 
 /// A `tool_result` frame as the person's input: a confirmation addressed to an approval id (the
 /// seed's draft), or a browser tool's output or failure ([`ToolReport::read`] says which;
-/// `is_pending_approval`: whether the chat has a waiting approval with an id).
+/// `is_pending_approval`: whether the chat has a waiting approval with an id). A confirmation
+/// that says neither yes nor no is refused.
 fn tool_result(
     id: String,
     result: Value,
     is_pending_approval: impl FnOnce(&str) -> bool,
-) -> PersonInput {
-    match ToolReport::read(id, result, is_pending_approval) {
+) -> Result<PersonInput, ToolReportError> {
+    Ok(match ToolReport::read(id, result, is_pending_approval)? {
         ToolReport::Confirmation {
             approval_id,
             approved,
@@ -302,7 +313,7 @@ fn tool_result(
             tool_call_id,
             result: BrowserResult::Output { output },
         },
-    }
+    })
 }
 
 #[cfg(test)]
@@ -321,19 +332,18 @@ mod tests {
             _ => None,
         };
         assert_eq!(
-            approval(tool_result(
-                "apv-1".into(),
-                json!({"approved": true}),
-                pending
-            )),
+            approval(tool_result("apv-1".into(), json!({"approved": true}), pending).unwrap()),
             Some(("apv-1".into(), ApprovalDecision::Approve))
         );
         assert_eq!(
-            approval(tool_result(
-                "confirmation-apv-9".into(),
-                json!({"confirmed": false, "reason": "no"}),
-                |_| false
-            )),
+            approval(
+                tool_result(
+                    "confirmation-apv-9".into(),
+                    json!({"confirmed": false, "reason": "no"}),
+                    |_| false
+                )
+                .unwrap()
+            ),
             Some((
                 "apv-9".into(),
                 ApprovalDecision::Deny {
@@ -354,7 +364,8 @@ mod tests {
             (json!({"error": "no", "message": "denied"}), true),
             (json!("plain"), false),
         ] {
-            let result = browser(tool_result("call-1".into(), value.clone(), |_| false)).unwrap();
+            let result =
+                browser(tool_result("call-1".into(), value.clone(), |_| false).unwrap()).unwrap();
             assert_eq!(
                 matches!(result, BrowserResult::Error { .. }),
                 failed,
