@@ -11,8 +11,14 @@ mod common;
 use std::time::Duration;
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-use common::{binary::Binary, people::*};
+use common::{
+    binary::Binary,
+    people::*,
+    socket::{Frame, next},
+};
+use futures::SinkExt;
 use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
 
 #[tokio::test]
 async fn people_come_from_one_time_links_and_sign_in_with_passkeys() {
@@ -461,6 +467,57 @@ async fn no_one_reads_or_answers_what_they_may_not() {
     assert_eq!(denied["actor"]["passkey"], dan.credential.as_str());
     // Without a cookie, nothing.
     assert_eq!(call(&app, None, "inbox_view", json!({})).await.status, 401);
+}
+
+/// Someone else's chat is refused alike on every socket route, as on the HTTP routes above: the
+/// same `chat_not_found`, whatever the frame that names it — on `/api/live` a message, a resume
+/// and voice's start; on ai@7's socket a send and a resume.
+#[tokio::test]
+async fn another_persons_chat_is_refused_alike_on_every_socket() {
+    let db = temp("sockets");
+    let (app, setup) = passkeys_server(&db, &[]).await;
+    let [_ana, ben, _eve, _cy, dan] = team(&app, &setup).await;
+    let chat = "chat-dan-3";
+    let (status, _) = post_chat(&app, &dan, say(chat, "Send $50 to Jack"), false).await;
+    assert_eq!(status, 200);
+    let cookie = ben.cookie.as_deref().unwrap();
+    let user = json!([{"id": "u-ben", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]);
+    for frame in [
+        json!({"type": "message", "id": chat, "messages": user}),
+        json!({"type": "resume", "id": chat, "received": 0}),
+        json!({"type": "audio_control", "action": "start", "id": chat}),
+    ] {
+        let mut live = open_socket(&app, cookie, "/api/live").await.unwrap();
+        live.send(Message::Text(frame.to_string().into()))
+            .await
+            .unwrap();
+        let said = next(&mut live).await;
+        let Frame::Chunk(error) = &said else {
+            panic!("{frame}: {said:?}")
+        };
+        assert_eq!(
+            error["errorText"], "there is no chat with this id that is yours (chat_not_found)",
+            "{frame}"
+        );
+    }
+    let mut ai = open_socket(&app, cookie, "/api/chat").await.unwrap();
+    for frame in [
+        json!({"type": "send", "requestId": "r1", "id": chat, "trigger": "submit-message",
+               "messages": user, "headers": {}, "body": {}}),
+        json!({"type": "resume", "requestId": "r2", "id": chat, "headers": {}, "body": {}}),
+    ] {
+        ai.send(Message::Text(frame.to_string().into()))
+            .await
+            .unwrap();
+        let said = next(&mut ai).await;
+        let Frame::Control(answer) = &said else {
+            panic!("{frame}: {said:?}")
+        };
+        assert_eq!(answer["type"], "error", "{answer}");
+        assert_eq!(answer["requestId"], frame["requestId"], "{answer}");
+        let error: Value = serde_json::from_str(answer["errorText"].as_str().unwrap()).unwrap();
+        assert_eq!(error["error"]["code"], "chat_not_found", "{answer}");
+    }
 }
 
 #[tokio::test]

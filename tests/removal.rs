@@ -9,31 +9,14 @@ mod common;
 
 use std::time::Duration;
 
+use common::socket::Socket;
 use common::{binary::Binary, people::*};
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio_tungstenite::{
-    MaybeTlsStream, WebSocketStream, connect_async,
-    tungstenite::{Message, client::IntoClientRequest},
-};
-
-type Socket = WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
+use tokio_tungstenite::tungstenite::Message;
 
 /// The close code of a socket whose person may no longer be signed in.
 const SIGNED_OUT: u16 = 4401;
-
-/// A WebSocket to `path` with `cookie` (a browser's, on the same origin).
-async fn open_socket(app: &Binary, cookie: &str, path: &str) -> Result<Socket, String> {
-    let url = format!("{}{path}", app.base.replacen("http://", "ws://", 1));
-    let mut request = url.into_client_request().unwrap();
-    request
-        .headers_mut()
-        .insert("cookie", cookie.parse().unwrap());
-    connect_async(request)
-        .await
-        .map(|(socket, _)| socket)
-        .map_err(|e| e.to_string())
-}
 
 /// How `socket` was closed (code and reason), waiting at most 5 s.
 async fn closed(socket: &mut Socket) -> (u16, String) {

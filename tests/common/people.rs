@@ -1,8 +1,8 @@
 //! People with passkeys against the real binary (`COUNTERSIGN_SIGN_IN=passkeys`): someone with
 //! a browser (a cookie and a software passkey of webauthn-rs' own test kit, speaking to the
 //! server exactly as a browser's does), the one-time links, sign-in, step-up confirmations, the
-//! inbox's server functions and the team most scenarios start from. Shared by tests/people.rs
-//! and tests/removal.rs.
+//! inbox's server functions, their sockets and the team most scenarios start from. Shared by
+//! tests/people.rs and tests/removal.rs.
 
 use std::{sync::mpsc, time::Duration};
 
@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use webauthn_authenticator_rs::{WebauthnAuthenticator, softpasskey::SoftPasskey};
 use webauthn_rs::prelude::{CreationChallengeResponse, RequestChallengeResponse, Url};
 
-use super::binary::Binary;
+use super::{binary::Binary, socket::Socket};
 
 /// Someone with a browser: a cookie jar of one cookie, and a passkey authenticator.
 pub struct Someone {
@@ -426,4 +426,17 @@ pub async fn audit_where(app: &Binary, who: &Someone, query: &str) -> Vec<Value>
     text.lines()
         .map(|l| serde_json::from_str(l).expect("JSONL"))
         .collect()
+}
+
+/// A WebSocket to `path` with `cookie` (a browser's, on the same origin).
+pub async fn open_socket(app: &Binary, cookie: &str, path: &str) -> Result<Socket, String> {
+    use tokio_tungstenite::{connect_async, tungstenite::client::IntoClientRequest};
+    let url = format!("{}{path}", app.base.replacen("http://", "ws://", 1));
+    let mut request = url.into_client_request().map_err(|e| e.to_string())?;
+    let cookie = cookie.parse().map_err(|e| format!("{e}"))?;
+    request.headers_mut().insert("cookie", cookie);
+    connect_async(request)
+        .await
+        .map(|(socket, _)| socket)
+        .map_err(|e| e.to_string())
 }
