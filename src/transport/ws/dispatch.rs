@@ -65,7 +65,7 @@ impl Connection {
                 };
                 match self.tool_result_input(&chat, tool_call_id, result).await {
                     Ok(input) => self.submit(&chat, vec![input], socket).await,
-                    Err(e) => self.send_error(socket, &e.to_string()).await,
+                    Err(e) => self.refuse_frame(socket, &e.to_string()).await,
                 }
             }
             ClientFrame::Message {

@@ -177,6 +177,17 @@ impl Connection {
         self.send_error(socket, &text).await
     }
 
+    /// A frame refused (voice it cannot take, an answer that says neither yes nor no): an
+    /// error chunk, or, for a client whose stream an error would fail (the seed's), a log line,
+    /// as its backend did with frames it could not use.
+    pub(super) async fn refuse_frame(&mut self, socket: &mut Socket, message: &str) -> Next {
+        if self.profile.socket.ignore_unknown_frames {
+            tracing::warn!(connection = self.id, chat = ?self.chat, message, "frame refused");
+            return Next::Continue;
+        }
+        self.send_error(socket, message).await
+    }
+
     pub(super) async fn send_error(&mut self, socket: &mut Socket, message: &str) -> Next {
         tracing::warn!(connection = self.id, chat = ?self.chat, message, "frame rejected");
         self.send_chunk(socket, &Chunk::error(message)).await

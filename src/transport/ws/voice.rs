@@ -137,7 +137,7 @@ impl Connection {
             }
             Err(error) => {
                 self.voice.utterance = None;
-                self.voice_refused(socket, &error.to_string()).await
+                self.refuse_frame(socket, &error.to_string()).await
             }
         }
     }
@@ -155,7 +155,7 @@ impl Connection {
             || bits.is_some_and(|b| b != 16)
         {
             return self
-                .voice_refused(
+                .refuse_frame(
                     socket,
                     "Audio must be PCM16 mono at 16000 Hz (sampleRate 16000, channels 1, bitDepth 16).",
                 )
@@ -172,7 +172,7 @@ impl Connection {
         match base64::engine::general_purpose::STANDARD.decode(chunk) {
             Ok(pcm) => self.on_audio(pcm, socket).await,
             Err(e) => {
-                self.voice_refused(socket, &format!("audio_chunk.chunk is not base64: {e}"))
+                self.refuse_frame(socket, &format!("audio_chunk.chunk is not base64: {e}"))
                     .await
             }
         }
@@ -185,25 +185,15 @@ impl Connection {
         }
         let (Some(chat), Some(_)) = (self.chat.clone(), self.voice.utterance) else {
             return self
-                .voice_refused(socket, &VoiceError::NotStarted.to_string())
+                .refuse_frame(socket, &VoiceError::NotStarted.to_string())
                 .await;
         };
         let speaker = self.client.principal();
         let input = VoiceInput::Audio(Arc::from(pcm));
         match self.runtime.voice(&chat, speaker.id(), input).await {
             Ok(()) => Next::Continue,
-            Err(error) => self.voice_refused(socket, &error.to_string()).await,
+            Err(error) => self.refuse_frame(socket, &error.to_string()).await,
         }
-    }
-
-    /// Voice refused: an error chunk, or, for a client whose stream an error would fail (the
-    /// seed's), a log line, as its backend did with frames it could not use.
-    async fn voice_refused(&mut self, socket: &mut Socket, message: &str) -> Next {
-        if self.profile.socket.ignore_unknown_frames {
-            tracing::warn!(connection = self.id, chat = ?self.chat, message, "voice refused");
-            return Next::Continue;
-        }
-        self.send_error(socket, message).await
     }
 
     /// A chunk of the forwarded turn carrying speech, as this client takes it: raw bytes in a
