@@ -114,6 +114,15 @@ pub enum VoiceNotice {
         session_id: String,
         transcript: String,
     },
+    /// The model speaks, unasked, while a call of chat `session_id` waits for its
+    /// countersignature — typically right after it was told the call waits
+    /// ([`Model::awaiting_approval`]: "it is on your screen, waiting for your approval"). The
+    /// runtime streams that answer into the waiting turn ([`Model::aside`]), as an aside
+    /// without words of the person's; with no turn to take it, the answer is declined.
+    ///
+    /// [`Model::awaiting_approval`]: super::model::Model::awaiting_approval
+    /// [`Model::aside`]: super::model::Model::aside
+    WhileWaiting { session_id: String },
 }
 
 /// Why voice input was refused.

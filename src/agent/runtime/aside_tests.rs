@@ -321,3 +321,51 @@ async fn a_typed_message_during_an_aside_supersedes_the_card() {
     );
     assert_eq!(paid(&rt).await, 0);
 }
+
+/// The model talks on its own while the parked turn's card waits (told it waits, it says so):
+/// the turn wakes, streams the talk into its message with no words of the person's and no
+/// audit of any, parks again, and the card still decides. (Before, the talk belonged to no
+/// turn and was dropped.)
+#[tokio::test]
+async fn the_models_own_talk_while_a_card_waits_reaches_the_waiting_turn() {
+    let model = Payer::new(
+        &[],
+        vec![
+            ModelEvent::TextDelta("It waits for your approval on screen.".into()),
+            finish(FinishReason::Stop),
+        ],
+        false,
+    );
+    let rt = runtime(model.clone());
+    let (mut reader, approval) = waiting_payment(&rt).await;
+    // The chat speaks (the runtime listens to the model's voice notices from then on).
+    speak(&rt).await;
+    model
+        .notices
+        .send(VoiceNotice::WhileWaiting {
+            session_id: "c".into(),
+        })
+        .unwrap();
+    let (heard, text, cards) = to_pause(&mut reader).await;
+    assert!(heard.is_empty(), "the person said nothing: {heard:?}");
+    assert_eq!(text, "It waits for your approval on screen.");
+    assert_eq!(cards, 0);
+    let record = rt.session("c").await.unwrap().snapshot();
+    let messages = record.messages.to_vec().unwrap();
+    assert!(
+        serde_json::to_string(messages.last().unwrap())
+            .unwrap()
+            .contains("It waits for your approval"),
+        "the waiting turn's message keeps it"
+    );
+    let audit = rt.store.audit(&AuditQuery::default()).await.unwrap();
+    assert!(
+        !audit.iter().any(|r| r.event.kind == AuditKind::Spoken),
+        "nothing was said"
+    );
+    approve(&rt, &approval).await.expect("the card decides");
+    let (_, text, _) = to_pause(&mut reader).await;
+    assert_eq!(text, "Paid.");
+    assert_eq!(paid(&rt).await, 1);
+    assert_eq!(*lock(&model.asides), 1);
+}

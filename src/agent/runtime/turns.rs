@@ -329,7 +329,7 @@ impl Runtime {
                         if said == Said::Spoken && !turn.elsewhere {
                             // The admission rule of an aside (ADR 0035): the waiting turn
                             // answers it, and nothing of the turn ends.
-                            turn.asides.push_back(Aside {
+                            turn.asides.push_back(Aside::Spoken {
                                 speaker: owner.to_owned(),
                                 text: user.text,
                             });
@@ -399,6 +399,35 @@ impl Runtime {
                     user.attachments = self.attachments.keep(chat_id, checked).await?;
                 }
             }
+        }
+    }
+
+    /// The model speaks on its own while chat `chat_id`'s call waits
+    /// ([`VoiceNotice::WhileWaiting`]): its answer is an aside of the chat's live turn, which
+    /// answers it while its calls are out; with no turn here to take it (it ended, or runs on
+    /// another instance), the answer is declined and the model discards it.
+    ///
+    /// [`VoiceNotice::WhileWaiting`]: crate::agent::voice::VoiceNotice::WhileWaiting
+    pub(crate) fn model_aside(self: &Arc<Self>, chat_id: &str) {
+        let queued = self.live_session(chat_id).is_some_and(|session| {
+            let mut state = session.state();
+            let SessionState { record, live, .. } = &mut *state;
+            match live.as_mut() {
+                Some(turn) if !turn.log.is_ended() && !turn.elsewhere => {
+                    turn.asides.push_back(Aside::Model);
+                    if turn.parked.is_some() {
+                        self.unpark_locked(&session, record, turn);
+                    } else {
+                        session.wake();
+                    }
+                    true
+                }
+                _ => false,
+            }
+        });
+        if !queued {
+            tracing::debug!(session = %chat_id, "the model spoke with no turn to take it; discarded");
+            drop(self.voice_model().aside(chat_id));
         }
     }
 

@@ -128,10 +128,16 @@ async fn on_notice(runtime: &Weak<Runtime>, notice: VoiceNotice) -> bool {
     let Some(runtime) = runtime.upgrade() else {
         return false;
     };
-    let VoiceNotice::Heard {
-        session_id,
-        transcript,
-    } = notice;
+    let (session_id, transcript) = match notice {
+        VoiceNotice::Heard {
+            session_id,
+            transcript,
+        } => (session_id, transcript),
+        VoiceNotice::WhileWaiting { session_id } => {
+            runtime.model_aside(&session_id);
+            return true;
+        }
+    };
     let speaker = lock(&runtime.voices.lines)
         .get(&session_id)
         .map(|line| line.speaker.clone());

@@ -20,13 +20,20 @@ use crate::agent::{
 };
 use crate::protocol::{Chunk, audit::Actor};
 
-/// What a person said while the turn waited for them.
+/// Something to answer inside the turn while its calls are out.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Aside {
-    /// Who spoke (the chat's person).
-    pub(crate) speaker: String,
-    /// The model's transcript of what they said.
-    pub(crate) text: String,
+pub(crate) enum Aside {
+    /// What a person said while the turn waited for them.
+    Spoken {
+        /// Who spoke (the chat's person).
+        speaker: String,
+        /// The model's transcript of what they said.
+        text: String,
+    },
+    /// The model speaks on its own about the call that waits (told it waits:
+    /// [`crate::agent::voice::VoiceNotice::WhileWaiting`]): no words of the person's, only its
+    /// answer, which the person must hear ("it is on your screen, waiting for your approval").
+    Model,
 }
 
 impl TurnDriver {
@@ -40,15 +47,24 @@ impl TurnDriver {
             .and_then(|t| t.asides.pop_front())
     }
 
-    /// Answers `aside` inside the turn. `Err`: the turn was interrupted meanwhile.
-    pub(super) async fn run_aside(&mut self, aside: Aside) -> Result<(), Flow> {
-        let events = self.spoken_events(&aside);
-        self.commits.record_all(events);
-        // Transient, outside the reply's message: what the person said.
-        self.push(TurnEntry::Chunk(voice_aside(&aside.text)));
+    /// Answers `aside` inside the turn: whether anything was emitted. `Err`: the turn was
+    /// interrupted meanwhile.
+    pub(super) async fn run_aside(&mut self, aside: Aside) -> Result<bool, Flow> {
+        let spoken = matches!(aside, Aside::Spoken { .. });
+        if let Aside::Spoken { speaker, text } = &aside {
+            let events = self.spoken_events(speaker, text);
+            self.commits.record_all(events);
+            // Transient, outside the reply's message: what the person said.
+            self.push(TurnEntry::Chunk(voice_aside(text)));
+        }
         let model = self.rt.model_for(self.transport).clone();
         let mut stream = model.aside(&self.session.id);
-        self.emit(Chunk::start_step());
+        // A spoken aside is always answered in a step of its own; the model's own words open
+        // one when they come (it may have nothing to say: the answer went to a step already).
+        let mut step_open = spoken;
+        if step_open {
+            self.emit(Chunk::start_step());
+        }
         let mut text: Option<String> = None;
         let mut interrupted = false;
         loop {
@@ -60,6 +76,16 @@ impl TurnDriver {
                 }
                 event = stream.next() => event,
             };
+            if matches!(
+                event,
+                Some(Ok(ModelEvent::TextDelta(_)
+                    | ModelEvent::Audio(_)
+                    | ModelEvent::Interrupted))
+            ) && !step_open
+            {
+                self.emit(Chunk::start_step());
+                step_open = true;
+            }
             match event {
                 None => break,
                 Some(Ok(ModelEvent::TextDelta(delta))) => {
@@ -101,24 +127,24 @@ impl TurnDriver {
         if let Some(id) = text {
             self.emit(Chunk::text_end(id));
         }
-        self.emit(Chunk::finish_step());
-        self.sync_messages();
+        if step_open {
+            self.emit(Chunk::finish_step());
+            self.sync_messages();
+        }
         if interrupted {
             return Err(Flow::Interrupted);
         }
-        Ok(())
+        Ok(step_open)
     }
 
     /// The `spoken` audit events of an aside: one per approval that waits, with the words.
-    fn spoken_events(&self, aside: &Aside) -> Vec<AuditEvent> {
+    fn spoken_events(&self, speaker: &str, text: &str) -> Vec<AuditEvent> {
         let now = self.rt.clock.now_ms();
-        let reason = format!(
-            "spoken while it waited: {:?} (what was said; words decide nothing)",
-            aside.text
-        );
+        let reason =
+            format!("spoken while it waited: {text:?} (what was said; words decide nothing)");
         let actor = Actor {
             transport: self.transport.as_str().to_owned(),
-            person: (aside.speaker != LOCAL).then(|| aside.speaker.clone()),
+            person: (speaker != LOCAL).then(|| speaker.to_owned()),
             ..Actor::default()
         };
         self.with_turn(|turn| {

@@ -62,10 +62,10 @@ impl TurnDriver {
             // What the person said meanwhile is answered first, while its call still waits
             // (an aside: ADR 0035); a decision that came meanwhile is read right after.
             if let Some(aside) = self.next_aside() {
-                if let Err(flow) = self.run_aside(aside).await {
-                    return flow;
+                match self.run_aside(aside).await {
+                    Ok(emitted) => emitted_since_pause |= emitted,
+                    Err(flow) => return flow,
                 }
-                emitted_since_pause = true;
             }
             // Who may sign as the store says now, when a countersigned call is about to run.
             let standing = self.standing_before_running().await;

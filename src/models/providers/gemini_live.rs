@@ -141,7 +141,9 @@
 //! `willContinue: false` (`WHEN_IDLE`, so the model says what happened), or, when a typed
 //! message ended the turn that waited, `SILENT` before the message. A call the model cancelled
 //! gets no response; a socket that did not issue the call hears its outcome as text. The talk
-//! that follows the "awaiting" answer belongs to no step and is not kept. Speech while the call
+//! that follows the "awaiting" answer (output between steps while such a call waits, nobody
+//! having spoken) is held the same way and announced as [`VoiceNotice::WhileWaiting`]: the
+//! runtime streams it into the waiting turn as an aside without words. Speech while the call
 //! waits is an aside ([`Model::aside`]): its held answer is read like a step that records
 //! nothing in the synced history (so the outcome still goes on the call's id), and calls the
 //! model makes in it are answered at once as not run.

@@ -325,7 +325,10 @@ mod tests {
         let VoiceNotice::Heard {
             session_id,
             transcript,
-        } = notice;
+        } = notice
+        else {
+            panic!("expected what was heard: {notice:?}")
+        };
         assert_eq!(session_id, chat);
         transcript
     }

@@ -52,10 +52,21 @@ pub(in crate::models::providers::gemini_live) struct Voice {
     spoke: bool,
     /// The input transcription since then.
     heard: String,
-    /// A spoken turn was announced: its user message as the runtime will write it.
-    announced: Option<String>,
-    /// What the server sent for the announced turn before its step came.
+    /// An answer the runtime was told of, held until it is taken.
+    announced: Option<Announced>,
+    /// What the server sent for the announced answer before it was taken.
     held: Vec<ServerMessage>,
+}
+
+/// What the held answer answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Announced {
+    /// The person's speech: a spoken turn's user message as the runtime will write it (or an
+    /// aside of the waiting turn).
+    Heard(String),
+    /// Nothing the person said: the model talks on its own while a call it was told waits
+    /// ([`VoiceNotice::WhileWaiting`]); taken as an aside of the waiting turn.
+    WhileWaiting,
 }
 
 impl Voice {
@@ -189,33 +200,51 @@ impl SessionActor {
 
     /// A server message with no step to take it: if it begins (or continues) the answer to the
     /// person's speech, it is held for that turn's step and `None` is returned.
+    ///
+    /// Without speech, output while a call this socket was told waits (`willContinue`) is the
+    /// model talking about it ("it is on your screen, waiting for your approval"): held the
+    /// same way, and the runtime told [`VoiceNotice::WhileWaiting`], so the person hears it
+    /// inside the waiting turn rather than not at all.
     pub(super) fn hold_spoken_answer(&mut self, message: ServerMessage) -> Option<ServerMessage> {
         if self.voice.announced.is_some() {
             self.voice.held.push(message);
             return None;
         }
-        if !self.voice.spoke || self.conn.as_ref().is_none_or(|c| c.discard > 0) {
+        let Some(conn) = self.conn.as_ref().filter(|c| c.discard == 0) else {
             return Some(message);
-        }
-        if let Some(text) = message.server_content.as_ref().and_then(|c| c.heard()) {
-            self.voice.note_heard(text);
-        }
+        };
         let answers = message.tool_call.is_some()
             || message
                 .server_content
                 .as_ref()
                 .is_some_and(|c| c.has_content());
+        if !self.voice.spoke {
+            let waits = conn.awaiting.iter().any(|id| !self.cancelled.contains(id));
+            if !(waits && answers) {
+                return Some(message);
+            }
+            self.voice.announced = Some(Announced::WhileWaiting);
+            self.voice.held.push(message);
+            tracing::debug!(session = %self.session_id, "Gemini Live talks while a call waits");
+            let _ = self.shared.voice_notices.send(VoiceNotice::WhileWaiting {
+                session_id: self.session_id.clone(),
+            });
+            return None;
+        }
+        if let Some(text) = message.server_content.as_ref().and_then(|c| c.heard()) {
+            self.voice.note_heard(text);
+        }
         if !answers {
             return Some(message);
         }
         let heard = std::mem::take(&mut self.voice.heard);
         let transcript = heard.trim().to_owned();
         self.voice.spoke = false;
-        self.voice.announced = Some(if transcript.is_empty() {
+        self.voice.announced = Some(Announced::Heard(if transcript.is_empty() {
             UNTRANSCRIBED.to_owned()
         } else {
             transcript.clone()
-        });
+        }));
         self.voice.held.push(message);
         tracing::debug!(session = %self.session_id, "Gemini Live answers speech");
         let _ = self.shared.voice_notices.send(VoiceNotice::Heard {
@@ -225,8 +254,9 @@ impl SessionActor {
         None
     }
 
-    /// [`Model::aside`]: the answer held for the speech last announced streams to `events`, as
-    /// an aside of the turn that waits for the person, not as a step: nothing is sent (the
+    /// [`Model::aside`]: the answer held for the speech last announced (or the model's own talk
+    /// while a call waits) streams to `events`, as an aside of the turn that waits, not as a
+    /// step: nothing is sent (the
     /// server heard the speech), nothing is added to what the server's conversation is known
     /// to have seen (the waiting call's outcome still goes on its id), and calls the model
     /// makes in it are answered at once as not run. A closed `events` (the runtime declined
@@ -244,9 +274,10 @@ impl SessionActor {
             self.drop_held(held).await;
             return;
         }
-        for message in held {
+        let mut held = held.into_iter();
+        while let Some(message) = held.next() {
             match self.on_step_message(&mut step, message).await {
-                Ok(true) => return,
+                Ok(true) => return self.release_held(held).await,
                 Ok(false) => {}
                 Err(reason) => {
                     self.conn = None;
@@ -263,6 +294,19 @@ impl SessionActor {
             StepEnd::Lost(reason) => {
                 self.conn = None;
                 let _ = step.events.send(Err(ModelError::Transport(reason)));
+            }
+        }
+    }
+
+    /// What was held behind the answer just taken (another answer began after it ended, e.g.
+    /// the person spoke over the model's talk): read again as if it had just come, so it is
+    /// announced in turn rather than lost.
+    async fn release_held(&mut self, rest: impl Iterator<Item = ServerMessage>) {
+        for message in rest {
+            if let Err(reason) = self.on_idle_message(message).await {
+                tracing::debug!(session = %self.session_id, %reason, "the socket broke");
+                self.conn = None;
+                return;
             }
         }
     }
@@ -331,16 +375,25 @@ impl SessionActor {
     pub(super) async fn attach_spoken(&mut self, step: &mut Step) -> Option<bool> {
         let announced = self.voice.announced.take()?;
         let held = std::mem::take(&mut self.voice.held);
-        let is_spoken = matches!(
-            step.history.last(),
-            Some(HistoryItem::User { text, .. }) if *text == announced
-        );
+        let is_spoken = match &announced {
+            Announced::Heard(heard) => matches!(
+                step.history.last(),
+                Some(HistoryItem::User { text, .. }) if text == heard
+            ),
+            Announced::WhileWaiting => false,
+        };
         let conn = self.conn.as_mut()?;
         if !is_spoken {
-            tracing::warn!(
-                session = %self.session_id,
-                "the spoken turn did not start; dropping the answer to it"
-            );
+            match announced {
+                Announced::Heard(_) => tracing::warn!(
+                    session = %self.session_id,
+                    "the spoken turn did not start; dropping the answer to it"
+                ),
+                Announced::WhileWaiting => tracing::info!(
+                    session = %self.session_id,
+                    "the talk while a call waited was not taken before the next step; dropped"
+                ),
+            }
             let ended = held.iter().any(|m| {
                 m.server_content
                     .as_ref()
@@ -393,9 +446,13 @@ impl SessionActor {
         self.synced.sent(tail);
         step.input_sent = true;
         step.last_heard = Instant::now();
-        for message in held {
+        let mut held = held.into_iter();
+        while let Some(message) = held.next() {
             match self.on_step_message(step, message).await {
-                Ok(true) => return Some(true),
+                Ok(true) => {
+                    self.release_held(held).await;
+                    return Some(true);
+                }
                 Ok(false) => {}
                 Err(reason) => {
                     tracing::debug!(session = %self.session_id, %reason, "the socket broke");

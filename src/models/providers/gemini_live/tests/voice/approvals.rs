@@ -147,18 +147,56 @@ pub(super) async fn text_to_end(reader: &mut LogReader) -> String {
     }
 }
 
+/// The text and speech the waiting turn's log shows up to the pause after them (the turn waits
+/// again): (the text, the `data-pcm` chunks).
+pub(super) async fn talk_while_it_waits(reader: &mut LogReader) -> (String, usize) {
+    let (mut text, mut speech) = (String::new(), 0);
+    loop {
+        match within("the talk while it waits", reader.next()).await {
+            Some(TurnEntry::Chunk(Chunk::TextDelta(d))) => text.push_str(&d.delta),
+            Some(TurnEntry::Chunk(Chunk::Data(d))) if d.name == "pcm" => speech += 1,
+            Some(TurnEntry::Chunk(Chunk::ToolApprovalRequest(r))) => {
+                panic!("the talk asked for a call: {r:?}")
+            }
+            Some(TurnEntry::Pause) if !text.is_empty() => return (text, speech),
+            Some(TurnEntry::End) | None => panic!("the waiting turn ended"),
+            Some(_) => {}
+        }
+    }
+}
+
+/// What the model says once told the call waits ("waiting for your approval") reaches the
+/// person inside the waiting turn, words and voice, and is kept in its message (before, it
+/// belonged to no step and was dropped); the same call id carries the outcome once the person
+/// approved.
 #[tokio::test]
 async fn a_spoken_payment_is_told_it_waits_and_answered_on_the_same_id_after_approval() {
     let mut server = FakeLive::start().await;
     let runtime = runtime(&server);
     let (mut conn, mut reader, approval_id) = spoken_payment(&runtime, &mut server).await;
     told_it_waits(&mut conn).await;
-    // The model says so while the card waits (it belongs to no step: not the turn's answer).
-    conn.say("It is on your screen, waiting for your approval.")
-        .await;
+    // The model says so while the card waits: its words and its voice.
+    conn.send(json!({"serverContent": {
+        "modelTurn": {"parts": [{"inlineData": {"mimeType": "audio/pcm;rate=24000",
+            "data": b64(&tone(24_000, 100))}}]},
+        "outputTranscription": {"text": "It is on your screen, waiting for your approval."}
+    }}))
+    .await;
     conn.turn_complete().await;
+    let (text, speech) = talk_while_it_waits(&mut reader).await;
+    assert_eq!(text, "It is on your screen, waiting for your approval.");
+    assert_eq!(speech, 1, "its voice is played too");
+    // Nothing went to the model: the call still waits, and nothing ran.
     conn.silent_for(100).await;
     assert_eq!(balance(&runtime).await, 100_000, "nothing ran yet");
+    let record = runtime.session("c").await.unwrap().snapshot();
+    let kept = record.messages.to_vec().unwrap().pop().unwrap();
+    assert!(
+        serde_json::to_string(&kept)
+            .unwrap()
+            .contains("waiting for your approval"),
+        "the waiting message keeps what the model said: {kept:?}"
+    );
 
     approve(&runtime, &approval_id).await.expect("approved");
     let outcome = conn.recv().await;
@@ -173,8 +211,7 @@ async fn a_spoken_payment_is_told_it_waits_and_answered_on_the_same_id_after_app
     conn.say("Paid 50 dollars to Hanako.").await;
     conn.turn_complete().await;
     let text = text_to_end(&mut reader).await;
-    assert!(text.ends_with("Paid 50 dollars to Hanako."), "{text}");
-    assert!(!text.contains("on your screen"), "{text}");
+    assert_eq!(text, "Paid 50 dollars to Hanako.", "told once");
     assert_eq!(balance(&runtime).await, 95_000);
     server.no_new_conn(100).await;
 }
