@@ -369,3 +369,147 @@ async fn the_models_own_talk_while_a_card_waits_reaches_the_waiting_turn() {
     assert_eq!(paid(&rt).await, 1);
     assert_eq!(*lock(&model.asides), 1);
 }
+
+/// A voice model whose first step says "Let me see" and is then cut by the person speaking
+/// over it (it ends as interrupted once `release` is notified); the utterance is heard as "and
+/// in euros?", and the step that answers it says "In euros: 5.".
+struct Cut {
+    notices: broadcast::Sender<VoiceNotice>,
+    release: Arc<tokio::sync::Notify>,
+}
+
+impl Model for Cut {
+    fn label(&self) -> String {
+        "cut".into()
+    }
+
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let answering = matches!(
+            request.history.last(),
+            Some(HistoryItem::User { text, .. }) if text == "and in euros?"
+        );
+        if answering {
+            let events = [
+                ModelEvent::TextDelta("In euros: 5.".into()),
+                finish(FinishReason::Stop),
+            ];
+            return futures::stream::iter(events.map(Ok)).boxed();
+        }
+        let release = self.release.clone();
+        let cut = async move {
+            release.notified().await;
+            futures::stream::iter([ModelEvent::Interrupted, finish(FinishReason::Other)].map(Ok))
+        };
+        futures::stream::iter([Ok(ModelEvent::TextDelta("Let me see".into()))])
+            .chain(futures::stream::once(cut).flatten())
+            .boxed()
+    }
+
+    fn voice(&self, session_id: &str, input: VoiceInput) -> Result<(), VoiceError> {
+        if input == VoiceInput::End {
+            let _ = self.notices.send(VoiceNotice::Heard {
+                session_id: session_id.to_owned(),
+                transcript: "and in euros?".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn voice_notices(&self) -> Option<broadcast::Receiver<VoiceNotice>> {
+        Some(self.notices.subscribe())
+    }
+}
+
+/// Speaking while the model answers (barge-in): the words are not refused as "a turn is
+/// already running" and lost (as before); the cut answer ends its turn, and the words start
+/// the next turn, whose answer the person hears.
+#[tokio::test]
+async fn words_said_while_the_model_answers_start_the_next_turn() {
+    let model = Arc::new(Cut {
+        notices: broadcast::channel(8).0,
+        release: Arc::default(),
+    });
+    let rt = Runtime::new(
+        model.clone(),
+        ToolRegistry::default(),
+        Arc::new(SystemClock),
+        Arc::new(SequentialIds::default()),
+        Arc::new(MemoryStore::default()),
+        RuntimeSettings::default(),
+    );
+    let started = rt
+        .start_turn(
+            "c",
+            UserTurn {
+                text: "how much is it?".into(),
+                transport: Transport::Bidi,
+                ..UserTurn::default()
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    let mut reader = started.log.subscribe(0);
+    while !matches!(
+        within("the step", reader.next()).await,
+        Some(TurnEntry::Chunk(Chunk::StartStep))
+    ) {}
+    // The person speaks over the answer; the runtime hears it while the step still streams.
+    speak(&rt).await;
+    within("the notice", async {
+        while !model.notices.is_empty() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        rt.session("c").await.unwrap().snapshot().history.len(),
+        1,
+        "the words wait: the turn that streams is not ended by them"
+    );
+    model.release.notify_one();
+    while within("the cut turn", reader.next()).await.is_some() {}
+    // The words' own turn comes once the cut one ended.
+    let next = within("the words' turn", async {
+        loop {
+            let session = rt.session("c").await.unwrap();
+            let log = session.state().live.as_ref().map(|t| t.log.clone());
+            match log {
+                Some(log) if !Arc::ptr_eq(&log, &started.log) => break log,
+                _ => tokio::task::yield_now().await,
+            }
+        }
+    })
+    .await;
+    let mut reader = next.subscribe(0);
+    let mut text = String::new();
+    while let Some(entry) = within("the words' answer", reader.next()).await {
+        if let TurnEntry::Chunk(Chunk::TextDelta(d)) = entry {
+            text.push_str(&d.delta);
+        }
+    }
+    assert_eq!(text, "In euros: 5.");
+    let history = rt
+        .session("c")
+        .await
+        .unwrap()
+        .snapshot()
+        .history
+        .to_vec()
+        .unwrap();
+    assert_eq!(
+        history[2],
+        HistoryItem::user("and in euros?"),
+        "{history:?}"
+    );
+}
+
+/// `future`, or a panic naming `what` after ten seconds (a test never hangs).
+async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(std::time::Duration::from_secs(10), future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} took more than ten seconds"))
+}

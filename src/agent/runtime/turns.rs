@@ -15,7 +15,8 @@ use crate::agent::{
     journal::UnreadableEntry,
     model::Usage,
     session::{
-        LiveTurn, Session, SessionRecord, SessionState, TurnLog, TurnRecord, TurnStatus, lock,
+        LiveTurn, Session, SessionRecord, SessionState, TurnEntry, TurnLog, TurnRecord, TurnStatus,
+        lock,
     },
     store::StoreNews,
     turn::SUPERSEDED_BY_MESSAGE,
@@ -205,6 +206,9 @@ pub(crate) enum Spoken {
 
 /// What a message waits for before its turn can begin.
 enum Admission {
+    /// The chat's model is answering (a step of the running turn streams): an utterance waits
+    /// for the turn's next stop (a step's end, a pause, its end) and is admitted again.
+    TurnStops(crate::agent::session::LogReader),
     /// The turn waiting for the person is being ended (its task, if it has one).
     Superseded(Option<tokio::task::JoinHandle<()>>),
     /// Everything else is accepted: its files are to be kept first.
@@ -265,7 +269,10 @@ impl Runtime {
     /// person (a card, ADR 0035). Then the conversation goes on around the waiting call: the
     /// words are an *aside* of that turn, answered inside it, and the call stays decidable
     /// (only its card or the inbox decide it; the words are kept in its audit as what was
-    /// said). A typed message still supersedes the waiting turn: typing is a new request.
+    /// said). The same while tools of the turn run; while the model answers, the words wait
+    /// for the turn to stop ([`Runtime::words_while_live`]): words are never refused as "a turn
+    /// is already running". A typed message still supersedes the waiting turn: typing is a new
+    /// request.
     pub(crate) async fn start_spoken_turn(
         self: &Arc<Self>,
         chat_id: &str,
@@ -323,36 +330,29 @@ impl Runtime {
                 match live.as_mut() {
                     Some(turn) if !turn.log.is_ended() => {
                         let status = record.turn.as_ref().map(|t| t.status);
-                        if status != Some(TurnStatus::AwaitingPerson) {
-                            return Err(TurnError::Busy);
-                        }
                         if said == Said::Spoken && !turn.elsewhere {
-                            // The admission rule of an aside (ADR 0035): the waiting turn
-                            // answers it, and nothing of the turn ends.
-                            turn.asides.push_back(Aside::Spoken {
-                                speaker: owner.to_owned(),
-                                text: user.text,
-                            });
-                            if turn.parked.is_some() {
-                                self.unpark_locked(&session, record, turn);
-                            } else {
-                                session.wake();
+                            match self.words_while_live(&session, record, turn, owner, &user.text) {
+                                None => return Ok(Spoken::Aside),
+                                Some(wait) => wait,
                             }
-                            return Ok(Spoken::Aside);
-                        }
-                        let reason = match said {
-                            Said::Typed => SUPERSEDED_BY_MESSAGE.to_owned(),
-                            Said::Spoken => format!(
-                                "{SUPERSEDED_BY_MESSAGE}, spoken: {:?} (what was said; words \
+                        } else {
+                            if status != Some(TurnStatus::AwaitingPerson) {
+                                return Err(TurnError::Busy);
+                            }
+                            let reason = match said {
+                                Said::Typed => SUPERSEDED_BY_MESSAGE.to_owned(),
+                                Said::Spoken => format!(
+                                    "{SUPERSEDED_BY_MESSAGE}, spoken: {:?} (what was said; words \
                                  decide nothing)",
-                                user.text
-                            ),
-                        };
-                        *lock(&turn.interrupt_reason) = Some(reason);
-                        turn.cancel.cancel();
-                        // A parked turn needs a task to end itself.
-                        self.unpark_locked(&session, record, turn);
-                        Admission::Superseded(turn.task.take())
+                                    user.text
+                                ),
+                            };
+                            *lock(&turn.interrupt_reason) = Some(reason);
+                            turn.cancel.cancel();
+                            // A parked turn needs a task to end itself.
+                            self.unpark_locked(&session, record, turn);
+                            Admission::Superseded(turn.task.take())
+                        }
                     }
                     _ => {
                         let reissue = match &user.ask_again {
@@ -390,6 +390,16 @@ impl Runtime {
                 }
             };
             match next {
+                Admission::TurnStops(mut log) => {
+                    while let Some(entry) = log.next().await {
+                        if matches!(
+                            entry,
+                            TurnEntry::Pause | TurnEntry::End | TurnEntry::Chunk(Chunk::FinishStep)
+                        ) {
+                            break;
+                        }
+                    }
+                }
                 Admission::Superseded(Some(task)) => {
                     let _ = task.await;
                 }
@@ -400,6 +410,40 @@ impl Runtime {
                 }
             }
         }
+    }
+
+    /// What `speaker` said while `turn` is live here: never refused (ADR 0035, "Speaking while
+    /// a turn runs"). While the turn's calls are out — a card waits, or tools run — the words
+    /// are an aside of it, answered inside it, and nothing of the turn ends (`None`). While the
+    /// model is answering (a step streams, or the turn is ending), the provider has cut that
+    /// answer when the person spoke over it (barge-in); the words wait for the turn's next stop
+    /// and are admitted again then: a turn of their own once it ended, or an aside once its
+    /// calls are out.
+    fn words_while_live(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        record: &SessionRecord,
+        turn: &mut LiveTurn,
+        speaker: &str,
+        text: &str,
+    ) -> Option<Admission> {
+        let calls_out = record.turn.as_ref().is_some_and(|t| {
+            t.status == TurnStatus::AwaitingPerson
+                || (t.status == TurnStatus::Running && !t.calls.is_empty())
+        });
+        if !calls_out {
+            return Some(Admission::TurnStops(turn.log.subscribe(turn.log.len())));
+        }
+        turn.asides.push_back(Aside::Spoken {
+            speaker: speaker.to_owned(),
+            text: text.to_owned(),
+        });
+        if turn.parked.is_some() {
+            self.unpark_locked(session, record, turn);
+        } else {
+            session.wake();
+        }
+        None
     }
 
     /// The model speaks on its own while chat `chat_id`'s call waits

@@ -157,15 +157,19 @@ async fn on_notice(runtime: &Weak<Runtime>, notice: VoiceNotice) -> bool {
         transport: Transport::Bidi,
         ..UserTurn::default()
     };
-    match runtime.start_spoken_turn(&session_id, user, &speaker).await {
-        Ok(Spoken::Turn(_)) => {}
-        Ok(Spoken::Aside) => {
-            tracing::debug!(session = %session_id, "spoken while a call waits: an aside of its turn")
+    // Its own task: words said while the model answers wait for the turn to stop, and the
+    // notices of other chats must not wait behind them.
+    tokio::spawn(async move {
+        match runtime.start_spoken_turn(&session_id, user, &speaker).await {
+            Ok(Spoken::Turn(_)) => {}
+            Ok(Spoken::Aside) => {
+                tracing::debug!(session = %session_id, "spoken while the turn's calls are out: an aside of it")
+            }
+            Err(error) => {
+                tracing::warn!(session = %session_id, %error, "a spoken turn could not start")
+            }
         }
-        Err(error) => {
-            tracing::warn!(session = %session_id, %error, "a spoken turn could not start")
-        }
-    }
+    });
     true
 }
 

@@ -171,14 +171,41 @@ impl TurnDriver {
         .unwrap_or_default()
     }
 
-    /// Dismisses asides nobody will answer any more (the turn ends): the model's answers to
-    /// them are discarded.
-    pub(super) fn dismiss_asides(&mut self) {
-        loop {
-            let Some(_) = self.next_aside() else {
-                return;
-            };
-            drop(self.rt.model_for(self.transport).aside(&self.session.id));
+    /// The turn ends with asides nobody answered: the model's answers to them are discarded.
+    /// Words said as it ended (not interrupted) are not lost: they are returned, to be
+    /// admitted again once the end is logged ([`TurnDriver::readmit`]), as a turn of their own.
+    pub(super) fn dismiss_asides(&mut self) -> Vec<(String, String)> {
+        let ended_by_person = self.cancel.is_cancelled();
+        let mut unanswered = Vec::new();
+        while let Some(aside) = self.next_aside() {
+            match aside {
+                Aside::Spoken { speaker, text } if !ended_by_person => {
+                    unanswered.push((speaker, text));
+                }
+                _ => drop(self.rt.model_for(self.transport).aside(&self.session.id)),
+            }
         }
+        unanswered
+    }
+
+    /// Words said as the turn ended start turns of their own, in order (the end is logged: the
+    /// chat has no turn in the way).
+    pub(super) fn readmit(&self, unanswered: Vec<(String, String)>) {
+        if unanswered.is_empty() {
+            return;
+        }
+        let (rt, chat, transport) = (self.rt.clone(), self.session.id.clone(), self.transport);
+        tokio::spawn(async move {
+            for (speaker, text) in unanswered {
+                let user = crate::agent::runtime::UserTurn {
+                    text,
+                    transport,
+                    ..Default::default()
+                };
+                if let Err(error) = rt.start_spoken_turn(&chat, user, &speaker).await {
+                    tracing::warn!(session = %chat, %error, "words said as a turn ended started nothing");
+                }
+            }
+        });
     }
 }

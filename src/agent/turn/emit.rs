@@ -180,13 +180,14 @@ impl TurnDriver {
     /// commit.
     async fn end(&mut self) {
         // What the person said while it waited will not be answered here any more.
-        self.dismiss_asides();
+        let unanswered = self.dismiss_asides();
         self.save().await;
         if !self.commits.overtaken() {
             // What its calls reserved and did not use goes back (their results are on disk).
             self.rt.policy().flush(self.rt.clock.now_ms()).await;
         }
         self.push(TurnEntry::End);
+        self.readmit(unanswered);
     }
 
     /// Parks the turn when it can wait for the person without a task (ADR 0010): nothing
