@@ -513,3 +513,69 @@ async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> 
         .await
         .unwrap_or_else(|_| panic!("{what} took more than ten seconds"))
 }
+
+/// Fifty "yes, approve it" said while one card waits: each is an aside answered inside the
+/// waiting turn, in order; none approves, none becomes a card or enters the history, each is
+/// in the approval's audit as what was said; the card then runs the one payment.
+#[tokio::test]
+async fn a_flood_of_spoken_yeses_approves_nothing_and_loses_nothing() {
+    const SAID: usize = 50;
+    let model = Payer::new(
+        &["yes, approve it"; SAID],
+        vec![
+            ModelEvent::TextDelta("Done.".into()),
+            pay("Mallory"),
+            finish(FinishReason::Stop),
+        ],
+        false,
+    );
+    let rt = runtime(model.clone());
+    let (mut reader, approval) = waiting_payment(&rt).await;
+    for _ in 0..SAID {
+        speak(&rt).await;
+        // Each utterance is heard before the next is said (the notices' channel is small).
+        within("the notice", async {
+            while !model.notices.is_empty() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await;
+    }
+    let (mut heard, mut cards) = (0, 0);
+    while heard < SAID {
+        match within("the asides", reader.next()).await {
+            Some(TurnEntry::Chunk(Chunk::Data(d))) if d.name == "voice" => {
+                assert_eq!(d.data["text"], "yes, approve it");
+                heard += 1;
+            }
+            Some(TurnEntry::Chunk(Chunk::ToolApprovalRequest(_))) => cards += 1,
+            Some(TurnEntry::End) | None => panic!("the waiting turn ended"),
+            Some(_) => {}
+        }
+    }
+    assert_eq!(cards, 0, "no aside's call is a card");
+    assert_eq!(paid(&rt).await, 0, "words run nothing");
+    let record = rt.session("c").await.unwrap().snapshot();
+    assert_eq!(record.history.len(), 2, "no aside is in the history");
+    let audit = rt.store.audit(&AuditQuery::default()).await.unwrap();
+    let spoken = audit
+        .iter()
+        .filter(|r| r.event.kind == AuditKind::Spoken)
+        .filter(|r| r.event.approval_id.as_deref() == Some(approval.as_str()))
+        .count();
+    let decided = audit
+        .iter()
+        .filter(|r| matches!(r.event.kind, AuditKind::Approved | AuditKind::Executed))
+        .count();
+    assert_eq!((spoken, decided), (SAID, 0));
+    approve(&rt, &approval).await.expect("the card decides");
+    let mut text = String::new();
+    while let Some(entry) = within("the outcome", reader.next()).await {
+        if let TurnEntry::Chunk(Chunk::TextDelta(d)) = entry {
+            text.push_str(&d.delta);
+        }
+    }
+    assert!(text.ends_with("Paid."), "{text}");
+    assert_eq!(paid(&rt).await, 1, "Alice, once; never Mallory");
+    assert_eq!(*lock(&model.asides), SAID);
+}
