@@ -172,9 +172,10 @@ pub trait Model: Send + Sync + 'static {
     }
 
     /// The answer the model began to a [`VoiceNotice::Heard`] that the runtime takes as an
-    /// *aside* of chat `session_id`'s waiting turn (ADR 0035): the person spoke while a call
-    /// waits for its countersignature, so the answer streams into that turn and starts no turn
-    /// of its own. Its events are a step's, except that it makes no calls (a call the model asks
+    /// *aside* of chat `session_id`'s waiting turn (ADR 0035): the person spoke while the turn's
+    /// calls are out (a card waits), so the answer streams into that turn and starts no turn of
+    /// its own. The same for a [`VoiceNotice::WhileWaiting`]: the model's own talk while a call
+    /// waits. Its events are a step's, except that it makes no calls (a call the model asks
     /// for in an aside is answered by the model itself as not run, and never reaches the
     /// runner) and it adds nothing to the history: the exchange stays on the provider's side,
     /// so the waiting call's outcome still goes on its own id. Dropping the stream dismisses the
