@@ -62,6 +62,7 @@ pub mod reducer;
 pub mod schema;
 pub mod seed;
 pub mod sse;
+pub mod voice;
 
 pub(crate) mod json_util;
 

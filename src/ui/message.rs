@@ -3,7 +3,7 @@
 //! and its forms in `message/approval.rs`.
 
 use leptos::{
-    either::{Either, EitherOf3, EitherOf8},
+    either::{Either, EitherOf3, EitherOf9},
     prelude::*,
 };
 use serde_json::Value;
@@ -17,6 +17,7 @@ use tool::ToolCard;
 use super::{controller::ChatCtl, markdown::Markdown, question::QuestionCard};
 use crate::protocol::{
     Role, UiMessage, UiPart, message::inline_image_type, question::QUESTION_PART,
+    voice::aside_words,
 };
 
 /// Which part of a message a keyed child renders: tool parts by their call id and questions by
@@ -36,6 +37,7 @@ fn part_keys(message: &UiMessage) -> Vec<PartKey> {
         .filter_map(|(i, p)| match p {
             UiPart::Tool(t) | UiPart::DynamicTool(t) => Some(PartKey::Tool(t.tool_call_id.clone())),
             UiPart::Data(d) if d.name == QUESTION_PART => d.id.clone().map(PartKey::Question),
+            UiPart::Data(d) if aside_words(d).is_some() => Some(PartKey::Other(i)),
             UiPart::StepStart | UiPart::Data(_) | UiPart::Unknown(_) => None,
             _ => Some(PartKey::Other(i)),
         })
@@ -124,7 +126,7 @@ pub fn MessageView(id: String) -> impl IntoView {
     }
 }
 
-/// A non-tool part: text (Markdown), reasoning, a file.
+/// A non-tool part: text (Markdown), reasoning, a file, the words of an aside.
 #[component]
 fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) -> impl IntoView {
     let _ = message_id;
@@ -134,7 +136,7 @@ fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) 
         Some(UiPart::Text(text)) => {
             let is_user = message.with(|m| m.as_ref().is_some_and(|m| m.role == Role::User));
             if is_user {
-                EitherOf8::A(
+                EitherOf9::A(
                     view! { <p class="message-text" data-testid="user-text">{text.text}</p> },
                 )
             } else {
@@ -142,12 +144,12 @@ fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) 
                     Some(UiPart::Text(t)) => t.text,
                     _ => String::new(),
                 });
-                EitherOf8::B(
+                EitherOf9::B(
                     view! { <div class="assistant-text markdown" data-testid="assistant-text"><Markdown text=content/></div> },
                 )
             }
         }
-        Some(UiPart::Reasoning(reasoning)) => EitherOf8::C(view! {
+        Some(UiPart::Reasoning(reasoning)) => EitherOf9::C(view! {
             <details class="reasoning" data-testid="reasoning">
                 <summary>"Reasoning"</summary>
                 <p>{reasoning.text}</p>
@@ -159,7 +161,7 @@ fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) 
                     || file.url.starts_with("https://")
                     || file.url.starts_with("/api/chats/")) =>
         {
-            EitherOf8::D(view! {
+            EitherOf9::D(view! {
                 <img class="attachment" src=file.url alt=file.filename.unwrap_or_else(|| "attached image".into())/>
             })
         }
@@ -169,7 +171,7 @@ fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) 
         {
             let caption =
                 message.with(|m| spoken_caption(m.as_ref().and_then(|m| m.metadata.as_ref())));
-            EitherOf8::H(view! {
+            EitherOf9::H(view! {
                 <figure class="spoken" data-testid="spoken-answer">
                     <audio controls preload="none" src=file.url data-testid="spoken-audio"
                         aria-label="The agent's spoken answer"></audio>
@@ -182,7 +184,7 @@ fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) 
         Some(UiPart::File(file)) => {
             let name = file.filename.clone().unwrap_or(file.media_type);
             let href = file.url.starts_with("/api/chats/").then_some(file.url);
-            EitherOf8::E(view! {
+            EitherOf9::E(view! {
                 <p class="attachment-name" data-testid="attachment-name"><super::icons::AttachIcon/>" "{match href {
                     Some(href) => Either::Left(view! { <a href=href download=name.clone()>{name.clone()}</a> }),
                     None => Either::Right(name),
@@ -192,12 +194,22 @@ fn PartView(message: Memo<Option<UiMessage>>, index: usize, message_id: String) 
         Some(UiPart::SourceUrl(source)) => {
             let href = super::markdown::safe_href(&source.url);
             let title = source.title.clone().unwrap_or_else(|| source.url.clone());
-            EitherOf8::F(view! { <p class="source">{match href {
+            EitherOf9::F(view! { <p class="source">{match href {
                 Some(href) => Either::Left(view! { <a href=href target="_blank" rel="noopener noreferrer nofollow">{title}</a> }),
                 None => Either::Right(title),
             }}</p> })
         }
-        _ => EitherOf8::G(()),
+        // What the person said while the turn waited for them (an aside, ADR 0035): their
+        // words, inside the waiting message where they said them.
+        Some(UiPart::Data(data)) if aside_words(&data).is_some() => {
+            let words = aside_words(&data).unwrap_or_default().to_owned();
+            EitherOf9::I(view! {
+                <blockquote class="aside" data-testid="aside-words">
+                    <span class="aside-who">"You said"</span>" "<q>{words}</q>
+                </blockquote>
+            })
+        }
+        _ => EitherOf9::G(()),
     }
 }
 

@@ -237,6 +237,19 @@ async fn a_parked_turn_answers_an_aside_and_its_card_still_decides() {
             .contains("Done, I paid."),
         "the waiting turn's message keeps the answer (a reload shows it)"
     );
+    let said: Vec<_> = message
+        .parts
+        .iter()
+        .filter_map(|p| match p {
+            crate::protocol::UiPart::Data(d) => crate::protocol::voice::aside_words(d),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        said,
+        ["yes, approve it"],
+        "and the person's words, where they said them (a reload shows them)"
+    );
     let audit = rt.store.audit(&AuditQuery::default()).await.unwrap();
     let spoken: Vec<_> = audit
         .iter()

@@ -10,12 +10,11 @@
 
 use futures::StreamExt;
 
-use super::{Flow, TurnDriver, audit::audit_event, voice::voice_aside};
+use super::{Flow, TurnDriver, audit::audit_event};
 use crate::agent::{
     gate::CallPhase,
     model::ModelEvent,
     people::LOCAL,
-    session::TurnEntry,
     store::{AuditEvent, AuditKind},
 };
 use crate::protocol::{Chunk, audit::Actor};
@@ -54,8 +53,10 @@ impl TurnDriver {
         if let Aside::Spoken { speaker, text } = &aside {
             let events = self.spoken_events(speaker, text);
             self.commits.record_all(events);
-            // Transient, outside the reply's message: what the person said.
-            self.push(TurnEntry::Chunk(voice_aside(text)));
+            // What the person said, kept in the waiting message where they said it (no
+            // message of its own can sit inside it): every client's reducer shows it, a
+            // reload too; the approval's audit has it as what was said.
+            self.emit(crate::protocol::voice::aside_chunk(text));
         }
         let model = self.rt.model_for(self.transport).clone();
         let mut stream = model.aside(&self.session.id);

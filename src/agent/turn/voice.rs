@@ -54,12 +54,6 @@ pub(crate) fn voice_heard(message_id: &str, text: &str) -> Chunk {
     )
 }
 
-/// The transient `data-voice` chunk of an aside: what the person said while the turn waited
-/// for them, answered inside it (no message of its own: the words are in the approval's audit).
-pub(crate) fn voice_aside(text: &str) -> Chunk {
-    Chunk::transient_data("voice", json!({ "state": "aside", "text": text }))
-}
-
 impl TurnDriver {
     /// The id of a text block the model opens: in a BIDI chat someone speaks in, where the words
     /// are the output transcript of the agent's speech, the original system's
