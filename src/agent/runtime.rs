@@ -29,6 +29,7 @@ mod grants;
 mod guarantee_tests;
 mod held_logs;
 mod lifecycle;
+mod live;
 mod news;
 mod people;
 mod turns;
@@ -63,6 +64,7 @@ use super::{
 };
 use held_logs::HeldLogs;
 use lifecycle::{Deadlines, ReleaseLater};
+use live::LiveSessions;
 use serde_json::{Value, json};
 
 /// `load_gates` is cleaned of gates nobody holds beyond this size.
@@ -188,7 +190,8 @@ pub struct Runtime {
     /// knows the address it listens on, WebAuthn's relying party, before its runtime); on a
     /// server without sign-in, the one local person.
     people: Arc<crate::agent::people::People>,
-    live: Mutex<HashMap<String, Arc<Session>>>,
+    /// The sessions in memory, one per chat.
+    live: LiveSessions,
     /// When parked turns must wake up to expire what they wait for.
     deadlines: Arc<Deadlines>,
     /// Who follows each chat's turns as they happen (a BIDI socket).
@@ -298,7 +301,7 @@ impl RuntimeBuilder {
                     crate::agent::people::SignInMode::Open,
                 ))
             }),
-            live: Mutex::new(HashMap::new()),
+            live: LiveSessions::default(),
             deadlines: Arc::default(),
             followers: Followers::default(),
             held_logs: HeldLogs::default(),
@@ -522,21 +525,14 @@ impl Runtime {
     /// Lets `session` leave memory if it is still the live one of its chat (a copy another
     /// instance overtook: the next request loads the database's).
     pub(crate) fn forget_live(&self, session: &Arc<Session>) {
-        let removed = {
-            let mut live = lock(&self.live);
-            match live.get(&session.id) {
-                Some(current) if Arc::ptr_eq(current, session) => live.remove(&session.id),
-                _ => None,
-            }
-        };
-        if let Some(old) = removed {
+        if let Some(old) = self.live.remove_if_current(session) {
             self.let_go(&old);
         }
     }
 
     /// The session of `chat_id` if it is in memory (never loads one).
     pub fn live_session(&self, chat_id: &str) -> Option<Arc<Session>> {
-        lock(&self.live).get(chat_id).cloned()
+        self.live.get(chat_id)
     }
 
     /// Makes a loaded session live — unless another request made it live meanwhile: that one
@@ -548,17 +544,7 @@ impl Runtime {
             elsewhere,
             followed_log,
         } = stored;
-        let (session, fresh) = {
-            let mut live = lock(&self.live);
-            match live.get(&record.id) {
-                Some(session) => (session.clone(), false),
-                None => {
-                    let session = Arc::new(Session::new(record));
-                    live.insert(session.id.clone(), session.clone());
-                    (session, true)
-                }
-            }
-        };
+        let (session, fresh) = self.live.get_or_insert(record);
         if fresh {
             self.revive(&session, paused_log, elsewhere, followed_log);
             self.inbox.sync_loaded(&session.state().record);
@@ -568,20 +554,22 @@ impl Runtime {
 
     /// Whether a chat in memory other than `chat_id` waits for approval `approval_id`.
     pub(crate) fn live_chat_waits_for(&self, approval_id: &str, chat_id: &str) -> bool {
-        lock(&self.live)
-            .iter()
-            .any(|(id, s)| id != chat_id && s.has_pending_approval(approval_id))
+        self.live
+            .any_other(chat_id, |s| s.has_pending_approval(approval_id))
     }
 
     /// How many sessions are in memory.
     pub fn live_sessions(&self) -> usize {
-        lock(&self.live).len()
+        self.live.len()
     }
 
     /// How many turns a task of this instance drives now (`/metrics`).
     pub fn turns_running(&self) -> usize {
-        let live: Vec<Arc<Session>> = lock(&self.live).values().cloned().collect();
-        live.iter().filter(|session| session.has_task()).count()
+        self.live
+            .all()
+            .iter()
+            .filter(|session| session.has_task())
+            .count()
     }
 
     /// How many times a session left memory since the runtime started.

@@ -413,32 +413,26 @@ impl Runtime {
     /// one sweep interval. `marked` carries the candidates from one sweep to the next.
     /// Returns how many sessions left.
     pub fn evict_idle(&self, marked: &mut HashMap<String, usize>) -> usize {
-        let mut live = lock(&self.live);
         let mut next = HashMap::new();
-        let before = live.len();
-        live.retain(|id, session| {
-            // Every holder clones under this lock, so a count of one cannot grow meanwhile.
-            if Arc::strong_count(session) != 1 {
-                return true;
-            }
+        let gone = self.live.sweep(|chat, session| {
             // A parked turn whose log is stored comes back exactly, and a copy of a turn
             // running elsewhere is read again anyway: no need to wait a sweep.
             if session.parked_and_stored() || session.runs_elsewhere() {
                 self.let_go(session);
-                return false;
+                return true;
             }
             let Some(turn) = session.idle_turn() else {
-                return true;
-            };
-            if marked.get(id) == Some(&turn) {
                 return false;
+            };
+            if marked.get(chat) == Some(&turn) {
+                return true;
             }
-            next.insert(id.clone(), turn);
-            true
+            next.insert(chat.to_owned(), turn);
+            false
         });
         *marked = next;
         self.held_logs.prune();
-        before - live.len()
+        gone
     }
 
     /// Lets `chat_id`'s session leave memory if its turn is parked with its whole log stored and
@@ -446,19 +440,11 @@ impl Runtime {
     /// A request that still holds the session (it answered, or looked) makes it wait: it is
     /// tried again a moment later.
     pub(crate) fn release_parked(self: &Arc<Self>, chat_id: &str) {
-        let mut live = lock(&self.live);
-        let Some(session) = live.get(chat_id).filter(|s| s.parked_and_stored()) else {
-            return;
-        };
-        // Every holder clones under this lock, so a count of one cannot grow meanwhile.
-        if Arc::strong_count(session) == 1 {
-            if let Some(session) = live.remove(chat_id) {
-                self.let_go(&session);
-            }
-            return;
+        match self.live.take_unheld(chat_id, Session::parked_and_stored) {
+            super::live::Taken::Gone(session) => self.let_go(&session),
+            super::live::Taken::Held => self.release_soon(chat_id),
+            super::live::Taken::No => {}
         }
-        drop(live);
-        self.release_soon(chat_id);
     }
 
     /// Tries [`Runtime::release_parked`] for `chat_id` again in a moment: it is held by a

@@ -93,7 +93,7 @@ impl Runtime {
             StoreNews::Missed => {
                 // What this instance holds is read again, and every page that follows something
                 // here looks again (the inbox reads the database anyway).
-                let chats: Vec<String> = crate::agent::lock(&self.live).keys().cloned().collect();
+                let chats = self.live.chats();
                 for chat in chats {
                     self.on_chat_news(&chat).await;
                 }

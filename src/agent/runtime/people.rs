@@ -396,7 +396,7 @@ impl Runtime {
     /// The sessions in memory here that `reach` reaches (taken out of the registry before any
     /// of them is looked into).
     fn live_sessions_reached(&self, reach: Reach) -> Vec<Arc<Session>> {
-        let live: Vec<Arc<Session>> = crate::agent::lock(&self.live).values().cloned().collect();
+        let live = self.live.all();
         live.into_iter()
             .filter(|s| reach == Reach::Everywhere || s.has_task())
             .collect()
