@@ -262,29 +262,96 @@ async fn without_binary_the_answer_comes_as_the_originals_data_pcm() {
     assert_eq!(pcm, answer());
 }
 
+/// Push-to-talk as the seed's frontend does it on `/live`: base64 `audio_chunk` frames.
+async fn speak_seed(socket: &mut Socket, pcm: &[u8]) {
+    send(socket, json!({"type": "audio_control", "action": "start"})).await;
+    for frame in pcm.chunks(3_200) {
+        send(
+            socket,
+            json!({"type": "audio_chunk", "chunk": b64(frame), "sampleRate": 16_000, "channels": 1, "bitDepth": 16}),
+        )
+        .await;
+    }
+    send(socket, json!({"type": "audio_control", "action": "stop"})).await;
+}
+
+/// A stream's chunk types and ids, for a failure's message (the speech left out).
+fn outline(chunks: &[Value]) -> String {
+    let outline: Vec<String> = chunks
+        .iter()
+        .map(|c| format!("{} {}", c["type"], c["id"]))
+        .collect();
+    outline.join(", ")
+}
+
+/// The `text-start`…`text-end` block `id` of a stream: its position and its words.
+fn text_block(chunks: &[Value], id: &str) -> Option<(usize, String)> {
+    let start = chunks
+        .iter()
+        .position(|c| c["type"] == "text-start" && c["id"] == id)?;
+    let end = chunks
+        .iter()
+        .position(|c| c["type"] == "text-end" && c["id"] == id)?;
+    let words = chunks[start..end]
+        .iter()
+        .filter(|c| c["type"] == "text-delta" && c["id"] == id)
+        .filter_map(|c| c["delta"].as_str())
+        .collect();
+    Some((start, words))
+}
+
+/// The original system's frontend shows what the person said as the `_input_text` block of the
+/// assistant's message (its `input_transcription`), before the agent's own words; the same
+/// utterance on `/api/live` keeps our form: the `data-voice` `heard` chunk and no such block.
+#[tokio::test]
+async fn the_seeds_live_shows_what_was_said_as_the_messages_input_text() {
+    let server = serve(Some(Listener::new()), &[]).await;
+    let mut socket = connect(&server, "/live").await;
+    speak_seed(&mut socket, &tone(16_000, 200)).await;
+    let (chunks, _) = read_turn(&mut socket).await;
+    let message = of_type(&chunks, "start")[0]["messageId"]
+        .as_str()
+        .expect("the message's id")
+        .to_owned();
+    let (input_at, said) = text_block(&chunks, &format!("{message}_input_text"))
+        .unwrap_or_else(|| panic!("no _input_text block: {}", outline(&chunks)));
+    assert_eq!(said, "what time is it");
+    let (output_at, answer) = text_block(&chunks, &format!("{message}_output_text"))
+        .unwrap_or_else(|| panic!("no _output_text block: {}", outline(&chunks)));
+    assert_eq!(answer, "It is noon.");
+    assert!(
+        input_at < output_at,
+        "the words said come first: {}",
+        outline(&chunks)
+    );
+    assert!(
+        of_type(&chunks, "data-voice").is_empty(),
+        "the seed's frontend gets no part it does not know: {}",
+        outline(&chunks)
+    );
+
+    let mut socket = connect(&server, "/api/live").await;
+    speak_binary(&mut socket, "ours", &tone(16_000, 200)).await;
+    let (chunks, _) = read_turn(&mut socket).await;
+    assert!(
+        !chunks.iter().any(|c| c["id"]
+            .as_str()
+            .is_some_and(|id| id.ends_with("_input_text"))),
+        "{}",
+        outline(&chunks)
+    );
+    let heard = of_type(&chunks, "data-voice")[0];
+    assert_eq!(heard["data"]["state"], "heard");
+    assert_eq!(heard["data"]["text"], "what time is it");
+}
+
 #[tokio::test]
 async fn the_seeds_live_takes_audio_chunks_and_gets_data_pcm() {
     let model = Listener::new();
     let server = serve(Some(model.clone()), &[]).await;
     let mut socket = connect(&server, "/live").await;
     let said = tone(16_000, 200);
-    send(
-        &mut socket,
-        json!({"type": "audio_control", "action": "start"}),
-    )
-    .await;
-    for frame in said.chunks(3_200) {
-        send(
-            &mut socket,
-            json!({"type": "audio_chunk", "chunk": b64(frame), "sampleRate": 16_000, "channels": 1, "bitDepth": 16}),
-        )
-        .await;
-    }
-    send(
-        &mut socket,
-        json!({"type": "audio_control", "action": "stop"}),
-    )
-    .await;
+    speak_seed(&mut socket, &said).await;
     let (chunks, _) = read_turn(&mut socket).await;
     assert_eq!(*model.heard.lock().unwrap(), said);
     let pcm: Vec<u8> = of_type(&chunks, "data-pcm")

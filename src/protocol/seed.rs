@@ -12,7 +12,12 @@
 //! * a denial is a `tool-output-error` with the seed's words for it, and tool outputs of one step
 //!   come in the order of their calls;
 //! * `finish` always says `stop` and carries `{"usage": {"promptTokens", "completionTokens",
-//!   "totalTokens"}, "modelVersion"}`; no `data-*` chunks;
+//!   "totalTokens"}, "modelVersion"}`; no `data-*` chunks but its own `data-pcm` (the agent's
+//!   speech);
+//! * what the person said in a spoken turn (our `data-voice` `heard`, before the message) is a
+//!   text block `<messageId>_input_text` right after the message's `start`, as the seed writes
+//!   its `input_transcription` (ADR 0035); the words stay the person's message in the chat,
+//!   and our other clients keep the `heard` chunk;
 //! * every event is written like Python's `json.dumps` (`", "` and `": "` separators, non-ASCII as
 //!   `\uXXXX`): the seed's own tests pick events out by substrings such as `"type": "text-`.
 //!
@@ -29,10 +34,11 @@ use serde_json::{Value, ser::Formatter};
 
 use super::{
     chunk::{
-        APPROVAL_EXPIRED_PREFIX, BROWSER_TIMEOUT_PREFIX, Chunk, Dialect, Finish, FinishReason,
-        ToolApprovalRequest, ToolOutputError,
+        APPROVAL_EXPIRED_PREFIX, BROWSER_TIMEOUT_PREFIX, Chunk, DataChunk, Dialect, Finish,
+        FinishReason, ToolApprovalRequest, ToolOutputError,
     },
     sse::DONE_FRAME,
+    voice::VOICE_PART,
 };
 
 /// The seed's two carriers.
@@ -84,6 +90,10 @@ pub struct SeedEncoder {
     held_approvals: Vec<ToolApprovalRequest>,
     /// Tool results not sent yet (rewritten): they go out in call order before anything else.
     held_outputs: Vec<Chunk>,
+    /// What the person said (a spoken turn's `data-voice` `heard`, which comes before its
+    /// message): it goes out as the message's `<messageId>_input_text` block once `start`
+    /// names the message.
+    heard: Option<String>,
 }
 
 impl SeedEncoder {
@@ -93,6 +103,7 @@ impl SeedEncoder {
             calls: Vec::new(),
             held_approvals: Vec::new(),
             held_outputs: Vec::new(),
+            heard: None,
         }
     }
 
@@ -138,6 +149,7 @@ impl SeedEncoder {
                 self.flush_outputs(out);
                 self.held_approvals.clear();
                 self.calls.clear();
+                self.heard = None;
                 out.push(DONE_FRAME.to_owned());
             }
         }
@@ -173,6 +185,16 @@ impl SeedEncoder {
         self.flush_outputs(out);
         match chunk {
             Chunk::ToolApprovalRequest(request) => self.held_approvals.push((**request).clone()),
+            Chunk::Data(data) if heard_words(data).is_some() => {
+                self.heard = heard_words(data).map(str::to_owned);
+            }
+            Chunk::Start(start) => {
+                out.extend(frame(chunk));
+                let heard = self.heard.take().filter(|words| !words.is_empty());
+                if let (Some(words), Some(message)) = (heard, &start.message_id) {
+                    out.extend(input_text(message, &words));
+                }
+            }
             Chunk::ToolInputStart(start) => {
                 self.remember(&start.tool_call_id, &start.tool_name);
                 out.extend(frame(chunk));
@@ -284,6 +306,28 @@ fn tool_output_error(error: &ToolOutputError, error_text: String) -> Chunk {
         error_text,
         ..error.clone()
     }))
+}
+
+/// A spoken turn's words, if `data` is its `data-voice` `heard` chunk.
+fn heard_words(data: &DataChunk) -> Option<&str> {
+    if data.name != VOICE_PART || data.data.get("state")?.as_str()? != "heard" {
+        return None;
+    }
+    data.data.get("text")?.as_str()
+}
+
+/// What the person said as the original system shows its `input_transcription`: a text block
+/// `<messageId>_input_text` of the assistant's message, closed at once (the words are final).
+fn input_text(message: &str, words: &str) -> Vec<String> {
+    let id = format!("{message}_input_text");
+    [
+        Chunk::text_start(id.clone()),
+        Chunk::text_delta(id.clone(), words),
+        Chunk::text_end(id),
+    ]
+    .iter()
+    .filter_map(frame)
+    .collect()
 }
 
 /// `tool-approval-request` with the seed's key order (`toolCallId` first).

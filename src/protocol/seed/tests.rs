@@ -707,3 +707,75 @@ fn json_is_written_like_pythons_json_dumps() {
         r#"{"a": null, "b": 1.5, "c": true}"#
     );
 }
+
+/// A spoken turn's log: what was heard (our `data-voice` `heard`, naming the person's message),
+/// then the reply with the transcript of the agent's speech.
+fn spoken_turn() -> Vec<Log> {
+    let mut log = vec![
+        c(Chunk::transient_data(
+            crate::protocol::voice::VOICE_PART,
+            json!({"state": "heard", "messageId": "u1", "text": "Pay forty euros to Alice"}),
+        )),
+        c(Chunk::start("m1")),
+    ];
+    log.extend(final_text("m1_output_text", "I will ask for it."));
+    log
+}
+
+/// The seed shows what the person said as its `input_transcription` block: text-start, delta
+/// and end with id `<messageId>_input_text` in the assistant's message, before the agent's own
+/// text; our `data-voice` chunk is not sent to it.
+#[test]
+fn a_heard_utterance_is_the_messages_input_text_block() {
+    let frames = bidi(&spoken_turn());
+    let sent: Vec<Value> = frames.iter().map(|f| parse(f)).collect();
+    assert_eq!(
+        sent[..4],
+        [
+            json!({"type": "start", "messageId": "m1"}),
+            json!({"type": "text-start", "id": "m1_input_text"}),
+            json!({"type": "text-delta", "id": "m1_input_text", "delta": "Pay forty euros to Alice"}),
+            json!({"type": "text-end", "id": "m1_input_text"}),
+        ],
+        "{frames:?}"
+    );
+    assert_eq!(
+        sent[4],
+        json!({"type": "text-start", "id": "m1_output_text"})
+    );
+    assert!(
+        !types(&frames).iter().any(|t| t.starts_with("data-")),
+        "{frames:?}"
+    );
+    assert!(
+        frames[1].starts_with("data: {\"type\": \"text-start\", \"id\": "),
+        "Python-style JSON: {}",
+        frames[1]
+    );
+
+    // A socket that picks the turn up after its start already has the words: not sent again;
+    // one that picks it up between the words and the start sends them with the start.
+    let log = spoken_turn();
+    for (upto, blocks) in [(2, 0), (1, 1)] {
+        let mut encoder = SeedEncoder::new(SeedTransport::Bidi);
+        for e in &log[..upto] {
+            encoder.prime(entry(e, &Value::Null));
+        }
+        let rest: Vec<String> = log[upto..]
+            .iter()
+            .flat_map(|e| encoder.push(entry(e, &Value::Null)))
+            .collect();
+        let input = chunks_of(&rest, "text-start")
+            .iter()
+            .filter(|c| c["id"] == "m1_input_text")
+            .count();
+        assert_eq!(input, blocks, "picked up at {upto}: {rest:?}");
+    }
+
+    // Words heard of a turn that ended before its message are not given to the next one.
+    let mut encoder = SeedEncoder::new(SeedTransport::Bidi);
+    encoder.push(entry(&log[0], &Value::Null));
+    encoder.push(Entry::End);
+    let next = encoder.push(Entry::Chunk(&Chunk::start("m2")));
+    assert_eq!(types(&next), ["start"]);
+}
