@@ -11,7 +11,7 @@ use futures::StreamExt;
 use serde_json::json;
 use tokio::sync::broadcast;
 
-use super::{Runtime, RuntimeSettings, UserTurn};
+use super::{Runtime, RuntimeSettings, TurnError, TurnStarted, UserTurn};
 use crate::agent::{
     ApprovalDecision, InputError, PersonInput, Transport,
     clock::{SequentialIds, SystemClock},
@@ -128,21 +128,24 @@ fn runtime(model: Arc<Payer>) -> Arc<Runtime> {
     )
 }
 
+/// A typed BIDI message `text` in chat "c".
+async fn type_bidi(rt: &Arc<Runtime>, text: &str) -> Result<TurnStarted, TurnError> {
+    rt.start_turn(
+        "c",
+        UserTurn {
+            text: text.into(),
+            transport: Transport::Bidi,
+            ..UserTurn::default()
+        },
+        None,
+    )
+    .await
+}
+
 /// A typed BIDI "pay Alice" whose card waits (the turn parks: the model sends no notices);
 /// returns the reader past the approval request and the approval id.
 async fn waiting_payment(rt: &Arc<Runtime>) -> (LogReader, String) {
-    let started = rt
-        .start_turn(
-            "c",
-            UserTurn {
-                text: "pay Alice 5 dollars".into(),
-                transport: Transport::Bidi,
-                ..UserTurn::default()
-            },
-            None,
-        )
-        .await
-        .unwrap();
+    let started = type_bidi(rt, "pay Alice 5 dollars").await.unwrap();
     let mut reader = started.log.subscribe(0);
     let approval = loop {
         match reader.next().await {
@@ -315,17 +318,9 @@ async fn a_typed_message_during_an_aside_supersedes_the_card() {
             break;
         }
     }
-    rt.start_turn(
-        "c",
-        UserTurn {
-            text: "never mind".into(),
-            transport: Transport::Bidi,
-            ..UserTurn::default()
-        },
-        None,
-    )
-    .await
-    .expect("the typed message starts its turn");
+    type_bidi(&rt, "never mind")
+        .await
+        .expect("the typed message starts its turn");
     assert_eq!(
         approve(&rt, &approval).await,
         Err(InputError::ApprovalSuperseded {
@@ -450,18 +445,7 @@ async fn words_said_while_the_model_answers_start_the_next_turn() {
         Arc::new(MemoryStore::default()),
         RuntimeSettings::default(),
     );
-    let started = rt
-        .start_turn(
-            "c",
-            UserTurn {
-                text: "how much is it?".into(),
-                transport: Transport::Bidi,
-                ..UserTurn::default()
-            },
-            None,
-        )
-        .await
-        .unwrap();
+    let started = type_bidi(&rt, "how much is it?").await.unwrap();
     let mut reader = started.log.subscribe(0);
     while !matches!(
         within("the step", reader.next()).await,
