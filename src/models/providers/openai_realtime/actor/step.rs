@@ -48,6 +48,20 @@ enum StepEnd {
 }
 
 impl Step {
+    /// A step (or, `aside`, an aside) that has read nothing yet.
+    fn new(events: EventSender, aside: bool) -> Self {
+        Step {
+            events,
+            response: None,
+            calls: Vec::new(),
+            grace: None,
+            interrupted: false,
+            spoke: false,
+            last_heard: Instant::now(),
+            aside,
+        }
+    }
+
     fn emit(&mut self, event: ModelEvent) -> bool {
         self.events.send(Ok(event)).is_ok()
     }
@@ -56,16 +70,7 @@ impl Step {
 impl SessionActor {
     pub(in crate::models::providers::openai_realtime) async fn run_step(&mut self, job: StepJob) {
         let StepJob { request, events } = job;
-        let mut step = Step {
-            events,
-            response: None,
-            calls: Vec::new(),
-            grace: None,
-            interrupted: false,
-            spoke: false,
-            last_heard: Instant::now(),
-            aside: false,
-        };
+        let mut step = Step::new(events, false);
         self.in_step = true;
         let end = match self.begin(&request, &mut step).await {
             Ok(Some(end)) => end,
@@ -97,16 +102,7 @@ impl SessionActor {
         let Some((held, response, done)) = self.take_spoken() else {
             return;
         };
-        let mut step = Step {
-            events,
-            response: None,
-            calls: Vec::new(),
-            grace: None,
-            interrupted: false,
-            spoke: false,
-            last_heard: Instant::now(),
-            aside: true,
-        };
+        let mut step = Step::new(events, true);
         if step.events.is_closed() {
             if let (Some(conn), Some(response), false) = (self.conn.as_mut(), response, done) {
                 conn.discard.insert(response);
