@@ -2,14 +2,15 @@
 //! one local person on a server without passkeys). Another person's chat is answered as if it
 //! did not exist; approvals of it that a rule lets others countersign are decided from the
 //! inbox, through the gate, never through the chat's own routes.
+//!
+//! Two questions, [`own_chat`] (with the chat) and [`may_touch_chat`] (without reading it), each
+//! taking the principal's id ([`crate::agent::people::Principal::id`], or [`principal_id`] of an
+//! actor), so every route, socket and server function asks them alike.
 
 use std::sync::Arc;
 
 use super::error::ApiError;
-use crate::{
-    agent::{Runtime, SessionRecord, people::Principal, session::Session},
-    transport::state::AppState,
-};
+use crate::agent::{Runtime, SessionRecord, session::Session};
 
 /// The chat `chat_id` if it exists and is `principal`'s (`None`: it does not exist yet, and a
 /// turn started in it makes it theirs); another's is refused. The rule is the chat's
@@ -45,28 +46,10 @@ pub async fn may_touch_chat(
     }
 }
 
-/// [`may_touch_chat`] for a principal.
-pub async fn may_touch_chat_of(
-    state: &AppState,
-    principal: &Principal,
-    chat_id: &str,
-) -> Result<(), ApiError> {
-    may_touch_chat(&state.runtime, principal.id(), chat_id).await
-}
-
 /// The principal id an actor of the audit log stands for.
 pub fn principal_id(actor: &crate::agent::store::Actor) -> &str {
     actor
         .person
         .as_deref()
         .unwrap_or(crate::agent::people::LOCAL)
-}
-
-/// [`own_chat`] for a principal.
-pub async fn own_chat_of(
-    state: &AppState,
-    principal: &Principal,
-    chat_id: &str,
-) -> Result<Option<Arc<Session>>, ApiError> {
-    own_chat(&state.runtime, principal.id(), chat_id).await
 }

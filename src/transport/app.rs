@@ -105,7 +105,7 @@ async fn file(
     if !crate::agent::attachments::is_sha(&sha) {
         return Err(not_found());
     }
-    let session = super::access::own_chat_of(&state, &client.principal(), &id)
+    let session = super::access::own_chat(&state.runtime, client.principal().id(), &id)
         .await?
         .ok_or_else(not_found)?;
     let file = state
@@ -204,7 +204,7 @@ async fn answer_question(
 ) -> Result<StatusCode, ApiError> {
     let body = body.map_err(|r| ApiError::from_body_rejection(r.status(), &r))?;
     // Someone else's question is one that is not open (the same words).
-    if super::access::may_touch_chat_of(&state, &client.principal(), &chat)
+    if super::access::may_touch_chat(&state.runtime, client.principal().id(), &chat)
         .await
         .is_err()
     {

@@ -129,7 +129,7 @@ async fn resume(
     client: Client,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    super::access::may_touch_chat_of(&state, &client.principal(), &chat_id).await?;
+    super::access::may_touch_chat(&state.runtime, client.principal().id(), &chat_id).await?;
     Ok(match segment::streaming_log(&state, &chat_id).await? {
         None => StatusCode::NO_CONTENT.into_response(),
         Some(log) => stream_response(
@@ -150,7 +150,7 @@ async fn stop(
     Path(chat_id): Path<String>,
     client: Client,
 ) -> Result<Json<Value>, ApiError> {
-    super::access::may_touch_chat_of(&state, &client.principal(), &chat_id).await?;
+    super::access::may_touch_chat(&state.runtime, client.principal().id(), &chat_id).await?;
     let stopped = state
         .runtime
         .interrupt(&chat_id, "stopped by the person")

@@ -304,9 +304,9 @@ impl ChatSocket {
         headers: &BTreeMap<String, String>,
     ) -> Next {
         let dialect = self.dialect(headers);
-        if let Err(error) = crate::transport::access::may_touch_chat_of(
-            &self.state,
-            &self.client.principal(),
+        if let Err(error) = crate::transport::access::may_touch_chat(
+            &self.state.runtime,
+            self.client.principal().id(),
             &chat_id,
         )
         .await

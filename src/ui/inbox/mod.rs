@@ -89,7 +89,7 @@ pub async fn step_up_options(
 pub async fn chat_news(chat_id: String, known: Option<u64>) -> Result<u64, FnError> {
     let state = expect_context::<crate::transport::state::AppState>();
     let me = crate::ui::api::principal();
-    crate::transport::access::may_touch_chat_of(&state, &me, &chat_id)
+    crate::transport::access::may_touch_chat(&state.runtime, me.id(), &chat_id)
         .await
         .map_err(FnError::from)?;
     let inbox = &state.runtime.inbox;
