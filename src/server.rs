@@ -218,43 +218,10 @@ pub async fn serve(
             state.edge.hosts.addr()
         )));
     }
-    // The set-up link of a passkeys server nobody can manage yet is printed with the banner.
-    let setup_link = state
-        .setup_link()
-        .await
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
-    // Sign-in sessions need the store's secret: a store that cannot give it stops the start.
-    if let Err(e) = state.edge.signins(&state).await {
-        return Err(std::io::Error::other(format!(
-            "cannot load the sign-in sessions: {}",
-            e.message
-        )));
-    }
-    // MCP servers' tools join the registry before the first turn (and before the open turns
-    // resume: an approval of an MCP tool must find it).
-    state
-        .mcp
-        .start(
-            state.runtime.tools.clone(),
-            state.edge.shutdown.clone(),
-            crate::transport::state::MCP_CONNECT_TIMEOUT,
-        )
-        .await;
-    // Grants and today's spending come back before the first call is decided; the policy file
-    // is followed from now on (and checked against the MCP servers' tools, now listed).
-    let runtime = state.runtime.clone();
-    if let Err(e) = runtime
-        .policy()
-        .restore(state.policy_store.clone(), runtime.clock.now_ms())
-        .await
-    {
-        return Err(std::io::Error::other(format!(
-            "cannot load the grants: {}",
-            e.report()
-        )));
-    }
+    let setup_link = restore(&state).await?;
     // The audit chain is checked, then signed as it grows and once more at shutdown.
     let notary = state.start_notary(state.edge.shutdown.clone()).await;
+    let runtime = state.runtime.clone();
     let facts = crate::agent::policy::ToolFacts::all(&runtime.tools);
     runtime.policy().recheck(&facts);
     crate::agent::policy::watch(
@@ -271,6 +238,63 @@ pub async fn serve(
         tracing::info!("a set-up link was printed: nobody can manage people yet");
     }
     tracing::info!(%addr, hosts = %state.edge.hosts.describe(), "listening");
+    start_background(&state).await;
+    let edge = state.edge.clone();
+    let timeouts = Timeouts {
+        idle: state.edge_settings.idle_timeout,
+        write: state.edge_settings.write_timeout,
+    };
+    accept(listener, router(state), shutdown, edge.clone(), timeouts).await;
+    close(&edge, &runtime, notary).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// What must be back before the first request: the set-up link of a passkeys server nobody can
+/// manage yet (returned, printed with the banner), the sign-in sessions, the MCP servers' tools,
+/// the grants and today's spending. Any of them failing stops the start.
+async fn restore(state: &AppState) -> std::io::Result<Option<String>> {
+    let setup_link = state
+        .setup_link()
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    // Sign-in sessions need the store's secret: a store that cannot give it stops the start.
+    if let Err(e) = state.edge.signins(state).await {
+        return Err(std::io::Error::other(format!(
+            "cannot load the sign-in sessions: {}",
+            e.message
+        )));
+    }
+    // MCP servers' tools join the registry before the first turn (and before the open turns
+    // resume: an approval of an MCP tool must find it).
+    state
+        .mcp
+        .start(
+            state.runtime.tools.clone(),
+            state.edge.shutdown.clone(),
+            crate::transport::state::MCP_CONNECT_TIMEOUT,
+        )
+        .await;
+    // Grants and today's spending come back before the first call is decided; the policy file
+    // is followed from then on (and checked against the MCP servers' tools, now listed).
+    let runtime = &state.runtime;
+    if let Err(e) = runtime
+        .policy()
+        .restore(state.policy_store.clone(), runtime.clock.now_ms())
+        .await
+    {
+        return Err(std::io::Error::other(format!(
+            "cannot load the grants: {}",
+            e.report()
+        )));
+    }
+    Ok(setup_link)
+}
+
+/// The turns that were open when the server stopped resume, and the server's own tasks start:
+/// the sweepers, following other instances and ended sign-ins, returning memory.
+async fn start_background(state: &AppState) {
+    let runtime = &state.runtime;
     match runtime.resume_unfinished().await {
         Ok(0) => {}
         Ok(n) => tracing::info!(
@@ -285,15 +309,18 @@ pub async fn serve(
     runtime.spawn_sweeper(SESSION_SWEEP);
     runtime.spawn_overdue_sweeper(OVERDUE_SWEEP);
     runtime.follow_other_instances();
-    follow_ended_signins(&state);
+    follow_ended_signins(state);
     spawn_memory_return(runtime.clone());
-    let edge = state.edge.clone();
-    let timeouts = Timeouts {
-        idle: state.edge_settings.idle_timeout,
-        write: state.edge_settings.write_timeout,
-    };
-    accept(listener, router(state), shutdown, edge.clone(), timeouts).await;
-    // Open WebSockets: a 1001 close each, and a moment for the clients to answer it.
+}
+
+/// After the last connection was accepted: a 1001 close for each open WebSocket and a moment
+/// for the clients to answer it, the chunk log flushed, and the audit head signed as it stands
+/// (the notary saw `shutdown`).
+async fn close(
+    edge: &crate::transport::edge::Edge,
+    runtime: &crate::agent::Runtime,
+    notary: Option<tokio::task::JoinHandle<()>>,
+) {
     edge.shutdown.cancel();
     edge.sockets.close();
     if tokio::time::timeout(SOCKETS_CLOSE, edge.sockets.wait())
@@ -308,14 +335,11 @@ pub async fn serve(
     if let Some(log) = runtime.chunk_log() {
         log.flush_all();
     }
-    // The head as it stands now, signed (the notary saw `shutdown`).
     if let Some(notary) = notary
         && let Err(e) = notary.await
     {
         tracing::error!(error = %e, "the audit notary stopped abnormally");
     }
-    tracing::info!("stopped");
-    Ok(())
 }
 
 /// How long shutdown waits for the WebSockets to close.
