@@ -170,71 +170,25 @@ pub(super) fn site_options(
     let (_, site_pkg_dir) = pick("LEPTOS_SITE_PKG_DIR", None, built.site_pkg_dir);
 
     let (from, site_addr) = pick("LEPTOS_SITE_ADDR", placed.site_addr, built.site_addr);
-    let site_addr = site_addr.unwrap_or_else(|| "127.0.0.1:3000".to_string());
-    let site_addr: SocketAddr = site_addr.parse().map_err(|e| ConfigError::Invalid {
-        origin: from,
-        key: "site-addr",
-        value: site_addr.clone(),
-        reason: format!("{e} (expected host:port, e.g. 127.0.0.1:3000)"),
-    })?;
+    let site_addr = site_addr_of(from, site_addr)?;
 
     let (from, reload_port) = pick(
         "LEPTOS_RELOAD_PORT",
         None,
         built.reload_port.map(|p| p.to_string()),
     );
-    let reload_port = match reload_port {
-        None => 3001,
-        Some(value) => value
-            .trim()
-            .parse::<u32>()
-            .map_err(|e| ConfigError::Invalid {
-                origin: from,
-                key: "reload-port",
-                value: value.clone(),
-                reason: e.to_string(),
-            })?,
-    };
+    let reload_port = reload_port_of(from, reload_port)?;
 
     let (from, hash_files) = pick(
         "LEPTOS_HASH_FILES",
         None,
         built.hash_files.map(|h| h.to_string()),
     );
-    let hash_files = match hash_files.as_deref().map(str::trim) {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(other) => {
-            return Err(ConfigError::Invalid {
-                origin: from,
-                key: "hash-files",
-                value: other.to_string(),
-                reason: "use true or false".to_string(),
-            });
-        }
-    };
+    let hash_files = hash_files_of(from, hash_files)?;
     let (_, hash_file) = pick("LEPTOS_HASH_FILE_NAME", None, built.hash_file_name);
 
-    // Release builds serve without cargo-leptos's live-reload script unless asked.
-    let default_env = if cfg!(debug_assertions) {
-        "dev"
-    } else {
-        "prod"
-    };
     let (from, env_name) = pick("LEPTOS_ENV", placed.env, None);
-    let env_name = env_name.unwrap_or_else(|| default_env.to_string());
-    let leptos_env = match env_name.trim().to_ascii_lowercase().as_str() {
-        "dev" | "development" => Env::DEV,
-        "prod" | "production" => Env::PROD,
-        _ => {
-            return Err(ConfigError::Invalid {
-                origin: from,
-                key: "env",
-                value: env_name,
-                reason: "use dev or prod".to_string(),
-            });
-        }
-    };
+    let leptos_env = env_of(from, env_name)?;
 
     let site = LeptosOptions::builder()
         .output_name(output_name)
@@ -254,6 +208,67 @@ pub(super) fn site_options(
         source.push_str(&format!(", overridden by {}", overridden.join(", ")));
     }
     Ok((site, source))
+}
+
+/// The address to listen on (default 127.0.0.1:3000); `origin` names where the value came from.
+fn site_addr_of(origin: String, value: Option<String>) -> Result<SocketAddr, ConfigError> {
+    let value = value.unwrap_or_else(|| "127.0.0.1:3000".to_string());
+    value.parse().map_err(|e| ConfigError::Invalid {
+        origin,
+        key: "site-addr",
+        reason: format!("{e} (expected host:port, e.g. 127.0.0.1:3000)"),
+        value,
+    })
+}
+
+/// cargo-leptos's live-reload port (default 3001).
+fn reload_port_of(origin: String, value: Option<String>) -> Result<u32, ConfigError> {
+    let Some(value) = value else {
+        return Ok(3001);
+    };
+    value
+        .trim()
+        .parse::<u32>()
+        .map_err(|e| ConfigError::Invalid {
+            origin,
+            key: "reload-port",
+            reason: e.to_string(),
+            value,
+        })
+}
+
+/// Whether the site's files carry content hashes in their names (default false).
+fn hash_files_of(origin: String, value: Option<String>) -> Result<bool, ConfigError> {
+    match value.as_deref().map(str::trim) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(ConfigError::Invalid {
+            origin,
+            key: "hash-files",
+            value: other.to_string(),
+            reason: "use true or false".to_string(),
+        }),
+    }
+}
+
+/// dev or prod; release builds serve without cargo-leptos's live-reload script unless asked.
+fn env_of(origin: String, value: Option<String>) -> Result<Env, ConfigError> {
+    let default_env = if cfg!(debug_assertions) {
+        "dev"
+    } else {
+        "prod"
+    };
+    let value = value.unwrap_or_else(|| default_env.to_string());
+    match value.trim().to_ascii_lowercase().as_str() {
+        "dev" | "development" => Ok(Env::DEV),
+        "prod" | "production" => Ok(Env::PROD),
+        _ => Err(ConfigError::Invalid {
+            origin,
+            key: "env",
+            value,
+            reason: "use dev or prod".to_string(),
+        }),
+    }
 }
 
 fn require(origin: &str, key: &'static str, value: Option<String>) -> Result<String, ConfigError> {
