@@ -174,79 +174,11 @@ fn item_html(state: &AppState, seen: &Seen, public: &str) -> String {
         .iter()
         .map(|(k, v)| format!("<dt>{}</dt><dd>{}</dd>", escape(k), escape(v)))
         .collect();
-    let plain = w.needs.is_plain();
-    let progress = if plain {
-        String::new()
-    } else {
-        let words = Progress {
-            approval_id: w.approval_id.clone(),
-            tool_call_id: w.tool_call_id.clone(),
-            needs: w.needs.clone(),
-            signatures: w.signatures.clone(),
-            state: ProgressState::Waiting,
-            denied_by: None,
-            args: None,
-            dropped: w.dropped.clone(),
-            reason: None,
-        }
-        .words();
-        format!(
-            "<p class=\"inbox-needs\">Needs {}.</p><p class=\"inbox-progress\" \
-             data-testid=\"inbox-progress\">{}</p>",
-            escape(&w.needs.words()),
-            escape(&words)
-        )
-    };
+    let progress = progress_html(w);
     let id = escape(&w.approval_id);
-    let approve = match (&seen.sign, seen.signed) {
-        (_, true) => "<p class=\"muted\" data-testid=\"inbox-signed\">You approved it; it \
-                      waits for the others.</p>"
-            .to_owned(),
-        (Ok(()), false) if w.needs.step_up => format!(
-            "<button type=\"button\" class=\"approve\" data-action=\"approve:step-up:{id}\" \
-             data-testid=\"inbox-approve\">Approve with passkey</button>"
-        ),
-        (Ok(()), false) => format!(
-            "<button type=\"button\" class=\"approve\" data-action=\"approve:{id}\" \
-             data-testid=\"inbox-approve\">Approve</button>"
-        ),
-        (Err(why), false) => format!(
-            "<p class=\"inbox-why\" data-testid=\"inbox-why\">You cannot approve it: {}.</p>",
-            escape(why)
-        ),
-    };
-    // Whoever sees it may say no: the person who asked withdraws, an approver denies.
-    let deny = format!(
-        "<form class=\"inbox-deny\"><input type=\"hidden\" name=\"deny\" value=\"{id}\">\
-         <input name=\"reason\" placeholder=\"Reason (optional)\" aria-label=\"Reason\" \
-         maxlength=\"500\" data-testid=\"inbox-reason\"><button type=\"submit\" \
-         class=\"deny\" data-testid=\"inbox-deny\">{}</button></form>",
-        if seen.own && seen.sign.is_err() {
-            "Withdraw"
-        } else {
-            "Deny"
-        }
-    );
-    // An approver may change the arguments before approving (the count starts again).
-    let edit = match (&seen.sign, seen.signed, &tool) {
-        (Ok(()), false, Some(tool)) => {
-            let values = w.args.as_object().cloned().unwrap_or_default();
-            format!(
-                "<details class=\"inbox-edit\"><summary data-testid=\"inbox-edit\">Edit before \
-                 approving</summary><form class=\"edit-form\"><input type=\"hidden\" \
-                 name=\"edit\" value=\"{id}\">{step_up}<div class=\"edit-fields\">{fields}</div>\
-                 <button type=\"submit\" class=\"approve\" data-testid=\"inbox-edit-approve\">\
-                 Approve with changes</button></form></details>",
-                step_up = if w.needs.step_up {
-                    "<input type=\"hidden\" name=\"step-up\" value=\"1\">"
-                } else {
-                    ""
-                },
-                fields = crate::ui::form::fields_html(&tool.spec.parameters, &values),
-            )
-        }
-        _ => String::new(),
-    };
+    let approve = approve_html(seen, &id);
+    let deny = deny_html(seen, &id);
+    let edit = edit_html(seen, tool.as_deref(), &id);
     let chat = if seen.own {
         format!(
             " · <a href=\"/?chat={}\">open the chat</a>",
@@ -275,6 +207,91 @@ fn item_html(state: &AppState, seen: &Seen, public: &str) -> String {
         requester = escape(&requester),
         sentence = escape(&sentence),
         link = escape(&link),
+    )
+}
+
+/// How far a countersigned approval is ("Needs …", who signed); nothing for a plain one.
+fn progress_html(w: &Waiting) -> String {
+    if w.needs.is_plain() {
+        return String::new();
+    }
+    let words = Progress {
+        approval_id: w.approval_id.clone(),
+        tool_call_id: w.tool_call_id.clone(),
+        needs: w.needs.clone(),
+        signatures: w.signatures.clone(),
+        state: ProgressState::Waiting,
+        denied_by: None,
+        args: None,
+        dropped: w.dropped.clone(),
+        reason: None,
+    }
+    .words();
+    format!(
+        "<p class=\"inbox-needs\">Needs {}.</p><p class=\"inbox-progress\" \
+         data-testid=\"inbox-progress\">{}</p>",
+        escape(&w.needs.words()),
+        escape(&words)
+    )
+}
+
+/// The approve button (with a passkey when the rule asks for one), or why this person cannot
+/// approve, or that they already did. `id`: the approval's id, escaped.
+fn approve_html(seen: &Seen, id: &str) -> String {
+    match (&seen.sign, seen.signed) {
+        (_, true) => "<p class=\"muted\" data-testid=\"inbox-signed\">You approved it; it \
+                      waits for the others.</p>"
+            .to_owned(),
+        (Ok(()), false) if seen.waiting.needs.step_up => format!(
+            "<button type=\"button\" class=\"approve\" data-action=\"approve:step-up:{id}\" \
+             data-testid=\"inbox-approve\">Approve with passkey</button>"
+        ),
+        (Ok(()), false) => format!(
+            "<button type=\"button\" class=\"approve\" data-action=\"approve:{id}\" \
+             data-testid=\"inbox-approve\">Approve</button>"
+        ),
+        (Err(why), false) => format!(
+            "<p class=\"inbox-why\" data-testid=\"inbox-why\">You cannot approve it: {}.</p>",
+            escape(why)
+        ),
+    }
+}
+
+/// Whoever sees it may say no: the person who asked withdraws, an approver denies.
+fn deny_html(seen: &Seen, id: &str) -> String {
+    format!(
+        "<form class=\"inbox-deny\"><input type=\"hidden\" name=\"deny\" value=\"{id}\">\
+         <input name=\"reason\" placeholder=\"Reason (optional)\" aria-label=\"Reason\" \
+         maxlength=\"500\" data-testid=\"inbox-reason\"><button type=\"submit\" \
+         class=\"deny\" data-testid=\"inbox-deny\">{}</button></form>",
+        if seen.own && seen.sign.is_err() {
+            "Withdraw"
+        } else {
+            "Deny"
+        }
+    )
+}
+
+/// An approver may change the arguments before approving (the count starts again): the tool's
+/// form, filled with the arguments asked for. Nothing for anyone else, or an unknown tool.
+fn edit_html(seen: &Seen, tool: Option<&crate::agent::tools::Tool>, id: &str) -> String {
+    let (Ok(()), false, Some(tool)) = (&seen.sign, seen.signed, tool) else {
+        return String::new();
+    };
+    let w = &seen.waiting;
+    let values = w.args.as_object().cloned().unwrap_or_default();
+    format!(
+        "<details class=\"inbox-edit\"><summary data-testid=\"inbox-edit\">Edit before \
+         approving</summary><form class=\"edit-form\"><input type=\"hidden\" \
+         name=\"edit\" value=\"{id}\">{step_up}<div class=\"edit-fields\">{fields}</div>\
+         <button type=\"submit\" class=\"approve\" data-testid=\"inbox-edit-approve\">\
+         Approve with changes</button></form></details>",
+        step_up = if w.needs.step_up {
+            "<input type=\"hidden\" name=\"step-up\" value=\"1\">"
+        } else {
+            ""
+        },
+        fields = crate::ui::form::fields_html(&tool.spec.parameters, &values),
     )
 }
 
