@@ -132,6 +132,38 @@ struct Signed<'a> {
     args: Value,
 }
 
+/// The signatures of a call after its decision record `decision`, the last proposal's only (a
+/// new proposal starts the count again); an end of the call among them is a problem.
+fn signatures_after<'a>(
+    decision: &Rec,
+    story: &[&'a Rec],
+    problems: &mut Vec<String>,
+) -> Vec<Signed<'a>> {
+    let mut signed: Vec<Signed> = Vec::new();
+    for r in story.iter().filter(|r| r.seq > decision.seq) {
+        let e = &r.event;
+        match e.kind {
+            AuditKind::Proposed => signed.clear(),
+            AuditKind::Countersigned | AuditKind::Approved | AuditKind::Edited => {
+                signed.push(Signed {
+                    record: r,
+                    person: e.actor.as_ref().and_then(|a| a.person.as_deref()),
+                    args: e.edited_args.clone().unwrap_or_else(|| e.args.clone()),
+                });
+            }
+            AuditKind::Denied
+            | AuditKind::Expired
+            | AuditKind::Dismissed
+            | AuditKind::Superseded
+            | AuditKind::Interrupted => {
+                problems.push(format!("it ran after it ended ({})", e.kind.as_str()));
+            }
+            _ => {}
+        }
+    }
+    signed
+}
+
 impl Context<'_> {
     /// What is wrong with executed call `executed`.
     fn call(&self, executed: &Rec) -> Vec<String> {
@@ -215,28 +247,7 @@ impl Context<'_> {
             .facts
             .as_ref()
             .and_then(|f| f.get("requester")?.get("id")?.as_str());
-        let mut signed: Vec<Signed> = Vec::new();
-        for r in story.iter().filter(|r| r.seq > decision.seq) {
-            let e = &r.event;
-            match e.kind {
-                AuditKind::Proposed => signed.clear(),
-                AuditKind::Countersigned | AuditKind::Approved | AuditKind::Edited => {
-                    signed.push(Signed {
-                        record: r,
-                        person: e.actor.as_ref().and_then(|a| a.person.as_deref()),
-                        args: e.edited_args.clone().unwrap_or_else(|| e.args.clone()),
-                    });
-                }
-                AuditKind::Denied
-                | AuditKind::Expired
-                | AuditKind::Dismissed
-                | AuditKind::Superseded
-                | AuditKind::Interrupted => {
-                    problems.push(format!("it ran after it ended ({})", e.kind.as_str()));
-                }
-                _ => {}
-            }
-        }
+        let signed = signatures_after(decision, story, &mut problems);
         let digest = args_digest(ran);
         let counted: Vec<&Signed> = signed
             .iter()
@@ -260,46 +271,14 @@ impl Context<'_> {
         }
         let mut who: Vec<&str> = Vec::new();
         for s in &counted {
-            let Some(person) = s.person else {
-                problems.push(format!("#{}: a signature of no person", s.record.seq));
-                continue;
-            };
-            if who.contains(&person) {
+            // A person's later signatures add nothing (and are not judged again).
+            if s.person.is_some_and(|p| who.contains(&p)) {
                 continue;
             }
-            let state = self.people.get(person);
-            if let Some(role) = &required.role {
-                let holds = |seq| {
-                    state
-                        .and_then(|p| p.roles_at(seq))
-                        .is_some_and(|r| r.contains(role))
-                };
-                if !holds(s.record.seq) || !holds(executed.seq) {
-                    problems.push(format!(
-                        "#{}: {person} did not have the role {role} when they signed or when it ran",
-                        s.record.seq
-                    ));
-                    continue;
-                }
+            match self.signer(&required, s, executed, requester) {
+                Ok(person) => who.push(person),
+                Err(problem) => problems.push(format!("#{}: {problem}", s.record.seq)),
             }
-            if !state.is_none_or(|p| p.present_at(executed.seq)) {
-                problems.push(format!(
-                    "#{}: {person} was removed before it ran",
-                    s.record.seq
-                ));
-                continue;
-            }
-            if required.not_requester && requester == Some(person) {
-                problems.push(format!("#{}: the person who asked signed it", s.record.seq));
-                continue;
-            }
-            if required.step_up
-                && let Err(problem) = self.step_up(s.record, &s.args)
-            {
-                problems.push(format!("#{}: {problem}", s.record.seq));
-                continue;
-            }
-            who.push(person);
         }
         let needed = required.approvers.max(1) as usize;
         if who.len() < needed {
@@ -310,6 +289,45 @@ impl Context<'_> {
             ));
         }
         problems
+    }
+
+    /// The person behind signature `s` if it counts toward `required` for the call that ran
+    /// at `executed`: they held the role when they signed and when it ran, were not removed
+    /// before it ran, are not the requester where the rule forbids it, and confirmed with a
+    /// passkey where it asks for one. Else what is wrong with it.
+    fn signer<'a>(
+        &self,
+        required: &Requirement,
+        s: &Signed<'a>,
+        executed: &Rec,
+        requester: Option<&str>,
+    ) -> Result<&'a str, String> {
+        let Some(person) = s.person else {
+            return Err("a signature of no person".into());
+        };
+        let state = self.people.get(person);
+        if let Some(role) = &required.role {
+            let holds = |seq| {
+                state
+                    .and_then(|p| p.roles_at(seq))
+                    .is_some_and(|r| r.contains(role))
+            };
+            if !holds(s.record.seq) || !holds(executed.seq) {
+                return Err(format!(
+                    "{person} did not have the role {role} when they signed or when it ran"
+                ));
+            }
+        }
+        if !state.is_none_or(|p| p.present_at(executed.seq)) {
+            return Err(format!("{person} was removed before it ran"));
+        }
+        if required.not_requester && requester == Some(person) {
+            return Err("the person who asked signed it".into());
+        }
+        if required.step_up {
+            self.step_up(s.record, &s.args)?;
+        }
+        Ok(person)
     }
 
     /// What the recorded policy requires of `ran` (and of the arguments first asked for: an
