@@ -20,7 +20,7 @@ use crate::agent::{
     },
     store::StoreNews,
     turn::SUPERSEDED_BY_MESSAGE,
-    turn::{Aside, DriveFrom, QuestionParts, TurnCommits, TurnDriver},
+    turn::{Aside, DriveFrom, QuestionParts, TurnCommits, TurnDriver, TurnOutput},
 };
 use crate::protocol::{Chunk, MessageReducer, UiMessage, UiPart, message::FilePart};
 
@@ -589,7 +589,7 @@ impl Runtime {
     ) -> TurnDriver {
         let TurnPlan {
             turn_id,
-            message_id,
+            message_id: _,
             reducer,
             timing,
             transport,
@@ -598,12 +598,16 @@ impl Runtime {
         TurnDriver {
             rt: self.clone(),
             session: session.clone(),
-            log: turn.log.clone(),
+            output: TurnOutput::new(
+                self,
+                session.id.clone(),
+                turn.log.clone(),
+                reducer,
+                transport,
+            ),
             cancel: turn.cancel.clone(),
             interrupt_reason: turn.interrupt_reason.clone(),
             timing: timing.unwrap_or(self.settings.text_timing),
-            reducer,
-            message_id,
             transport,
             turn_id,
             commits: TurnCommits::default(),
@@ -612,7 +616,6 @@ impl Runtime {
             reissue: None,
             heard,
             speech: Default::default(),
-            relay: None,
         }
     }
 

@@ -42,7 +42,7 @@ impl TurnDriver {
         state
             .live
             .as_mut()
-            .filter(|t| std::sync::Arc::ptr_eq(&t.log, &self.log))
+            .filter(|t| self.output.writes(&t.log))
             .and_then(|t| t.asides.pop_front())
     }
 

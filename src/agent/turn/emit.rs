@@ -1,7 +1,5 @@
-//! How a turn ends, pauses and parks, and what every chunk goes through: the server's reducer,
-//! the chunk log, the turn's log; and the commits of the session record.
-
-use std::sync::Arc;
+//! How a turn ends, pauses and parks; its chunks handed to its output ([`super::TurnOutput`]),
+//! and the commits of the session record.
 
 use super::{StepOutput, TurnDriver, audit::audit_event};
 use crate::agent::{
@@ -112,7 +110,7 @@ impl TurnDriver {
         }
         self.commit_results();
         self.flush_held_text();
-        if self.reducer_in_step() {
+        if self.output.in_step() {
             self.emit(Chunk::finish_step());
         }
         self.emit(Chunk::Abort(Abort {
@@ -130,12 +128,12 @@ impl TurnDriver {
     /// commit), readers of this log simply follow the winner's output; otherwise they are told
     /// another server answered first and their turn ends here.
     pub(super) async fn end_overtaken(&mut self) {
-        self.record_done();
+        self.output.record_done();
         self.rt.forget_overtaken(&self.session).await;
         let followed = match self.rt.existing_session(&self.session.id).await {
             Ok(Some(session)) => session
                 .current_log()
-                .is_some_and(|log| Arc::ptr_eq(&log, &self.log)),
+                .is_some_and(|log| self.output.writes(&log)),
             Ok(None) => false,
             Err(e) => {
                 tracing::warn!(session = %self.session.id, error = %e.report(), "cannot read a chat another instance answered");
@@ -154,7 +152,7 @@ impl TurnDriver {
         self.emit(Chunk::error(message));
         self.set_status(TurnStatus::Failed);
         self.sync_messages();
-        self.record_done();
+        self.output.record_done();
         self.end().await;
     }
 
@@ -171,7 +169,7 @@ impl TurnDriver {
         }));
         self.set_status(status);
         self.sync_messages();
-        self.record_done();
+        self.output.record_done();
         self.end().await;
     }
 
@@ -201,7 +199,7 @@ impl TurnDriver {
         {
             let mut state = self.session.state();
             let SessionState { record, live, .. } = &mut *state;
-            let Some(turn) = live.as_mut().filter(|t| Arc::ptr_eq(&t.log, &self.log)) else {
+            let Some(turn) = live.as_mut().filter(|t| self.output.writes(&t.log)) else {
                 return false;
             };
             if self.cancel.is_cancelled()
@@ -225,17 +223,15 @@ impl TurnDriver {
     /// logged (an SSE response ends there).
     pub(super) async fn pause(&mut self) {
         self.sync_messages();
-        if let Some(log) = self.rt.chunk_log() {
-            log.flush(&self.session.id);
-        }
-        let mut entries = self.log.entries_from(0);
+        self.output.flush_chunk_log();
+        let mut entries = self.output.entries();
         entries.push(TurnEntry::Pause);
         let stored = self.save_with(Some(&entries)).await;
         self.push(TurnEntry::Pause);
         if stored {
             let mut state = self.session.state();
             let live = &mut state.live;
-            if let Some(turn) = live.as_mut().filter(|t| Arc::ptr_eq(&t.log, &self.log)) {
+            if let Some(turn) = live.as_mut().filter(|t| self.output.writes(&t.log)) {
                 turn.saved = entries.len();
             }
         }
@@ -244,63 +240,21 @@ impl TurnDriver {
     /// Appends to the turn's log (and tells other instances, ADR 0043). Output after a pause
     /// is news for the chat's follower, which stopped reading there.
     pub(super) fn push(&self, entry: TurnEntry) {
-        if let Some(relay) = &self.relay {
-            // The driver is its log's only writer: the entry's number is the log's length.
-            relay.logged(self.log.len(), &entry);
-        }
-        if self.log.push(entry) {
+        if self.output.push(entry) {
             self.rt.followers.notify(&self.session.id);
         }
     }
 
-    /// Whether a step is open in what was emitted (start-step without its finish-step).
-    fn reducer_in_step(&self) -> bool {
-        let entries = self.log.entries_from(0);
-        let mut open = false;
-        for entry in entries {
-            match entry {
-                TurnEntry::Chunk(Chunk::StartStep) => open = true,
-                TurnEntry::Chunk(Chunk::FinishStep) => open = false,
-                _ => {}
-            }
-        }
-        open
-    }
-
+    /// Puts `chunk` where every chunk goes ([`super::TurnOutput::emit`]).
     pub(super) fn emit(&mut self, chunk: Chunk) {
-        self.apply(&chunk);
-        if let Some(log) = self.rt.chunk_log() {
-            log.record(
-                &self.session.id,
-                self.transport.as_str(),
-                &chunk,
-                self.rt.clock.now_ms(),
-            );
-        }
-        self.push(TurnEntry::Chunk(chunk));
-    }
-
-    /// Marks the end of the turn in the chunk log.
-    fn record_done(&self) {
-        if let Some(log) = self.rt.chunk_log() {
-            log.record_done(
-                &self.session.id,
-                self.transport.as_str(),
-                self.rt.clock.now_ms(),
-            );
-        }
-    }
-
-    /// Folds a chunk into the server's copy of the assistant message.
-    fn apply(&mut self, chunk: &Chunk) {
-        if let Err(e) = self.reducer.apply(chunk) {
-            tracing::error!(session = %self.session.id, error = %e, ?chunk, "the runner emitted a chunk its own reducer rejects");
+        if self.output.emit(chunk) {
+            self.rt.followers.notify(&self.session.id);
         }
     }
 
     /// Writes the assistant message as the client now sees it into the session record.
     pub(super) fn sync_messages(&mut self) {
-        let message = self.reducer.message().clone();
+        let message = self.output.message().clone();
         let mut state = self.session.state();
         let record = &mut state.record;
         match record.messages.last_mut() {
@@ -328,7 +282,7 @@ impl TurnDriver {
         let log = match paused_log {
             Some(log) => Some(log),
             None if self.rt.store.shared() => {
-                so_far = self.log.entries_from(0);
+                so_far = self.output.entries();
                 Some(so_far.as_slice())
             }
             None => None,

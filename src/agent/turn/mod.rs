@@ -3,8 +3,8 @@
 //! ([`super::runtime`]) starts, parks and revives it; this module is what runs in between.
 //!
 //! This file holds the driver and its loop; `step` reads one model step, `calls` resolves the
-//! calls of a step (phase A), `emit` ends, pauses and parks the turn and puts every chunk where
-//! it goes, `audit` builds the audit events.
+//! calls of a step (phase A), `emit` ends, pauses and parks the turn, `output` puts every chunk
+//! where it goes, `audit` builds the audit events.
 
 mod aside;
 mod audit;
@@ -12,6 +12,7 @@ mod calls;
 mod commits;
 mod countersign;
 mod emit;
+mod output;
 mod payments;
 mod relay;
 mod step;
@@ -34,14 +35,15 @@ use super::{
     history::{AssistantPart, HistoryItem},
     model::{CallNotice, ModelStream},
     questions::QuestionEvent,
-    session::{Parked, Session, TurnLog, TurnStatus},
+    session::{Parked, Session, TurnStatus},
 };
-use crate::protocol::{Chunk, FinishReason, MessageReducer};
+use crate::protocol::{Chunk, FinishReason};
 
 use super::runtime::{Runtime, TextTiming};
 
 pub(crate) use audit::{audit_event, executed_event};
 pub(crate) use commits::TurnCommits;
+pub(crate) use output::TurnOutput;
 
 /// The interrupt reason of a turn that waited for the person when they sent a new message: its
 /// waiting calls end as superseded rather than interrupted.
@@ -66,17 +68,16 @@ pub(crate) enum DriveFrom {
     Pause(Parked),
 }
 
-/// The running turn: owns the reducer that mirrors what the client sees.
+/// The running turn: drives the model and the calls; what it emits goes through its output.
 pub(crate) struct TurnDriver {
     pub(crate) rt: Arc<Runtime>,
     pub(crate) session: Arc<Session>,
-    pub(crate) log: Arc<TurnLog>,
+    /// Where every chunk goes: the message, the chunk log, the turn's log, other instances.
+    pub(crate) output: TurnOutput,
     pub(crate) cancel: CancellationToken,
     pub(crate) interrupt_reason: Arc<Mutex<Option<String>>>,
     pub(crate) timing: TextTiming,
-    pub(crate) reducer: MessageReducer,
-    pub(crate) message_id: String,
-    /// `sse` / `bidi`: recorded in the chunk log.
+    /// `sse` / `bidi`: which model answers, what the client is told.
     pub(crate) transport: Transport,
     pub(crate) turn_id: String,
     /// What the turn has to commit, and whether it still can.
@@ -91,8 +92,6 @@ pub(crate) struct TurnDriver {
     pub(crate) heard: Option<Chunk>,
     /// The agent's speech in the message streaming now (voice models).
     pub(crate) speech: voice::Speech,
-    /// On a shared database: tells other instances what the turn logs (set when it runs).
-    pub(crate) relay: Option<relay::Relay>,
 }
 
 /// The channel running tools tell their questions on; the turn emits the parts and records the
@@ -134,12 +133,7 @@ impl TurnDriver {
     pub(crate) fn spawn(mut self, from: DriveFrom) -> tokio::task::JoinHandle<()> {
         if self.rt.store.shared() {
             // Other instances' readers follow what it logs (ADR 0043).
-            self.relay = Some(relay::Relay::spawn(
-                self.rt.clone(),
-                self.session.id.clone(),
-                self.turn_id.clone(),
-                Arc::downgrade(&self.log),
-            ));
+            self.output.relay(self.rt.clone(), self.turn_id.clone());
         }
         // One span per drive of the turn (a resumed turn is a new one): what an OpenTelemetry
         // export shows as the turn, with its tool calls, answers and commits inside (ADR 0033).
@@ -216,7 +210,7 @@ impl TurnDriver {
             // Transient, before the assistant message: the reply's reducer never sees it.
             self.push(crate::agent::session::TurnEntry::Chunk(heard));
         }
-        self.emit(Chunk::start(self.message_id.clone()));
+        self.emit(Chunk::start(self.output.message_id().to_owned()));
         if self.rt.store.shared() {
             // On a shared database the turn is on disk as running, here, before it does
             // anything (ADR 0025): other instances follow it rather than start another.

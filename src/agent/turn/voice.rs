@@ -61,7 +61,7 @@ impl TurnDriver {
     /// blocks after it with the same id stay separate parts); otherwise the runtime's.
     pub(super) fn text_id(&self) -> String {
         if self.transport == Transport::Bidi && self.rt.speaks_in(&self.session.id) {
-            format!("{}_output_text", self.message_id)
+            format!("{}_output_text", self.output.message_id())
         } else {
             self.rt.ids.next_id(IdKind::Text)
         }
