@@ -91,12 +91,30 @@ impl Runtime {
                 let empty;
                 let (fresh, status) = match &found {
                     Some(session) => {
+                        // An answer naming an earlier message than the turn's (or a call of
+                        // one) is judged against the chat's messages: a copy loaded with its
+                        // head only reads them first (ADR 0045).
+                        let judged = {
+                            let state = session.state();
+                            let unread = state.record.messages.unread() > 0;
+                            match resent.clone().fresh(state.record.held(), signer) {
+                                Err(_) if unread => None,
+                                judged => Some(judged),
+                            }
+                        };
+                        let judged = match judged {
+                            Some(judged) => judged,
+                            None => {
+                                self.read_entries(session).await.map_err(|e| {
+                                    InputError::NotRecorded {
+                                        message: e.to_string(),
+                                    }
+                                })?;
+                                resent.fresh(session.state().record.held(), signer)
+                            }
+                        };
                         let state = session.state();
-                        let record = &state.record;
-                        (
-                            resent.fresh(record.held(), signer)?,
-                            record.turn.as_ref().map(|t| t.status),
-                        )
+                        (judged?, state.record.turn.as_ref().map(|t| t.status))
                     }
                     None => {
                         empty = SessionRecord::new(chat_id, 0);
@@ -172,7 +190,7 @@ async fn session_to_answer(
 ) -> Result<Option<Arc<Session>>, crate::agent::store::StoreError> {
     let started = tokio::time::Instant::now();
     loop {
-        let session = rt.existing_session(chat_id).await?;
+        let session = rt.session_head(chat_id).await?;
         match session {
             Some(session) if session.runs_elsewhere() && started.elapsed() < ELSEWHERE_PATIENCE => {
                 drop(session);

@@ -36,9 +36,17 @@ use serde::{
 /// (the model's step, the page) decodes it once, and the list keeps it decoded. An entry that
 /// does not decode is an error the reader gets ([`UnreadableEntry`]), never a panic: there is no
 /// `Deref` to a `Vec`, every whole-list read says it may fail.
+///
+/// A list loaded with its chat's head only (ADR 0045, amendment: what an answer loads) starts
+/// with its first entries **not read** from the store at all ([`Entries::on_disk`]): only their
+/// number is known, and the last ones. A reader that reaches one gets [`EntryFault::NotRead`]
+/// until the runtime reads them ([`Entries::fill`]); changing one is refused the same way, so a
+/// commit never has to write an entry it did not read (those rows stay as they are).
 #[derive(Clone)]
 pub struct Entries<T> {
-    /// The list's first `stored_len` entries, as the store keeps them (each one's JSON), not
+    /// The list's first `unread` entries are in the store, not read yet.
+    unread: usize,
+    /// The `stored_len` entries after them, as the store keeps them (each one's JSON), not
     /// decoded yet.
     stored: Arc<Vec<String>>,
     stored_len: usize,
@@ -48,24 +56,53 @@ pub struct Entries<T> {
     changed_from: usize,
 }
 
-/// A stored entry of a list that does not decode.
+/// A stored entry of a list that a reader cannot have.
 #[derive(Debug, thiserror::Error)]
-#[error("stored entry {index} does not decode: {source}")]
+#[error("stored entry {index} {source}")]
 pub struct UnreadableEntry {
     /// Its index in its list.
     pub index: usize,
     #[source]
-    pub source: serde_json::Error,
+    pub source: EntryFault,
+}
+
+/// Why a stored entry cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum EntryFault {
+    /// Its JSON does not decode.
+    #[error("does not decode: {0}")]
+    Decode(#[source] serde_json::Error),
+    /// The list was loaded with its chat's head only and this entry is still in the store
+    /// ([`Entries::fill`] it first).
+    #[error("is not read from the store yet")]
+    NotRead,
+}
+
+impl UnreadableEntry {
+    /// Whether the entry only needs reading from the store (it may be fine).
+    pub fn not_read(&self) -> bool {
+        matches!(self.source, EntryFault::NotRead)
+    }
 }
 
 fn decode_entry<T: DeserializeOwned>(index: usize, body: &str) -> Result<T, UnreadableEntry> {
-    serde_json::from_str(body).map_err(|source| UnreadableEntry { index, source })
+    serde_json::from_str(body).map_err(|e| UnreadableEntry {
+        index,
+        source: EntryFault::Decode(e),
+    })
+}
+
+fn not_read(index: usize) -> UnreadableEntry {
+    UnreadableEntry {
+        index,
+        source: EntryFault::NotRead,
+    }
 }
 
 impl<T> Entries<T> {
     /// How many entries the list has (none is decoded to count them).
     pub fn len(&self) -> usize {
-        self.stored_len + self.items.len()
+        self.unread + self.stored_len + self.items.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -74,17 +111,23 @@ impl<T> Entries<T> {
 
     /// The whole list, if it is decoded already (a list made here, or one a reader decoded).
     pub fn as_decoded(&self) -> Option<&[T]> {
-        (self.stored_len == 0).then_some(self.items.as_slice())
+        (self.unread == 0 && self.stored_len == 0).then_some(self.items.as_slice())
     }
 
-    /// How many of its entries are still undecoded (as the store kept them).
+    /// How many of its entries are still undecoded (as the store kept them, or not read yet).
     pub fn undecoded(&self) -> usize {
-        self.stored_len
+        self.unread + self.stored_len
     }
 
-    /// Where the entries changed since the last commit start (`len()`: nothing changed).
+    /// How many of its first entries are still in the store, not read ([`Entries::on_disk`]).
+    pub fn unread(&self) -> usize {
+        self.unread
+    }
+
+    /// Where the entries changed since the last commit start (`len()`: nothing changed). Never
+    /// before an entry not read: nothing can change one, and the store has it as it is.
     pub fn changed_from(&self) -> usize {
-        self.changed_from.min(self.len())
+        self.changed_from.min(self.len()).max(self.unread)
     }
 
     /// Marks every entry written (after a commit took them).
@@ -108,6 +151,7 @@ impl<T: Clone> Entries<T> {
     pub fn committed(items: Vec<T>) -> Self {
         Entries {
             changed_from: items.len(),
+            unread: 0,
             stored: Arc::default(),
             stored_len: 0,
             items: Arc::new(items),
@@ -117,12 +161,42 @@ impl<T: Clone> Entries<T> {
     /// A list read from the store as its entries' JSON (`bodies`, in order), decoded only when
     /// read (see the type).
     pub fn stored(bodies: Vec<String>) -> Self {
+        Self::on_disk(bodies.len(), bodies)
+    }
+
+    /// A list of `len` entries in the store of which only the last ones were read (`tail`, each
+    /// one's JSON): the first `len - tail.len()` are not read until [`Entries::fill`].
+    pub fn on_disk(len: usize, tail: Vec<String>) -> Self {
+        let tail_len = tail.len().min(len);
         Entries {
-            changed_from: bodies.len(),
-            stored_len: bodies.len(),
-            stored: Arc::new(bodies),
+            changed_from: len,
+            unread: len - tail_len,
+            stored_len: tail_len,
+            stored: Arc::new(tail),
             items: Arc::default(),
         }
+    }
+
+    /// Gives the list its entries not read yet: `bodies` are the store's first entries, as
+    /// read after the list was loaded (at least [`Entries::unread`] of them; the rest, if any,
+    /// are ignored: the list was shortened since). Nothing counts as changed.
+    pub fn fill(&mut self, bodies: Vec<String>) -> Result<(), MissingEntries> {
+        if bodies.len() < self.unread {
+            return Err(MissingEntries {
+                expected: self.unread,
+                found: bodies.len(),
+            });
+        }
+        if self.unread == 0 {
+            return Ok(());
+        }
+        let mut all = bodies;
+        all.truncate(self.unread);
+        all.extend(self.stored[..self.stored_len].iter().cloned());
+        self.stored_len = all.len();
+        self.stored = Arc::new(all);
+        self.unread = 0;
+        Ok(())
     }
 
     fn items_mut(&mut self) -> &mut Vec<T> {
@@ -141,13 +215,19 @@ impl<T: Clone> Entries<T> {
 
     pub fn truncate(&mut self, len: usize) {
         self.changed_from = self.changed_from.min(len);
-        if len <= self.stored_len {
-            self.stored_len = len;
+        let decoded_from = self.unread + self.stored_len;
+        if len <= decoded_from {
+            if len <= self.unread {
+                self.unread = len;
+                self.stored_len = 0;
+            } else {
+                self.stored_len = len - self.unread;
+            }
             if !self.items.is_empty() {
                 self.items = Arc::default();
             }
         } else if len < self.len() {
-            let keep = len - self.stored_len;
+            let keep = len - decoded_from;
             self.items_mut().truncate(keep);
         }
     }
@@ -173,7 +253,7 @@ impl<T: Clone> Entries<T> {
         }
         self.decode_from(index)?;
         self.changed_from = self.changed_from.min(index);
-        let at = index - self.stored_len;
+        let at = index - self.unread - self.stored_len;
         Ok(self.items_mut().get_mut(at))
     }
 
@@ -186,25 +266,30 @@ impl<T: Clone> Entries<T> {
     where
         T: DeserializeOwned,
     {
+        let decoded_from = self.unread + self.stored_len;
         let mut index = self
             .items
             .iter()
             .rposition(&found)
-            .map(|at| self.stored_len + at);
+            .map(|at| decoded_from + at);
         if index.is_none() {
             let mut decoded = Vec::new();
             for at in (0..self.stored_len).rev() {
-                let entry: T = decode_entry(at, &self.stored[at])?;
+                let entry: T = decode_entry(self.unread + at, &self.stored[at])?;
                 let hit = found(&entry);
                 decoded.push(entry);
                 if hit {
-                    index = Some(at);
+                    index = Some(self.unread + at);
                     break;
                 }
             }
-            let from = self.stored_len - decoded.len();
+            let from = decoded_from - decoded.len();
             decoded.reverse();
             self.prepend(from, decoded);
+            if index.is_none() && self.unread > 0 {
+                // The entry searched for may be one not read yet.
+                return Err(not_read(self.unread - 1));
+            }
         }
         match index {
             Some(index) => self.get_mut(index),
@@ -217,26 +302,30 @@ impl<T: Clone> Entries<T> {
     where
         T: DeserializeOwned,
     {
-        if index >= self.stored_len {
+        if index < self.unread {
+            return Err(not_read(index));
+        }
+        let decoded_from = self.unread + self.stored_len;
+        if index >= decoded_from {
             return Ok(());
         }
-        let decoded = (index..self.stored_len)
-            .map(|at| decode_entry(at, &self.stored[at]))
+        let decoded = (index..decoded_from)
+            .map(|at| decode_entry(at, &self.stored[at - self.unread]))
             .collect::<Result<Vec<T>, _>>()?;
         self.prepend(index, decoded);
         Ok(())
     }
 
-    /// Puts `decoded` (the stored entries from `from` to `stored_len`, decoded) before the
-    /// decoded entries.
+    /// Puts `decoded` (the stored entries from index `from` to the first decoded one, decoded)
+    /// before the decoded entries.
     fn prepend(&mut self, from: usize, mut decoded: Vec<T>) {
         if decoded.is_empty() {
             return;
         }
         decoded.extend(self.items.iter().cloned());
         self.items = Arc::new(decoded);
-        self.stored_len = from;
-        if from == 0 {
+        self.stored_len = from - self.unread;
+        if self.stored_len == 0 {
             self.stored = Arc::default();
         }
     }
@@ -296,21 +385,50 @@ impl<T: Clone> Entries<T> {
 
     /// The entries from `from` on, as the store keeps them: a stored one as it was read, a
     /// decoded one encoded (what a commit writes, ADR 0038).
-    pub fn bodies_from(&self, from: usize) -> Result<Vec<String>, serde_json::Error>
+    pub fn bodies_from(&self, from: usize) -> Result<Vec<String>, UnreadableEntry>
     where
         T: Serialize,
     {
+        if from < self.unread {
+            return Err(not_read(from));
+        }
+        let decoded_from = self.unread + self.stored_len;
         let stored = self.stored[..self.stored_len]
             .iter()
-            .skip(from)
+            .skip(from - self.unread)
             .map(|body| Ok(body.clone()));
         let decoded = self
             .items
             .iter()
-            .skip(from.saturating_sub(self.stored_len))
-            .map(serde_json::to_string);
+            .enumerate()
+            .skip(from.saturating_sub(decoded_from))
+            .map(|(at, item)| {
+                serde_json::to_string(item).map_err(|e| UnreadableEntry {
+                    index: decoded_from + at,
+                    source: EntryFault::Decode(e),
+                })
+            });
         stored.chain(decoded).collect()
     }
+}
+
+impl<T> Entries<T> {
+    /// Entry `index` as the store keeps it, if it is held so (read, not decoded).
+    fn stored_at(&self, index: usize) -> Option<&str> {
+        index
+            .checked_sub(self.unread)
+            .filter(|at| *at < self.stored_len)
+            .map(|at| self.stored[at].as_str())
+    }
+}
+
+/// The store had fewer entries of a list than the list expected ([`Entries::fill`]): it was
+/// shortened or removed since the list was loaded.
+#[derive(Debug, thiserror::Error)]
+#[error("the store has {found} of the {expected} entries expected")]
+pub struct MissingEntries {
+    pub expected: usize,
+    pub found: usize,
 }
 
 /// An entry read by [`Entries::iter`]: borrowed if decoded, decoded for the reader if stored.
@@ -326,9 +444,12 @@ pub struct Iter<'a, T: Clone> {
 impl<'a, T: Clone + DeserializeOwned> Iter<'a, T> {
     fn at(&self, index: usize) -> Entry<'a, T> {
         let list = self.list;
-        match index.checked_sub(list.stored_len) {
+        if index < list.unread {
+            return Err(not_read(index));
+        }
+        match index.checked_sub(list.unread + list.stored_len) {
             Some(at) => Ok(Cow::Borrowed(&list.items[at])),
-            None => decode_entry(index, &list.stored[index]).map(Cow::Owned),
+            None => decode_entry(index, &list.stored[index - list.unread]).map(Cow::Owned),
         }
     }
 }
@@ -363,6 +484,7 @@ impl<T: Clone + DeserializeOwned> ExactSizeIterator for Iter<'_, T> {}
 impl<T> Default for Entries<T> {
     fn default() -> Self {
         Entries {
+            unread: 0,
             stored: Arc::default(),
             stored_len: 0,
             items: Arc::new(Vec::new()),
@@ -375,6 +497,7 @@ impl<T> Default for Entries<T> {
 impl<T> From<Vec<T>> for Entries<T> {
     fn from(items: Vec<T>) -> Self {
         Entries {
+            unread: 0,
             stored: Arc::default(),
             stored_len: 0,
             items: Arc::new(items),
@@ -395,7 +518,8 @@ impl<T: PartialEq + Clone + DeserializeOwned> PartialEq for Entries<T> {
     fn eq(&self, other: &Self) -> bool {
         self.len() == other.len()
             && (0..self.len()).all(|i| {
-                if i < self.stored_len && i < other.stored_len && self.stored[i] == other.stored[i]
+                if let (Some(a), Some(b)) = (self.stored_at(i), other.stored_at(i))
+                    && a == b
                 {
                     return true;
                 }
@@ -500,7 +624,7 @@ impl<T> Deref for Decoded<T> {
     type Target = [T];
 
     fn deref(&self) -> &[T] {
-        // Built only from decoded entries: `stored_len` is 0.
+        // Built only from decoded entries: `unread` and `stored_len` are 0.
         &self.0.items
     }
 }
@@ -772,6 +896,56 @@ mod tests {
         assert_eq!(*shared, [1, 2]);
         assert_eq!(read.undecoded(), 0, "decoded once, and kept");
         assert!(Arc::ptr_eq(&shared, &read.shared().unwrap()));
+    }
+
+    /// A list loaded with its chat's head only (ADR 0045, amendment): what an answer does works
+    /// on its last entries, anything that reaches an entry not read is told so (never a wrong
+    /// answer, never a write of an entry it did not read), and a fill makes it whole.
+    #[test]
+    fn a_list_not_read_works_on_its_tail_and_fills() {
+        let mut list: Entries<u32> = Entries::on_disk(4, vec!["4".into()]);
+        assert_eq!((list.len(), list.unread(), list.changed_from()), (4, 3, 4));
+        *list.last_mut().unwrap().unwrap() = 40;
+        list.push(5);
+        assert_eq!(list.changed_from(), 3);
+        assert_eq!(list.bodies_from(3).unwrap(), ["40", "5"]);
+        assert!(list.bodies_from(2).unwrap_err().not_read());
+        assert!(list.get_mut(1).unwrap_err().not_read());
+        assert!(list.rfind_mut(|x| *x == 1).unwrap_err().not_read());
+        assert!(list.decoded().unwrap_err().not_read());
+        assert!(list.iter().next().unwrap().unwrap_err().not_read());
+        assert_eq!(
+            list.iter()
+                .rev()
+                .take(2)
+                .map(|x| *x.unwrap())
+                .collect::<Vec<_>>(),
+            [5, 40]
+        );
+        list.mark_all_changed();
+        assert_eq!(
+            list.changed_from(),
+            3,
+            "the store has the entries not read as they are"
+        );
+        list.mark_committed();
+
+        assert!(list.fill(vec!["1".into()]).is_err(), "fewer than expected");
+        list.fill(vec!["1".into(), "2".into(), "3".into(), "9".into()])
+            .unwrap();
+        assert_eq!(list.unread(), 0);
+        assert_eq!(list.changed_from(), 5, "a fill changes nothing");
+        assert_eq!(list.decoded().unwrap(), [1, 2, 3, 40, 5]);
+
+        let mut short: Entries<u32> = Entries::on_disk(3, vec!["3".into()]);
+        short.truncate(1);
+        assert_eq!(
+            (short.len(), short.unread(), short.changed_from()),
+            (1, 1, 1)
+        );
+        short.push(7);
+        short.fill(vec!["1".into(), "2".into()]).unwrap();
+        assert_eq!(short.decoded().unwrap(), [1, 7]);
     }
 
     #[test]

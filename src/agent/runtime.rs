@@ -425,18 +425,58 @@ impl Runtime {
     /// person comes back parked, with its log (ADR 0011).
     pub async fn session(self: &Arc<Self>, chat_id: &str) -> Result<Arc<Session>, StoreError> {
         let _one_load = self.load_gate(chat_id).await;
-        if let Some(session) = self.current_live_session(chat_id).await? {
+        if let Some(session) = self.whole_session(chat_id).await? {
             return Ok(session);
         }
-        let stored = match self.store.load(chat_id).await? {
-            Some(stored) => stored,
-            None => StoredSession::new(SessionRecord::new(chat_id, self.clock.now_ms()), None),
-        };
+        let stored = StoredSession::new(SessionRecord::new(chat_id, self.clock.now_ms()), None);
         Ok(self.make_live(stored))
     }
 
-    /// The live session of `chat_id` if it exists (never creates one).
+    /// The live session of `chat_id` if it exists (never creates one), whole: a copy loaded with
+    /// its head only ([`Runtime::session_head`]) reads the rest of its entries first.
     pub async fn existing_session(
+        self: &Arc<Self>,
+        chat_id: &str,
+    ) -> Result<Option<Arc<Session>>, StoreError> {
+        let _one_load = self.load_gate(chat_id).await;
+        self.whole_session(chat_id).await
+    }
+
+    /// [`Runtime::existing_session`], its load gate held.
+    async fn whole_session(
+        self: &Arc<Self>,
+        chat_id: &str,
+    ) -> Result<Option<Arc<Session>>, StoreError> {
+        let session = match self.current_live_session(chat_id).await? {
+            Some(session) => session,
+            None => match self.store.load(chat_id).await? {
+                Some(stored) => self.make_live(stored),
+                None => return Ok(None),
+            },
+        };
+        match self.read_entries(&session).await {
+            Ok(()) => Ok(Some(session)),
+            // Another instance committed the chat since this copy's head was read: the copy
+            // is out of date; the database's is read whole (unless a task here still drives
+            // it: then its commits are refused, and the next request reads again).
+            Err(e) if e.is_conflict() && !session.has_task() => {
+                self.forget_overtaken(&session).await;
+                Ok(self
+                    .store
+                    .load(chat_id)
+                    .await?
+                    .map(|stored| self.make_live(stored)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The live session of `chat_id` if it exists, for a reader of its head only (a person's
+    /// answer, the turn and its log): a chat not in memory is loaded with its head only
+    /// ([`SessionStore::load_head`]: its row, its last message, the lengths of its lists), so an
+    /// answer costs the same after a thousand turns as after one (ADR 0045, amendment).
+    /// Whatever reads a whole list of it later reads the rest first ([`Runtime::read_entries`]).
+    pub async fn session_head(
         self: &Arc<Self>,
         chat_id: &str,
     ) -> Result<Option<Arc<Session>>, StoreError> {
@@ -446,9 +486,41 @@ impl Runtime {
         }
         Ok(self
             .store
-            .load(chat_id)
+            .load_head(chat_id)
             .await?
             .map(|stored| self.make_live(stored)))
+    }
+
+    /// Reads the entries `session`'s copy did not read yet (loaded with its head only), if any:
+    /// what every reader of a whole list of it (the model's step, a page, the start of a turn)
+    /// does first. The rows read are exactly the ones the copy left (positions before its
+    /// first entry read), in one snapshot; on a shared database only if no other instance
+    /// committed the chat since this one last read or wrote it (else a conflict).
+    pub async fn read_entries(&self, session: &Session) -> Result<(), StoreError> {
+        let lens = {
+            let state = session.state();
+            [
+                state.record.history.unread(),
+                state.record.messages.unread(),
+            ]
+        };
+        if lens == [0, 0] {
+            return Ok(());
+        }
+        let [history, messages] = self.store.read_entries(&session.id, lens).await?;
+        let mut state = session.state();
+        let record = &mut state.record;
+        let missing = |e: crate::agent::journal::MissingEntries| {
+            StoreError::caused_by(
+                format!("chat {}: its stored entries changed", session.id),
+                e,
+            )
+        };
+        // Another reader may have filled them meanwhile (then this changes nothing), and a
+        // list may have been shortened since (then the rows before its new end are its own).
+        record.history.fill(history).map_err(missing)?;
+        record.messages.fill(messages).map_err(missing)?;
+        Ok(())
     }
 
     /// Whether chat `chat_id` exists (`None`: not) and whose it is: from its copy in memory,

@@ -20,7 +20,26 @@ pub async fn own_chat(
     principal: &str,
     chat_id: &str,
 ) -> Result<Option<Arc<Session>>, ApiError> {
-    match runtime.existing_session(chat_id).await? {
+    refuse_foreign(runtime.existing_session(chat_id).await?, principal, chat_id)
+}
+
+/// [`own_chat`] as a person's answer needs the chat: one not in memory is loaded with its head
+/// only ([`Runtime::session_head`], ADR 0045), so an answer costs the same in a long chat.
+pub async fn own_chat_to_answer(
+    runtime: &Arc<Runtime>,
+    principal: &str,
+    chat_id: &str,
+) -> Result<Option<Arc<Session>>, ApiError> {
+    refuse_foreign(runtime.session_head(chat_id).await?, principal, chat_id)
+}
+
+/// `found` (chat `chat_id`, if it exists) unless it is someone else's than `principal`.
+fn refuse_foreign(
+    found: Option<Arc<Session>>,
+    principal: &str,
+    chat_id: &str,
+) -> Result<Option<Arc<Session>>, ApiError> {
+    match found {
         Some(session) if !session.owned_by(principal) => {
             tracing::info!(chat = %chat_id, "refused: someone else's chat");
             Err(ApiError::not_your_chat())

@@ -104,7 +104,7 @@ pub async fn read_answers(
     message: &UiMessage,
     principal: &str,
 ) -> Result<(Option<Arc<Session>>, Answers), ApiError> {
-    let session = super::access::own_chat(runtime, principal, chat_id).await?;
+    let session = super::access::own_chat_to_answer(runtime, principal, chat_id).await?;
     let answers = Answers::Resent(decode(message)?);
     Ok((session, answers))
 }

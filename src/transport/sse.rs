@@ -112,7 +112,8 @@ async fn pause_metadata(
     chat_id: &str,
     transport: Transport,
 ) -> Result<PauseMetadata, ApiError> {
-    let session = state.runtime.existing_session(chat_id).await?;
+    // The turn's record is all it reads: a chat an answer loaded with its head only stays so.
+    let session = state.runtime.session_head(chat_id).await?;
     let runtime = state.runtime.clone();
     Ok(Box::new(move || {
         let usage = session.as_ref()?.turn_usage()?;

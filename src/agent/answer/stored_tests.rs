@@ -5,11 +5,17 @@
 use std::sync::Arc;
 
 use super::tests::ask;
+use futures::future::BoxFuture;
+
 use crate::agent::{
     Runtime, TurnEntry,
     gate::{ApprovalDecision, PersonInput},
     session::TurnStatus,
-    store::{SessionStore, sqlite::SqliteStore},
+    store::{
+        SessionStore, StoreError,
+        delegate::{Call, Delegate, Hook},
+        sqlite::SqliteStore,
+    },
 };
 use crate::protocol::Chunk;
 
@@ -81,4 +87,115 @@ async fn an_answer_to_a_stored_chat_decodes_none_of_its_entries() {
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
+}
+
+/// Whole loads refused and entry rows held until the test lets them go.
+struct RowsHeld {
+    released: tokio::sync::watch::Sender<bool>,
+    rows_asked: std::sync::atomic::AtomicBool,
+}
+
+impl Default for RowsHeld {
+    fn default() -> Self {
+        RowsHeld {
+            released: tokio::sync::watch::channel(false).0,
+            rows_asked: Default::default(),
+        }
+    }
+}
+
+impl Hook for RowsHeld {
+    async fn around<'a, T: Send + 'a>(
+        &'a self,
+        call: Call<'a>,
+        run: BoxFuture<'a, Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        match call {
+            Call::Load { head: false, .. } if !*self.released.borrow() => {
+                Err(StoreError::new("a whole load while the answer goes"))
+            }
+            Call::Read("read_entries") => {
+                self.rows_asked
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                let mut released = self.released.subscribe();
+                let _ = released.wait_for(|go| *go).await;
+                run.await
+            }
+            _ => run.await,
+        }
+    }
+}
+
+/// ADR 0045's amendment: an answer to a chat that left memory loads its head only. No whole
+/// load and no read of its entry rows happens before the call's output goes out (both are
+/// held back here: the old answer's whole load is refused, and so it failed); the model's
+/// next step then reads the rows, and the turn ends as it would have.
+#[tokio::test]
+async fn an_answer_to_a_stored_chat_reads_none_of_its_entry_rows() {
+    let inner = Arc::new(SqliteStore::in_memory().unwrap());
+    let approval = {
+        let asking = runtime_on(&inner).await;
+        ask(&asking, "w", "check the weather in Paris", "get_weather").await
+    };
+    let hook = Arc::new(RowsHeld::default());
+    let store = Arc::new(Delegate::new(
+        inner.clone() as Arc<dyn SessionStore>,
+        hook.clone(),
+    ));
+    let answering = super::tests::runtime_with(store, inner.clone(), "").await;
+    answering
+        .submit(
+            "w",
+            &[PersonInput::Approval {
+                approval_id: approval,
+                decision: ApprovalDecision::Approve,
+                step_up: None,
+            }],
+        )
+        .await
+        .expect("the answer needs the chat's head only");
+    let session = answering.live_session("w").expect("answered here");
+    let mut reader = session
+        .current_log()
+        .expect("the turn goes on")
+        .subscribe(0);
+    let mut kinds = Vec::new();
+    let output = async {
+        while let Some(entry) = reader.next().await {
+            if let TurnEntry::Chunk(chunk) = entry {
+                kinds.push(chunk.wire_type().into_owned());
+                if kinds.last().is_some_and(|k| k == "tool-output-available") {
+                    return;
+                }
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(20), output)
+        .await
+        .expect("the call's output goes out before any entry row is read");
+    assert!(
+        kinds.iter().any(|k| k == "tool-output-available"),
+        "{kinds:?}"
+    );
+    hook.released.send_replace(true);
+    while let Some(entry) = reader.next().await {
+        if let TurnEntry::Chunk(chunk) = entry {
+            kinds.push(chunk.wire_type().into_owned());
+        }
+    }
+    assert!(!kinds.iter().any(|k| k == "error"), "{kinds:?}");
+    assert!(
+        hook.rows_asked.load(std::sync::atomic::Ordering::SeqCst),
+        "the model's step read the rows"
+    );
+    let stored = inner.load("w").await.unwrap().unwrap().record;
+    assert_eq!(
+        stored.turn.as_ref().map(|t| t.status),
+        Some(TurnStatus::Finished)
+    );
+    assert_eq!(
+        stored,
+        session.snapshot(),
+        "the copy, made whole, is the chat"
+    );
 }

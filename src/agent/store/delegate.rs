@@ -25,8 +25,9 @@ use crate::agent::{
 /// A call to the store, as a [`Hook`] sees it.
 #[derive(Debug, Clone, Copy)]
 pub enum Call<'a> {
-    /// [`SessionStore::load`]: a whole chat read.
-    Load { id: &'a str },
+    /// [`SessionStore::load`]: a whole chat read (`head`: [`SessionStore::load_head`], its
+    /// head only).
+    Load { id: &'a str, head: bool },
     /// [`SessionStore::chat_owner`]: whether a chat is stored, and whose it is.
     ChatOwner { id: &'a str },
     /// [`SessionStore::commit`], [`SessionStore::commit_paused`] (with its `log`) or
@@ -93,7 +94,26 @@ impl<H: Hook, S: SessionStore + ?Sized> Delegate<H, S> {
 impl<H: Hook, S: SessionStore + ?Sized> SessionStore for Delegate<H, S> {
     async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
         self.hook
-            .around(Call::Load { id }, self.inner.load(id))
+            .around(Call::Load { id, head: false }, self.inner.load(id))
+            .await
+    }
+
+    async fn load_head(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
+        self.hook
+            .around(Call::Load { id, head: true }, self.inner.load_head(id))
+            .await
+    }
+
+    async fn read_entries(
+        &self,
+        id: &str,
+        lens: [usize; 2],
+    ) -> Result<[Vec<String>; 2], StoreError> {
+        self.hook
+            .around(
+                Call::Read("read_entries"),
+                self.inner.read_entries(id, lens),
+            )
             .await
     }
 

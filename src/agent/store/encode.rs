@@ -97,9 +97,10 @@ impl ListChange {
             list,
             from: i64::try_from(from).map_err(|_| StoreError::new("a list is too long"))?,
             // A stored entry is written back as it was read: a commit decodes nothing.
+            // (`from` is never before an entry not read: those rows stay as they are.)
             bodies: entries
                 .bodies_from(from)
-                .map_err(json_err("cannot encode the session"))?,
+                .map_err(|e| StoreError::caused_by("cannot encode the session", e))?,
         })
     }
 }
@@ -295,9 +296,10 @@ impl Write {
 /// The stored columns of a session, as read from its row: what [`decode_record`] turns back
 /// into a record.
 pub(crate) struct RecordColumns {
-    /// The lists' entries, each entry's JSON in order: kept undecoded in the record (ADR 0045).
-    pub(crate) history: Vec<String>,
-    pub(crate) messages: Vec<String>,
+    /// The lists' entries, each entry's JSON in order: kept undecoded in the record (ADR 0045)
+    /// — or, for a load of the head only, their last entries ([`ListTail`]).
+    pub(crate) history: ListTail,
+    pub(crate) messages: ListTail,
     /// The wallet without its payments, and its payments (a JSON array, [`entries_json`]).
     pub(crate) wallet: String,
     pub(crate) payments: String,
@@ -309,6 +311,42 @@ pub(crate) struct RecordColumns {
     pub(crate) updated_at_ms: i64,
     pub(crate) owner: Option<String>,
 }
+
+/// A list as a load read it: its length in the store and its last entries (each one's JSON, in
+/// order): all of them for a whole load, the last [`TAIL`] for a load of the head only.
+#[derive(Default)]
+pub(crate) struct ListTail {
+    pub(crate) len: usize,
+    pub(crate) tail: Vec<String>,
+}
+
+impl ListTail {
+    /// A list read whole.
+    pub(crate) fn whole(bodies: Vec<String>) -> Self {
+        ListTail {
+            len: bodies.len(),
+            tail: bodies,
+        }
+    }
+
+    /// A list of which only the last entries were read: `last` is the position of the last
+    /// entry (`None`: the list is empty), `tail` the last entries.
+    pub(crate) fn of_last(last: Option<i64>, tail: Vec<String>) -> Result<Self, StoreError> {
+        let len = match last {
+            None => 0,
+            Some(last) => usize::try_from(last + 1)
+                .map_err(|_| StoreError::new(format!("a stored entry at position {last}")))?,
+        };
+        if tail.len() > len {
+            return Err(StoreError::new("a list has more entries than positions"));
+        }
+        Ok(ListTail { len, tail })
+    }
+}
+
+/// How many of a list's last entries a load of the head reads: the turn's own message is the
+/// last, and it is all an answer reads (ADR 0045, amendment).
+pub(crate) const TAIL: i64 = 1;
 
 /// A column of session `id` that does not decode: an error naming the session and the column.
 fn unreadable<'a>(
@@ -325,8 +363,8 @@ pub(crate) fn decode_record(id: &str, columns: RecordColumns) -> Result<SessionR
         created_at_ms: columns.created_at_ms,
         updated_at_ms: columns.updated_at_ms,
         // Decoded only when read (ADR 0045): an answer to a long chat decodes none of them.
-        history: Entries::stored(columns.history),
-        messages: Entries::stored(columns.messages),
+        history: Entries::on_disk(columns.history.len, columns.history.tail),
+        messages: Entries::on_disk(columns.messages.len, columns.messages.tail),
         wallet: Wallet {
             transactions: Decoded::committed(
                 serde_json::from_str(&columns.payments).map_err(unreadable(id, "payments"))?,

@@ -2,6 +2,7 @@
 //! the reference the contract tests hold the databases to.
 
 use super::*;
+use crate::agent::journal::Entries;
 
 /// Everything in memory, lost on restart.
 #[derive(Debug, Default)]
@@ -46,14 +47,55 @@ impl MemoryStore {
         if owner.is_some() {
             stored.owner = owner;
         }
+        // A record loaded with its head only did not read its first entries: they stay as kept
+        // (as the databases' rows do).
+        if let Some(kept) = records.get(&record.id) {
+            keep_unread(&mut stored.history, &kept.history);
+            keep_unread(&mut stored.messages, &kept.messages);
+        }
         records.insert(record.id.clone(), stored);
         drop(records);
         append_chained(&mut lock(&self.audit), audit);
     }
 }
 
+/// Gives `list` (a list committed with entries not read) those entries as `kept` has them.
+fn keep_unread<T: Clone + serde::Serialize + serde::de::DeserializeOwned>(
+    list: &mut Entries<T>,
+    kept: &Entries<T>,
+) {
+    if list.unread() == 0 {
+        return;
+    }
+    if let Err(e) = kept
+        .bodies_from(0)
+        .map_err(|e| e.to_string())
+        .and_then(|bodies| list.fill(bodies).map_err(|e| e.to_string()))
+    {
+        tracing::error!(error = %e, "the memory store cannot keep a list's entries");
+    }
+}
+
+/// `list` as a load of the head reads it: its length and its last entries.
+fn head_of<T: Clone + serde::Serialize>(list: &Entries<T>) -> Result<Entries<T>, StoreError> {
+    let from = list.len().saturating_sub(encode::TAIL as usize);
+    let tail = list
+        .bodies_from(from)
+        .map_err(|e| StoreError::caused_by("cannot read the session's entries", e))?;
+    Ok(Entries::on_disk(list.len(), tail))
+}
+
 #[async_trait]
 impl SessionStore for MemoryStore {
+    async fn load_head(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
+        let Some(mut stored) = self.load(id).await? else {
+            return Ok(None);
+        };
+        stored.record.history = head_of(&stored.record.history)?;
+        stored.record.messages = head_of(&stored.record.messages)?;
+        Ok(Some(stored))
+    }
+
     async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
         let Some(record) = lock(&self.records).get(id).cloned() else {
             return Ok(None);

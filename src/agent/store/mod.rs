@@ -269,6 +269,45 @@ pub(crate) fn fresh_secret() -> Result<[u8; 32], StoreError> {
 pub trait SessionStore: Send + Sync + 'static {
     async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError>;
 
+    /// [`SessionStore::load`] of the chat's head only (ADR 0045, amendment): its row, its
+    /// answered approvals and payments, and of its history and messages only how many entries
+    /// each has and the last ones ([`crate::agent::journal::Entries::on_disk`]), so what it costs
+    /// does not grow with the conversation. What a person's answer loads; a reader of a whole
+    /// list reads the rest first ([`SessionStore::read_entries`]).
+    async fn load_head(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
+        self.load(id).await
+    }
+
+    /// The first `lens[0]` entries of chat `id`'s history and the first `lens[1]` of its
+    /// messages (each one's JSON, in order), read in one snapshot: the entries a record loaded
+    /// by [`SessionStore::load_head`] did not read. Rows this instance's commits never rewrite
+    /// (a commit writes from the first entry that changed, never before one not read); on a
+    /// shared database, read only if no other instance committed the chat since this one last
+    /// read or wrote it (else a conflict, [`StoreError::is_conflict`]: the copy is out of date).
+    /// Fewer rows than asked for mean the chat was shortened or removed meanwhile.
+    async fn read_entries(
+        &self,
+        id: &str,
+        lens: [usize; 2],
+    ) -> Result<[Vec<String>; 2], StoreError> {
+        let Some(stored) = self.load(id).await? else {
+            return Err(StoreError::new(format!("chat {id} is no longer stored")));
+        };
+        let read = |bodies: Result<Vec<String>, crate::agent::journal::UnreadableEntry>,
+                    len: usize| {
+            bodies
+                .map(|mut all: Vec<String>| {
+                    all.truncate(len);
+                    all
+                })
+                .map_err(|e| StoreError::caused_by("cannot read the session's entries", e))
+        };
+        Ok([
+            read(stored.record.history.bodies_from(0), lens[0])?,
+            read(stored.record.messages.bodies_from(0), lens[1])?,
+        ])
+    }
+
     /// Writes `record` and appends `audit`, all or nothing. A log stored by an earlier
     /// [`SessionStore::commit_paused`] stays (it is only returned while it belongs to the
     /// record's turn).

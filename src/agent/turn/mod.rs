@@ -256,6 +256,20 @@ impl TurnDriver {
     /// the store is decoded here, once (ADR 0045): one that does not decode fails the turn
     /// (`None`).
     async fn step_history(&mut self) -> Option<(String, Arc<Vec<HistoryItem>>)> {
+        // A chat an answer loaded with its head only reads the rest of its entries now, after
+        // the answer's consequences went out (ADR 0045, amendment).
+        if let Err(e) = self.rt.read_entries(&self.session).await {
+            tracing::error!(session = %self.session.id, error = %e.report(), "cannot read the chat's stored entries");
+            if e.is_conflict() {
+                // Another instance committed the chat first: this copy is out of date.
+                self.end_overtaken().await;
+            } else {
+                self.emit(Chunk::finish_step());
+                self.fail("this chat's stored history cannot be read".into())
+                    .await;
+            }
+            return None;
+        }
         let read = {
             let mut state = self.session.state();
             let record = &mut state.record;

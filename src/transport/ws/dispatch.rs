@@ -93,7 +93,7 @@ impl Connection {
         id: String,
         result: Value,
     ) -> Result<PersonInput, ToolReportError> {
-        let session = self.runtime.existing_session(chat).await.ok().flatten();
+        let session = self.runtime.session_head(chat).await.ok().flatten();
         tool_result(id, result, |id| {
             session.as_ref().is_some_and(|s| s.has_pending_approval(id))
         })
@@ -153,7 +153,7 @@ impl Connection {
     }
 
     async fn submit(&mut self, chat: &str, inputs: Vec<PersonInput>, socket: &mut Socket) -> Next {
-        let session = match self.runtime.existing_session(chat).await {
+        let session = match self.runtime.session_head(chat).await {
             Ok(session) => session,
             Err(e) => return self.send_api_error(socket, ApiError::from(e)).await,
         };

@@ -82,8 +82,9 @@ impl Connection {
             return;
         };
         // The turn may have paused and left memory again before this socket looked: its log
-        // comes back from the store with it.
-        let session = match self.runtime.existing_session(&chat).await {
+        // comes back from the store with it. The turn and its log are all this reads: a chat
+        // not in memory is loaded with its head only (ADR 0045).
+        let session = match self.runtime.session_head(&chat).await {
             Ok(Some(session)) => session,
             Ok(None) => return,
             Err(e) => {

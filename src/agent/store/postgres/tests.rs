@@ -170,6 +170,36 @@ async fn a_commit_of_a_record_another_instance_changed_is_refused_and_writes_not
     assert!(!a.stale("chat").await.unwrap());
 }
 
+/// ADR 0045's amendment: the entries a copy loaded with its head only reads later are taken only
+/// if no other instance committed the chat since (its version is the one this instance knows);
+/// else they may not be the ones the head went with, and the read is a conflict.
+#[tokio::test]
+async fn entries_read_after_the_head_are_refused_once_another_instance_committed() {
+    let Some(config) = fresh_database("head").await else {
+        return;
+    };
+    let a = PostgresStore::connect_with(config.clone()).await.unwrap();
+    let b = PostgresStore::connect_with(config).await.unwrap();
+    let chat = crate::agent::store::tests::long_record("chat", 20);
+    a.save(&chat).await.unwrap();
+    let mut at_a = a.load_head("chat").await.unwrap().unwrap().record;
+    let lens = [at_a.history.unread(), at_a.messages.unread()];
+    assert_eq!(lens, [19, 19]);
+    // A's own commit changes nothing for it.
+    at_a.updated_at_ms += 1;
+    at_a.history
+        .push(crate::agent::history::HistoryItem::user("at a"));
+    a.save(&at_a).await.unwrap();
+    let [history, _] = a.read_entries("chat", lens).await.unwrap();
+    assert_eq!(history.len(), 19);
+    // B rewrites the messages from the start.
+    let mut at_b = b.load("chat").await.unwrap().unwrap().record;
+    at_b.messages.truncate(0);
+    b.save(&at_b).await.unwrap();
+    let refused = a.read_entries("chat", lens).await.unwrap_err();
+    assert!(refused.is_conflict(), "{refused}");
+}
+
 #[tokio::test]
 async fn an_approval_is_found_by_its_session_until_it_is_answered() {
     let Some(store) = fresh_store("owner").await else {

@@ -15,39 +15,30 @@ use crate::agent::{
         StoredFile, StoredSession,
         audit::AuditKind,
         encode::{
-            RecordColumns, Write, decode_paused_log, decode_record, entries_json, resolutions_json,
-            stored_event,
+            List, ListTail, RecordColumns, TAIL, Write, decode_paused_log, decode_record,
+            entries_json, resolutions_json, stored_event,
         },
     },
 };
 
-/// Reads session `id`'s lists and answered approvals into `columns` (ADR 0038).
+/// Reads session `id`'s lists and answered approvals into `columns` (ADR 0038): the history
+/// and the messages whole, or (`head`) only their lengths and last entries (ADR 0045).
 fn read_entries(
     conn: &Connection,
     id: &str,
     columns: &mut RecordColumns,
+    head: bool,
 ) -> Result<(), StoreError> {
     let context = "cannot read the session's entries";
-    let mut lists: [Vec<String>; 3] = Default::default();
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT list, body FROM session_entries WHERE session_id = ?1 ORDER BY list, position",
-        )
-        .map_err(err(context))?;
-    let mut rows = stmt.query([id]).map_err(err(context))?;
-    while let Some(row) = rows.next().map_err(err(context))? {
-        let list: i64 = row.get(0).map_err(err(context))?;
-        let entries = usize::try_from(list)
-            .ok()
-            .and_then(|l| lists.get_mut(l))
-            .ok_or_else(|| {
-                StoreError::new(format!("session {id}: an entry of unknown list {list}"))
-            })?;
-        entries.push(row.get(1).map_err(err(context))?);
+    if head {
+        columns.history = read_tail(conn, id, List::History)?;
+        columns.messages = read_tail(conn, id, List::Messages)?;
+    } else {
+        let [history, messages] = read_lists(conn, id, [None, None])?;
+        columns.history = ListTail::whole(history);
+        columns.messages = ListTail::whole(messages);
     }
-    let [history, messages, payments] = lists;
-    columns.history = history;
-    columns.messages = messages;
+    let payments = read_list(conn, id, List::Payments, None)?;
     columns.payments = entries_json(payments.iter().map(String::as_str));
     let mut stmt = conn
         .prepare_cached(
@@ -65,11 +56,86 @@ fn read_entries(
     Ok(())
 }
 
+/// The entries of session `id`'s `list` (before position `before`, if given), in order.
+fn read_list(
+    conn: &Connection,
+    id: &str,
+    list: List,
+    before: Option<usize>,
+) -> Result<Vec<String>, StoreError> {
+    let context = "cannot read the session's entries";
+    let before = before.map_or(i64::MAX, |n| i64::try_from(n).unwrap_or(i64::MAX));
+    conn.prepare_cached(
+        "SELECT body FROM session_entries WHERE session_id = ?1 AND list = ?2 AND position < ?3
+         ORDER BY position",
+    )
+    .and_then(|mut stmt| {
+        stmt.query_map(rusqlite::params![id, list.code(), before], |row| row.get(0))
+            .and_then(|rows| rows.collect())
+    })
+    .map_err(err(context))
+}
+
+/// Session `id`'s history and messages (the first `before[i]` entries of each, if given).
+fn read_lists(
+    conn: &Connection,
+    id: &str,
+    before: [Option<usize>; 2],
+) -> Result<[Vec<String>; 2], StoreError> {
+    Ok([
+        read_list(conn, id, List::History, before[0])?,
+        read_list(conn, id, List::Messages, before[1])?,
+    ])
+}
+
+/// The length and last entries of session `id`'s `list`: one step down its index, whatever
+/// its length (positions are an entry's index, so the last one's is the length less one).
+fn read_tail(conn: &Connection, id: &str, list: List) -> Result<ListTail, StoreError> {
+    let mut last: Vec<(i64, String)> = conn
+        .prepare_cached(
+            "SELECT position, body FROM session_entries WHERE session_id = ?1 AND list = ?2
+             ORDER BY position DESC LIMIT ?3",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_map(rusqlite::params![id, list.code(), TAIL], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
+            .and_then(|rows| rows.collect())
+        })
+        .map_err(err("cannot read the session's last entries"))?;
+    last.reverse();
+    let end = last.last().map(|(position, _)| *position);
+    ListTail::of_last(end, last.into_iter().map(|(_, body)| body).collect())
+}
+
 #[async_trait]
 impl SessionStore for SqliteStore {
     async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
         let id = id.to_owned();
-        self.point_read(move |conn| read_session(conn, &id)).await
+        self.point_read(move |conn| read_session(conn, &id, false))
+            .await
+    }
+
+    async fn load_head(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
+        let id = id.to_owned();
+        self.point_read(move |conn| read_session(conn, &id, true))
+            .await
+    }
+
+    async fn read_entries(
+        &self,
+        id: &str,
+        lens: [usize; 2],
+    ) -> Result<[Vec<String>; 2], StoreError> {
+        let id = id.to_owned();
+        self.point_read(move |conn| {
+            // One snapshot for both lists.
+            let conn = conn
+                .transaction()
+                .map_err(err("cannot begin reading the session's entries"))?;
+            read_lists(&conn, &id, lens.map(Some))
+        })
+        .await
     }
 
     async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError> {
@@ -236,9 +302,13 @@ impl SessionStore for SqliteStore {
     }
 }
 
-/// Session `id` as one snapshot: its row, its entries and answered approvals, and the log of a
-/// turn paused for a person.
-fn read_session(conn: &mut Connection, id: &str) -> Result<Option<StoredSession>, StoreError> {
+/// Session `id` as one snapshot: its row, its entries (`head`: the lists' lengths and last
+/// entries only) and answered approvals, and the log of a turn paused for a person.
+fn read_session(
+    conn: &mut Connection,
+    id: &str,
+    head: bool,
+) -> Result<Option<StoredSession>, StoreError> {
     // One snapshot for the record and its paused log (dropping it ends the read).
     let conn = conn
         .transaction()
@@ -260,8 +330,8 @@ fn read_session(conn: &mut Connection, id: &str) -> Result<Option<StoredSession>
                     created_at_ms: row.get(3)?,
                     updated_at_ms: row.get(4)?,
                     owner: row.get(5)?,
-                    history: Vec::new(),
-                    messages: Vec::new(),
+                    history: ListTail::default(),
+                    messages: ListTail::default(),
                     payments: String::new(),
                     resolved: String::new(),
                 })
@@ -272,7 +342,7 @@ fn read_session(conn: &mut Connection, id: &str) -> Result<Option<StoredSession>
     let Some(mut columns) = columns else {
         return Ok(None);
     };
-    read_entries(&conn, id, &mut columns)?;
+    read_entries(&conn, id, &mut columns, head)?;
     let record = decode_record(id, columns)?;
     let waiting = record
         .turn

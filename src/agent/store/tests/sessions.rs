@@ -354,6 +354,80 @@ pub(crate) async fn journal_contract(store: &dyn SessionStore) {
     commit_as_a_session(store, &mut other).await;
     let loaded = store.load("journal").await.unwrap().unwrap().record;
     assert_eq!(loaded, chat);
+
+    head_load_contract(store).await;
+}
+
+/// ADR 0045's amendment: a chat loaded with its head only knows how long its lists are and has
+/// their last entries, not the rest; what an answer does (change the last message, append,
+/// commit) works on that, and the entries read afterwards are the ones it left, so the copy,
+/// filled, is the chat as stored. A list shortened meanwhile takes the rows before its end.
+async fn head_load_contract(store: &dyn SessionStore) {
+    use crate::agent::history::HistoryItem;
+    use crate::protocol::UiMessage;
+
+    let mut whole = long_record("head", 300);
+    commit_as_a_session(store, &mut whole).await;
+    let mut chat = store.load_head("head").await.unwrap().unwrap().record;
+    assert_eq!((chat.history.len(), chat.messages.len()), (300, 300));
+    assert_eq!(
+        (chat.history.unread(), chat.messages.unread()),
+        (299, 299),
+        "only the last entry of each list is read"
+    );
+    assert_eq!(
+        (&chat.turn, &chat.wallet, &chat.resolved_approvals),
+        (&whole.turn, &whole.wallet, &whole.resolved_approvals)
+    );
+    assert_eq!(chat.messages.last_mut().unwrap().unwrap().id, "m299");
+    assert!(chat.messages.decoded().unwrap_err().not_read());
+
+    // An answer's changes, committed from the head: the rows not read stay as they are.
+    chat.messages.last_mut().unwrap().unwrap().id = "m299-answered".into();
+    chat.history.push(HistoryItem::user("answered"));
+    chat.history.mark_all_changed();
+    store.save(&chat).await.unwrap();
+    chat.mark_committed();
+    *whole.messages.last_mut().unwrap().unwrap() = chat
+        .messages
+        .iter()
+        .next_back()
+        .unwrap()
+        .unwrap()
+        .into_owned();
+    whole.history.push(HistoryItem::user("answered"));
+
+    let lens = [chat.history.unread(), chat.messages.unread()];
+    let [history, messages] = store.read_entries("head", lens).await.unwrap();
+    assert_eq!((history.len(), messages.len()), (299, 299));
+    chat.history.fill(history).unwrap();
+    chat.messages.fill(messages).unwrap();
+    assert_eq!(chat, whole, "the head and the rows read later are one chat");
+    assert_eq!(store.load("head").await.unwrap().unwrap().record, whole);
+
+    // Shortened from the head (a list cut before its first entry read), then grown again.
+    let mut chat = store.load_head("head").await.unwrap().unwrap().record;
+    chat.messages.truncate(100);
+    chat.messages
+        .push(UiMessage::user_text("after", "after the cut"));
+    store.save(&chat).await.unwrap();
+    chat.mark_committed();
+    let lens = [chat.history.unread(), chat.messages.unread()];
+    assert_eq!(lens, [300, 100]);
+    let [history, messages] = store.read_entries("head", lens).await.unwrap();
+    chat.history.fill(history).unwrap();
+    chat.messages.fill(messages).unwrap();
+    whole.messages.truncate(100);
+    whole
+        .messages
+        .push(UiMessage::user_text("after", "after the cut"));
+    assert_eq!(chat, whole);
+    assert_eq!(store.load("head").await.unwrap().unwrap().record, whole);
+
+    // A list read from a chat shorter than the copy expects does not fill.
+    let mut copy = store.load_head("head").await.unwrap().unwrap().record;
+    let [_, short] = store.read_entries("head", [0, 50]).await.unwrap();
+    assert!(copy.messages.fill(short).is_err());
 }
 
 /// Attachments: kept once per chat by their digest, read back byte for byte, only in their chat.
