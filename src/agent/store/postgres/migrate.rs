@@ -52,6 +52,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         11,
         include_str!("../../../../migrations/postgres/0011_deadline_index.sql"),
     ),
+    (
+        12,
+        include_str!("../../../../migrations/postgres/0012_daily_spending.sql"),
+    ),
 ];
 
 /// The migration that makes the audit log a chain ([`chain::start`] runs right after it).

@@ -24,7 +24,7 @@ use super::{PostgresStore, err, execute_in, notify_in};
 use crate::{
     agent::{
         clock::Millis,
-        policy::spending::{day_of, start_of_day},
+        policy::spending::day_of,
         store::{
             AuditEvent, Claim, GrantUse, PolicyStore, Reserved, Spent, StoreError, StoreNews,
             Unused,
@@ -42,7 +42,7 @@ async fn spent_in(tx: &impl GenericClient, now: Millis) -> Result<Spent, StoreEr
     let context = "cannot add up the day's spending";
     let total = tx
         .prepare_cached(
-            "SELECT (SELECT COALESCE(SUM(amount_cents), 0) FROM ledger WHERE at_ms >= $1)::BIGINT
+            "SELECT (SELECT COALESCE(SUM(cents), 0) FROM daily_spending WHERE day >= $1)::BIGINT
                   + (SELECT COALESCE(SUM(r.cents), 0) FROM spending_reservations r
                      WHERE r.day = $2 AND NOT EXISTS (
                          SELECT 1 FROM ledger l
@@ -55,8 +55,8 @@ async fn spent_in(tx: &impl GenericClient, now: Millis) -> Result<Spent, StoreEr
         .prepare_cached("SELECT id, used_cents, uses, revoked_at_ms FROM grants")
         .await
         .map_err(err(context))?;
-    let (since, day) = (start_of_day(now), day_of(now));
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&since, &day];
+    let day = day_of(now);
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&day, &day];
     let (total, uses) = tokio::try_join!(tx.query_one(&total, &params), tx.query(&uses, &[]))
         .map_err(err(context))?;
     let grants = uses

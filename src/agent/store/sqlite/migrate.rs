@@ -67,6 +67,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         16,
         include_str!("../../../../migrations/0016_append_only_chats.sql"),
     ),
+    (
+        17,
+        include_str!("../../../../migrations/0017_daily_spending.sql"),
+    ),
 ];
 
 /// The migration that makes the audit log a chain: the records already there are chained right

@@ -20,7 +20,7 @@ use super::{SqliteStore, err};
 use crate::{
     agent::{
         clock::Millis,
-        policy::spending::{day_of, start_of_day},
+        policy::spending::day_of,
         store::{
             AuditEvent, Claim, GrantUse, PolicyStore, Reserved, Spent, StoreError, Unused,
             encode::{Chained, to_json},
@@ -52,15 +52,13 @@ fn spent(conn: &Connection, now: Millis) -> Result<Spent, StoreError> {
     let context = "cannot add up the day's spending";
     let today_cents: i64 = conn
         .prepare_cached(
-            "SELECT (SELECT COALESCE(SUM(amount_cents), 0) FROM ledger WHERE at_ms >= ?1)
+            "SELECT (SELECT COALESCE(SUM(cents), 0) FROM daily_spending WHERE day >= ?1)
                   + (SELECT COALESCE(SUM(r.cents), 0) FROM spending_reservations r
                      WHERE r.day = ?2 AND NOT EXISTS (
                          SELECT 1 FROM ledger l
                          WHERE l.session_id = r.session_id AND l.tool_call_id = r.tool_call_id))",
         )
-        .and_then(|mut stmt| {
-            stmt.query_row(params![start_of_day(now), day_of(now)], |row| row.get(0))
-        })
+        .and_then(|mut stmt| stmt.query_row(params![day_of(now), day_of(now)], |row| row.get(0)))
         .map_err(err(context))?;
     let grants = conn
         .prepare_cached("SELECT id, used_cents, uses, revoked_at_ms FROM grants")

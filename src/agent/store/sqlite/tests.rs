@@ -114,6 +114,70 @@ async fn a_chat_opens_without_decoding_its_entries() {
     crate::agent::store::tests::undecoded_entries_contract(&store).await;
 }
 
+/// Issue #35: the day's spending is a running total the ledger's triggers keep (migration 17).
+/// A database with payments from before it reads the same totals after it, by day, and the
+/// payments committed after it move them.
+#[tokio::test]
+async fn the_days_spending_reads_the_same_after_the_running_totals_migration() {
+    use crate::agent::policy::spending::start_of_day;
+    const DAY: i64 = 86_400_000;
+    let path = temp_path("migrate-daily-spending");
+    let today = start_of_day(20_000 * DAY + 5);
+    {
+        let mut conn = Connection::open(&path).unwrap();
+        // Ledger rows alone, without their chats' rows.
+        conn.pragma_update(None, "foreign_keys", false).unwrap();
+        let tx = conn.transaction().unwrap();
+        for (_, sql) in &MIGRATIONS[..16] {
+            tx.execute_batch(sql).unwrap();
+        }
+        tx.pragma_update(None, "user_version", 16).unwrap();
+        for (n, (chat, cents, at)) in [
+            ("a", 100, today - 1),
+            ("a", 200, today),
+            ("b", 300, today + DAY - 1),
+            ("a", 400, today + DAY),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            tx.execute(
+                "INSERT INTO ledger (transaction_id, session_id, tool_call_id, amount_cents,
+                     currency, recipient, description, balance_after_cents, at_ms)
+                 VALUES (?1, ?2, ?1, ?3, 'USD', 'r', '', 0, ?4)",
+                params![format!("t{n}"), chat, cents, at],
+            )
+            .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    let spent = |at| {
+        let store = &store;
+        async move { store.spent(at).await.unwrap().today_cents }
+    };
+    // As before: the day's payments and any dated after it.
+    assert_eq!(spent(today).await, 900);
+    assert_eq!(spent(today + DAY).await, 400);
+    assert_eq!(spent(today - 1).await, 1_000);
+    let mut chat = crate::agent::store::tests::waiting_record_named("c");
+    crate::agent::store::tests::pay_ken(&mut chat);
+    store.save(&chat).await.unwrap();
+    let paid: i64 = chat
+        .wallet
+        .transactions
+        .iter()
+        .map(|t| t.amount_cents)
+        .sum();
+    assert_eq!(
+        spent(0).await,
+        1_000 + paid,
+        "payments of day 0 count from it on"
+    );
+    drop(store);
+    remove_db(&path);
+}
+
 #[tokio::test]
 async fn the_signing_secret_and_ended_signins_survive_a_restart() {
     let path = temp_path("signins");
