@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Number, Value, value::RawValue};
 
-use super::{ChatRequest, ReadError, ReadLimits, Trigger, latest_messages};
+use super::{ChatRequest, ReadError, ReadLimits, Trigger};
 
 use super::super::json_util::{TagError, split_tagged};
 use super::super::message::UiMessage;
@@ -155,79 +155,41 @@ impl ClientFrame {
     /// A frame's JSON for a server, still to be normalised and decoded
     /// ([`ClientFrame::from_value`]), read in one pass that builds only what a frame holds:
     /// keys no frame has are skipped, and a `message` frame keeps only the messages a server
-    /// reads (the last `limits.earlier + 1`, [`latest_messages`]; more than
-    /// `limits.max_messages` is refused). JSON that is not an object reads as `null` (not a
-    /// frame).
+    /// reads (the last `limits.earlier + 1`, kept as the array is skimmed — the one pass over
+    /// it, as [`super::latest_messages`] reads one; more than `limits.max_messages` is
+    /// refused). JSON that is not an object reads as `null` (not a frame).
     pub fn value_for_server(text: &str, limits: ReadLimits) -> Result<Value, ReadError> {
-        /// Every key of every client frame, as raw JSON.
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Keys<'a> {
-            #[serde(rename = "type", borrow, default)]
-            kind: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            messages: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            id: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            trigger: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            message_id: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            tool_call_id: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            result: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            reason: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            timestamp: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            chunk: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            sample_rate: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            channels: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            bit_depth: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            action: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            received: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            mode: Option<&'a RawValue>,
-        }
+        use serde::de::DeserializeSeed;
+
         if !text.trim_start().starts_with('{') {
             serde_json::from_str::<serde::de::IgnoredAny>(text)?;
             return Ok(Value::Null);
         }
-        let keys: Keys<'_> = serde_json::from_str(text)?;
+        let mut reader = serde_json::Deserializer::from_str(text);
+        let keys = FrameSeed {
+            keep: limits.earlier + 1,
+            max: limits.max_messages,
+        }
+        .deserialize(&mut reader)?;
+        reader.end()?;
         let mut frame = serde_json::Map::new();
-        for (name, raw) in [
-            ("type", keys.kind),
-            ("id", keys.id),
-            ("trigger", keys.trigger),
-            ("messageId", keys.message_id),
-            ("toolCallId", keys.tool_call_id),
-            ("result", keys.result),
-            ("reason", keys.reason),
-            ("timestamp", keys.timestamp),
-            ("chunk", keys.chunk),
-            ("sampleRate", keys.sample_rate),
-            ("channels", keys.channels),
-            ("bitDepth", keys.bit_depth),
-            ("action", keys.action),
-            ("received", keys.received),
-            ("mode", keys.mode),
-        ] {
+        for (name, raw) in FIELD_NAMES.iter().zip(keys.fields) {
             if let Some(raw) = raw {
-                frame.insert(name.to_owned(), serde_json::from_str(raw.get())?);
+                frame.insert((*name).to_owned(), serde_json::from_str(raw.get())?);
             }
         }
         // Only a `message` frame has messages; one that is not an array stays a wrong type.
         let is_message = frame.get("type").and_then(Value::as_str) == Some("message");
-        if let Some(messages) = keys.messages.filter(|_| is_message) {
-            let value = if messages.get().trim_start().starts_with('[') {
-                let kept = latest_messages(messages, limits.earlier + 1, limits.max_messages)?;
+        let value = match keys.messages.filter(|_| is_message) {
+            None | Some(MessagesRead::Absent) => return Ok(Value::Object(frame)),
+            Some(MessagesRead::Other) => Value::Null,
+            Some(MessagesRead::Array { over: true, .. }) => {
+                return Err(ReadError::TooManyMessages {
+                    max: limits.max_messages,
+                });
+            }
+            Some(MessagesRead::Array { latest, .. }) => {
+                let kept: Vec<&RawValue> = latest.into();
                 // As `read_messages` reads a POST: the earlier ones only before a new user
                 // message (the context a new chat may adopt); answers need only the last.
                 let mut read = Vec::with_capacity(kept.len());
@@ -241,11 +203,9 @@ impl ClientFrame {
                     read.push(last);
                 }
                 Value::Array(read)
-            } else {
-                Value::Null
-            };
-            frame.insert("messages".to_owned(), value);
-        }
+            }
+        };
+        frame.insert("messages".to_owned(), value);
         Ok(Value::Object(frame))
     }
 
@@ -265,6 +225,212 @@ impl ClientFrame {
             }),
             _ => None,
         }
+    }
+}
+
+/// The keys of client frames but `messages`, as [`FrameKey`] numbers them, by wire name.
+const FIELD_NAMES: [&str; 15] = [
+    "type",
+    "id",
+    "trigger",
+    "messageId",
+    "toolCallId",
+    "result",
+    "reason",
+    "timestamp",
+    "chunk",
+    "sampleRate",
+    "channels",
+    "bitDepth",
+    "action",
+    "received",
+    "mode",
+];
+
+/// A key of a client frame's JSON (the first fifteen in [`FIELD_NAMES`]'s order).
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "camelCase")]
+enum FrameKey {
+    #[serde(rename = "type")]
+    Kind,
+    Id,
+    Trigger,
+    MessageId,
+    ToolCallId,
+    Result,
+    Reason,
+    Timestamp,
+    Chunk,
+    SampleRate,
+    Channels,
+    BitDepth,
+    Action,
+    Received,
+    Mode,
+    Messages,
+    #[serde(other)]
+    Other,
+}
+
+/// A frame's keys as [`ClientFrame::value_for_server`] reads them, in one pass.
+struct FrameKeys<'a> {
+    /// Every key a frame has but `messages`, as raw JSON ([`FIELD_NAMES`]' order; `null` reads
+    /// as absent).
+    fields: [Option<&'a RawValue>; 15],
+    messages: Option<MessagesRead<'a>>,
+}
+
+/// A frame's `messages`, as it was skimmed.
+enum MessagesRead<'a> {
+    /// An array: its last entries (at most the seed's `keep`), oldest first, each as its raw
+    /// JSON; `over`: it had more than the seed's `max` (the rest was only skimmed).
+    Array {
+        latest: std::collections::VecDeque<&'a RawValue>,
+        over: bool,
+    },
+    /// `null`, as if there were none.
+    Absent,
+    /// Anything else.
+    Other,
+}
+
+/// Reads a frame's keys ([`FrameKeys`]), its `messages` kept as they are skimmed.
+struct FrameSeed {
+    keep: usize,
+    max: usize,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for FrameSeed {
+    type Value = FrameKeys<'de>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for FrameSeed {
+    type Value = FrameKeys<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a frame (a JSON object)")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        use serde::de::Error;
+        let mut keys = FrameKeys {
+            fields: [None; 15],
+            messages: None,
+        };
+        let mut seen = [false; 15];
+        while let Some(key) = map.next_key::<FrameKey>()? {
+            match key {
+                FrameKey::Messages => {
+                    if keys.messages.is_some() {
+                        return Err(A::Error::duplicate_field("messages"));
+                    }
+                    keys.messages = Some(map.next_value_seed(MessagesSeed {
+                        keep: self.keep,
+                        max: self.max,
+                    })?);
+                }
+                FrameKey::Other => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+                field => {
+                    let at = field as usize;
+                    if std::mem::replace(&mut seen[at], true) {
+                        return Err(A::Error::duplicate_field(FIELD_NAMES[at]));
+                    }
+                    keys.fields[at] = map.next_value::<Option<&'de RawValue>>()?;
+                }
+            }
+        }
+        Ok(keys)
+    }
+}
+
+/// Reads a frame's `messages` ([`MessagesRead`]).
+struct MessagesSeed {
+    keep: usize,
+    max: usize,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for MessagesSeed {
+    type Value = MessagesRead<'de>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for MessagesSeed {
+    type Value = MessagesRead<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an array of messages")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut latest = std::collections::VecDeque::with_capacity(self.keep.min(64));
+        let mut count = 0usize;
+        while count < self.max {
+            let Some(entry) = seq.next_element::<&'de RawValue>()? else {
+                return Ok(MessagesRead::Array {
+                    latest,
+                    over: false,
+                });
+            };
+            count += 1;
+            if latest.len() == self.keep {
+                latest.pop_front();
+            }
+            if self.keep > 0 {
+                latest.push_back(entry);
+            }
+        }
+        // At the most: anything more is refused (for a frame that reads messages), and only
+        // skimmed to the end of the JSON.
+        let mut over = false;
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+            over = true;
+        }
+        Ok(MessagesRead::Array { latest, over })
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map
+            .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+            .is_some()
+        {}
+        Ok(MessagesRead::Other)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(MessagesRead::Absent)
+    }
+
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(MessagesRead::Absent)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(MessagesRead::Other)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(MessagesRead::Other)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(MessagesRead::Other)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(MessagesRead::Other)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(MessagesRead::Other)
     }
 }
 
