@@ -78,6 +78,11 @@ impl Recogniser {
         })
     }
 
+    /// How many utterances it was asked to hear.
+    pub fn asked(&self) -> u64 {
+        self.next.load(Ordering::Relaxed)
+    }
+
     /// What was said in `utterance` (PCM16LE mono, 16 kHz), as the recogniser's words
     /// (lowercase; empty when it heard nothing it knows).
     pub async fn recognise(&self, utterance: &[u8]) -> Result<String, ListenError> {

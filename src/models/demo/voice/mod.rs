@@ -1,7 +1,9 @@
 //! The demo model's voice, offline (ADR 0036): it speaks with Debian's `espeak-ng` and listens
 //! with Debian's `pocketsphinx_continuous`, both run as child processes (no C library is linked,
 //! so a machine without them still builds, and the demo then answers in text and says why).
+//! Hands-free, it finds where speech starts and ends itself ([`detect`]).
 
+pub mod detect;
 pub mod listen;
 pub mod programs;
 mod session;

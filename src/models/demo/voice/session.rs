@@ -2,8 +2,13 @@
 //! utterance, hears it at its end ([`VoiceNotice::Heard`] with the written transcript), and
 //! speaks its replies in chats where someone has spoken.
 //!
-//! Hands-free and push-to-talk are the same here: the utterance is what came between `start`
-//! and `stop` (the demo has no voice activity detection of its own).
+//! Push-to-talk: the utterance is what came between `start` and `stop`. Hands-free: the
+//! microphone stays open and the demo's own voice activity detection ([`Detector`]) finds each
+//! utterance in the stream; each is heard as it ends. Speech that starts while the demo answers
+//! aloud is a barge-in: the answer stops there ([`ModelEvent::Interrupted`], then `Finish`
+//! with [`FinishReason::Other`], as Gemini Live's `interrupted`). So that "while it answers"
+//! means while its speech plays, a reply spoken to an open hands-free microphone is sent at
+//! the pace it is played ([`LEAD`] ahead), not as fast as espeak-ng makes it.
 
 use std::{
     collections::HashMap,
@@ -11,18 +16,30 @@ use std::{
 };
 
 use futures::StreamExt as _;
-use tokio::sync::{broadcast, mpsc};
+use tokio::{
+    sync::{broadcast, mpsc},
+    time::{Duration, Instant},
+};
+use tokio_util::sync::CancellationToken;
 
 use super::{
+    detect::{Detected, Detector},
     listen::{MAX_UTTERANCE_BYTES, Recogniser},
     programs::Programs,
     speak::{Sentences, SpeakLimits, Synthesis},
 };
 use crate::agent::{
     model::{ModelEvent, ModelStream},
-    voice::{VoiceError, VoiceInput, VoiceNotice},
+    voice::{OUTPUT_SAMPLE_RATE, VoiceError, VoiceInput, VoiceMode, VoiceNotice},
 };
 use crate::models::demo::{DEMO_LABEL, nlu};
+use crate::protocol::FinishReason;
+
+/// How far a paced reply's speech runs ahead of its playing: the page has this much queued, and
+/// speech in the reply's last `LEAD` is stopped by the page alone (its own barge-in).
+pub const LEAD: Duration = Duration::from_millis(500);
+/// Utterances of one chat waiting to be recognised (each at most 60 s): more are dropped.
+const QUEUED_UTTERANCES: usize = 4;
 
 /// The demo's voice: shared by every clone of the model.
 #[derive(Debug)]
@@ -45,9 +62,24 @@ struct Ready {
 #[derive(Debug, Default)]
 struct Line {
     open: bool,
+    /// Push-to-talk: the utterance so far.
     utterance: Vec<u8>,
+    /// Hands-free: the microphone's voice activity detection (`None` for push-to-talk).
+    detector: Option<Box<Detector>>,
+    /// The chat's utterances, heard one after another (so their notices keep their order).
+    heard: Option<mpsc::Sender<Vec<u8>>>,
+    /// The replies being spoken: speech detected over them stops them (barge-in). A reply
+    /// cancels its own token when it ends.
+    speaking: Vec<CancellationToken>,
     /// Whether the chat was told the demo cannot speak here.
     told: bool,
+}
+
+impl Line {
+    /// Whether the microphone is open hands-free.
+    fn hands_free(&self) -> bool {
+        self.open && self.detector.is_some()
+    }
 }
 
 impl Default for DemoVoice {
@@ -99,7 +131,7 @@ impl DemoVoice {
     /// One piece of a person's voice in chat `chat`.
     pub fn take(&self, chat: &str, input: VoiceInput) -> Result<(), VoiceError> {
         match input {
-            VoiceInput::Start { .. } => {
+            VoiceInput::Start { mode } => {
                 let ready = self.ready();
                 if ready.recogniser.is_none() {
                     return Err(VoiceError::Unsupported {
@@ -113,6 +145,7 @@ impl DemoVoice {
                 let line = lines.entry(chat.to_owned()).or_default();
                 line.open = true;
                 line.utterance.clear();
+                line.detector = (mode == VoiceMode::HandsFree).then(Box::default);
                 Ok(())
             }
             VoiceInput::Audio(pcm) => {
@@ -121,38 +154,56 @@ impl DemoVoice {
                     .get_mut(chat)
                     .filter(|l| l.open)
                     .ok_or(VoiceError::NotStarted)?;
-                let room = MAX_UTTERANCE_BYTES.saturating_sub(line.utterance.len());
-                line.utterance
-                    .extend_from_slice(&pcm[..pcm.len().min(room)]);
+                let Some(detector) = line.detector.as_mut() else {
+                    let room = MAX_UTTERANCE_BYTES.saturating_sub(line.utterance.len());
+                    line.utterance
+                        .extend_from_slice(&pcm[..pcm.len().min(room)]);
+                    return Ok(());
+                };
+                for found in detector.push(&pcm) {
+                    match found {
+                        Detected::Started => barge_in(chat, line),
+                        Detected::Ended(utterance) => self.hear(chat, line, utterance),
+                    }
+                }
                 Ok(())
             }
             VoiceInput::End => {
-                let utterance = {
-                    let mut lines = lock(&self.lines);
-                    let line = lines
-                        .get_mut(chat)
-                        .filter(|l| l.open)
-                        .ok_or(VoiceError::NotStarted)?;
-                    line.open = false;
-                    std::mem::take(&mut line.utterance)
+                let mut lines = lock(&self.lines);
+                let line = lines
+                    .get_mut(chat)
+                    .filter(|l| l.open)
+                    .ok_or(VoiceError::NotStarted)?;
+                line.open = false;
+                let utterance = match line.detector.take() {
+                    // Hands-free: what was being said when the microphone closed, if anything.
+                    Some(mut detector) => detector.finish(),
+                    None => Some(std::mem::take(&mut line.utterance)),
                 };
-                let recogniser = self.ready().recogniser.clone();
-                let notices = self.notices.clone();
-                let chat = chat.to_owned();
-                tokio::spawn(async move {
-                    let heard = match recogniser {
-                        Some(r) => r.recognise(&utterance).await.unwrap_or_else(|error| {
-                            tracing::warn!(%error, "the demo could not hear an utterance");
-                            String::new()
-                        }),
-                        None => String::new(),
-                    };
-                    if let Some(notice) = heard_notice(chat, &heard) {
-                        let _ = notices.send(notice);
-                    }
-                });
+                if let Some(utterance) = utterance {
+                    self.hear(chat, line, utterance);
+                }
                 Ok(())
             }
+        }
+    }
+
+    /// Hands `utterance` of chat `chat` to the chat's listener, which recognises the chat's
+    /// utterances in order and publishes what it heard.
+    fn hear(&self, chat: &str, line: &mut Line, utterance: Vec<u8>) {
+        let queue = line.heard.get_or_insert_with(|| {
+            let (tx, rx) = mpsc::channel(QUEUED_UTTERANCES);
+            let recogniser = self.ready().recogniser.clone();
+            tokio::spawn(listen(
+                chat.to_owned(),
+                recogniser,
+                rx,
+                self.notices.clone(),
+            ));
+            tx
+        });
+        if queue.try_send(utterance).is_err() {
+            tracing::warn!(session = %chat, "the demo is behind hearing this chat: an utterance was dropped");
         }
     }
 
@@ -163,7 +214,8 @@ impl DemoVoice {
 
     /// `events` with the reply's speech: each sentence of its text is spoken as soon as it is
     /// complete (`ModelEvent::Audio` after its words), the rest before `Finish`. Where the
-    /// demo cannot speak, the chat is told once and the reply stays text.
+    /// demo cannot speak, the chat is told once and the reply stays text. Speech detected while
+    /// it answers stops it (barge-in); to an open hands-free microphone it is paced.
     pub fn spoken(&self, chat: &str, events: ModelStream) -> ModelStream {
         let espeak = self.ready().programs.espeak.clone();
         let Some(espeak) = espeak else {
@@ -180,62 +232,154 @@ impl DemoVoice {
             .chain(events)
             .boxed();
         };
+        let barge = CancellationToken::new();
+        let mut pace = {
+            let mut lines = lock(&self.lines);
+            let line = lines.entry(chat.to_owned()).or_default();
+            line.speaking.retain(|t| !t.is_cancelled());
+            line.speaking.push(barge.clone());
+            line.hands_free().then(Pace::default)
+        };
         // A few chunks ahead at most: the reply waits for its listener, memory stays bounded.
         let (tx, rx) = mpsc::channel(4);
         tokio::spawn(async move {
-            let mut events = events;
-            let mut sentences = Sentences::default();
-            // The whole reply's speech is bounded too (a `/lorem` is shown, not read out whole).
-            let mut budget = MAX_REPLY_SPEECH_BYTES;
-            while let Some(event) = events.next().await {
-                let said = match &event {
-                    Ok(ModelEvent::TextDelta(delta)) => sentences.push(delta),
-                    Ok(ModelEvent::Finish { .. }) | Err(_) => {
-                        sentences.finish().into_iter().collect()
-                    }
-                    _ => Vec::new(),
-                };
-                // Words first, then their sound; anything else after the sound before it.
-                let (now, later) = match event {
-                    text @ Ok(ModelEvent::TextDelta(_)) => (Some(text), None),
-                    other => (None, Some(other)),
-                };
-                if let Some(text) = now
-                    && tx.send(text).await.is_err()
-                {
-                    return;
-                }
-                for sentence in said {
-                    if budget == 0 {
-                        break;
-                    }
-                    let Some(sent) = say(&espeak, &sentence, budget, &tx).await else {
-                        return;
+            tokio::select! {
+                biased;
+                () = barge.cancelled() => {
+                    // What it said so far stays; the rest of the answer is not given.
+                    let finish = ModelEvent::Finish {
+                        reason: FinishReason::Other,
+                        usage: Default::default(),
                     };
-                    budget = budget.saturating_sub(sent);
+                    for event in [ModelEvent::Interrupted, finish] {
+                        if tx.send(Ok(event)).await.is_err() {
+                            break;
+                        }
+                    }
                 }
-                if let Some(event) = later
-                    && tx.send(event).await.is_err()
-                {
-                    return;
-                }
+                // Nobody listens any more (the step was dropped): nor does it speak.
+                () = tx.closed() => {}
+                () = reply(events, &espeak, &mut pace, &tx) => {}
             }
+            // Over: no longer spoken over.
+            barge.cancel();
         });
         futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) })
             .boxed()
     }
 }
 
+/// Speech started in chat `chat`: the replies it is speaking stop (barge-in).
+fn barge_in(chat: &str, line: &mut Line) {
+    for reply in line.speaking.drain(..) {
+        if !reply.is_cancelled() {
+            tracing::debug!(session = %chat, "speech over the demo's answer: it stops");
+            reply.cancel();
+        }
+    }
+}
+
+/// Recognises chat `chat`'s utterances in the order they ended and publishes what was heard;
+/// ends when the chat's queue goes.
+async fn listen(
+    chat: String,
+    recogniser: Option<Arc<Recogniser>>,
+    mut utterances: mpsc::Receiver<Vec<u8>>,
+    notices: broadcast::Sender<VoiceNotice>,
+) {
+    while let Some(utterance) = utterances.recv().await {
+        let heard = match &recogniser {
+            Some(r) => r.recognise(&utterance).await.unwrap_or_else(|error| {
+                tracing::warn!(%error, "the demo could not hear an utterance");
+                String::new()
+            }),
+            None => String::new(),
+        };
+        if let Some(notice) = heard_notice(chat.clone(), &heard) {
+            let _ = notices.send(notice);
+        }
+    }
+}
+
+type Events = mpsc::Sender<Result<ModelEvent, crate::agent::model::ModelError>>;
+
+/// Sends `events` into `tx` with their speech (see [`DemoVoice::spoken`]); returns when the
+/// reply is over or nobody listens.
+async fn reply(
+    mut events: ModelStream,
+    espeak: &std::path::Path,
+    pace: &mut Option<Pace>,
+    tx: &Events,
+) {
+    let mut sentences = Sentences::default();
+    // The whole reply's speech is bounded too (a `/lorem` is shown, not read out whole).
+    let mut budget = MAX_REPLY_SPEECH_BYTES;
+    while let Some(event) = events.next().await {
+        let said = match &event {
+            Ok(ModelEvent::TextDelta(delta)) => sentences.push(delta),
+            Ok(ModelEvent::Finish { .. }) | Err(_) => sentences.finish().into_iter().collect(),
+            _ => Vec::new(),
+        };
+        // Words first, then their sound; anything else after the sound before it.
+        let (now, later) = match event {
+            text @ Ok(ModelEvent::TextDelta(_)) => (Some(text), None),
+            other => (None, Some(other)),
+        };
+        if let Some(text) = now
+            && tx.send(text).await.is_err()
+        {
+            return;
+        }
+        for sentence in said {
+            if budget == 0 {
+                break;
+            }
+            let Some(sent) = say(espeak, &sentence, budget, pace, tx).await else {
+                return;
+            };
+            budget = budget.saturating_sub(sent);
+        }
+        if let Some(event) = later {
+            // A call, the end: once the speech before it has (nearly) played.
+            if let Some(pace) = pace {
+                pace.wait(0).await;
+            }
+            if tx.send(event).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// A reply's speech sent at the pace it plays, [`LEAD`] ahead.
+#[derive(Debug, Default)]
+struct Pace {
+    /// When its first sound was sent.
+    start: Option<Instant>,
+    /// How much of it was sent.
+    sent: Duration,
+}
+
+impl Pace {
+    /// Waits until `bytes` more of speech may go, and counts them.
+    async fn wait(&mut self, bytes: usize) {
+        let start = *self.start.get_or_insert_with(Instant::now);
+        tokio::time::sleep_until((start + self.sent).checked_sub(LEAD).unwrap_or(start)).await;
+        self.sent += Duration::from_secs_f64(bytes as f64 / 2.0 / f64::from(OUTPUT_SAMPLE_RATE));
+    }
+}
+
 /// The most speech one reply sends: 60 s at 24 kHz.
 const MAX_REPLY_SPEECH_BYTES: usize = 60 * 2 * 24_000;
 
-/// Speaks one sentence into `tx`, at most `budget` bytes; how many it sent, `None` once nobody
-/// listens. A failure to speak leaves the words as text (logged).
+/// Speaks one sentence into `tx`, at most `budget` bytes, paced by `pace` if given; how many it
+/// sent, `None` once nobody listens. A failure to speak leaves the words as text (logged).
 async fn say(
     espeak: &std::path::Path,
     sentence: &str,
     budget: usize,
-    tx: &mpsc::Sender<Result<ModelEvent, crate::agent::model::ModelError>>,
+    pace: &mut Option<Pace>,
+    tx: &Events,
 ) -> Option<usize> {
     let limits = SpeakLimits {
         max_bytes: budget.min(SpeakLimits::default().max_bytes),
@@ -253,6 +397,9 @@ async fn say(
         match synthesis.next().await {
             Ok(Some(pcm)) => {
                 sent += pcm.len();
+                if let Some(pace) = pace.as_mut() {
+                    pace.wait(pcm.len()).await;
+                }
                 if tx
                     .send(Ok(ModelEvent::Audio(Arc::from(pcm))))
                     .await
@@ -475,3 +622,7 @@ mod tests {
         assert!(speech(&events).is_empty());
     }
 }
+
+#[cfg(test)]
+#[path = "hands_free_tests.rs"]
+mod hands_free_tests;
