@@ -88,19 +88,19 @@ async fn an_open_microphone_s_utterances_are_each_heard_as_they_end() {
     let mut notices = model.voice_notices().unwrap();
     hands_free(&model, "c");
     say(&model, "c", &silence(0.5));
-    say(&model, "c", &clip("pay.wav"));
-    say(&model, "c", &silence(1.0));
     say(&model, "c", &clip("yes.wav"));
     say(&model, "c", &silence(1.0));
+    say(&model, "c", &clip("no.wav"));
+    say(&model, "c", &silence(1.0));
     // Both heard, in order, while the microphone is still open.
-    assert_eq!(heard(&mut notices, "c").await, "Pay forty euros to Alice");
     assert_eq!(heard(&mut notices, "c").await, "Yes approve it");
+    assert_eq!(heard(&mut notices, "c").await, "No deny it");
     assert_eq!(recognised(&model), 2);
     say(&model, "c", &silence(0.5));
     // Closing it with nothing under way hears nothing more.
     model.voice("c", VoiceInput::End).unwrap();
-    say_push_to_talk(&model, "c", &clip("no.wav"));
-    assert_eq!(heard(&mut notices, "c").await, "No deny it");
+    say_push_to_talk(&model, "c", &clip("pay.wav"));
+    assert_eq!(heard(&mut notices, "c").await, "Pay forty euros to Alice");
 }
 
 fn say_push_to_talk(model: &DemoModel, chat: &str, audio: &[u8]) {
