@@ -1,6 +1,7 @@
 // BIDI's voice in the browser (issue #36, ADR 0037): the talk button, the level meter, a refused
-// microphone, the agent's speech played and stopped, and a spoken payment that only a click can
-// approve.
+// microphone, the agent's speech played and stopped, a spoken payment that only a click can
+// approve (a spoken yes is shown as the person's words, "You said …"), and hands-free with the
+// demo model finding the utterance in the open microphone itself (ADR 0036).
 //
 // Debian's Chromium has a fake microphone that plays a WAV file
 // (--use-file-for-fake-audio-capture=<wav>%noloop), read once per launch: each scenario that
@@ -487,11 +488,57 @@ test.describe("voice: a spoken payment", () => {
     await holdToTalk(page, sent, Math.floor(wavDataBytes(clip("yes")) * 0.9));
     await expect(page.locator('[data-testid="assistant-text"]').last()).toContainText(/still waiting/i, { timeout: 30_000 });
     await expect(userMessages(page)).toHaveCount(said);
+    // What was said shows as the person's words inside the waiting message, not as a message.
+    const aside = page.getByTestId("aside-words");
+    await expect(aside).toHaveCount(1);
+    await expect(aside).toContainText("You said");
+    await expect(aside.locator("q")).toHaveText(/^yes,? approve it$/i);
     const stillPending = await pendingApproval(card().last());
     await expect(card().first()).toHaveAttribute("data-state", "output-available");
     await stillPending.getByTestId("approve").click();
     await expect(card().last()).toHaveAttribute("data-state", "output-available", { timeout: 30_000 });
     await second.browser.close();
     expect(second.problems, "the page reported problems").toEqual([]);
+  });
+});
+
+// ---- hands-free with the demo model (ADR 0036): it finds the utterance itself ----------------
+
+test.describe("voice: hands-free", () => {
+  test.skip(!existsSync(clip("pay")), `needs the voice clip pay.wav in ${CLIPS}`);
+  test.setTimeout(120_000);
+
+  test("hands-free: the open microphone's words are heard and answered while it stays open, and the card still decides", async ({}, testInfo) => {
+    const run = await launch(testInfo, clip("pay"));
+    const { page } = run;
+    const sent = recordSent(page);
+    await openBidi(page);
+    await page.getByTestId("hands-free").click();
+    await expect(page.getByTestId("hands-free")).toHaveAttribute("aria-pressed", "true");
+    // The demo finds where the payment starts and ends in the open microphone's stream: heard
+    // as the person's message, answered aloud, its card shown; nobody turned the microphone off.
+    await expect(userMessages(page).last()).toHaveText(/Pay forty euros? to Alice/, { timeout: 30_000 });
+    const card = toolCards(page, "process_payment");
+    const approval = await pendingApproval(card);
+    await expect.poll(async () => (await playback(page))?.audible ?? 0, { timeout: 30_000 }).toBeGreaterThan(1);
+    await expect(page.getByTestId("hands-free")).toHaveAttribute("aria-pressed", "true");
+    await expect(page.getByTestId("voice-level")).toBeVisible();
+    const controls = (sent.text.filter((f) => (f as { type: string }).type === "audio_control") as { action: string; mode: string }[]).map(
+      (c) => `${c.action}:${c.mode}`,
+    );
+    expect(controls).toEqual(["start:hands_free"]);
+    // Still listening: the microphone's frames keep going out.
+    const frames = sent.binary.length;
+    await expect.poll(() => sent.binary.length).toBeGreaterThan(frames);
+    // Heard once: the clip's silence after it starts nothing more.
+    await expect(userMessages(page)).toHaveCount(1);
+    // Only the click runs it.
+    await approval.getByTestId("approve").click();
+    await expect(card).toHaveAttribute("data-state", "output-available", { timeout: 30_000 });
+    await page.getByTestId("hands-free").click();
+    await expect(page.getByTestId("hands-free")).toHaveAttribute("aria-pressed", "false");
+    await expect.poll(() => sent.order[sent.order.length - 1]).toBe("control:stop");
+    await expect(userMessages(page)).toHaveCount(1);
+    await close(run);
   });
 });
