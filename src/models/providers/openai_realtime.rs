@@ -48,6 +48,8 @@
 //! `response.done` has not come [`RealtimeTimeouts::tool_turn_grace`] after a call, the step
 //! ends with its calls; that response's `response.done` with `cancelled` arriving later is a
 //! [`CallNotice::Withdrawn`] for each call (the pending approval ends and can never run).
+//! What that response still says is held and announced as [`VoiceNotice::WhileWaiting`]: the
+//! waiting turn takes it as an aside, so the person hears it in the message whose card waits.
 //!
 //! # Voice
 //!
@@ -58,6 +60,9 @@
 //! Hands-free: `turn_detection` is `server_vad` or `semantic_vad` ([`HandsFreeDetection`]),
 //! the server commits and answers by itself and cancels its own response when the person
 //! speaks over it (`input_audio_buffer.speech_started` → [`ModelEvent::Interrupted`]).
+//! After either barge-in the server is told how much of the answer the person heard
+//! (`conversation.item.truncate`, estimated from what was forwarded and when: `actor/heard`), so
+//! its context does not keep words that were never heard.
 //! A response that begins with no step after the person spoke is the answer to them: the actor
 //! publishes [`VoiceNotice::Heard`] with
 //! `conversation.item.input_audio_transcription.completed`'s transcript, holds what the server
@@ -85,6 +90,7 @@ use tokio_tungstenite::tungstenite::{self, http::HeaderValue};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::{ProviderConfigError, ProviderKey};
+use crate::agent::clock::{Clock, SystemClock};
 use crate::agent::lock;
 use crate::agent::model::{CallNotice, Model, ModelError, ModelEvent, ModelRequest, ModelStream};
 use crate::agent::voice::{VoiceError, VoiceInput, VoiceNotice};
@@ -200,6 +206,8 @@ struct Shared {
     cancellations: broadcast::Sender<CallNotice>,
     voice_notices: broadcast::Sender<VoiceNotice>,
     serial: AtomicU64,
+    /// Times what the person heard of an answer (a barge-in's truncation).
+    clock: Arc<dyn Clock>,
 }
 
 /// One [`Model::stream`] call.
@@ -220,6 +228,15 @@ enum Job {
 
 impl OpenAiRealtimeModel {
     pub fn new(config: OpenAiRealtimeConfig) -> Result<Self, ProviderConfigError> {
+        Self::with_clock(config, Arc::new(SystemClock))
+    }
+
+    /// A model whose estimate of how much of an interrupted answer was heard reads `clock`
+    /// (tests move it by hand).
+    pub fn with_clock(
+        config: OpenAiRealtimeConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, ProviderConfigError> {
         let base = super::gemini_live::live_url(&config.url).ok_or_else(|| {
             ProviderConfigError::InvalidRealtimeUrl {
                 value: config.url.clone(),
@@ -246,6 +263,7 @@ impl OpenAiRealtimeModel {
                 cancellations,
                 voice_notices,
                 serial: AtomicU64::new(1),
+                clock,
             }),
             sessions: Arc::default(),
         })

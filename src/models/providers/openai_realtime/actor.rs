@@ -2,6 +2,7 @@
 //! server's conversation has seen, connects, and reads the socket between steps. A step is in
 //! [`step`], the person's speech in [`voice`].
 
+mod heard;
 mod step;
 mod voice;
 
@@ -22,6 +23,7 @@ use super::{CallNotice, Job, NAMESPACE, Registry, Shared, Ws, WsError};
 use crate::agent::history::{HistoryItem, ToolResult};
 use crate::agent::lock;
 use crate::agent::model::ModelError;
+use crate::agent::voice::VoiceNotice;
 use crate::models::providers::gemini_live::handshake_error;
 use crate::models::providers::live_sync::{self, SyncedHistory, provider_call_ids, split_tail};
 use voice::Voice;
@@ -39,6 +41,20 @@ struct Connection {
     open_calls: HashMap<String, Vec<String>>,
     /// Responses nobody reads (a dropped step, an answer to a turn that did not start).
     discard: HashSet<String>,
+    /// What the last response whose step ended at the grace still says: held for the waiting
+    /// turn (an aside of it), so the person hears it.
+    tail: Option<Tail>,
+}
+
+/// The rest of a response after its step ended at the grace (ADR 0041): its words and speech
+/// go to the person as an aside of the turn that waits ([`VoiceNotice::WhileWaiting`]).
+struct Tail {
+    response: String,
+    held: Vec<ServerEvent>,
+    /// The runtime was told (at its first words or audio).
+    announced: bool,
+    /// Its `response.done` came.
+    done: bool,
 }
 
 /// A frame read from the socket.
@@ -239,6 +255,9 @@ impl SessionActor {
             tracing::warn!(session = %self.session_id, code = ?error.code, message = %error.message, "OpenAI Realtime error between steps");
             return;
         }
+        if let ServerEvent::ResponseDone { response } = &event {
+            self.settle_open_calls(response);
+        }
         let Some(conn) = self.conn.as_mut() else {
             return;
         };
@@ -250,27 +269,76 @@ impl SessionActor {
             }
             return;
         }
-        if let ServerEvent::ResponseDone { response } = &event
-            && let Some(calls) = conn.open_calls.remove(&response.id)
-        {
-            if response.ending() == wire::Ending::Cancelled {
-                for call in calls {
-                    conn.issued.remove(&call);
-                    tracing::info!(session = %self.session_id, call, "OpenAI Realtime withdrew a call");
-                    let _ = self.shared.cancellations.send(CallNotice::Withdrawn {
-                        session_id: self.session_id.clone(),
-                        provider_call_id: call,
-                    });
-                }
-            }
-            return;
-        }
-        if let Some(response) = event.response_id()
-            && conn.open_calls.contains_key(response)
-        {
+        if self.hold_tail(&event) {
             return;
         }
         self.hold_spoken_answer(event);
+    }
+
+    /// A response whose step ended at the grace ended: if it was cancelled, the calls the
+    /// runner was handed are withdrawn (their approvals can never run).
+    pub(super) fn settle_open_calls(&mut self, response: &wire::ResponseBody) {
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        let Some(calls) = conn.open_calls.remove(&response.id) else {
+            return;
+        };
+        if response.ending() == wire::Ending::Cancelled {
+            for call in calls {
+                conn.issued.remove(&call);
+                tracing::info!(session = %self.session_id, call, "OpenAI Realtime withdrew a call");
+                let _ = self.shared.cancellations.send(CallNotice::Withdrawn {
+                    session_id: self.session_id.clone(),
+                    provider_call_id: call,
+                });
+            }
+        }
+    }
+
+    /// An event of a response whose step ended at the grace: held for the waiting turn, whose
+    /// runtime is told at the first words or audio; a tail that ends with nothing to say is
+    /// dropped. `false`: not such an event.
+    fn hold_tail(&mut self, event: &ServerEvent) -> bool {
+        let Some(conn) = self.conn.as_mut() else {
+            return false;
+        };
+        let Some(response) = event.response_id() else {
+            return false;
+        };
+        let Some(tail) = conn.tail.as_mut().filter(|t| t.response == response) else {
+            // The rest of an older grace-ended response is not read.
+            return conn.open_calls.contains_key(response);
+        };
+        tail.held.push(event.clone());
+        match event {
+            ServerEvent::ResponseDone { .. } => {
+                tail.done = true;
+                if !tail.announced {
+                    conn.tail = None;
+                }
+            }
+            ServerEvent::AudioDelta { .. } | ServerEvent::TextDelta { .. } if !tail.announced => {
+                tail.announced = true;
+                tracing::debug!(session = %self.session_id, "OpenAI Realtime speaks after a grace-ended step");
+                let _ = self.shared.voice_notices.send(VoiceNotice::WhileWaiting {
+                    session_id: self.session_id.clone(),
+                });
+            }
+            _ => {}
+        }
+        true
+    }
+
+    /// The tail announced to the runtime, taken for its aside: (what was held, its response
+    /// id, whether it ended).
+    pub(super) fn take_tail(&mut self) -> Option<(Vec<ServerEvent>, String, bool)> {
+        let conn = self.conn.as_mut()?;
+        if !conn.tail.as_ref().is_some_and(|t| t.announced) {
+            return None;
+        }
+        let tail = conn.tail.take()?;
+        Some((tail.held, tail.response, tail.done))
     }
 
     // -- what the server saw ---------------------------------------------------------------------
@@ -381,6 +449,7 @@ impl SessionActor {
             issued: HashMap::new(),
             open_calls: HashMap::new(),
             discard: HashSet::new(),
+            tail: None,
         };
         let created = timeout(limit, async {
             loop {

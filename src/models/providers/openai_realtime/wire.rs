@@ -95,6 +95,19 @@ pub(super) fn append_audio(pcm: &[u8]) -> Value {
     })
 }
 
+/// `conversation.item.truncate`: the assistant item `item_id`'s audio past `audio_end_ms` was
+/// never heard, so the server drops it (and the item's transcript) from its context. `serial`
+/// makes the `event_id` (an `error` about it names it).
+pub(super) fn truncate(serial: u64, item_id: &str, content_index: u32, audio_end_ms: u64) -> Value {
+    json!({
+        "type": "conversation.item.truncate",
+        "event_id": format!("{TRUNCATE_EVENT}{serial}"),
+        "item_id": item_id,
+        "content_index": content_index,
+        "audio_end_ms": audio_end_ms,
+    })
+}
+
 pub(super) fn bare(kind: &str) -> Value {
     json!({ "type": kind })
 }
@@ -227,7 +240,24 @@ pub(super) enum ServerEvent {
     #[serde(rename = "response.created")]
     ResponseCreated { response: ResponseBody },
     #[serde(rename = "response.output_audio.delta")]
-    AudioDelta { response_id: String, delta: String },
+    AudioDelta {
+        response_id: String,
+        /// The assistant message item the audio is part of (what a truncation names).
+        #[serde(default)]
+        item_id: Option<String>,
+        #[serde(default)]
+        content_index: u32,
+        delta: String,
+    },
+    /// The item's audio is complete: all of it was sent.
+    #[serde(rename = "response.output_audio.done")]
+    AudioDone {
+        response_id: String,
+        #[serde(default)]
+        item_id: Option<String>,
+        #[serde(default)]
+        content_index: u32,
+    },
     #[serde(
         rename = "response.output_audio_transcript.delta",
         alias = "response.output_text.delta"
@@ -254,6 +284,7 @@ impl ServerEvent {
                 Some(&response.id)
             }
             ServerEvent::AudioDelta { response_id, .. }
+            | ServerEvent::AudioDone { response_id, .. }
             | ServerEvent::TextDelta { response_id, .. }
             | ServerEvent::CallDone { response_id, .. } => Some(response_id),
             _ => None,
@@ -269,7 +300,14 @@ pub(super) struct ErrorBody {
     pub code: Option<String>,
     #[serde(default)]
     pub message: String,
+    /// The client event that caused it, when the client named it.
+    #[serde(default)]
+    pub event_id: Option<String>,
 }
+
+/// The `event_id` prefix of the truncations the actor sends: an `error` naming one (the server
+/// could not truncate, e.g. the item is gone) ends nothing.
+pub(super) const TRUNCATE_EVENT: &str = "countersign_truncate_";
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub(super) struct ResponseBody {
@@ -342,6 +380,13 @@ impl ResponseBody {
 }
 
 impl ErrorBody {
+    /// The error answers a truncation of ours.
+    pub fn about_truncation(&self) -> bool {
+        self.event_id
+            .as_deref()
+            .is_some_and(|id| id.starts_with(TRUNCATE_EVENT))
+    }
+
     /// The server's error as the runner reports it: its own words, shortened.
     pub fn into_model_error(self) -> ModelError {
         let message = http::short_message(&format!(
@@ -409,7 +454,26 @@ mod tests {
     fn server_events_read_and_unknown_ones_are_ignored() {
         assert_eq!(
             parse(r#"{"type":"response.output_audio.delta","event_id":"e","response_id":"r","item_id":"i","output_index":0,"content_index":0,"delta":"AAA="}"#).unwrap(),
-            ServerEvent::AudioDelta { response_id: "r".into(), delta: "AAA=".into() }
+            ServerEvent::AudioDelta {
+                response_id: "r".into(),
+                item_id: Some("i".into()),
+                content_index: 0,
+                delta: "AAA=".into()
+            }
+        );
+        assert_eq!(
+            parse(r#"{"type":"response.output_audio.done","event_id":"e","response_id":"r","item_id":"i","output_index":0,"content_index":1}"#).unwrap(),
+            ServerEvent::AudioDone { response_id: "r".into(), item_id: Some("i".into()), content_index: 1 }
+        );
+        let error = parse(r#"{"type":"error","event_id":"e","error":{"type":"invalid_request_error","code":"invalid_value","message":"Audio content of 900ms is already shorter than 1000ms","param":"audio_end_ms","event_id":"countersign_truncate_3"}}"#).unwrap();
+        let ServerEvent::Error { error } = error else {
+            panic!("an error event");
+        };
+        assert!(error.about_truncation());
+        assert_eq!(
+            truncate(3, "item_a", 0, 1_000),
+            json!({"type": "conversation.item.truncate", "event_id": "countersign_truncate_3",
+                "item_id": "item_a", "content_index": 0, "audio_end_ms": 1_000})
         );
         assert_eq!(
             parse(r#"{"type":"rate_limits.updated","rate_limits":[]}"#).unwrap(),

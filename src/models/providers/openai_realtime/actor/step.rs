@@ -4,6 +4,7 @@
 
 use tokio::time::{Instant, sleep_until};
 
+use super::heard::Heard;
 use super::{Incoming, SessionActor, classify, next_frame, send};
 use crate::agent::history::ToolCall;
 use crate::agent::model::{ModelError, ModelEvent, Usage};
@@ -25,6 +26,8 @@ pub(super) struct Step {
     grace: Option<Instant>,
     /// `Interrupted` was emitted.
     interrupted: bool,
+    /// What of the step's speech went to the person, and when.
+    heard: Heard,
     /// The step has said or played something.
     spoke: bool,
     last_heard: Instant,
@@ -56,6 +59,7 @@ impl Step {
             calls: Vec::new(),
             grace: None,
             interrupted: false,
+            heard: Heard::default(),
             spoke: false,
             last_heard: Instant::now(),
             aside,
@@ -99,10 +103,20 @@ impl SessionActor {
         &mut self,
         events: EventSender,
     ) {
-        let Some((held, response, done)) = self.take_spoken() else {
-            return;
+        // The tail of a grace-ended step is announced as soon as its step ends, before any
+        // speech of the person's can be answered: it is taken first.
+        let (held, response, done, tail) = match self.take_tail() {
+            Some((held, response, done)) => (held, Some(response), done, true),
+            None => match self.take_spoken() {
+                Some((held, response, done)) => (held, response, done, false),
+                None => return,
+            },
         };
         let mut step = Step::new(events, true);
+        if tail {
+            // No `response.created` among what was held: the response is known.
+            step.response = response.clone();
+        }
         if step.events.is_closed() {
             if let (Some(conn), Some(response), false) = (self.conn.as_mut(), response, done) {
                 conn.discard.insert(response);
@@ -220,15 +234,41 @@ impl SessionActor {
             {
                 tracing::warn!(session = %self.session_id, %reason, "cannot cancel the answer");
             }
-            self.interrupt(step);
+            self.interrupt(step).await;
         }
         self.on_voice(input).await;
     }
 
-    fn interrupt(&mut self, step: &mut Step) {
-        if !step.interrupted {
-            step.interrupted = true;
-            step.emit(ModelEvent::Interrupted);
+    /// The person spoke over the answer (or it was cancelled): the page stops playing it now,
+    /// and the server is told what of its audio the person did not hear.
+    async fn interrupt(&mut self, step: &mut Step) {
+        if step.interrupted {
+            return;
+        }
+        step.interrupted = true;
+        step.emit(ModelEvent::Interrupted);
+        self.truncate_unheard(step).await;
+    }
+
+    /// `conversation.item.truncate` for each item of the step's speech the person did not hear
+    /// all of (ADR 0041): the server drops the rest of its audio and the item's transcript from
+    /// its context, so the model does not take for said what was never heard.
+    async fn truncate_unheard(&mut self, step: &Step) {
+        let cuts = step.heard.cut_at(self.shared.clock.now_ms());
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        for cut in cuts {
+            let serial = self
+                .shared
+                .serial
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let event = wire::truncate(serial, &cut.item_id, cut.content_index, cut.audio_end_ms);
+            tracing::debug!(session = %self.session_id, item = %cut.item_id, audio_end_ms = cut.audio_end_ms, "OpenAI Realtime: the rest of the answer was not heard");
+            if let Err(reason) = send(conn, &event).await {
+                tracing::warn!(session = %self.session_id, %reason, "cannot truncate the answer");
+                return;
+            }
         }
     }
 
@@ -252,6 +292,11 @@ impl SessionActor {
                 if error.code.as_deref() == Some("response_cancel_not_active") {
                     return None;
                 }
+                if error.about_truncation() {
+                    // The context keeps more than was heard; the answer itself is unharmed.
+                    tracing::warn!(session = %self.session_id, message = %error.message, "OpenAI Realtime did not truncate the answer");
+                    return None;
+                }
                 tracing::warn!(session = %self.session_id, code = ?error.code, message = %error.message, "OpenAI Realtime error");
                 if let Some(conn) = self.conn.as_mut()
                     && let Some(response) = step.response.take()
@@ -264,14 +309,25 @@ impl SessionActor {
                 self.voice.note_speech();
                 if step.response.is_some() && step.spoke {
                     // The server cancels its own response (`interrupt_response`).
-                    self.interrupt(step);
+                    self.interrupt(step).await;
                 }
             }
-            ServerEvent::AudioDelta { delta, .. } => match decode_audio(&delta) {
+            ServerEvent::AudioDelta {
+                delta,
+                item_id,
+                content_index,
+                ..
+            } => match decode_audio(&delta) {
                 Ok(pcm) if !pcm.is_empty() => {
                     step.spoke = true;
+                    let bytes = pcm.len();
                     if !step.emit(ModelEvent::Audio(pcm.into())) {
                         return Some(StepEnd::Dropped);
+                    }
+                    // What goes after a barge-in is not played (the page mutes it).
+                    if let (Some(item), false) = (item_id, step.interrupted) {
+                        let now = self.shared.clock.now_ms();
+                        step.heard.forwarded(&item, content_index, bytes, now);
                     }
                 }
                 Ok(_) => {}
@@ -314,8 +370,14 @@ impl SessionActor {
                 };
                 step.calls.push((call_id, call));
             }
+            ServerEvent::AudioDone {
+                item_id: Some(item),
+                content_index,
+                ..
+            } => step.heard.complete(&item, content_index),
             ServerEvent::ResponseDone { response } => {
-                return Some(self.on_response_done(step, response));
+                self.settle_open_calls(&response);
+                return Some(self.on_response_done(step, response).await);
             }
             ServerEvent::Committed => self.voice.note_speech(),
             ServerEvent::TranscriptionCompleted { .. } | ServerEvent::TranscriptionFailed => {
@@ -323,6 +385,7 @@ impl SessionActor {
             }
             ServerEvent::SessionCreated
             | ServerEvent::ResponseCreated { .. }
+            | ServerEvent::AudioDone { item_id: None, .. }
             | ServerEvent::Other => {}
         }
         None
@@ -330,7 +393,7 @@ impl SessionActor {
 
     /// The step's response ended: its calls and `Finish`, or nothing of its calls if it was
     /// cancelled (barge-in), or its error.
-    fn on_response_done(&mut self, step: &mut Step, response: ResponseBody) -> StepEnd {
+    async fn on_response_done(&mut self, step: &mut Step, response: ResponseBody) -> StepEnd {
         let usage = response.usage.map(Usage::from).unwrap_or_default();
         match response.ending() {
             Ending::Finished(reason) => {
@@ -345,7 +408,7 @@ impl SessionActor {
             Ending::Cancelled => {
                 // The calls go with their response: the runner never sees them.
                 step.calls.clear();
-                self.interrupt(step);
+                self.interrupt(step).await;
                 if !step.aside {
                     self.synced.model_step(Vec::new());
                 }
@@ -380,7 +443,14 @@ impl SessionActor {
     fn end_with_calls_pending(&mut self, step: &mut Step) {
         let ids: Vec<String> = step.calls.iter().map(|(id, _)| id.clone()).collect();
         if let (Some(conn), Some(response)) = (self.conn.as_mut(), step.response.clone()) {
-            conn.open_calls.insert(response, ids);
+            conn.open_calls.insert(response.clone(), ids);
+            // What it still says goes to the person as an aside of the waiting turn.
+            conn.tail = Some(super::Tail {
+                response,
+                held: Vec::new(),
+                announced: false,
+                done: false,
+            });
         }
         self.hand_over_calls(step);
         step.emit(ModelEvent::Finish {

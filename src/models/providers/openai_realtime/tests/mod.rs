@@ -1,6 +1,7 @@
 //! OpenAI Realtime against an in-process fake server: a real WebSocket on 127.0.0.1 that
 //! checks the exact client events and answers with the server events of the GA API (voice.md
-//! §2), with real PCM (a tone, never silence). Every await is bounded, so a bug fails a test
+//! §2), with real PCM, never silence: the committed recorded clips (`tests/fixtures/voice/`)
+//! where a test is about the speech itself, a tone where only its length matters. Every await is bounded, so a bug fails a test
 //! instead of hanging it. The scenarios go through the runtime: `voice` (speech in and out,
 //! barge-in) and `turns` (typed turns, approvals, errors, a withdrawn call).
 
@@ -46,6 +47,15 @@ fn tone(rate: u32, ms: u32) -> Vec<u8> {
         .collect()
 }
 
+/// A committed clip's PCM16 mono (`tests/fixtures/voice/`, made by `scripts/voice-fixtures.sh`:
+/// recorded speech, 16 kHz for the person, 24 kHz for the agent; a plain 44-byte RIFF header).
+fn clip(name: &str) -> Vec<u8> {
+    let path = format!("{}/tests/fixtures/voice/{name}", env!("CARGO_MANIFEST_DIR"));
+    let wav = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    assert_eq!(&wav[36..40], b"data", "{path}: a plain WAV header");
+    wav[44..].to_vec()
+}
+
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
@@ -63,6 +73,25 @@ fn unb64(text: &Value) -> Vec<u8> {
 struct FakeRealtime {
     url: String,
     conns: mpsc::UnboundedReceiver<FakeConn>,
+    /// The clock of the model a test builds against this server.
+    clock: Arc<HandClock>,
+}
+
+/// The actor's clock in these tests: it moves only when a test moves it, so what a barge-in
+/// estimates the person heard is exact.
+#[derive(Default)]
+struct HandClock(std::sync::atomic::AtomicI64);
+
+impl crate::agent::clock::Clock for HandClock {
+    fn now_ms(&self) -> crate::agent::clock::Millis {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl HandClock {
+    fn advance(&self, ms: i64) {
+        self.0.fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl FakeRealtime {
@@ -117,6 +146,7 @@ impl FakeRealtime {
         Self {
             url: format!("ws://{addr}/v1/realtime"),
             conns,
+            clock: Arc::default(),
         }
     }
 
@@ -228,6 +258,15 @@ impl FakeConn {
             .await;
     }
 
+    /// `response.output_audio.done`: all of the item's audio was sent.
+    async fn audio_done(&mut self, response: &str) {
+        self.send(
+            json!({"type": "response.output_audio.done", "response_id": response,
+            "item_id": "item_a", "output_index": 0, "content_index": 0}),
+        )
+        .await;
+    }
+
     async fn done(&mut self, response: &str, status: &str) {
         self.send(json!({"type": "response.done", "response": {
             "id": response, "object": "realtime.response", "status": status,
@@ -263,7 +302,8 @@ fn realtime_runtime(server: &FakeRealtime, grace: Duration) -> Arc<Runtime> {
         store::MemoryStore,
         tools::{ToolRegistry, ToolSettings, WeatherSource},
     };
-    let model = OpenAiRealtimeModel::new(config(server, grace)).expect("model");
+    let model = OpenAiRealtimeModel::with_clock(config(server, grace), server.clock.clone())
+        .expect("model");
     Runtime::builder(
         Arc::new(crate::models::demo::DemoModel::new(Duration::ZERO)),
         ToolRegistry::standard(&ToolSettings {
@@ -297,7 +337,14 @@ struct Read {
 
 async fn read_turn(reader: &mut LogReader) -> Read {
     let mut read = Read::default();
-    loop {
+    read_on(reader, &mut read, |_| false).await;
+    read
+}
+
+/// Reads the turn's log into `read` until `enough` says so, or to the turn's end (or its pause
+/// for an approval).
+async fn read_on(reader: &mut LogReader, read: &mut Read, enough: impl Fn(&Read) -> bool) {
+    while !enough(read) {
         match within("the turn's log", reader.next()).await {
             Some(TurnEntry::Chunk(Chunk::TextDelta(d))) => read.text.push_str(&d.delta),
             Some(TurnEntry::Chunk(Chunk::Data(data))) if data.name == "pcm" => {
@@ -317,8 +364,8 @@ async fn read_turn(reader: &mut LogReader) -> Read {
             Some(TurnEntry::Chunk(Chunk::Finish(f))) => {
                 read.finish = f.message_metadata.unwrap_or_default()
             }
-            Some(TurnEntry::Pause) if read.approval.is_some() => return read,
-            Some(TurnEntry::End) | None => return read,
+            Some(TurnEntry::Pause) if read.approval.is_some() => return,
+            Some(TurnEntry::End) | None => return,
             Some(_) => {}
         }
     }

@@ -260,6 +260,63 @@ async fn a_cancelled_response_withdraws_its_waiting_call() {
     );
 }
 
+/// The step ends with the call at once (no grace) and the card is up; what the model still
+/// says in that response — words and speech — reaches the person in the waiting turn's
+/// message, and the card still decides: the output goes on the call's id after the click.
+#[tokio::test]
+async fn what_the_model_says_after_a_grace_ended_step_is_heard() {
+    let mut server = FakeRealtime::start().await;
+    let runtime = realtime_runtime(&server, Duration::ZERO);
+    let (mut conn, mut reader, approval) =
+        spoken_payment(&mut server, &runtime, "tail", false).await;
+    let message = runtime
+        .session("tail")
+        .await
+        .unwrap()
+        .snapshot()
+        .turn
+        .expect("the waiting turn")
+        .message_id;
+    conn.say("resp_1", "It is on your screen, waiting for you.")
+        .await;
+    conn.audio("resp_1", &tone(24_000, 40)).await;
+    conn.done("resp_1", "completed").await;
+    // Read to the turn's next pause: the card waits again after the words.
+    let mut read = Read {
+        approval: Some(approval.clone()),
+        ..Read::default()
+    };
+    read_on(&mut reader, &mut read, |_| false).await;
+    assert_eq!(read.text, "It is on your screen, waiting for you.");
+    assert_eq!(read.speech, tone(24_000, 40), "the tail is heard");
+    let record = runtime.session("tail").await.unwrap().snapshot();
+    let messages = record.messages.to_vec().unwrap();
+    let waiting = messages
+        .iter()
+        .find(|m| m.id == message)
+        .expect("the waiting message");
+    assert!(
+        serde_json::to_string(waiting)
+            .unwrap()
+            .contains("It is on your screen, waiting for you."),
+        "the words are in the message whose card waits: {waiting:?}"
+    );
+    conn.silent_for(100).await;
+
+    decide(&runtime, "tail", &approval, ApprovalDecision::Approve).await;
+    let output = conn.expect("conversation.item.create").await;
+    assert_eq!(output["item"]["type"], "function_call_output");
+    assert_eq!(output["item"]["call_id"], "call_pay");
+    conn.expect("response.create").await;
+    let response = conn.response_created().await;
+    conn.say(&response, "Paid.").await;
+    conn.done(&response, "completed").await;
+    let read = read_turn(&mut reader).await;
+    assert_eq!(read.text, "Paid.");
+    let session = runtime.existing_session("tail").await.unwrap().unwrap();
+    assert_eq!(session.snapshot().wallet.balance_cents, 95_000);
+}
+
 #[tokio::test]
 async fn a_server_error_ends_the_turn_with_its_words() {
     let mut server = FakeRealtime::start().await;

@@ -1,5 +1,6 @@
 //! Speech on OpenAI Realtime through the runtime (ADR 0041): the push-to-talk wire, the
-//! person's words becoming their message, the answer's audio in order at 24 kHz, barge-in.
+//! person's words becoming their message, the answer's audio in order at 24 kHz, barge-in and
+//! the truncation of what the person did not hear of the answer.
 
 use super::*;
 use crate::agent::history::HistoryItem;
@@ -87,39 +88,66 @@ async fn push_to_talk_speech_becomes_the_persons_message_and_the_answer_is_heard
         "{session}"
     );
     conn.expect("input_audio_buffer.clear").await;
-    // 250 ms: not a multiple of the resampler's chunk, so the tail is flushed at the end.
-    say_push_to_talk(&runtime, &mut conn, "c", &tone(16_000, 250)).await;
+    // Recorded speech, 1.73 s: not a multiple of the resampler's chunk, so the tail is flushed
+    // at the end.
+    let said = clip("pay.wav");
+    say_push_to_talk(&runtime, &mut conn, "c", &said).await;
 
-    let answer = tone(24_000, 200);
-    let (a, b) = answer.split_at(4_800);
+    // The answer is recorded speech too, in deltas of 100 ms as the server sends them.
+    let answer = clip("agent.wav");
+    let deltas: Vec<&[u8]> = answer.chunks(4_800).collect();
+    let (a, b) = deltas.split_at(deltas.len() / 2);
     conn.send(json!({"type": "input_audio_buffer.committed", "item_id": "item_in"}))
         .await;
     let response = conn.response_created().await;
-    conn.heard("What is the weather?").await;
-    conn.audio(&response, a).await;
-    conn.say(&response, "It is sunny").await;
+    conn.heard("Pay forty euros to Alice").await;
+    for delta in a {
+        conn.audio(&response, delta).await;
+    }
+    conn.say(&response, "Waiting for your").await;
     let mut reader = current_turn_log(&runtime, "c").await;
-    conn.audio(&response, b).await;
-    conn.say(&response, " in Tokyo.").await;
+    for delta in b {
+        conn.audio(&response, delta).await;
+    }
+    conn.say(&response, " countersignature.").await;
     conn.done(&response, "completed").await;
 
     let read = read_turn(&mut reader).await;
-    assert_eq!(read.text, "It is sunny in Tokyo.");
+    assert_eq!(read.text, "Waiting for your countersignature.");
     assert_eq!(read.speech, answer, "every byte of the answer, in order");
     assert_eq!(
         read.finish["audio"],
-        json!({"chunks": 2, "bytes": answer.len(), "sampleRate": 24_000, "duration": 0.2})
+        json!({"chunks": deltas.len(), "bytes": answer.len(), "sampleRate": 24_000,
+            "duration": crate::agent::voice::duration_secs(answer.len(), 24_000)})
     );
     let record = runtime.session("c").await.unwrap().snapshot();
     assert_eq!(
         record.history.to_vec().unwrap()[0],
-        HistoryItem::user("What is the weather?")
+        HistoryItem::user("Pay forty euros to Alice")
     );
     // Nothing was sent for the spoken message: the model had heard it.
     conn.silent_for(200).await;
     server.no_new_conn(50).await;
 }
 
+/// The next client event is the truncation of `item_a` (the fake's answer item) at `ms`.
+async fn expect_truncate(conn: &mut FakeConn, ms: u64) {
+    let truncate = conn.expect("conversation.item.truncate").await;
+    let event_id = truncate["event_id"]
+        .as_str()
+        .expect("an event id")
+        .to_owned();
+    assert!(event_id.starts_with("countersign_truncate_"), "{truncate}");
+    assert_eq!(
+        truncate,
+        json!({"type": "conversation.item.truncate", "event_id": event_id,
+            "item_id": "item_a", "content_index": 0, "audio_end_ms": ms}),
+        "exactly the event OpenAI documents"
+    );
+}
+
+/// Hands-free: the server hears the person over its answer 40 ms after the answer's first audio
+/// went to the page: it is told the person heard 40 ms of the 100 ms it sent.
 #[tokio::test]
 async fn speaking_over_the_answer_hands_free_interrupts_it() {
     let mut server = FakeRealtime::start().await;
@@ -146,6 +174,10 @@ async fn speaking_over_the_answer_hands_free_interrupts_it() {
     conn.audio(&response, &tone(24_000, 100)).await;
     conn.say(&response, "Once upon").await;
     let mut reader = current_turn_log(&runtime, "c").await;
+    let mut read = Read::default();
+    read_on(&mut reader, &mut read, |r| r.speech.len() == 4_800).await;
+    // 40 ms of the 100 went by since the page got the first of the audio.
+    server.clock.advance(40);
     // The person speaks over it: the server hears it and cancels its own response.
     runtime
         .voice("c", LOCAL, VoiceInput::Audio(Arc::from(said.as_slice())))
@@ -154,8 +186,9 @@ async fn speaking_over_the_answer_hands_free_interrupts_it() {
     conn.expect("input_audio_buffer.append").await;
     conn.send(json!({"type": "input_audio_buffer.speech_started", "audio_start_ms": 900, "item_id": "item_in2"}))
         .await;
+    expect_truncate(&mut conn, 40).await;
     conn.done(&response, "cancelled").await;
-    let read = read_turn(&mut reader).await;
+    read_on(&mut reader, &mut read, |_| false).await;
     assert_eq!(read.text, "Once upon");
     assert_eq!(read.speech.len(), 4_800);
     assert_eq!(
@@ -170,8 +203,12 @@ async fn speaking_over_the_answer_hands_free_interrupts_it() {
     );
 }
 
+/// Push-to-talk over the answer: `response.cancel`, then the truncation of what was not heard
+/// (here all 50 ms that went, the page had time to play, but the server had more); the next
+/// turn goes on the same socket, and a barge-in after the person heard all of a complete
+/// answer truncates nothing.
 #[tokio::test]
-async fn a_push_to_talk_start_over_the_answer_cancels_it() {
+async fn a_push_to_talk_start_over_the_answer_cancels_it_and_truncates_what_was_not_heard() {
     let mut server = FakeRealtime::start().await;
     let runtime = realtime_runtime(&server, Duration::from_secs(2));
     let (mut conn, _) = open_voice(&runtime, &mut server, "c", VoiceMode::PushToTalk).await;
@@ -182,20 +219,60 @@ async fn a_push_to_talk_start_over_the_answer_cancels_it() {
     conn.audio(&response, &tone(24_000, 50)).await;
     conn.say(&response, "One, two").await;
     let mut reader = current_turn_log(&runtime, "c").await;
+    let mut read = Read::default();
+    read_on(&mut reader, &mut read, |r| r.speech.len() == 2_400).await;
+    server.clock.advance(500);
+    let push_to_talk = VoiceInput::Start {
+        mode: VoiceMode::PushToTalk,
+    };
     runtime
-        .voice(
-            "c",
-            LOCAL,
-            VoiceInput::Start {
-                mode: VoiceMode::PushToTalk,
-            },
-        )
+        .voice("c", LOCAL, push_to_talk.clone())
         .await
         .expect("start over the answer");
     conn.expect("response.cancel").await;
+    expect_truncate(&mut conn, 50).await;
     conn.expect("input_audio_buffer.clear").await;
     conn.done(&response, "cancelled").await;
-    let read = read_turn(&mut reader).await;
+    read_on(&mut reader, &mut read, |_| false).await;
     assert_eq!(read.text, "One, two");
     assert_eq!(read.states, vec!["heard", "interrupted"]);
+
+    // The next turn, typed, on the same socket: only its message goes.
+    let started = within(
+        "the next turn",
+        runtime.start_turn(
+            "c",
+            crate::agent::UserTurn {
+                text: "Go on".into(),
+                transport: crate::agent::Transport::Bidi,
+                ..Default::default()
+            },
+            None,
+        ),
+    )
+    .await
+    .expect("the next turn starts");
+    let mut reader = started.log.subscribe(0);
+    let message = conn.expect("conversation.item.create").await;
+    assert_eq!(message["item"]["content"][0]["text"], "Go on", "{message}");
+    conn.expect("response.create").await;
+    let response = conn.response_created().await;
+    conn.audio(&response, &tone(24_000, 30)).await;
+    conn.audio_done(&response).await;
+    conn.say(&response, "Three, four").await;
+    let mut read = Read::default();
+    read_on(&mut reader, &mut read, |r| r.text == "Three, four").await;
+    // All of it was played by now: nothing to truncate.
+    server.clock.advance(1_000);
+    runtime
+        .voice("c", LOCAL, push_to_talk)
+        .await
+        .expect("start after the answer was heard");
+    conn.expect("response.cancel").await;
+    conn.expect("input_audio_buffer.clear").await;
+    conn.done(&response, "cancelled").await;
+    read_on(&mut reader, &mut read, |_| false).await;
+    assert_eq!(read.speech, tone(24_000, 30));
+    assert_eq!(read.states, vec!["interrupted"]);
+    server.no_new_conn(50).await;
 }
