@@ -5,20 +5,16 @@
 use std::{sync::Arc, time::Duration};
 
 use futures::StreamExt as _;
-use tokio::sync::broadcast;
 
 use crate::agent::{
     history::HistoryItem,
     model::{Model, ModelEvent, ModelRequest, Usage},
-    voice::{MAX_AUDIO_FRAME_BYTES, VoiceInput, VoiceMode, VoiceNotice},
+    voice::{MAX_AUDIO_FRAME_BYTES, VoiceInput, VoiceMode},
 };
 use crate::models::{demo::DemoModel, pcm};
 use crate::protocol::FinishReason;
 
-fn clip(name: &str) -> Vec<u8> {
-    let path = format!("{}/tests/fixtures/voice/{name}", env!("CARGO_MANIFEST_DIR"));
-    pcm::bytes_of(&pcm::read_wav(&std::fs::read(path).unwrap()).unwrap().1)
-}
+use super::tests::{clip, heard};
 
 fn silence(seconds: f64) -> Vec<u8> {
     vec![0; (seconds * 32_000.0) as usize & !1]
@@ -52,23 +48,6 @@ fn say(model: &DemoModel, chat: &str, audio: &[u8]) {
             .voice(chat, VoiceInput::Audio(Arc::from(frame)))
             .unwrap();
     }
-}
-
-/// What the demo heard next in chat `chat`.
-async fn heard(notices: &mut broadcast::Receiver<VoiceNotice>, chat: &str) -> String {
-    let notice = tokio::time::timeout(Duration::from_secs(30), notices.recv())
-        .await
-        .expect("an utterance was heard")
-        .unwrap();
-    let VoiceNotice::Heard {
-        session_id,
-        transcript,
-    } = notice
-    else {
-        panic!("expected what was heard: {notice:?}")
-    };
-    assert_eq!(session_id, chat);
-    transcript
 }
 
 /// How many utterances the demo's recogniser was asked to hear.

@@ -446,7 +446,8 @@ mod tests {
     use crate::models::pcm;
     use futures::StreamExt as _;
 
-    fn clip(name: &str) -> Vec<u8> {
+    /// A committed clip's PCM16 16 kHz bytes.
+    pub(super) fn clip(name: &str) -> Vec<u8> {
         let path = format!("{}/tests/fixtures/voice/{name}", env!("CARGO_MANIFEST_DIR"));
         pcm::bytes_of(&pcm::read_wav(&std::fs::read(path).unwrap()).unwrap().1)
     }
@@ -465,9 +466,17 @@ mod tests {
                 .unwrap();
         }
         model.voice(chat, VoiceInput::End).unwrap();
+        heard(&mut notices, chat).await
+    }
+
+    /// What the demo heard next in chat `chat`.
+    pub(super) async fn heard(
+        notices: &mut tokio::sync::broadcast::Receiver<VoiceNotice>,
+        chat: &str,
+    ) -> String {
         let notice = tokio::time::timeout(Duration::from_secs(30), notices.recv())
             .await
-            .unwrap()
+            .expect("an utterance was heard")
             .unwrap();
         let VoiceNotice::Heard {
             session_id,
