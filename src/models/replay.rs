@@ -32,7 +32,15 @@
 //! | `tool-input-available` | [`ModelEvent::ToolCall`] with an empty id (the runner assigns ids) |
 //! | `tool-input-error` | the same: the model *did* make that call, the runner rejected its arguments, and will again |
 //!
-//! and the step ends with [`ModelEvent::Finish`]: `tool-calls` when it made calls; for the last
+//! A turn in the original system's shape (ADR 0019: its frontend's download, talking to it or
+//! to our `/stream` and `/live`) has no step markers but around its pauses for approval, which
+//! hold nothing the
+//! model said: when everything the model said in a turn is outside any step, a step is what it
+//! said up to the results of the calls it made, and the markers are ignored. A text block whose
+//! id ends in `_input_text` is what the person said (the original's input transcription, which
+//! it shows inside the assistant's message; ADR 0035) and is never replayed as the model's.
+//!
+//! Every step ends with [`ModelEvent::Finish`]: `tool-calls` when it made calls; for the last
 //! step of a turn otherwise, the turn's last recorded `finish` reason (`stop` when there is none,
 //! or when it is `tool-calls`, which an SSE response ending at a pause says); `stop` elsewhere.
 //! Usage is zero. Everything else — tool outputs, approval requests, errors, data parts — is the

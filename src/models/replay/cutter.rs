@@ -12,16 +12,50 @@ pub(super) struct Cutter {
 #[derive(Default)]
 struct TurnDraft {
     message_id: Option<String>,
-    pub(super) steps: Vec<StepDraft>,
-    open: Option<StepDraft>,
+    /// The turn's step markers, model events and tool results, in order: how they are cut
+    /// into steps depends on the whole turn ([`TurnDraft::stepless`]).
+    chunks: Vec<Chunk>,
     /// The reason of the turn's last `finish`.
-    pub(super) finish: Option<FinishReason>,
+    finish: Option<FinishReason>,
 }
 
 #[derive(Default)]
 struct StepDraft {
-    pub(super) events: Vec<ModelEvent>,
-    pub(super) calls: usize,
+    events: Vec<ModelEvent>,
+    calls: usize,
+}
+
+/// What a chunk is to the cutter.
+enum Kind {
+    StartStep,
+    FinishStep,
+    /// Something the model said or asked for.
+    Model,
+    /// A tool's result: in a turn without step markers, what ends a step that made calls.
+    Result,
+    Other,
+}
+
+fn kind(chunk: &Chunk) -> Kind {
+    match chunk {
+        Chunk::StartStep => Kind::StartStep,
+        Chunk::FinishStep => Kind::FinishStep,
+        Chunk::TextDelta(_)
+        | Chunk::ReasoningDelta(_)
+        | Chunk::ToolInputAvailable(_)
+        | Chunk::ToolInputError(_) => Kind::Model,
+        Chunk::ToolOutputAvailable(_) | Chunk::ToolOutputError(_) | Chunk::ToolOutputDenied(_) => {
+            Kind::Result
+        }
+        _ => Kind::Other,
+    }
+}
+
+/// The original system's text block of what the person said (its `input_transcription`, which
+/// it writes inside the assistant's message, as does our seed encoder on `/live`): the
+/// person's words, never the model's.
+fn is_input_text(block_id: &str) -> bool {
+    block_id.ends_with("_input_text")
 }
 
 impl Cutter {
@@ -40,63 +74,41 @@ impl Cutter {
                     });
                 }
             }
-            Chunk::StartStep => {
-                let turn = self.current.get_or_insert_with(TurnDraft::default);
-                if let Some(step) = turn.open.take() {
-                    turn.steps.push(step);
-                }
-                turn.open = Some(StepDraft::default());
-            }
-            Chunk::FinishStep => {
-                if let Some(turn) = self.current.as_mut()
-                    && let Some(step) = turn.open.take()
-                {
-                    turn.steps.push(step);
-                }
-            }
             Chunk::Finish(finish) => {
                 if let Some(turn) = self.current.as_mut() {
                     turn.finish = finish.finish_reason;
                 }
             }
-            Chunk::TextDelta(delta) => self.step_event(ModelEvent::TextDelta(delta.delta), false),
-            Chunk::ReasoningDelta(delta) => self.step_event(
-                ModelEvent::ReasoningDelta {
-                    text: delta.delta,
-                    provider_data: None,
-                },
-                false,
-            ),
-            Chunk::ToolInputAvailable(input) => {
-                self.step_event(call(input.tool_name, input.input), true);
-            }
-            Chunk::ToolInputError(input) => {
-                self.step_event(call(input.tool_name, input.input), true);
-            }
-            _ => {}
-        }
-    }
-
-    /// Adds an event to the open step; outside a step it is not the model's and is dropped.
-    fn step_event(&mut self, event: ModelEvent, is_call: bool) {
-        if let Some(step) = self.current.as_mut().and_then(|t| t.open.as_mut()) {
-            step.events.push(event);
-            if is_call {
-                step.calls += 1;
-            }
+            Chunk::TextDelta(delta) if is_input_text(&delta.id) => {}
+            chunk => match kind(&chunk) {
+                // A step before any `start` still opens a turn.
+                Kind::StartStep => self
+                    .current
+                    .get_or_insert_with(TurnDraft::default)
+                    .chunks
+                    .push(chunk),
+                // Outside any turn they are not the model's.
+                Kind::FinishStep | Kind::Model | Kind::Result => {
+                    if let Some(turn) = self.current.as_mut() {
+                        turn.chunks.push(chunk);
+                    }
+                }
+                Kind::Other => {}
+            },
         }
     }
 
     fn close_turn(&mut self) {
-        let Some(mut turn) = self.current.take() else {
+        let Some(turn) = self.current.take() else {
             return;
         };
-        if let Some(step) = turn.open.take() {
-            turn.steps.push(step);
-        }
-        let last = turn.steps.len().saturating_sub(1);
-        let steps = turn
-            .steps
+        let drafts = if turn.stepless() {
+            implicit_steps(turn.chunks)
+        } else {
+            explicit_steps(turn.chunks)
+        };
+        let last = drafts.len().saturating_sub(1);
+        let steps = drafts
             .into_iter()
             .enumerate()
             .map(|(index, mut step)| {
@@ -123,6 +135,86 @@ impl Cutter {
     pub(super) fn finish(mut self) -> Vec<Vec<Vec<ModelEvent>>> {
         self.close_turn();
         self.turns
+    }
+}
+
+impl TurnDraft {
+    /// The turn is in the original system's shape (ADR 0019): what the model said is outside
+    /// any `start-step` … `finish-step`, and the only steps are its pauses for approval, which
+    /// hold none of it. Our runtime's turns say everything inside steps.
+    fn stepless(&self) -> bool {
+        let (mut in_step, mut outside, mut inside) = (false, false, false);
+        for chunk in &self.chunks {
+            match kind(chunk) {
+                Kind::StartStep => in_step = true,
+                Kind::FinishStep => in_step = false,
+                Kind::Model if in_step => inside = true,
+                Kind::Model => outside = true,
+                Kind::Result | Kind::Other => {}
+            }
+        }
+        outside && !inside
+    }
+}
+
+/// Steps as their markers say: `start-step` … `finish-step` (one left open by the next
+/// `start-step` or the turn's end still counts); what is outside them is not the model's.
+fn explicit_steps(chunks: Vec<Chunk>) -> Vec<StepDraft> {
+    let mut steps = Vec::new();
+    let mut open: Option<StepDraft> = None;
+    for chunk in chunks {
+        match kind(&chunk) {
+            Kind::StartStep => steps.extend(open.replace(StepDraft::default())),
+            Kind::FinishStep => steps.extend(open.take()),
+            Kind::Model => {
+                if let Some(step) = open.as_mut() {
+                    step.add(chunk);
+                }
+            }
+            Kind::Result | Kind::Other => {}
+        }
+    }
+    steps.extend(open);
+    steps
+}
+
+/// Steps of a turn without step markers: a step is what the model said up to the results of
+/// the calls it made (the next model event after them opens the next step).
+fn implicit_steps(chunks: Vec<Chunk>) -> Vec<StepDraft> {
+    let mut steps = Vec::new();
+    let mut open: Option<StepDraft> = None;
+    for chunk in chunks {
+        match kind(&chunk) {
+            Kind::Model => open.get_or_insert_with(StepDraft::default).add(chunk),
+            Kind::Result => {
+                if open.as_ref().is_some_and(|step| step.calls > 0) {
+                    steps.extend(open.take());
+                }
+            }
+            Kind::StartStep | Kind::FinishStep | Kind::Other => {}
+        }
+    }
+    steps.extend(open);
+    steps
+}
+
+impl StepDraft {
+    /// Adds a model chunk's event.
+    fn add(&mut self, chunk: Chunk) {
+        let event = match chunk {
+            Chunk::TextDelta(delta) => ModelEvent::TextDelta(delta.delta),
+            Chunk::ReasoningDelta(delta) => ModelEvent::ReasoningDelta {
+                text: delta.delta,
+                provider_data: None,
+            },
+            Chunk::ToolInputAvailable(input) => call(input.tool_name, input.input),
+            Chunk::ToolInputError(input) => call(input.tool_name, input.input),
+            _ => return,
+        };
+        if matches!(event, ModelEvent::ToolCall(_)) {
+            self.calls += 1;
+        }
+        self.events.push(event);
     }
 }
 

@@ -447,6 +447,159 @@ async fn a_text_delay_paces_the_text() {
     );
 }
 
+/// The original system's frontend in voice mode on `/live` (our seed encoder, ADR 0035), as its
+/// "Download Chunks" keeps it: no step markers but around the pause for approval, and what the
+/// person said as a `<messageId>_input_text` block of the assistant's message, before the
+/// model's own `_output_text`. The words are the person's, never replayed as the model's; the
+/// model's reasoning, calls and words are cut into steps at its calls' results. (Before, every
+/// event outside a step was dropped: such a log replayed nothing the model said.)
+#[test]
+fn the_originals_voice_log_replays_the_models_words_and_not_the_persons() {
+    let words = |id: &str, deltas: &[&str]| {
+        let mut chunks = vec![json!({"type": "text-start", "id": id})];
+        chunks.extend(
+            deltas
+                .iter()
+                .map(|d| json!({"type": "text-delta", "id": id, "delta": d})),
+        );
+        chunks.push(json!({"type": "text-end", "id": id}));
+        chunks
+    };
+    let mut chunks = vec![json!({"type": "start", "messageId": "m1"})];
+    chunks.extend(words("m1_input_text", &["pay Jiro 200 dollars"]));
+    chunks.extend([
+        json!({"type": "tool-input-start", "toolCallId": "c1", "toolName": "process_payment"}),
+        json!({"type": "tool-input-available", "toolCallId": "c1", "toolName": "process_payment", "input": {"amount": 200, "recipient": "Jiro", "currency": "USD"}}),
+        json!({"type": "start-step"}),
+        json!({"type": "tool-approval-request", "toolCallId": "c1", "approvalId": "a1"}),
+        json!({"type": "finish-step"}),
+        json!({"type": "tool-output-available", "toolCallId": "c1", "output": {"success": true}}),
+        json!({"type": "data-pcm", "data": {"content": "AAA=", "sampleRate": 24000, "channels": 1, "bitDepth": 16}}),
+    ]);
+    chunks.extend(words("m1_output_text", &["Sent 200 dollars", " to Jiro."]));
+    chunks.extend([
+        json!({"type": "finish", "finishReason": "stop", "messageMetadata": {"audio": {"chunks": 1}}}),
+        json!("[DONE]"),
+        json!({"type": "start", "messageId": "m2"}),
+    ]);
+    chunks.extend(words("m2_input_text", &["and the weather", " in Tokyo?"]));
+    chunks.extend([
+        json!({"type": "reasoning-start", "id": "0"}),
+        json!({"type": "reasoning-delta", "id": "0", "delta": "Tokyo it is."}),
+        json!({"type": "reasoning-end", "id": "0"}),
+        json!({"type": "tool-input-available", "toolCallId": "c2", "toolName": "get_weather", "input": {"location": "Tokyo"}}),
+        json!({"type": "tool-output-available", "toolCallId": "c2", "output": {"temperature": 20}}),
+    ]);
+    chunks.extend(words("m2_output_text", &["Sunny in Tokyo."]));
+    chunks.extend([
+        json!({"type": "finish", "finishReason": "stop"}),
+        json!("[DONE]"),
+    ]);
+    // What the browser sent (not replayed): its microphone's frames.
+    let mut lines = vec![line(
+        1,
+        "adk-bidi",
+        "out",
+        json!({"type": "audio_control", "action": "start"}),
+    )];
+    lines.extend(
+        chunks
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| line(i as u64 + 2, "adk-bidi", "in", c)),
+    );
+    let model = ReplayModel::from_jsonl("frontend-voice.jsonl", &lines.join("\n")).unwrap();
+    assert_plays(
+        &model,
+        &[
+            vec![
+                vec![
+                    tool(
+                        "process_payment",
+                        json!({"amount": 200, "recipient": "Jiro", "currency": "USD"}),
+                    ),
+                    finish(FinishReason::ToolCalls),
+                ],
+                vec![
+                    text("Sent 200 dollars"),
+                    text(" to Jiro."),
+                    finish(FinishReason::Stop),
+                ],
+            ],
+            vec![
+                vec![
+                    think("Tokyo it is."),
+                    tool("get_weather", json!({"location": "Tokyo"})),
+                    finish(FinishReason::ToolCalls),
+                ],
+                vec![text("Sunny in Tokyo."), finish(FinishReason::Stop)],
+            ],
+        ],
+    );
+}
+
+/// A real recording of the original system (`tests/fixtures/seed/frontend`, a payment
+/// approved over its WebSocket) replays what its model did: its reasoning and the call, then
+/// the words after the result.
+#[test]
+fn a_recording_of_the_original_system_replays_its_steps() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/seed/frontend/process_payment-approved-bidi-baseline.json"
+    );
+    let fixture: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let chunks: Vec<Value> = fixture["output"]["rawEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| {
+            let data = event.as_str().unwrap().trim().trim_start_matches("data: ");
+            serde_json::from_str(data).unwrap_or_else(|_| json!(data))
+        })
+        .collect();
+    let said: String = chunks
+        .iter()
+        .filter(|c| c["type"] == "text-delta")
+        .filter_map(|c| c["delta"].as_str())
+        .collect();
+    let input = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-input-available")
+        .unwrap()["input"]
+        .clone();
+    let lines: Vec<String> = chunks
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| out(i as u64 + 1, c))
+        .collect();
+    let model = ReplayModel::from_jsonl("original.jsonl", &lines.join("\n")).unwrap();
+    assert_eq!(model.turn_count(), 1);
+    assert_eq!(model.step_count(0), Some(2));
+    let first = model.events(0, 0).unwrap();
+    assert!(
+        matches!(first[0], ModelEvent::ReasoningDelta { .. }),
+        "{first:?}"
+    );
+    assert_eq!(
+        first[first.len() - 2..],
+        [
+            tool("process_payment", input),
+            finish(FinishReason::ToolCalls)
+        ]
+    );
+    let second = model.events(0, 1).unwrap();
+    let replayed: String = second
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::TextDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(!said.is_empty());
+    assert_eq!(replayed, said);
+    assert_eq!(second.last(), Some(&finish(FinishReason::Stop)));
+}
+
 /// What a model says in one step, as a script for the fake runner below.
 type Script = Vec<Vec<Vec<ModelEvent>>>;
 
