@@ -11,12 +11,11 @@ use std::sync::{Arc, Mutex};
 use base64::Engine as _;
 use countersign::agent::{
     model::{Model, ModelEvent, ModelRequest, ModelStream, Usage},
-    voice::{VoiceError, VoiceInput, VoiceNotice},
+    voice::{NoticeReceiver, VoiceError, VoiceInput, VoiceNotice, VoiceNotices},
 };
 use countersign::protocol::FinishReason;
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
 use tokio_tungstenite::{connect_async, tungstenite::Message};
 
 mod common;
@@ -44,7 +43,7 @@ fn b64(bytes: &[u8]) -> String {
 /// and answers every step with its speech in two chunks (`answer()`) and "It is noon.".
 struct Listener {
     heard: Mutex<Vec<u8>>,
-    notices: broadcast::Sender<VoiceNotice>,
+    notices: VoiceNotices,
 }
 
 fn answer() -> Vec<u8> {
@@ -55,7 +54,7 @@ impl Listener {
     fn new() -> Arc<Self> {
         Arc::new(Listener {
             heard: Mutex::default(),
-            notices: broadcast::channel(16).0,
+            notices: VoiceNotices::default(),
         })
     }
 }
@@ -97,7 +96,7 @@ impl Model for Listener {
         Ok(())
     }
 
-    fn voice_notices(&self) -> Option<broadcast::Receiver<VoiceNotice>> {
+    fn voice_notices(&self) -> Option<NoticeReceiver> {
         Some(self.notices.subscribe())
     }
 }

@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::history::{HistoryItem, ToolCall};
-use super::voice::{Pcm, VoiceError, VoiceInput, VoiceNotice};
+#[cfg(doc)]
+use super::voice::VoiceNotice;
+use super::voice::{NoticeReceiver, Pcm, VoiceError, VoiceInput};
 use crate::protocol::FinishReason;
 
 /// A tool as the model is told about it.
@@ -186,8 +188,9 @@ pub trait Model: Send + Sync + 'static {
         futures::stream::empty().boxed()
     }
 
-    /// Notices of spoken turns ([`VoiceNotice::Heard`]), for models with voice.
-    fn voice_notices(&self) -> Option<tokio::sync::broadcast::Receiver<VoiceNotice>> {
+    /// Notices of spoken turns ([`VoiceNotice::Heard`]), for models with voice: every one, in
+    /// order ([`crate::agent::voice::VoiceNotices`]).
+    fn voice_notices(&self) -> Option<NoticeReceiver> {
         None
     }
 

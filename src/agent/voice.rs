@@ -125,6 +125,99 @@ pub enum VoiceNotice {
     WhileWaiting { session_id: String },
 }
 
+impl VoiceNotice {
+    /// The chat it is about.
+    pub fn session_id(&self) -> &str {
+        match self {
+            VoiceNotice::Heard { session_id, .. } | VoiceNotice::WhileWaiting { session_id } => {
+                session_id
+            }
+        }
+    }
+}
+
+/// Where a voice model announces its [`VoiceNotice`]s: every subscriber gets every notice, in
+/// the order they were sent, and none is ever dropped (ADR 0035, "Voice notices lose nothing").
+/// Each notice is an utterance the person said, or the model's talk they must hear, so a full
+/// queue cannot be an excuse to lose one: each subscriber has a queue of its own without a
+/// bound, whose real bound is how fast people can speak (the per-connection limits) and that
+/// its reader empties at once (the runtime only sorts the notices by chat).
+#[derive(Debug, Clone, Default)]
+pub struct VoiceNotices {
+    shared: Arc<NoticeQueues>,
+}
+
+#[derive(Debug, Default)]
+struct NoticeQueues {
+    subscribers: std::sync::Mutex<Vec<tokio::sync::mpsc::UnboundedSender<VoiceNotice>>>,
+    /// Notices sent and not yet read (all subscribers together).
+    unread: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A subscriber's end of [`VoiceNotices`]: every notice sent after it subscribed, in order.
+#[derive(Debug)]
+pub struct NoticeReceiver {
+    queue: tokio::sync::mpsc::UnboundedReceiver<VoiceNotice>,
+    unread: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl VoiceNotices {
+    /// A new subscriber: it gets every notice sent from now on.
+    pub fn subscribe(&self) -> NoticeReceiver {
+        let (tx, queue) = tokio::sync::mpsc::unbounded_channel();
+        super::lock(&self.shared.subscribers).push(tx);
+        NoticeReceiver {
+            queue,
+            unread: self.shared.unread.clone(),
+        }
+    }
+
+    /// Sends `notice` to every subscriber; how many got it (0: nobody listens, as before the
+    /// runtime's first voice).
+    pub fn send(&self, notice: VoiceNotice) -> usize {
+        use std::sync::atomic::Ordering;
+        let mut subscribers = super::lock(&self.shared.subscribers);
+        // Counted before it is queued, so a reader never counts below zero.
+        subscribers.retain(|tx| {
+            self.shared.unread.fetch_add(1, Ordering::SeqCst);
+            let sent = tx.send(notice.clone()).is_ok();
+            if !sent {
+                self.shared.unread.fetch_sub(1, Ordering::SeqCst);
+            }
+            sent
+        });
+        subscribers.len()
+    }
+
+    /// Whether every notice sent has been read by every subscriber.
+    pub fn is_empty(&self) -> bool {
+        self.shared.unread.load(std::sync::atomic::Ordering::SeqCst) == 0
+    }
+}
+
+impl NoticeReceiver {
+    /// The next notice; `None` once every [`VoiceNotices`] it came from is gone.
+    pub async fn recv(&mut self) -> Option<VoiceNotice> {
+        let notice = self.queue.recv().await;
+        if notice.is_some() {
+            self.unread
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        notice
+    }
+}
+
+impl Drop for NoticeReceiver {
+    fn drop(&mut self) {
+        // Nothing more is queued once it is closed: what it holds is never read.
+        self.queue.close();
+        while self.queue.try_recv().is_ok() {
+            self.unread
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
 /// Why voice input was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum VoiceError {
@@ -317,6 +410,39 @@ mod tests {
         assert_eq!(&file[36..40], b"data");
         assert_eq!(u32::from_le_bytes(file[40..44].try_into().unwrap()), 4);
         assert_eq!(&file[44..], &pcm);
+    }
+
+    fn heard(chat: &str, n: usize) -> VoiceNotice {
+        VoiceNotice::Heard {
+            session_id: chat.to_owned(),
+            transcript: format!("said {n}"),
+        }
+    }
+
+    /// Far more notices than any reader keeps up with, before it reads one: each subscriber
+    /// gets every one, in order; a subscriber that went away takes nothing with it.
+    #[tokio::test]
+    async fn voice_notices_reach_every_subscriber_in_order_and_none_is_dropped() {
+        let notices = VoiceNotices::default();
+        assert_eq!(notices.send(heard("c", 0)), 0, "nobody listens yet");
+        let (mut first, second) = (notices.subscribe(), notices.subscribe());
+        let gone = notices.subscribe();
+        drop(gone);
+        for n in 0..1000 {
+            assert_eq!(notices.send(heard("c", n)), 2);
+        }
+        assert!(!notices.is_empty());
+        for n in 0..1000 {
+            assert_eq!(first.recv().await, Some(heard("c", n)));
+        }
+        assert!(!notices.is_empty(), "the second has read none yet");
+        drop(second);
+        assert!(
+            notices.is_empty(),
+            "what a subscriber never reads goes with it"
+        );
+        drop(notices);
+        assert_eq!(first.recv().await, None, "the model is gone");
     }
 
     #[test]

@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use serde_json::json;
-use tokio::sync::broadcast;
 
 use super::{Runtime, RuntimeSettings, TurnError, TurnStarted, UserTurn};
 use crate::agent::{
@@ -22,15 +21,18 @@ use crate::agent::{
     session::{LogReader, TurnEntry},
     store::{AuditKind, AuditQuery, MemoryStore},
     tools::{ToolRegistry, ToolSettings, WeatherSource},
-    voice::{VoiceError, VoiceInput, VoiceMode, VoiceNotice},
+    voice::{NoticeReceiver, VoiceError, VoiceInput, VoiceMode, VoiceNotice, VoiceNotices},
 };
 use crate::protocol::{Chunk, FinishReason};
+
+/// None lost, in order; readmitted at a turn's end, dismissed by a stop; the held answer.
+mod words;
 
 /// A voice model: its first step asks to pay Alice 5 dollars, the step after the results says
 /// "Paid."; each utterance is heard as the next of `heard`; an aside is answered with `aside`
 /// (and then, if `hang`, never ends).
 struct Payer {
-    notices: broadcast::Sender<VoiceNotice>,
+    notices: VoiceNotices,
     heard: Mutex<VecDeque<String>>,
     aside: Vec<ModelEvent>,
     hang: bool,
@@ -40,7 +42,7 @@ struct Payer {
 impl Payer {
     fn new(heard: &[&str], aside: Vec<ModelEvent>, hang: bool) -> Arc<Self> {
         Arc::new(Payer {
-            notices: broadcast::channel(8).0,
+            notices: VoiceNotices::default(),
             heard: Mutex::new(heard.iter().map(|h| (*h).to_owned()).collect()),
             aside,
             hang,
@@ -98,7 +100,7 @@ impl Model for Payer {
         Ok(())
     }
 
-    fn voice_notices(&self) -> Option<broadcast::Receiver<VoiceNotice>> {
+    fn voice_notices(&self) -> Option<NoticeReceiver> {
         Some(self.notices.subscribe())
     }
 
@@ -348,12 +350,10 @@ async fn the_models_own_talk_while_a_card_waits_reaches_the_waiting_turn() {
     let (mut reader, approval) = waiting_payment(&rt).await;
     // The chat speaks (the runtime listens to the model's voice notices from then on).
     speak(&rt).await;
-    model
-        .notices
-        .send(VoiceNotice::WhileWaiting {
-            session_id: "c".into(),
-        })
-        .unwrap();
+    let listening = model.notices.send(VoiceNotice::WhileWaiting {
+        session_id: "c".into(),
+    });
+    assert_eq!(listening, 1, "the runtime listens");
     let (heard, text, cards) = to_pause(&mut reader).await;
     assert!(heard.is_empty(), "the person said nothing: {heard:?}");
     assert_eq!(text, "It waits for your approval on screen.");
@@ -382,7 +382,7 @@ async fn the_models_own_talk_while_a_card_waits_reaches_the_waiting_turn() {
 /// over it (it ends as interrupted once `release` is notified); the utterance is heard as "and
 /// in euros?", and the step that answers it says "In euros: 5.".
 struct Cut {
-    notices: broadcast::Sender<VoiceNotice>,
+    notices: VoiceNotices,
     release: Arc<tokio::sync::Notify>,
 }
 
@@ -423,7 +423,7 @@ impl Model for Cut {
         Ok(())
     }
 
-    fn voice_notices(&self) -> Option<broadcast::Receiver<VoiceNotice>> {
+    fn voice_notices(&self) -> Option<NoticeReceiver> {
         Some(self.notices.subscribe())
     }
 }
@@ -434,7 +434,7 @@ impl Model for Cut {
 #[tokio::test]
 async fn words_said_while_the_model_answers_start_the_next_turn() {
     let model = Arc::new(Cut {
-        notices: broadcast::channel(8).0,
+        notices: VoiceNotices::default(),
         release: Arc::default(),
     });
     let rt = Runtime::new(
@@ -530,7 +530,7 @@ async fn a_flood_of_spoken_yeses_approves_nothing_and_loses_nothing() {
     let (mut reader, approval) = waiting_payment(&rt).await;
     for _ in 0..SAID {
         speak(&rt).await;
-        // Each utterance is heard before the next is said (the notices' channel is small).
+        // Each utterance is heard before the next is said (a burst: `words.rs`).
         within("the notice", async {
             while !model.notices.is_empty() {
                 tokio::task::yield_now().await;

@@ -1,8 +1,13 @@
 //! The runtime's side of voice ([`crate::agent::voice`]): a person's [`VoiceInput`] goes to the
 //! chat's BIDI model once the chat is found to be theirs, and a spoken turn the model begins
 //! ([`VoiceNotice::Heard`]) becomes an ordinary turn started by the person who spoke.
+//!
+//! The notices lose nothing (ADR 0035): the model's queue to the runtime has no bound and is
+//! read at once; a chat's notices are then handled one after the other, in the order they came,
+//! each chat on a task of its own while it has any, so words that wait for their turn to stop
+//! hold up only the words said after them in the same chat.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 
 use super::{Runtime, UserTurn, turns::Spoken};
@@ -17,6 +22,9 @@ pub(crate) struct Voices {
     lines: Mutex<HashMap<String, Line>>,
     /// The task that turns [`VoiceNotice::Heard`] into turns runs (started at the first voice).
     listening: std::sync::Once,
+    /// The notices of each chat not handled yet, oldest first; a chat is here while the task
+    /// handling its notices runs ([`serve_chat`]).
+    waiting: Mutex<HashMap<String, VecDeque<VoiceNotice>>>,
 }
 
 impl Default for Voices {
@@ -24,6 +32,7 @@ impl Default for Voices {
         Voices {
             lines: Mutex::default(),
             listening: std::sync::Once::new(),
+            waiting: Mutex::default(),
         }
     }
 }
@@ -105,29 +114,54 @@ impl Runtime {
             };
             let runtime = Arc::downgrade(self);
             tokio::spawn(async move {
-                loop {
-                    let notice = match notices.recv().await {
-                        Ok(notice) => notice,
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
-                            tracing::warn!(missed, "voice notices were missed");
-                            continue;
-                        }
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-                    };
-                    if !on_notice(&runtime, notice).await {
+                // `None`: the model (and the runtime with it) is gone.
+                while let Some(notice) = notices.recv().await {
+                    let Some(runtime) = runtime.upgrade() else {
                         break;
-                    }
+                    };
+                    runtime.queue_notice(notice);
                 }
             });
         });
     }
+
+    /// Puts `notice` behind its chat's earlier ones, starting the chat's task if it has none.
+    fn queue_notice(self: &Arc<Self>, notice: VoiceNotice) {
+        let chat = notice.session_id().to_owned();
+        let mut waiting = lock(&self.voices.waiting);
+        if let Some(queue) = waiting.get_mut(&chat) {
+            queue.push_back(notice);
+            return;
+        }
+        waiting.insert(chat.clone(), VecDeque::from([notice]));
+        tokio::spawn(serve_chat(Arc::downgrade(self), chat));
+    }
 }
 
-/// One notice; `false` once the runtime is gone.
-async fn on_notice(runtime: &Weak<Runtime>, notice: VoiceNotice) -> bool {
-    let Some(runtime) = runtime.upgrade() else {
-        return false;
-    };
+/// Handles chat `chat`'s notices in order until none is left (the check and the chat's removal
+/// are under the same lock as [`Runtime::queue_notice`]'s, so none is left behind).
+async fn serve_chat(runtime: Weak<Runtime>, chat: String) {
+    loop {
+        let Some(rt) = runtime.upgrade() else {
+            return;
+        };
+        let notice = {
+            let mut waiting = lock(&rt.voices.waiting);
+            match waiting.get_mut(&chat).and_then(VecDeque::pop_front) {
+                Some(notice) => notice,
+                None => {
+                    waiting.remove(&chat);
+                    return;
+                }
+            }
+        };
+        on_notice(rt, notice).await;
+    }
+}
+
+/// One notice: the model's talk while a call waits goes to the waiting turn; words said start
+/// a turn, become an aside of the turn whose calls are out, or wait for the turn to stop.
+async fn on_notice(runtime: Arc<Runtime>, notice: VoiceNotice) {
     let (session_id, transcript) = match notice {
         VoiceNotice::Heard {
             session_id,
@@ -135,7 +169,7 @@ async fn on_notice(runtime: &Weak<Runtime>, notice: VoiceNotice) -> bool {
         } => (session_id, transcript),
         VoiceNotice::WhileWaiting { session_id } => {
             runtime.model_aside(&session_id);
-            return true;
+            return;
         }
     };
     let speaker = lock(&runtime.voices.lines)
@@ -143,7 +177,7 @@ async fn on_notice(runtime: &Weak<Runtime>, notice: VoiceNotice) -> bool {
         .map(|line| line.speaker.clone());
     let Some(speaker) = speaker else {
         tracing::warn!(session = %session_id, "speech in a chat nobody speaks in; ignored");
-        return true;
+        return;
     };
     // A model answers speech it has no transcript of (the transcription failed or came late):
     // the person's message says so.
@@ -157,20 +191,17 @@ async fn on_notice(runtime: &Weak<Runtime>, notice: VoiceNotice) -> bool {
         transport: Transport::Bidi,
         ..UserTurn::default()
     };
-    // Its own task: words said while the model answers wait for the turn to stop, and the
-    // notices of other chats must not wait behind them.
-    tokio::spawn(async move {
-        match runtime.start_spoken_turn(&session_id, user, &speaker).await {
-            Ok(Spoken::Turn(_)) => {}
-            Ok(Spoken::Aside) => {
-                tracing::debug!(session = %session_id, "spoken while the turn's calls are out: an aside of it")
-            }
-            Err(error) => {
-                tracing::warn!(session = %session_id, %error, "a spoken turn could not start")
-            }
+    // Words said while the model answers wait here for the turn to stop: the chat's later
+    // notices wait behind them (their order is the person's), other chats' do not.
+    match runtime.start_spoken_turn(&session_id, user, &speaker).await {
+        Ok(Spoken::Turn(_)) => {}
+        Ok(Spoken::Aside) => {
+            tracing::debug!(session = %session_id, "spoken while the turn's calls are out: an aside of it")
         }
-    });
-    true
+        Err(error) => {
+            tracing::warn!(session = %session_id, %error, "a spoken turn could not start")
+        }
+    }
 }
 
 #[cfg(test)]
@@ -179,7 +210,6 @@ mod tests {
 
     use futures::StreamExt;
     use serde_json::json;
-    use tokio::sync::broadcast;
 
     use super::*;
     use crate::agent::{
@@ -191,14 +221,14 @@ mod tests {
         session::TurnEntry,
         store::MemoryStore,
         tools::ToolRegistry,
-        voice::{Pcm, VoiceMode, VoiceNotice},
+        voice::{NoticeReceiver, Pcm, VoiceMode, VoiceNotice, VoiceNotices},
     };
     use crate::protocol::{Chunk, FinishReason};
 
     /// A model that hears whatever it is sent: at `End` it says it heard "pay alice", and its
     /// step answers with two chunks of speech and their transcript.
     struct Hears {
-        notices: broadcast::Sender<VoiceNotice>,
+        notices: VoiceNotices,
         heard: Mutex<Vec<VoiceInput>>,
     }
 
@@ -240,7 +270,7 @@ mod tests {
             Ok(())
         }
 
-        fn voice_notices(&self) -> Option<broadcast::Receiver<VoiceNotice>> {
+        fn voice_notices(&self) -> Option<NoticeReceiver> {
             Some(self.notices.subscribe())
         }
     }
@@ -289,7 +319,7 @@ mod tests {
     #[tokio::test]
     async fn audio_outside_an_utterance_or_in_anothers_chat_is_refused() {
         let model = Arc::new(Hears {
-            notices: broadcast::channel(8).0,
+            notices: VoiceNotices::default(),
             heard: Mutex::default(),
         });
         let rt = runtime(model.clone());
@@ -311,7 +341,7 @@ mod tests {
     #[tokio::test]
     async fn speech_becomes_a_turn_of_the_speaker_with_its_audio_in_the_log() {
         let model = Arc::new(Hears {
-            notices: broadcast::channel(8).0,
+            notices: VoiceNotices::default(),
             heard: Mutex::default(),
         });
         let rt = runtime(model);

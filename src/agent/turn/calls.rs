@@ -60,8 +60,9 @@ impl TurnDriver {
         let mut emitted_since_pause = false;
         loop {
             // What the person said meanwhile is answered first, while its call still waits
-            // (an aside: ADR 0035); a decision that came meanwhile is read right after.
-            if let Some(aside) = self.next_aside() {
+            // (an aside: ADR 0035); a decision that came meanwhile is read right after. Every
+            // aside queued, not one a pass: the wake-ups of a burst fold into one.
+            while let Some(aside) = self.next_aside() {
                 match self.run_aside(aside).await {
                     Ok(emitted) => emitted_since_pause |= emitted,
                     Err(flow) => return flow,

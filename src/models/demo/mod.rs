@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::agent::{
     history::{AssistantPart, HistoryItem, Outcome, ToolCall},
     model::{Model, ModelEvent, ModelRequest, ModelStream, Usage},
-    voice::{VoiceError, VoiceInput, VoiceNotice},
+    voice::{VoiceError, VoiceInput},
 };
 use crate::protocol::FinishReason;
 use nlu as reply;
@@ -66,7 +66,7 @@ impl Model for DemoModel {
         self.voice.take(session_id, input)
     }
 
-    fn voice_notices(&self) -> Option<tokio::sync::broadcast::Receiver<VoiceNotice>> {
+    fn voice_notices(&self) -> Option<crate::agent::voice::NoticeReceiver> {
         Some(self.voice.notices())
     }
 

@@ -178,7 +178,9 @@ use super::{ProviderConfigError, ProviderKey};
 use crate::agent::history::ToolCall;
 use crate::agent::lock;
 use crate::agent::model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream};
-use crate::agent::voice::{VoiceError, VoiceInput, VoiceNotice};
+#[cfg(doc)]
+use crate::agent::voice::VoiceNotice;
+use crate::agent::voice::{NoticeReceiver, VoiceError, VoiceInput, VoiceNotices};
 use actor::SessionActor;
 
 /// The Gemini API Live endpoint (§C.1). The key goes in the `x-goog-api-key` header.
@@ -361,7 +363,7 @@ struct Shared {
     behavior: ToolBehavior,
     cancellations: broadcast::Sender<CallNotice>,
     /// Spoken turns the model began answering.
-    voice_notices: broadcast::Sender<VoiceNotice>,
+    voice_notices: VoiceNotices,
     /// Numbers actors and sockets, for logs.
     serial: AtomicU64,
 }
@@ -403,7 +405,7 @@ impl GeminiLiveModel {
             .to_owned();
         let behavior = config.tool_behavior.resolve(&model);
         let (cancellations, _) = broadcast::channel(64);
-        let (voice_notices, _) = broadcast::channel(64);
+        let voice_notices = VoiceNotices::default();
         Ok(Self {
             shared: Arc::new(Shared {
                 config,
@@ -496,7 +498,7 @@ impl Model for GeminiLiveModel {
         }
     }
 
-    fn voice_notices(&self) -> Option<broadcast::Receiver<VoiceNotice>> {
+    fn voice_notices(&self) -> Option<NoticeReceiver> {
         Some(self.shared.voice_notices.subscribe())
     }
 

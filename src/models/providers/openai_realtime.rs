@@ -93,7 +93,9 @@ use super::{ProviderConfigError, ProviderKey};
 use crate::agent::clock::{Clock, SystemClock};
 use crate::agent::lock;
 use crate::agent::model::{CallNotice, Model, ModelError, ModelEvent, ModelRequest, ModelStream};
-use crate::agent::voice::{VoiceError, VoiceInput, VoiceNotice};
+#[cfg(doc)]
+use crate::agent::voice::VoiceNotice;
+use crate::agent::voice::{NoticeReceiver, VoiceError, VoiceInput, VoiceNotices};
 use actor::SessionActor;
 
 /// OpenAI's Realtime WebSocket; the model goes in the `model` query parameter.
@@ -204,7 +206,7 @@ struct Shared {
     /// `Bearer KEY`, marked sensitive.
     authorization: HeaderValue,
     cancellations: broadcast::Sender<CallNotice>,
-    voice_notices: broadcast::Sender<VoiceNotice>,
+    voice_notices: VoiceNotices,
     serial: AtomicU64,
     /// Times what the person heard of an answer (a barge-in's truncation).
     clock: Arc<dyn Clock>,
@@ -254,7 +256,7 @@ impl OpenAiRealtimeModel {
             )?;
         authorization.set_sensitive(true);
         let (cancellations, _) = broadcast::channel(64);
-        let (voice_notices, _) = broadcast::channel(64);
+        let voice_notices = VoiceNotices::default();
         Ok(Self {
             shared: Arc::new(Shared {
                 config,
@@ -327,7 +329,7 @@ impl Model for OpenAiRealtimeModel {
         }
     }
 
-    fn voice_notices(&self) -> Option<broadcast::Receiver<VoiceNotice>> {
+    fn voice_notices(&self) -> Option<NoticeReceiver> {
         Some(self.shared.voice_notices.subscribe())
     }
 

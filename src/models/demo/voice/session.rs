@@ -17,7 +17,7 @@ use std::{
 
 use futures::StreamExt as _;
 use tokio::{
-    sync::{broadcast, mpsc},
+    sync::mpsc,
     time::{Duration, Instant},
 };
 use tokio_util::sync::CancellationToken;
@@ -30,7 +30,10 @@ use super::{
 };
 use crate::agent::{
     model::{ModelEvent, ModelStream},
-    voice::{OUTPUT_SAMPLE_RATE, VoiceError, VoiceInput, VoiceMode, VoiceNotice},
+    voice::{
+        NoticeReceiver, OUTPUT_SAMPLE_RATE, VoiceError, VoiceInput, VoiceMode, VoiceNotice,
+        VoiceNotices,
+    },
 };
 use crate::models::demo::{DEMO_LABEL, nlu};
 use crate::protocol::FinishReason;
@@ -47,7 +50,7 @@ pub struct DemoVoice {
     /// Found at the first voice (a model that never hears one never looks).
     ready: OnceLock<Ready>,
     lines: Mutex<HashMap<String, Line>>,
-    notices: broadcast::Sender<VoiceNotice>,
+    notices: VoiceNotices,
 }
 
 #[derive(Debug)]
@@ -87,7 +90,7 @@ impl Default for DemoVoice {
         DemoVoice {
             ready: OnceLock::new(),
             lines: Mutex::default(),
-            notices: broadcast::channel(64).0,
+            notices: VoiceNotices::default(),
         }
     }
 }
@@ -124,7 +127,7 @@ impl DemoVoice {
     }
 
     /// Notices of utterances heard.
-    pub fn notices(&self) -> broadcast::Receiver<VoiceNotice> {
+    pub fn notices(&self) -> NoticeReceiver {
         self.notices.subscribe()
     }
 
@@ -285,7 +288,7 @@ async fn listen(
     chat: String,
     recogniser: Option<Arc<Recogniser>>,
     mut utterances: mpsc::Receiver<Vec<u8>>,
-    notices: broadcast::Sender<VoiceNotice>,
+    notices: VoiceNotices,
 ) {
     while let Some(utterance) = utterances.recv().await {
         let heard = match &recogniser {
@@ -471,7 +474,7 @@ mod tests {
 
     /// What the demo heard next in chat `chat`.
     pub(super) async fn heard(
-        notices: &mut tokio::sync::broadcast::Receiver<VoiceNotice>,
+        notices: &mut crate::agent::voice::NoticeReceiver,
         chat: &str,
     ) -> String {
         let notice = tokio::time::timeout(Duration::from_secs(30), notices.recv())
