@@ -11,7 +11,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 export PATH="$HOME/.cargo/bin:$root/end2end/node_modules/.bin:$PATH"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says when it started (seconds into the set-up): where a fresh machine's minutes go.
+step() { printf '\n==> %s (at %d s)\n' "$*" "$SECONDS"; }
 have() { command -v "$1" >/dev/null 2>&1; }
 
 for tool in cargo rustup node npm python3; do

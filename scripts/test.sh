@@ -12,9 +12,25 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 export PATH="$HOME/.cargo/bin:$root/end2end/node_modules/.bin:$PATH"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step's time is printed as it ends and all of them at the end (where CI's minutes go).
 started=$SECONDS
+step_name=""
+step_started=$SECONDS
+timings=()
+end_step() {
+  if [ -n "$step_name" ]; then
+    timings+=("$(printf '%6d s  %s' $((SECONDS - step_started)) "$step_name")")
+    printf '(%s: %d s)\n' "$step_name" $((SECONDS - step_started))
+  fi
+}
+step() {
+  end_step
+  step_name="$*"
+  step_started=$SECONDS
+  printf '\n==> %s\n' "$*"
+}
 
+step "set-up (scripts/setup.sh: what this machine lacks)"
 scripts/setup.sh
 
 # A fresh clone's debug, test, fuzz and release builds take about 30 GB. CI (CI=true) builds once,
@@ -67,5 +83,7 @@ conformance/run.sh
 step "Playwright (Debian Chromium) against the release server"
 (cd end2end && npx playwright test)
 
+end_step
 echo
+printf '%s\n' "${timings[@]}"
 echo "all tests passed in $((SECONDS - started)) s"
