@@ -39,39 +39,76 @@ else
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y gcc make
 fi
 
-step "Chromium (Debian's; Playwright drives it, it never downloads its own)"
+# What is downloaded rather than compiled (Debian packages, npm packages) is fetched in the
+# background while cargo compiles the tools below: on a fresh 2-core machine the cargo installs
+# take most of the set-up, and the downloads fit inside them. Each background job writes a log
+# that is printed when it ends; a failed one fails the set-up.
+logs="$(mktemp -d /tmp/countersign-setup.XXXXXX)"
+jobs_started=()
+in_background() {
+  local name="$1"
+  shift
+  local log="$logs/${#jobs_started[@]}.log"
+  "$@" >"$log" 2>&1 &
+  jobs_started+=("$!|$log|$name")
+  echo "started in the background: $name"
+}
+
+step "Debian packages: Chromium (Playwright drives it, it never downloads its own), PostgreSQL (the Postgres store's tests start a throwaway cluster: scripts/pg.sh), espeak-ng and PocketSphinx en-us (the demo model speaks and listens offline: ADR 0036)"
+apt_missing=()
 if have chromium || [ -x /usr/bin/chromium ]; then
   echo "present: $(/usr/bin/chromium --version 2>/dev/null | head -n1 || echo chromium)"
 else
-  sudo_cmd=()
-  if [ "$(id -u)" != 0 ]; then sudo_cmd=(sudo); fi
-  "${sudo_cmd[@]}" apt-get update
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y chromium
+  apt_missing+=(chromium)
 fi
-
-step "PostgreSQL (Debian's; the Postgres store's tests start a throwaway cluster: scripts/pg.sh)"
 if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   echo "present: $(ls -d /usr/lib/postgresql/*/bin | head -n1)"
 else
-  sudo_cmd=()
-  if [ "$(id -u)" != 0 ]; then sudo_cmd=(sudo); fi
-  "${sudo_cmd[@]}" apt-get update
   # The server binaries only: no cluster is created or started at install time here (the
   # package's own cluster, if Debian makes one, is left alone; tests use their own).
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y postgresql
+  apt_missing+=(postgresql)
 fi
-
-step "espeak-ng and PocketSphinx en-us (Debian's; the demo model speaks and listens offline: ADR 0036)"
 if have espeak-ng && have pocketsphinx_continuous && [ -f /usr/share/pocketsphinx/model/en-us/cmudict-en-us.dict ]; then
   echo "present: $(espeak-ng --version | head -n1)"
 else
-  sudo_cmd=()
-  if [ "$(id -u)" != 0 ]; then sudo_cmd=(sudo); fi
-  "${sudo_cmd[@]}" apt-get update
   # Called as programs, never linked: a machine without them still builds, and the demo then
   # answers in text and says why.
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y espeak-ng pocketsphinx pocketsphinx-en-us
+  apt_missing+=(espeak-ng pocketsphinx pocketsphinx-en-us)
 fi
+apt_install() {
+  local sudo_cmd=()
+  if [ "$(id -u)" != 0 ]; then sudo_cmd=(sudo); fi
+  "${sudo_cmd[@]}" apt-get update
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y "$@"
+}
+if [ ${#apt_missing[@]} -gt 0 ]; then
+  in_background "apt-get install ${apt_missing[*]}" apt_install "${apt_missing[@]}"
+fi
+
+npm_packages() {
+  if [ -x end2end/node_modules/.bin/playwright ] && [ -x end2end/node_modules/.bin/wasm-opt ] \
+    && [ -x end2end/node_modules/.bin/esbuild ] && [ -d end2end/node_modules/ai ] \
+    && [ end2end/node_modules/.package-lock.json -nt end2end/package-lock.json ]; then
+    echo "end2end/: present"
+  else
+    (cd end2end && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
+  fi
+  if [ -d conformance/node_modules/ai6 ] && [ -d conformance/node_modules/ai7 ] \
+    && [ conformance/node_modules/.package-lock.json -nt conformance/package-lock.json ]; then
+    echo "conformance/: present"
+  else
+    (cd conformance && npm ci --no-audit --no-fund)
+  fi
+  if [ -f tests/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js ] \
+    && [ -f tests/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js ] \
+    && [ tests/mcp-servers/node_modules/.package-lock.json -nt tests/mcp-servers/package-lock.json ]; then
+    echo "tests/mcp-servers/: present"
+  else
+    (cd tests/mcp-servers && npm ci --no-audit --no-fund)
+  fi
+}
+step "npm packages: end2end/ (Playwright, binaryen's wasm-opt 132 for release builds, ai + esbuild for the seed UI copy), conformance/ (the real AI SDK, ai@6.0.0 and ai@7), tests/mcp-servers/ (real MCP servers for the MCP scenario tests)"
+in_background "npm ci (end2end/, conformance/, tests/mcp-servers/)" npm_packages
 
 step "cargo-leptos 0.3.10 (0.3.11 needs rustc 1.96)"
 if [ "$(cargo leptos --version 2>/dev/null || true)" = "cargo-leptos 0.3.10" ]; then
@@ -100,28 +137,23 @@ else
   cargo install wasm-bindgen-cli --version "$wb_version" --force
 fi
 
-step "npm packages in end2end/ (Playwright, binaryen's wasm-opt 132 for release builds, and ai + esbuild for the seed UI copy)"
-if [ -x end2end/node_modules/.bin/playwright ] && [ -x end2end/node_modules/.bin/wasm-opt ] \
-  && [ -x end2end/node_modules/.bin/esbuild ] && [ -d end2end/node_modules/ai ] \
-  && [ end2end/node_modules/.package-lock.json -nt end2end/package-lock.json ]; then
-  echo "present"
-else
-  (cd end2end && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
-fi
-step "npm packages in conformance/ (the real AI SDK, ai@6.0.0 and ai@7)"
-if [ -d conformance/node_modules/ai6 ] && [ -d conformance/node_modules/ai7 ] \
-  && [ conformance/node_modules/.package-lock.json -nt conformance/package-lock.json ]; then
-  echo "present"
-else
-  (cd conformance && npm ci --no-audit --no-fund)
-fi
-step "npm packages in tests/mcp-servers/ (real MCP servers for the MCP scenario tests)"
-if [ -f tests/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js ] \
-  && [ -f tests/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js ] \
-  && [ tests/mcp-servers/node_modules/.package-lock.json -nt tests/mcp-servers/package-lock.json ]; then
-  echo "present"
-else
-  (cd tests/mcp-servers && npm ci --no-audit --no-fund)
+step "waiting for the background jobs"
+failed=0
+for job in "${jobs_started[@]}"; do
+  IFS='|' read -r pid log name <<<"$job"
+  if wait "$pid"; then
+    echo "-- $name: done (at $SECONDS s); its last lines:"
+    tail -n 3 "$log"
+  else
+    echo "-- $name: FAILED; its log:" >&2
+    cat "$log" >&2
+    failed=1
+  fi
+done
+rm -rf "$logs"
+if [ "$failed" != 0 ]; then
+  echo "setup: a background job failed (above)" >&2
+  exit 1
 fi
 echo
 echo "setup: done"
