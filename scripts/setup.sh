@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs whatever this machine lacks to build, run and test Countersign. Idempotent: every step
-# checks first and skips what is already there (the cargo-leptos install alone takes ~17 minutes).
+# checks first and skips what is already there (the cargo-leptos install alone takes ~13 minutes).
 #
 # Needs: the Rust toolchain (rustup), Node.js + npm, python3, and apt-get (as root) for Chromium
 # and PostgreSQL (and for gcc/make where they are missing).
@@ -29,14 +29,14 @@ else
   rustup target add wasm32-unknown-unknown
 fi
 
-step "C compiler and make (the bundled SQLite and jemalloc are built from source)"
-if have cc && have make; then
+step "C compiler, make, pkg-config and OpenSSL's headers (the bundled SQLite and jemalloc are built from source; cargo-leptos links the system's OpenSSL)"
+if have cc && have make && have pkg-config && pkg-config --exists openssl; then
   echo "present"
 else
   sudo_cmd=()
   if [ "$(id -u)" != 0 ]; then sudo_cmd=(sudo); fi
   "${sudo_cmd[@]}" apt-get update
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y gcc make
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y gcc make pkg-config libssl-dev
 fi
 
 # What is downloaded rather than compiled (Debian packages, npm packages) is fetched in the
@@ -114,7 +114,14 @@ step "cargo-leptos 0.3.10 (0.3.11 needs rustc 1.96)"
 if [ "$(cargo leptos --version 2>/dev/null || true)" = "cargo-leptos 0.3.10" ]; then
   echo "present"
 else
-  cargo install cargo-leptos --locked --version 0.3.10
+  # Built for a fresh machine's clock, not for speed: its own work (splitting, hashing and
+  # minifying the site) is a few seconds of a release build, rustc and wasm-opt the rest.
+  # - OPENSSL_NO_VENDOR: link the system's OpenSSL instead of compiling the vendored one (its
+  #   build script alone was 263 s of the install);
+  # - opt-level 1, no LTO, 16 codegen units instead of its opt-level 3 + fat LTO +
+  #   1 codegen unit (docs/adr/0049-ci-time.md has the measurements).
+  OPENSSL_NO_VENDOR=1 CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_LTO=false \
+    CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 cargo install cargo-leptos --locked --version 0.3.10
 fi
 
 step "cargo-fuzz 0.13.2 (scripts/test.sh fuzzes the WebSocket framing with it: scripts/fuzz.sh)"
