@@ -36,6 +36,11 @@
 //!   a denial goes out as the denial;
 //! * results of calls an earlier socket issued: a user message that describes them.
 //!
+//! The server has one active response at a time and refuses a `response.create` over it
+//! (`conversation_already_has_active_response`): the actor follows each response to its
+//! `response.done`, and a `response.create` (a step's, or push-to-talk's) asked for meanwhile
+//! goes at that `response.done` (the rest of a grace-ended step, a cancelled answer's end).
+//!
 //! # What a step reads
 //!
 //! `response.output_audio.delta` → [`ModelEvent::Audio`] (PCM16 24 kHz);

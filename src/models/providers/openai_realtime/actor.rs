@@ -44,6 +44,20 @@ struct Connection {
     /// What the last response whose step ended at the grace still says: held for the waiting
     /// turn (an aside of it), so the person hears it.
     tail: Option<Tail>,
+    /// The response the server is generating, from our `response.create` (or its
+    /// `response.created`) to its `response.done`: the server refuses a `response.create`
+    /// meanwhile (`conversation_already_has_active_response`), so none is sent then.
+    active: Option<Active>,
+    /// A `response.create` waits for the active response's `response.done`.
+    deferred_create: bool,
+}
+
+/// What the actor knows of the server's active response.
+#[derive(Debug, PartialEq)]
+enum Active {
+    /// `response.create` went; its `response.created` has not come.
+    Requested,
+    Response(String),
 }
 
 /// The rest of a response after its step ended at the grace (ADR 0041): its words and speech
@@ -238,7 +252,13 @@ impl SessionActor {
 
     async fn on_idle_frame(&mut self, frame: Option<Result<Message, WsError>>) {
         match classify(frame) {
-            Incoming::Event(event) => self.on_idle_event(event).await,
+            Incoming::Event(event) => {
+                if let Err(reason) = self.observe(&event).await {
+                    self.reset(&reason);
+                    return;
+                }
+                self.on_idle_event(event).await
+            }
             Incoming::Closed(error) => {
                 tracing::info!(session = %self.session_id, %error, "OpenAI Realtime socket ended");
                 self.conn = None;
@@ -246,6 +266,53 @@ impl SessionActor {
             }
             Incoming::Ignore => {}
         }
+    }
+
+    /// Asks for a response: now, or once the active one ended (the server refuses a
+    /// `response.create` over an active response).
+    async fn create_response(&mut self) -> Result<(), String> {
+        let conn = self.conn.as_mut().ok_or("no socket")?;
+        if conn.active.is_some() {
+            tracing::debug!(session = %self.session_id, active = ?conn.active, "OpenAI Realtime: response.create waits for the active response to end");
+            conn.deferred_create = true;
+            return Ok(());
+        }
+        send(conn, &wire::bare("response.create")).await?;
+        conn.active = Some(Active::Requested);
+        Ok(())
+    }
+
+    /// Follows the server's responses (every event read goes through here first): which one
+    /// is active, and the `response.create` that waited for its end.
+    async fn observe(&mut self, event: &ServerEvent) -> Result<(), String> {
+        let Some(conn) = self.conn.as_mut() else {
+            return Ok(());
+        };
+        match event {
+            ServerEvent::ResponseCreated { response } => {
+                conn.active = Some(Active::Response(response.id.clone()));
+            }
+            ServerEvent::ResponseDone { response }
+                if conn.active == Some(Active::Response(response.id.clone())) =>
+            {
+                conn.active = None;
+            }
+            // A `response.create` that failed made no response.
+            ServerEvent::Error { error }
+                if conn.active == Some(Active::Requested)
+                    && error.code.as_deref() != Some("response_cancel_not_active")
+                    && !error.about_truncation() =>
+            {
+                conn.active = None;
+            }
+            _ => {}
+        }
+        if conn.active.is_none() && conn.deferred_create {
+            conn.deferred_create = false;
+            send(conn, &wire::bare("response.create")).await?;
+            conn.active = Some(Active::Requested);
+        }
+        Ok(())
     }
 
     /// A server event no step reads: the person's speech and its answer, late cancellations,
@@ -450,6 +517,8 @@ impl SessionActor {
             open_calls: HashMap::new(),
             discard: HashSet::new(),
             tail: None,
+            active: None,
+            deferred_create: false,
         };
         let created = timeout(limit, async {
             loop {

@@ -165,10 +165,7 @@ impl SessionActor {
         self.ensure_connection(&spec).await?;
         let sent = self.send_tail(&request.history).await;
         let sent = match sent {
-            Ok(()) => match self.conn.as_mut() {
-                Some(conn) => send(conn, &wire::bare("response.create")).await,
-                None => Err("no socket".into()),
-            },
+            Ok(()) => self.create_response().await,
             Err(reason) => Err(reason),
         };
         if let Err(reason) = sent {
@@ -187,6 +184,10 @@ impl SessionActor {
                 frame = next_frame(&mut self.conn) => match classify(frame) {
                     Incoming::Event(event) => {
                         step.last_heard = Instant::now();
+                        if let Err(reason) = self.observe(&event).await {
+                            self.reset(&reason);
+                            return StepEnd::Failed(ModelError::Transport(reason));
+                        }
                         if let Some(end) = self.on_step_event(step, event).await {
                             return end;
                         }

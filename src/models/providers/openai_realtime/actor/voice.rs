@@ -126,7 +126,7 @@ impl SessionActor {
         if self.voice.mode == Some(VoiceMode::PushToTalk) {
             self.send_voice(&wire::bare("input_audio_buffer.commit"))
                 .await?;
-            self.send_voice(&wire::bare("response.create")).await?;
+            self.create_response().await?;
             self.voice.note_speech();
         }
         Ok(())

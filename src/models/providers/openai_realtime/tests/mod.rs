@@ -5,6 +5,7 @@
 //! instead of hanging it. The scenarios go through the runtime: `voice` (speech in and out,
 //! barge-in) and `turns` (typed turns, approvals, errors, a withdrawn call).
 
+mod active;
 mod asides;
 mod turns;
 mod voice;
@@ -137,6 +138,7 @@ impl FakeRealtime {
                     uri,
                     authorization,
                     responses: 0,
+                    active: false,
                 };
                 if sender.send(conn).is_err() {
                     break;
@@ -181,15 +183,28 @@ struct FakeConn {
     authorization: String,
     /// Responses created so far (their ids are `resp_1`, `resp_2` …).
     responses: u32,
+    /// A response is active: from an accepted `response.create` (or a response the server
+    /// starts by itself, [`FakeConn::response_created`]) to its `response.done`.
+    active: bool,
 }
 
 impl FakeConn {
-    /// The next client event (a text frame of JSON).
+    /// The next client event (a text frame of JSON). As the real server does, a
+    /// `response.create` while a response is active is refused with an `error` event
+    /// (`conversation_already_has_active_response`) and creates nothing: it is not returned.
     async fn recv(&mut self) -> Value {
         loop {
             match within("a client event", self.ws.next()).await {
                 Some(Ok(Message::Text(text))) => {
-                    return serde_json::from_str(text.as_str()).expect("client JSON");
+                    let event: Value = serde_json::from_str(text.as_str()).expect("client JSON");
+                    if event["type"] == "response.create" {
+                        if self.active {
+                            self.refuse_create().await;
+                            continue;
+                        }
+                        self.active = true;
+                    }
+                    return event;
                 }
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
                 other => panic!("expected a client event, got {other:?}"),
@@ -218,8 +233,19 @@ impl FakeConn {
             .expect("send");
     }
 
+    /// The real server's answer to a `response.create` over an active response.
+    async fn refuse_create(&mut self) {
+        let active = format!("resp_{}", self.responses);
+        self.send(json!({"type": "error", "event_id": "ev_refused", "error": {
+            "type": "invalid_request_error", "code": "conversation_already_has_active_response",
+            "message": format!("Conversation already has an active response in progress: {active}. Wait until the response is finished before creating a new one."),
+            "param": null, "event_id": null}}))
+            .await;
+    }
+
     /// `response.created`: returns the new response's id.
     async fn response_created(&mut self) -> String {
+        self.active = true;
         self.responses += 1;
         let id = format!("resp_{}", self.responses);
         self.send(json!({"type": "response.created",
@@ -268,6 +294,7 @@ impl FakeConn {
     }
 
     async fn done(&mut self, response: &str, status: &str) {
+        self.active = false;
         self.send(json!({"type": "response.done", "response": {
             "id": response, "object": "realtime.response", "status": status,
             "status_details": if status == "cancelled" { json!({"type": "cancelled", "reason": "turn_detected"}) } else { Value::Null },

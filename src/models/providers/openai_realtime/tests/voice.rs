@@ -276,3 +276,86 @@ async fn a_push_to_talk_start_over_the_answer_cancels_it_and_truncates_what_was_
     assert_eq!(read.states, vec!["interrupted"]);
     server.no_new_conn(50).await;
 }
+
+/// Push-to-talk over the answer, and the person lets go before the server acknowledged the
+/// `response.cancel` (its `response.done`): the new speech is committed at once, its
+/// `response.create` waits for that `response.done` (the server would refuse it before), and
+/// the new answer is heard as the next spoken turn.
+#[tokio::test]
+async fn speech_ended_before_the_cancelled_answer_ended_asks_for_its_answer_after_it() {
+    let mut server = FakeRealtime::start().await;
+    let runtime = realtime_runtime(&server, Duration::from_secs(2));
+    let (mut conn, _) = open_voice(&runtime, &mut server, "q", VoiceMode::PushToTalk).await;
+    conn.expect("input_audio_buffer.clear").await;
+    say_push_to_talk(&runtime, &mut conn, "q", &tone(16_000, 100)).await;
+    let response = conn.response_created().await;
+    conn.heard("Count to ten").await;
+    conn.audio(&response, &tone(24_000, 50)).await;
+    conn.say(&response, "One, two").await;
+    let mut reader = current_turn_log(&runtime, "q").await;
+    let session = runtime.session("q").await.unwrap();
+    let (first_turn, _) = session.current_turn().expect("the spoken turn");
+    let mut read = Read::default();
+    read_on(&mut reader, &mut read, |r| r.speech.len() == 2_400).await;
+    runtime
+        .voice(
+            "q",
+            LOCAL,
+            VoiceInput::Start {
+                mode: VoiceMode::PushToTalk,
+            },
+        )
+        .await
+        .expect("start over the answer");
+    conn.expect("response.cancel").await;
+    let mut event = conn.recv().await;
+    while event["type"] == "conversation.item.truncate" {
+        event = conn.recv().await;
+    }
+    assert_eq!(event["type"], "input_audio_buffer.clear", "{event}");
+    runtime
+        .voice(
+            "q",
+            LOCAL,
+            VoiceInput::Audio(Arc::from(tone(16_000, 60).as_slice())),
+        )
+        .await
+        .expect("audio");
+    runtime
+        .voice("q", LOCAL, VoiceInput::End)
+        .await
+        .expect("end");
+    while conn.recv().await["type"] != "input_audio_buffer.commit" {}
+    // The cancelled answer has not ended: nothing more goes yet.
+    conn.silent_for(150).await;
+    conn.done(&response, "cancelled").await;
+    conn.expect("response.create").await;
+    read_on(&mut reader, &mut read, |_| false).await;
+    assert_eq!(read.text, "One, two");
+    assert!(read.errors.is_empty(), "{:?}", read.errors);
+
+    let next = conn.response_created().await;
+    conn.heard("Go on").await;
+    conn.say(&next, "Three, four").await;
+    conn.done(&next, "completed").await;
+    let mut reader = within("the next spoken turn", async {
+        loop {
+            match session.current_turn() {
+                Some((turn, log)) if turn != first_turn => return log.subscribe(0),
+                _ => tokio::task::yield_now().await,
+            }
+        }
+    })
+    .await;
+    let read = read_turn(&mut reader).await;
+    assert_eq!(read.text, "Three, four", "{read:?}");
+    let record = runtime.session("q").await.unwrap().snapshot();
+    assert!(
+        record
+            .history
+            .to_vec()
+            .unwrap()
+            .contains(&HistoryItem::user("Go on")),
+        "the new speech is the person's message"
+    );
+}
