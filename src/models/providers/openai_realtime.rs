@@ -23,8 +23,9 @@
 //!
 //! The tail the server lacks splits into context (up to the last assistant item) and trigger.
 //! Context goes as `conversation.item.create` messages (`input_text` for the person,
-//! `output_text` for the model; calls and results described as text, because a
-//! `function_call` item names a call id only the socket that issued it knows). The trigger:
+//! `output_text` for the model), the model's calls as `function_call` items on their Realtime
+//! id (or ours), so a result can go as the call's `function_call_output` on any socket that
+//! has seen the call: a new socket too. The trigger:
 //!
 //! * a user message: `conversation.item.create {type: "message", role: "user", content:
 //!   [{type: "input_text", text}]}` then `response.create`;
@@ -34,7 +35,9 @@
 //!   {"id"}}`) then `response.create`. **This is the only place a gated call's output goes,
 //!   and a step with results exists only after the gate decided**: the adapter never decides;
 //!   a denial goes out as the denial;
-//! * results of calls an earlier socket issued: a user message that describes them.
+//! * results of calls a socket issued or was replayed: `function_call_output`s as above; a
+//!   result whose call this socket has not seen (its response was cancelled): a user message
+//!   that describes it.
 //!
 //! The server has one active response at a time and refuses a `response.create` over it
 //! (`conversation_already_has_active_response`): the actor follows each response to its

@@ -20,12 +20,12 @@ use super::wire::{
     self, ServerEvent, SessionSpec, context_events, described, function_output, session_update,
 };
 use super::{CallNotice, Job, NAMESPACE, Registry, Shared, Ws, WsError};
-use crate::agent::history::{HistoryItem, ToolResult};
+use crate::agent::history::{AssistantPart, HistoryItem, ToolResult};
 use crate::agent::lock;
 use crate::agent::model::ModelError;
 use crate::agent::voice::VoiceNotice;
 use crate::models::providers::gemini_live::handshake_error;
-use crate::models::providers::live_sync::{self, SyncedHistory, provider_call_ids, split_tail};
+use crate::models::providers::live_sync::{self, SyncedHistory, provider_call_ids};
 use voice::Voice;
 
 /// One WebSocket and what only it knows.
@@ -418,25 +418,46 @@ impl SessionActor {
         }
     }
 
-    /// Sends what the server lacks of `history` (no answer asked for).
+    /// Sends what the server lacks of `history` (no answer asked for). A step of the model's
+    /// goes as its words and its calls as `function_call` items (on their Realtime id, or ours
+    /// for a call no Realtime socket made), so that a result goes as the call's
+    /// `function_call_output` on any socket that has seen the call (ADR 0041): after a
+    /// reconnection too, the model sees a real tool result, not words about one. A result whose
+    /// call this socket has not seen (or whose response was cancelled) is described in words.
     async fn send_tail(&mut self, history: &[HistoryItem]) -> Result<(), String> {
         let conn = self.conn.as_mut().ok_or("no socket")?;
         let tail = self.synced.unsent(history);
-        let (context, trigger) = split_tail(tail);
         let ids = provider_call_ids(history, NAMESPACE);
-        for event in context_events(context) {
-            send(conn, &event).await?;
-        }
-        for item in trigger {
+        let id_of = |call_id: &str| {
+            ids.get(call_id)
+                .cloned()
+                .unwrap_or_else(|| call_id.to_owned())
+        };
+        for item in tail {
             match item {
+                HistoryItem::Assistant { parts } => {
+                    if let Some(words) = wire::assistant_words(parts) {
+                        send(conn, &words).await?;
+                    }
+                    for part in parts {
+                        if let AssistantPart::ToolCall { call } = part {
+                            let id = id_of(&call.id);
+                            if conn.issued.contains_key(&id) {
+                                continue;
+                            }
+                            send(conn, &wire::function_call(&id, call)).await?;
+                            conn.issued.insert(id, call.name.clone());
+                        }
+                    }
+                }
                 HistoryItem::ToolResults { results } => {
                     let mut elsewhere: Vec<ToolResult> = Vec::new();
                     for result in results {
-                        match ids.get(result.call_id.as_str()) {
-                            Some(id) if conn.issued.remove(id).is_some() => {
-                                send(conn, &function_output(id, result)).await?;
-                            }
-                            _ => elsewhere.push(result.clone()),
+                        let id = id_of(&result.call_id);
+                        if conn.issued.remove(&id).is_some() {
+                            send(conn, &function_output(&id, result)).await?;
+                        } else {
+                            elsewhere.push(result.clone());
                         }
                     }
                     if !elsewhere.is_empty() {

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{HandsFreeDetection, NAMESPACE, REALTIME_RATE, Shared};
-use crate::agent::history::{AssistantPart, ContextRole, HistoryItem, ToolResult};
+use crate::agent::history::{AssistantPart, ContextRole, HistoryItem, ToolCall, ToolResult};
 use crate::agent::model::{ModelError, ModelRequest, Usage};
 use crate::agent::voice::VoiceMode;
 use crate::models::providers::http;
@@ -134,7 +134,32 @@ fn assistant_message(text: &str) -> Value {
     }))
 }
 
-/// The output of a call this socket issued: what the gate decided, never before.
+/// The model's words of one of its steps (its calls go as [`function_call`] items); `None`
+/// when it said nothing.
+pub(super) fn assistant_words(parts: &[AssistantPart]) -> Option<Value> {
+    let text: String = parts
+        .iter()
+        .filter_map(|part| match part {
+            AssistantPart::Text { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    (!text.is_empty()).then(|| assistant_message(&text))
+}
+
+/// A call of the model's, replayed on a socket that did not make it (`call_id` is the
+/// Realtime id it had, or ours): its output can then go as a `function_call_output`.
+pub(super) fn function_call(call_id: &str, call: &ToolCall) -> Value {
+    create_item(json!({
+        "type": "function_call",
+        "call_id": call_id,
+        "name": call.name,
+        "arguments": call.args.to_string(),
+    }))
+}
+
+/// The output of a call this socket issued (or was replayed): what the gate decided, never
+/// before.
 pub(super) fn function_output(call_id: &str, result: &ToolResult) -> Value {
     create_item(json!({
         "type": "function_call_output",

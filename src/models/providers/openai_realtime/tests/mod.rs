@@ -7,6 +7,7 @@
 
 mod active;
 mod asides;
+mod reconnect;
 mod turns;
 mod voice;
 
