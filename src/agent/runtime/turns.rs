@@ -24,6 +24,24 @@ use crate::agent::{
 };
 use crate::protocol::{Chunk, MessageReducer, UiMessage, UiPart, message::FilePart};
 
+/// The call a message asks again (`ask_again`), checked by [`call_to_ask_again`]: `None` for a
+/// message that asks nothing again.
+fn reissue_of(
+    record: &SessionRecord,
+    ask_again: Option<&str>,
+    tools: &crate::agent::tools::ToolRegistry,
+) -> Result<Option<ToolCall>, TurnError> {
+    let Some(call_id) = ask_again else {
+        return Ok(None);
+    };
+    call_to_ask_again(record, call_id, tools)
+        .map(Some)
+        .map_err(|why| TurnError::CannotAskAgain {
+            call_id: call_id.to_owned(),
+            why,
+        })
+}
+
 /// The call `call_id` of `record`'s history, for "ask again": only a call nobody decided (its
 /// approval expired, or the person set it aside) of a tool still offered; else why not.
 fn call_to_ask_again(
@@ -296,18 +314,9 @@ impl Runtime {
             return Err(TurnError::EmptyMessage);
         }
         let session = self.session(chat_id).await?;
-        // Attachments are checked before anything changes (by the owner only: a reference to a
-        // file says whether the chat has it), and kept once the message is otherwise accepted,
-        // before its commit: a refused message keeps none of them.
-        let mut files = if user.attachments.is_empty() {
-            None
-        } else {
-            if !session.state().record.open_to(owner) {
-                return Err(TurnError::NotYourChat);
-            }
-            let attachments = std::mem::take(&mut user.attachments);
-            Some(self.attachments.check(chat_id, attachments).await?)
-        };
+        let mut files = self
+            .check_attachments(chat_id, &session, owner, &mut user)
+            .await?;
         loop {
             let next = {
                 let mut state = session.state();
@@ -318,54 +327,20 @@ impl Runtime {
                 // The first turn in an untouched chat makes it a person's (the local person's
                 // chats need no owner recorded).
                 let claim = record.is_untouched() && owner != crate::agent::people::LOCAL;
-                if let Some(call_id) = &user.ask_again {
-                    // Refused before anything changes: a turn it would supersede stays.
-                    call_to_ask_again(record, call_id, &self.tools).map_err(|why| {
-                        TurnError::CannotAskAgain {
-                            call_id: call_id.clone(),
-                            why,
-                        }
-                    })?;
-                }
+                // Refused before anything changes: a turn it would supersede stays.
+                let reissue = reissue_of(record, user.ask_again.as_deref(), &self.tools)?;
                 match live.as_mut() {
                     Some(turn) if !turn.log.is_ended() => {
-                        let status = record.turn.as_ref().map(|t| t.status);
                         if said == Said::Spoken && !turn.elsewhere {
                             match self.words_while_live(&session, record, turn, owner, &user.text) {
                                 None => return Ok(Spoken::Aside),
                                 Some(wait) => wait,
                             }
                         } else {
-                            if status != Some(TurnStatus::AwaitingPerson) {
-                                return Err(TurnError::Busy);
-                            }
-                            let reason = match said {
-                                Said::Typed => SUPERSEDED_BY_MESSAGE.to_owned(),
-                                Said::Spoken => format!(
-                                    "{SUPERSEDED_BY_MESSAGE}, spoken: {:?} (what was said; words \
-                                 decide nothing)",
-                                    user.text
-                                ),
-                            };
-                            *lock(&turn.interrupt_reason) = Some(reason);
-                            turn.cancel.cancel();
-                            // A parked turn needs a task to end itself.
-                            self.unpark_locked(&session, record, turn);
-                            Admission::Superseded(turn.task.take())
+                            self.supersede_waiting(&session, record, turn, said, &user.text)?
                         }
                     }
                     _ => {
-                        let reissue = match &user.ask_again {
-                            None => None,
-                            Some(call_id) => {
-                                Some(call_to_ask_again(record, call_id, &self.tools).map_err(
-                                    |why| TurnError::CannotAskAgain {
-                                        call_id: call_id.clone(),
-                                        why,
-                                    },
-                                )?)
-                            }
-                        };
                         if let Some(checked) = files.take() {
                             Admission::KeepFiles(checked)
                         } else {
@@ -389,27 +364,87 @@ impl Runtime {
                     }
                 }
             };
-            match next {
-                Admission::TurnStops(mut log) => {
-                    while let Some(entry) = log.next().await {
-                        if matches!(
-                            entry,
-                            TurnEntry::Pause | TurnEntry::End | TurnEntry::Chunk(Chunk::FinishStep)
-                        ) {
-                            break;
-                        }
+            self.await_admission(chat_id, next, &mut user).await?;
+        }
+    }
+
+    /// The attachments of `user`, checked before anything changes (by the owner only: a
+    /// reference to a file says whether the chat has it); they are kept once the message is
+    /// otherwise accepted, before its commit: a refused message keeps none of them.
+    async fn check_attachments(
+        &self,
+        chat_id: &str,
+        session: &Arc<Session>,
+        owner: &str,
+        user: &mut UserTurn,
+    ) -> Result<Option<CheckedAttachments>, TurnError> {
+        if user.attachments.is_empty() {
+            return Ok(None);
+        }
+        if !session.state().record.open_to(owner) {
+            return Err(TurnError::NotYourChat);
+        }
+        let attachments = std::mem::take(&mut user.attachments);
+        Ok(Some(self.attachments.check(chat_id, attachments).await?))
+    }
+
+    /// A message (typed, or said while the turn runs elsewhere) while `turn` is live: only a
+    /// turn waiting for the person gives way to it ([`TurnError::Busy`] otherwise); its open
+    /// calls end as interrupted, with the reason kept.
+    fn supersede_waiting(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        record: &SessionRecord,
+        turn: &mut LiveTurn,
+        said: Said,
+        text: &str,
+    ) -> Result<Admission, TurnError> {
+        let status = record.turn.as_ref().map(|t| t.status);
+        if status != Some(TurnStatus::AwaitingPerson) {
+            return Err(TurnError::Busy);
+        }
+        let reason = match said {
+            Said::Typed => SUPERSEDED_BY_MESSAGE.to_owned(),
+            Said::Spoken => format!(
+                "{SUPERSEDED_BY_MESSAGE}, spoken: {text:?} (what was said; words decide nothing)"
+            ),
+        };
+        *lock(&turn.interrupt_reason) = Some(reason);
+        turn.cancel.cancel();
+        // A parked turn needs a task to end itself.
+        self.unpark_locked(session, record, turn);
+        Ok(Admission::Superseded(turn.task.take()))
+    }
+
+    /// Waits for what `next` said must happen before the message is admitted again, outside
+    /// the chat's lock.
+    async fn await_admission(
+        &self,
+        chat_id: &str,
+        next: Admission,
+        user: &mut UserTurn,
+    ) -> Result<(), TurnError> {
+        match next {
+            Admission::TurnStops(mut log) => {
+                while let Some(entry) = log.next().await {
+                    if matches!(
+                        entry,
+                        TurnEntry::Pause | TurnEntry::End | TurnEntry::Chunk(Chunk::FinishStep)
+                    ) {
+                        break;
                     }
                 }
-                Admission::Superseded(Some(task)) => {
-                    let _ = task.await;
-                }
-                Admission::Superseded(None) => tokio::task::yield_now().await,
-                // Then everything is checked again: the chat may have changed meanwhile.
-                Admission::KeepFiles(checked) => {
-                    user.attachments = self.attachments.keep(chat_id, checked).await?;
-                }
+            }
+            Admission::Superseded(Some(task)) => {
+                let _ = task.await;
+            }
+            Admission::Superseded(None) => tokio::task::yield_now().await,
+            // Then everything is checked again: the chat may have changed meanwhile.
+            Admission::KeepFiles(checked) => {
+                user.attachments = self.attachments.keep(chat_id, checked).await?;
             }
         }
+        Ok(())
     }
 
     /// What `speaker` said while `turn` is live here: never refused (ADR 0035, "Speaking while
