@@ -15,8 +15,9 @@ use crate::models::providers::gemini_live::history::{
     described_results, live_contents, live_ids, merge_adjacent,
 };
 use crate::models::providers::gemini_live::wire::{
-    Incoming, LiveFunctionResponse, LiveUsage, ServerMessage, SetupSpec, classify, close_error,
-    is_normal_close, map_turn_complete_reason, tool_response, usage,
+    Cancellation, Incoming, LiveFunctionResponse, LiveUsage, ServerContent, ServerMessage,
+    SetupSpec, ToolCallMessage, classify, close_error, is_normal_close, map_turn_complete_reason,
+    tool_response, usage,
 };
 use crate::models::providers::gemini_live::{
     EventSender, Job, MAX_RECONNECTS_PER_STEP, NAMESPACE, StepJob, ToolBehavior, WsError,
@@ -351,80 +352,111 @@ impl SessionActor {
         message: ServerMessage,
     ) -> Result<bool, String> {
         self.common(&message);
-        let behavior = self.shared.behavior;
         if let Some(usage) = message.usage_metadata {
             step.usage = Some(usage);
         }
         if let Some(cancellation) = message.tool_call_cancellation {
-            let mut later = Vec::new();
-            for id in cancellation.ids {
-                let before = step.calls.len();
-                step.calls
-                    .retain(|(live, _)| live.as_deref() != Some(id.as_str()));
-                if step.calls.len() < before {
-                    tracing::info!(
-                        session = %self.session_id, call = %id,
-                        "Gemini Live cancelled a tool call before the step ended; dropped"
-                    );
-                    if let Some(conn) = self.conn.as_mut() {
-                        conn.issued.remove(&id);
-                    }
-                } else {
-                    later.push(id);
-                }
-            }
-            self.remember_cancelled(later);
+            self.on_cancellation(step, cancellation);
         }
-        let discarding = self.conn.as_ref().is_some_and(|c| c.discard > 0);
-        if let Some(tool_call) = message.tool_call {
-            if step.aside && !discarding {
-                self.refuse_aside_calls(tool_call.function_calls).await?;
-            } else if discarding {
-                self.answer_stray_calls(
-                    tool_call.function_calls,
-                    "belongs to a discarded generation",
-                )
-                .await?;
+        if let Some(tool_call) = message.tool_call
+            && self.on_tool_call(step, tool_call).await?
+        {
+            return Ok(true);
+        }
+        match message.server_content {
+            Some(content) => self.on_server_content(step, content),
+            None => Ok(false),
+        }
+    }
+
+    /// Calls the server cancelled: those of this step are dropped; the others are remembered,
+    /// for a call that arrives after its cancellation.
+    fn on_cancellation(&mut self, step: &mut Step, cancellation: Cancellation) {
+        let mut later = Vec::new();
+        for id in cancellation.ids {
+            let before = step.calls.len();
+            step.calls
+                .retain(|(live, _)| live.as_deref() != Some(id.as_str()));
+            if step.calls.len() < before {
+                tracing::info!(
+                    session = %self.session_id, call = %id,
+                    "Gemini Live cancelled a tool call before the step ended; dropped"
+                );
+                if let Some(conn) = self.conn.as_mut() {
+                    conn.issued.remove(&id);
+                }
             } else {
-                let Some(conn) = self.conn.as_mut() else {
-                    return Err("no socket".into());
-                };
-                for call in tool_call.function_calls {
-                    if let Some(id) = &call.id {
-                        if self.cancelled.remove(id) {
-                            continue;
-                        }
-                        conn.issued.insert(id.clone(), call.name.clone());
-                    }
-                    let live_id = call.id.clone();
-                    step.calls.push((
-                        live_id.clone(),
-                        ToolCall {
-                            id: String::new(),
-                            name: call.name,
-                            args: call.args.unwrap_or_else(|| json!({})),
-                            provider_data: live_id.map(|id| json!({ NAMESPACE: { "id": id } })),
-                        },
-                    ));
+                later.push(id);
+            }
+        }
+        self.remember_cancelled(later);
+    }
+
+    /// The model's tool calls: refused in an aside, answered as strays in a discarded
+    /// generation, else the step's calls. `Ok(true)` = the step ended (blocking tools).
+    async fn on_tool_call(
+        &mut self,
+        step: &mut Step,
+        tool_call: ToolCallMessage,
+    ) -> Result<bool, String> {
+        let behavior = self.shared.behavior;
+        let discarding = self.conn.as_ref().is_some_and(|c| c.discard > 0);
+        if step.aside && !discarding {
+            self.refuse_aside_calls(tool_call.function_calls).await?;
+            return Ok(false);
+        }
+        if discarding {
+            self.answer_stray_calls(
+                tool_call.function_calls,
+                "belongs to a discarded generation",
+            )
+            .await?;
+            return Ok(false);
+        }
+        let Some(conn) = self.conn.as_mut() else {
+            return Err("no socket".into());
+        };
+        for call in tool_call.function_calls {
+            if let Some(id) = &call.id {
+                if self.cancelled.remove(id) {
+                    continue;
                 }
-                conn.stray_turn_complete = false;
-                match behavior {
-                    ToolBehavior::Blocking => {
-                        conn.stray_turn_complete = true;
-                        self.finish(step, None);
-                        return Ok(true);
-                    }
-                    ToolBehavior::NonBlocking => {
-                        if step.grace.is_none() {
-                            step.grace = Some(Instant::now() + self.timeouts().tool_turn_grace);
-                        }
-                    }
+                conn.issued.insert(id.clone(), call.name.clone());
+            }
+            let live_id = call.id.clone();
+            step.calls.push((
+                live_id.clone(),
+                ToolCall {
+                    id: String::new(),
+                    name: call.name,
+                    args: call.args.unwrap_or_else(|| json!({})),
+                    provider_data: live_id.map(|id| json!({ NAMESPACE: { "id": id } })),
+                },
+            ));
+        }
+        conn.stray_turn_complete = false;
+        match behavior {
+            ToolBehavior::Blocking => {
+                conn.stray_turn_complete = true;
+                self.finish(step, None);
+                return Ok(true);
+            }
+            ToolBehavior::NonBlocking => {
+                if step.grace.is_none() {
+                    step.grace = Some(Instant::now() + self.timeouts().tool_turn_grace);
                 }
             }
         }
-        let Some(content) = message.server_content else {
-            return Ok(false);
-        };
+        Ok(false)
+    }
+
+    /// The model's answer (speech, thoughts, text, its transcript) and the generation's end
+    /// (interrupted, or complete). `Ok(true)` = the step ended.
+    fn on_server_content(
+        &mut self,
+        step: &mut Step,
+        content: ServerContent,
+    ) -> Result<bool, String> {
         let Some(conn) = self.conn.as_mut() else {
             return Err("no socket".into());
         };
