@@ -115,7 +115,8 @@ impl Model for Payer {
     }
 }
 
-fn runtime(model: Arc<Payer>) -> Arc<Runtime> {
+/// A runtime over `model` with the standard tools, an in-memory store and offline weather.
+fn runtime(model: Arc<dyn Model>) -> Arc<Runtime> {
     Runtime::new(
         model,
         ToolRegistry::standard(&ToolSettings {

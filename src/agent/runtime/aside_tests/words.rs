@@ -8,18 +8,15 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use serde_json::json;
 
-use super::super::{Runtime, RuntimeSettings, UserTurn, turns::Spoken};
+use super::super::{Runtime, UserTurn, turns::Spoken};
 use super::{Payer, approve, finish, paid, runtime, type_bidi, waiting_payment, within};
 use crate::agent::{
     Transport,
-    clock::{SequentialIds, SystemClock},
     history::{HistoryItem, ToolCall},
     lock,
     model::{Model, ModelEvent, ModelRequest, ModelStream},
     people::LOCAL,
     session::{LogReader, TurnEntry, TurnLog},
-    store::MemoryStore,
-    tools::{ToolRegistry, ToolSettings, WeatherSource},
     voice::{NoticeReceiver, VoiceError, VoiceInput, VoiceMode, VoiceNotice, VoiceNotices},
 };
 use crate::protocol::{Chunk, FinishReason};
@@ -165,21 +162,6 @@ impl Model for Forecast {
     }
 }
 
-fn forecast_runtime(model: Arc<Forecast>) -> Arc<Runtime> {
-    Runtime::new(
-        model,
-        ToolRegistry::standard(&ToolSettings {
-            approval_timeout: std::time::Duration::from_secs(600),
-            browser_timeout: std::time::Duration::from_secs(10),
-            weather: WeatherSource::Offline,
-        }),
-        Arc::new(SystemClock),
-        Arc::new(SequentialIds::default()),
-        Arc::new(MemoryStore::default()),
-        RuntimeSettings::default(),
-    )
-}
-
 /// A typed "weather in Tokyo?" whose step asks for the weather; the person speaks [`WORDS`]
 /// once the result is out, while the turn still holds its call (the driver lets the sockets
 /// send the result before it goes on: the runtime's admission runs right then). The words are
@@ -249,7 +231,7 @@ async fn history(rt: &Arc<Runtime>) -> Vec<HistoryItem> {
 #[tokio::test]
 async fn words_left_in_the_aside_queue_at_the_turns_end_start_the_next_turn() {
     let model = Forecast::new(false, false);
-    let rt = forecast_runtime(model.clone());
+    let rt = runtime(model.clone());
     let (log, mut reader) = words_after_the_last_look(&rt).await;
     let (heard, text) = to_end(&mut reader).await;
     assert_eq!(text, "Sunny.", "the turn ended on its own");
@@ -278,7 +260,7 @@ async fn words_left_in_the_aside_queue_at_the_turns_end_start_the_next_turn() {
 #[tokio::test]
 async fn a_stop_dismisses_words_left_in_the_aside_queue() {
     let model = Forecast::new(true, false);
-    let rt = forecast_runtime(model.clone());
+    let rt = runtime(model.clone());
     let (log, mut reader) = words_after_the_last_look(&rt).await;
     loop {
         match within("the next step", reader.next()).await {
@@ -315,7 +297,7 @@ async fn a_stop_dismisses_words_left_in_the_aside_queue() {
 #[tokio::test]
 async fn words_announced_as_the_next_step_begins_start_the_turn_after_it() {
     let model = Forecast::new(false, true);
-    let rt = forecast_runtime(model.clone());
+    let rt = runtime(model.clone());
     let start = VoiceInput::Start {
         mode: VoiceMode::PushToTalk,
     };
