@@ -13,14 +13,20 @@ use crate::{
 /// How long an approval waits when its tool does not say (the server's default).
 const DEFAULT_APPROVAL_TIMEOUT_SECS: u64 = 300;
 
-/// Loads chat `id` from the server and shows it ([`ChatCtl::reload`]). With a split wasm (ADR
-/// 0030) reading a chat's JSON into messages is a part of its own, loaded when a chat is first
-/// opened.
+/// Loads chat `id` from the server and shows it ([`ChatCtl::reload`]), unless a newer load was
+/// asked for meanwhile (`load`: this one's number). Two loads can be under way at once (a
+/// decision and the turn it let finish both move the chat's version), and their answers can
+/// come back in either order: an older snapshot shown last would put back a card that was
+/// already decided, with nothing left to wake the page. With a split wasm (ADR 0030) reading a
+/// chat's JSON into messages is a part of its own, loaded when a chat is first opened.
 #[cfg_attr(wasm_split, leptos::lazy(restore))]
-async fn restore(ctl: ChatCtl, id: String) {
-    match crate::ui::api::load_chat(id).await {
-        Ok(snapshot) => ctl.apply_snapshot(snapshot),
-        Err(e) => ctl.show_error(format!("Cannot load this chat: {e}"), false),
+async fn restore(ctl: ChatCtl, id: String, load: u64) {
+    let loaded = crate::ui::api::load_chat(id).await;
+    if ctl.loads.get_value() == load {
+        match loaded {
+            Ok(snapshot) => ctl.apply_snapshot(snapshot),
+            Err(e) => ctl.show_error(format!("Cannot load this chat: {e}"), false),
+        }
     }
     ctl.loading.update(|n| *n = n.saturating_sub(1));
 }
@@ -30,7 +36,9 @@ impl ChatCtl {
     pub(super) fn reload(self) {
         let id = self.chat_id.get_untracked();
         self.loading.update(|n| *n += 1);
-        spawn_local(restore(self, id));
+        let load = self.loads.get_value() + 1;
+        self.loads.set_value(load);
+        spawn_local(restore(self, id, load));
     }
 
     /// Decisions made elsewhere on chat `chat_id` are followed from `version` on (the loop starts

@@ -91,6 +91,8 @@ pub struct ChatCtl {
     /// waiting approvals it has shown (`follow_decisions`).
     followed: StoredValue<String>,
     news: StoredValue<u64>,
+    /// The number of the newest load of the chat asked for: only its answer is shown.
+    loads: StoredValue<u64>,
 }
 
 impl ChatCtl {
@@ -122,6 +124,7 @@ impl ChatCtl {
             sequence: StoredValue::new(0),
             followed: StoredValue::new(String::new()),
             news: StoredValue::new(0),
+            loads: StoredValue::new(0),
         }
     }
 
