@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up this machine if needed and runs every test: formatting, clippy (-D warnings) for both
-# feature sets, the Rust tests of both feature sets (`cargo leptos test`, the Postgres store's
-# against a throwaway cluster started here), the fuzz targets'
+# feature sets, the Rust tests of both feature sets (what `cargo leptos test` runs, the Postgres
+# store's against a throwaway cluster started here), the fuzz targets'
 # committed inputs replayed on stable (fuzz/tests/corpus.rs) and a minute of fuzzing the
 # WebSocket framing (scripts/fuzz.sh ws_frame), the AI SDK
 # conformance suite (the real npm `ai` package, 6.0.0 and 7, driving /api/chat) and the
@@ -30,8 +30,32 @@ step() {
   printf '\n==> %s\n' "$*"
 }
 
-step "set-up (scripts/setup.sh: what this machine lacks)"
-scripts/setup.sh
+# What runs in the background, stopped however this script ends.
+tools_pid=""
+pg_dir=""
+cleanup() {
+  if [ -n "$tools_pid" ]; then kill -- "-$tools_pid" 2>/dev/null || true; fi
+  if [ -n "$pg_dir" ]; then
+    scripts/pg.sh stop "$pg_dir/data" || true
+    rm -rf "$pg_dir"
+  fi
+}
+trap cleanup EXIT
+
+# The set-up in two halves (docs/adr/0050-ci-overlap.md). On a fresh machine the cargo tools
+# (cargo-leptos above all) take ~18 minutes of compiling that only the fuzzing and the release
+# build need, so they are built in the background, at a lower priority, while the steps up to
+# the fuzz corpus check and test the Rust code: their compiles leave one of two cores idle for
+# long stretches (one crate's type checking, linking, the test run itself), which the tools'
+# compile fills. Where the tools are present this is a few seconds.
+step "set-up: what this machine lacks (scripts/setup.sh base packages; cargo-tools in the background)"
+scripts/setup.sh base
+tools_log="$(mktemp /tmp/countersign-cargo-tools.XXXXXX)"
+# Its own process group (setsid), so that cleanup stops the cargo it runs too.
+setsid nice -n 10 scripts/setup.sh cargo-tools >"$tools_log" 2>&1 &
+tools_pid=$!
+echo "building the cargo tools in the background (pid $tools_pid, log $tools_log)"
+scripts/setup.sh packages
 
 # A fresh clone's debug, test, fuzz and release builds take about 30 GB. CI (CI=true) builds once,
 # so it skips incremental compilation's caches (several GB that only a rebuild would use).
@@ -55,17 +79,35 @@ step "a throwaway PostgreSQL cluster (scripts/pg.sh) for the Postgres store's te
 pg_dir="$(mktemp -d /tmp/countersign-test-pg.XXXXXX)"
 chmod 755 "$pg_dir" # the cluster runs as the postgres user when this runs as root
 pg_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-trap 'scripts/pg.sh stop "$pg_dir/data"; rm -rf "$pg_dir"' EXIT
 COUNTERSIGN_TEST_POSTGRES="$(scripts/pg.sh start "$pg_dir/data" "$pg_port")"
 # The Postgres tests fail (rather than skip) when the cluster is missing.
 export COUNTERSIGN_TEST_POSTGRES COUNTERSIGN_REQUIRE_POSTGRES=1
 echo "$COUNTERSIGN_TEST_POSTGRES"
 
-step "Rust tests, both feature sets (cargo leptos test)"
-cargo leptos test
+# What `cargo leptos test` runs (the server's tests, then the browser code's unit tests on this
+# machine), in one target directory: cargo-leptos would build the second half into target/front,
+# compiling every dependency, proc macros included, a second time.
+step "Rust tests, server build (ssr): unit, scenario and Postgres store tests"
+cargo test --no-default-features --features ssr
+
+step "Rust tests, browser build (hydrate) run on this machine: the page's unit tests"
+cargo test --lib --no-default-features --features hydrate
 
 step "fuzz corpus replayed on stable (protocol, WebSocket framing, Markdown vs pulldown-cmark)"
 (cd fuzz && cargo test --no-default-features --locked)
+
+step "waiting for the cargo tools (cargo-leptos, cargo-fuzz, wasm-bindgen-cli) built in the background"
+if wait "$tools_pid"; then
+  tools_pid=""
+  # When each tool's build started (seconds into its background job).
+  grep -E '^==> |^present' "$tools_log" || true
+  rm -f "$tools_log"
+else
+  tools_pid=""
+  echo "the cargo tools' set-up failed; its log:" >&2
+  cat "$tools_log" >&2
+  exit 1
+fi
 
 step "fuzzing the WebSocket framing for 60 s (cargo-fuzz, ADR 0012)"
 scripts/fuzz.sh 60 ws_frame
