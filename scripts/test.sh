@@ -51,8 +51,11 @@ trap cleanup EXIT
 step "set-up: what this machine lacks (scripts/setup.sh base packages; cargo-tools in the background)"
 scripts/setup.sh base
 tools_log="$(mktemp /tmp/countersign-cargo-tools.XXXXXX)"
-# Its own process group (setsid), so that cleanup stops the cargo it runs too.
-setsid nice -n 10 scripts/setup.sh cargo-tools >"$tools_log" 2>&1 &
+# Its own session (setsid), so that cleanup stops the cargo it runs too. A new session is a new
+# scheduler autogroup on Linux, where `nice` only orders tasks within their autogroup: the
+# autogroup's own nice value is lowered too, or the tools would take half the machine.
+setsid sh -c 'echo 10 >/proc/self/autogroup 2>/dev/null; exec nice -n 10 scripts/setup.sh cargo-tools' \
+  >"$tools_log" 2>&1 &
 tools_pid=$!
 echo "building the cargo tools in the background (pid $tools_pid, log $tools_log)"
 scripts/setup.sh packages
