@@ -15,6 +15,27 @@ pub(super) fn check(
     path: &str,
     depth: usize,
 ) -> Result<(), SchemaError> {
+    check_value(schema, value, path)?;
+    if let Some(items) = value.as_array() {
+        check_array(checker, schema, items, path, depth)?;
+    }
+    if let Some(object) = value.as_object() {
+        counted(
+            schema,
+            "minProperties",
+            "maxProperties",
+            object.len(),
+            "field(s)",
+            path,
+        )?;
+    }
+    check_combined(checker, schema, value, path, depth)?;
+    check_pattern(schema, value, path)?;
+    Ok(())
+}
+
+/// `const` and `multipleOf`.
+fn check_value(schema: &Map<String, Value>, value: &Value, path: &str) -> Result<(), SchemaError> {
     if let Some(constant) = schema.get("const")
         && !equal_json(constant, value)
     {
@@ -30,37 +51,46 @@ pub(super) fn check(
             return fail(path, format!("must be a multiple of {step}"));
         }
     }
-    if let Some(items) = value.as_array() {
-        counted(schema, "minItems", "maxItems", items.len(), "item(s)", path)?;
-        if schema.get("uniqueItems") == Some(&Value::Bool(true)) {
-            for (i, item) in items.iter().enumerate() {
-                if items[..i].iter().any(|earlier| equal_json(earlier, item)) {
-                    return fail(&format!("{path}[{i}]"), "repeats an earlier item");
-                }
+    Ok(())
+}
+
+/// An array's item count, `uniqueItems` and its positional items.
+fn check_array(
+    checker: &Checker<'_>,
+    schema: &Map<String, Value>,
+    items: &[Value],
+    path: &str,
+    depth: usize,
+) -> Result<(), SchemaError> {
+    counted(schema, "minItems", "maxItems", items.len(), "item(s)", path)?;
+    if schema.get("uniqueItems") == Some(&Value::Bool(true)) {
+        for (i, item) in items.iter().enumerate() {
+            if items[..i].iter().any(|earlier| equal_json(earlier, item)) {
+                return fail(&format!("{path}[{i}]"), "repeats an earlier item");
             }
         }
-        // Positional schemas: 2020-12 `prefixItems`, or draft 4's list form of `items` (the
-        // core checks `items` as one schema past them).
-        let positional = match (schema.get("prefixItems"), schema.get("items")) {
-            (Some(Value::Array(prefix)), _) | (None, Some(Value::Array(prefix))) => {
-                prefix.as_slice()
-            }
-            _ => &[],
-        };
-        for (i, (item, item_schema)) in items.iter().zip(positional).enumerate() {
-            checker.check(item_schema, item, &format!("{path}[{i}]"), depth + 1)?;
-        }
     }
-    if let Some(object) = value.as_object() {
-        counted(
-            schema,
-            "minProperties",
-            "maxProperties",
-            object.len(),
-            "field(s)",
-            path,
-        )?;
+    // Positional schemas: 2020-12 `prefixItems`, or draft 4's list form of `items` (the
+    // core checks `items` as one schema past them).
+    let positional = match (schema.get("prefixItems"), schema.get("items")) {
+        (Some(Value::Array(prefix)), _) | (None, Some(Value::Array(prefix))) => prefix.as_slice(),
+        _ => &[],
+    };
+    for (i, (item, item_schema)) in items.iter().zip(positional).enumerate() {
+        checker.check(item_schema, item, &format!("{path}[{i}]"), depth + 1)?;
     }
+    Ok(())
+}
+
+/// The schemas the value is checked against again: a local `$ref`, `allOf`, `anyOf`, `oneOf`
+/// and `not`.
+fn check_combined(
+    checker: &Checker<'_>,
+    schema: &Map<String, Value>,
+    value: &Value,
+    path: &str,
+    depth: usize,
+) -> Result<(), SchemaError> {
     if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
         let Some(target) = resolve(checker.root, reference) else {
             return fail(
@@ -108,6 +138,15 @@ pub(super) fn check(
     {
         return fail(path, "is a form that is not allowed");
     }
+    Ok(())
+}
+
+/// `pattern`, for a string.
+fn check_pattern(
+    schema: &Map<String, Value>,
+    value: &Value,
+    path: &str,
+) -> Result<(), SchemaError> {
     if let (Some(pattern), Some(text)) = (
         schema.get("pattern").and_then(Value::as_str),
         value.as_str(),

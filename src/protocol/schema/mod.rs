@@ -23,6 +23,9 @@
 
 use serde_json::Value;
 
+/// A schema object (a JSON object of keywords).
+type Schema = serde_json::Map<String, Value>;
+
 /// Where and why a value does not match its schema.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{path}: {message}")]
@@ -203,82 +206,23 @@ impl Checker<'_> {
         };
         extended::check(self, schema, value, path, depth)?;
 
-        match schema.get("type") {
-            Some(Value::String(t)) if !matches_type(t, value) => {
-                return fail(path, format!("expected {t}, got {}", type_name(value)));
-            }
-            Some(Value::Array(types)) => {
-                let ok = types
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .any(|t| matches_type(t, value));
-                if !ok {
-                    return fail(
-                        path,
-                        format!(
-                            "expected one of {}, got {}",
-                            Value::Array(types.clone()),
-                            type_name(value)
-                        ),
-                    );
-                }
-            }
-            _ => {}
-        }
+        check_type(schema, value, path)?;
+        check_enum(schema, value, path)?;
+        check_number(schema, value, path)?;
+        check_string(schema, value, path)?;
+        self.check_items(schema, value, path, depth)?;
+        self.check_object(schema, value, path, depth)?;
+        Ok(())
+    }
 
-        if let Some(Value::Array(allowed)) = schema.get("enum") {
-            let found = allowed.iter().any(|a| equal_json(a, value));
-            if !found {
-                let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
-                return fail(path, format!("must be one of {}", list.join(", ")));
-            }
-        }
-
-        if let Some(n) = value.as_f64() {
-            if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
-                && n < min
-            {
-                return fail(path, format!("must be at least {min}"));
-            }
-            if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
-                && n > max
-            {
-                return fail(path, format!("must be at most {max}"));
-            }
-            if let Some(min) = exclusive(schema, "exclusiveMinimum", "minimum")
-                && n <= min
-            {
-                return fail(path, format!("must be greater than {min}"));
-            }
-            if let Some(max) = exclusive(schema, "exclusiveMaximum", "maximum")
-                && n >= max
-            {
-                return fail(path, format!("must be less than {max}"));
-            }
-        }
-
-        if let Some(s) = value.as_str() {
-            let len = s.chars().count() as u64;
-            if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
-                && len < min
-            {
-                return fail(
-                    path,
-                    if min == 1 {
-                        "must not be empty".to_string()
-                    } else {
-                        format!("must be at least {min} characters")
-                    },
-                );
-            }
-            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
-                && len > max
-            {
-                return fail(path, format!("must be at most {max} characters"));
-            }
-        }
-
-        // One schema for every item (past the positional ones, which the server checks).
+    /// `items`: one schema for every item (past the positional ones, which the server checks).
+    fn check_items(
+        &self,
+        schema: &Schema,
+        value: &Value,
+        path: &str,
+        depth: usize,
+    ) -> Result<(), SchemaError> {
         if let Some(items) = value.as_array()
             && let Some(item_schema @ Value::Object(_)) = schema.get("items")
         {
@@ -290,7 +234,17 @@ impl Checker<'_> {
                 self.check(item_schema, item, &format!("{path}[{i}]"), depth + 1)?;
             }
         }
+        Ok(())
+    }
 
+    /// `required`, `properties` and `additionalProperties`.
+    fn check_object(
+        &self,
+        schema: &Schema,
+        value: &Value,
+        path: &str,
+        depth: usize,
+    ) -> Result<(), SchemaError> {
         if let Some(object) = value.as_object() {
             let properties = schema.get("properties").and_then(Value::as_object);
             if let Some(Value::Array(required)) = schema.get("required") {
@@ -323,8 +277,99 @@ impl Checker<'_> {
     }
 }
 
+/// `type`: one type name, or a list of them.
+fn check_type(schema: &Schema, value: &Value, path: &str) -> Result<(), SchemaError> {
+    match schema.get("type") {
+        Some(Value::String(t)) if !matches_type(t, value) => {
+            return fail(path, format!("expected {t}, got {}", type_name(value)));
+        }
+        Some(Value::Array(types)) => {
+            let ok = types
+                .iter()
+                .filter_map(Value::as_str)
+                .any(|t| matches_type(t, value));
+            if !ok {
+                return fail(
+                    path,
+                    format!(
+                        "expected one of {}, got {}",
+                        Value::Array(types.clone()),
+                        type_name(value)
+                    ),
+                );
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `enum`: one of the values listed.
+fn check_enum(schema: &Schema, value: &Value, path: &str) -> Result<(), SchemaError> {
+    if let Some(Value::Array(allowed)) = schema.get("enum") {
+        let found = allowed.iter().any(|a| equal_json(a, value));
+        if !found {
+            let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
+            return fail(path, format!("must be one of {}", list.join(", ")));
+        }
+    }
+    Ok(())
+}
+
+/// A number's bounds: `minimum`, `maximum` and their exclusive forms.
+fn check_number(schema: &Schema, value: &Value, path: &str) -> Result<(), SchemaError> {
+    if let Some(n) = value.as_f64() {
+        if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
+            && n < min
+        {
+            return fail(path, format!("must be at least {min}"));
+        }
+        if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
+            && n > max
+        {
+            return fail(path, format!("must be at most {max}"));
+        }
+        if let Some(min) = exclusive(schema, "exclusiveMinimum", "minimum")
+            && n <= min
+        {
+            return fail(path, format!("must be greater than {min}"));
+        }
+        if let Some(max) = exclusive(schema, "exclusiveMaximum", "maximum")
+            && n >= max
+        {
+            return fail(path, format!("must be less than {max}"));
+        }
+    }
+    Ok(())
+}
+
+/// A string's length, in characters: `minLength`, `maxLength`.
+fn check_string(schema: &Schema, value: &Value, path: &str) -> Result<(), SchemaError> {
+    if let Some(s) = value.as_str() {
+        let len = s.chars().count() as u64;
+        if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+            && len < min
+        {
+            return fail(
+                path,
+                if min == 1 {
+                    "must not be empty".to_string()
+                } else {
+                    format!("must be at least {min} characters")
+                },
+            );
+        }
+        if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+            && len > max
+        {
+            return fail(path, format!("must be at most {max} characters"));
+        }
+    }
+    Ok(())
+}
+
 /// An exclusive bound: the number form (2019+), or draft 4's `true` beside `minimum`/`maximum`.
-fn exclusive(schema: &serde_json::Map<String, Value>, key: &str, bound: &str) -> Option<f64> {
+fn exclusive(schema: &Schema, key: &str, bound: &str) -> Option<f64> {
     match schema.get(key) {
         Some(Value::Bool(true)) => schema.get(bound).and_then(Value::as_f64),
         Some(other) => other.as_f64(),
