@@ -16,138 +16,179 @@ const NAME: &str = "countersign_demo";
 /// The JSGF grammar of everything the demo can hear; `knows` says which words the recogniser's
 /// pronouncing dictionary has (lowercase).
 pub fn spoken_grammar(knows: impl Fn(&str) -> bool) -> String {
-    let speakable = |phrase: &str| {
-        phrase
-            .split_whitespace()
-            .all(|w| w.bytes().all(|b| b.is_ascii_lowercase() || b == b'\'') && knows(w))
-    };
-    let pick = |phrases: Vec<String>| -> Vec<String> {
+    let words = Words { knows };
+    let mut rules = words.number_rules();
+    rules.extend(words.payment_rules());
+    rules.extend(words.other_rules());
+    prune_empty(&mut rules);
+    render(&rules)
+}
+
+/// A rule of the grammar: its name and its alternatives.
+type Rule = (&'static str, Vec<String>);
+
+/// The phrases of the lexicon the recogniser can say (`knows`: its dictionary has the word).
+struct Words<F> {
+    knows: F,
+}
+
+impl<F: Fn(&str) -> bool> Words<F> {
+    /// The phrases made only of lowercase words the dictionary has, repeats next to each other
+    /// dropped.
+    fn pick(&self, phrases: Vec<String>) -> Vec<String> {
+        let speakable = |phrase: &str| {
+            phrase
+                .split_whitespace()
+                .all(|w| w.bytes().all(|b| b.is_ascii_lowercase() || b == b'\'') && (self.knows)(w))
+        };
         let mut kept: Vec<String> = phrases.into_iter().filter(|p| speakable(p)).collect();
         kept.dedup();
         kept
-    };
-    let triggers = |topic: Topic| {
-        pick(
+    }
+
+    /// The phrases that start a topic.
+    fn triggers(&self, topic: Topic) -> Vec<String> {
+        self.pick(
             lexicon::TRIGGERS
                 .iter()
                 .filter(|(t, _)| *t == topic)
                 .flat_map(|(_, phrases)| phrases.iter().map(|p| p.to_string()))
                 .collect(),
         )
-    };
-    let numbers = |range: std::ops::RangeInclusive<u32>| {
-        pick(
+    }
+
+    /// The number words in `range` that are said alone (one to nineteen, the tens).
+    fn numbers(&self, range: std::ops::RangeInclusive<u32>) -> Vec<String> {
+        self.pick(
             lexicon::NUMBER_WORDS
                 .iter()
                 .filter(|(_, v)| range.contains(v) && (*v < 20 || v % 10 == 0))
                 .map(|(w, _)| w.to_string())
                 .collect(),
         )
-    };
-    let tens: Vec<String> = numbers(20..=90);
-    let mut rules = vec![
-        ("digit", numbers(1..=9)),
-        ("teen", numbers(10..=19)),
-        ("tens", tens),
-        (
-            "below_hundred",
-            vec!["<tens> [<digit>]".into(), "<teen>".into(), "<digit>".into()],
-        ),
-        (
-            "amount",
-            vec![
-                "<below_hundred>".into(),
-                "(a | <digit>) hundred [[and] <below_hundred>]".into(),
-            ],
-        ),
-        (
-            "currency",
-            pick(
-                lexicon::CURRENCIES
-                    .iter()
-                    .flat_map(|c| {
-                        c.aliases
-                            .iter()
-                            .filter(move |a| **a != c.code.to_ascii_lowercase())
-                    })
-                    .map(|a| a.to_string())
-                    .collect(),
+    }
+
+    /// Amounts from one to nine hundred and ninety-nine, in words.
+    fn number_rules(&self) -> Vec<Rule> {
+        vec![
+            ("digit", self.numbers(1..=9)),
+            ("teen", self.numbers(10..=19)),
+            ("tens", self.numbers(20..=90)),
+            (
+                "below_hundred",
+                vec!["<tens> [<digit>]".into(), "<teen>".into(), "<digit>".into()],
             ),
-        ),
-        (
-            "name",
-            pick(
-                lexicon::SPOKEN_NAMES
-                    .iter()
-                    .map(|n| n.to_lowercase())
-                    .collect(),
+            (
+                "amount",
+                vec![
+                    "<below_hundred>".into(),
+                    "(a | <digit>) hundred [[and] <below_hundred>]".into(),
+                ],
             ),
-        ),
-        (
-            "pay",
-            pick(
-                triggers(Topic::Payment)
-                    .into_iter()
-                    .chain(lexicon::SEND_VERBS.iter().map(|v| v.to_string()))
-                    .collect(),
+        ]
+    }
+
+    /// A payment: a verb, an amount, a currency's spoken name and a person's name.
+    fn payment_rules(&self) -> Vec<Rule> {
+        vec![
+            (
+                "currency",
+                self.pick(
+                    lexicon::CURRENCIES
+                        .iter()
+                        .flat_map(|c| {
+                            c.aliases
+                                .iter()
+                                .filter(move |a| **a != c.code.to_ascii_lowercase())
+                        })
+                        .map(|a| a.to_string())
+                        .collect(),
+                ),
             ),
-        ),
-        (
-            "payment",
-            vec!["<pay> <amount> <currency> to <name>".into()],
-        ),
-        (
-            "city",
-            pick(
-                lexicon::CITIES
-                    .iter()
-                    .flat_map(|(_, aliases)| aliases.iter().map(|a| a.to_string()))
-                    .collect(),
+            (
+                "name",
+                self.pick(
+                    lexicon::SPOKEN_NAMES
+                        .iter()
+                        .map(|n| n.to_lowercase())
+                        .collect(),
+                ),
             ),
-        ),
-        (
-            "weather",
-            vec!["[what is the] (weather | forecast) in <city>".into()],
-        ),
-        ("location", triggers(Topic::Location)),
-        (
-            "track",
-            pick(
-                lexicon::BGM_TRACKS
-                    .iter()
-                    .filter_map(|t| {
-                        lexicon::NUMBER_WORDS
-                            .iter()
-                            .find(|(_, v)| *v == u32::from(*t))
-                            .map(|(w, _)| w.to_string())
-                    })
-                    .collect(),
+            (
+                "pay",
+                self.pick(
+                    self.triggers(Topic::Payment)
+                        .into_iter()
+                        .chain(lexicon::SEND_VERBS.iter().map(|v| v.to_string()))
+                        .collect(),
+                ),
             ),
-        ),
-        (
-            "music",
-            vec!["(play | change the music to) track <track>".into()],
-        ),
-        (
-            "small_talk",
-            pick(
-                triggers(Topic::Greeting)
-                    .into_iter()
-                    .chain(triggers(Topic::Capabilities))
-                    .collect(),
+            (
+                "payment",
+                vec!["<pay> <amount> <currency> to <name>".into()],
             ),
-        ),
-        (
-            "answer",
-            pick(
-                lexicon::SPOKEN_ANSWERS
-                    .iter()
-                    .map(|a| a.to_string())
-                    .collect(),
+        ]
+    }
+
+    /// The weather, where am I, the music, small talk and the answers to a card.
+    fn other_rules(&self) -> Vec<Rule> {
+        vec![
+            (
+                "city",
+                self.pick(
+                    lexicon::CITIES
+                        .iter()
+                        .flat_map(|(_, aliases)| aliases.iter().map(|a| a.to_string()))
+                        .collect(),
+                ),
             ),
-        ),
-    ];
-    // A rule left empty (every word unknown) takes the rules that need it out too.
+            (
+                "weather",
+                vec!["[what is the] (weather | forecast) in <city>".into()],
+            ),
+            ("location", self.triggers(Topic::Location)),
+            (
+                "track",
+                self.pick(
+                    lexicon::BGM_TRACKS
+                        .iter()
+                        .filter_map(|t| {
+                            lexicon::NUMBER_WORDS
+                                .iter()
+                                .find(|(_, v)| *v == u32::from(*t))
+                                .map(|(w, _)| w.to_string())
+                        })
+                        .collect(),
+                ),
+            ),
+            (
+                "music",
+                vec!["(play | change the music to) track <track>".into()],
+            ),
+            (
+                "small_talk",
+                self.pick(
+                    self.triggers(Topic::Greeting)
+                        .into_iter()
+                        .chain(self.triggers(Topic::Capabilities))
+                        .collect(),
+                ),
+            ),
+            (
+                "answer",
+                self.pick(
+                    lexicon::SPOKEN_ANSWERS
+                        .iter()
+                        .map(|a| a.to_string())
+                        .collect(),
+                ),
+            ),
+        ]
+    }
+}
+
+/// A rule left empty (every word unknown) takes the rules that need it out too.
+fn prune_empty(rules: &mut Vec<Rule>) {
     loop {
         let empty: Vec<&str> = rules
             .iter()
@@ -155,13 +196,17 @@ pub fn spoken_grammar(knows: impl Fn(&str) -> bool) -> String {
             .map(|(name, _)| *name)
             .collect();
         if empty.is_empty() {
-            break;
+            return;
         }
         rules.retain(|(_, alts)| !alts.is_empty());
-        for (_, alts) in &mut rules {
+        for (_, alts) in rules.iter_mut() {
             alts.retain(|alt| !empty.iter().any(|e| alt.contains(&format!("<{e}>"))));
         }
     }
+}
+
+/// The grammar's text: its header, the public rule (the topics still there) and every rule.
+fn render(rules: &[Rule]) -> String {
     let top: Vec<String> = [
         "payment",
         "weather",
@@ -176,7 +221,7 @@ pub fn spoken_grammar(knows: impl Fn(&str) -> bool) -> String {
     .collect();
     let mut out = format!("#JSGF V1.0;\ngrammar {NAME};\n");
     out.push_str(&format!("public <utterance> = {};\n", top.join(" | ")));
-    for (name, alts) in &rules {
+    for (name, alts) in rules {
         out.push_str(&format!("<{name}> = {};\n", alts.join(" | ")));
     }
     out
