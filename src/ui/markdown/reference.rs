@@ -34,94 +34,15 @@ pub fn reference(text: &str) -> Vec<Node> {
     let mut stack: Vec<(Frame, Vec<Node>)> = vec![(Frame::Other, Vec::new())];
     for event in Parser::new_ext(text, options) {
         match event {
-            Event::Start(tag) => {
-                let frame = match tag {
-                    Tag::Paragraph => Frame::Paragraph,
-                    Tag::Heading { level, .. } => Frame::Heading(level as u8),
-                    Tag::BlockQuote(_) => Frame::Quote,
-                    Tag::CodeBlock(kind) => Frame::Code(
-                        match kind {
-                            CodeBlockKind::Fenced(info) => info
-                                .split_whitespace()
-                                .next()
-                                .unwrap_or_default()
-                                .to_string(),
-                            CodeBlockKind::Indented => String::new(),
-                        },
-                        String::new(),
-                    ),
-                    Tag::List(start) => Frame::List(start, Vec::new()),
-                    Tag::Item => Frame::Item,
-                    Tag::Emphasis => Frame::Emphasis,
-                    Tag::Strong => Frame::Strong,
-                    Tag::Strikethrough => Frame::Strike,
-                    Tag::Link { dest_url, .. } => Frame::Link(dest_url.to_string()),
-                    Tag::Image { dest_url, .. } => Frame::Image(dest_url.to_string()),
-                    Tag::Table(_) => Frame::Table(Vec::new(), Vec::new()),
-                    Tag::TableHead => Frame::TableHead,
-                    Tag::TableRow => Frame::Row(Vec::new()),
-                    Tag::TableCell => Frame::Cell,
-                    _ => Frame::Other,
-                };
-                stack.push((frame, Vec::new()));
-            }
-            Event::End(end) => {
-                if matches!(end, TagEnd::HtmlBlock) {
-                    continue;
-                }
+            Event::Start(tag) => stack.push((frame_of(tag), Vec::new())),
+            Event::End(TagEnd::HtmlBlock) => {}
+            Event::End(_) => {
                 let Some((frame, children)) = stack.pop() else {
                     continue;
                 };
-                let node = match frame {
-                    Frame::Paragraph => Some(Node::Paragraph(children)),
-                    Frame::Heading(level) => Some(Node::Heading(level, children)),
-                    Frame::Quote => Some(Node::Quote(children)),
-                    Frame::Code(language, code) => Some(Node::Code { language, code }),
-                    Frame::List(start, items) => Some(Node::List { start, items }),
-                    Frame::Item => {
-                        if let Some((Frame::List(_, items), _)) = stack.last_mut() {
-                            items.push(children);
-                        }
-                        None
-                    }
-                    Frame::Emphasis => Some(Node::Emphasis(children)),
-                    Frame::Strong => Some(Node::Strong(children)),
-                    Frame::Strike => Some(Node::Strike(children)),
-                    Frame::Link(dest) => Some(link(&dest, children)),
-                    // Images are shown as links: no request leaves the page on its own.
-                    Frame::Image(dest) => Some(link(&dest, children)),
-                    Frame::Table(head, rows) => Some(Node::Table { head, rows }),
-                    Frame::TableHead => {
-                        if let Some((Frame::Table(head, _), _)) = stack.last_mut() {
-                            *head = children
-                                .into_iter()
-                                .map(|c| match c {
-                                    Node::Paragraph(inline) => inline,
-                                    other => vec![other],
-                                })
-                                .collect();
-                        }
-                        None
-                    }
-                    Frame::Row(cells) => {
-                        if let Some((Frame::Table(_, rows), _)) = stack.last_mut() {
-                            rows.push(cells);
-                        }
-                        None
-                    }
-                    Frame::Cell => {
-                        match stack.last_mut() {
-                            Some((Frame::Row(cells), _)) => cells.push(children),
-                            Some((Frame::TableHead, siblings)) => {
-                                siblings.push(Node::Paragraph(children));
-                            }
-                            _ => {}
-                        }
-                        None
-                    }
-                    Frame::Other => Some(Node::Paragraph(children)),
-                };
-                if let (Some(node), Some((_, parent))) = (node, stack.last_mut()) {
+                if let (Some(node), Some((_, parent))) =
+                    (close(frame, children, &mut stack), stack.last_mut())
+                {
                     parent.push(node);
                 }
             }
@@ -130,33 +51,11 @@ pub fn reference(text: &str) -> Vec<Node> {
                 Some((_, children)) => children.push(Node::Text(text.to_string())),
                 None => {}
             },
-            Event::Code(code) => {
-                if let Some((_, children)) = stack.last_mut() {
-                    children.push(Node::InlineCode(code.to_string()));
+            other => {
+                if let (Some(node), Some((_, children))) = (leaf(other), stack.last_mut()) {
+                    children.push(node);
                 }
             }
-            // Raw HTML is shown as the text it is.
-            Event::Html(html) | Event::InlineHtml(html) => {
-                if let Some((_, children)) = stack.last_mut() {
-                    children.push(Node::Text(html.to_string()));
-                }
-            }
-            Event::SoftBreak => {
-                if let Some((_, children)) = stack.last_mut() {
-                    children.push(Node::Text("\n".into()));
-                }
-            }
-            Event::HardBreak => {
-                if let Some((_, children)) = stack.last_mut() {
-                    children.push(Node::Break);
-                }
-            }
-            Event::Rule => {
-                if let Some((_, children)) = stack.last_mut() {
-                    children.push(Node::Rule);
-                }
-            }
-            _ => {}
         }
     }
     // Unclosed frames (a stream mid-way) still show their content.
@@ -167,6 +66,102 @@ pub fn reference(text: &str) -> Vec<Node> {
         nodes = children;
     }
     merge_text(nodes)
+}
+
+/// The frame a start tag opens.
+fn frame_of(tag: Tag<'_>) -> Frame {
+    match tag {
+        Tag::Paragraph => Frame::Paragraph,
+        Tag::Heading { level, .. } => Frame::Heading(level as u8),
+        Tag::BlockQuote(_) => Frame::Quote,
+        Tag::CodeBlock(kind) => Frame::Code(
+            match kind {
+                CodeBlockKind::Fenced(info) => info
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+                CodeBlockKind::Indented => String::new(),
+            },
+            String::new(),
+        ),
+        Tag::List(start) => Frame::List(start, Vec::new()),
+        Tag::Item => Frame::Item,
+        Tag::Emphasis => Frame::Emphasis,
+        Tag::Strong => Frame::Strong,
+        Tag::Strikethrough => Frame::Strike,
+        Tag::Link { dest_url, .. } => Frame::Link(dest_url.to_string()),
+        Tag::Image { dest_url, .. } => Frame::Image(dest_url.to_string()),
+        Tag::Table(_) => Frame::Table(Vec::new(), Vec::new()),
+        Tag::TableHead => Frame::TableHead,
+        Tag::TableRow => Frame::Row(Vec::new()),
+        Tag::TableCell => Frame::Cell,
+        _ => Frame::Other,
+    }
+}
+
+/// A frame closed with its `children`: the node it makes, or `None` when it went into the
+/// frame below it (a list's item, a table's head, row or cell).
+fn close(frame: Frame, children: Vec<Node>, stack: &mut [(Frame, Vec<Node>)]) -> Option<Node> {
+    match frame {
+        Frame::Paragraph => Some(Node::Paragraph(children)),
+        Frame::Heading(level) => Some(Node::Heading(level, children)),
+        Frame::Quote => Some(Node::Quote(children)),
+        Frame::Code(language, code) => Some(Node::Code { language, code }),
+        Frame::List(start, items) => Some(Node::List { start, items }),
+        Frame::Item => {
+            if let Some((Frame::List(_, items), _)) = stack.last_mut() {
+                items.push(children);
+            }
+            None
+        }
+        Frame::Emphasis => Some(Node::Emphasis(children)),
+        Frame::Strong => Some(Node::Strong(children)),
+        Frame::Strike => Some(Node::Strike(children)),
+        Frame::Link(dest) => Some(link(&dest, children)),
+        // Images are shown as links: no request leaves the page on its own.
+        Frame::Image(dest) => Some(link(&dest, children)),
+        Frame::Table(head, rows) => Some(Node::Table { head, rows }),
+        Frame::TableHead => {
+            if let Some((Frame::Table(head, _), _)) = stack.last_mut() {
+                *head = children
+                    .into_iter()
+                    .map(|c| match c {
+                        Node::Paragraph(inline) => inline,
+                        other => vec![other],
+                    })
+                    .collect();
+            }
+            None
+        }
+        Frame::Row(cells) => {
+            if let Some((Frame::Table(_, rows), _)) = stack.last_mut() {
+                rows.push(cells);
+            }
+            None
+        }
+        Frame::Cell => {
+            match stack.last_mut() {
+                Some((Frame::Row(cells), _)) => cells.push(children),
+                Some((Frame::TableHead, siblings)) => siblings.push(Node::Paragraph(children)),
+                _ => {}
+            }
+            None
+        }
+        Frame::Other => Some(Node::Paragraph(children)),
+    }
+}
+
+/// The node an event without children makes (raw HTML is shown as the text it is).
+fn leaf(event: Event<'_>) -> Option<Node> {
+    match event {
+        Event::Code(code) => Some(Node::InlineCode(code.to_string())),
+        Event::Html(html) | Event::InlineHtml(html) => Some(Node::Text(html.to_string())),
+        Event::SoftBreak => Some(Node::Text("\n".into())),
+        Event::HardBreak => Some(Node::Break),
+        Event::Rule => Some(Node::Rule),
+        _ => None,
+    }
 }
 
 /// Adjacent text nodes as one (pulldown-cmark splits text at every event boundary).
