@@ -260,10 +260,18 @@ type Label<'a> = (&'static str, Cow<'a, str>);
 
 impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let m = &self.metrics;
-        let g = &self.gauges;
-        let store = [("store", Cow::Borrowed(m.store))];
+        self.encode_approvals(&mut encoder)?;
+        self.encode_turns(&mut encoder)?;
+        self.encode_store(&mut encoder)?;
+        self.encode_connections(&mut encoder)
+    }
+}
 
+type Encoded = Result<(), std::fmt::Error>;
+
+impl Scrape {
+    /// Approvals waiting, by tool and rule, and how long decisions took, by outcome.
+    fn encode_approvals(&self, encoder: &mut DescriptorEncoder) -> Encoded {
         let mut family = encoder.encode_descriptor(
             "countersign_approvals_waiting",
             "Approvals waiting for people, by tool and by the rule that asks (rule=\"\": the \
@@ -271,7 +279,7 @@ impl Collector for Scrape {
             None,
             MetricType::Gauge,
         )?;
-        for ((tool, rule), n) in &g.waiting {
+        for ((tool, rule), n) in &self.gauges.waiting {
             let labels: [Label; 2] = [
                 ("tool", Cow::Borrowed(tool)),
                 ("rule", Cow::Borrowed(rule.as_deref().unwrap_or(""))),
@@ -285,27 +293,36 @@ impl Collector for Scrape {
             None,
             MetricType::Histogram,
         )?;
-        for (kind, histogram) in DECISIONS.iter().zip(&m.decisions) {
+        for (kind, histogram) in DECISIONS.iter().zip(&self.metrics.decisions) {
             let (sum, count, buckets) = histogram.read();
             let labels = [("outcome", Cow::Borrowed(*kind))];
             family
                 .encode_family(&labels)?
                 .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
         }
+        Ok(())
+    }
 
+    /// Turns running now and started.
+    fn encode_turns(&self, encoder: &mut DescriptorEncoder) -> Encoded {
         gauge(
-            &mut encoder,
+            encoder,
             "countersign_turns_running",
             "Turns a task of this instance drives now",
-            g.turns_running as i64,
+            self.gauges.turns_running as i64,
         )?;
         counter(
-            &mut encoder,
+            encoder,
             "countersign_turns_started",
             "Turns started (new, or resumed after a restart)",
-            m.turns_started.load(Ordering::Relaxed),
-        )?;
+            self.metrics.turns_started.load(Ordering::Relaxed),
+        )
+    }
 
+    /// Commits, their latency, and the store's failed calls by operation.
+    fn encode_store(&self, encoder: &mut DescriptorEncoder) -> Encoded {
+        let m = &self.metrics;
+        let store = [("store", Cow::Borrowed(m.store))];
         let mut family = encoder.encode_descriptor(
             "countersign_commits",
             "Commits of a session record (with its audit events and pending views)",
@@ -341,28 +358,31 @@ impl Collector for Scrape {
                 .encode_family(&labels)?
                 .encode_counter::<NoLabelSet, _, u64>(&n.load(Ordering::Relaxed), None)?;
         }
+        Ok(())
+    }
 
-        if let Some(live) = g.live_instances {
+    /// Live instances (on a shared database), WebSockets and SSE streams open here.
+    fn encode_connections(&self, encoder: &mut DescriptorEncoder) -> Encoded {
+        if let Some(live) = self.gauges.live_instances {
             gauge(
-                &mut encoder,
+                encoder,
                 "countersign_instances_live",
                 "Instances with a fresh heartbeat on the database (1: a database of its own)",
                 live as i64,
             )?;
         }
         gauge(
-            &mut encoder,
+            encoder,
             "countersign_websockets_open",
             "WebSockets open on this instance",
-            g.websockets as i64,
+            self.gauges.websockets as i64,
         )?;
         gauge(
-            &mut encoder,
+            encoder,
             "countersign_sse_streams_open",
             "SSE streams open on this instance",
-            m.sse_streams.load(Ordering::Relaxed),
-        )?;
-        Ok(())
+            self.metrics.sse_streams.load(Ordering::Relaxed),
+        )
     }
 }
 
