@@ -275,37 +275,13 @@ impl SessionActor {
 
     /// One server event for this step; `Some` when the step ends.
     async fn on_step_event(&mut self, step: &mut Step, event: ServerEvent) -> Option<StepEnd> {
-        if let Some(id) = event.response_id() {
-            match &step.response {
-                None if matches!(event, ServerEvent::ResponseCreated { .. }) => {
-                    step.response = Some(id.to_owned());
-                }
-                Some(mine) if mine == id => {}
-                // Another response (the answer to speech that began after this one).
-                _ => {
-                    self.on_idle_event(event).await;
-                    return None;
-                }
-            }
+        if !Self::belongs_to(step, &event) {
+            // Another response (the answer to speech that began after this one).
+            self.on_idle_event(event).await;
+            return None;
         }
         match event {
-            ServerEvent::Error { error } => {
-                if error.code.as_deref() == Some("response_cancel_not_active") {
-                    return None;
-                }
-                if error.about_truncation() {
-                    // The context keeps more than was heard; the answer itself is unharmed.
-                    tracing::warn!(session = %self.session_id, message = %error.message, "OpenAI Realtime did not truncate the answer");
-                    return None;
-                }
-                tracing::warn!(session = %self.session_id, code = ?error.code, message = %error.message, "OpenAI Realtime error");
-                if let Some(conn) = self.conn.as_mut()
-                    && let Some(response) = step.response.take()
-                {
-                    conn.discard.insert(response);
-                }
-                return Some(StepEnd::Failed(error.into_model_error()));
-            }
+            ServerEvent::Error { error } => return self.on_step_error(step, error),
             ServerEvent::SpeechStarted => {
                 self.voice.note_speech();
                 if step.response.is_some() && step.spoke {
@@ -318,22 +294,7 @@ impl SessionActor {
                 item_id,
                 content_index,
                 ..
-            } => match decode_audio(&delta) {
-                Ok(pcm) if !pcm.is_empty() => {
-                    step.spoke = true;
-                    let bytes = pcm.len();
-                    if !step.emit(ModelEvent::Audio(pcm.into())) {
-                        return Some(StepEnd::Dropped);
-                    }
-                    // What goes after a barge-in is not played (the page mutes it).
-                    if let (Some(item), false) = (item_id, step.interrupted) {
-                        let now = self.shared.clock.now_ms();
-                        step.heard.forwarded(&item, content_index, bytes, now);
-                    }
-                }
-                Ok(_) => {}
-                Err(error) => return Some(StepEnd::Failed(error)),
-            },
+            } => return self.on_audio_delta(step, &delta, item_id, content_index),
             ServerEvent::TextDelta { delta, .. } => {
                 step.spoke = true;
                 if !step.emit(ModelEvent::TextDelta(delta)) {
@@ -345,32 +306,7 @@ impl SessionActor {
                 name,
                 arguments: args,
                 ..
-            } => {
-                let args = match arguments(&args) {
-                    Ok(args) => args,
-                    Err(error) => return Some(StepEnd::Failed(error)),
-                };
-                if step.aside {
-                    tracing::info!(session = %self.session_id, tool = %name, "a call asked for in an aside is answered as not run");
-                    let refused = wire::refused_output(&call_id, ASIDE_CALL);
-                    if let Some(conn) = self.conn.as_mut()
-                        && let Err(reason) = send(conn, &refused).await
-                    {
-                        self.reset(&reason);
-                        return Some(StepEnd::Failed(ModelError::Transport(reason)));
-                    }
-                    return None;
-                }
-                step.grace
-                    .get_or_insert(Instant::now() + self.shared.config.timeouts.tool_turn_grace);
-                let call = ToolCall {
-                    id: String::new(),
-                    name,
-                    args,
-                    provider_data: Some(provider_data(&call_id)),
-                };
-                step.calls.push((call_id, call));
-            }
+            } => return self.on_call_done(step, call_id, name, &args).await,
             ServerEvent::AudioDone {
                 item_id: Some(item),
                 content_index,
@@ -389,6 +325,105 @@ impl SessionActor {
             | ServerEvent::AudioDone { item_id: None, .. }
             | ServerEvent::Other => {}
         }
+        None
+    }
+
+    /// Whether `event` is about this step's response (the first `response.created` makes it
+    /// the step's), or about no response at all.
+    fn belongs_to(step: &mut Step, event: &ServerEvent) -> bool {
+        let Some(id) = event.response_id() else {
+            return true;
+        };
+        match &step.response {
+            None if matches!(event, ServerEvent::ResponseCreated { .. }) => {
+                step.response = Some(id.to_owned());
+                true
+            }
+            Some(mine) => mine == id,
+            None => false,
+        }
+    }
+
+    /// An `error` event during the step: a few are harmless; any other ends the step, and what
+    /// is left of its response is discarded.
+    fn on_step_error(&mut self, step: &mut Step, error: wire::ErrorBody) -> Option<StepEnd> {
+        if error.code.as_deref() == Some("response_cancel_not_active") {
+            return None;
+        }
+        if error.about_truncation() {
+            // The context keeps more than was heard; the answer itself is unharmed.
+            tracing::warn!(session = %self.session_id, message = %error.message, "OpenAI Realtime did not truncate the answer");
+            return None;
+        }
+        tracing::warn!(session = %self.session_id, code = ?error.code, message = %error.message, "OpenAI Realtime error");
+        if let Some(conn) = self.conn.as_mut()
+            && let Some(response) = step.response.take()
+        {
+            conn.discard.insert(response);
+        }
+        Some(StepEnd::Failed(error.into_model_error()))
+    }
+
+    /// Audio of the answer: relayed, and (unless after a barge-in, which the page mutes) counted
+    /// as played, for what a later barge-in truncates.
+    fn on_audio_delta(
+        &mut self,
+        step: &mut Step,
+        delta: &str,
+        item_id: Option<String>,
+        content_index: u32,
+    ) -> Option<StepEnd> {
+        match decode_audio(delta) {
+            Ok(pcm) if !pcm.is_empty() => {
+                step.spoke = true;
+                let bytes = pcm.len();
+                if !step.emit(ModelEvent::Audio(pcm.into())) {
+                    return Some(StepEnd::Dropped);
+                }
+                if let (Some(item), false) = (item_id, step.interrupted) {
+                    let now = self.shared.clock.now_ms();
+                    step.heard.forwarded(&item, content_index, bytes, now);
+                }
+                None
+            }
+            Ok(_) => None,
+            Err(error) => Some(StepEnd::Failed(error)),
+        }
+    }
+
+    /// A function call the model finished: kept for the step's end (and its grace period
+    /// started), or, in an aside, answered at once as not run.
+    async fn on_call_done(
+        &mut self,
+        step: &mut Step,
+        call_id: String,
+        name: String,
+        args: &str,
+    ) -> Option<StepEnd> {
+        let args = match arguments(args) {
+            Ok(args) => args,
+            Err(error) => return Some(StepEnd::Failed(error)),
+        };
+        if step.aside {
+            tracing::info!(session = %self.session_id, tool = %name, "a call asked for in an aside is answered as not run");
+            let refused = wire::refused_output(&call_id, ASIDE_CALL);
+            if let Some(conn) = self.conn.as_mut()
+                && let Err(reason) = send(conn, &refused).await
+            {
+                self.reset(&reason);
+                return Some(StepEnd::Failed(ModelError::Transport(reason)));
+            }
+            return None;
+        }
+        step.grace
+            .get_or_insert(Instant::now() + self.shared.config.timeouts.tool_turn_grace);
+        let call = ToolCall {
+            id: String::new(),
+            name,
+            args,
+            provider_data: Some(provider_data(&call_id)),
+        };
+        step.calls.push((call_id, call));
         None
     }
 
