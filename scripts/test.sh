@@ -43,11 +43,11 @@ cleanup() {
 trap cleanup EXIT
 
 # The set-up in two halves (docs/adr/0050-ci-overlap.md). On a fresh machine the cargo tools
-# (cargo-leptos above all) take ~18 minutes of compiling that only the fuzzing and the release
+# (cargo-leptos above all) are many minutes of compiling that only the fuzzing and the release
 # build need, so they are built in the background, at a lower priority, while the steps up to
-# the fuzz corpus check and test the Rust code: their compiles leave one of two cores idle for
-# long stretches (one crate's type checking, linking, the test run itself), which the tools'
-# compile fills. Where the tools are present this is a few seconds.
+# the fuzz corpus check and test the Rust code, taking the core those steps leave idle (one
+# crate's type checking, links, test runs). Both cores are busy most of the time, so this
+# moves minutes more than it removes them. Where the tools are present it is a few seconds.
 step "set-up: what this machine lacks (scripts/setup.sh base packages; cargo-tools in the background)"
 scripts/setup.sh base
 tools_log="$(mktemp /tmp/countersign-cargo-tools.XXXXXX)"
@@ -121,8 +121,8 @@ step "release build of the site (plain cargo-leptos: the settings are where it r
 # --precompress: the server compresses each file once when first asked (the same test checks a
 # build without compressed copies is still sent compressed).
 # CI (CI=true, every dependency compiled from nothing) builds the server at opt-level 1: the
-# same code, features and site, compiled in three quarters of the time (ADR 0050); the wasm's
-# own profile (wasm-release: opt-level z, fat LTO) sets its level itself and is unchanged.
+# same code, features and site (the countersign crate compiles in three quarters of the time:
+# ADR 0050); the wasm's own profile (wasm-release: opt-level z, fat LTO) sets its level itself.
 if [ "${CI:-}" = true ]; then
   CARGO_PROFILE_RELEASE_OPT_LEVEL=1 cargo leptos build --release --split
 else
