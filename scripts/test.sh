@@ -72,9 +72,6 @@ fi
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "clippy, server build (ssr)"
-cargo clippy --all-targets --no-default-features --features ssr -- -D warnings
-
 step "clippy, browser build (hydrate, wasm32)"
 cargo clippy --lib --no-default-features --features hydrate --target wasm32-unknown-unknown -- -D warnings
 
@@ -90,8 +87,31 @@ echo "$COUNTERSIGN_TEST_POSTGRES"
 # What `cargo leptos test` runs (the server's tests, then the browser code's unit tests on this
 # machine), in one target directory: cargo-leptos would build the second half into target/front,
 # compiling every dependency, proc macros included, a second time.
-step "Rust tests, server build (ssr): unit, scenario and Postgres store tests"
-cargo test --no-default-features --features ssr
+# Clippy for the server build is the compiler of this build (ADR 0051): clippy-driver stands in
+# for rustc on this crate's targets (what `cargo clippy` does for a check), so the tests' own
+# build lints every target `cargo clippy --all-targets` would (the library, the binary, the
+# library's and the scenarios' tests, the example) with -D warnings, and the dependencies are
+# compiled once rather than once to check and once to build. CLIPPY_ARGS is how cargo-clippy
+# hands its arguments to clippy-driver.
+step "Rust tests, server build (ssr), linted by clippy -D warnings as it compiles: unit, scenario and Postgres store tests"
+clippy_driver="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver || true)"
+if [ -z "$clippy_driver" ]; then
+  echo "clippy-driver not found: this toolchain has no clippy (rustup component add clippy)" >&2
+  exit 1
+fi
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+# That interface is cargo-clippy's own, not a documented one: first prove that it still denies
+# a lint, so that a toolchain that changed it fails here instead of letting every lint pass.
+probe_dir="$(mktemp -d /tmp/countersign-clippy-probe.XXXXXX)"
+printf 'pub fn empty(v: &[u8]) -> bool {\n    v.len() == 0\n}\n' >"$probe_dir/probe.rs"
+if "$clippy_driver" rustc --edition=2024 --crate-type=lib --emit=metadata \
+  -o "$probe_dir/probe.rmeta" "$probe_dir/probe.rs" 2>/dev/null; then
+  echo "clippy-driver did not deny clippy::len_zero with CLIPPY_ARGS=$CLIPPY_ARGS: the lints would not fail this run" >&2
+  exit 1
+fi
+rm -rf "$probe_dir"
+RUSTC_WORKSPACE_WRAPPER="$clippy_driver" cargo test --no-default-features --features ssr
+unset CLIPPY_ARGS
 
 step "Rust tests, browser build (hydrate) run on this machine: the page's unit tests"
 cargo test --lib --no-default-features --features hydrate

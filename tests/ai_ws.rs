@@ -20,7 +20,7 @@ use tokio_tungstenite::{
 
 type Socket = WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
 
-mod common;
+use crate::common;
 
 use common::Opts;
 

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 
 /// A 1×1 transparent PNG.
 const PNG: &str =

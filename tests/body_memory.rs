@@ -6,7 +6,7 @@
 //! the resident memory before it. No timing is involved: the peak is a high-water mark.
 #![cfg(all(feature = "ssr", target_os = "linux"))]
 
-mod common;
+use crate::common;
 
 use common::binary::Binary;
 use serde_json::{Value, json};

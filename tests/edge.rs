@@ -19,7 +19,7 @@ use tokio_tungstenite::tungstenite::{
     protocol::{CloseFrame, frame::coding::CloseCode},
 };
 
-mod common;
+use crate::common;
 
 const KEY: &str = "edge-test-key-0123456789";
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use countersign::{agent::store::AuditQuery, server::AppState};
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 
 struct Server {
     base: String,

@@ -6,7 +6,7 @@
 //! The Postgres cases need `COUNTERSIGN_TEST_POSTGRES` (see tests/postgres.rs).
 #![cfg(all(feature = "ssr", unix))]
 
-mod common;
+use crate::common;
 
 use std::{str::FromStr, time::Duration};
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
-mod common;
+use crate::common;
 use common::{binary::Binary, fresh_postgres, stream::user};
 
 /// Starts an instance on `url` with the demo model writing a word every `delay_ms`.

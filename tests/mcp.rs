@@ -144,7 +144,7 @@ async fn complete(State(seen): State<Seen>, Json(request): Json<Value>) -> impl 
     ([("content-type", "text/event-stream")], body)
 }
 
-mod common;
+use crate::common;
 use common::stream::user;
 
 use common::{

@@ -43,7 +43,7 @@ use rmcp::{
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-mod common;
+use crate::common;
 
 use common::stream::{chat_stream, next_of, reply};
 

@@ -7,7 +7,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::stream::{answer, user};
 
 /// `POST {base}/api/chat` to its end (the pause or the turn's end): its chunks.

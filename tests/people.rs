@@ -6,7 +6,7 @@
 //! bound to the arguments, from the inbox; and what nobody may read or answer.
 #![cfg(unix)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! rules; "not now" and "ask again"; payments in other currencies; `countersign policy test`.
 #![cfg(unix)]
 
-mod common;
+use crate::common;
 
 use std::{path::Path, time::Duration};
 

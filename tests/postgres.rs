@@ -12,7 +12,7 @@ use std::{process::Command, str::FromStr, time::Duration};
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::stream::{answer, user};
 
 use common::binary::Binary;

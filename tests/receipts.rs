@@ -8,7 +8,7 @@
 //! says where.
 #![cfg(all(feature = "ssr", unix))]
 
-mod common;
+use crate::common;
 
 use std::{
     path::{Path, PathBuf},

@@ -5,7 +5,7 @@
 //! drops the signatures that no longer qualify; signing out ends what that sign-in opened.
 #![cfg(unix)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

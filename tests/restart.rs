@@ -10,7 +10,7 @@ use std::{
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::stream::user;
 
 use common::stream::frames_until;

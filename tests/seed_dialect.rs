@@ -16,7 +16,7 @@ use tokio_tungstenite::{
     tungstenite::{Message, protocol::frame::coding::CloseCode},
 };
 
-mod common;
+use crate::common;
 
 use common::Opts;
 

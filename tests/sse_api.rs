@@ -11,7 +11,7 @@ use countersign::{
 };
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 
 struct Server {
     base: String,

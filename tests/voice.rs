@@ -18,7 +18,7 @@ use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::{connect_async, tungstenite::Message};
 
-mod common;
+use crate::common;
 /// The same over OpenAI Realtime (ADR 0041).
 #[path = "voice/realtime.rs"]
 mod realtime;

@@ -13,7 +13,7 @@ use tokio_tungstenite::{
     tungstenite::{Message, client::IntoClientRequest, protocol::frame::coding::CloseCode},
 };
 
-mod common;
+use crate::common;
 
 use common::Opts;
 use common::socket::{Frame, Socket, next};
