@@ -21,6 +21,7 @@ pub mod journal;
 pub mod mcp;
 pub mod metrics;
 pub mod model;
+pub mod notices;
 pub mod people;
 pub mod policy;
 

@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::history::{HistoryItem, ToolCall};
 #[cfg(doc)]
 use super::voice::VoiceNotice;
-use super::voice::{NoticeReceiver, Pcm, VoiceError, VoiceInput};
+use super::voice::{Pcm, VoiceError, VoiceInput, VoiceSubscription};
 use crate::protocol::FinishReason;
 
 /// A tool as the model is told about it.
@@ -128,6 +128,19 @@ pub enum CallNotice {
     },
 }
 
+impl super::notices::ChatNotice for CallNotice {
+    fn session_id(&self) -> &str {
+        let CallNotice::Withdrawn { session_id, .. } = self;
+        session_id
+    }
+}
+
+/// Where a model announces its [`CallNotice`]s, losing none ([`super::notices`]): a withdrawn
+/// call missed would stay answerable and could run.
+pub type CallNotices = super::notices::Notices<CallNotice>;
+/// A subscriber's end of [`CallNotices`].
+pub type CallSubscription = super::notices::Subscription<CallNotice>;
+
 /// The stream a model step produces.
 pub type ModelStream = BoxStream<'static, Result<ModelEvent, ModelError>>;
 
@@ -142,8 +155,10 @@ pub trait Model: Send + Sync + 'static {
     }
     /// Starts one model step.
     fn stream(&self, request: ModelRequest) -> ModelStream;
-    /// Notices about calls of earlier steps, for models that send them (Gemini Live).
-    fn call_notices(&self) -> Option<tokio::sync::broadcast::Receiver<CallNotice>> {
+    /// Notices about chat `session_id`'s calls of earlier steps, for models that send them
+    /// (Gemini Live, OpenAI Realtime): every one sent from now on, none lost.
+    fn call_notices(&self, session_id: &str) -> Option<CallSubscription> {
+        let _ = session_id;
         None
     }
 
@@ -190,7 +205,7 @@ pub trait Model: Send + Sync + 'static {
 
     /// Notices of spoken turns ([`VoiceNotice::Heard`]), for models with voice: every one, in
     /// order ([`crate::agent::voice::VoiceNotices`]).
-    fn voice_notices(&self) -> Option<NoticeReceiver> {
+    fn voice_notices(&self) -> Option<VoiceSubscription> {
         None
     }
 

@@ -136,87 +136,16 @@ impl VoiceNotice {
     }
 }
 
-/// Where a voice model announces its [`VoiceNotice`]s: every subscriber gets every notice, in
-/// the order they were sent, and none is ever dropped (ADR 0035, "Voice notices lose nothing").
-/// Each notice is an utterance the person said, or the model's talk they must hear, so a full
-/// queue cannot be an excuse to lose one: each subscriber has a queue of its own without a
-/// bound, whose real bound is how fast people can speak (the per-connection limits) and that
-/// its reader empties at once (the runtime only sorts the notices by chat).
-#[derive(Debug, Clone, Default)]
-pub struct VoiceNotices {
-    shared: Arc<NoticeQueues>,
-}
-
-#[derive(Debug, Default)]
-struct NoticeQueues {
-    subscribers: std::sync::Mutex<Vec<tokio::sync::mpsc::UnboundedSender<VoiceNotice>>>,
-    /// Notices sent and not yet read (all subscribers together).
-    unread: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-/// A subscriber's end of [`VoiceNotices`]: every notice sent after it subscribed, in order.
-#[derive(Debug)]
-pub struct NoticeReceiver {
-    queue: tokio::sync::mpsc::UnboundedReceiver<VoiceNotice>,
-    unread: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl VoiceNotices {
-    /// A new subscriber: it gets every notice sent from now on.
-    pub fn subscribe(&self) -> NoticeReceiver {
-        let (tx, queue) = tokio::sync::mpsc::unbounded_channel();
-        super::lock(&self.shared.subscribers).push(tx);
-        NoticeReceiver {
-            queue,
-            unread: self.shared.unread.clone(),
-        }
-    }
-
-    /// Sends `notice` to every subscriber; how many got it (0: nobody listens, as before the
-    /// runtime's first voice).
-    pub fn send(&self, notice: VoiceNotice) -> usize {
-        use std::sync::atomic::Ordering;
-        let mut subscribers = super::lock(&self.shared.subscribers);
-        // Counted before it is queued, so a reader never counts below zero.
-        subscribers.retain(|tx| {
-            self.shared.unread.fetch_add(1, Ordering::SeqCst);
-            let sent = tx.send(notice.clone()).is_ok();
-            if !sent {
-                self.shared.unread.fetch_sub(1, Ordering::SeqCst);
-            }
-            sent
-        });
-        subscribers.len()
-    }
-
-    /// Whether every notice sent has been read by every subscriber.
-    pub fn is_empty(&self) -> bool {
-        self.shared.unread.load(std::sync::atomic::Ordering::SeqCst) == 0
+impl super::notices::ChatNotice for VoiceNotice {
+    fn session_id(&self) -> &str {
+        VoiceNotice::session_id(self)
     }
 }
 
-impl NoticeReceiver {
-    /// The next notice; `None` once every [`VoiceNotices`] it came from is gone.
-    pub async fn recv(&mut self) -> Option<VoiceNotice> {
-        let notice = self.queue.recv().await;
-        if notice.is_some() {
-            self.unread
-                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        }
-        notice
-    }
-}
-
-impl Drop for NoticeReceiver {
-    fn drop(&mut self) {
-        // Nothing more is queued once it is closed: what it holds is never read.
-        self.queue.close();
-        while self.queue.try_recv().is_ok() {
-            self.unread
-                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        }
-    }
-}
+/// Where a voice model announces its [`VoiceNotice`]s, losing none ([`super::notices`]).
+pub type VoiceNotices = super::notices::Notices<VoiceNotice>;
+/// A subscriber's end of [`VoiceNotices`].
+pub type VoiceSubscription = super::notices::Subscription<VoiceNotice>;
 
 /// Why voice input was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -21,7 +21,7 @@ use crate::agent::{
     session::{LogReader, TurnEntry},
     store::{AuditKind, AuditQuery, MemoryStore},
     tools::{ToolRegistry, ToolSettings, WeatherSource},
-    voice::{NoticeReceiver, VoiceError, VoiceInput, VoiceMode, VoiceNotice, VoiceNotices},
+    voice::{VoiceError, VoiceInput, VoiceMode, VoiceNotice, VoiceNotices, VoiceSubscription},
 };
 use crate::protocol::{Chunk, FinishReason};
 
@@ -100,7 +100,7 @@ impl Model for Payer {
         Ok(())
     }
 
-    fn voice_notices(&self) -> Option<NoticeReceiver> {
+    fn voice_notices(&self) -> Option<VoiceSubscription> {
         Some(self.notices.subscribe())
     }
 
@@ -424,7 +424,7 @@ impl Model for Cut {
         Ok(())
     }
 
-    fn voice_notices(&self) -> Option<NoticeReceiver> {
+    fn voice_notices(&self) -> Option<VoiceSubscription> {
         Some(self.notices.subscribe())
     }
 }

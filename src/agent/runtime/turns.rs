@@ -646,7 +646,7 @@ impl Runtime {
             transport,
             turn_id,
             commits: TurnCommits::default(),
-            notices: self.model_for(transport).call_notices(),
+            notices: self.model_for(transport).call_notices(&session.id),
             questions: QuestionParts::new(),
             reissue: None,
             heard,

@@ -221,7 +221,7 @@ mod tests {
         session::TurnEntry,
         store::MemoryStore,
         tools::ToolRegistry,
-        voice::{NoticeReceiver, Pcm, VoiceMode, VoiceNotice, VoiceNotices},
+        voice::{Pcm, VoiceMode, VoiceNotice, VoiceNotices, VoiceSubscription},
     };
     use crate::protocol::{Chunk, FinishReason};
 
@@ -270,7 +270,7 @@ mod tests {
             Ok(())
         }
 
-        fn voice_notices(&self) -> Option<NoticeReceiver> {
+        fn voice_notices(&self) -> Option<VoiceSubscription> {
             Some(self.notices.subscribe())
         }
     }

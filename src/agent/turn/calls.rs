@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::{FutureExt, StreamExt, future::BoxFuture, stream::FuturesUnordered};
 use serde_json::Value;
-use tokio::sync::broadcast;
+
 use tracing::Instrument;
 
 use super::audit::{audit_event, executed_event};
@@ -19,7 +19,7 @@ use crate::agent::{
         next_deadline,
     },
     history::{HistoryItem, Outcome, ToolCall, ToolResult},
-    model::CallNotice,
+    model::{CallNotice, CallSubscription},
     questions::{Asker, QuestionEvent},
     runtime::dropped_events,
     session::{SessionRecord, TurnRecord, TurnStatus},
@@ -560,20 +560,13 @@ fn expired_events(
         .collect()
 }
 
-async fn next_notice(notices: &mut Option<broadcast::Receiver<CallNotice>>) -> Option<CallNotice> {
-    let receiver = notices.as_mut()?;
-    loop {
-        match receiver.recv().await {
-            Ok(notice) => return Some(notice),
-            Err(broadcast::error::RecvError::Lagged(missed)) => {
-                tracing::warn!(missed, "call notices were missed");
-            }
-            Err(broadcast::error::RecvError::Closed) => {
-                *notices = None;
-                return None;
-            }
-        }
+async fn next_notice(notices: &mut Option<CallSubscription>) -> Option<CallNotice> {
+    let notice = notices.as_mut()?.recv().await;
+    if notice.is_none() {
+        // The model is gone: nothing more will come.
+        *notices = None;
     }
+    notice
 }
 
 /// Whether `call` is the provider's call `provider_call_id` (any provider namespace's `id`).

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use serde_json::Value;
-use tokio::sync::broadcast;
+
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -33,7 +33,7 @@ use super::{
     Transport,
     gate::StepCall,
     history::{AssistantPart, HistoryItem},
-    model::{CallNotice, ModelStream},
+    model::{CallSubscription, ModelStream},
     questions::QuestionEvent,
     session::{Parked, Session, TurnStatus},
 };
@@ -83,7 +83,7 @@ pub(crate) struct TurnDriver {
     /// What the turn has to commit, and whether it still can.
     pub(crate) commits: TurnCommits,
     /// Notices from the model about calls of earlier steps (Gemini Live withdraws calls).
-    pub(crate) notices: Option<broadcast::Receiver<CallNotice>>,
+    pub(crate) notices: Option<CallSubscription>,
     /// The `data-question` parts running tools send (questions to the person, open and closed).
     pub(crate) questions: QuestionParts,
     /// "Ask again": an earlier call put before the person again, as the turn's first step.

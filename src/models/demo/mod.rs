@@ -66,7 +66,7 @@ impl Model for DemoModel {
         self.voice.take(session_id, input)
     }
 
-    fn voice_notices(&self) -> Option<crate::agent::voice::NoticeReceiver> {
+    fn voice_notices(&self) -> Option<crate::agent::voice::VoiceSubscription> {
         Some(self.voice.notices())
     }
 

@@ -170,7 +170,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::net::TcpStream;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::{self, http::HeaderValue};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
@@ -180,7 +180,7 @@ use crate::agent::lock;
 use crate::agent::model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream};
 #[cfg(doc)]
 use crate::agent::voice::VoiceNotice;
-use crate::agent::voice::{NoticeReceiver, VoiceError, VoiceInput, VoiceNotices};
+use crate::agent::voice::{VoiceError, VoiceInput, VoiceNotices, VoiceSubscription};
 use actor::SessionActor;
 
 /// The Gemini API Live endpoint (§C.1). The key goes in the `x-goog-api-key` header.
@@ -335,6 +335,7 @@ impl GeminiLiveConfig {
 /// is published as [`CallNotice::Withdrawn`] (its `provider_call_id` is the Live call id, as in
 /// the call's `provider_data.google.id`).
 pub use crate::agent::model::CallNotice;
+use crate::agent::model::{CallNotices, CallSubscription};
 
 // ---------------------------------------------------------------------------------------------
 // The model
@@ -361,7 +362,8 @@ struct Shared {
     url: String,
     key: HeaderValue,
     behavior: ToolBehavior,
-    cancellations: broadcast::Sender<CallNotice>,
+    /// Calls the server cancelled after their step ended (none lost).
+    cancellations: CallNotices,
     /// Spoken turns the model began answering.
     voice_notices: VoiceNotices,
     /// Numbers actors and sockets, for logs.
@@ -404,7 +406,7 @@ impl GeminiLiveModel {
             .unwrap_or(&config.model)
             .to_owned();
         let behavior = config.tool_behavior.resolve(&model);
-        let (cancellations, _) = broadcast::channel(64);
+        let cancellations = CallNotices::default();
         let voice_notices = VoiceNotices::default();
         Ok(Self {
             shared: Arc::new(Shared {
@@ -433,7 +435,7 @@ impl GeminiLiveModel {
     /// Calls the server cancelled after their step ended, in every session of this model. A
     /// runner that subscribes can expire the matching pending approval (match on
     /// `provider_data.google.id`); its result will not be sent to the model anyway.
-    pub fn call_cancellations(&self) -> broadcast::Receiver<CallNotice> {
+    pub fn call_cancellations(&self) -> CallSubscription {
         self.shared.cancellations.subscribe()
     }
 
@@ -477,8 +479,8 @@ impl Model for GeminiLiveModel {
         self.shared.model.clone()
     }
 
-    fn call_notices(&self) -> Option<broadcast::Receiver<CallNotice>> {
-        Some(self.call_cancellations())
+    fn call_notices(&self, session_id: &str) -> Option<CallSubscription> {
+        Some(self.shared.cancellations.subscribe_chat(session_id))
     }
 
     fn voice(&self, session_id: &str, input: VoiceInput) -> Result<(), VoiceError> {
@@ -498,7 +500,7 @@ impl Model for GeminiLiveModel {
         }
     }
 
-    fn voice_notices(&self) -> Option<NoticeReceiver> {
+    fn voice_notices(&self) -> Option<VoiceSubscription> {
         Some(self.shared.voice_notices.subscribe())
     }
 

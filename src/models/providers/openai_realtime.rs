@@ -93,17 +93,20 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::net::TcpStream;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::{self, http::HeaderValue};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::{ProviderConfigError, ProviderKey};
 use crate::agent::clock::{Clock, SystemClock};
 use crate::agent::lock;
-use crate::agent::model::{CallNotice, Model, ModelError, ModelEvent, ModelRequest, ModelStream};
+use crate::agent::model::{
+    CallNotice, CallNotices, CallSubscription, Model, ModelError, ModelEvent, ModelRequest,
+    ModelStream,
+};
 #[cfg(doc)]
 use crate::agent::voice::VoiceNotice;
-use crate::agent::voice::{NoticeReceiver, VoiceError, VoiceInput, VoiceNotices};
+use crate::agent::voice::{VoiceError, VoiceInput, VoiceNotices, VoiceSubscription};
 use actor::SessionActor;
 
 /// OpenAI's Realtime WebSocket; the model goes in the `model` query parameter.
@@ -213,7 +216,8 @@ struct Shared {
     url: String,
     /// `Bearer KEY`, marked sensitive.
     authorization: HeaderValue,
-    cancellations: broadcast::Sender<CallNotice>,
+    /// Calls the server cancelled after their step ended (none lost).
+    cancellations: CallNotices,
     voice_notices: VoiceNotices,
     serial: AtomicU64,
     /// Times what the person heard of an answer (a barge-in's truncation).
@@ -263,7 +267,7 @@ impl OpenAiRealtimeModel {
                 },
             )?;
         authorization.set_sensitive(true);
-        let (cancellations, _) = broadcast::channel(64);
+        let cancellations = CallNotices::default();
         let voice_notices = VoiceNotices::default();
         Ok(Self {
             shared: Arc::new(Shared {
@@ -322,8 +326,8 @@ impl Model for OpenAiRealtimeModel {
         self.shared.config.model.clone()
     }
 
-    fn call_notices(&self) -> Option<broadcast::Receiver<CallNotice>> {
-        Some(self.shared.cancellations.subscribe())
+    fn call_notices(&self, session_id: &str) -> Option<CallSubscription> {
+        Some(self.shared.cancellations.subscribe_chat(session_id))
     }
 
     fn voice(&self, session_id: &str, input: VoiceInput) -> Result<(), VoiceError> {
@@ -337,7 +341,7 @@ impl Model for OpenAiRealtimeModel {
         }
     }
 
-    fn voice_notices(&self) -> Option<NoticeReceiver> {
+    fn voice_notices(&self) -> Option<VoiceSubscription> {
         Some(self.shared.voice_notices.subscribe())
     }
 

@@ -17,7 +17,7 @@ use crate::agent::{
     model::{Model, ModelEvent, ModelRequest, ModelStream},
     people::LOCAL,
     session::{LogReader, TurnEntry, TurnLog},
-    voice::{NoticeReceiver, VoiceError, VoiceInput, VoiceMode, VoiceNotice, VoiceNotices},
+    voice::{VoiceError, VoiceInput, VoiceMode, VoiceNotice, VoiceNotices, VoiceSubscription},
 };
 use crate::protocol::{Chunk, FinishReason};
 
@@ -152,7 +152,7 @@ impl Model for Forecast {
         Ok(())
     }
 
-    fn voice_notices(&self) -> Option<NoticeReceiver> {
+    fn voice_notices(&self) -> Option<VoiceSubscription> {
         Some(self.notices.subscribe())
     }
 

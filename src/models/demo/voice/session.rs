@@ -31,8 +31,8 @@ use super::{
 use crate::agent::{
     model::{ModelEvent, ModelStream},
     voice::{
-        NoticeReceiver, OUTPUT_SAMPLE_RATE, VoiceError, VoiceInput, VoiceMode, VoiceNotice,
-        VoiceNotices,
+        OUTPUT_SAMPLE_RATE, VoiceError, VoiceInput, VoiceMode, VoiceNotice, VoiceNotices,
+        VoiceSubscription,
     },
 };
 use crate::models::demo::{DEMO_LABEL, nlu};
@@ -127,7 +127,7 @@ impl DemoVoice {
     }
 
     /// Notices of utterances heard.
-    pub fn notices(&self) -> NoticeReceiver {
+    pub fn notices(&self) -> VoiceSubscription {
         self.notices.subscribe()
     }
 
@@ -474,7 +474,7 @@ mod tests {
 
     /// What the demo heard next in chat `chat`.
     pub(super) async fn heard(
-        notices: &mut crate::agent::voice::NoticeReceiver,
+        notices: &mut crate::agent::voice::VoiceSubscription,
         chat: &str,
     ) -> String {
         let notice = tokio::time::timeout(Duration::from_secs(30), notices.recv())
