@@ -48,8 +48,30 @@ struct Connection {
     /// `response.created`) to its `response.done`: the server refuses a `response.create`
     /// meanwhile (`conversation_already_has_active_response`), so none is sent then.
     active: Option<Active>,
-    /// A `response.create` waits for the active response's `response.done`.
-    deferred_create: bool,
+    /// A `response.create` waits for the active response's `response.done`: whom it is for.
+    deferred_create: Option<Ask>,
+}
+
+/// Whom a `response.create` of ours asks an answer for: its `metadata` says so, and the
+/// server's `response.created` carries it back, so a response the server starts on its own
+/// (its voice activity detection answering speech) is never taken for a step's, nor ours for
+/// its.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ask {
+    /// The runner's step (typed, or a turn's next step).
+    Step,
+    /// Push-to-talk speech just committed: answered like the server's own answers to speech.
+    Speech,
+}
+
+impl Ask {
+    /// Its `metadata.countersign`.
+    pub(super) fn tag(self) -> &'static str {
+        match self {
+            Ask::Step => "step",
+            Ask::Speech => "speech",
+        }
+    }
 }
 
 /// What the actor knows of the server's active response.
@@ -248,6 +270,7 @@ impl SessionActor {
         tracing::info!(session = %self.session_id, why, "OpenAI Realtime session reset");
         self.close_connection();
         self.synced.clear();
+        self.voice.socket_gone();
     }
 
     async fn on_idle_frame(&mut self, frame: Option<Result<Message, WsError>>) {
@@ -263,6 +286,7 @@ impl SessionActor {
                 tracing::info!(session = %self.session_id, %error, "OpenAI Realtime socket ended");
                 self.conn = None;
                 self.synced.clear();
+                self.voice.socket_gone();
             }
             Incoming::Ignore => {}
         }
@@ -270,14 +294,14 @@ impl SessionActor {
 
     /// Asks for a response: now, or once the active one ended (the server refuses a
     /// `response.create` over an active response).
-    async fn create_response(&mut self) -> Result<(), String> {
+    async fn create_response(&mut self, ask: Ask) -> Result<(), String> {
         let conn = self.conn.as_mut().ok_or("no socket")?;
         if conn.active.is_some() {
             tracing::debug!(session = %self.session_id, active = ?conn.active, "OpenAI Realtime: response.create waits for the active response to end");
-            conn.deferred_create = true;
+            conn.deferred_create = Some(ask);
             return Ok(());
         }
-        send(conn, &wire::bare("response.create")).await?;
+        send(conn, &wire::create_response(ask.tag())).await?;
         conn.active = Some(Active::Requested);
         Ok(())
     }
@@ -307,9 +331,10 @@ impl SessionActor {
             }
             _ => {}
         }
-        if conn.active.is_none() && conn.deferred_create {
-            conn.deferred_create = false;
-            send(conn, &wire::bare("response.create")).await?;
+        if conn.active.is_none()
+            && let Some(ask) = conn.deferred_create.take()
+        {
+            send(conn, &wire::create_response(ask.tag())).await?;
             conn.active = Some(Active::Requested);
         }
         Ok(())
@@ -539,7 +564,7 @@ impl SessionActor {
             discard: HashSet::new(),
             tail: None,
             active: None,
-            deferred_create: false,
+            deferred_create: None,
         };
         let created = timeout(limit, async {
             loop {

@@ -112,6 +112,12 @@ pub(super) fn bare(kind: &str) -> Value {
     json!({ "type": kind })
 }
 
+/// `response.create` asking an answer for `whom` (`metadata.countersign`, which the server's
+/// `response.created` and `response.done` carry back).
+pub(super) fn create_response(whom: &str) -> Value {
+    json!({"type": "response.create", "response": {"metadata": {"countersign": whom}}})
+}
+
 fn create_item(item: Value) -> Value {
     json!({"type": "conversation.item.create", "item": item})
 }
@@ -253,15 +259,25 @@ pub(super) enum ServerEvent {
     Error { error: ErrorBody },
     #[serde(rename = "input_audio_buffer.speech_started")]
     SpeechStarted,
+    /// The input buffer became a user item: one utterance.
     #[serde(rename = "input_audio_buffer.committed")]
-    Committed,
+    Committed {
+        #[serde(default)]
+        item_id: Option<String>,
+    },
     #[serde(rename = "conversation.item.input_audio_transcription.completed")]
     TranscriptionCompleted {
+        /// The user item (the utterance) it transcribes.
+        #[serde(default)]
+        item_id: Option<String>,
         #[serde(default)]
         transcript: String,
     },
     #[serde(rename = "conversation.item.input_audio_transcription.failed")]
-    TranscriptionFailed,
+    TranscriptionFailed {
+        #[serde(default)]
+        item_id: Option<String>,
+    },
     #[serde(rename = "response.created")]
     ResponseCreated { response: ResponseBody },
     #[serde(rename = "response.output_audio.delta")]
@@ -337,6 +353,9 @@ pub(super) const TRUNCATE_EVENT: &str = "countersign_truncate_";
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub(super) struct ResponseBody {
     pub id: String,
+    /// What our `response.create` attached (`None`: the server started it on its own).
+    #[serde(default)]
+    pub metadata: Option<Value>,
     #[serde(default)]
     pub status: Option<String>,
     #[serde(default)]
@@ -372,6 +391,12 @@ pub(super) enum Ending {
 }
 
 impl ResponseBody {
+    /// Whom our `response.create` asked it for (`metadata.countersign`); `None` for a response
+    /// the server started on its own.
+    pub fn asked_for(&self) -> Option<&str> {
+        self.metadata.as_ref()?.get("countersign")?.as_str()
+    }
+
     pub fn ending(&self) -> Ending {
         let reason = self
             .status_details
@@ -511,6 +536,7 @@ mod tests {
     fn a_response_s_status_says_how_the_step_ends() {
         let body = |status: &str, details: Value| ResponseBody {
             id: "r".into(),
+            metadata: None,
             status: Some(status.into()),
             status_details: Some(details),
             usage: None,

@@ -5,7 +5,8 @@
 use tokio::time::{Instant, sleep_until};
 
 use super::heard::Heard;
-use super::{Incoming, SessionActor, classify, next_frame, send};
+use super::voice::HeldAnswer;
+use super::{Ask, Incoming, SessionActor, classify, next_frame, send};
 use crate::agent::history::ToolCall;
 use crate::agent::model::{ModelError, ModelEvent, Usage};
 use crate::agent::voice::{VoiceInput, VoiceMode};
@@ -105,27 +106,28 @@ impl SessionActor {
     ) {
         // The tail of a grace-ended step is announced as soon as its step ends, before any
         // speech of the person's can be answered: it is taken first.
-        let (held, response, done, tail) = match self.take_tail() {
-            Some((held, response, done)) => (held, Some(response), done, true),
+        let held = match self.take_tail() {
+            Some((tail, response, done)) => HeldAnswer {
+                events: tail,
+                response: Some(response),
+                done,
+            },
             None => match self.take_spoken() {
-                Some((held, response, done)) => (held, response, done, false),
+                Some(held) => held,
                 None => return,
             },
         };
         let mut step = Step::new(events, true);
-        if tail {
-            // No `response.created` among what was held: the response is known.
-            step.response = response.clone();
-        }
+        // The response is known (a tail's `response.created` was read by its step; an
+        // utterance's may have come before anything asked for it).
+        step.response = held.response.clone();
         if step.events.is_closed() {
-            if let (Some(conn), Some(response), false) = (self.conn.as_mut(), response, done) {
-                conn.discard.insert(response);
-            }
+            self.drop_answer(held);
             return;
         }
         self.in_step = true;
         let mut end = None;
-        for event in held {
+        for event in held.events {
             if let Some(ended) = self.on_step_event(&mut step, event).await {
                 end = Some(ended);
                 break;
@@ -154,7 +156,10 @@ impl SessionActor {
     ) -> Result<Option<StepEnd>, ModelError> {
         let spec = SessionSpec::new(request, self.voice.mode);
         if let Some(held) = self.attach_spoken(&request.history).await {
-            for event in held {
+            // Its `response.created` is among what was held, or came before: the response is
+            // known.
+            step.response = held.response;
+            for event in held.events {
                 if let Some(end) = self.on_step_event(step, event).await {
                     return Ok(Some(end));
                 }
@@ -165,7 +170,7 @@ impl SessionActor {
         self.ensure_connection(&spec).await?;
         let sent = self.send_tail(&request.history).await;
         let sent = match sent {
-            Ok(()) => self.create_response().await,
+            Ok(()) => self.create_response(Ask::Step).await,
             Err(reason) => Err(reason),
         };
         if let Err(reason) = sent {
@@ -195,6 +200,7 @@ impl SessionActor {
                     Incoming::Closed(error) => {
                         self.conn = None;
                         self.synced.clear();
+                        self.voice.socket_gone();
                         return StepEnd::Failed(error);
                     }
                     Incoming::Ignore => {}
@@ -275,7 +281,7 @@ impl SessionActor {
 
     /// One server event for this step; `Some` when the step ends.
     async fn on_step_event(&mut self, step: &mut Step, event: ServerEvent) -> Option<StepEnd> {
-        if !Self::belongs_to(step, &event) {
+        if !Self::belongs_to(step, &event, self.voice.awaits_answer()) {
             // Another response (the answer to speech that began after this one).
             self.on_idle_event(event).await;
             return None;
@@ -283,7 +289,6 @@ impl SessionActor {
         match event {
             ServerEvent::Error { error } => return self.on_step_error(step, error),
             ServerEvent::SpeechStarted => {
-                self.voice.note_speech();
                 if step.response.is_some() && step.spoke {
                     // The server cancels its own response (`interrupt_response`).
                     self.interrupt(step).await;
@@ -316,8 +321,9 @@ impl SessionActor {
                 self.settle_open_calls(&response);
                 return Some(self.on_response_done(step, response).await);
             }
-            ServerEvent::Committed => self.voice.note_speech(),
-            ServerEvent::TranscriptionCompleted { .. } | ServerEvent::TranscriptionFailed => {
+            ServerEvent::Committed { item_id } => self.voice.committed(item_id),
+            ServerEvent::TranscriptionCompleted { .. }
+            | ServerEvent::TranscriptionFailed { .. } => {
                 self.on_idle_event(event).await;
             }
             ServerEvent::SessionCreated
@@ -330,17 +336,27 @@ impl SessionActor {
 
     /// Whether `event` is about this step's response (the first `response.created` makes it
     /// the step's), or about no response at all.
-    fn belongs_to(step: &mut Step, event: &ServerEvent) -> bool {
+    /// A `response.created` is the step's if our `response.create` asked it for a step; one the
+    /// server started on its own (no `metadata` of ours) answers the person's speech, unless no
+    /// utterance awaits an answer (`speech_waits`: false) — for a server that does not echo
+    /// `metadata`.
+    fn belongs_to(step: &mut Step, event: &ServerEvent, speech_waits: bool) -> bool {
         let Some(id) = event.response_id() else {
             return true;
         };
-        match &step.response {
-            None if matches!(event, ServerEvent::ResponseCreated { .. }) => {
-                step.response = Some(id.to_owned());
-                true
+        match (&step.response, event) {
+            (None, ServerEvent::ResponseCreated { response }) => {
+                let ours = match response.asked_for() {
+                    Some(whom) => whom == Ask::Step.tag(),
+                    None => !speech_waits,
+                };
+                if ours {
+                    step.response = Some(id.to_owned());
+                }
+                ours
             }
-            Some(mine) => mine == id,
-            None => false,
+            (Some(mine), _) => mine == id,
+            (None, _) => false,
         }
     }
 
@@ -348,6 +364,17 @@ impl SessionActor {
     /// is left of its response is discarded.
     fn on_step_error(&mut self, step: &mut Step, error: wire::ErrorBody) -> Option<StepEnd> {
         if error.code.as_deref() == Some("response_cancel_not_active") {
+            return None;
+        }
+        if error.code.as_deref() == Some("conversation_already_has_active_response")
+            && step.response.is_none()
+            && let Some(conn) = self.conn.as_mut()
+            && conn.active.is_some()
+        {
+            // The server started answering the person's speech just before our
+            // `response.create` arrived: it is asked again when that answer ends.
+            tracing::debug!(session = %self.session_id, active = ?conn.active, "OpenAI Realtime: the step's response.create waits for the answer to speech");
+            conn.deferred_create = Some(Ask::Step);
             return None;
         }
         if error.about_truncation() {

@@ -5,7 +5,9 @@
 //! runtime what it heard ([`VoiceNotice::Heard`]), holds what the server sends until the
 //! runner's step for that turn comes, and hands it to that step.
 
-use super::{SessionActor, send};
+use std::collections::VecDeque;
+
+use super::{Ask, SessionActor, send};
 use crate::agent::history::HistoryItem;
 use crate::agent::model::ModelRequest;
 use crate::agent::voice::{UNTRANSCRIBED, VoiceInput, VoiceMode, VoiceNotice};
@@ -22,27 +24,84 @@ pub(super) struct Voice {
     pub(super) mode: Option<VoiceMode>,
     /// Between `start` and `end`: the utterance's resampler (16 → 24 kHz).
     resampler: Option<Resampler>,
-    /// Speech went to the server since the last spoken turn began: a response that begins
-    /// with no step is the answer to it.
-    spoke: bool,
-    /// The input transcription of that speech (`Some("")` when it failed).
+    /// What the person said that no step or aside has taken yet, oldest first: each utterance
+    /// from its commit until the runner's step for its spoken turn (or an aside) takes its
+    /// answer. Several can wait at once (the person speaks again before the runtime started
+    /// the first one's turn, because a turn of the chat still runs), and none is lost.
+    utterances: VecDeque<Utterance>,
+}
+
+/// One utterance the server committed, and its answer until a step takes it.
+#[derive(Default)]
+struct Utterance {
+    /// Its user item (`input_audio_buffer.committed`), which its transcription names; `None`
+    /// for push-to-talk's until the server acknowledges the commit.
+    item: Option<String>,
+    /// Its input transcription (`Some("")` when that failed).
     heard: Option<String>,
-    /// The response answering that speech, before its turn is announced.
-    answering: Option<String>,
-    /// That response ended before the transcript came.
+    /// The response answering it.
+    response: Option<String>,
+    /// That response ended.
     answer_done: bool,
-    /// A spoken turn was announced: its user message as the runtime writes it.
+    /// Its spoken turn was announced: its user message as the runtime writes it.
     announced: Option<String>,
-    /// What the server sent for the answer before its step came.
+    /// What the server sent of the answer.
     held: Vec<ServerEvent>,
 }
 
-impl Voice {
-    /// The server heard (or committed) speech.
-    pub(super) fn note_speech(&mut self) {
-        if self.answering.is_none() && self.announced.is_none() {
-            self.spoke = true;
+impl Utterance {
+    /// Ready to announce: its answer began and its words are known (or the answer ended
+    /// without them).
+    fn ready(&self) -> bool {
+        self.response.is_some() && (self.heard.is_some() || self.answer_done)
+    }
+
+    fn into_held(self) -> HeldAnswer {
+        HeldAnswer {
+            events: self.held,
+            response: self.response,
+            done: self.answer_done,
         }
+    }
+}
+
+/// The answer held for an utterance, taken by the step or aside that plays it.
+pub(super) struct HeldAnswer {
+    pub(super) events: Vec<ServerEvent>,
+    pub(super) response: Option<String>,
+    pub(super) done: bool,
+}
+
+impl Voice {
+    /// The server committed an utterance (`item`: its user item). Push-to-talk's own commit
+    /// ([`Voice::committed_here`]) came first and only learns its item here.
+    pub(super) fn committed(&mut self, item: Option<String>) {
+        if let Some(mine) = self.utterances.iter_mut().find(|u| u.item.is_none()) {
+            mine.item = item;
+            return;
+        }
+        self.utterances.push_back(Utterance {
+            item,
+            ..Utterance::default()
+        });
+    }
+
+    /// The socket is gone: what it would have sent of the utterances' answers never comes, so
+    /// they are forgotten (a spoken turn not started yet is answered afresh on the next socket,
+    /// from its words in the history).
+    pub(super) fn socket_gone(&mut self) {
+        self.utterances.clear();
+    }
+
+    /// An utterance waits for the response that answers it: a response the server starts on
+    /// its own now is that answer.
+    pub(super) fn awaits_answer(&self) -> bool {
+        self.utterances.iter().any(|u| u.response.is_none())
+    }
+
+    /// Push-to-talk committed an utterance (before the server says so).
+    fn committed_here(&mut self) {
+        self.utterances.push_back(Utterance::default());
     }
 }
 
@@ -126,8 +185,8 @@ impl SessionActor {
         if self.voice.mode == Some(VoiceMode::PushToTalk) {
             self.send_voice(&wire::bare("input_audio_buffer.commit"))
                 .await?;
-            self.create_response().await?;
-            self.voice.note_speech();
+            self.voice.committed_here();
+            self.create_response(Ask::Speech).await?;
         }
         Ok(())
     }
@@ -149,13 +208,17 @@ impl SessionActor {
     /// is held for that turn's step (and the turn announced once the transcript is known).
     pub(super) fn hold_spoken_answer(&mut self, event: ServerEvent) {
         match &event {
-            ServerEvent::SpeechStarted | ServerEvent::Committed => {
-                self.voice.note_speech();
+            ServerEvent::SpeechStarted => return,
+            ServerEvent::Committed { item_id } => {
+                self.voice.committed(item_id.clone());
                 return;
             }
-            ServerEvent::TranscriptionCompleted { transcript } => {
-                if self.voice.announced.is_none() {
-                    self.voice
+            ServerEvent::TranscriptionCompleted {
+                item_id,
+                transcript,
+            } => {
+                if let Some(utterance) = self.transcribed(item_id.as_deref()) {
+                    utterance
                         .heard
                         .get_or_insert_with(String::new)
                         .push_str(transcript);
@@ -163,8 +226,10 @@ impl SessionActor {
                 self.announce_when_ready();
                 return;
             }
-            ServerEvent::TranscriptionFailed => {
-                self.voice.heard.get_or_insert_with(String::new);
+            ServerEvent::TranscriptionFailed { item_id } => {
+                if let Some(utterance) = self.transcribed(item_id.as_deref()) {
+                    utterance.heard.get_or_insert_with(String::new);
+                }
                 self.announce_when_ready();
                 return;
             }
@@ -173,98 +238,134 @@ impl SessionActor {
         let Some(response) = event.response_id().map(str::to_owned) else {
             return;
         };
-        let ours = self.voice.answering.as_deref() == Some(response.as_str());
-        if !ours {
-            if self.voice.spoke
-                && self.voice.answering.is_none()
-                && self.voice.announced.is_none()
-                && matches!(event, ServerEvent::ResponseCreated { .. })
-            {
-                self.voice.spoke = false;
-                self.voice.answering = Some(response);
-            } else {
-                // A response no one asked for here (or the tail of one no step reads).
-                tracing::debug!(session = %self.session_id, response, "OpenAI Realtime response with no step");
-                if let Some(conn) = self.conn.as_mut()
-                    && !matches!(event, ServerEvent::ResponseDone { .. })
-                {
-                    conn.discard.insert(response);
+        let utterances = &mut self.voice.utterances;
+        let index = match utterances
+            .iter()
+            .position(|u| u.response.as_deref() == Some(response.as_str()))
+        {
+            Some(index) => Some(index),
+            // A response that begins with no step answers the oldest utterance not answered.
+            None if matches!(event, ServerEvent::ResponseCreated { .. }) => {
+                let index = utterances.iter().position(|u| u.response.is_none());
+                if let Some(index) = index {
+                    utterances[index].response = Some(response.clone());
                 }
-                return;
+                index
             }
-        }
+            None => None,
+        };
+        let Some(index) = index else {
+            // A response no one asked for here (or the tail of one no step reads).
+            tracing::debug!(session = %self.session_id, response, "OpenAI Realtime response with no step");
+            if let Some(conn) = self.conn.as_mut()
+                && !matches!(event, ServerEvent::ResponseDone { .. })
+            {
+                conn.discard.insert(response);
+            }
+            return;
+        };
+        let utterance = &mut utterances[index];
         if matches!(event, ServerEvent::ResponseDone { .. }) {
-            self.voice.answer_done = true;
+            utterance.answer_done = true;
         }
-        self.voice.held.push(event);
+        utterance.held.push(event);
         self.announce_when_ready();
     }
 
-    /// Announces the spoken turn once its answer began and its transcript is known (or the
-    /// answer ended without one).
+    /// The utterance a transcription is of: the one with its item, else the oldest one not
+    /// transcribed (push-to-talk's before the server named its item). `None` when that one
+    /// was announced already (its message is written) or is gone.
+    fn transcribed(&mut self, item: Option<&str>) -> Option<&mut Utterance> {
+        let utterances = &mut self.voice.utterances;
+        let index = item
+            .and_then(|item| {
+                utterances
+                    .iter()
+                    .position(|u| u.item.as_deref() == Some(item))
+            })
+            .or_else(|| {
+                utterances
+                    .iter()
+                    .position(|u| u.heard.is_none() && u.announced.is_none())
+            })?;
+        utterances.get_mut(index).filter(|u| u.announced.is_none())
+    }
+
+    /// Announces the spoken turns whose answers began and whose words are known (or whose
+    /// answers ended without them), in the order they were said: one still waiting for its
+    /// words or its answer holds back those said after it.
     fn announce_when_ready(&mut self) {
-        let voice = &mut self.voice;
-        if voice.announced.is_some()
-            || voice.answering.is_none()
-            || (voice.heard.is_none() && !voice.answer_done)
-        {
-            return;
+        for utterance in &mut self.voice.utterances {
+            if utterance.announced.is_some() {
+                continue;
+            }
+            if !utterance.ready() {
+                return;
+            }
+            let transcript = utterance.heard.take().unwrap_or_default().trim().to_owned();
+            utterance.announced = Some(if transcript.is_empty() {
+                UNTRANSCRIBED.to_owned()
+            } else {
+                transcript.clone()
+            });
+            tracing::debug!(session = %self.session_id, "OpenAI Realtime answers speech");
+            let _ = self.shared.voice_notices.send(VoiceNotice::Heard {
+                session_id: self.session_id.clone(),
+                transcript,
+            });
         }
-        let transcript = voice.heard.take().unwrap_or_default().trim().to_owned();
-        voice.announced = Some(if transcript.is_empty() {
-            UNTRANSCRIBED.to_owned()
-        } else {
-            transcript.clone()
-        });
-        tracing::debug!(session = %self.session_id, "OpenAI Realtime answers speech");
-        let _ = self.shared.voice_notices.send(VoiceNotice::Heard {
-            session_id: self.session_id.clone(),
-            transcript,
-        });
     }
 
-    /// The answer held for the speech last announced: (what the server sent of it, its
-    /// response id, whether it ended); `None` when nothing was announced.
-    pub(super) fn take_spoken(&mut self) -> Option<(Vec<ServerEvent>, Option<String>, bool)> {
-        self.voice.announced.take()?;
-        Some((
-            std::mem::take(&mut self.voice.held),
-            self.voice.answering.take(),
-            std::mem::take(&mut self.voice.answer_done),
-        ))
+    /// The answer held for the oldest utterance, if it was announced (an aside of a waiting
+    /// turn takes it).
+    pub(super) fn take_spoken(&mut self) -> Option<HeldAnswer> {
+        self.voice.utterances.front()?.announced.as_ref()?;
+        self.voice.utterances.pop_front().map(Utterance::into_held)
     }
 
-    /// The runner's step for the spoken turn: the server already heard its user message, so
-    /// only what it lacks before it is sent, and what was held is read first. `None`: this
-    /// step is not the spoken turn's (or nothing was announced), and the held answer is
-    /// dropped.
-    pub(super) async fn attach_spoken(
-        &mut self,
-        history: &[HistoryItem],
-    ) -> Option<Vec<ServerEvent>> {
-        let announced = self.voice.announced.clone()?;
-        let (held, response, done) = self.take_spoken()?;
-        let is_spoken = matches!(
-            history.last(),
-            Some(HistoryItem::User { text, .. }) if *text == announced
-        );
-        if is_spoken {
-            let before = &history[..history.len() - 1];
-            self.reconcile(before);
-            if self.conn.is_some() {
-                match self.send_tail(before).await {
-                    Ok(()) => {
-                        self.synced.sent(&history[history.len() - 1..]);
-                        return Some(held);
-                    }
-                    Err(reason) => self.reset(&reason),
+    /// The runner's step, if it is the spoken turn of an announced utterance (its history ends
+    /// in that utterance's words): the server already heard its user message, so only what it
+    /// lacks before it is sent, and what was held is read first. `None`: not a spoken turn's
+    /// step, and what is held stays for the step or aside it is for (a step of a turn that was
+    /// still running when the person spoke comes first, with its own request). Utterances
+    /// announced before the one taken never got a turn (their words were dismissed): their
+    /// answers are dropped.
+    pub(super) async fn attach_spoken(&mut self, history: &[HistoryItem]) -> Option<HeldAnswer> {
+        let Some(HistoryItem::User { text, .. }) = history.last() else {
+            return None;
+        };
+        let position = self
+            .voice
+            .utterances
+            .iter()
+            .position(|u| u.announced.as_deref() == Some(text.as_str()))?;
+        let stale: Vec<Utterance> = self.voice.utterances.drain(..position).collect();
+        for utterance in stale {
+            tracing::warn!(session = %self.session_id, "a spoken turn that never started; dropping its answer");
+            self.drop_answer(utterance.into_held());
+        }
+        let held = self.voice.utterances.pop_front()?.into_held();
+        let before = &history[..history.len() - 1];
+        self.reconcile(before);
+        if self.conn.is_some() {
+            match self.send_tail(before).await {
+                Ok(()) => {
+                    self.synced.sent(&history[history.len() - 1..]);
+                    return Some(held);
                 }
+                Err(reason) => self.reset(&reason),
             }
         }
-        tracing::warn!(session = %self.session_id, "the spoken turn did not start; dropping the answer to it");
-        if let (Some(conn), Some(response), false) = (self.conn.as_mut(), response, done) {
+        tracing::warn!(session = %self.session_id, "the spoken turn lost its socket; it is answered afresh");
+        self.drop_answer(held);
+        None
+    }
+
+    /// What is left of an answer nobody will read is discarded as it comes.
+    pub(super) fn drop_answer(&mut self, held: HeldAnswer) {
+        if let (Some(conn), Some(response), false) = (self.conn.as_mut(), held.response, held.done)
+        {
             conn.discard.insert(response);
         }
-        None
     }
 }

@@ -9,6 +9,7 @@ mod active;
 mod asides;
 mod reconnect;
 mod turns;
+mod utterances;
 mod voice;
 
 use std::future::Future;
@@ -140,6 +141,7 @@ impl FakeRealtime {
                     authorization,
                     responses: 0,
                     active: false,
+                    asked: None,
                 };
                 if sender.send(conn).is_err() {
                     break;
@@ -187,6 +189,9 @@ struct FakeConn {
     /// A response is active: from an accepted `response.create` (or a response the server
     /// starts by itself, [`FakeConn::response_created`]) to its `response.done`.
     active: bool,
+    /// The `metadata` of the accepted `response.create` not answered yet: the next
+    /// [`FakeConn::response_created`] carries it back, as the server does.
+    asked: Option<Value>,
 }
 
 impl FakeConn {
@@ -204,6 +209,7 @@ impl FakeConn {
                             continue;
                         }
                         self.active = true;
+                        self.asked = Some(event["response"]["metadata"].clone());
                     }
                     return event;
                 }
@@ -244,15 +250,41 @@ impl FakeConn {
             .await;
     }
 
-    /// `response.created`: returns the new response's id.
+    /// `response.created`, for the `response.create` accepted last if one waits (with its
+    /// `metadata`), else one the server starts by itself: returns the new response's id.
     async fn response_created(&mut self) -> String {
+        let metadata = self.asked.take().unwrap_or(Value::Null);
+        self.created(metadata).await
+    }
+
+    /// `response.created` of a response the server starts by itself (its voice activity
+    /// detection answering speech): no `metadata`, whatever `response.create` waits.
+    async fn server_response_created(&mut self) -> String {
+        self.created(Value::Null).await
+    }
+
+    async fn created(&mut self, metadata: Value) -> String {
         self.active = true;
         self.responses += 1;
         let id = format!("resp_{}", self.responses);
         self.send(json!({"type": "response.created",
-            "response": {"id": id, "object": "realtime.response", "status": "in_progress"}}))
+            "response": {"id": id, "object": "realtime.response", "status": "in_progress",
+                "metadata": metadata}}))
             .await;
         id
+    }
+
+    /// The next client event is a `response.create` that reached the server while a response
+    /// it started itself was active: refused, as the real server refuses it.
+    async fn refuse_next_create(&mut self) {
+        match within("a client event", self.ws.next()).await {
+            Some(Ok(Message::Text(text))) => {
+                let event: Value = serde_json::from_str(text.as_str()).expect("client JSON");
+                assert_eq!(event["type"], "response.create", "{event}");
+            }
+            other => panic!("expected response.create, got {other:?}"),
+        }
+        self.refuse_create().await;
     }
 
     async fn audio(&mut self, response: &str, pcm: &[u8]) {
