@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use base64::Engine as _;
 use countersign::agent::{
     model::{Model, ModelEvent, ModelRequest, ModelStream, Usage},
-    voice::{NoticeReceiver, VoiceError, VoiceInput, VoiceNotice, VoiceNotices},
+    voice::{VoiceError, VoiceInput, VoiceNotice, VoiceNotices, VoiceSubscription},
 };
 use countersign::protocol::FinishReason;
 use futures::{SinkExt, StreamExt};
@@ -96,7 +96,7 @@ impl Model for Listener {
         Ok(())
     }
 
-    fn voice_notices(&self) -> Option<NoticeReceiver> {
+    fn voice_notices(&self) -> Option<VoiceSubscription> {
         Some(self.notices.subscribe())
     }
 }

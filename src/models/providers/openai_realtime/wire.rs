@@ -355,13 +355,20 @@ pub(super) struct ResponseBody {
     pub id: String,
     /// What our `response.create` attached (`None`: the server started it on its own).
     #[serde(default)]
-    pub metadata: Option<Value>,
+    pub metadata: Option<AskedFor>,
     #[serde(default)]
     pub status: Option<String>,
     #[serde(default)]
     pub status_details: Option<Value>,
     #[serde(default)]
     pub usage: Option<WireUsage>,
+}
+
+/// The `metadata` of a response ours asked for: whom ([`create_response`]).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(super) struct AskedFor {
+    #[serde(default)]
+    countersign: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
@@ -394,7 +401,7 @@ impl ResponseBody {
     /// Whom our `response.create` asked it for (`metadata.countersign`); `None` for a response
     /// the server started on its own.
     pub fn asked_for(&self) -> Option<&str> {
-        self.metadata.as_ref()?.get("countersign")?.as_str()
+        self.metadata.as_ref()?.countersign.as_deref()
     }
 
     pub fn ending(&self) -> Ending {
@@ -499,6 +506,34 @@ pub(super) fn arguments(text: &str) -> Result<Value, ModelError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn our_response_create_says_whom_it_asks_for_and_the_response_carries_it_back() {
+        assert_eq!(
+            create_response("step"),
+            json!({"type": "response.create", "response": {"metadata": {"countersign": "step"}}})
+        );
+        let asked_for = |text: &str| match parse(text).unwrap() {
+            ServerEvent::ResponseCreated { response } => response.asked_for().map(str::to_owned),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            asked_for(
+                r#"{"type":"response.created","response":{"id":"r","metadata":{"countersign":"speech"}}}"#
+            )
+            .as_deref(),
+            Some("speech")
+        );
+        // A response the server started itself (its voice activity detection).
+        assert_eq!(
+            asked_for(r#"{"type":"response.created","response":{"id":"r","metadata":null}}"#),
+            None
+        );
+        assert_eq!(
+            asked_for(r#"{"type":"response.created","response":{"id":"r"}}"#),
+            None
+        );
+    }
 
     #[test]
     fn server_events_read_and_unknown_ones_are_ignored() {
