@@ -203,6 +203,16 @@ pub trait Model: Send + Sync + 'static {
         futures::stream::empty().boxed()
     }
 
+    /// The runtime starts no turn for the spoken words `transcript` of chat `session_id` that
+    /// the model announced ([`VoiceNotice::Heard`]): the chat is not the speaker's any more, or
+    /// the turn could not start. The answer the model holds for them is dropped (the rest of it
+    /// discarded as it comes), so it neither waits forever nor is taken for other words.
+    ///
+    /// [`VoiceNotice::Heard`]: crate::agent::voice::VoiceNotice::Heard
+    fn decline_spoken(&self, session_id: &str, transcript: &str) {
+        let _ = (session_id, transcript);
+    }
+
     /// Notices of spoken turns ([`VoiceNotice::Heard`]), for models with voice: every one, in
     /// order ([`crate::agent::voice::VoiceNotices`]).
     fn voice_notices(&self) -> Option<VoiceSubscription> {

@@ -172,13 +172,6 @@ async fn on_notice(runtime: Arc<Runtime>, notice: VoiceNotice) {
             return;
         }
     };
-    let speaker = lock(&runtime.voices.lines)
-        .get(&session_id)
-        .map(|line| line.speaker.clone());
-    let Some(speaker) = speaker else {
-        tracing::warn!(session = %session_id, "speech in a chat nobody speaks in; ignored");
-        return;
-    };
     // A model answers speech it has no transcript of (the transcription failed or came late):
     // the person's message says so.
     let text = if transcript.trim().is_empty() {
@@ -186,8 +179,16 @@ async fn on_notice(runtime: Arc<Runtime>, notice: VoiceNotice) {
     } else {
         transcript
     };
+    let speaker = lock(&runtime.voices.lines)
+        .get(&session_id)
+        .map(|line| line.speaker.clone());
+    let Some(speaker) = speaker else {
+        tracing::warn!(session = %session_id, "speech in a chat nobody speaks in; ignored");
+        runtime.voice_model().decline_spoken(&session_id, &text);
+        return;
+    };
     let user = UserTurn {
-        text,
+        text: text.clone(),
         transport: Transport::Bidi,
         ..UserTurn::default()
     };
@@ -199,7 +200,8 @@ async fn on_notice(runtime: Arc<Runtime>, notice: VoiceNotice) {
             tracing::debug!(session = %session_id, "spoken while the turn's calls are out: an aside of it")
         }
         Err(error) => {
-            tracing::warn!(session = %session_id, %error, "a spoken turn could not start")
+            tracing::warn!(session = %session_id, %error, "a spoken turn could not start");
+            runtime.voice_model().decline_spoken(&session_id, &text);
         }
     }
 }

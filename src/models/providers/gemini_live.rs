@@ -386,6 +386,8 @@ enum Job {
     Awaiting(ToolCall),
     /// [`Model::aside`]: the held answer to speech, streamed into a waiting turn.
     Aside(EventSender),
+    /// [`Model::decline_spoken`]: no turn takes the answer to these words.
+    Decline(String),
 }
 
 impl GeminiLiveModel {
@@ -502,6 +504,12 @@ impl Model for GeminiLiveModel {
 
     fn voice_notices(&self) -> Option<VoiceSubscription> {
         Some(self.shared.voice_notices.subscribe())
+    }
+
+    fn decline_spoken(&self, session_id: &str, transcript: &str) {
+        if let Err(error) = self.dispatch(session_id, Job::Decline(transcript.to_owned())) {
+            tracing::debug!(session = %session_id, %error, "nothing to decline");
+        }
     }
 
     fn aside(&self, session_id: &str) -> ModelStream {

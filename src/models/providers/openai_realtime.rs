@@ -238,6 +238,8 @@ enum Job {
     Voice(VoiceInput),
     /// [`Model::aside`]: the held answer to speech, streamed into a waiting turn.
     Aside(EventSender),
+    /// [`Model::decline_spoken`]: no turn takes the answer to these words.
+    Decline(String),
 }
 
 impl OpenAiRealtimeModel {
@@ -343,6 +345,12 @@ impl Model for OpenAiRealtimeModel {
 
     fn voice_notices(&self) -> Option<VoiceSubscription> {
         Some(self.shared.voice_notices.subscribe())
+    }
+
+    fn decline_spoken(&self, session_id: &str, transcript: &str) {
+        if let Err(error) = self.dispatch(session_id, Job::Decline(transcript.to_owned())) {
+            tracing::debug!(session = %session_id, %error, "nothing to decline");
+        }
     }
 
     fn aside(&self, session_id: &str) -> ModelStream {

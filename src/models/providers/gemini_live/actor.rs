@@ -183,6 +183,7 @@ impl SessionActor {
                     self.in_step = false;
                     self.last_used = Instant::now();
                 }
+                Wake::Job(Some(Job::Decline(words))) => self.decline_spoken(&words).await,
                 Wake::Job(Some(Job::Voice(input))) => {
                     self.on_voice(input).await;
                     self.last_used = Instant::now();

@@ -230,6 +230,7 @@ impl SessionActor {
                 Job::VoiceContext(request) => self.voice.context = Some(request),
                 Job::Voice(input) => self.on_voice(input).await,
                 Job::Aside(events) => self.run_aside(events).await,
+                Job::Decline(words) => self.decline_spoken(&words),
             }
             self.last_active = Instant::now();
         }

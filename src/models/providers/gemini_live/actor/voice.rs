@@ -8,6 +8,7 @@
 //! another mode, replace the socket (resuming with the handle); text steps keep the mode the
 //! chat last spoke in, so they do not.
 
+use futures::StreamExt;
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -19,7 +20,8 @@ use crate::agent::voice::{UNTRANSCRIBED, VoiceInput, VoiceMode, VoiceNotice};
 use crate::models::providers::gemini;
 use crate::models::providers::gemini_live::history::{google_id, live_ids};
 use crate::models::providers::gemini_live::wire::{
-    LiveFunctionResponse, ServerMessage, SetupSpec, realtime_audio, tool_response,
+    Incoming, LiveFunctionResponse, ServerMessage, SetupSpec, classify, realtime_audio,
+    tool_response,
 };
 use crate::models::providers::gemini_live::{EventSender, ToolBehavior};
 
@@ -298,6 +300,77 @@ impl SessionActor {
         }
     }
 
+    /// No turn takes the answer to `words` ([`Model::decline_spoken`]): if it is the one held,
+    /// it goes (what was held behind it is read again, so it is announced in turn).
+    ///
+    /// [`Model::decline_spoken`]: crate::agent::model::Model::decline_spoken
+    pub(super) async fn decline_spoken(&mut self, words: &str) {
+        if !matches!(&self.voice.announced, Some(Announced::Heard(heard)) if heard == words) {
+            return;
+        }
+        tracing::info!(session = %self.session_id, "no turn for the words heard; dropping their answer");
+        self.voice.announced = None;
+        let held = std::mem::take(&mut self.voice.held);
+        let ends = held.iter().position(|m| {
+            m.server_content
+                .as_ref()
+                .is_some_and(|c| c.turn_complete || c.interrupted)
+        });
+        match ends {
+            Some(end) => {
+                let mut held = held.into_iter();
+                let answer: Vec<ServerMessage> = held.by_ref().take(end + 1).collect();
+                self.drop_held(answer).await;
+                self.release_held(held).await;
+            }
+            None => self.drop_held(held).await,
+        }
+    }
+
+    /// Reads the socket, holding what comes, until the held answer's generation ends
+    /// (`turnComplete` or `interrupted`); `false` if it does not (the socket broke, or the
+    /// server was silent for [`LiveTimeouts::silence`]).
+    ///
+    /// [`LiveTimeouts::silence`]: crate::models::providers::gemini_live::LiveTimeouts::silence
+    async fn held_answer_ends(&mut self) -> bool {
+        let ended = |held: &[ServerMessage]| {
+            held.iter().any(|m| {
+                m.server_content
+                    .as_ref()
+                    .is_some_and(|c| c.turn_complete || c.interrupted)
+            })
+        };
+        while !ended(&self.voice.held) {
+            let Some(conn) = self.conn.as_mut() else {
+                return false;
+            };
+            let silence = self.shared.config.timeouts.silence;
+            let frame = match tokio::time::timeout(silence, conn.ws.next()).await {
+                Ok(frame) => frame,
+                Err(_) => {
+                    tracing::warn!(session = %self.session_id, "the held answer to speech did not end");
+                    return false;
+                }
+            };
+            match classify(frame) {
+                Incoming::Message(message) => {
+                    if let Err(reason) = self.on_idle_message(*message).await {
+                        tracing::debug!(session = %self.session_id, %reason, "the socket broke");
+                        self.conn = None;
+                        return false;
+                    }
+                }
+                Incoming::Ignore => {}
+                Incoming::Broken(_) | Incoming::Closed { .. } => {
+                    self.conn = None;
+                    return false;
+                }
+            }
+        }
+        tracing::debug!(session = %self.session_id, "a step of the running turn goes first; the answer to speech stays held for its own turn");
+        true
+    }
+
     /// What was held behind the answer just taken (another answer began after it ended, e.g.
     /// the person spoke over the model's talk): read again as if it had just come, so it is
     /// announced in turn rather than lost.
@@ -372,16 +445,26 @@ impl SessionActor {
     /// The runner's step for the spoken turn: the server already heard its user message, so
     /// nothing is sent; what was held is read first. `Some(true)`: the step ended in what was
     /// held; `None`: this step is not the spoken turn's (it goes the usual way).
+    ///
+    /// A step that is not the spoken turn's, while an answer to speech is held, is a step of a
+    /// turn that was still running when the person spoke (its tools ran; the spoken turn
+    /// starts when it stops): the held answer stays for its own turn (ADR 0035, "the held-answer
+    /// race"). That step waits for the held generation's end first (its input would cut the
+    /// answer off), then goes the usual way.
     pub(super) async fn attach_spoken(&mut self, step: &mut Step) -> Option<bool> {
-        let announced = self.voice.announced.take()?;
-        let held = std::mem::take(&mut self.voice.held);
-        let is_spoken = match &announced {
-            Announced::Heard(heard) => matches!(
+        let heard_answer = matches!(self.voice.announced, Some(Announced::Heard(_)));
+        let is_spoken = match &self.voice.announced {
+            Some(Announced::Heard(heard)) => matches!(
                 step.history.last(),
                 Some(HistoryItem::User { text, .. }) if text == heard
             ),
-            Announced::WhileWaiting => false,
+            _ => false,
         };
+        if heard_answer && !is_spoken && self.held_answer_ends().await {
+            return None;
+        }
+        let announced = self.voice.announced.take()?;
+        let held = std::mem::take(&mut self.voice.held);
         let conn = self.conn.as_mut()?;
         if !is_spoken {
             match announced {

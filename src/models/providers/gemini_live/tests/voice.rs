@@ -4,6 +4,7 @@
 
 mod approvals;
 mod asides;
+mod held;
 
 use base64::Engine as _;
 

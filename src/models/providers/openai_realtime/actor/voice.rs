@@ -361,6 +361,24 @@ impl SessionActor {
         None
     }
 
+    /// No turn takes the answer to `words` ([`Model::decline_spoken`]): that utterance goes.
+    ///
+    /// [`Model::decline_spoken`]: crate::agent::model::Model::decline_spoken
+    pub(super) fn decline_spoken(&mut self, words: &str) {
+        let Some(index) = self
+            .voice
+            .utterances
+            .iter()
+            .position(|u| u.announced.as_deref() == Some(words))
+        else {
+            return;
+        };
+        if let Some(utterance) = self.voice.utterances.remove(index) {
+            tracing::info!(session = %self.session_id, "no turn for the words heard; dropping their answer");
+            self.drop_answer(utterance.into_held());
+        }
+    }
+
     /// What is left of an answer nobody will read is discarded as it comes.
     pub(super) fn drop_answer(&mut self, held: HeldAnswer) {
         if let (Some(conn), Some(response), false) = (self.conn.as_mut(), held.response, held.done)

@@ -228,3 +228,27 @@ async fn a_typed_step_that_meets_the_servers_answer_to_speech_waits_for_it() {
     assert_eq!(text_of(&step(&mut spoken).await), "Morning!");
     conn.silent_for(200).await;
 }
+
+/// Words the runtime starts no turn for (the chat is not the speaker's any more) are declined:
+/// their answer goes, so the next aside plays the answer to the words said after them, not to
+/// the declined ones.
+#[tokio::test]
+async fn declined_words_lose_their_answer_and_the_next_aside_plays_the_next_one() {
+    let mut server = FakeRealtime::start().await;
+    let (model, mut conn, mut notices) = listening(&mut server).await;
+    for (item, words, answer) in [
+        ("item_u1", "Pay Hanako", "Declined words."),
+        ("item_u2", "Is it sunny?", "It is sunny."),
+    ] {
+        committed(&mut conn, item).await;
+        let response = conn.server_response_created().await;
+        transcribed(&mut conn, item, words).await;
+        conn.say(&response, answer).await;
+        conn.done(&response, "completed").await;
+        assert_eq!(heard(&mut notices).await, words);
+    }
+    model.decline_spoken(CHAT, "Pay Hanako");
+    let mut aside = model.aside(CHAT);
+    assert_eq!(text_of(&step(&mut aside).await), "It is sunny.");
+    conn.silent_for(100).await;
+}

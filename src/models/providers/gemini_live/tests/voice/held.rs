@@ -1,0 +1,145 @@
+//! The held-answer race on Gemini Live (ADR 0035), at the model's own interface so that the
+//! order of the steps is the test's: the person speaks after a running turn's step called a
+//! tool, the model answers the speech at once, and the turn's next step reaches the actor
+//! before the spoken turn does. That step waits for the answer's generation to end, goes the
+//! usual way, and the spoken turn then plays the answer the model gave: nothing goes again.
+
+use super::*;
+use crate::agent::history::Outcome;
+use crate::agent::model::Model;
+use crate::agent::voice::VoiceNotice;
+
+#[tokio::test]
+async fn a_running_turns_next_step_leaves_the_answer_to_speech_for_its_own_turn() {
+    let mut server = FakeLive::start().await;
+    let model = live(&server, BLOCKING_MODEL);
+    let mut notices = model.voice_notices().expect("a voice model announces");
+    let mut chat = Chat::new();
+    model.voice_context(chat.request());
+    model
+        .voice(
+            "chat-1",
+            VoiceInput::Start {
+                mode: VoiceMode::HandsFree,
+            },
+        )
+        .expect("start");
+    let mut conn = server.next_conn().await;
+    conn.setup().await;
+
+    // A typed turn's step calls a tool.
+    chat.user("What's the weather in Tokyo?");
+    let mut first = model.stream(chat.request());
+    assert_eq!(conn.recv().await, user_turn("What's the weather in Tokyo?"));
+    conn.send(json!({"toolCall": {"functionCalls": [
+        {"id": "fc-w", "name": "get_weather", "args": {"location": "Tokyo"}}
+    ]}}))
+    .await;
+    let events = until_finish(&mut first).await;
+    let calls = chat.record(&events);
+
+    // Meanwhile the person speaks, and the model begins answering that at once.
+    model
+        .voice("chat-1", VoiceInput::Audio(tone(16_000, 64).into()))
+        .expect("audio");
+    assert!(conn.recv().await["realtimeInput"]["audio"].is_object());
+    conn.send(
+        json!({"serverContent": {"inputTranscription": {"text": "Tell me a joke", "finished": true}}}),
+    )
+    .await;
+    conn.say("Why did the chicken cross the road?").await;
+    match within("the spoken turn announced", notices.recv()).await {
+        Some(VoiceNotice::Heard { transcript, .. }) => assert_eq!(transcript, "Tell me a joke"),
+        other => panic!("expected the words heard, got {other:?}"),
+    }
+
+    // The turn's next step (its tool ran) comes before the spoken turn: it waits for the
+    // answer's generation to end, then sends its own input.
+    chat.results(vec![(
+        &calls[0],
+        Outcome::Output {
+            output: json!({"temperature_c": 21}),
+        },
+    )]);
+    let mut second = model.stream(chat.request());
+    conn.silent_for(100).await;
+    conn.turn_complete().await;
+    let response = conn.recv().await;
+    assert_eq!(
+        response["toolResponse"]["functionResponses"][0]["id"], "fc-w",
+        "{response}"
+    );
+    conn.say("Sunny in Tokyo.").await;
+    conn.turn_complete().await;
+    let events = until_finish(&mut second).await;
+    assert_eq!(text_of(&events), "Sunny in Tokyo.");
+    chat.record(&events);
+
+    // The spoken turn plays what the model said to the speech; nothing goes to the server.
+    chat.user("Tell me a joke");
+    let mut spoken = model.stream(chat.request());
+    let events = until_finish(&mut spoken).await;
+    assert_eq!(text_of(&events), "Why did the chicken cross the road?");
+    conn.silent_for(200).await;
+}
+
+/// Words the runtime starts no turn for are declined: their answer goes, and words said after
+/// them, held behind that answer, are announced in turn (they would wait behind it forever).
+#[tokio::test]
+async fn declined_words_lose_their_answer_and_the_words_after_them_are_announced() {
+    let mut server = FakeLive::start().await;
+    let model = live(&server, BLOCKING_MODEL);
+    let mut notices = model.voice_notices().expect("a voice model announces");
+    let chat = Chat::new();
+    model.voice_context(chat.request());
+    model
+        .voice(
+            "chat-1",
+            VoiceInput::Start {
+                mode: VoiceMode::HandsFree,
+            },
+        )
+        .expect("start");
+    let mut conn = server.next_conn().await;
+    conn.setup().await;
+    for (words, answer) in [
+        ("Pay Hanako", "Declined words."),
+        ("Is it sunny?", "It is sunny."),
+    ] {
+        model
+            .voice("chat-1", VoiceInput::Audio(tone(16_000, 64).into()))
+            .expect("audio");
+        assert!(conn.recv().await["realtimeInput"]["audio"].is_object());
+        conn.send(
+            json!({"serverContent": {"inputTranscription": {"text": words, "finished": true}}}),
+        )
+        .await;
+        conn.say(answer).await;
+        conn.turn_complete().await;
+        if words == "Pay Hanako" {
+            // Its answer began: the words said after it are held behind it.
+            match within("the first words announced", notices.recv()).await {
+                Some(VoiceNotice::Heard { transcript, .. }) => assert_eq!(transcript, words),
+                other => panic!("expected the words heard, got {other:?}"),
+            }
+        }
+    }
+    notices_quiet(&mut notices).await;
+    model.decline_spoken("chat-1", "Pay Hanako");
+    match within("the next words announced", notices.recv()).await {
+        Some(VoiceNotice::Heard { transcript, .. }) => assert_eq!(transcript, "Is it sunny?"),
+        other => panic!("expected the words heard, got {other:?}"),
+    }
+    let mut spoken = Chat::new();
+    spoken.user("Is it sunny?");
+    let events = until_finish(&mut model.stream(spoken.request())).await;
+    assert_eq!(text_of(&events), "It is sunny.");
+    conn.silent_for(200).await;
+}
+
+/// No notice comes within 100 ms.
+async fn notices_quiet(notices: &mut crate::agent::voice::VoiceSubscription) {
+    if let Ok(notice) = tokio::time::timeout(Duration::from_millis(100), notices.recv()).await {
+        panic!("expected no notice yet, got {notice:?}");
+    }
+}
