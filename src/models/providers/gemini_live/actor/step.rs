@@ -500,6 +500,7 @@ impl SessionActor {
         }
         if content.interrupted {
             conn.stray_turn_complete = !content.turn_complete;
+            self.voice.spoken_over();
             step.emit(ModelEvent::Interrupted);
             self.finish(step, Some(FinishReason::Other));
             return Ok(true);

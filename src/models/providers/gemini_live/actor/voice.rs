@@ -77,6 +77,13 @@ impl Voice {
         self.heard.push_str(text);
     }
 
+    /// The server cut an answer off because the person spoke over it (`interrupted`): what
+    /// they said is answered next, so output between steps after this is the answer to speech
+    /// even when its audio went before the cut answer began (the person kept talking).
+    pub(super) fn spoken_over(&mut self) {
+        self.spoke = true;
+    }
+
     /// Audio went to the server since the last spoken turn began.
     pub(super) fn spoke(&self) -> bool {
         self.spoke

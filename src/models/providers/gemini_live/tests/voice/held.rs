@@ -143,3 +143,54 @@ async fn notices_quiet(notices: &mut crate::agent::voice::VoiceSubscription) {
         panic!("expected no notice yet, got {notice:?}");
     }
 }
+
+/// Hands-free, the person keeps talking after the words the model begins answering: the server
+/// cuts that answer off (`interrupted`) and answers the rest, which is announced as the next
+/// spoken turn. Before, the audio of the rest counted for the first words (it went before the
+/// first answer began), and its answer was dropped as output nobody asked for.
+#[tokio::test]
+async fn words_said_on_after_the_answer_began_are_announced_when_it_is_cut_off() {
+    let mut server = FakeLive::start().await;
+    let model = live(&server, BLOCKING_MODEL);
+    let mut notices = model.voice_notices().expect("a voice model announces");
+    let chat = Chat::new();
+    model.voice_context(chat.request());
+    model
+        .voice(
+            "chat-1",
+            VoiceInput::Start {
+                mode: VoiceMode::HandsFree,
+            },
+        )
+        .expect("start");
+    let mut conn = server.next_conn().await;
+    conn.setup().await;
+    for _ in 0..2 {
+        model
+            .voice("chat-1", VoiceInput::Audio(tone(16_000, 64).into()))
+            .expect("audio");
+        assert!(conn.recv().await["realtimeInput"]["audio"].is_object());
+    }
+    conn.send(json!({"serverContent": {"inputTranscription": {"text": "Tell me a joke"}}}))
+        .await;
+    conn.say("Why did").await;
+    conn.send(json!({"serverContent": {"interrupted": true}}))
+        .await;
+    conn.send(json!({"serverContent": {"inputTranscription": {"text": "Actually, the weather"}}}))
+        .await;
+    conn.say("Sunny.").await;
+    conn.turn_complete().await;
+    match within("the first words", notices.recv()).await {
+        Some(VoiceNotice::Heard { transcript, .. }) => assert_eq!(transcript, "Tell me a joke"),
+        other => panic!("{other:?}"),
+    }
+    let mut spoken = Chat::new();
+    spoken.user("Tell me a joke");
+    let _ = until_finish(&mut model.stream(spoken.request())).await;
+    match within("the words after them", notices.recv()).await {
+        Some(VoiceNotice::Heard { transcript, .. }) => {
+            assert_eq!(transcript, "Actually, the weather")
+        }
+        other => panic!("{other:?}"),
+    }
+}
