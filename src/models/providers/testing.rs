@@ -243,6 +243,39 @@ pub(crate) fn quick_http() -> ProviderHttp {
     }
 }
 
+/// A step's events up to and including its `Finish`: a step that fails, ends without one or
+/// is silent for 5 s fails the test.
+pub(crate) async fn until_finish(stream: &mut ModelStream) -> Vec<ModelEvent> {
+    let mut events = Vec::new();
+    loop {
+        let next = tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .unwrap_or_else(|_| panic!("timed out waiting for a model event after {events:?}"));
+        match next {
+            Some(Ok(event)) => {
+                let done = matches!(event, ModelEvent::Finish { .. });
+                events.push(event);
+                if done {
+                    return events;
+                }
+            }
+            Some(Err(error)) => panic!("step failed: {error} (after {events:?})"),
+            None => panic!("stream ended without Finish: {events:?}"),
+        }
+    }
+}
+
+/// The text a step said (its `TextDelta`s, joined).
+pub(crate) fn text_of(events: &[ModelEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::TextDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Drains a model stream: its events and the error that ended it, if any. Bounded in time so a
 /// broken provider fails the test instead of hanging it.
 pub(crate) async fn collect(mut stream: ModelStream) -> (Vec<ModelEvent>, Option<ModelError>) {

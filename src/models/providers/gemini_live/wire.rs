@@ -270,6 +270,15 @@ pub(super) struct ServerContent {
     pub(super) input_transcription: Option<Transcription>,
 }
 
+impl ServerMessage {
+    /// It ends a generation: `turnComplete`, or `interrupted` (the person spoke over it).
+    pub(super) fn ends_generation(&self) -> bool {
+        self.server_content
+            .as_ref()
+            .is_some_and(|c| c.turn_complete || c.interrupted)
+    }
+}
+
 impl ServerContent {
     /// Whether this message carries any of the model's output (not just end markers).
     pub(super) fn has_content(&self) -> bool {

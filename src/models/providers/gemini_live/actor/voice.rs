@@ -20,8 +20,7 @@ use crate::agent::voice::{UNTRANSCRIBED, VoiceInput, VoiceMode, VoiceNotice};
 use crate::models::providers::gemini;
 use crate::models::providers::gemini_live::history::{google_id, live_ids};
 use crate::models::providers::gemini_live::wire::{
-    Incoming, LiveFunctionResponse, ServerMessage, SetupSpec, classify, realtime_audio,
-    tool_response,
+    LiveFunctionResponse, ServerMessage, SetupSpec, realtime_audio, tool_response,
 };
 use crate::models::providers::gemini_live::{EventSender, ToolBehavior};
 
@@ -318,11 +317,7 @@ impl SessionActor {
         tracing::info!(session = %self.session_id, "no turn for the words heard; dropping their answer");
         self.voice.announced = None;
         let held = std::mem::take(&mut self.voice.held);
-        let ends = held.iter().position(|m| {
-            m.server_content
-                .as_ref()
-                .is_some_and(|c| c.turn_complete || c.interrupted)
-        });
+        let ends = held.iter().position(ServerMessage::ends_generation);
         match ends {
             Some(end) => {
                 let mut held = held.into_iter();
@@ -340,39 +335,18 @@ impl SessionActor {
     ///
     /// [`LiveTimeouts::silence`]: crate::models::providers::gemini_live::LiveTimeouts::silence
     async fn held_answer_ends(&mut self) -> bool {
-        let ended = |held: &[ServerMessage]| {
-            held.iter().any(|m| {
-                m.server_content
-                    .as_ref()
-                    .is_some_and(|c| c.turn_complete || c.interrupted)
-            })
-        };
-        while !ended(&self.voice.held) {
+        while !self.voice.held.iter().any(ServerMessage::ends_generation) {
             let Some(conn) = self.conn.as_mut() else {
                 return false;
             };
             let silence = self.shared.config.timeouts.silence;
-            let frame = match tokio::time::timeout(silence, conn.ws.next()).await {
-                Ok(frame) => frame,
-                Err(_) => {
-                    tracing::warn!(session = %self.session_id, "the held answer to speech did not end");
-                    return false;
-                }
+            let Ok(frame) = tokio::time::timeout(silence, conn.ws.next()).await else {
+                tracing::warn!(session = %self.session_id, "the held answer to speech did not end");
+                return false;
             };
-            match classify(frame) {
-                Incoming::Message(message) => {
-                    if let Err(reason) = self.on_idle_message(*message).await {
-                        tracing::debug!(session = %self.session_id, %reason, "the socket broke");
-                        self.conn = None;
-                        return false;
-                    }
-                }
-                Incoming::Ignore => {}
-                Incoming::Broken(_) | Incoming::Closed { .. } => {
-                    self.conn = None;
-                    return false;
-                }
-            }
+            // As between steps: what comes is held behind the answer; a socket that broke or
+            // closed is gone.
+            self.on_idle_frame(frame).await;
         }
         tracing::debug!(session = %self.session_id, "a step of the running turn goes first; the answer to speech stays held for its own turn");
         true
@@ -394,11 +368,7 @@ impl SessionActor {
     /// A held answer nobody takes: its notices still count (a cancellation, a call to answer),
     /// and the rest of its generation is discarded.
     async fn drop_held(&mut self, held: Vec<ServerMessage>) {
-        let ended = held.iter().any(|m| {
-            m.server_content
-                .as_ref()
-                .is_some_and(|c| c.turn_complete || c.interrupted)
-        });
+        let ended = held.iter().any(ServerMessage::ends_generation);
         for message in held {
             self.common(&message);
             if let Some(cancellation) = message.tool_call_cancellation {
@@ -484,11 +454,7 @@ impl SessionActor {
                     "the talk while a call waited was not taken before the next step; dropped"
                 ),
             }
-            let ended = held.iter().any(|m| {
-                m.server_content
-                    .as_ref()
-                    .is_some_and(|c| c.turn_complete || c.interrupted)
-            });
+            let ended = held.iter().any(ServerMessage::ends_generation);
             if !ended {
                 conn.discard += 1;
             }

@@ -34,6 +34,7 @@ use crate::agent::history::{
     context_items,
 };
 use crate::agent::model::{ToolDeclaration, Usage};
+use crate::models::providers::testing::{text_of, until_finish};
 use crate::protocol::FinishReason;
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -376,24 +377,6 @@ impl Chat {
     }
 }
 
-/// Events up to and including `Finish`.
-async fn until_finish(stream: &mut ModelStream) -> Vec<ModelEvent> {
-    let mut events = Vec::new();
-    loop {
-        match within("a model event", stream.next()).await {
-            Some(Ok(event)) => {
-                let done = matches!(event, ModelEvent::Finish { .. });
-                events.push(event);
-                if done {
-                    return events;
-                }
-            }
-            Some(Err(error)) => panic!("step failed: {error} (after {events:?})"),
-            None => panic!("stream ended without Finish: {events:?}"),
-        }
-    }
-}
-
 async fn until_error(stream: &mut ModelStream) -> ModelError {
     loop {
         match within("a model error", stream.next()).await {
@@ -402,16 +385,6 @@ async fn until_error(stream: &mut ModelStream) -> ModelError {
             None => panic!("stream ended without an error"),
         }
     }
-}
-
-fn text_of(events: &[ModelEvent]) -> String {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            ModelEvent::TextDelta(t) => Some(t.as_str()),
-            _ => None,
-        })
-        .collect()
 }
 
 fn calls_of(events: &[ModelEvent]) -> Vec<ToolCall> {

@@ -117,34 +117,27 @@ async fn a_bidi_turn_through_the_runtime_waits_for_approval_then_answers() {
     );
 }
 
-/// The model's cancellation of the waiting call comes first in a flood of cancellations (1,000
-/// more ids in the same message): none is lost, so the approval still ends withdrawn and the
-/// payment can never run. The broadcast channel of 64 the notices used to travel on dropped
-/// the oldest of a burst, exactly this one, and the withdrawn call stayed approvable.
-#[tokio::test]
-async fn a_withdrawal_followed_by_a_flood_of_cancellations_is_not_lost() {
+/// The turn reports the call withdrawn, and approving it now is refused as withdrawn.
+async fn withdrawn_and_unapprovable(
+    runtime: &Arc<crate::agent::Runtime>,
+    reader: &mut crate::agent::session::LogReader,
+    chat: &str,
+    approval_id: String,
+) {
     use crate::agent::{ApprovalDecision, InputError, PersonInput, TurnEntry};
     use crate::protocol::Chunk;
 
-    let (_server, mut conn, runtime, mut reader, approval_id) =
-        payment_awaiting_approval("flooded").await;
-    let mut ids = vec![json!("fc-pay")];
-    ids.extend((0..1_000).map(|n| json!(format!("gone-{n}"))));
-    conn.send(json!({"toolCallCancellation": {"ids": ids}}))
-        .await;
-    loop {
+    let withdrawn = loop {
         match within("the withdrawal", reader.next()).await {
-            Some(TurnEntry::Chunk(Chunk::ToolOutputError(e))) => {
-                assert!(e.error_text.contains("withdrew"), "{}", e.error_text);
-                break;
-            }
+            Some(TurnEntry::Chunk(Chunk::ToolOutputError(e))) => break e.error_text,
             Some(_) => {}
             None => panic!("the turn ended without reporting the withdrawal"),
         }
-    }
+    };
+    assert!(withdrawn.contains("withdrew"), "{withdrawn}");
     let refused = runtime
         .submit(
-            "flooded",
+            chat,
             &[PersonInput::Approval {
                 approval_id: approval_id.clone(),
                 decision: ApprovalDecision::Approve,
@@ -156,13 +149,28 @@ async fn a_withdrawal_followed_by_a_flood_of_cancellations_is_not_lost() {
     assert_eq!(refused, InputError::ApprovalWithdrawn { approval_id });
 }
 
+/// The model's cancellation of the waiting call comes first in a flood of cancellations (1,000
+/// more ids in the same message): none is lost, so the approval still ends withdrawn and the
+/// payment can never run. The broadcast channel of 64 the notices used to travel on dropped
+/// the oldest of a burst, exactly this one, and the withdrawn call stayed approvable.
+#[tokio::test]
+async fn a_withdrawal_followed_by_a_flood_of_cancellations_is_not_lost() {
+    let (_server, mut conn, runtime, mut reader, approval_id) =
+        payment_awaiting_approval("flooded").await;
+    let mut ids = vec![json!("fc-pay")];
+    ids.extend((0..1_000).map(|n| json!(format!("gone-{n}"))));
+    conn.send(json!({"toolCallCancellation": {"ids": ids}}))
+        .await;
+    withdrawn_and_unapprovable(&runtime, &mut reader, "flooded", approval_id).await;
+}
+
 /// Gemini Live withdraws a call while the person is still deciding (`toolCallCancellation`
 /// after the step): the runtime ends the call, the approval can no longer be answered, the
 /// audit log says why, and the turn goes on.
 #[tokio::test]
 async fn a_call_withdrawn_during_the_approval_wait_cannot_be_approved() {
     use crate::agent::{
-        ApprovalDecision, InputError, PersonInput, TurnEntry,
+        TurnEntry,
         store::{AuditKind, AuditQuery},
     };
     use crate::protocol::Chunk;
@@ -172,26 +180,7 @@ async fn a_call_withdrawn_during_the_approval_wait_cannot_be_approved() {
 
     conn.send(json!({"toolCallCancellation": {"ids": ["fc-pay"]}}))
         .await;
-    let withdrawn = loop {
-        match within("the withdrawal", reader.next()).await {
-            Some(TurnEntry::Chunk(Chunk::ToolOutputError(e))) => break e.error_text,
-            Some(_) => {}
-            None => panic!("the turn ended without reporting the withdrawal"),
-        }
-    };
-    assert!(withdrawn.contains("withdrew"), "{withdrawn}");
-    let refused = runtime
-        .submit(
-            "withdrawn",
-            &[PersonInput::Approval {
-                approval_id: approval_id.clone(),
-                decision: ApprovalDecision::Approve,
-                step_up: None,
-            }],
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(refused, InputError::ApprovalWithdrawn { approval_id });
+    withdrawn_and_unapprovable(&runtime, &mut reader, "withdrawn", approval_id).await;
 
     // The turn goes on: the model hears what became of its call and answers.
     let next = conn.recv().await;

@@ -6,8 +6,9 @@
 
 use super::*;
 use crate::agent::history::{AssistantPart, HistoryItem, Outcome, ToolCall, ToolResult};
-use crate::agent::model::{Model, ModelEvent, ModelRequest, ModelStream};
+use crate::agent::model::{Model, ModelEvent, ModelRequest};
 use crate::agent::voice::{VoiceInput, VoiceMode, VoiceNotice, VoiceSubscription};
+use crate::models::providers::testing::{text_of, until_finish};
 
 const CHAT: &str = "u";
 
@@ -18,34 +19,6 @@ fn request(history: &[HistoryItem]) -> ModelRequest {
         history: Arc::new(history.to_vec()),
         tools: Vec::new(),
     }
-}
-
-/// The step's events up to its `Finish`.
-async fn step(stream: &mut ModelStream) -> Vec<ModelEvent> {
-    let mut events = Vec::new();
-    loop {
-        match within("a model event", stream.next()).await {
-            Some(Ok(event)) => {
-                let done = matches!(event, ModelEvent::Finish { .. });
-                events.push(event);
-                if done {
-                    return events;
-                }
-            }
-            Some(Err(error)) => panic!("the step failed: {error} (after {events:?})"),
-            None => panic!("the step ended without Finish: {events:?}"),
-        }
-    }
-}
-
-fn text_of(events: &[ModelEvent]) -> String {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            ModelEvent::TextDelta(t) => Some(t.as_str()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// What the runner records of a step that only spoke.
@@ -131,7 +104,7 @@ async fn speech_answered_while_a_turn_runs_keeps_its_answer_and_a_second_utteran
     transcribed(&mut conn, "item_u1", "Tell me a joke").await;
     assert_eq!(heard(&mut notices).await, "Tell me a joke");
     conn.done(&typed, "completed").await;
-    let events = step(&mut first).await;
+    let events = until_finish(&mut first).await;
     let mut call: ToolCall = events
         .iter()
         .find_map(|e| match e {
@@ -166,7 +139,7 @@ async fn speech_answered_while_a_turn_runs_keeps_its_answer_and_a_second_utteran
     let weather = conn.response_created().await;
     conn.say(&weather, "Sunny in Tokyo.").await;
     conn.done(&weather, "completed").await;
-    assert_eq!(text_of(&step(&mut second).await), "Sunny in Tokyo.");
+    assert_eq!(text_of(&until_finish(&mut second).await), "Sunny in Tokyo.");
     history.push(said("Sunny in Tokyo."));
 
     // Before the spoken turn starts, the person speaks again and that is answered too.
@@ -182,13 +155,13 @@ async fn speech_answered_while_a_turn_runs_keeps_its_answer_and_a_second_utteran
     history.push(HistoryItem::user("Tell me a joke"));
     let mut third = model.stream(request(&history));
     assert_eq!(
-        text_of(&step(&mut third).await),
+        text_of(&until_finish(&mut third).await),
         "Why did the chicken cross the road?"
     );
     history.push(said("Why did the chicken cross the road?"));
     history.push(HistoryItem::user("Another one"));
     let mut fourth = model.stream(request(&history));
-    assert_eq!(text_of(&step(&mut fourth).await), "Knock knock.");
+    assert_eq!(text_of(&until_finish(&mut fourth).await), "Knock knock.");
     conn.silent_for(200).await;
     server.no_new_conn(50).await;
 }
@@ -220,12 +193,12 @@ async fn a_typed_step_that_meets_the_servers_answer_to_speech_waits_for_it() {
     let mine = conn.response_created().await;
     conn.say(&mine, "Hi there.").await;
     conn.done(&mine, "completed").await;
-    assert_eq!(text_of(&step(&mut typed).await), "Hi there.");
+    assert_eq!(text_of(&until_finish(&mut typed).await), "Hi there.");
 
     history.push(said("Hi there."));
     history.push(HistoryItem::user("Good morning"));
     let mut spoken = model.stream(request(&history));
-    assert_eq!(text_of(&step(&mut spoken).await), "Morning!");
+    assert_eq!(text_of(&until_finish(&mut spoken).await), "Morning!");
     conn.silent_for(200).await;
 }
 
@@ -249,6 +222,6 @@ async fn declined_words_lose_their_answer_and_the_next_aside_plays_the_next_one(
     }
     model.decline_spoken(CHAT, "Pay Hanako");
     let mut aside = model.aside(CHAT);
-    assert_eq!(text_of(&step(&mut aside).await), "It is sunny.");
+    assert_eq!(text_of(&until_finish(&mut aside).await), "It is sunny.");
     conn.silent_for(100).await;
 }

@@ -7,15 +7,13 @@
 use super::*;
 use crate::agent::history::Outcome;
 use crate::agent::model::Model;
-use crate::agent::voice::VoiceNotice;
+use crate::agent::voice::{VoiceNotice, VoiceSubscription};
 
-#[tokio::test]
-async fn a_running_turns_next_step_leaves_the_answer_to_speech_for_its_own_turn() {
-    let mut server = FakeLive::start().await;
-    let model = live(&server, BLOCKING_MODEL);
-    let mut notices = model.voice_notices().expect("a voice model announces");
-    let mut chat = Chat::new();
-    model.voice_context(chat.request());
+/// The model hands-free for chat `chat-1`, its socket open and its voice notices followed.
+async fn listening(server: &mut FakeLive) -> (GeminiLiveModel, FakeConn, VoiceSubscription) {
+    let model = live(server, BLOCKING_MODEL);
+    let notices = model.voice_notices().expect("a voice model announces");
+    model.voice_context(Chat::new().request());
     model
         .voice(
             "chat-1",
@@ -26,6 +24,22 @@ async fn a_running_turns_next_step_leaves_the_answer_to_speech_for_its_own_turn(
         .expect("start");
     let mut conn = server.next_conn().await;
     conn.setup().await;
+    (model, conn, notices)
+}
+
+/// The words of the next spoken turn the model announces.
+async fn heard(notices: &mut VoiceSubscription, what: &str) -> String {
+    match within(what, notices.recv()).await {
+        Some(VoiceNotice::Heard { transcript, .. }) => transcript,
+        other => panic!("expected the words heard, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_running_turns_next_step_leaves_the_answer_to_speech_for_its_own_turn() {
+    let mut server = FakeLive::start().await;
+    let (model, mut conn, mut notices) = listening(&mut server).await;
+    let mut chat = Chat::new();
 
     // A typed turn's step calls a tool.
     chat.user("What's the weather in Tokyo?");
@@ -48,10 +62,10 @@ async fn a_running_turns_next_step_leaves_the_answer_to_speech_for_its_own_turn(
     )
     .await;
     conn.say("Why did the chicken cross the road?").await;
-    match within("the spoken turn announced", notices.recv()).await {
-        Some(VoiceNotice::Heard { transcript, .. }) => assert_eq!(transcript, "Tell me a joke"),
-        other => panic!("expected the words heard, got {other:?}"),
-    }
+    assert_eq!(
+        heard(&mut notices, "the spoken turn announced").await,
+        "Tell me a joke"
+    );
 
     // The turn's next step (its tool ran) comes before the spoken turn: it waits for the
     // answer's generation to end, then sends its own input.
@@ -88,20 +102,7 @@ async fn a_running_turns_next_step_leaves_the_answer_to_speech_for_its_own_turn(
 #[tokio::test]
 async fn declined_words_lose_their_answer_and_the_words_after_them_are_announced() {
     let mut server = FakeLive::start().await;
-    let model = live(&server, BLOCKING_MODEL);
-    let mut notices = model.voice_notices().expect("a voice model announces");
-    let chat = Chat::new();
-    model.voice_context(chat.request());
-    model
-        .voice(
-            "chat-1",
-            VoiceInput::Start {
-                mode: VoiceMode::HandsFree,
-            },
-        )
-        .expect("start");
-    let mut conn = server.next_conn().await;
-    conn.setup().await;
+    let (model, mut conn, mut notices) = listening(&mut server).await;
     for (words, answer) in [
         ("Pay Hanako", "Declined words."),
         ("Is it sunny?", "It is sunny."),
@@ -118,18 +119,18 @@ async fn declined_words_lose_their_answer_and_the_words_after_them_are_announced
         conn.turn_complete().await;
         if words == "Pay Hanako" {
             // Its answer began: the words said after it are held behind it.
-            match within("the first words announced", notices.recv()).await {
-                Some(VoiceNotice::Heard { transcript, .. }) => assert_eq!(transcript, words),
-                other => panic!("expected the words heard, got {other:?}"),
-            }
+            assert_eq!(
+                heard(&mut notices, "the first words announced").await,
+                words
+            );
         }
     }
     notices_quiet(&mut notices).await;
     model.decline_spoken("chat-1", "Pay Hanako");
-    match within("the next words announced", notices.recv()).await {
-        Some(VoiceNotice::Heard { transcript, .. }) => assert_eq!(transcript, "Is it sunny?"),
-        other => panic!("expected the words heard, got {other:?}"),
-    }
+    assert_eq!(
+        heard(&mut notices, "the next words announced").await,
+        "Is it sunny?"
+    );
     let mut spoken = Chat::new();
     spoken.user("Is it sunny?");
     let events = until_finish(&mut model.stream(spoken.request())).await;
@@ -138,7 +139,7 @@ async fn declined_words_lose_their_answer_and_the_words_after_them_are_announced
 }
 
 /// No notice comes within 100 ms.
-async fn notices_quiet(notices: &mut crate::agent::voice::VoiceSubscription) {
+async fn notices_quiet(notices: &mut VoiceSubscription) {
     if let Ok(notice) = tokio::time::timeout(Duration::from_millis(100), notices.recv()).await {
         panic!("expected no notice yet, got {notice:?}");
     }
@@ -151,20 +152,7 @@ async fn notices_quiet(notices: &mut crate::agent::voice::VoiceSubscription) {
 #[tokio::test]
 async fn words_said_on_after_the_answer_began_are_announced_when_it_is_cut_off() {
     let mut server = FakeLive::start().await;
-    let model = live(&server, BLOCKING_MODEL);
-    let mut notices = model.voice_notices().expect("a voice model announces");
-    let chat = Chat::new();
-    model.voice_context(chat.request());
-    model
-        .voice(
-            "chat-1",
-            VoiceInput::Start {
-                mode: VoiceMode::HandsFree,
-            },
-        )
-        .expect("start");
-    let mut conn = server.next_conn().await;
-    conn.setup().await;
+    let (model, mut conn, mut notices) = listening(&mut server).await;
     for _ in 0..2 {
         model
             .voice("chat-1", VoiceInput::Audio(tone(16_000, 64).into()))
@@ -180,17 +168,15 @@ async fn words_said_on_after_the_answer_began_are_announced_when_it_is_cut_off()
         .await;
     conn.say("Sunny.").await;
     conn.turn_complete().await;
-    match within("the first words", notices.recv()).await {
-        Some(VoiceNotice::Heard { transcript, .. }) => assert_eq!(transcript, "Tell me a joke"),
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(
+        heard(&mut notices, "the first words").await,
+        "Tell me a joke"
+    );
     let mut spoken = Chat::new();
     spoken.user("Tell me a joke");
     let _ = until_finish(&mut model.stream(spoken.request())).await;
-    match within("the words after them", notices.recv()).await {
-        Some(VoiceNotice::Heard { transcript, .. }) => {
-            assert_eq!(transcript, "Actually, the weather")
-        }
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(
+        heard(&mut notices, "the words after them").await,
+        "Actually, the weather"
+    );
 }
