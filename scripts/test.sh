@@ -32,9 +32,11 @@ step() {
 
 # What runs in the background, stopped however this script ends.
 tools_pid=""
+front_pid=""
 pg_dir=""
 cleanup() {
   if [ -n "$tools_pid" ]; then kill -- "-$tools_pid" 2>/dev/null || true; fi
+  if [ -n "$front_pid" ]; then kill -- "-$front_pid" 2>/dev/null || true; fi
   if [ -n "$pg_dir" ]; then
     scripts/pg.sh stop "$pg_dir/data" || true
     rm -rf "$pg_dir"
@@ -72,9 +74,6 @@ fi
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "clippy, browser build (hydrate, wasm32)"
-cargo clippy --lib --no-default-features --features hydrate --target wasm32-unknown-unknown -- -D warnings
-
 step "a throwaway PostgreSQL cluster (scripts/pg.sh) for the Postgres store's tests"
 pg_dir="$(mktemp -d /tmp/countersign-test-pg.XXXXXX)"
 chmod 755 "$pg_dir" # the cluster runs as the postgres user when this runs as root
@@ -111,10 +110,23 @@ if "$clippy_driver" rustc --edition=2024 --crate-type=lib --emit=metadata \
 fi
 rm -rf "$probe_dir"
 RUSTC_WORKSPACE_WRAPPER="$clippy_driver" cargo test --no-default-features --features ssr
-unset CLIPPY_ARGS
 
-step "Rust tests, browser build (hydrate) run on this machine: the page's unit tests"
-cargo test --lib --no-default-features --features hydrate
+# The browser build's code is linted the same way, in its unit tests' build on this machine: it
+# has no code for wasm32 alone and none left out of test builds, so this lints the code `cargo
+# clippy --lib --target wasm32-unknown-unknown` would, without checking every dependency a third
+# time, for wasm32 (ADR 0052). The release build below compiles it for wasm32.
+step "Rust tests, browser build (hydrate) run on this machine, linted by clippy -D warnings as it compiles: the page's unit tests"
+# Both conditions are checked here, so that code for wasm32 alone, or for builds without tests
+# alone, fails this run instead of going unlinted (src/server.rs and src/main.rs are the
+# server's alone: never in the browser build).
+one_target="$(grep -rlE 'target_(arch|family|os|env|pointer_width|vendor)|not\(test\)' src \
+  | grep -vxE 'src/(server|main)\.rs' || true)"
+if [ -n "$one_target" ]; then
+  echo "code for one target, or for non-test builds, only in: $one_target; lint the browser build for wasm32 as well (cargo clippy --lib --no-default-features --features hydrate --target wasm32-unknown-unknown -- -D warnings)" >&2
+  exit 1
+fi
+RUSTC_WORKSPACE_WRAPPER="$clippy_driver" cargo test --lib --no-default-features --features hydrate
+unset CLIPPY_ARGS
 
 step "fuzz corpus replayed on stable (protocol, WebSocket framing, Markdown vs pulldown-cmark)"
 (cd fuzz && cargo test --no-default-features --locked)
@@ -133,20 +145,39 @@ else
 fi
 
 step "fuzzing the WebSocket framing for 60 s (cargo-fuzz, ADR 0012)"
-scripts/fuzz.sh 60 ws_frame
+# Its build gets both cores here (fuzz.sh builds on one by default, beside a developer's work).
+CARGO_BUILD_JOBS="$(nproc)" scripts/fuzz.sh 60 ws_frame
 
-step "release build of the site (plain cargo-leptos: the settings are where it reads them)"
+step "release build of the site (plain cargo-leptos: the settings are where it reads them), the wasm and the server side by side"
 # --split: the wasm cut at its #[lazy] functions, each page loading only its own code (ADR 0030;
 # tests/caching.spec.ts checks the chat page never fetches the other pages' parts). No
 # --precompress: the server compresses each file once when first asked (the same test checks a
 # build without compressed copies is still sent compressed).
+# cargo-leptos builds the wasm and then the server, one after the other, when the site's files
+# are hashed (hash-files): its two halves are run here as two cargo-leptos builds at once
+# (--frontend-only, --server-only). They share nothing while they build (the wasm has its own
+# target directory, target/front; hash.txt is written beside the server's binary, which the
+# server reads when it starts), so the server compiles while the wasm's single-threaded steps
+# run (its fat-LTO codegen, wasm-opt). ADR 0052.
 # CI (CI=true, every dependency compiled from nothing) builds the server at opt-level 1: the
 # same code, features and site (the countersign crate compiles in three quarters of the time:
 # ADR 0050); the wasm's own profile (wasm-release: opt-level z, fat LTO) sets its level itself.
-if [ "${CI:-}" = true ]; then
-  CARGO_PROFILE_RELEASE_OPT_LEVEL=1 cargo leptos build --release --split
+server_env=()
+if [ "${CI:-}" = true ]; then server_env=(CARGO_PROFILE_RELEASE_OPT_LEVEL=1); fi
+front_log="$(mktemp /tmp/countersign-front.XXXXXX)"
+setsid cargo leptos build --release --split --frontend-only >"$front_log" 2>&1 &
+front_pid=$!
+env "${server_env[@]}" cargo leptos build --release --split --server-only
+echo "-- the wasm's build (cargo leptos build --release --split --frontend-only):"
+if wait "$front_pid"; then
+  front_pid=""
+  cat "$front_log"
+  rm -f "$front_log"
 else
-  cargo leptos build --release --split
+  front_pid=""
+  cat "$front_log" >&2
+  echo "the wasm's release build failed (above)" >&2
+  exit 1
 fi
 
 step "AI SDK conformance: ai@6.0.0 and ai@7 drive /api/chat (conformance/)"

@@ -36,8 +36,20 @@ const MAX_FRAME_BYTES = 16_000;
  */
 const TAP = () => {
   type Block = { t: number; rms: number; n: number };
-  const tap = { contexts: [] as { rate: number; blocks: Block[]; context: BaseAudioContext }[] };
+  const tap = {
+    contexts: [] as { rate: number; blocks: Block[]; context: BaseAudioContext }[],
+    // Each context's audio clock when the person last pressed (the pointer went down): when a
+    // barge-in began, read in the page, not after the test's own round trips to it.
+    pressed: [] as { rate: number; now: number }[],
+  };
   (window as unknown as { __tap: typeof tap }).__tap = tap;
+  window.addEventListener(
+    "pointerdown",
+    () => {
+      tap.pressed = tap.contexts.map(({ rate, context }) => ({ rate, now: context.currentTime }));
+    },
+    true,
+  );
   const connect = AudioNode.prototype.connect as (this: AudioNode, ...args: unknown[]) => unknown;
   const recorders = new WeakMap<BaseAudioContext, ScriptProcessorNode>();
   AudioNode.prototype.connect = function (this: AudioNode, ...args: unknown[]) {
@@ -107,6 +119,16 @@ async function playback(page: Page, after = 0) {
 async function audioNow(page: Page): Promise<number> {
   const contexts = await heard(page);
   return Math.max(...contexts.filter((c) => c.rate !== 16000).map((c) => c.now));
+}
+
+/** The playback context's audio clock when the pointer last went down in the page. */
+async function pressedAt(page: Page): Promise<number> {
+  const pressed = await page.evaluate(
+    () => (window as unknown as { __tap: { pressed: { rate: number; now: number }[] } }).__tap.pressed,
+  );
+  const playing = pressed.filter((c) => c.rate !== 16000);
+  expect(playing.length, "the press was seen by the page while its speech context existed").toBeGreaterThan(0);
+  return Math.max(...playing.map((c) => c.now));
 }
 
 /** A mono PCM16 WAV of `seconds` of a tone (a microphone input that is clearly not silence). */
@@ -181,6 +203,34 @@ function recordSent(page: Page): Sent {
 }
 
 const audioBytes = (sent: Sent) => sent.binary.reduce((n, b) => n + b.length, 0);
+
+/**
+ * What the page sent and showed, for a failure's message: the controls in order, how much audio
+ * went out and how loud it was (in 0.5 s steps, so a lost or silent start shows), and the voice
+ * bar's status and problem lines.
+ */
+async function whatHappened(page: Page, sent: Sent): Promise<string> {
+  const samples = Buffer.concat(sent.binary.map((b) => Buffer.from(b)));
+  const loudness: number[] = [];
+  for (let at = 0; at + 1 < samples.length; at += 16_000) {
+    let peak = 0;
+    for (let i = at; i + 1 < Math.min(samples.length, at + 16_000); i += 2) peak = Math.max(peak, Math.abs(samples.readInt16LE(i)));
+    loudness.push(peak);
+  }
+  // Read without waiting: a line that is not there is part of the answer.
+  const line = async (id: string) => {
+    const found = page.getByTestId(id);
+    return (await found.count()) > 0 ? found.first().textContent({ timeout: 1_000 }) : null;
+  };
+  const status = await line("voice-status");
+  const problem = await line("voice-problem");
+  const controls = sent.order.filter((o) => !o.startsWith("binary"));
+  return [
+    `controls sent: ${controls.join(", ") || "none"}`,
+    `audio sent: ${sent.binary.length} frames, ${samples.length} bytes; peak per 0.5 s: ${loudness.join(" ")}`,
+    `voice status: ${status ?? "(none)"}; problem: ${problem ?? "(none)"}`,
+  ].join("\n");
+}
 
 /**
  * A browser whose microphone plays `wav` (or none: `grant` false refuses the microphone), with
@@ -400,10 +450,14 @@ test.describe("voice: the page", () => {
     say({ type: "start", messageId: "m-spoken-2" });
     for (let i = 0; i < 10; i++) socket!.send(speechPcm(0.5));
     await expect.poll(async () => (await playback(page, (await audioNow(page)) - 0.05)) !== null).toBe(true);
-    stoppedAt = await audioNow(page);
     await page.getByTestId("talk").hover();
     await page.mouse.down();
     await expect(page.getByTestId("talk")).toHaveAttribute("aria-pressed", "true");
+    // Measured from the press itself (the page's clock when the pointer went down): before, from
+    // a reading taken before the test's hover and press reached the page, whose round trips
+    // alone took over 0.15 s now and then on a busy machine.
+    stoppedAt = await pressedAt(page);
+    expect(await playback(page, stoppedAt - 0.05), "it was playing when the person pressed").not.toBeNull();
     await expect.poll(async () => (await audioNow(page)) > stoppedAt + 0.6).toBe(true);
     expect(await playback(page, stoppedAt + 0.15), "playback went on while the person talked").toBeNull();
     await page.mouse.up();
@@ -517,7 +571,11 @@ test.describe("voice: hands-free", () => {
     await expect(page.getByTestId("hands-free")).toHaveAttribute("aria-pressed", "true");
     // The demo finds where the payment starts and ends in the open microphone's stream: heard
     // as the person's message, answered aloud, its card shown; nobody turned the microphone off.
-    await expect(userMessages(page).last()).toHaveText(/Pay forty euros? to Alice/, { timeout: 30_000 });
+    try {
+      await expect(userMessages(page).last()).toHaveText(/Pay forty euros? to Alice/, { timeout: 30_000 });
+    } catch (e) {
+      throw new Error(`${(e as Error).message}\n${await whatHappened(page, sent)}`);
+    }
     const card = toolCards(page, "process_payment");
     const approval = await pendingApproval(card);
     await expect.poll(async () => (await playback(page))?.audible ?? 0, { timeout: 30_000 }).toBeGreaterThan(1);

@@ -195,7 +195,9 @@ async fn on_notice(runtime: Arc<Runtime>, notice: VoiceNotice) {
     // Words said while the model answers wait here for the turn to stop: the chat's later
     // notices wait behind them (their order is the person's), other chats' do not.
     match runtime.start_spoken_turn(&session_id, user, &speaker).await {
-        Ok(Spoken::Turn(_)) => {}
+        Ok(Spoken::Turn(started)) => {
+            tracing::info!(chat = %session_id, turn = %started.turn_id, "spoken turn started");
+        }
         Ok(Spoken::Aside) => {
             tracing::debug!(session = %session_id, "spoken while the turn's calls are out: an aside of it")
         }

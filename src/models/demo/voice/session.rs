@@ -291,6 +291,7 @@ async fn listen(
     notices: VoiceNotices,
 ) {
     while let Some(utterance) = utterances.recv().await {
+        let seconds = utterance.len() as f64 / 2.0 / f64::from(crate::models::pcm::LISTEN_RATE);
         let heard = match &recogniser {
             Some(r) => r.recognise(&utterance).await.unwrap_or_else(|error| {
                 tracing::warn!(%error, "the demo could not hear an utterance");
@@ -298,8 +299,17 @@ async fn listen(
             }),
             None => String::new(),
         };
-        if let Some(notice) = heard_notice(chat.clone(), &heard) {
-            let _ = notices.send(notice);
+        match heard_notice(chat.clone(), &heard) {
+            Some(notice) => {
+                let _ = notices.send(notice);
+            }
+            // Said at INFO: a person who spoke and got no answer, or a test that waits for
+            // one, can see that the utterance came and held nothing the demo knows.
+            None => tracing::info!(
+                session = %chat,
+                seconds = format!("{seconds:.2}"),
+                "the demo heard no words it knows in an utterance; nothing starts"
+            ),
         }
     }
 }
@@ -427,7 +437,6 @@ async fn say(
 fn heard_notice(chat: String, heard: &str) -> Option<VoiceNotice> {
     let transcript = nlu::written(heard);
     if transcript.trim().is_empty() {
-        tracing::debug!(session = %chat, "the demo heard no words; nothing starts");
         return None;
     }
     Some(VoiceNotice::Heard {

@@ -16,6 +16,7 @@ use crate::ui::{
 /// The worklet's script and the processor it registers.
 const WORKLET_URL: &str = "/voice-capture.js";
 const PROCESSOR: &str = "countersign-capture";
+const NO_WORKLET: &str = "no AudioWorklet";
 
 /// What runs once the worklet posted what it held.
 type Flushed = Rc<RefCell<Option<Box<dyn FnOnce()>>>>;
@@ -97,28 +98,30 @@ fn stop_tracks(stream: &web_sys::MediaStream) {
 
 impl Capture {
     /// Opens the microphone; every batch of samples goes to `on_batch`.
+    ///
+    /// The context and its worklet (on first use, a fetch) are ready before the microphone is
+    /// asked for, and the microphone is wired to them in the same task that receives it: a
+    /// person who presses and speaks at once is heard from the moment the microphone is theirs,
+    /// not from whenever the worklet has loaded. (Chromium's fake microphone cannot show the
+    /// difference: with the worklet's fetch held back 1 s, the old order lost none of its clip
+    /// either.)
     pub(super) async fn open(on_batch: Rc<dyn Fn(Vec<f32>)>) -> Result<Capture, MicError> {
-        let stream = microphone().await?;
-        match Capture::wire(stream.clone(), on_batch).await {
-            Ok(capture) => Ok(capture),
-            Err(e) => {
-                stop_tracks(&stream);
-                Err(e)
-            }
-        }
-    }
-
-    /// The graph: microphone → worklet (→ the destination, silent, so the context pulls it).
-    async fn wire(
-        stream: web_sys::MediaStream,
-        on_batch: Rc<dyn Fn(Vec<f32>)>,
-    ) -> Result<Capture, MicError> {
         let options = web_sys::AudioContextOptions::new();
         options.set_sample_rate(MIC_RATE as f32);
         let context = web_sys::AudioContext::new_with_context_options(&options)
             .map_err(unsupported("no Web Audio at 16 kHz"))?;
-        let wired = Capture::graph(&context, &stream, on_batch).await;
-        match wired {
+        let ready = match Capture::load_worklet(&context).await {
+            Ok(()) => microphone().await,
+            Err(e) => Err(e),
+        };
+        let stream = match ready {
+            Ok(stream) => stream,
+            Err(e) => {
+                let _ = context.close();
+                return Err(e);
+            }
+        };
+        match Capture::graph(&context, &stream, on_batch) {
             Ok((port, flushed, on_message)) => Ok(Capture {
                 context,
                 stream,
@@ -127,25 +130,32 @@ impl Capture {
                 _on_message: on_message,
             }),
             Err(e) => {
+                stop_tracks(&stream);
                 let _ = context.close();
                 Err(e)
             }
         }
     }
 
-    async fn graph(
+    /// Loads the capture worklet's module into `context`.
+    async fn load_worklet(context: &web_sys::AudioContext) -> Result<(), MicError> {
+        let module = context
+            .audio_worklet()
+            .and_then(|w| w.add_module(WORKLET_URL))
+            .map_err(unsupported(NO_WORKLET))?;
+        JsFuture::from(module)
+            .await
+            .map_err(unsupported("the capture worklet did not load"))?;
+        Ok(())
+    }
+
+    /// The graph: microphone → worklet (→ the destination, silent, so the context pulls it).
+    /// Synchronous, so that nothing runs between the microphone's arrival and its wiring.
+    fn graph(
         context: &web_sys::AudioContext,
         stream: &web_sys::MediaStream,
         on_batch: Rc<dyn Fn(Vec<f32>)>,
     ) -> Result<Wired, MicError> {
-        let no_worklet = "no AudioWorklet";
-        let module = context
-            .audio_worklet()
-            .and_then(|w| w.add_module(WORKLET_URL))
-            .map_err(unsupported(no_worklet))?;
-        JsFuture::from(module)
-            .await
-            .map_err(unsupported("the capture worklet did not load"))?;
         let source = context
             .create_media_stream_source(stream)
             .map_err(unsupported("the microphone cannot be read at 16 kHz"))?;
@@ -158,8 +168,8 @@ impl Capture {
         );
         options.set_processor_options(Some(&processor));
         let node = web_sys::AudioWorkletNode::new_with_options(context, PROCESSOR, &options)
-            .map_err(unsupported(no_worklet))?;
-        let port = node.port().map_err(unsupported(no_worklet))?;
+            .map_err(unsupported(NO_WORKLET))?;
+        let port = node.port().map_err(unsupported(NO_WORKLET))?;
         let flushed: Flushed = Rc::new(RefCell::new(None));
         let on_flushed = flushed.clone();
         let on_message =
