@@ -133,9 +133,11 @@ cargo_tools() {
     # minifying the site) is a few seconds of a release build, rustc and wasm-opt the rest.
     # - OPENSSL_NO_VENDOR: link the system's OpenSSL instead of compiling the vendored one (its
     #   build script alone was 263 s of the install);
-    # - opt-level 1, no LTO, 16 codegen units instead of its opt-level 3 + fat LTO +
-    #   1 codegen unit (docs/adr/0049-ci-time.md has the measurements).
-    OPENSSL_NO_VENDOR=1 CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_LTO=false \
+    # - opt-level 0, no LTO, 16 codegen units instead of its opt-level 3 + fat LTO +
+    #   1 codegen unit: 439 s to install here instead of 810 s at opt-level 1, and the
+    #   release build's site steps 240 s instead of 231 s (docs/adr/0049-ci-time.md,
+    #   docs/adr/0052-ci-lints-and-the-release-halves.md).
+    OPENSSL_NO_VENDOR=1 CARGO_PROFILE_RELEASE_OPT_LEVEL=0 CARGO_PROFILE_RELEASE_LTO=false \
       CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 cargo install cargo-leptos --locked --version 0.3.10
   fi
 

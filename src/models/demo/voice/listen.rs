@@ -187,6 +187,27 @@ mod tests {
         assert_eq!(files, 1);
     }
 
+    /// A browser's automatic gain control hands the words over quieter or louder than they
+    /// were said, clipped where they peak (Chromium's capture of pay.wav, whose peak is 23,082,
+    /// peaked at 32,700): from a quarter of the level to six times it, clipped, they are still
+    /// heard as the same payment ("euro" or "euros", both EUR). At ten times it is noise.
+    #[tokio::test]
+    async fn a_clip_quieter_or_louder_and_clipped_is_heard_as_its_words() {
+        let recogniser = recogniser();
+        let samples = pcm::samples_of(&clip("pay.wav"));
+        for gain in [0.25_f32, 0.5, 1.42, 2.0, 4.0, 6.0] {
+            let scaled: Vec<i16> = samples
+                .iter()
+                .map(|&s| (f32::from(s) * gain).clamp(-32768.0, 32767.0) as i16)
+                .collect();
+            let heard = recogniser.recognise(&pcm::bytes_of(&scaled)).await.unwrap();
+            assert!(
+                ["pay forty euros to alice", "pay forty euro to alice"].contains(&heard.as_str()),
+                "gain {gain}: {heard:?}"
+            );
+        }
+    }
+
     #[tokio::test]
     async fn silence_is_heard_as_nothing() {
         let heard = recogniser().recognise(&vec![0u8; 32_000]).await.unwrap();
