@@ -157,8 +157,8 @@ step "release build of the site (plain cargo-leptos: the settings are where it r
 # are hashed (hash-files): its two halves are run here as two cargo-leptos builds at once
 # (--frontend-only, --server-only). They share nothing while they build (the wasm has its own
 # target directory, target/front; hash.txt is written beside the server's binary, which the
-# server reads when it starts), so the server compiles while the wasm's single-threaded steps
-# run (its fat-LTO codegen, wasm-opt). ADR 0052.
+# server reads when it starts), so the server compiles while the wasm's steps on one thread run
+# (its fat-LTO codegen into one unit, the tools' serial parts). ADR 0052.
 # CI (CI=true, every dependency compiled from nothing) builds the server at opt-level 1: the
 # same code, features and site (the countersign crate compiles in three quarters of the time:
 # ADR 0050); the wasm's own profile (wasm-release: opt-level z, fat LTO) sets its level itself.
