@@ -302,17 +302,8 @@ pub fn word_pieces(text: &str) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::agent::history::ToolResult;
+    use crate::models::providers::testing::text_of;
     use serde_json::json;
-
-    fn text_of(events: &[ModelEvent]) -> String {
-        events
-            .iter()
-            .filter_map(|e| match e {
-                ModelEvent::TextDelta(t) => Some(t.as_str()),
-                _ => None,
-            })
-            .collect()
-    }
 
     fn calls_of(events: &[ModelEvent]) -> Vec<(String, Value)> {
         events

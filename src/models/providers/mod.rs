@@ -60,7 +60,7 @@ pub mod openai;
 pub mod openai_realtime;
 
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 
 use std::sync::Arc;
 
