@@ -9,8 +9,9 @@ const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 
 // Either test a server that is already running (BASE_URL=http://host:port, and optionally
 // COUNTERSIGN_E2E_EXPIRY_URL for a second one with a short approval timeout), or let Playwright
-// start the release binary twice on free ports, wait for /healthz, and stop them afterwards (also
-// when a test fails). The ports are chosen once, in the main process, and inherited by the
+// start the server binary (COUNTERSIGN_BIN, else the release build's) on free ports, wait for
+// /healthz, and stop them afterwards (also when a test fails). scripts/test.sh runs the test
+// build's binary with the release site (LEPTOS_HASH_FILE_NAME says where its hash.txt is). The ports are chosen once, in the main process, and inherited by the
 // workers through the environment.
 function freePort(): string {
   const script =

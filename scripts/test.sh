@@ -5,8 +5,9 @@
 # committed inputs replayed on stable (fuzz/tests/corpus.rs) and a minute of fuzzing the
 # WebSocket framing (scripts/fuzz.sh ws_frame), the AI SDK
 # conformance suite (the real npm `ai` package, 6.0.0 and 7, driving /api/chat) and the
-# Playwright suite, each against a freshly built release server started on a free port and
-# stopped again.
+# Playwright suite, each against servers started on free ports and stopped again: the server the
+# Rust tests' build compiled (target/debug/countersign) with the release build of the site (the
+# split, size-optimised wasm, its JS and CSS): docs/adr/0053-browser-tests-on-the-test-build.md.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -131,6 +132,18 @@ unset CLIPPY_ARGS
 step "fuzz corpus replayed on stable (protocol, WebSocket framing, Markdown vs pulldown-cmark)"
 (cd fuzz && cargo test --no-default-features --locked)
 
+# The conformance suite and the browser tests run the server the first step's build compiled
+# (cargo builds a package's binaries for its scenario tests): the same code and features as a
+# release build, unoptimised, with the test-only features the dev-dependencies add (tokio's
+# test-util, rmcp's server half). CI no longer compiles the server a second time, optimised, for
+# them: that compile was a third of a fresh run's minutes (ADR 0053). scripts/run.sh, bench/ and
+# a deployment build the release server.
+export COUNTERSIGN_BIN="$root/target/debug/countersign"
+
+step "AI SDK conformance: ai@6.0.0 and ai@7 drive /api/chat (conformance/), against the server the tests built"
+# It needs no site (the page's files): it runs while the cargo tools finish.
+conformance/run.sh
+
 step "waiting for the cargo tools (cargo-leptos, cargo-fuzz, wasm-bindgen-cli) built in the background"
 if wait "$tools_pid"; then
   tools_pid=""
@@ -144,31 +157,21 @@ else
   exit 1
 fi
 
-step "fuzzing the WebSocket framing for 60 s (cargo-fuzz, ADR 0012)"
-# Its build gets both cores here (fuzz.sh builds on one by default, beside a developer's work).
-CARGO_BUILD_JOBS="$(nproc)" scripts/fuzz.sh 60 ws_frame
-
-step "release build of the site (plain cargo-leptos: the settings are where it reads them), the wasm and the server side by side"
+step "release build of the site (plain cargo-leptos, the wasm split and size-optimised) beside a minute of fuzzing the WebSocket framing (cargo-fuzz, ADR 0012)"
 # --split: the wasm cut at its #[lazy] functions, each page loading only its own code (ADR 0030;
 # tests/caching.spec.ts checks the chat page never fetches the other pages' parts). No
 # --precompress: the server compresses each file once when first asked (the same test checks a
-# build without compressed copies is still sent compressed).
-# cargo-leptos builds the wasm and then the server, one after the other, when the site's files
-# are hashed (hash-files): its two halves are run here as two cargo-leptos builds at once
-# (--frontend-only, --server-only). They share nothing while they build (the wasm has its own
-# target directory, target/front; hash.txt is written beside the server's binary, which the
-# server reads when it starts), so the server compiles while the wasm's steps on one thread run
-# (its fat-LTO codegen into one unit, the tools' serial parts). ADR 0052.
-# CI (CI=true, every dependency compiled from nothing) builds the server at opt-level 1: the
-# same code, features and site (the countersign crate compiles in three quarters of the time:
-# ADR 0050); the wasm's own profile (wasm-release: opt-level z, fat LTO) sets its level itself.
-server_env=()
-if [ "${CI:-}" = true ]; then server_env=(CARGO_PROFILE_RELEASE_OPT_LEVEL=1); fi
+# build without compressed copies is still sent compressed). --frontend-only: the wasm, its JS,
+# the CSS and the assets into target/site, and hash.txt (the hashed names) into target/release;
+# the server is the one the tests built (above).
+# The two run side by side: each has long stretches on one thread (the wasm's fat-LTO codegen
+# into one unit and wasm-bindgen; the minute of fuzzing), so together they keep both cores busy.
 front_log="$(mktemp /tmp/countersign-front.XXXXXX)"
 setsid cargo leptos build --release --split --frontend-only >"$front_log" 2>&1 &
 front_pid=$!
-env "${server_env[@]}" cargo leptos build --release --split --server-only
-echo "-- the wasm's build (cargo leptos build --release --split --frontend-only):"
+# The fuzz build gets both cores here (fuzz.sh builds on one by default, beside a developer's work).
+CARGO_BUILD_JOBS="$(nproc)" scripts/fuzz.sh 60 ws_frame
+echo "-- the site's build (cargo leptos build --release --split --frontend-only):"
 if wait "$front_pid"; then
   front_pid=""
   cat "$front_log"
@@ -176,14 +179,14 @@ if wait "$front_pid"; then
 else
   front_pid=""
   cat "$front_log" >&2
-  echo "the wasm's release build failed (above)" >&2
+  echo "the site's release build failed (above)" >&2
   exit 1
 fi
+# The server reads the hashed names of the site's files from hash.txt, beside its binary unless
+# told where (cargo-leptos wrote it beside where a release server would be).
+export LEPTOS_HASH_FILE_NAME="$root/target/release/hash.txt"
 
-step "AI SDK conformance: ai@6.0.0 and ai@7 drive /api/chat (conformance/)"
-conformance/run.sh
-
-step "Playwright (Debian Chromium) against the release server"
+step "Playwright (Debian Chromium) against the server the tests built and the release site"
 (cd end2end && npx playwright test)
 
 end_step

@@ -55,6 +55,9 @@ test.beforeAll(async () => {
       COUNTERSIGN_DB: db,
       COUNTERSIGN_SIGN_IN: "passkeys",
       COUNTERSIGN_POLICY: "examples/policy.cedar",
+      // Where the site's hashed names are when the binary is not the release build's
+      // (scripts/test.sh: the test build's server with the release site).
+      ...(process.env.LEPTOS_HASH_FILE_NAME ? { LEPTOS_HASH_FILE_NAME: process.env.LEPTOS_HASH_FILE_NAME } : {}),
     },
     stdio: ["ignore", "pipe", "inherit"],
   });
