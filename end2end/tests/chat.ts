@@ -19,6 +19,22 @@ export const SCREENSHOTS = process.env.COUNTERSIGN_UPDATE_SCREENSHOTS
 export const EXPIRY_URL = process.env.COUNTERSIGN_E2E_EXPIRY_URL;
 export const EXPIRY_SECS = Number(process.env.COUNTERSIGN_E2E_EXPIRY_TIMEOUT_SECS ?? "4");
 
+/**
+ * Waits until the page holds its messages part (a split build's `split_messages_*` wasm, which
+ * draws every message and card; the page fetches it ahead as soon as it works). A build that is
+ * not split has no such part and passes at once.
+ */
+export async function messagesPartLoaded(page: Page) {
+  await expect
+    .poll(() =>
+      page.evaluate(() => {
+        const names = performance.getEntriesByType("resource").map((e) => e.name);
+        return !names.some((n) => n.includes("/__wasm_split")) || names.some((n) => n.includes("/split_messages_"));
+      }),
+    )
+    .toBe(true);
+}
+
 /** Switches the transport with the mode buttons and waits until it is usable. */
 export async function setMode(page: Page, mode: Mode) {
   const other: Mode = mode === "sse" ? "bidi" : "sse";

@@ -12,6 +12,7 @@ import {
   expectTurnFinished,
   lastAnswerText,
   lastAssistant,
+  messagesPartLoaded,
   openRaw,
   pendingApproval,
   send,
@@ -159,6 +160,11 @@ test("an unanswered approval expires and the card says Expired (sse, short timeo
 }) => {
   test.skip(!EXPIRY_URL, "needs COUNTERSIGN_E2E_EXPIRY_URL (a server with a short approval timeout)");
   await startChat(page, "sse", EXPIRY_URL);
+  // The approval's clock starts when the server asks, and its card is drawn by the messages
+  // part. A server compresses each file the first time one is asked for (seconds for this part
+  // in a debug build, which scripts/test.sh runs), so that wait comes first, not out of the few
+  // seconds this server gives an approval.
+  await messagesPartLoaded(page);
   await send(page, "Send $50 to Hanako");
   const card = toolCards(page, "process_payment");
   const approval = await pendingApproval(card);
