@@ -418,7 +418,7 @@ impl Answer<'_> {
         if applied.resolutions.len() == self.inputs.len()
             && session.runs_in_record(&applied.resolutions, &rt.tools)
         {
-            session.defer_audit(events);
+            session.hand_over_answer(events);
             // No inbox news here: the inbox is read from the store, which shows the decision
             // only once the turn commits it (that commit tells the inbox).
             rt.wake(session);
@@ -431,6 +431,8 @@ impl Answer<'_> {
                 // Another instance changed the chat first: this copy is out of date and goes;
                 // nothing of this answer was written.
                 tracing::warn!(session = %self.chat_id, "an answer came to a chat another instance changed first");
+                // Taken back from this copy too, so that nothing it cleared runs from it.
+                session.undo(applied.undo);
                 rt.forget_overtaken(session).await;
                 // Earlier answers handed to the turn went with it (this answer's own grants
                 // are the caller's).
@@ -443,6 +445,7 @@ impl Answer<'_> {
             session.undo(applied.undo);
             return Err(InputError::NotRecorded { message });
         }
+        session.settle_answer();
         rt.wake(session);
         Ok(applied.receipt)
     }

@@ -288,6 +288,18 @@ pub(crate) struct SessionState {
     /// the result of the tool it approved, see [`ToolEffects::InRecord`]; events a failed
     /// commit gave back): the next commit carries them first ([`crate::agent::commit`]).
     unsaved_audit: Vec<AuditEvent>,
+    /// Answers applied ([`Session::apply`]) whose commit, or hand-over to the turn, is not done
+    /// yet. The turn starts no call while there is one: a call an answer cleared runs only once
+    /// that answer is recorded (or its audit is with the turn's own commit), never in between,
+    /// where a failed commit would take back an approval whose call already ran.
+    answers_in_flight: usize,
+}
+
+impl SessionState {
+    /// Whether an applied answer is not yet committed or handed over (its calls wait).
+    pub(crate) fn answer_in_flight(&self) -> bool {
+        self.answers_in_flight > 0
+    }
 }
 
 /// Person input applied to a session, not yet committed.
@@ -334,6 +346,7 @@ impl Session {
                 record,
                 live: None,
                 unsaved_audit: Vec::new(),
+                answers_in_flight: 0,
             }),
             wake: Notify::new(),
             dirty: std::sync::atomic::AtomicBool::new(false),
@@ -369,9 +382,20 @@ impl Session {
         self.dirty.store(dirty, std::sync::atomic::Ordering::SeqCst);
     }
 
-    /// Leaves `events` for the next commit of this session, after those already waiting.
-    pub(crate) fn defer_audit(&self, events: Vec<AuditEvent>) {
-        self.state().unsaved_audit.extend(events);
+    /// Hands an applied answer to the turn: its `events` go with the turn's next commit (after
+    /// those already waiting), in the same step as the answer stops holding the turn's calls
+    /// back, so no call it cleared can be committed without them.
+    pub(crate) fn hand_over_answer(&self, events: Vec<AuditEvent>) {
+        let mut state = self.state();
+        state.unsaved_audit.extend(events);
+        state.answers_in_flight = state.answers_in_flight.saturating_sub(1);
+    }
+
+    /// An applied answer is committed (or its session is given up): the calls it cleared may
+    /// run. The caller wakes the turn.
+    pub(crate) fn settle_answer(&self) {
+        let mut state = self.state();
+        state.answers_in_flight = state.answers_in_flight.saturating_sub(1);
     }
 
     /// Puts `events` back before those waiting for the next commit (a commit that failed).
@@ -558,7 +582,12 @@ impl Session {
         requester: &crate::agent::policy::Requester,
     ) -> Result<AppliedInput, InputError> {
         let mut state = self.state();
-        let SessionState { record, live, .. } = &mut *state;
+        let SessionState {
+            record,
+            live,
+            answers_in_flight,
+            ..
+        } = &mut *state;
         let wallet = crate::agent::policy::ChatWallet::of(&record.wallet);
         let SessionRecord {
             turn,
@@ -604,6 +633,7 @@ impl Session {
         }
         record.updated_at_ms = now_ms;
         let from = log.len();
+        *answers_in_flight += 1;
         Ok(AppliedInput {
             receipt: Receipt {
                 log,
@@ -620,9 +650,11 @@ impl Session {
     }
 
     /// Takes back input applied by [`Session::apply`] whose commit failed — unless the turn has
-    /// moved on since (then the input stands: undoing it would lose what the turn did with it).
+    /// moved on since (then the input stands: undoing it would lose what the turn did with it;
+    /// it started none of the calls the input cleared, which wait for the answer to settle).
     pub fn undo(&self, undo: Undo) {
         let mut state = self.state();
+        state.answers_in_flight = state.answers_in_flight.saturating_sub(1);
         let SessionRecord {
             turn,
             resolved_approvals,

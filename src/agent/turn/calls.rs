@@ -124,6 +124,9 @@ impl TurnDriver {
     /// `None`: the chat has no turn any more.
     fn advance(&mut self, standing: Option<&Standing>, now: Millis, idle: bool) -> Option<Pass> {
         let mut state = self.session.state();
+        // An answer applied but not yet recorded holds back every call that is ready: they
+        // start once it is (its commit wakes the turn).
+        let hold_back = state.answer_in_flight();
         let record = &mut state.record;
         let requester = record.owner().to_owned();
         let SessionRecord {
@@ -159,7 +162,9 @@ impl TurnDriver {
         let mut to_run = Vec::new();
         for call in &mut turn.calls {
             to_emit.extend(super::countersign::news(call));
-            if let CallPhase::Ready { args, edited } = &call.phase {
+            if let CallPhase::Ready { args, edited } = &call.phase
+                && !hold_back
+            {
                 to_run.push((call.call.clone(), args.clone(), *edited));
                 call.phase = CallPhase::Running {
                     args: args.clone(),
