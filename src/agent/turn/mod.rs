@@ -348,13 +348,11 @@ impl TurnDriver {
     }
 
     /// Ends a step that called tools: it goes into the history, the gate decides its calls,
-    /// and they become the turn's.
+    /// and they become the turn's (before any of them is announced: [`Self::gate_calls`]).
     async fn end_step_with_calls(&mut self, step: &mut StepOutput) {
         self.record_step(step);
         self.gate_calls(step).await;
         self.emit(Chunk::finish_step());
-        let calls = std::mem::take(&mut step.calls);
-        self.with_turn(|t| t.calls = calls);
         self.sync_messages();
     }
 }
@@ -376,9 +374,11 @@ impl TurnDriver {
 mod tests {
     use super::*;
     use crate::agent::{
+        gate::CallPhase,
         history::HistoryItem,
         model::{Model, ModelEvent, ModelRequest, Usage},
         runtime::{RuntimeSettings, UserTurn},
+        session::TurnEntry,
         tools::ToolRegistry,
     };
     use serde_json::json;
@@ -544,6 +544,83 @@ mod tests {
             };
             futures::stream::iter(events.into_iter().chain([finish]).map(Ok)).boxed()
         }
+    }
+
+    /// [`Pays`] that also notes, when it is told a call waits for a countersignature (right
+    /// after the card is shown), whether the chat's turn holds that call waiting for approval.
+    #[derive(Default)]
+    struct PaysAndLooks {
+        runtime: std::sync::OnceLock<std::sync::Weak<Runtime>>,
+        waiting_when_shown: std::sync::Mutex<Vec<bool>>,
+    }
+
+    impl Model for Arc<PaysAndLooks> {
+        fn label(&self) -> String {
+            "pays and looks".into()
+        }
+
+        fn stream(&self, request: ModelRequest) -> super::super::model::ModelStream {
+            Pays(json!({"amount": 5, "recipient": "Bob"})).stream(request)
+        }
+
+        fn awaiting_approval(&self, session_id: &str, call: &super::super::history::ToolCall) {
+            let waiting = self
+                .runtime
+                .get()
+                .and_then(std::sync::Weak::upgrade)
+                .and_then(|runtime| runtime.live_session(session_id))
+                .is_some_and(|session| {
+                    let state = session.state();
+                    state.record.turn.as_ref().is_some_and(|turn| {
+                        turn.calls.iter().any(|c| {
+                            c.call.id == call.id
+                                && matches!(c.phase, CallPhase::AwaitingApproval { .. })
+                        })
+                    })
+                });
+            self.waiting_when_shown.lock().unwrap().push(waiting);
+        }
+    }
+
+    /// The moment a card is shown, its call is the turn's, waiting: an answer sent as soon as
+    /// the card arrives (a fast client, an inbox on another instance) finds it. Before, the
+    /// step's calls became the turn's only after they were announced, and such an answer was
+    /// refused as an unknown approval.
+    #[tokio::test]
+    async fn a_card_is_shown_only_once_its_call_waits_in_the_turn() {
+        let model = Arc::new(PaysAndLooks::default());
+        let runtime = Runtime::new(
+            Arc::new(model.clone()),
+            ToolRegistry::standard(&Default::default()),
+            Arc::new(super::super::clock::SystemClock),
+            Arc::new(super::super::clock::SequentialIds::default()),
+            Arc::new(super::super::store::MemoryStore::default()),
+            RuntimeSettings::default(),
+        );
+        let _ = model.runtime.set(Arc::downgrade(&runtime));
+        let started = runtime
+            .start_turn(
+                "c",
+                UserTurn {
+                    message_id: None,
+                    text: "Pay Bob 5 dollars".into(),
+                    attachments: Vec::new(),
+                    transport: Transport::Sse,
+                    ask_again: None,
+                },
+                None,
+            )
+            .await
+            .unwrap();
+        let mut reader = started.log.subscribe(0);
+        loop {
+            match reader.next().await {
+                Some(TurnEntry::Chunk(Chunk::ToolApprovalRequest(_))) => break,
+                Some(_) => {}
+                None => panic!("no card"),
+            }
+        }
+        assert_eq!(*model.waiting_when_shown.lock().unwrap(), [true]);
     }
 
     #[tokio::test]

@@ -196,10 +196,14 @@ impl TurnDriver {
     pub(super) async fn gate_calls(&mut self, step: &mut StepOutput) {
         let now = self.rt.clock.now_ms();
         let (requests, facts) = self.decide_calls(step, now).await;
+        // The calls are the turn's before anyone hears of them: an answer sent the moment its
+        // card shows (or the model is told the call waits) finds its call waiting, not a turn
+        // between steps whose calls are not there yet.
+        let calls = std::mem::take(&mut step.calls);
+        self.with_turn(|t| t.calls = calls.clone());
         let version = self.rt.policy().status().version;
         for request in requests {
-            let Some(call) = step
-                .calls
+            let Some(call) = calls
                 .iter()
                 .find(|c| c.call.id == request.tool_call_id)
                 .map(|c| c.call.clone())
@@ -208,7 +212,7 @@ impl TurnDriver {
             };
             let event = self.request_event(&request, &call, &facts, version.clone(), now);
             self.commits.record(event);
-            self.show_request(step, &request, &call, now);
+            self.show_request(&calls, &request, &call, now);
         }
     }
 
@@ -310,14 +314,17 @@ impl TurnDriver {
     /// Tells the clients what the policy did with `call`: the approval request (a card, or an
     /// automatic approval followed by its response, which the record keeps as answered), and
     /// for a card that needs several people its progress, 0 of N so far.
-    fn show_request(&mut self, step: &StepOutput, request: &Request, call: &ToolCall, now: Millis) {
+    fn show_request(
+        &mut self,
+        calls: &[StepCall],
+        request: &Request,
+        call: &ToolCall,
+        now: Millis,
+    ) {
         // An approval that needs several people says so to every client, strict ai@6.0.0
         // included (which keeps data parts): 0 of N so far.
         if !request.ruling.needs().is_plain()
-            && let Some(call) = step
-                .calls
-                .iter()
-                .find(|c| c.call.id == request.tool_call_id)
+            && let Some(call) = calls.iter().find(|c| c.call.id == request.tool_call_id)
             && let Some(part) = super::countersign::progress_part(
                 call,
                 crate::protocol::countersign::ProgressState::Waiting,

@@ -394,11 +394,7 @@ async fn an_approval_racing_the_models_cancellation_runs_the_call_once_or_never(
                 assert!(told.to_string().contains("950"), "round {round}: {told}");
                 true
             }
-            // KNOWN DEFECT (stop 53's note): on a loaded machine an approval that comes after
-            // the withdrawal was committed and the turn went on sometimes finds a record with
-            // no calls and no resolutions, and is refused as unknown instead of withdrawn.
-            // Nothing runs either way; the code the person sees is wrong.
-            Err(InputError::ApprovalWithdrawn { .. } | InputError::UnknownApproval { .. }) => {
+            Err(InputError::ApprovalWithdrawn { .. }) => {
                 withdrawn += 1;
                 assert!(told.get("toolResponse").is_none(), "round {round}: {told}");
                 assert!(
