@@ -292,3 +292,103 @@ async fn a_grant_handed_to_a_turn_that_cannot_commit_goes_with_it() {
             .all(|g| g.revoked_at_ms.is_some())
     );
 }
+
+/// A hook that holds the next commit once armed: it says when that commit arrived, waits until
+/// the test lets it go, then fails it (the database is gone).
+#[derive(Default)]
+struct HeldCommit {
+    armed: std::sync::atomic::AtomicBool,
+    arrived: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+}
+
+impl Hook for HeldCommit {
+    async fn around<'a, T: Send + 'a>(
+        &'a self,
+        call: Call<'a>,
+        run: BoxFuture<'a, Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        if !(matches!(call, Call::Commit { .. }) && self.armed.swap(false, Ordering::SeqCst)) {
+            return run.await;
+        }
+        self.arrived.notify_one();
+        self.release.notified().await;
+        Err(StoreError::new("the disk is gone"))
+    }
+}
+
+/// While an approval's commit is on its way, the call it cleared does not start, whatever
+/// wakes the turn meanwhile; when that commit fails, the call waits again, never having run.
+/// (Before, the turn woken by anything else started it at once: a failed commit then took back
+/// an approval whose call had run.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_does_not_start_before_its_approval_is_recorded() {
+    use crate::agent::gate::CallPhase;
+    let hook = Arc::new(HeldCommit::default());
+    let store = Arc::new(Delegate::new(
+        Arc::new(MemoryStore::default()),
+        hook.clone(),
+    ));
+    let runtime = runtime_with(store.clone(), store.inner().clone(), POLICY).await;
+    let approval = ask(&runtime, "w", "check the weather in Paris", "get_weather").await;
+    let session = runtime.session("w").await.unwrap();
+    hook.armed.store(true, Ordering::SeqCst);
+    let answering = {
+        let (runtime, approval) = (runtime.clone(), approval.clone());
+        tokio::spawn(async move {
+            runtime
+                .submit(
+                    "w",
+                    &[PersonInput::Approval {
+                        approval_id: approval,
+                        decision: ApprovalDecision::Approve,
+                        step_up: None,
+                    }],
+                )
+                .await
+        })
+    };
+    hook.arrived.notified().await;
+    // Applied, not recorded: something else wakes the turn (here: revives the parked turn),
+    // which looks at its calls again.
+    assert!(matches!(
+        session.snapshot().turn.unwrap().calls[0].phase,
+        CallPhase::Ready { .. }
+    ));
+    runtime.wake(&session);
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while session.snapshot().turn.unwrap().status != TurnStatus::Running {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the turn looked at its calls");
+    let phase = session
+        .snapshot()
+        .turn
+        .unwrap()
+        .calls
+        .first()
+        .map(|c| c.phase.clone());
+    assert!(
+        matches!(phase, Some(CallPhase::Ready { .. })),
+        "the call started before its approval was recorded: {phase:?}"
+    );
+    hook.release.notify_one();
+    let refused = answering.await.unwrap();
+    assert!(
+        matches!(refused, Err(InputError::NotRecorded { .. })),
+        "{refused:?}"
+    );
+    let turn = session.snapshot().turn.unwrap();
+    assert!(
+        matches!(turn.calls[0].phase, CallPhase::AwaitingApproval { .. }),
+        "{:?}",
+        turn.calls[0].phase
+    );
+    let audit = store.inner().audit(&AuditQuery::default()).await.unwrap();
+    assert!(
+        audit.iter().all(|r| r.event.kind != AuditKind::Executed),
+        "nothing ran: {audit:?}"
+    );
+}
