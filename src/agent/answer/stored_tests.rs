@@ -9,7 +9,6 @@ use futures::future::BoxFuture;
 
 use crate::agent::{
     Runtime, TurnEntry,
-    gate::{ApprovalDecision, PersonInput},
     session::TurnStatus,
     store::{
         SessionStore, StoreError,
@@ -52,14 +51,7 @@ async fn an_answer_to_a_stored_chat_decodes_none_of_its_entries() {
     // Another instance gets the answer: the chat is read from the store and answered.
     let answering = runtime_on(&store).await;
     answering
-        .submit(
-            "w",
-            &[PersonInput::Approval {
-                approval_id: approval,
-                decision: ApprovalDecision::Approve,
-                step_up: None,
-            }],
-        )
+        .submit("w", &super::tests::approve(&approval))
         .await
         .expect("the answer needs none of the chat's entries");
     let session = answering.session("w").await.unwrap();
@@ -144,14 +136,7 @@ async fn an_answer_to_a_stored_chat_reads_none_of_its_entry_rows() {
     ));
     let answering = super::tests::runtime_with(store, inner.clone(), "").await;
     answering
-        .submit(
-            "w",
-            &[PersonInput::Approval {
-                approval_id: approval,
-                decision: ApprovalDecision::Approve,
-                step_up: None,
-            }],
-        )
+        .submit("w", &super::tests::approve(&approval))
         .await
         .expect("the answer needs the chat's head only");
     let session = answering.live_session("w").expect("answered here");

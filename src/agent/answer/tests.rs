@@ -129,6 +129,15 @@ async fn weather_waits(store: &Arc<Store>) -> (Arc<Runtime>, String) {
     (runtime, approval)
 }
 
+/// A plain approval of `approval`.
+pub(super) fn approve(approval: &str) -> [PersonInput; 1] {
+    [PersonInput::Approval {
+        approval_id: approval.to_owned(),
+        decision: ApprovalDecision::Approve,
+        step_up: None,
+    }]
+}
+
 fn approve_and_remember(approval: &str) -> [PersonInput; 1] {
     [PersonInput::Approval {
         approval_id: approval.to_owned(),
@@ -335,18 +344,7 @@ async fn a_call_does_not_start_before_its_approval_is_recorded() {
     hook.armed.store(true, Ordering::SeqCst);
     let answering = {
         let (runtime, approval) = (runtime.clone(), approval.clone());
-        tokio::spawn(async move {
-            runtime
-                .submit(
-                    "w",
-                    &[PersonInput::Approval {
-                        approval_id: approval,
-                        decision: ApprovalDecision::Approve,
-                        step_up: None,
-                    }],
-                )
-                .await
-        })
+        tokio::spawn(async move { runtime.submit("w", &approve(&approval)).await })
     };
     hook.arrived.notified().await;
     // Applied, not recorded: something else wakes the turn (here: revives the parked turn),

@@ -443,6 +443,17 @@ mod tests {
         );
     }
 
+    /// The chat's session in memory, for a test model that holds its runtime weakly.
+    fn live_session(
+        runtime: &std::sync::OnceLock<std::sync::Weak<Runtime>>,
+        chat: &str,
+    ) -> Option<Arc<crate::agent::Session>> {
+        runtime
+            .get()
+            .and_then(std::sync::Weak::upgrade)
+            .and_then(|runtime| runtime.live_session(chat))
+    }
+
     /// A model that tells, for each step, whether the history it was handed is the chat's own
     /// list (the same allocation), and then answers with text.
     #[derive(Default)]
@@ -457,11 +468,7 @@ mod tests {
         }
 
         fn stream(&self, request: ModelRequest) -> super::super::model::ModelStream {
-            let record = self
-                .runtime
-                .get()
-                .and_then(std::sync::Weak::upgrade)
-                .and_then(|runtime| runtime.live_session(&request.session_id))
+            let record = live_session(&self.runtime, &request.session_id)
                 .and_then(|session| session.state().record.history.shared().ok());
             let same = record.is_some_and(|list| Arc::ptr_eq(&list, &request.history));
             self.shared.lock().unwrap().push(same);
@@ -564,20 +571,15 @@ mod tests {
         }
 
         fn awaiting_approval(&self, session_id: &str, call: &super::super::history::ToolCall) {
-            let waiting = self
-                .runtime
-                .get()
-                .and_then(std::sync::Weak::upgrade)
-                .and_then(|runtime| runtime.live_session(session_id))
-                .is_some_and(|session| {
-                    let state = session.state();
-                    state.record.turn.as_ref().is_some_and(|turn| {
-                        turn.calls.iter().any(|c| {
-                            c.call.id == call.id
-                                && matches!(c.phase, CallPhase::AwaitingApproval { .. })
-                        })
+            let waiting = live_session(&self.runtime, session_id).is_some_and(|session| {
+                let state = session.state();
+                state.record.turn.as_ref().is_some_and(|turn| {
+                    turn.calls.iter().any(|c| {
+                        c.call.id == call.id
+                            && matches!(c.phase, CallPhase::AwaitingApproval { .. })
                     })
-                });
+                })
+            });
             self.waiting_when_shown.lock().unwrap().push(waiting);
         }
     }
