@@ -37,7 +37,7 @@ use super::{
     clock::{IdKind, Millis},
     gate::{InputError, PersonInput, Resent},
     runtime::Runtime,
-    session::{AppliedInput, Receipt, Session, SessionRecord, TurnStatus},
+    session::{AppliedInput, Receipt, Session, SessionRecord, TurnStatus, Writing},
     store::{Actor, AuditEvent, AuditKind},
 };
 use crate::protocol::grant::Grant;
@@ -260,6 +260,8 @@ impl Answer<'_> {
         let (signer, receipts) = self.signer(standing.as_ref(), now).await?;
         let mut again = true;
         loop {
+            // No other commit of the chat until this answer is committed or taken back.
+            let writing = self.session.writes().await;
             let applied = match self.session.apply(
                 self.inputs,
                 &self.rt.tools,
@@ -278,11 +280,13 @@ impl Answer<'_> {
                 Ok(granted) => granted,
                 Err(e) => {
                     self.session.undo(applied.undo);
+                    self.rt.wake(&self.session);
                     return Err(e);
                 }
             };
             events.extend(granted);
-            let committed = self.commit(applied, events).await;
+            let committed = self.commit(applied, events, &writing).await;
+            drop(writing);
             if committed.is_err() {
                 self.rt
                     .withdraw_grants(kept.into_iter().map(|g| g.id).collect())
@@ -413,6 +417,7 @@ impl Answer<'_> {
         &self,
         applied: AppliedInput,
         events: Vec<AuditEvent>,
+        writing: &Writing,
     ) -> Result<Receipt, InputError> {
         let (rt, session) = (self.rt, &self.session);
         if applied.resolutions.len() == self.inputs.len()
@@ -426,7 +431,7 @@ impl Answer<'_> {
         }
         // Earlier answers still waiting for their turn's commit go with this one: the record
         // written here contains them.
-        if let Err(failed) = rt.commits.commit(session, events, None).await {
+        if let Err(failed) = rt.commits.commit_held(session, writing, events, None).await {
             if failed.is_conflict() {
                 // Another instance changed the chat first: this copy is out of date and goes;
                 // nothing of this answer was written.
@@ -443,6 +448,9 @@ impl Answer<'_> {
             let message = failed.error.to_string();
             session.give_back_audit(failed.waiting);
             session.undo(applied.undo);
+            // The turn held its calls while the answer was out: a deadline that passed
+            // meanwhile is its to see to now.
+            rt.wake(session);
             return Err(InputError::NotRecorded { message });
         }
         session.settle_answer();

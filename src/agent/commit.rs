@@ -2,13 +2,14 @@
 //! may no longer sign): the record as it is now, with the audit events waiting for a commit
 //! first (an answer a turn commits with its result, events a failed commit gave back) and then
 //! the committer's, in one store transaction; then the inbox learns the record, and the session
-//! whether memory is ahead of the store.
+//! whether memory is ahead of the store. One commit of a chat at a time, and none while an
+//! answer applied to it may still be taken back ([`Session::writes`]).
 
 use std::sync::Arc;
 
 use super::{
     inbox::Inbox,
-    session::{Session, SessionRecord, TurnEntry},
+    session::{Session, SessionRecord, TurnEntry, Writing},
     store::{AuditEvent, SessionStore, StoreError},
 };
 
@@ -47,11 +48,25 @@ impl Commits {
 
     /// Commits `session`'s record with the events waiting for a commit and `events`; `log`:
     /// the turn's log so far, kept with the record (a pause, or every commit on a shared
-    /// database). Returns the record written.
-    #[tracing::instrument(name = "commit", skip_all, fields(chat = %session.id, paused = log.is_some()))]
+    /// database). Returns the record written. Waits while an outside change to the session
+    /// (an answer) is on its way to its own commit ([`Session::writes`]).
     pub(crate) async fn commit(
         &self,
         session: &Session,
+        events: Vec<AuditEvent>,
+        log: Option<&[TurnEntry]>,
+    ) -> Result<SessionRecord, Uncommitted> {
+        let writing = session.writes().await;
+        self.commit_held(session, &writing, events, log).await
+    }
+
+    /// [`Commits::commit`] by the holder of the right to write `session` (an outside change
+    /// committing what it applied).
+    #[tracing::instrument(name = "commit", skip_all, fields(chat = %session.id, paused = log.is_some()))]
+    pub(crate) async fn commit_held(
+        &self,
+        session: &Session,
+        _writing: &Writing,
         events: Vec<AuditEvent>,
         log: Option<&[TurnEntry]>,
     ) -> Result<SessionRecord, Uncommitted> {

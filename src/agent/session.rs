@@ -277,6 +277,18 @@ pub struct Session {
     /// sets it holding it alone, so no commit of this copy is on its way when the newer copy
     /// is read ([`Session::overtaken`]).
     overtaken: tokio::sync::RwLock<bool>,
+    /// One write at a time ([`Session::writes`]): a commit of the record, or an outside change
+    /// from its apply to its commit (an answer, signatures a change of people dropped).
+    writes: Arc<tokio::sync::Mutex<()>>,
+    /// Told whenever an answer in flight settles ([`Session::state_without_answer_in_flight`]).
+    settled: Notify,
+}
+
+/// The right to write a session, held from an outside change's apply to its commit: no other
+/// commit of the session takes the change while it may still be taken back
+/// ([`Session::writes`]).
+pub(crate) struct Writing {
+    _held: tokio::sync::OwnedMutexGuard<()>,
 }
 
 /// What a live session holds, all under its one lock.
@@ -323,7 +335,7 @@ pub struct Undo {
     calls: Vec<StepCall>,
     applied_calls: Vec<StepCall>,
     inputs: u64,
-    resolved: Vec<String>,
+    resolved: Vec<(String, ApprovalResolution)>,
 }
 
 /// Where a caller should read the turn's output after submitting input.
@@ -351,6 +363,46 @@ impl Session {
             wake: Notify::new(),
             dirty: std::sync::atomic::AtomicBool::new(false),
             overtaken: tokio::sync::RwLock::new(false),
+            writes: Arc::new(tokio::sync::Mutex::new(())),
+            settled: Notify::new(),
+        }
+    }
+
+    /// The session's state, locked once no answer is in flight: for an outside change (dropped
+    /// signatures) that must not touch calls an answer may still take back. Answers applied
+    /// after it see the change.
+    pub(crate) async fn state_without_answer_in_flight(
+        &self,
+    ) -> std::sync::MutexGuard<'_, SessionState> {
+        loop {
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            {
+                let state = self.state();
+                if !state.answer_in_flight() {
+                    return state;
+                }
+            }
+            settled.await;
+        }
+    }
+
+    /// One answer in flight less: the turn may act on the calls again.
+    fn answer_settled(&self, state: &mut SessionState) {
+        state.answers_in_flight = state.answers_in_flight.saturating_sub(1);
+        self.settled.notify_waiters();
+    }
+
+    /// Waits for the right to write this session: every commit holds it while it reads and
+    /// writes the record ([`crate::agent::commit`]), and an outside change (an answer, dropped
+    /// signatures) holds it from its apply to its commit. So a commit never writes a change
+    /// that may still be taken back: the turn committing while an answer's commit is out would
+    /// otherwise put the answer on disk without its audit, and keep it there if the answer's own
+    /// commit then failed (the answer taken back in memory only).
+    pub(crate) async fn writes(&self) -> Writing {
+        Writing {
+            _held: self.writes.clone().lock_owned().await,
         }
     }
 
@@ -388,14 +440,14 @@ impl Session {
     pub(crate) fn hand_over_answer(&self, events: Vec<AuditEvent>) {
         let mut state = self.state();
         state.unsaved_audit.extend(events);
-        state.answers_in_flight = state.answers_in_flight.saturating_sub(1);
+        self.answer_settled(&mut state);
     }
 
     /// An applied answer is committed (or its session is given up): the calls it cleared may
     /// run. The caller wakes the turn.
     pub(crate) fn settle_answer(&self) {
         let mut state = self.state();
-        state.answers_in_flight = state.answers_in_flight.saturating_sub(1);
+        self.answer_settled(&mut state);
     }
 
     /// Puts `events` back before those waiting for the next commit (a commit that failed).
@@ -623,7 +675,7 @@ impl Session {
             calls: std::mem::replace(&mut turn.calls, calls.clone()),
             applied_calls: calls,
             inputs: turn.inputs,
-            resolved: resolutions.iter().map(|(id, _)| id.clone()).collect(),
+            resolved: resolutions.clone(),
         };
         turn.inputs += 1;
         let message_id = turn.message_id.clone();
@@ -649,12 +701,14 @@ impl Session {
         })
     }
 
-    /// Takes back input applied by [`Session::apply`] whose commit failed — unless the turn has
-    /// moved on since (then the input stands: undoing it would lose what the turn did with it;
-    /// it started none of the calls the input cleared, which wait for the answer to settle).
+    /// Takes back input applied by [`Session::apply`] whose commit failed. Each call the input
+    /// changed goes back to how it was, unless the turn changed it since (a withdrawal or an
+    /// interrupt ended it: that stands; the turn starts no call the input cleared, and neither
+    /// expires nor rechecks calls, while the input is in flight). Each approval it resolved is
+    /// open again unless the turn resolved it otherwise since.
     pub fn undo(&self, undo: Undo) {
         let mut state = self.state();
-        state.answers_in_flight = state.answers_in_flight.saturating_sub(1);
+        self.answer_settled(&mut state);
         let SessionRecord {
             turn,
             resolved_approvals,
@@ -663,14 +717,24 @@ impl Session {
         let Some(turn) = turn.as_mut() else {
             return;
         };
-        if turn.inputs != undo.inputs + 1 || turn.calls != undo.applied_calls {
-            tracing::warn!(session = %self.id, "the turn moved on; an unrecorded answer stands");
-            return;
+        for (before, applied) in undo.calls.into_iter().zip(&undo.applied_calls) {
+            if before == *applied {
+                continue;
+            }
+            match turn.calls.iter_mut().find(|c| c.call.id == before.call.id) {
+                Some(call) if call == applied => *call = before,
+                _ => {
+                    tracing::info!(session = %self.id, call = %before.call.id, "a call an unrecorded answer changed was changed again by its turn; the turn's change stands");
+                }
+            }
         }
-        turn.calls = undo.calls;
-        turn.inputs = undo.inputs;
-        for id in undo.resolved {
-            resolved_approvals.remove(&id);
+        if turn.inputs == undo.inputs + 1 {
+            turn.inputs = undo.inputs;
+        }
+        for (id, resolution) in undo.resolved {
+            if resolved_approvals.get(&id) == Some(&resolution) {
+                resolved_approvals.remove(&id);
+            }
         }
     }
 

@@ -309,6 +309,10 @@ struct HeldCommit {
     armed: std::sync::atomic::AtomicBool,
     arrived: tokio::sync::Notify,
     release: tokio::sync::Notify,
+    /// Set while the held commit waits.
+    holding: std::sync::atomic::AtomicBool,
+    /// Told when another commit reaches the store while one is held.
+    overtook: tokio::sync::Notify,
 }
 
 impl Hook for HeldCommit {
@@ -318,10 +322,15 @@ impl Hook for HeldCommit {
         run: BoxFuture<'a, Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
         if !(matches!(call, Call::Commit { .. }) && self.armed.swap(false, Ordering::SeqCst)) {
+            if matches!(call, Call::Commit { .. }) && self.holding.load(Ordering::SeqCst) {
+                self.overtook.notify_one();
+            }
             return run.await;
         }
+        self.holding.store(true, Ordering::SeqCst);
         self.arrived.notify_one();
         self.release.notified().await;
+        self.holding.store(false, Ordering::SeqCst);
         Err(StoreError::new("the disk is gone"))
     }
 }
@@ -389,4 +398,129 @@ async fn a_call_does_not_start_before_its_approval_is_recorded() {
         audit.iter().all(|r| r.event.kind != AuditKind::Executed),
         "nothing ran: {audit:?}"
     );
+}
+
+/// While an approval's commit is on its way, no other commit of the chat writes it: the turn,
+/// interrupted meanwhile, commits its end only once the answer is settled. When the answer's
+/// commit then fails, the store never held the approval (before, the turn's commit wrote it
+/// without its `approved` event, and it stayed: the failed answer could no longer be taken
+/// back from a turn that had moved on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_commit_writes_an_approval_still_on_its_way() {
+    use crate::agent::gate::ApprovalResolution;
+    let hook = Arc::new(HeldCommit::default());
+    let store = Arc::new(Delegate::new(
+        Arc::new(MemoryStore::default()),
+        hook.clone(),
+    ));
+    let runtime = runtime_with(store.clone(), store.inner().clone(), POLICY).await;
+    let approval = ask(&runtime, "w", "check the weather in Paris", "get_weather").await;
+    let session = runtime.session("w").await.unwrap();
+    hook.armed.store(true, Ordering::SeqCst);
+    let answering = {
+        let (runtime, approval) = (runtime.clone(), approval.clone());
+        tokio::spawn(async move { runtime.submit("w", &approve(&approval)).await })
+    };
+    hook.arrived.notified().await;
+    let log = session.state().live.as_ref().map(|t| t.log.clone()).unwrap();
+    assert!(runtime.interrupt("w", "the person stopped it").await);
+    // The interrupted turn ends and would commit; it must wait for the answer.
+    let overtaken = tokio::time::timeout(Duration::from_secs(2), hook.overtook.notified()).await;
+    assert!(
+        overtaken.is_err(),
+        "the turn committed the chat while an approval's commit was on its way"
+    );
+    hook.release.notify_one();
+    let refused = answering.await.unwrap();
+    assert!(
+        matches!(refused, Err(InputError::NotRecorded { .. })),
+        "{refused:?}"
+    );
+    let mut reader = log.subscribe(0);
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while reader.next().await.is_some() {}
+    })
+    .await
+    .expect("the turn ended");
+    for record in [
+        session.snapshot(),
+        store.inner().load("w").await.unwrap().unwrap().record,
+    ] {
+        let resolution = record.resolved_approvals.get(&approval).cloned();
+        assert!(
+            !matches!(resolution, Some(ApprovalResolution::Approved { .. })),
+            "an approval whose commit failed is on record: {resolution:?}"
+        );
+        let turn = record.turn.unwrap();
+        assert_eq!(turn.status, TurnStatus::Interrupted);
+    }
+    let audit = store.inner().audit(&AuditQuery::default()).await.unwrap();
+    assert!(
+        audit
+            .iter()
+            .all(|r| !matches!(r.event.kind, AuditKind::Approved | AuditKind::Executed)),
+        "{audit:?}"
+    );
+}
+
+/// While a denial's commit is on its way, its turn, woken by something else, tells nobody of
+/// it; when the commit fails, the call waits again and no client ever heard it was denied.
+/// (Before, the woken turn announced the denial at once.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denial_is_told_only_once_it_is_recorded() {
+    use crate::{agent::gate::CallPhase, protocol::Chunk};
+    let hook = Arc::new(HeldCommit::default());
+    let store = Arc::new(Delegate::new(
+        Arc::new(MemoryStore::default()),
+        hook.clone(),
+    ));
+    let runtime = runtime_with(store.clone(), store.inner().clone(), POLICY).await;
+    let approval = ask(&runtime, "w", "check the weather in Paris", "get_weather").await;
+    let session = runtime.session("w").await.unwrap();
+    let log = session.state().live.as_ref().map(|t| t.log.clone()).unwrap();
+    let from = log.len();
+    hook.armed.store(true, Ordering::SeqCst);
+    let answering = {
+        let (runtime, approval) = (runtime.clone(), approval.clone());
+        tokio::spawn(async move {
+            let deny = [PersonInput::Approval {
+                approval_id: approval,
+                decision: ApprovalDecision::Deny { reason: None },
+                step_up: None,
+            }];
+            runtime.submit("w", &deny).await
+        })
+    };
+    hook.arrived.notified().await;
+    runtime.wake(&session);
+    let denied = |log: &Arc<crate::agent::TurnLog>| {
+        log.entries_from(from)
+            .iter()
+            .any(|e| matches!(e, TurnEntry::Chunk(Chunk::ToolOutputDenied(_))))
+    };
+    let mut reader = log.subscribe(from);
+    let told = tokio::time::timeout(Duration::from_secs(2), async {
+        loop {
+            match reader.next().await {
+                Some(TurnEntry::Chunk(Chunk::ToolOutputDenied(_))) => return,
+                Some(_) => {}
+                None => std::future::pending().await,
+            }
+        }
+    })
+    .await;
+    assert!(told.is_err(), "a denial was told before it was recorded");
+    hook.release.notify_one();
+    let refused = answering.await.unwrap();
+    assert!(
+        matches!(refused, Err(InputError::NotRecorded { .. })),
+        "{refused:?}"
+    );
+    let turn = session.snapshot().turn.unwrap();
+    assert!(
+        matches!(turn.calls[0].phase, CallPhase::AwaitingApproval { .. }),
+        "{:?}",
+        turn.calls[0].phase
+    );
+    assert!(!denied(&log), "a denial that was not recorded was told");
 }

@@ -296,7 +296,8 @@ impl Runtime {
         }
         let now = self.clock.now_ms();
         let (events, telling) = {
-            let mut state = session.state();
+            // Not while an answer is in flight: it may still be taken back whole.
+            let mut state = session.state_without_answer_in_flight().await;
             let log = state
                 .live
                 .as_ref()

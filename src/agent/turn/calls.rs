@@ -124,8 +124,9 @@ impl TurnDriver {
     /// `None`: the chat has no turn any more.
     fn advance(&mut self, standing: Option<&Standing>, now: Millis, idle: bool) -> Option<Pass> {
         let mut state = self.session.state();
-        // An answer applied but not yet recorded holds back every call that is ready: they
-        // start once it is (its commit wakes the turn).
+        // An answer applied but not yet recorded holds the calls as they are: none that is
+        // ready starts, none expires or is rechecked, nothing is announced (its commit, or its
+        // undo, wakes the turn), so a failed commit can take the answer back whole.
         let hold_back = state.answer_in_flight();
         let record = &mut state.record;
         let requester = record.owner().to_owned();
@@ -135,7 +136,7 @@ impl TurnDriver {
             ..
         } = &mut *record;
         let turn = turn.as_mut()?;
-        if let Some(standing) = standing {
+        if let Some(standing) = standing.filter(|_| !hold_back) {
             // A signature of someone removed (or without the role) since the quorum was
             // met does not count: without it the call waits for approvals again.
             let uncounted = recheck(
@@ -155,16 +156,20 @@ impl TurnDriver {
                 now,
             ));
         }
-        let expiries = Gate::new(&self.rt.tools).tick(&mut turn.calls, resolved_approvals, now);
+        let expiries = if hold_back {
+            Vec::new()
+        } else {
+            Gate::new(&self.rt.tools).tick(&mut turn.calls, resolved_approvals, now)
+        };
         self.commits
             .record_all(expired_events(&self.session.id, turn, expiries, now));
         let mut to_emit = Vec::new();
         let mut to_run = Vec::new();
-        for call in &mut turn.calls {
+        // Nothing of the calls is announced either: what the answer changed reaches a client
+        // only once it is on disk.
+        for call in turn.calls.iter_mut().filter(|_| !hold_back) {
             to_emit.extend(super::countersign::news(call));
-            if let CallPhase::Ready { args, edited } = &call.phase
-                && !hold_back
-            {
+            if let CallPhase::Ready { args, edited } = &call.phase {
                 to_run.push((call.call.clone(), args.clone(), *edited));
                 call.phase = CallPhase::Running {
                     args: args.clone(),
@@ -184,7 +189,8 @@ impl TurnDriver {
                 ));
             }
         }
-        let waiting = turn.calls.iter().any(StepCall::is_waiting);
+        // Held, the turn neither pauses nor finishes the step: it waits to be woken.
+        let waiting = !hold_back && turn.calls.iter().any(StepCall::is_waiting);
         turn.status = if waiting && idle && to_run.is_empty() {
             TurnStatus::AwaitingPerson
         } else {
@@ -194,9 +200,9 @@ impl TurnDriver {
             to_emit,
             to_run,
             waiting,
-            all_done: turn.calls.iter().all(StepCall::is_done),
+            all_done: !hold_back && turn.calls.iter().all(StepCall::is_done),
             inputs: turn.inputs,
-            next_deadline: next_deadline(&turn.calls),
+            next_deadline: next_deadline(&turn.calls).filter(|_| !hold_back),
         })
     }
 
