@@ -422,7 +422,7 @@ async fn no_commit_writes_an_approval_still_on_its_way() {
         tokio::spawn(async move { runtime.submit("w", &approve(&approval)).await })
     };
     hook.arrived.notified().await;
-    let log = session.state().live.as_ref().map(|t| t.log.clone()).unwrap();
+    let log = session.current_log().unwrap();
     assert!(runtime.interrupt("w", "the person stopped it").await);
     // The interrupted turn ends and would commit; it must wait for the answer.
     let overtaken = tokio::time::timeout(Duration::from_secs(2), hook.overtook.notified()).await;
@@ -477,7 +477,7 @@ async fn a_denial_is_told_only_once_it_is_recorded() {
     let runtime = runtime_with(store.clone(), store.inner().clone(), POLICY).await;
     let approval = ask(&runtime, "w", "check the weather in Paris", "get_weather").await;
     let session = runtime.session("w").await.unwrap();
-    let log = session.state().live.as_ref().map(|t| t.log.clone()).unwrap();
+    let log = session.current_log().unwrap();
     let from = log.len();
     hook.armed.store(true, Ordering::SeqCst);
     let answering = {
