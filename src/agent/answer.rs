@@ -81,6 +81,16 @@ impl Runtime {
         answers: Answers,
         actor: &Actor,
     ) -> Result<AnswerOutcome, InputError> {
+        // How each approval named was resolved, if it was: what the gate judges against (a
+        // copy loaded with its head only reads them by id, ADR 0045).
+        let named = match &answers {
+            Answers::Given(inputs) => inputs.as_slice(),
+            Answers::Resent(resent) => resent.answers.as_slice(),
+        };
+        let found = match found {
+            Some(session) => Some(with_resolutions(self, chat_id, session, named).await?),
+            None => None,
+        };
         let inputs = match answers {
             Answers::Given(inputs) => inputs,
             Answers::Resent(resent) => {
@@ -201,6 +211,43 @@ async fn session_to_answer(
     }
 }
 
+/// `session` once it knows how each approval `inputs` names was resolved, if it was
+/// ([`Runtime::read_resolutions`]): a copy another instance committed since it was read is
+/// read again, once (it has no task here to lose).
+async fn with_resolutions(
+    rt: &Arc<Runtime>,
+    chat_id: &str,
+    session: Arc<Session>,
+    inputs: &[PersonInput],
+) -> Result<Arc<Session>, InputError> {
+    let ids: Vec<String> = inputs
+        .iter()
+        .filter_map(|input| match input {
+            PersonInput::Approval { approval_id, .. } => Some(approval_id.clone()),
+            PersonInput::BrowserResult { .. } => None,
+        })
+        .collect();
+    let not_recorded = |e: crate::agent::store::StoreError| InputError::NotRecorded {
+        message: e.to_string(),
+    };
+    match rt.read_resolutions(&session, Some(&ids)).await {
+        Ok(()) => Ok(session),
+        Err(e) if e.is_conflict() && !session.has_task() => {
+            tracing::warn!(session = %chat_id, "an answer came to a chat another instance changed since it was read");
+            rt.forget_overtaken(&session).await;
+            let session = session_to_answer(rt, chat_id)
+                .await
+                .map_err(not_recorded)?
+                .ok_or(InputError::NoActiveTurn)?;
+            rt.read_resolutions(&session, Some(&ids))
+                .await
+                .map_err(not_recorded)?;
+            Ok(session)
+        }
+        Err(e) => Err(not_recorded(e)),
+    }
+}
+
 /// Turns "unknown approval" into "approval of another chat" when another chat has it.
 async fn explain_foreign(
     rt: &Runtime,
@@ -260,6 +307,10 @@ impl Answer<'_> {
         let (signer, receipts) = self.signer(standing.as_ref(), now).await?;
         let mut again = true;
         loop {
+            // A copy read again (or another instance's turn that came to wait) reads how the
+            // approvals named were resolved, if it has not.
+            self.session =
+                with_resolutions(self.rt, self.chat_id, self.session.clone(), self.inputs).await?;
             // No other commit of the chat until this answer is committed or taken back.
             let writing = self.session.writes().await;
             let applied = match self.session.apply(

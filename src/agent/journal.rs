@@ -10,8 +10,9 @@
 //! - **they know what changed** since the last commit: a list the index of its first changed
 //!   entry (everything from there is written again; an append changes only the new entries), a
 //!   map the keys that changed. Every way to change them goes through a method that says what it
-//!   changed; a caller that takes the whole `&mut Vec`/`&mut BTreeMap`
-//!   ([`DerefMut`](std::ops::DerefMut)) marks everything changed — slower, never wrong.
+//!   changed; a caller that takes the whole list (`all_mut`) marks everything changed — slower,
+//!   never wrong. A map has no `&mut BTreeMap`: one read by key does not hold every entry, so
+//!   only its methods change it.
 //!
 //! Equality, `Debug` and serde see only the items: a record reads and compares as before.
 
@@ -19,7 +20,7 @@ use std::{
     borrow::Cow,
     collections::{BTreeMap, BTreeSet},
     fmt,
-    ops::{Deref, DerefMut},
+    ops::Deref,
     sync::Arc,
 };
 
@@ -648,6 +649,10 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Decoded<T> {
 }
 
 /// A map of a record that grows with the conversation (see the module).
+///
+/// A map read from the store by key (`Keyed::by_key`, a chat loaded with its head only) holds
+/// only the entries looked up ([`Keyed::unread_of`], [`Keyed::fill`]): a key it lacks may be on
+/// disk, so a reader looks its keys up first, and its commits never replace the stored map.
 #[derive(Clone)]
 pub struct Keyed<K, V> {
     items: Arc<BTreeMap<K, V>>,
@@ -655,6 +660,9 @@ pub struct Keyed<K, V> {
     changed: BTreeSet<K>,
     /// Everything may have changed: the next commit writes the whole map.
     all_changed: bool,
+    /// `None`: every stored entry is here. Else the keys looked up in the store so far (found
+    /// or not): only those are known.
+    looked_up: Option<Arc<BTreeSet<K>>>,
 }
 
 impl<K: Ord + Clone, V: Clone> Keyed<K, V> {
@@ -664,6 +672,61 @@ impl<K: Ord + Clone, V: Clone> Keyed<K, V> {
             items: Arc::new(items),
             changed: BTreeSet::new(),
             all_changed: false,
+            looked_up: None,
+        }
+    }
+
+    /// A stored map none of whose entries was read yet: each is read by key when a reader
+    /// needs it.
+    pub fn by_key() -> Self {
+        Keyed {
+            items: Arc::new(BTreeMap::new()),
+            changed: BTreeSet::new(),
+            all_changed: false,
+            looked_up: Some(Arc::new(BTreeSet::new())),
+        }
+    }
+
+    /// Whether every stored entry is here.
+    pub fn is_whole(&self) -> bool {
+        self.looked_up.is_none()
+    }
+
+    /// Which of `keys` may be stored but are not known here yet (none when the map is whole):
+    /// what to read before a reader asks for them.
+    pub fn unread_of<'a>(&self, keys: impl IntoIterator<Item = &'a K>) -> Vec<K>
+    where
+        K: 'a,
+    {
+        let Some(looked_up) = &self.looked_up else {
+            return Vec::new();
+        };
+        let mut unread: Vec<K> = keys
+            .into_iter()
+            .filter(|k| {
+                !self.items.contains_key(k) && !self.changed.contains(k) && !looked_up.contains(k)
+            })
+            .cloned()
+            .collect();
+        unread.sort();
+        unread.dedup();
+        unread
+    }
+
+    /// Takes what the store holds for the keys `asked` (`found`, each as stored), as on disk
+    /// already; a key changed here since stays as it is here. `asked: None`: every stored
+    /// entry was read, and the map is whole from here on.
+    pub fn fill(&mut self, asked: Option<Vec<K>>, found: BTreeMap<K, V>) {
+        let items = Arc::make_mut(&mut self.items);
+        for (key, value) in found {
+            if !self.changed.contains(&key) && !items.contains_key(&key) {
+                items.insert(key, value);
+            }
+        }
+        match (asked, &mut self.looked_up) {
+            (None, looked_up) => *looked_up = None,
+            (Some(asked), Some(looked_up)) => Arc::make_mut(looked_up).extend(asked),
+            (Some(_), None) => {}
         }
     }
 
@@ -672,8 +735,21 @@ impl<K: Ord + Clone, V: Clone> Keyed<K, V> {
         Arc::make_mut(&mut self.items).insert(key, value)
     }
 
+    /// Removes every entry, read or not: the map is whole (and empty), and the next commit
+    /// replaces the stored one.
+    pub fn clear(&mut self) {
+        Arc::make_mut(&mut self.items).clear();
+        self.looked_up = None;
+        self.all_changed = true;
+    }
+
+    /// Removes `key`; in a map not read whole, a key not here may be stored: its removal is
+    /// written all the same.
     pub fn remove(&mut self, key: &K) -> Option<V> {
         if !self.items.contains_key(key) {
+            if !self.is_whole() {
+                self.changed.insert(key.clone());
+            }
             return None;
         }
         self.changed.insert(key.clone());
@@ -681,9 +757,16 @@ impl<K: Ord + Clone, V: Clone> Keyed<K, V> {
     }
 
     /// What changed since the last commit: `None` when anything may have (write the whole
-    /// map), else the keys that changed (each now in the map, or removed from it).
-    pub fn changes(&self) -> Option<&BTreeSet<K>> {
-        (!self.all_changed).then_some(&self.changed)
+    /// map), else the keys that changed (each now in the map, or removed from it). A map not
+    /// read whole is never written whole: every entry it holds, and the keys changed.
+    pub fn changes(&self) -> Option<std::borrow::Cow<'_, BTreeSet<K>>> {
+        match (self.all_changed, self.is_whole()) {
+            (false, _) => Some(std::borrow::Cow::Borrowed(&self.changed)),
+            (true, true) => None,
+            (true, false) => Some(std::borrow::Cow::Owned(
+                self.items.keys().chain(&self.changed).cloned().collect(),
+            )),
+        }
     }
 
     /// Marks every entry written (after a commit took them).
@@ -710,6 +793,7 @@ impl<K, V> Default for Keyed<K, V> {
             items: Arc::new(BTreeMap::new()),
             changed: BTreeSet::new(),
             all_changed: true,
+            looked_up: None,
         }
     }
 }
@@ -721,6 +805,7 @@ impl<K, V> From<BTreeMap<K, V>> for Keyed<K, V> {
             items: Arc::new(items),
             changed: BTreeSet::new(),
             all_changed: true,
+            looked_up: None,
         }
     }
 }
@@ -736,14 +821,6 @@ impl<K, V> Deref for Keyed<K, V> {
 
     fn deref(&self) -> &BTreeMap<K, V> {
         &self.items
-    }
-}
-
-/// The whole map, to change in any way: everything counts as changed.
-impl<K: Clone, V: Clone> DerefMut for Keyed<K, V> {
-    fn deref_mut(&mut self) -> &mut BTreeMap<K, V> {
-        self.all_changed = true;
-        Arc::make_mut(&mut self.items)
     }
 }
 

@@ -491,9 +491,9 @@ impl Runtime {
             .map(|stored| self.make_live(stored)))
     }
 
-    /// Reads the entries `session`'s copy did not read yet (loaded with its head only), if any:
-    /// what every reader of a whole list of it (the model's step, a page, the start of a turn)
-    /// does first. The rows read are exactly the ones the copy left (positions before its
+    /// Reads the entries `session`'s copy did not read yet (loaded with its head only), if any,
+    /// and its answered approvals: what every reader of a whole list of it (the model's step, a
+    /// page, the start of a turn) does first, so the copy is whole afterwards. The rows read are exactly the ones the copy left (positions before its
     /// first entry read), in one snapshot; on a shared database only if no other instance
     /// committed the chat since this one last read or wrote it (else a conflict).
     pub async fn read_entries(&self, session: &Session) -> Result<(), StoreError> {
@@ -504,22 +504,60 @@ impl Runtime {
                 state.record.messages.unread(),
             ]
         };
-        if lens == [0, 0] {
+        if lens != [0, 0] {
+            let [history, messages] = self.store.read_entries(&session.id, lens).await?;
+            let mut state = session.state();
+            let record = &mut state.record;
+            let missing = |e: crate::agent::journal::MissingEntries| {
+                StoreError::caused_by(
+                    format!("chat {}: its stored entries changed", session.id),
+                    e,
+                )
+            };
+            // Another reader may have filled them meanwhile (then this changes nothing), and a
+            // list may have been shortened since (then the rows before its new end are its own).
+            record.history.fill(history).map_err(missing)?;
+            record.messages.fill(messages).map_err(missing)?;
+        }
+        // A whole copy has all its answered approvals too.
+        self.read_resolutions(session, None).await
+    }
+
+    /// Reads the answered approvals of `approvals` (`None`: all) that `session`'s copy (loaded
+    /// with its head only, [`crate::agent::journal::Keyed::by_key`]) does not know yet: what an
+    /// answer does before the gate judges it, with the ids it names, so a late, repeated or
+    /// echoed answer is judged against how each was resolved. Nothing when the copy has them
+    /// all. On a shared database only if no other instance committed the chat since this one
+    /// last read or wrote it (else a conflict).
+    pub async fn read_resolutions(
+        &self,
+        session: &Session,
+        approvals: Option<&[String]>,
+    ) -> Result<(), StoreError> {
+        let unread = {
+            let state = session.state();
+            let resolved = &state.record.resolved_approvals;
+            if resolved.is_whole() {
+                return Ok(());
+            }
+            match approvals {
+                Some(ids) => Some(resolved.unread_of(ids)).filter(|ids| !ids.is_empty()),
+                None => None,
+            }
+        };
+        if approvals.is_some() && unread.is_none() {
             return Ok(());
         }
-        let [history, messages] = self.store.read_entries(&session.id, lens).await?;
-        let mut state = session.state();
-        let record = &mut state.record;
-        let missing = |e: crate::agent::journal::MissingEntries| {
-            StoreError::caused_by(
-                format!("chat {}: its stored entries changed", session.id),
-                e,
-            )
-        };
-        // Another reader may have filled them meanwhile (then this changes nothing), and a
-        // list may have been shortened since (then the rows before its new end are its own).
-        record.history.fill(history).map_err(missing)?;
-        record.messages.fill(messages).map_err(missing)?;
+        let json = self
+            .store
+            .read_resolutions(&session.id, unread.as_deref())
+            .await?;
+        let found = crate::agent::store::encode::decode_resolutions(&session.id, &json)?;
+        session
+            .state()
+            .record
+            .resolved_approvals
+            .fill(unread, found);
         Ok(())
     }
 

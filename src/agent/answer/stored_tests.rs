@@ -184,3 +184,64 @@ async fn an_answer_to_a_stored_chat_reads_none_of_its_entry_rows() {
         "the copy, made whole, is the chat"
     );
 }
+
+/// ADR 0045's third amendment: an answer to a chat that left memory reads how the approvals it
+/// names were resolved, by id, and none of the chat's other answered approvals (they grow with
+/// the chat) — until the model's step makes the copy whole. A late answer to an approval
+/// answered long ago is still refused as answered, not as unknown.
+#[tokio::test]
+async fn an_answer_reads_the_resolutions_it_names_and_no_other() {
+    use crate::agent::gate::{ApprovalResolution, InputError};
+    let inner = Arc::new(SqliteStore::in_memory().unwrap());
+    let approval = {
+        let asking = runtime_on(&inner).await;
+        ask(&asking, "w", "check the weather in Paris", "get_weather").await
+    };
+    // Earlier turns' answers, as stored.
+    let mut record = inner.load("w").await.unwrap().unwrap().record;
+    for i in 0..50 {
+        record.resolved_approvals.insert(
+            format!("old-{i}"),
+            ApprovalResolution::Denied {
+                at_ms: i,
+                reason: None,
+            },
+        );
+    }
+    inner.save(&record).await.unwrap();
+    let hook = Arc::new(RowsHeld::default());
+    let store = Arc::new(Delegate::new(
+        inner.clone() as Arc<dyn SessionStore>,
+        hook.clone(),
+    ));
+    let answering = super::tests::runtime_with(store, inner.clone(), "").await;
+    answering
+        .submit("w", &super::tests::approve(&approval))
+        .await
+        .unwrap();
+    let session = answering.live_session("w").expect("answered here");
+    // The model's step waits for the rows (held): the copy knows only what was named.
+    let resolved = session.snapshot().resolved_approvals;
+    assert!(!resolved.is_whole());
+    assert_eq!(resolved.keys().collect::<Vec<_>>(), [&approval]);
+    let late = answering
+        .submit("w", &super::tests::approve("old-7"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&late, InputError::ApprovalAlreadyAnswered { approval_id } if approval_id == "old-7"),
+        "{late:?}"
+    );
+    let resolved = session.snapshot().resolved_approvals;
+    assert_eq!(resolved.len(), 2, "the one named was read: {resolved:?}");
+    hook.released.send_replace(true);
+    let mut reader = session.current_log().unwrap().subscribe(0);
+    while reader.next().await.is_some() {}
+    let copy = session.snapshot();
+    assert!(
+        copy.resolved_approvals.is_whole(),
+        "the model's step read them all"
+    );
+    assert_eq!(copy.resolved_approvals.len(), 51);
+    assert_eq!(inner.load("w").await.unwrap().unwrap().record, copy);
+}

@@ -59,10 +59,50 @@ fn a_failed_commit_gives_its_changes_back() {
     map.mark_committed();
     map.remove(&"a");
     map.mark_uncommitted(&taken);
-    assert_eq!(map.changes().unwrap(), &BTreeSet::from(["a", "b"]));
+    assert_eq!(*map.changes().unwrap(), BTreeSet::from(["a", "b"]));
     map.mark_committed();
-    let _ = map.entry("c").or_insert(3); // through the whole map
+    map.mark_all_changed(); // after a failed commit
     assert_eq!(map.changes(), None);
+}
+
+/// A map read by key (a chat loaded with its head, ADR 0045): only the keys looked up are
+/// known; a key changed here is never overwritten by what the store had; a removal of a key
+/// not read is written; and it never claims to be the whole map when written.
+#[test]
+fn a_map_read_by_key_knows_only_what_was_looked_up() {
+    let mut map: Keyed<&str, u8> = Keyed::by_key();
+    assert!(!map.is_whole());
+    assert_eq!(map.unread_of(&["a", "b", "a"]), ["a", "b"]);
+    map.insert("b", 20);
+    assert_eq!(map.unread_of(&["a", "b"]), ["a"], "a key set here is known");
+    map.fill(
+        Some(vec!["a", "b", "z"]),
+        BTreeMap::from([("a", 1), ("b", 2)]),
+    );
+    assert_eq!(
+        (map.get("a"), map.get("b"), map.get("z")),
+        (Some(&1), Some(&20), None)
+    );
+    assert!(
+        map.unread_of(&["a", "b", "z"]).is_empty(),
+        "z: not answered"
+    );
+    assert_eq!(map.unread_of(&["c"]), ["c"]);
+    map.remove(&"c");
+    assert_eq!(*map.changes().unwrap(), BTreeSet::from(["b", "c"]));
+    map.mark_all_changed();
+    assert_eq!(
+        *map.changes().unwrap(),
+        BTreeSet::from(["a", "b", "c"]),
+        "what it holds and what changed, never the whole map"
+    );
+    map.fill(None, BTreeMap::from([("a", 9), ("d", 4)]));
+    assert!(map.is_whole());
+    assert_eq!((map.get("a"), map.get("d")), (Some(&1), Some(&4)));
+    assert!(
+        map.unread_of(&["e"]).is_empty(),
+        "a whole map knows every key"
+    );
 }
 
 /// A list read from the store decodes only the entries a reader touches (ADR 0045): the

@@ -117,6 +117,19 @@ impl<H: Hook, S: SessionStore + ?Sized> SessionStore for Delegate<H, S> {
             .await
     }
 
+    async fn read_resolutions(
+        &self,
+        id: &str,
+        approvals: Option<&[String]>,
+    ) -> Result<String, StoreError> {
+        self.hook
+            .around(
+                Call::Read("read_resolutions"),
+                self.inner.read_resolutions(id, approvals),
+            )
+            .await
+    }
+
     async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError> {
         let call = Call::Commit {
             record,

@@ -3,13 +3,13 @@
 //! the record decoded back from its columns, and people's roles and invites' kinds as stored.
 //! Each store only moves these values in and out of its own driver's rows.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::{AuditEvent, StoreError, log_of_turn};
 use crate::{
     agent::people::{Invite, InviteKind, Person},
     agent::{
-        gate::CallPhase,
+        gate::{ApprovalResolution, CallPhase},
         inbox::{Waiting, waiting_call},
         journal::{Decoded, Entries, Keyed},
         session::{SessionRecord, TurnEntry, TurnStatus},
@@ -130,7 +130,7 @@ impl MapChange {
                     upserts: Vec::new(),
                     removed: Vec::new(),
                 };
-                for key in keys {
+                for key in keys.iter() {
                     match map.get_key_value(key) {
                         Some(entry) => change.upserts.push(encode(entry)?),
                         None => change.removed.push(key.clone()),
@@ -305,7 +305,9 @@ pub(crate) struct RecordColumns {
     pub(crate) payments: String,
     /// `None`: the session has no turn.
     pub(crate) turn: Option<String>,
-    pub(crate) resolved: String,
+    /// The answered approvals (a JSON object, [`resolutions_json`]); `None` for a load of the
+    /// head only: each is read by id when an answer names it ([`super::SessionStore::read_resolutions`]).
+    pub(crate) resolved: Option<String>,
     pub(crate) tool_state: String,
     pub(crate) created_at_ms: i64,
     pub(crate) updated_at_ms: i64,
@@ -379,12 +381,20 @@ pub(crate) fn decode_record(id: &str, columns: RecordColumns) -> Result<SessionR
             .map(serde_json::from_str)
             .transpose()
             .map_err(unreadable(id, "turn"))?,
-        resolved_approvals: Keyed::committed(
-            serde_json::from_str(&columns.resolved)
-                .map_err(unreadable(id, "resolved approvals"))?,
-        ),
+        resolved_approvals: match columns.resolved {
+            Some(json) => Keyed::committed(decode_resolutions(id, &json)?),
+            None => Keyed::by_key(),
+        },
         owner: columns.owner,
     })
+}
+
+/// Chat `id`'s answered approvals from their JSON object ([`resolutions_json`]).
+pub(crate) fn decode_resolutions(
+    id: &str,
+    json: &str,
+) -> Result<BTreeMap<String, ApprovalResolution>, StoreError> {
+    serde_json::from_str(json).map_err(unreadable(id, "resolved approvals"))
 }
 
 /// The JSON array of a list's stored entries (`bodies`, each an entry's JSON, in order).

@@ -2,7 +2,7 @@
 //! the reference the contract tests hold the databases to.
 
 use super::*;
-use crate::agent::journal::Entries;
+use crate::agent::journal::{Entries, Keyed};
 
 /// Everything in memory, lost on restart.
 #[derive(Debug, Default)]
@@ -52,6 +52,22 @@ impl MemoryStore {
         if let Some(kept) = records.get(&record.id) {
             keep_unread(&mut stored.history, &kept.history);
             keep_unread(&mut stored.messages, &kept.messages);
+            if !record.resolved_approvals.is_whole() {
+                // Read by id: the stored map with what the record changed (as the rows are).
+                let mut whole = (*kept.resolved_approvals).clone();
+                for key in record
+                    .resolved_approvals
+                    .changes()
+                    .iter()
+                    .flat_map(|c| c.iter())
+                {
+                    match record.resolved_approvals.get(key) {
+                        Some(resolution) => whole.insert(key.clone(), resolution.clone()),
+                        None => whole.remove(key),
+                    };
+                }
+                stored.resolved_approvals = Keyed::committed(whole);
+            }
         }
         records.insert(record.id.clone(), stored);
         drop(records);
@@ -93,6 +109,7 @@ impl SessionStore for MemoryStore {
         };
         stored.record.history = head_of(&stored.record.history)?;
         stored.record.messages = head_of(&stored.record.messages)?;
+        stored.record.resolved_approvals = Keyed::by_key();
         Ok(Some(stored))
     }
 

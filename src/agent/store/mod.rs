@@ -269,11 +269,13 @@ pub(crate) fn fresh_secret() -> Result<[u8; 32], StoreError> {
 pub trait SessionStore: Send + Sync + 'static {
     async fn load(&self, id: &str) -> Result<Option<StoredSession>, StoreError>;
 
-    /// [`SessionStore::load`] of the chat's head only (ADR 0045, amendment): its row, its
-    /// answered approvals and payments, and of its history and messages only how many entries
-    /// each has and the last ones ([`crate::agent::journal::Entries::on_disk`]), so what it costs
-    /// does not grow with the conversation. What a person's answer loads; a reader of a whole
-    /// list reads the rest first ([`SessionStore::read_entries`]).
+    /// [`SessionStore::load`] of the chat's head only (ADR 0045, amendments): its row, its
+    /// payments, and of its history and messages only how many entries each has and the last
+    /// ones ([`crate::agent::journal::Entries::on_disk`]); none of its answered approvals
+    /// ([`crate::agent::journal::Keyed::by_key`]). So what it costs does not grow with the
+    /// conversation. What a person's answer loads; a reader of a whole list reads the rest
+    /// first ([`SessionStore::read_entries`]), an answer the approvals it names
+    /// ([`SessionStore::read_resolutions`]).
     async fn load_head(&self, id: &str) -> Result<Option<StoredSession>, StoreError> {
         self.load(id).await
     }
@@ -306,6 +308,29 @@ pub trait SessionStore: Send + Sync + 'static {
             read(stored.record.history.bodies_from(0), lens[0])?,
             read(stored.record.messages.bodies_from(0), lens[1])?,
         ])
+    }
+
+    /// Chat `id`'s answered approvals (a JSON object by approval id), of the ids `approvals`
+    /// only (`None`: every one): what a record loaded by [`SessionStore::load_head`] did not
+    /// read, looked up by the ids an answer names (ADR 0045, third amendment). An id without
+    /// a row is not in the object. On a shared database, read only if no other instance
+    /// committed the chat since this one last read or wrote it (else a conflict, as
+    /// [`SessionStore::read_entries`]).
+    async fn read_resolutions(
+        &self,
+        id: &str,
+        approvals: Option<&[String]>,
+    ) -> Result<String, StoreError> {
+        let Some(stored) = self.load(id).await? else {
+            return Err(StoreError::new(format!("chat {id} is no longer stored")));
+        };
+        let all = &stored.record.resolved_approvals;
+        let rows = all
+            .iter()
+            .filter(|(k, _)| approvals.is_none_or(|ids| ids.contains(k)))
+            .map(|(k, v)| Ok((k.as_str(), encode::to_json(v)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        encode::resolutions_json(rows.iter().map(|(k, v)| (*k, v.as_str())))
     }
 
     /// Writes `record` and appends `audit`, all or nothing. A log stored by an earlier

@@ -321,6 +321,14 @@ impl SessionStore for PostgresStore {
         self.entries_before(id, lens).await
     }
 
+    async fn read_resolutions(
+        &self,
+        id: &str,
+        approvals: Option<&[String]>,
+    ) -> Result<String, StoreError> {
+        self.resolutions_of(id, approvals).await
+    }
+
     async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError> {
         self.write(Write::new(record, audit, None)?).await
     }

@@ -142,7 +142,12 @@ impl PostgresStore {
                      WHERE s.id = $1",
                     lists[0],
                     lists[1],
-                    STORED_RESOLUTIONS,
+                    // A load of the head reads no answered approval: each is read by id.
+                    if head {
+                        "NULL::TEXT"
+                    } else {
+                        STORED_RESOLUTIONS
+                    },
                     alive("s.running_on"),
                     stored_list(List::Payments),
                     lists[2],
@@ -233,5 +238,40 @@ impl PostgresStore {
             row.try_get(1).map_err(err(context))?,
             row.try_get(2).map_err(err(context))?,
         ])
+    }
+
+    /// [`SessionStore::read_resolutions`]: read in one statement with the row's version, and
+    /// taken only if no other instance committed the chat since (as [`Self::entries_before`]).
+    pub(super) async fn resolutions_of(
+        &self,
+        id: &str,
+        approvals: Option<&[String]>,
+    ) -> Result<String, StoreError> {
+        let context = "cannot read the session's answered approvals";
+        let Some(row) = self
+            .row(
+                "SELECT s.version,
+                        COALESCE((SELECT json_object_agg(r.approval_id, r.body::json)
+                                  FROM session_resolutions r
+                                  WHERE r.session_id = s.id
+                                    AND ($2::TEXT[] IS NULL OR r.approval_id = ANY($2))),
+                                 '{}'::json)::TEXT
+                 FROM sessions s WHERE s.id = $1",
+                &[&id, &approvals],
+                context,
+            )
+            .await?
+        else {
+            return Err(StoreError::conflict(format!(
+                "chat {id} is no longer stored"
+            )));
+        };
+        let version: i64 = row.try_get(0).map_err(err(context))?;
+        if Some(version) != self.versions.get(id) {
+            return Err(StoreError::conflict(format!(
+                "chat {id} changed in the database since this instance read it"
+            )));
+        }
+        row.try_get(1).map_err(err(context))
     }
 }

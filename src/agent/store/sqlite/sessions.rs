@@ -22,14 +22,14 @@ use crate::agent::{
 };
 
 /// Reads session `id`'s lists and answered approvals into `columns` (ADR 0038): the history
-/// and the messages whole, or (`head`) only their lengths and last entries (ADR 0045).
+/// and the messages whole, or (`head`) only their lengths and last entries and no answered
+/// approval (ADR 0045).
 fn read_entries(
     conn: &Connection,
     id: &str,
     columns: &mut RecordColumns,
     head: bool,
 ) -> Result<(), StoreError> {
-    let context = "cannot read the session's entries";
     if head {
         columns.history = read_tail(conn, id, List::History)?;
         columns.messages = read_tail(conn, id, List::Messages)?;
@@ -40,20 +40,52 @@ fn read_entries(
     }
     let payments = read_list(conn, id, List::Payments, None)?;
     columns.payments = entries_json(payments.iter().map(String::as_str));
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT approval_id, body FROM session_resolutions WHERE session_id = ?1
-             ORDER BY approval_id",
-        )
-        .map_err(err(context))?;
-    let resolved = stmt
-        .query_map([id], |row| {
-            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-        })
-        .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-        .map_err(err(context))?;
-    columns.resolved = resolutions_json(resolved.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    // A load of the head reads no answered approval: each is read by id when named.
+    columns.resolved = if head {
+        None
+    } else {
+        Some(read_resolutions(conn, id, None)?)
+    };
     Ok(())
+}
+
+/// Session `id`'s answered approvals of the ids `approvals` (`None`: all), as one JSON object
+/// ([`resolutions_json`]): one step down the primary key per id.
+fn read_resolutions(
+    conn: &Connection,
+    id: &str,
+    approvals: Option<&[String]>,
+) -> Result<String, StoreError> {
+    let context = "cannot read the session's answered approvals";
+    let resolved: Vec<(String, String)> = match approvals {
+        None => conn
+            .prepare_cached(
+                "SELECT approval_id, body FROM session_resolutions WHERE session_id = ?1
+                 ORDER BY approval_id",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([id], |row| Ok((row.get(0)?, row.get(1)?)))
+                    .and_then(|rows| rows.collect())
+            })
+            .map_err(err(context))?,
+        Some(approvals) => {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT body FROM session_resolutions WHERE session_id = ?1 AND approval_id = ?2",
+                )
+                .map_err(err(context))?;
+            let mut found = Vec::new();
+            for approval in approvals {
+                let body: Option<String> = stmt
+                    .query_row([id, approval.as_str()], |row| row.get(0))
+                    .optional()
+                    .map_err(err(context))?;
+                found.extend(body.map(|body| (approval.clone(), body)));
+            }
+            found
+        }
+    };
+    resolutions_json(resolved.iter().map(|(k, v)| (k.as_str(), v.as_str())))
 }
 
 /// The entries of session `id`'s `list` (before position `before`, if given), in order.
@@ -136,6 +168,16 @@ impl SessionStore for SqliteStore {
             read_lists(&conn, &id, lens.map(Some))
         })
         .await
+    }
+
+    async fn read_resolutions(
+        &self,
+        id: &str,
+        approvals: Option<&[String]>,
+    ) -> Result<String, StoreError> {
+        let (id, approvals) = (id.to_owned(), approvals.map(<[String]>::to_vec));
+        self.point_read(move |conn| read_resolutions(conn, &id, approvals.as_deref()))
+            .await
     }
 
     async fn commit(&self, record: &SessionRecord, audit: &[AuditEvent]) -> Result<(), StoreError> {
@@ -333,7 +375,7 @@ fn read_session(
                     history: ListTail::default(),
                     messages: ListTail::default(),
                     payments: String::new(),
-                    resolved: String::new(),
+                    resolved: None,
                 })
             })
             .optional()

@@ -3,6 +3,7 @@
 //! read (ADR 0045), attachments; and the old columns the migration tests start from.
 
 use super::*;
+use crate::agent::store::encode::decode_resolutions;
 
 pub(crate) async fn a_bad_commit_among_many_fails_alone<S: SessionStore + Clone>(store: &S) {
     let mut bad = SessionRecord::new("bad", 1);
@@ -375,9 +376,10 @@ async fn head_load_contract(store: &dyn SessionStore) {
         (299, 299),
         "only the last entry of each list is read"
     );
-    assert_eq!(
-        (&chat.turn, &chat.wallet, &chat.resolved_approvals),
-        (&whole.turn, &whole.wallet, &whole.resolved_approvals)
+    assert_eq!((&chat.turn, &chat.wallet), (&whole.turn, &whole.wallet));
+    assert!(
+        !chat.resolved_approvals.is_whole() && chat.resolved_approvals.is_empty(),
+        "no answered approval is read"
     );
     assert_eq!(chat.messages.last_mut().unwrap().unwrap().id, "m299");
     assert!(chat.messages.decoded().unwrap_err().not_read());
@@ -402,6 +404,7 @@ async fn head_load_contract(store: &dyn SessionStore) {
     assert_eq!((history.len(), messages.len()), (299, 299));
     chat.history.fill(history).unwrap();
     chat.messages.fill(messages).unwrap();
+    read_all_resolutions(store, &mut chat).await;
     assert_eq!(chat, whole, "the head and the rows read later are one chat");
     assert_eq!(store.load("head").await.unwrap().unwrap().record, whole);
 
@@ -417,6 +420,7 @@ async fn head_load_contract(store: &dyn SessionStore) {
     let [history, messages] = store.read_entries("head", lens).await.unwrap();
     chat.history.fill(history).unwrap();
     chat.messages.fill(messages).unwrap();
+    read_all_resolutions(store, &mut chat).await;
     whole.messages.truncate(100);
     whole
         .messages
@@ -428,6 +432,69 @@ async fn head_load_contract(store: &dyn SessionStore) {
     let mut copy = store.load_head("head").await.unwrap().unwrap().record;
     let [_, short] = store.read_entries("head", [0, 50]).await.unwrap();
     assert!(copy.messages.fill(short).is_err());
+
+    resolutions_by_id_contract(store).await;
+}
+
+/// Makes `chat` (loaded with its head) whole in its answered approvals.
+async fn read_all_resolutions(store: &dyn SessionStore, chat: &mut SessionRecord) {
+    let all = store.read_resolutions(&chat.id, None).await.unwrap();
+    chat.resolved_approvals
+        .fill(None, decode_resolutions(&chat.id, &all).unwrap());
+}
+
+/// ADR 0045's third amendment: a chat loaded with its head reads its answered approvals by id
+/// (an id never answered is simply not there); what its commits change of them is written
+/// key by key — an approval reopened that the copy never read is removed all the same, and the
+/// stored map is never replaced by the few the copy knows, even when a failed commit makes the
+/// next one write everything.
+async fn resolutions_by_id_contract(store: &dyn SessionStore) {
+    use crate::agent::gate::ApprovalResolution;
+    let mut whole = long_record("by-id", 20);
+    commit_as_a_session(store, &mut whole).await;
+    let mut chat = store.load_head("by-id").await.unwrap().unwrap().record;
+    let asked = ["approval-007".to_owned(), "approval-999".to_owned()];
+    let json = store.read_resolutions("by-id", Some(&asked)).await.unwrap();
+    let found = decode_resolutions("by-id", &json).unwrap();
+    assert_eq!(
+        found.keys().collect::<Vec<_>>(),
+        ["approval-007"],
+        "only the ids asked for, and only those answered"
+    );
+    assert_eq!(
+        found["approval-007"],
+        whole.resolved_approvals["approval-007"]
+    );
+    chat.resolved_approvals.fill(Some(asked.to_vec()), found);
+    assert!(chat.resolved_approvals.unread_of(&asked).is_empty());
+    assert_eq!(
+        chat.resolved_approvals
+            .unread_of(&["approval-003".to_owned()]),
+        ["approval-003"]
+    );
+
+    // One answered now, one reopened without having been read; everything counts as changed
+    // (as after a failed commit).
+    let denied = ApprovalResolution::Denied {
+        at_ms: 99,
+        reason: None,
+    };
+    chat.resolved_approvals
+        .insert("approval-new".into(), denied.clone());
+    chat.resolved_approvals.remove(&"approval-012".to_owned());
+    chat.mark_all_changed();
+    store.save(&chat).await.unwrap();
+    whole
+        .resolved_approvals
+        .insert("approval-new".into(), denied);
+    whole.resolved_approvals.remove(&"approval-012".to_owned());
+    let stored = store.load("by-id").await.unwrap().unwrap().record;
+    assert_eq!(stored.resolved_approvals, whole.resolved_approvals);
+    let all = store.read_resolutions("by-id", None).await.unwrap();
+    assert_eq!(
+        decode_resolutions("by-id", &all).unwrap(),
+        *whole.resolved_approvals
+    );
 }
 
 /// Attachments: kept once per chat by their digest, read back byte for byte, only in their chat.
