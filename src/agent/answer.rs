@@ -330,8 +330,7 @@ impl Answer<'_> {
             let (granted, kept) = match self.keep_grants(&applied, &owner, now).await {
                 Ok(granted) => granted,
                 Err(e) => {
-                    self.session.undo(applied.undo);
-                    self.rt.wake(&self.session);
+                    self.take_back(applied, now);
                     return Err(e);
                 }
             };
@@ -358,6 +357,38 @@ impl Answer<'_> {
                 result => return result,
             }
         }
+    }
+
+    /// Takes back `applied`, which is not recorded: the calls it changed wait as before, unless
+    /// the turn ended them meanwhile (an interrupt, the model's withdrawal) — then, as the turn
+    /// saw them cleared and recorded nothing of their approval, their approvals are recorded
+    /// here as interrupted (with the turn's next commit). The turn, which held its calls while
+    /// the answer was out, is woken: a deadline that passed meanwhile is its to see to now.
+    fn take_back(&self, applied: AppliedInput, now: Millis) {
+        let session = &self.session;
+        let events: Vec<AuditEvent> = session
+            .undo(applied.undo)
+            .into_iter()
+            .map(|ended| {
+                let mut event = crate::agent::store::audit::event(
+                    AuditKind::Interrupted,
+                    now,
+                    &session.id,
+                    &ended.turn_id,
+                    &ended.call.id,
+                    &ended.call.name,
+                    &ended.call.args,
+                );
+                event.approval_id = Some(ended.approval_id);
+                event.reason =
+                    Some("its call ended while an approval of it was not yet recorded".into());
+                event
+            })
+            .collect();
+        if !events.is_empty() {
+            session.give_back_audit(events);
+        }
+        self.rt.wake(session);
     }
 
     /// The audit events of what `applied` did, with each passkey confirmation's receipt on
@@ -498,10 +529,7 @@ impl Answer<'_> {
             tracing::error!(session = %self.chat_id, error = &failed.error as &dyn std::error::Error, "cannot record the person's answer");
             let message = failed.error.to_string();
             session.give_back_audit(failed.waiting);
-            session.undo(applied.undo);
-            // The turn held its calls while the answer was out: a deadline that passed
-            // meanwhile is its to see to now.
-            rt.wake(session);
+            self.take_back(applied, self.rt.clock.now_ms());
             return Err(InputError::NotRecorded { message });
         }
         session.settle_answer();

@@ -329,9 +329,20 @@ pub struct AppliedInput {
     pub undo: Undo,
 }
 
+/// A call whose approval an answer not recorded had cleared, and which its turn ended (an
+/// interrupt, a withdrawal) before the answer was taken back ([`Session::undo`]).
+#[derive(Debug)]
+pub struct EndedMeanwhile {
+    pub turn_id: String,
+    pub call: super::history::ToolCall,
+    pub approval_id: String,
+}
+
 /// What [`Session::undo`] needs to take input back.
 #[derive(Debug)]
 pub struct Undo {
+    /// The turn the input went to.
+    turn_id: String,
     calls: Vec<StepCall>,
     applied_calls: Vec<StepCall>,
     inputs: u64,
@@ -672,6 +683,7 @@ impl Session {
         )?;
         drop(decider);
         let undo = Undo {
+            turn_id: turn.id.clone(),
             calls: std::mem::replace(&mut turn.calls, calls.clone()),
             applied_calls: calls,
             inputs: turn.inputs,
@@ -706,7 +718,10 @@ impl Session {
     /// interrupt ended it: that stands; the turn starts no call the input cleared, and neither
     /// expires nor rechecks calls, while the input is in flight). Each approval it resolved is
     /// open again unless the turn resolved it otherwise since.
-    pub fn undo(&self, undo: Undo) {
+    ///
+    /// Returns the approvals whose calls the turn ended meanwhile (seeing them cleared, it
+    /// recorded nothing of their approval): the caller records how each ended.
+    pub fn undo(&self, undo: Undo) -> Vec<EndedMeanwhile> {
         let mut state = self.state();
         self.answer_settled(&mut state);
         let SessionRecord {
@@ -714,21 +729,39 @@ impl Session {
             resolved_approvals,
             ..
         } = &mut state.record;
-        let Some(turn) = turn.as_mut() else {
-            return;
-        };
+        // The input's turn, unless another one started since (then its calls are gone).
+        let mut turn = turn.as_mut().filter(|t| t.id == undo.turn_id);
+        let mut ended = Vec::new();
         for (before, applied) in undo.calls.into_iter().zip(&undo.applied_calls) {
             if before == *applied {
                 continue;
             }
-            match turn.calls.iter_mut().find(|c| c.call.id == before.call.id) {
+            let current = turn
+                .as_deref_mut()
+                .and_then(|t| t.calls.iter_mut().find(|c| c.call.id == before.call.id));
+            match current {
                 Some(call) if call == applied => *call = before,
-                _ => {
+                current => {
                     tracing::info!(session = %self.id, call = %before.call.id, "a call an unrecorded answer changed was changed again by its turn; the turn's change stands");
+                    // Cleared by the input (the turn, seeing it so, recorded nothing of its
+                    // approval when it ended it), then ended or gone from the turn with its
+                    // step.
+                    if let CallPhase::AwaitingApproval { approval_id, .. } = &before.phase
+                        && !matches!(applied.phase, CallPhase::AwaitingApproval { .. })
+                        && current.is_none_or(|c| c.is_done())
+                    {
+                        ended.push(EndedMeanwhile {
+                            turn_id: undo.turn_id.clone(),
+                            call: before.call.clone(),
+                            approval_id: approval_id.clone(),
+                        });
+                    }
                 }
             }
         }
-        if turn.inputs == undo.inputs + 1 {
+        if let Some(turn) = turn
+            && turn.inputs == undo.inputs + 1
+        {
             turn.inputs = undo.inputs;
         }
         for (id, resolution) in undo.resolved {
@@ -736,6 +769,7 @@ impl Session {
                 resolved_approvals.remove(&id);
             }
         }
+        ended
     }
 
     /// Wakes the turn task: person input was applied (and committed).

@@ -461,6 +461,13 @@ async fn no_commit_writes_an_approval_still_on_its_way() {
             .all(|r| !matches!(r.event.kind, AuditKind::Approved | AuditKind::Executed)),
         "{audit:?}"
     );
+    // The approval's story ends as the turn ended it (which saw the call cleared and so
+    // recorded nothing of the approval itself).
+    assert!(
+        audit.iter().any(|r| r.event.kind == AuditKind::Interrupted
+            && r.event.approval_id.as_deref() == Some(approval.as_str())),
+        "{audit:?}"
+    );
 }
 
 /// While a denial's commit is on its way, its turn, woken by something else, tells nobody of
