@@ -22,8 +22,8 @@ pub(crate) use super::lock;
 use super::{
     clock::Millis,
     gate::{
-        Answered, ApprovalDecision, ApprovalResolution, CallPhase, Gate, GrantAsked, InputError,
-        PersonInput, Signed, Signer, StepCall, stale,
+        Answered, ApprovalDecision, ApprovalResolution, CallPhase, Gate, InputError, PersonInput,
+        Signer, StepCall, stale,
     },
     history::HistoryItem,
     model::Usage,
@@ -33,7 +33,9 @@ use super::{
 };
 use crate::protocol::{UiMessage, audit::AuditEvent};
 
+mod input;
 mod log;
+pub use input::{AppliedInput, EndedMeanwhile, Undo};
 pub use log::{LogReader, Read, TurnEntry, TurnLog};
 
 /// Where a turn stands.
@@ -312,41 +314,6 @@ impl SessionState {
     pub(crate) fn answer_in_flight(&self) -> bool {
         self.answers_in_flight > 0
     }
-}
-
-/// Person input applied to a session, not yet committed.
-#[derive(Debug)]
-pub struct AppliedInput {
-    pub receipt: Receipt,
-    /// The approvals the input answered, with how.
-    pub resolutions: Vec<(String, ApprovalResolution)>,
-    /// The grants the person asked for with their approvals.
-    pub grants: Vec<GrantAsked>,
-    /// Signatures given to approvals that need several people.
-    pub signed: Vec<Signed>,
-    /// Edits that made a waiting call a new proposal nobody has signed yet.
-    pub proposed: Vec<crate::agent::gate::Proposed>,
-    pub undo: Undo,
-}
-
-/// A call whose approval an answer not recorded had cleared, and which its turn ended (an
-/// interrupt, a withdrawal) before the answer was taken back ([`Session::undo`]).
-#[derive(Debug)]
-pub struct EndedMeanwhile {
-    pub turn_id: String,
-    pub call: super::history::ToolCall,
-    pub approval_id: String,
-}
-
-/// What [`Session::undo`] needs to take input back.
-#[derive(Debug)]
-pub struct Undo {
-    /// The turn the input went to.
-    turn_id: String,
-    calls: Vec<StepCall>,
-    applied_calls: Vec<StepCall>,
-    inputs: u64,
-    resolved: Vec<(String, ApprovalResolution)>,
 }
 
 /// Where a caller should read the turn's output after submitting input.
@@ -724,52 +691,7 @@ impl Session {
     pub fn undo(&self, undo: Undo) -> Vec<EndedMeanwhile> {
         let mut state = self.state();
         self.answer_settled(&mut state);
-        let SessionRecord {
-            turn,
-            resolved_approvals,
-            ..
-        } = &mut state.record;
-        // The input's turn, unless another one started since (then its calls are gone).
-        let mut turn = turn.as_mut().filter(|t| t.id == undo.turn_id);
-        let mut ended = Vec::new();
-        for (before, applied) in undo.calls.into_iter().zip(&undo.applied_calls) {
-            if before == *applied {
-                continue;
-            }
-            let current = turn
-                .as_deref_mut()
-                .and_then(|t| t.calls.iter_mut().find(|c| c.call.id == before.call.id));
-            match current {
-                Some(call) if call == applied => *call = before,
-                current => {
-                    tracing::info!(session = %self.id, call = %before.call.id, "a call an unrecorded answer changed was changed again by its turn; the turn's change stands");
-                    // Cleared by the input (the turn, seeing it so, recorded nothing of its
-                    // approval when it ended it), then ended or gone from the turn with its
-                    // step.
-                    if let CallPhase::AwaitingApproval { approval_id, .. } = &before.phase
-                        && !matches!(applied.phase, CallPhase::AwaitingApproval { .. })
-                        && current.is_none_or(|c| c.is_done())
-                    {
-                        ended.push(EndedMeanwhile {
-                            turn_id: undo.turn_id.clone(),
-                            call: before.call.clone(),
-                            approval_id: approval_id.clone(),
-                        });
-                    }
-                }
-            }
-        }
-        if let Some(turn) = turn
-            && turn.inputs == undo.inputs + 1
-        {
-            turn.inputs = undo.inputs;
-        }
-        for (id, resolution) in undo.resolved {
-            if resolved_approvals.get(&id) == Some(&resolution) {
-                resolved_approvals.remove(&id);
-            }
-        }
-        ended
+        undo.take_back_from(&self.id, &mut state.record)
     }
 
     /// Wakes the turn task: person input was applied (and committed).

@@ -1,5 +1,7 @@
 //! [`super`]'s unit tests.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use super::*;
 
 #[test]
