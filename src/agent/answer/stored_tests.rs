@@ -118,6 +118,18 @@ impl Hook for RowsHeld {
     }
 }
 
+/// Another runtime on `inner`, whose whole loads are refused and whose entry rows are held
+/// ([`RowsHeld`]) until the test releases them.
+async fn answering_with_rows_held(inner: &Arc<SqliteStore>) -> (Arc<RowsHeld>, Arc<Runtime>) {
+    let hook = Arc::new(RowsHeld::default());
+    let store = Arc::new(Delegate::new(
+        inner.clone() as Arc<dyn SessionStore>,
+        hook.clone(),
+    ));
+    let answering = super::tests::runtime_with(store, inner.clone(), "").await;
+    (hook, answering)
+}
+
 /// ADR 0045's amendment: an answer to a chat that left memory loads its head only. No whole
 /// load and no read of its entry rows happens before the call's output goes out (both are
 /// held back here: the old answer's whole load is refused, and so it failed); the model's
@@ -129,12 +141,7 @@ async fn an_answer_to_a_stored_chat_reads_none_of_its_entry_rows() {
         let asking = runtime_on(&inner).await;
         ask(&asking, "w", "check the weather in Paris", "get_weather").await
     };
-    let hook = Arc::new(RowsHeld::default());
-    let store = Arc::new(Delegate::new(
-        inner.clone() as Arc<dyn SessionStore>,
-        hook.clone(),
-    ));
-    let answering = super::tests::runtime_with(store, inner.clone(), "").await;
+    let (hook, answering) = answering_with_rows_held(&inner).await;
     answering
         .submit("w", &super::tests::approve(&approval))
         .await
@@ -209,12 +216,7 @@ async fn an_answer_reads_the_resolutions_it_names_and_no_other() {
         );
     }
     inner.save(&record).await.unwrap();
-    let hook = Arc::new(RowsHeld::default());
-    let store = Arc::new(Delegate::new(
-        inner.clone() as Arc<dyn SessionStore>,
-        hook.clone(),
-    ));
-    let answering = super::tests::runtime_with(store, inner.clone(), "").await;
+    let (hook, answering) = answering_with_rows_held(&inner).await;
     answering
         .submit("w", &super::tests::approve(&approval))
         .await

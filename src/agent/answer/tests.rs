@@ -335,13 +335,17 @@ impl Hook for HeldCommit {
     }
 }
 
-/// While an approval's commit is on its way, the call it cleared does not start, whatever
-/// wakes the turn meanwhile; when that commit fails, the call waits again, never having run.
-/// (Before, the turn woken by anything else started it at once: a failed commit then took back
-/// an approval whose call had run.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_does_not_start_before_its_approval_is_recorded() {
-    use crate::agent::gate::CallPhase;
+/// Chat "w" waiting for the approval of a weather lookup, on a store whose commits `hook` can
+/// hold (once armed).
+struct HeldChat {
+    hook: Arc<HeldCommit>,
+    store: Arc<Delegate<Arc<HeldCommit>, MemoryStore>>,
+    runtime: Arc<Runtime>,
+    approval: String,
+    session: Arc<crate::agent::Session>,
+}
+
+async fn held_chat() -> HeldChat {
     let hook = Arc::new(HeldCommit::default());
     let store = Arc::new(Delegate::new(
         Arc::new(MemoryStore::default()),
@@ -350,6 +354,29 @@ async fn a_call_does_not_start_before_its_approval_is_recorded() {
     let runtime = runtime_with(store.clone(), store.inner().clone(), POLICY).await;
     let approval = ask(&runtime, "w", "check the weather in Paris", "get_weather").await;
     let session = runtime.session("w").await.unwrap();
+    HeldChat {
+        hook,
+        store,
+        runtime,
+        approval,
+        session,
+    }
+}
+
+/// While an approval's commit is on its way, the call it cleared does not start, whatever
+/// wakes the turn meanwhile; when that commit fails, the call waits again, never having run.
+/// (Before, the turn woken by anything else started it at once: a failed commit then took back
+/// an approval whose call had run.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_does_not_start_before_its_approval_is_recorded() {
+    use crate::agent::gate::CallPhase;
+    let HeldChat {
+        hook,
+        store,
+        runtime,
+        approval,
+        session,
+    } = held_chat().await;
     hook.armed.store(true, Ordering::SeqCst);
     let answering = {
         let (runtime, approval) = (runtime.clone(), approval.clone());
@@ -408,14 +435,13 @@ async fn a_call_does_not_start_before_its_approval_is_recorded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_commit_writes_an_approval_still_on_its_way() {
     use crate::agent::gate::ApprovalResolution;
-    let hook = Arc::new(HeldCommit::default());
-    let store = Arc::new(Delegate::new(
-        Arc::new(MemoryStore::default()),
-        hook.clone(),
-    ));
-    let runtime = runtime_with(store.clone(), store.inner().clone(), POLICY).await;
-    let approval = ask(&runtime, "w", "check the weather in Paris", "get_weather").await;
-    let session = runtime.session("w").await.unwrap();
+    let HeldChat {
+        hook,
+        store,
+        runtime,
+        approval,
+        session,
+    } = held_chat().await;
     hook.armed.store(true, Ordering::SeqCst);
     let answering = {
         let (runtime, approval) = (runtime.clone(), approval.clone());
@@ -476,14 +502,13 @@ async fn no_commit_writes_an_approval_still_on_its_way() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denial_is_told_only_once_it_is_recorded() {
     use crate::{agent::gate::CallPhase, protocol::Chunk};
-    let hook = Arc::new(HeldCommit::default());
-    let store = Arc::new(Delegate::new(
-        Arc::new(MemoryStore::default()),
-        hook.clone(),
-    ));
-    let runtime = runtime_with(store.clone(), store.inner().clone(), POLICY).await;
-    let approval = ask(&runtime, "w", "check the weather in Paris", "get_weather").await;
-    let session = runtime.session("w").await.unwrap();
+    let HeldChat {
+        hook,
+        store: _,
+        runtime,
+        approval,
+        session,
+    } = held_chat().await;
     let log = session.current_log().unwrap();
     let from = log.len();
     hook.armed.store(true, Ordering::SeqCst);

@@ -191,6 +191,24 @@ impl PostgresStore {
         }))
     }
 
+    /// `row` of chat `id` (its first column the row's version), if no other instance committed
+    /// the chat since this one last read or wrote it (the test a commit passes); else a
+    /// conflict, as when the chat is gone.
+    fn as_last_read(&self, id: &str, row: Option<Row>, context: &str) -> Result<Row, StoreError> {
+        let Some(row) = row else {
+            return Err(StoreError::conflict(format!(
+                "chat {id} is no longer stored"
+            )));
+        };
+        let version: i64 = row.try_get(0).map_err(err(context))?;
+        if Some(version) != self.versions.get(id) {
+            return Err(StoreError::conflict(format!(
+                "chat {id} changed in the database since this instance read it"
+            )));
+        }
+        Ok(row)
+    }
+
     /// Read in one statement with the row's version: the rows are taken only if the version
     /// is the one this instance last read or wrote — the test a commit passes — so no other
     /// instance changed the chat since the head was read (this instance's own commits never
@@ -203,7 +221,7 @@ impl PostgresStore {
         let context = "cannot read the session's entries";
         let before = |len: usize| i64::try_from(len).unwrap_or(i64::MAX);
         let (history, messages) = (before(lens[0]), before(lens[1]));
-        let Some(row) = self
+        let row = self
             .row(
                 "SELECT s.version,
                         ARRAY(SELECT e.body FROM session_entries e
@@ -222,18 +240,8 @@ impl PostgresStore {
                 ],
                 context,
             )
-            .await?
-        else {
-            return Err(StoreError::conflict(format!(
-                "chat {id} is no longer stored"
-            )));
-        };
-        let version: i64 = row.try_get(0).map_err(err(context))?;
-        if Some(version) != self.versions.get(id) {
-            return Err(StoreError::conflict(format!(
-                "chat {id} changed in the database since this instance read it"
-            )));
-        }
+            .await?;
+        let row = self.as_last_read(id, row, context)?;
         Ok([
             row.try_get(1).map_err(err(context))?,
             row.try_get(2).map_err(err(context))?,
@@ -248,7 +256,7 @@ impl PostgresStore {
         approvals: Option<&[String]>,
     ) -> Result<String, StoreError> {
         let context = "cannot read the session's answered approvals";
-        let Some(row) = self
+        let row = self
             .row(
                 "SELECT s.version,
                         COALESCE((SELECT json_object_agg(r.approval_id, r.body::json)
@@ -260,18 +268,8 @@ impl PostgresStore {
                 &[&id, &approvals],
                 context,
             )
-            .await?
-        else {
-            return Err(StoreError::conflict(format!(
-                "chat {id} is no longer stored"
-            )));
-        };
-        let version: i64 = row.try_get(0).map_err(err(context))?;
-        if Some(version) != self.versions.get(id) {
-            return Err(StoreError::conflict(format!(
-                "chat {id} changed in the database since this instance read it"
-            )));
-        }
+            .await?;
+        let row = self.as_last_read(id, row, context)?;
         row.try_get(1).map_err(err(context))
     }
 }
