@@ -236,9 +236,50 @@ async fn an_answer_reads_the_resolutions_it_names_and_no_other() {
     );
     let resolved = session.snapshot().resolved_approvals;
     assert_eq!(resolved.len(), 2, "the one named was read: {resolved:?}");
+    // An AI SDK client resending the conversation: its copy of an old denial is an echo (read
+    // by id, it matches); below, its copy turned into an approval is refused as answered.
+    let resent = |approval_id: &str, decision| {
+        super::Answers::Resent(crate::agent::gate::Resent {
+            message_id: String::new(),
+            answers: vec![crate::agent::gate::PersonInput::Approval {
+                approval_id: approval_id.to_owned(),
+                decision,
+                step_up: None,
+            }],
+        })
+    };
+    let actor = crate::agent::store::Actor::default();
+    let echo = answering
+        .answer(
+            "w",
+            Some(session.clone()),
+            resent(
+                "old-8",
+                crate::agent::gate::ApprovalDecision::Deny { reason: None },
+            ),
+            &actor,
+        )
+        .await;
+    assert!(
+        matches!(echo, Ok(super::AnswerOutcome::Nothing(_))),
+        "{echo:?}"
+    );
     hook.released.send_replace(true);
     let mut reader = session.current_log().unwrap().subscribe(0);
     while reader.next().await.is_some() {}
+    // (A refused copy is judged again against the whole chat, whose rows were held above.)
+    let flipped = answering
+        .answer(
+            "w",
+            Some(session.clone()),
+            resent("old-9", crate::agent::gate::ApprovalDecision::Approve),
+            &actor,
+        )
+        .await;
+    assert!(
+        matches!(&flipped, Err(InputError::ApprovalAlreadyAnswered { approval_id }) if approval_id == "old-9"),
+        "{flipped:?}"
+    );
     let copy = session.snapshot();
     assert!(
         copy.resolved_approvals.is_whole(),
