@@ -104,37 +104,44 @@ async fn settle(socket: &mut Socket, answers: &mut HashMap<String, Answer>, ids:
         .iter()
         .any(|id| answers.get(*id).is_none_or(|a| a.settled.is_none()))
     {
-        let frame = next(socket).await.expect("the socket stays open");
-        let id = frame["requestId"]
-            .as_str()
-            .expect("every frame names its request")
-            .to_owned();
-        let answer = answers.entry(id.clone()).or_default();
-        assert!(
-            answer.settled.is_none(),
-            "{id}: a frame after it settled: {frame}"
-        );
-        match frame["type"].as_str() {
-            Some("start") => answer.started = true,
-            Some("chunk") => {
-                assert_eq!(
-                    frame["sequence"],
-                    json!(answer.chunks.len()),
-                    "{id}: sequence numbers from 0 without gaps"
-                );
-                Chunk::from_value(frame["chunk"].clone()).expect("a valid UI chunk");
-                answer.chunks.push(frame["chunk"].clone());
-            }
-            Some(kind @ ("end" | "no-active")) => answer.settled = Some(kind.to_owned()),
-            Some("error") => {
-                answer.settled = Some("error".into());
-                answer.error = frame["errorText"].as_str().map(str::to_owned);
-            }
-            other => panic!("unexpected frame type {other:?}: {frame}"),
-        }
+        read_one(socket, answers).await;
     }
 }
 
+/// Reads one frame into `answers` (checked as [`settle`] checks every frame), and returns it.
+async fn read_one(socket: &mut Socket, answers: &mut HashMap<String, Answer>) -> Value {
+    let frame = next(socket).await.expect("the socket stays open");
+    let id = frame["requestId"]
+        .as_str()
+        .expect("every frame names its request")
+        .to_owned();
+    let answer = answers.entry(id.clone()).or_default();
+    assert!(
+        answer.settled.is_none(),
+        "{id}: a frame after it settled: {frame}"
+    );
+    match frame["type"].as_str() {
+        Some("start") => answer.started = true,
+        Some("chunk") => {
+            assert_eq!(
+                frame["sequence"],
+                json!(answer.chunks.len()),
+                "{id}: sequence numbers from 0 without gaps"
+            );
+            Chunk::from_value(frame["chunk"].clone()).expect("a valid UI chunk");
+            answer.chunks.push(frame["chunk"].clone());
+        }
+        Some(kind @ ("end" | "no-active")) => answer.settled = Some(kind.to_owned()),
+        Some("error") => {
+            answer.settled = Some("error".into());
+            answer.error = frame["errorText"].as_str().map(str::to_owned);
+        }
+        other => panic!("unexpected frame type {other:?}: {frame}"),
+    }
+    frame
+}
+
+/// Sends `frame` and reads until its request settles.
 async fn request(socket: &mut Socket, frame: Value) -> Answer {
     let id = frame["requestId"].as_str().unwrap().to_owned();
     send(socket, frame).await;
@@ -342,8 +349,11 @@ async fn abort_stops_the_turn_and_resume_replays_a_running_one_from_its_start() 
         ),
     )
     .await;
+    // Every frame of "stopped" is read into `answers`, also those that were on their way when
+    // the abort went out (they arrive while "after" is read).
+    let mut answers = HashMap::new();
     loop {
-        let frame = next(&mut second).await.unwrap();
+        let frame = read_one(&mut second, &mut answers).await;
         if frame["type"] == "chunk" && frame["chunk"]["type"] == "text-delta" {
             break;
         }
@@ -353,7 +363,7 @@ async fn abort_stops_the_turn_and_resume_replays_a_running_one_from_its_start() 
         json!({"type": "abort", "requestId": "stopped"}),
     )
     .await;
-    let next_turn = request(
+    send(
         &mut second,
         send_frame(
             "after",
@@ -363,6 +373,8 @@ async fn abort_stops_the_turn_and_resume_replays_a_running_one_from_its_start() 
         ),
     )
     .await;
+    settle(&mut second, &mut answers, &["after"]).await;
+    let next_turn = answers.remove("after").unwrap();
     assert_eq!(
         next_turn.settled.as_deref(),
         Some("end"),
