@@ -274,6 +274,8 @@ pub async fn growth(opts: &Opts) -> Result<Value> {
             turns += 1;
         }
         let (mut rtt, mut wchar, mut write_bytes) = (Vec::new(), Vec::new(), Vec::new());
+        // Where a profiler attached to the server may start (and the previous point's ended).
+        eprintln!("growth: measuring {samples} turns after {point}");
         let request_bytes = {
             let frame = json!({"type": "message", "id": chat.id, "messages": chat.history});
             frame.to_string().len()
