@@ -16,7 +16,7 @@
 //!
 //! Equality, `Debug` and serde see only the items: a record reads and compares as before.
 
-use std::{borrow::Cow, fmt, ops::Deref, sync::Arc};
+use std::{borrow::Cow, fmt, sync::Arc};
 
 use serde::{
     Deserialize, Deserializer, Serialize, Serializer, de::DeserializeOwned, ser::SerializeSeq,
@@ -571,34 +571,64 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Entries<T> {
     }
 }
 
-/// A list that is always decoded: [`Entries`] that its store reads whole (a wallet's payments,
-/// which every payment reads to sum), so it reads as a slice. It has no way to hold a stored
-/// entry undecoded.
+/// A list only ever appended to, whose earlier entries a record need not read: a wallet's
+/// payments (ADR 0045, fourth amendment). It is loaded whole ([`Appended::committed`]) or as
+/// its length only ([`Appended::on_disk`]: what a load of the chat's head reads, since the
+/// wallet keeps the facts a decision needs of its payments as running totals). The entries
+/// appended since it was loaded are always decoded and at hand ([`Appended::read`]); the whole
+/// list only if it was loaded whole ([`Appended::whole`]). There is no `Deref` to a slice: a
+/// reader says which of the two it means.
 #[derive(Clone)]
-pub struct Decoded<T>(Entries<T>);
+pub struct Appended<T>(Entries<T>);
 
-impl<T> Default for Decoded<T> {
+impl<T> Default for Appended<T> {
     fn default() -> Self {
-        Decoded(Entries::default())
+        Appended(Entries::default())
     }
 }
 
-impl<T: PartialEq> PartialEq for Decoded<T> {
+impl<T: PartialEq> PartialEq for Appended<T> {
     fn eq(&self, other: &Self) -> bool {
-        self.0.items == other.0.items
+        self.0.unread == other.0.unread && self.0.items == other.0.items
     }
 }
 
-impl<T: Eq> Eq for Decoded<T> {}
+impl<T: Eq> Eq for Appended<T> {}
 
-impl<T: Clone> Decoded<T> {
+impl<T: Clone> Appended<T> {
     /// A list whose entries are all on disk already (read from the store).
     pub fn committed(items: Vec<T>) -> Self {
-        Decoded(Entries::committed(items))
+        Appended(Entries::committed(items))
+    }
+
+    /// A list of `len` entries on disk, none of them read.
+    pub fn on_disk(len: usize) -> Self {
+        Appended(Entries::on_disk(len, Vec::new()))
     }
 
     pub fn push(&mut self, item: T) {
         self.0.push(item);
+    }
+
+    /// How many entries it has, read or not.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The entries read: every one if the list was loaded whole, else those appended since
+    /// it was loaded.
+    pub fn read(&self) -> &[T] {
+        // Built from decoded entries only: `stored_len` is 0.
+        &self.0.items
+    }
+
+    /// The whole list, if it was loaded whole (or made here).
+    pub fn whole(&self) -> Option<&[T]> {
+        self.0.as_decoded()
     }
 
     /// The list, to be committed (see [`Entries::bodies_from`]) or marked.
@@ -610,38 +640,62 @@ impl<T: Clone> Decoded<T> {
     pub fn entries_mut(&mut self) -> &mut Entries<T> {
         &mut self.0
     }
+
+    /// Gives a list loaded as its length the entries it did not read, as `earlier` (the list
+    /// whole, as a store keeps it) has them.
+    pub fn fill(&mut self, earlier: &[T]) -> Result<(), MissingEntries> {
+        let unread = self.0.unread;
+        if unread == 0 {
+            return Ok(());
+        }
+        let Some(earlier) = earlier.get(..unread) else {
+            return Err(MissingEntries {
+                expected: unread,
+                found: earlier.len(),
+            });
+        };
+        let mut all = earlier.to_vec();
+        all.extend(self.0.items.iter().cloned());
+        self.0.items = Arc::new(all);
+        self.0.unread = 0;
+        Ok(())
+    }
+
+    /// The entries from index `from` on (what a commit writes), if all of them are read.
+    pub fn since(&self, from: usize) -> Option<&[T]> {
+        from.checked_sub(self.0.unread)
+            .and_then(|at| self.0.items.get(at..))
+    }
 }
 
-impl<T> From<Vec<T>> for Decoded<T> {
+impl<T> From<Vec<T>> for Appended<T> {
     fn from(items: Vec<T>) -> Self {
-        Decoded(Entries::from(items))
+        Appended(Entries::from(items))
     }
 }
 
-impl<T> Deref for Decoded<T> {
-    type Target = [T];
-
-    fn deref(&self) -> &[T] {
-        // Built only from decoded entries: `unread` and `stored_len` are 0.
-        &self.0.items
-    }
-}
-
-impl<T: fmt::Debug> fmt::Debug for Decoded<T> {
+impl<T: fmt::Debug> fmt::Debug for Appended<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.unread > 0 {
+            write!(f, "[{} not read] ", self.0.unread)?;
+        }
         self.0.items.fmt(f)
     }
 }
 
-impl<T: Serialize> Serialize for Decoded<T> {
+/// Only a list read whole can be written out whole: one loaded as its length is an error.
+impl<T: Serialize> Serialize for Appended<T> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.0.unread > 0 {
+            return Err(serde::ser::Error::custom(not_read(0)));
+        }
         self.0.items.serialize(s)
     }
 }
 
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Decoded<T> {
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Appended<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Vec::deserialize(d).map(Decoded::from)
+        Vec::deserialize(d).map(Appended::from)
     }
 }
 

@@ -121,12 +121,17 @@ impl Hook for RowsHeld {
 /// Another runtime on `inner`, whose whole loads are refused and whose entry rows are held
 /// ([`RowsHeld`]) until the test releases them.
 async fn answering_with_rows_held(inner: &Arc<SqliteStore>) -> (Arc<RowsHeld>, Arc<Runtime>) {
+    answering_under(inner, "").await
+}
+
+/// [`answering_with_rows_held`], with the policy `rules`.
+async fn answering_under(inner: &Arc<SqliteStore>, rules: &str) -> (Arc<RowsHeld>, Arc<Runtime>) {
     let hook = Arc::new(RowsHeld::default());
     let store = Arc::new(Delegate::new(
         inner.clone() as Arc<dyn SessionStore>,
         hook.clone(),
     ));
-    let answering = super::tests::runtime_with(store, inner.clone(), "").await;
+    let answering = super::tests::runtime_with(store, inner.clone(), rules).await;
     (hook, answering)
 }
 
@@ -287,4 +292,79 @@ async fn an_answer_reads_the_resolutions_it_names_and_no_other() {
     );
     assert_eq!(copy.resolved_approvals.len(), 51);
     assert_eq!(inner.load("w").await.unwrap().unwrap().record, copy);
+}
+
+/// ADR 0045's fourth amendment, attacked: the rules about what a chat paid hold for an answer to
+/// a chat that left memory, whose earlier payments are counted, not read. The chat paid $6; a $1
+/// payment waits; the answer edits it to $5, which the chat's $10 budget forbids — a wallet that
+/// knew only the payments it read would have let it run. The $1 as asked fits, and runs.
+#[tokio::test]
+async fn a_chat_budget_holds_for_an_answer_that_reads_no_payment() {
+    use crate::agent::gate::{ApprovalDecision, InputError, PersonInput};
+    const BUDGET: &str = r#"
+@id("chat-budget") @reason("This chat has spent its budget.")
+  forbid (principal, action == Action::"process_payment", resource)
+  when { context.spent_in_chat_cents + context.amount_cents > 1000 };
+"#;
+    let inner = Arc::new(SqliteStore::in_memory().unwrap());
+    let approval = {
+        let asking = super::tests::runtime_with(inner.clone(), inner.clone(), BUDGET).await;
+        let first = ask(&asking, "p", "Send $6 to Hanako", "process_payment").await;
+        asking
+            .submit("p", &super::tests::approve(&first))
+            .await
+            .unwrap();
+        let session = asking.session("p").await.unwrap();
+        let mut reader = session.current_log().unwrap().subscribe(0);
+        while reader.next().await.is_some() {}
+        ask(&asking, "p", "Send $1 to Hanako", "process_payment").await
+    };
+    let paid = |record: &crate::agent::session::SessionRecord| {
+        (record.wallet.transactions.len(), record.wallet.paid_cents())
+    };
+    assert_eq!(
+        paid(&inner.load("p").await.unwrap().unwrap().record),
+        (1, 600)
+    );
+
+    let (hook, answering) = answering_under(&inner, BUDGET).await;
+    let edited = [PersonInput::Approval {
+        approval_id: approval.clone(),
+        decision: ApprovalDecision::ApproveWithEdits {
+            args: serde_json::json!({"amount": 5, "recipient": "Hanako", "currency": "USD"}),
+        },
+        step_up: None,
+    }];
+    let refused = answering.submit("p", &edited).await.unwrap_err();
+    assert!(
+        matches!(&refused, InputError::EditForbidden { rule, .. } if rule == "chat-budget"),
+        "the chat's budget forbids the edit: {refused:?}"
+    );
+    let session = answering.live_session("p").expect("loaded here");
+    let copy = session.snapshot();
+    assert!(
+        copy.wallet.transactions.read().is_empty() && copy.wallet.paid_cents() == 600,
+        "the answer read no payment, and knows what the chat paid"
+    );
+    // The payment as asked fits the budget: approved, it runs, and the totals move.
+    answering
+        .submit("p", &super::tests::approve(&approval))
+        .await
+        .unwrap();
+    hook.released.send_replace(true);
+    let mut reader = session.current_log().unwrap().subscribe(0);
+    while reader.next().await.is_some() {}
+    let stored = inner.load("p").await.unwrap().unwrap().record;
+    assert_eq!(paid(&stored), (2, 700));
+    let live = session.snapshot().wallet;
+    assert_eq!(
+        (
+            live.paid_cents(),
+            &live.payees,
+            live.balance_cents,
+            live.transactions.len()
+        ),
+        (700, &stored.wallet.payees, stored.wallet.balance_cents, 2),
+        "the copy that read one payment agrees with the stored wallet"
+    );
 }

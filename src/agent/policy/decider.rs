@@ -31,11 +31,8 @@ impl ChatWallet {
     pub fn of(wallet: &crate::agent::tools::Wallet) -> Self {
         ChatWallet {
             paid_cents: wallet.paid_cents(),
-            payees: wallet
-                .transactions
-                .iter()
-                .map(|t| t.recipient.trim().to_owned())
-                .collect(),
+            // As the wallet keeps them (trimmed, in lower case): compared as names are.
+            payees: wallet.payees.iter().cloned().collect(),
         }
     }
 

@@ -11,7 +11,7 @@ use crate::{
     agent::{
         gate::{ApprovalResolution, CallPhase},
         inbox::{Waiting, waiting_call},
-        journal::{Decoded, Entries, Keyed},
+        journal::{Appended, Entries, Keyed},
         session::{SessionRecord, TurnEntry, TurnStatus},
         tools::{Transaction as Payment, Wallet},
     },
@@ -266,7 +266,7 @@ impl Write {
                 .map(|t| status_name(t.status))
                 .transpose()?,
             wallet: to_json(&Wallet {
-                transactions: Decoded::default(),
+                transactions: Appended::default(),
                 ..record.wallet.clone()
             })?,
             entries: vec![
@@ -285,8 +285,12 @@ impl Write {
             },
             approvals,
             browser_calls,
-            ledger: record.wallet.transactions
-                [record.wallet.transactions.entries().changed_from()..]
+            // From the first changed payment on: never one not read (nothing changes those).
+            ledger: record
+                .wallet
+                .transactions
+                .since(record.wallet.transactions.entries().changed_from())
+                .ok_or_else(|| StoreError::new("a commit would write payments it did not read"))?
                 .to_vec(),
             audit: Chained::all(audit)?,
         })
@@ -300,9 +304,9 @@ pub(crate) struct RecordColumns {
     /// — or, for a load of the head only, their last entries ([`ListTail`]).
     pub(crate) history: ListTail,
     pub(crate) messages: ListTail,
-    /// The wallet without its payments, and its payments (a JSON array, [`entries_json`]).
+    /// The wallet without its payments, and its payments as the load read them.
     pub(crate) wallet: String,
-    pub(crate) payments: String,
+    pub(crate) payments: PaymentsRead,
     /// `None`: the session has no turn.
     pub(crate) turn: Option<String>,
     /// The answered approvals (a JSON object, [`resolutions_json`]); `None` for a load of the
@@ -312,6 +316,42 @@ pub(crate) struct RecordColumns {
     pub(crate) created_at_ms: i64,
     pub(crate) updated_at_ms: i64,
     pub(crate) owner: Option<String>,
+}
+
+/// A wallet's payments as a load read them (ADR 0045, fourth amendment).
+#[derive(Debug)]
+pub(crate) enum PaymentsRead {
+    /// All of them: a JSON array ([`entries_json`]).
+    Whole(String),
+    /// Only how many there are: a load of the head of a chat whose wallet keeps running totals
+    /// ([`Wallet::keeps_totals`]).
+    Counted(usize),
+}
+
+impl Default for PaymentsRead {
+    fn default() -> Self {
+        PaymentsRead::Whole("[]".to_owned())
+    }
+}
+
+impl PaymentsRead {
+    /// How a load reads the payments of a wallet stored as `wallet`: counted if `head` and the
+    /// wallet keeps running totals (`last` is the last payment's position, `None`: none), else
+    /// whole (`whole` reads them).
+    pub(crate) fn of(
+        wallet: &str,
+        head: bool,
+        last: impl FnOnce() -> Result<Option<i64>, StoreError>,
+        whole: impl FnOnce() -> Result<String, StoreError>,
+    ) -> Result<Self, StoreError> {
+        if head && Wallet::keeps_totals(wallet) {
+            Ok(PaymentsRead::Counted(
+                ListTail::of_last(last()?, Vec::new())?.len,
+            ))
+        } else {
+            whole().map(PaymentsRead::Whole)
+        }
+    }
 }
 
 /// A list as a load read it: its length in the store and its last entries (each one's JSON, in
@@ -367,12 +407,19 @@ pub(crate) fn decode_record(id: &str, columns: RecordColumns) -> Result<SessionR
         // Decoded only when read (ADR 0045): an answer to a long chat decodes none of them.
         history: Entries::on_disk(columns.history.len, columns.history.tail),
         messages: Entries::on_disk(columns.messages.len, columns.messages.tail),
-        wallet: Wallet {
-            transactions: Decoded::committed(
-                serde_json::from_str(&columns.payments).map_err(unreadable(id, "payments"))?,
-            ),
-            ..serde_json::from_str(&columns.wallet).map_err(unreadable(id, "wallet"))?
-        },
+        // Its payments read whole, or (a head, with running totals) counted.
+        wallet: Wallet::from_stored(
+            &columns.wallet,
+            match &columns.payments {
+                PaymentsRead::Whole(json) => Appended::committed(
+                    serde_json::from_str(json).map_err(unreadable(id, "payments"))?,
+                ),
+                PaymentsRead::Counted(len) => Appended::on_disk(*len),
+            },
+        )
+        .map_err(|e| {
+            StoreError::caused_by(format!("session {id}: the stored wallet is unreadable"), e)
+        })?,
         tool_state: serde_json::from_str(&columns.tool_state)
             .map_err(unreadable(id, "tool state"))?,
         turn: columns

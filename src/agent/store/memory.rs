@@ -2,7 +2,7 @@
 //! the reference the contract tests hold the databases to.
 
 use super::*;
-use crate::agent::journal::{Entries, Keyed};
+use crate::agent::journal::{Appended, Entries, Keyed};
 
 /// Everything in memory, lost on restart.
 #[derive(Debug, Default)]
@@ -52,6 +52,14 @@ impl MemoryStore {
         if let Some(kept) = records.get(&record.id) {
             keep_unread(&mut stored.history, &kept.history);
             keep_unread(&mut stored.messages, &kept.messages);
+            // Its payments too (the kept wallet's are all there).
+            if let Err(e) = stored
+                .wallet
+                .transactions
+                .fill(kept.wallet.transactions.read())
+            {
+                tracing::error!(error = %e, "the memory store cannot keep a wallet's payments");
+            }
             if !record.resolved_approvals.is_whole() {
                 // Read by id: the stored map with what the record changed (as the rows are).
                 let mut whole = (*kept.resolved_approvals).clone();
@@ -110,6 +118,9 @@ impl SessionStore for MemoryStore {
         stored.record.history = head_of(&stored.record.history)?;
         stored.record.messages = head_of(&stored.record.messages)?;
         stored.record.resolved_approvals = Keyed::by_key();
+        // Counted, not read: the wallet keeps running totals (ADR 0045, fourth amendment).
+        stored.record.wallet.transactions =
+            Appended::on_disk(stored.record.wallet.transactions.len());
         Ok(Some(stored))
     }
 

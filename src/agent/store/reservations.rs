@@ -95,7 +95,8 @@ impl Reservations {
         let since = start_of_day(now);
         let ledger: i64 = records
             .values()
-            .flat_map(|r| r.wallet.transactions.iter())
+            // The memory store's chats are whole (its loads read everything): every payment.
+            .flat_map(|r| r.wallet.transactions.read())
             .filter(|t| t.timestamp_ms >= since)
             .map(|t| t.amount_cents)
             .sum();
@@ -180,9 +181,13 @@ impl Reservations {
 
 /// Whether `records` has the payment of `call` of `chat` (its ledger row).
 fn paid(records: &HashMap<String, SessionRecord>, chat: &str, call: &str) -> bool {
-    records
-        .get(chat)
-        .is_some_and(|r| r.wallet.transactions.iter().any(|t| t.tool_call_id == call))
+    records.get(chat).is_some_and(|r| {
+        r.wallet
+            .transactions
+            .read()
+            .iter()
+            .any(|t| t.tool_call_id == call)
+    })
 }
 
 impl GrantUse {

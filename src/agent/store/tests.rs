@@ -22,8 +22,9 @@ pub(crate) use inbox::inbox_contract;
 pub(crate) use people::{people_contract, signin_contract};
 pub(crate) use policy::{policy_contract, reservation_race_contract};
 pub(crate) use sessions::{
-    BREAK_ALL_BUT_THE_LAST_MESSAGE, a_bad_commit_among_many_fails_alone, a_long_chat,
-    columns_before_0038, journal_contract, long_record, store_contract, undecoded_entries_contract,
+    BREAK_ALL_BUT_THE_LAST_MESSAGE, FORGET_THE_TOTALS, a_bad_commit_among_many_fails_alone,
+    a_long_chat, a_paying_chat, columns_before_0038, journal_contract, long_record,
+    old_wallet_contract, store_contract, undecoded_entries_contract,
 };
 
 pub(crate) fn turn(status: TurnStatus) -> TurnRecord {

@@ -7,6 +7,8 @@
 //! A payment is idempotent by tool call id: running the same call twice (a retried request, a
 //! restart in the middle of execution) returns the first transaction instead of charging again.
 
+use std::collections::BTreeSet;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -16,7 +18,7 @@ use super::{
     ToolSpec,
 };
 use crate::agent::clock::{IdKind, Millis, rfc3339};
-use crate::agent::journal::Decoded;
+use crate::agent::journal::Appended;
 use crate::protocol::{
     ToolPresentation,
     money::{self, Money, MoneyError, Payment, WALLET_CURRENCY},
@@ -81,12 +83,19 @@ impl Transaction {
 }
 
 /// A session's wallet.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Wallet {
     pub currency: String,
     pub balance_cents: i64,
-    /// Every payment, oldest first (appended to: a commit writes only the new ones).
-    pub transactions: Decoded<Transaction>,
+    /// What it has paid in all, in its cents, and to whom (each payee as [`payee_key`] writes
+    /// it): running totals kept as it pays, so that deciding a payment reads none of the
+    /// payments before it (ADR 0045, fourth amendment). The payees grow with the people paid,
+    /// not with the payments.
+    pub paid_cents: i64,
+    pub payees: BTreeSet<String>,
+    /// Every payment, oldest first (appended to: a commit writes only the new ones). A wallet
+    /// loaded with its chat's head holds only the ones made since ([`Appended::read`]).
+    pub transactions: Appended<Transaction>,
 }
 
 impl Default for Wallet {
@@ -94,8 +103,93 @@ impl Default for Wallet {
         Wallet {
             currency: WALLET_CURRENCY.to_string(),
             balance_cents: OPENING_BALANCE_CENTS,
-            transactions: Decoded::default(),
+            paid_cents: 0,
+            payees: BTreeSet::new(),
+            transactions: Appended::default(),
         }
+    }
+}
+
+/// A payee as the wallet's running totals keep it, and as [`Wallet::has_paid`] compares it:
+/// without surrounding space, ASCII letters in lower case.
+pub fn payee_key(payee: &str) -> String {
+    payee.trim().to_ascii_lowercase()
+}
+
+/// A wallet as JSON keeps it. One written before the wallet kept running totals has none.
+#[derive(Deserialize)]
+struct WalletJson {
+    currency: String,
+    balance_cents: i64,
+    #[serde(default)]
+    paid_cents: Option<i64>,
+    #[serde(default)]
+    payees: Option<BTreeSet<String>>,
+    #[serde(default)]
+    transactions: Appended<Transaction>,
+}
+
+/// A stored wallet that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum WalletJsonError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("it keeps no running totals and its payments were not read")]
+    NoTotals,
+}
+
+impl WalletJson {
+    /// The wallet, with `payments` as its payments; its running totals summed from them when
+    /// the JSON has none (only possible if they were read whole).
+    fn into_wallet(self, payments: Appended<Transaction>) -> Result<Wallet, WalletJsonError> {
+        let (paid_cents, payees) = match (self.paid_cents, self.payees) {
+            (Some(cents), Some(payees)) => (cents, payees),
+            _ => {
+                let all = payments.whole().ok_or(WalletJsonError::NoTotals)?;
+                (
+                    all.iter().map(|t| t.amount_cents).sum(),
+                    all.iter().map(|t| payee_key(&t.recipient)).collect(),
+                )
+            }
+        };
+        Ok(Wallet {
+            currency: self.currency,
+            balance_cents: self.balance_cents,
+            paid_cents,
+            payees,
+            transactions: payments,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Wallet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut json = WalletJson::deserialize(d)?;
+        let payments = std::mem::take(&mut json.transactions);
+        json.into_wallet(payments).map_err(serde::de::Error::custom)
+    }
+}
+
+impl Wallet {
+    /// The wallet stored as `json` (its payments left out), with `payments` as its payments:
+    /// all of them, or (for a wallet that keeps running totals) only how many there are.
+    pub fn from_stored(
+        json: &str,
+        payments: Appended<Transaction>,
+    ) -> Result<Self, WalletJsonError> {
+        serde_json::from_str::<WalletJson>(json)?.into_wallet(payments)
+    }
+
+    /// Whether the wallet stored as `json` keeps running totals: if not (written by an older
+    /// version), a load reads its payments whole to sum them, once; its next commit keeps them.
+    pub fn keeps_totals(json: &str) -> bool {
+        #[derive(Deserialize)]
+        struct Totals {
+            paid_cents: Option<serde::de::IgnoredAny>,
+            payees: Option<serde::de::IgnoredAny>,
+        }
+        serde_json::from_str::<Totals>(json)
+            .is_ok_and(|t| t.paid_cents.is_some() && t.payees.is_some())
     }
 }
 
@@ -154,16 +248,13 @@ pub fn payment_of(args: &Value) -> Result<Money, MoneyError> {
 impl Wallet {
     /// What the wallet has paid in all, in its cents.
     pub fn paid_cents(&self) -> i64 {
-        self.transactions.iter().map(|t| t.amount_cents).sum()
+        self.paid_cents
     }
 
     /// Whether the wallet has paid `payee` before (names compared without case or surrounding
     /// space).
     pub fn has_paid(&self, payee: &str) -> bool {
-        let payee = payee.trim();
-        self.transactions
-            .iter()
-            .any(|t| t.recipient.trim().eq_ignore_ascii_case(payee))
+        self.payees.contains(&payee_key(payee))
     }
 
     /// Pays `money` to `recipient`, or returns the transaction already made for this call.
@@ -176,8 +267,13 @@ impl Wallet {
         now_ms: Millis,
         transaction_id: impl FnOnce() -> String,
     ) -> Result<Transaction, PaymentError> {
+        // A payment made before a load of the chat's head only is not read here: its call's
+        // result was committed in the same transaction as it (`ToolEffects::InRecord`), so that
+        // call is over and never runs again; and the store refuses a second payment of one
+        // call (the ledger is unique by chat and call).
         if let Some(done) = self
             .transactions
+            .read()
             .iter()
             .find(|t| t.tool_call_id == tool_call_id)
         {
@@ -209,6 +305,8 @@ impl Wallet {
             balance_after_cents: self.balance_cents,
             timestamp_ms: now_ms,
         };
+        self.paid_cents = self.paid_cents.saturating_add(cents);
+        self.payees.insert(payee_key(recipient));
         self.transactions.push(transaction.clone());
         Ok(transaction)
     }
@@ -318,6 +416,63 @@ mod tests {
         assert_eq!(w.balance_cents, 94_975);
         assert_eq!(w.transactions.len(), 2);
         assert_eq!(w.paid_cents(), 5_025);
+    }
+
+    /// ADR 0045, fourth amendment: what a decision needs of the payments is kept as running
+    /// totals, so a wallet loaded without its payments still knows it.
+    #[test]
+    fn the_wallet_keeps_what_it_paid_and_to_whom() {
+        let mut w = Wallet::default();
+        w.pay("a", usd("10"), "  Hanako ", "", 0, || "t-a".into())
+            .unwrap();
+        w.pay(
+            "b",
+            Money::parse("1000", "JPY").unwrap(),
+            "KEN",
+            "",
+            0,
+            || "t-b".into(),
+        )
+        .unwrap();
+        let all: i64 = w.transactions.read().iter().map(|t| t.amount_cents).sum();
+        assert_eq!(w.paid_cents(), all);
+        assert_eq!(w.payees, BTreeSet::from(["hanako".into(), "ken".into()]));
+        assert!(w.has_paid("HANAKO") && w.has_paid(" ken") && !w.has_paid("Kenji"));
+
+        // Stored without its payments and loaded as their number: the totals are kept.
+        let stored = serde_json::to_string(&Wallet {
+            transactions: Appended::default(),
+            ..w.clone()
+        })
+        .unwrap();
+        assert!(Wallet::keeps_totals(&stored));
+        let head = Wallet::from_stored(&stored, Appended::on_disk(2)).unwrap();
+        assert_eq!(
+            (head.paid_cents(), &head.payees),
+            (w.paid_cents(), &w.payees)
+        );
+        assert_eq!(
+            (head.transactions.len(), head.transactions.read()),
+            (2, &[][..])
+        );
+        assert!(head.transactions.whole().is_none());
+
+        // A wallet written before the totals were kept sums them from its payments: only if
+        // they were read whole.
+        let mut old: Value = serde_json::to_value(&w).unwrap();
+        old.as_object_mut().unwrap().remove("paid_cents");
+        old.as_object_mut().unwrap().remove("payees");
+        let old_json = old.to_string();
+        assert!(!Wallet::keeps_totals(&old_json));
+        assert_eq!(serde_json::from_str::<Wallet>(&old_json).unwrap(), w);
+        let without =
+            json!({"currency": "USD", "balance_cents": w.balance_cents, "transactions": []});
+        let whole = Appended::committed(w.transactions.read().to_vec());
+        assert_eq!(Wallet::from_stored(&without.to_string(), whole).unwrap(), w);
+        assert!(matches!(
+            Wallet::from_stored(&without.to_string(), Appended::on_disk(2)),
+            Err(WalletJsonError::NoTotals)
+        ));
     }
 
     #[test]

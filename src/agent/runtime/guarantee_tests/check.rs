@@ -45,6 +45,8 @@ async fn seen(cluster: &Cluster, call: &Call) -> Seen {
     let paid = record
         .wallet
         .transactions
+        .whole()
+        .expect("the checked chat is loaded whole")
         .iter()
         .any(|t| t.tool_call_id == call.id);
     let state = match result.map(|r| (&r.outcome, &r.edited_args)) {
@@ -107,7 +109,7 @@ pub(super) async fn check(cluster: &Cluster, world: &World, at: &str) -> Result<
         let Some(record) = cluster.record(chat).await else {
             continue;
         };
-        for transaction in record.wallet.transactions.iter() {
+        for transaction in record.wallet.transactions.read().iter() {
             prop_assert!(
                 paid.insert(transaction.tool_call_id.clone()),
                 "{}: paid twice",

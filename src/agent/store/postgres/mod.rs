@@ -26,7 +26,7 @@ use super::{
     AuditEvent, AuditQuery, AuditRecord, SessionStore, StoreError, StoreNews, StoredFile,
     StoredSession,
     encode::{
-        List, ListTail, RecordColumns, TAIL, Write, decode_paused_log, decode_record,
+        List, ListTail, PaymentsRead, RecordColumns, TAIL, Write, decode_paused_log, decode_record,
         decode_turn_log,
     },
 };

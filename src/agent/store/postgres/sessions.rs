@@ -77,13 +77,25 @@ impl SessionRow {
             ListTail::of_last(last, tail)
         };
         let (history, messages) = (list(0)?, list(1)?);
-        Self::columns(row, history, messages).map_err(err("cannot read the session"))
+        // NULL: the head of a chat whose wallet keeps running totals: its payments are counted.
+        let payments = match row
+            .try_get::<_, Option<String>>(14)
+            .map_err(err("cannot read the session"))?
+        {
+            Some(json) => PaymentsRead::Whole(json),
+            None => {
+                let last: Option<i64> = row.try_get(17).map_err(err("cannot read the session"))?;
+                PaymentsRead::Counted(ListTail::of_last(last, Vec::new())?.len)
+            }
+        };
+        Self::columns(row, history, messages, payments).map_err(err("cannot read the session"))
     }
 
     fn columns(
         row: &Row,
         history: ListTail,
         messages: ListTail,
+        payments: PaymentsRead,
     ) -> Result<Self, tokio_postgres::Error> {
         let turn_id: Option<String> = row.try_get(9)?;
         let entries: Option<String> = row.try_get(10)?;
@@ -98,7 +110,7 @@ impl SessionRow {
                 created_at_ms: row.try_get(6)?,
                 updated_at_ms: row.try_get(7)?,
                 owner: row.try_get(8)?,
-                payments: row.try_get(14)?,
+                payments,
             },
             log: turn_id.zip(entries),
             version: row.try_get(11)?,
@@ -121,12 +133,23 @@ impl PostgresStore {
                 stored_tail(List::Messages),
                 stored_last(List::History),
                 stored_last(List::Messages),
+                // The payments of a wallet that keeps running totals are counted, not read
+                // (ADR 0045, fourth amendment): NULL, and the last one's position.
+                format!(
+                    "CASE WHEN jsonb_typeof(s.wallet::jsonb -> 'paid_cents') = 'number'
+                           AND jsonb_typeof(s.wallet::jsonb -> 'payees') = 'array'
+                          THEN NULL ELSE {} END",
+                    stored_list(List::Payments)
+                ),
+                stored_last(List::Payments),
             ]
         } else {
             [
                 stored_bodies(List::History),
                 stored_bodies(List::Messages),
                 "NULL::BIGINT".into(),
+                "NULL::BIGINT".into(),
+                stored_list(List::Payments),
                 "NULL::BIGINT".into(),
             ]
         };
@@ -136,7 +159,7 @@ impl PostgresStore {
                 &format!(
                     "SELECT {}, {}, s.wallet, s.turn, {},
                             s.tool_state, s.created_at_ms, s.updated_at_ms, s.owner,
-                            p.turn_id, p.entries, s.version, s.running_on, {}, {}, {}, {}
+                            p.turn_id, p.entries, s.version, s.running_on, {}, {}, {}, {}, {}
                      FROM sessions s
                      LEFT JOIN paused_turn_logs p ON p.session_id = s.id
                      WHERE s.id = $1",
@@ -149,9 +172,10 @@ impl PostgresStore {
                         STORED_RESOLUTIONS
                     },
                     alive("s.running_on"),
-                    stored_list(List::Payments),
+                    lists[4],
                     lists[2],
                     lists[3],
+                    lists[5],
                 ),
                 &[&id],
                 "cannot read the session",

@@ -110,7 +110,7 @@ async fn a_payment_committed_twice_is_one_ledger_row() {
     assert!(other.load("chat").await.unwrap().is_some());
     other.save(&record).await.unwrap();
     assert_eq!(number(&store, "SELECT count(*) FROM ledger").await, 1);
-    let paid = record.wallet.transactions[0].amount_cents;
+    let paid = record.wallet.transactions.read()[0].amount_cents;
     assert_eq!(store.spent(4).await.unwrap().today_cents, paid);
     assert_eq!(
         store.spent(86_400_000 + 4).await.unwrap().today_cents,

@@ -15,8 +15,8 @@ use crate::agent::{
         StoredFile, StoredSession,
         audit::AuditKind,
         encode::{
-            List, ListTail, RecordColumns, TAIL, Write, decode_paused_log, decode_record,
-            entries_json, resolutions_json, stored_event,
+            List, ListTail, PaymentsRead, RecordColumns, TAIL, Write, decode_paused_log,
+            decode_record, entries_json, resolutions_json, stored_event,
         },
     },
 };
@@ -38,8 +38,17 @@ fn read_entries(
         columns.history = ListTail::whole(history);
         columns.messages = ListTail::whole(messages);
     }
-    let payments = read_list(conn, id, List::Payments, None)?;
-    columns.payments = entries_json(payments.iter().map(String::as_str));
+    // A head counts the payments of a wallet that keeps running totals (ADR 0045, fourth
+    // amendment); any other load reads them whole.
+    columns.payments = PaymentsRead::of(
+        &columns.wallet,
+        head,
+        || last_position(conn, id, List::Payments),
+        || {
+            let payments = read_list(conn, id, List::Payments, None)?;
+            Ok(entries_json(payments.iter().map(String::as_str)))
+        },
+    )?;
     // A load of the head reads no answered approval: each is read by id when named.
     columns.resolved = if head {
         None
@@ -47,6 +56,20 @@ fn read_entries(
         Some(read_resolutions(conn, id, None)?)
     };
     Ok(())
+}
+
+/// The position of the last entry of session `id`'s `list` (`None`: it is empty): one step
+/// down its index.
+fn last_position(conn: &Connection, id: &str, list: List) -> Result<Option<i64>, StoreError> {
+    conn.prepare_cached(
+        "SELECT position FROM session_entries WHERE session_id = ?1 AND list = ?2
+         ORDER BY position DESC LIMIT 1",
+    )
+    .and_then(|mut stmt| {
+        stmt.query_row(rusqlite::params![id, list.code()], |row| row.get(0))
+            .optional()
+    })
+    .map_err(err("cannot count the session's entries"))
 }
 
 /// Session `id`'s answered approvals of the ids `approvals` (`None`: all), as one JSON object
@@ -374,7 +397,7 @@ fn read_session(
                     owner: row.get(5)?,
                     history: ListTail::default(),
                     messages: ListTail::default(),
-                    payments: String::new(),
+                    payments: PaymentsRead::default(),
                     resolved: None,
                 })
             })

@@ -114,6 +114,24 @@ async fn a_chat_opens_without_decoding_its_entries() {
     crate::agent::store::tests::undecoded_entries_contract(&store).await;
 }
 
+/// ADR 0045's fourth amendment on SQLite: a wallet written before running totals is read whole
+/// once, and kept with them.
+#[tokio::test]
+async fn a_wallet_from_before_running_totals_is_summed_once() {
+    use crate::agent::store::tests::{FORGET_THE_TOTALS, a_paying_chat, old_wallet_contract};
+    let store = SqliteStore::in_memory().unwrap();
+    let chat = a_paying_chat(&store).await;
+    let changed = store
+        .with(|conn| {
+            conn.execute(FORGET_THE_TOTALS[0], [])
+                .map_err(err("forget"))
+        })
+        .await
+        .unwrap();
+    assert_eq!(changed, 1);
+    old_wallet_contract(&store, &chat).await;
+}
+
 /// Issue #35: the day's spending is a running total the ledger's triggers keep (migration 17).
 /// A database with payments from before it reads the same totals after it, by day, and the
 /// payments committed after it move them.
@@ -166,6 +184,7 @@ async fn the_days_spending_reads_the_same_after_the_running_totals_migration() {
     let paid: i64 = chat
         .wallet
         .transactions
+        .read()
         .iter()
         .map(|t| t.amount_cents)
         .sum();

@@ -17,7 +17,7 @@ pub(crate) async fn a_bad_commit_among_many_fails_alone<S: SessionStore + Clone>
             || "txn-a".into(),
         )
         .unwrap();
-    let mut twin = bad.wallet.transactions[0].clone();
+    let mut twin = bad.wallet.transactions.read()[0].clone();
     twin.id = "txn-b".into();
     bad.wallet.transactions.push(twin);
     let mut tasks = Vec::new();
@@ -206,6 +206,71 @@ pub(crate) fn long_record(id: &str, turns: i64) -> SessionRecord {
 pub(crate) const BREAK_ALL_BUT_THE_LAST_MESSAGE: &str = "UPDATE session_entries SET body = '{oops'
      WHERE session_id = 'long' AND (list = 0 OR (list = 1 AND position < 999))";
 
+/// SQL that makes the wallet of [`a_paying_chat`] as a version before running totals wrote it
+/// (SQLite, then Postgres).
+pub(crate) const FORGET_THE_TOTALS: [&str; 2] = [
+    "UPDATE sessions SET wallet = json_remove(wallet, '$.paid_cents', '$.payees')
+     WHERE id = 'old-wallet'",
+    "UPDATE sessions SET wallet = (wallet::jsonb - 'paid_cents' - 'payees')::TEXT
+     WHERE id = 'old-wallet' RETURNING 1",
+];
+
+/// A chat whose wallet paid three times more, committed to `store` (then made old with
+/// [`FORGET_THE_TOTALS`]).
+pub(crate) async fn a_paying_chat(store: &dyn SessionStore) -> SessionRecord {
+    let mut chat = waiting_record_named("old-wallet");
+    for (i, payee) in ["Ana", "ben", "ANA"].into_iter().enumerate() {
+        chat.wallet
+            .pay(
+                &format!("old-wallet-call-{i}"),
+                Money::parse("3", "USD").unwrap(),
+                payee,
+                "",
+                1,
+                || format!("txn-{i}"),
+            )
+            .unwrap();
+    }
+    commit_as_a_session(store, &mut chat).await;
+    chat
+}
+
+/// A wallet a version before running totals wrote: a load of the head reads its payments whole
+/// and sums them, once — its next commit keeps the totals, and later heads count the payments.
+pub(crate) async fn old_wallet_contract(store: &dyn SessionStore, chat: &SessionRecord) {
+    use crate::agent::history::HistoryItem;
+    let mut head = store.load_head(&chat.id).await.unwrap().unwrap().record;
+    assert_eq!(
+        head.wallet.transactions.whole().map(<[_]>::len),
+        Some(chat.wallet.transactions.len()),
+        "an old wallet's payments are read whole"
+    );
+    assert_eq!(head.wallet, chat.wallet, "summed as the payments made them");
+    let all = head.wallet.transactions.read();
+    assert_eq!(
+        head.wallet.paid_cents(),
+        all.iter().map(|t| t.amount_cents).sum::<i64>()
+    );
+    assert!(head.wallet.payees.contains("ana") && head.wallet.payees.contains("ben"));
+    assert_eq!(
+        all.iter()
+            .filter(|t| t.recipient.eq_ignore_ascii_case("ana"))
+            .count(),
+        2
+    );
+    head.history.push(HistoryItem::user("later"));
+    store.save(&head).await.unwrap();
+    let again = store.load_head(&chat.id).await.unwrap().unwrap().record;
+    assert!(
+        again.wallet.transactions.read().is_empty(),
+        "counted after the commit"
+    );
+    assert_eq!(
+        (again.wallet.paid_cents(), &again.wallet.payees),
+        (chat.wallet.paid_cents(), &chat.wallet.payees)
+    );
+}
+
 /// A chat of 1,000 turns, committed to `store` (its entries are then broken with
 /// [`BREAK_ALL_BUT_THE_LAST_MESSAGE`]).
 pub(crate) async fn a_long_chat(store: &dyn SessionStore) -> SessionRecord {
@@ -376,7 +441,24 @@ async fn head_load_contract(store: &dyn SessionStore) {
         (299, 299),
         "only the last entry of each list is read"
     );
-    assert_eq!((&chat.turn, &chat.wallet), (&whole.turn, &whole.wallet));
+    assert_eq!(chat.turn, whole.turn);
+    assert_eq!(
+        (
+            chat.wallet.balance_cents,
+            chat.wallet.paid_cents(),
+            &chat.wallet.payees
+        ),
+        (
+            whole.wallet.balance_cents,
+            whole.wallet.paid_cents(),
+            &whole.wallet.payees
+        ),
+    );
+    assert!(
+        chat.wallet.transactions.len() == whole.wallet.transactions.len()
+            && chat.wallet.transactions.read().is_empty(),
+        "the payments are counted, none is read"
+    );
     assert!(
         !chat.resolved_approvals.is_whole() && chat.resolved_approvals.is_empty(),
         "no answered approval is read"
@@ -404,7 +486,7 @@ async fn head_load_contract(store: &dyn SessionStore) {
     assert_eq!((history.len(), messages.len()), (299, 299));
     chat.history.fill(history).unwrap();
     chat.messages.fill(messages).unwrap();
-    read_all_resolutions(store, &mut chat).await;
+    read_the_rest(store, &mut chat).await;
     assert_eq!(chat, whole, "the head and the rows read later are one chat");
     assert_eq!(store.load("head").await.unwrap().unwrap().record, whole);
 
@@ -420,7 +502,7 @@ async fn head_load_contract(store: &dyn SessionStore) {
     let [history, messages] = store.read_entries("head", lens).await.unwrap();
     chat.history.fill(history).unwrap();
     chat.messages.fill(messages).unwrap();
-    read_all_resolutions(store, &mut chat).await;
+    read_the_rest(store, &mut chat).await;
     whole.messages.truncate(100);
     whole
         .messages
@@ -434,13 +516,83 @@ async fn head_load_contract(store: &dyn SessionStore) {
     assert!(copy.messages.fill(short).is_err());
 
     resolutions_by_id_contract(store).await;
+    payments_counted_contract(store).await;
 }
 
-/// Makes `chat` (loaded with its head) whole in its answered approvals.
-async fn read_all_resolutions(store: &dyn SessionStore, chat: &mut SessionRecord) {
+/// Makes `chat` (loaded with its head) whole in its answered approvals and its payments.
+async fn read_the_rest(store: &dyn SessionStore, chat: &mut SessionRecord) {
     let all = store.read_resolutions(&chat.id, None).await.unwrap();
     chat.resolved_approvals
         .fill(None, decode_resolutions(&chat.id, &all).unwrap());
+    let stored = store.load(&chat.id).await.unwrap().unwrap().record;
+    chat.wallet
+        .transactions
+        .fill(stored.wallet.transactions.read())
+        .unwrap();
+}
+
+/// ADR 0045's fourth amendment: a load of the head counts a wallet's payments and reads none —
+/// its running totals are what a decision needs of them; a payment made on the head is
+/// committed after the ones it did not read, which stay as they are.
+async fn payments_counted_contract(store: &dyn SessionStore) {
+    let usd = |amount: &str| Money::parse(amount, "USD").unwrap();
+    let mut chat = waiting_record_named("paying");
+    let (first, paid_first) = (chat.wallet.transactions.len(), chat.wallet.paid_cents());
+    for i in 0..30 {
+        let payee = if i % 2 == 0 { "Hanako" } else { " KEN " };
+        let txn = format!("txn-{i}");
+        chat.wallet
+            .pay(
+                &format!("paying-call-{i}"),
+                usd("1.5"),
+                payee,
+                "",
+                i,
+                || txn,
+            )
+            .unwrap();
+    }
+    commit_as_a_session(store, &mut chat).await;
+
+    let mut head = store.load_head("paying").await.unwrap().unwrap().record;
+    let wallet = &head.wallet;
+    assert_eq!(wallet.transactions.len(), first + 30);
+    assert!(
+        wallet.transactions.whole().is_none() && wallet.transactions.read().is_empty(),
+        "no payment is read"
+    );
+    assert_eq!(
+        (wallet.paid_cents(), &wallet.payees, wallet.balance_cents),
+        (
+            paid_first + 4_500,
+            &chat.wallet.payees,
+            chat.wallet.balance_cents
+        )
+    );
+    assert!(wallet.has_paid("hanako") && wallet.has_paid("Ken") && !wallet.has_paid("Kenji"));
+
+    // A payment on the head, committed after the ones it did not read.
+    for wallet in [&mut head.wallet, &mut chat.wallet] {
+        wallet
+            .pay("paying-call-30", usd("2"), "Kenji", "", 30, || {
+                "txn-30".into()
+            })
+            .unwrap();
+    }
+    store.save(&head).await.unwrap();
+    head.mark_committed();
+    let whole = store.load("paying").await.unwrap().unwrap().record;
+    assert_eq!(whole.wallet, chat.wallet);
+    assert_eq!(
+        whole.wallet.transactions.whole().map(<[_]>::len),
+        Some(first + 31)
+    );
+    let again = store.load_head("paying").await.unwrap().unwrap().record;
+    assert_eq!(
+        (again.wallet.paid_cents(), again.wallet.transactions.len()),
+        (paid_first + 4_700, first + 31)
+    );
+    assert!(again.wallet.has_paid(" KENJI"));
 }
 
 /// ADR 0045's third amendment: a chat loaded with its head reads its answered approvals by id

@@ -123,6 +123,22 @@ async fn a_chat_opens_without_decoding_its_entries() {
     }
 }
 
+/// ADR 0045's fourth amendment on Postgres: a wallet written before running totals is read
+/// whole once, and kept with them.
+#[tokio::test]
+async fn a_wallet_from_before_running_totals_is_summed_once() {
+    use crate::agent::store::tests::{FORGET_THE_TOTALS, a_paying_chat, old_wallet_contract};
+    if let Some(store) = fresh_store("old_wallet").await {
+        let chat = a_paying_chat(&store).await;
+        let changed = store
+            .rows(FORGET_THE_TOTALS[1], &[], "forget")
+            .await
+            .unwrap();
+        assert_eq!(changed.len(), 1);
+        old_wallet_contract(&store, &chat).await;
+    }
+}
+
 #[tokio::test]
 async fn the_postgres_store_keeps_the_signin_contract() {
     if let Some(store) = fresh_store("signins").await {
