@@ -327,6 +327,31 @@ fn what_one_instance_did_binds_the_other() {
             at(0, false, approve(2, None)),
             at(1, false, approve(1, None)),
         ],
+        // A turn stopped on one instance while the other holds it and has not heard: the
+        // approval there, and a second signature after it, run nothing; a new ask still works.
+        vec![
+            at(
+                0,
+                false,
+                Op::Ask {
+                    chat: 0,
+                    pay: vendor("20"),
+                },
+            ),
+            at(1, true, Op::Stop { chat: 0 }),
+            at(0, true, approve(0, None)),
+            at(0, false, approve(2, None)),
+            at(
+                1,
+                false,
+                Op::Ask {
+                    chat: 0,
+                    pay: vendor("20"),
+                },
+            ),
+            at(0, false, Op::Stop { chat: 0 }),
+            at(1, false, approve(0, None)),
+        ],
         // A call asked on one instance, answered on the other, which restarts in between.
         vec![
             at(

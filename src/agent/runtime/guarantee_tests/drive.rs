@@ -243,6 +243,13 @@ pub(super) async fn run_on(instances: usize, steps: Vec<Step>) -> Result<(), Tes
                 world.drop_signatures();
                 cluster.settle().await;
             }
+            Op::Stop { chat } => {
+                let chat = format!("chat-{chat}");
+                sys.rt.interrupt(&chat, "stopped by the person").await;
+                cluster.settle().await;
+                // Nothing of it that waited may run or be answered any more.
+                world.supersede(&chat);
+            }
             Op::Expire => {
                 tokio::time::advance(APPROVAL_TIMEOUT + Duration::from_secs(1)).await;
                 cluster.settle().await;

@@ -170,7 +170,8 @@ impl World {
         self.calls[call].state = State::Ran { args, paid };
     }
 
-    /// Ends every waiting call of `chat` (a new message supersedes its turn).
+    /// Ends every waiting call of `chat` (a new message supersedes its turn, or the person
+    /// stops it).
     pub(super) fn supersede(&mut self, chat: &str) {
         for call in &mut self.calls {
             if call.chat == chat && call.state == State::Waiting {

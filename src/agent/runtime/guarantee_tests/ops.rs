@@ -106,6 +106,11 @@ pub(super) enum Op {
         who: usize,
         approver: bool,
     },
+    /// The person stops the turn of chat `chat` (its stop button): what waits in it ends, on
+    /// whichever instance holds it.
+    Stop {
+        chat: u8,
+    },
     /// Every approval waiting now expires.
     Expire,
     Restart,
@@ -130,6 +135,7 @@ pub(super) fn ops() -> impl Strategy<Value = Op> {
         1 => (0..4usize).prop_map(|grant| Op::Revoke { grant }),
         1 => (1..PEOPLE.len()).prop_map(|who| Op::Remove { who }),
         1 => (1..PEOPLE.len(), any::<bool>()).prop_map(|(who, approver)| Op::Roles { who, approver }),
+        1 => (0..2u8).prop_map(|chat| Op::Stop { chat }),
         1 => Just(Op::Expire),
         1 => Just(Op::Restart),
     ]
