@@ -286,6 +286,14 @@ async function openBidi(page: Page, chat?: string) {
   await expect(page.getByTestId("talk")).toBeEnabled();
 }
 
+/**
+ * How much audio past a clip's own length a hold waits for before it lets go (0.4 s at 16 kHz,
+ * 16-bit mono; the fake microphone goes on with silence after the clip). So no timing of the
+ * page's capture can cut the clip's end: a hold released at 90 % of the clip's length could, if
+ * anything but the clip was taken in first (one full run heard "yes, approve it" as "Yes").
+ */
+const PAST_THE_CLIP = 12_800;
+
 /** Holds the talk button until `bytes` of audio went out, then lets go. */
 async function holdToTalk(page: Page, sent: Sent, bytes: number) {
   await page.getByTestId("talk").hover();
@@ -483,7 +491,7 @@ test.describe("voice: a spoken payment", () => {
     let page = first.page;
     let sent = recordSent(page);
     await openBidi(page);
-    await holdToTalk(page, sent, Math.floor(wavDataBytes(clip("pay")) * 0.9));
+    await holdToTalk(page, sent, wavDataBytes(clip("pay")) + PAST_THE_CLIP);
     const chat = (sent.text.find((f) => (f as { type: string }).type === "audio_control") as { id: string }).id;
     // What the person said is their message (the input transcript).
     await expect(userMessages(page).last()).toContainText(/pay|send/i, { timeout: 30_000 });
@@ -539,7 +547,7 @@ test.describe("voice: a spoken payment", () => {
     await expect(card()).toHaveCount(2, { timeout: 30_000 });
     await pendingApproval(card().last());
     const said = await userMessages(page).count();
-    await holdToTalk(page, sent, Math.floor(wavDataBytes(clip("yes")) * 0.9));
+    await holdToTalk(page, sent, wavDataBytes(clip("yes")) + PAST_THE_CLIP);
     await expect(page.locator('[data-testid="assistant-text"]').last()).toContainText(/still waiting/i, { timeout: 30_000 });
     await expect(userMessages(page)).toHaveCount(said);
     // What was said shows as the person's words inside the waiting message, not as a message.
