@@ -224,3 +224,41 @@ fn they_read_and_compare_as_their_items() {
     let map: Keyed<String, u8> = serde_json::from_str(r#"{"a":1}"#).unwrap();
     assert_eq!(serde_json::to_string(&map).unwrap(), r#"{"a":1}"#);
 }
+
+/// ADR 0045's fourth amendment: a list loaded as its length holds only what was appended since;
+/// a commit writes those after the ones not read; it is never written out whole, and a store
+/// that keeps the list whole can give it the rest.
+#[test]
+fn an_appended_list_loaded_as_its_length_holds_only_what_came_since() {
+    let mut list: Appended<u32> = Appended::on_disk(3);
+    assert_eq!((list.len(), list.read(), list.whole()), (3, &[][..], None));
+    list.push(7);
+    assert_eq!((list.len(), list.read()), (4, &[7][..]));
+    let from = list.entries().changed_from();
+    assert_eq!(from, 3, "only the new entry changed");
+    assert_eq!(list.since(from), Some(&[7][..]));
+    assert_eq!(list.since(1), None, "nothing before the entries read");
+    assert!(
+        serde_json::to_string(&list).is_err(),
+        "never written out whole"
+    );
+    assert_ne!(
+        list,
+        Appended::from(vec![7]),
+        "a list not read is not the one read"
+    );
+
+    assert!(
+        list.fill(&[1, 2]).is_err(),
+        "fewer entries than were not read"
+    );
+    list.fill(&[1, 2, 3, 99]).unwrap();
+    assert_eq!(list.whole(), Some(&[1, 2, 3, 7][..]));
+    assert_eq!(serde_json::to_string(&list).unwrap(), "[1,2,3,7]");
+
+    let whole = Appended::committed(vec![1, 2]);
+    assert_eq!(
+        (whole.whole(), whole.read()),
+        (Some(&[1, 2][..]), &[1, 2][..])
+    );
+}
