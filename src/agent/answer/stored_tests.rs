@@ -297,7 +297,9 @@ async fn an_answer_reads_the_resolutions_it_names_and_no_other() {
 /// ADR 0045's fourth amendment, attacked: the rules about what a chat paid hold for an answer to
 /// a chat that left memory, whose earlier payments are counted, not read. The chat paid $6; a $1
 /// payment waits; the answer edits it to $5, which the chat's $10 budget forbids — a wallet that
-/// knew only the payments it read would have let it run. The $1 as asked fits, and runs.
+/// knew only the payments it read would have let it run. A rule that, once a chat has paid,
+/// lets it pay only people it paid before refuses an edit to a new payee, and lets the $1 to
+/// Hanako (paid in a row not read) run — a wallet that forgot whom it paid would refuse that.
 #[tokio::test]
 async fn a_chat_budget_holds_for_an_answer_that_reads_no_payment() {
     use crate::agent::gate::{ApprovalDecision, InputError, PersonInput};
@@ -305,6 +307,9 @@ async fn a_chat_budget_holds_for_an_answer_that_reads_no_payment() {
 @id("chat-budget") @reason("This chat has spent its budget.")
   forbid (principal, action == Action::"process_payment", resource)
   when { context.spent_in_chat_cents + context.amount_cents > 1000 };
+@id("known-payees") @reason("Once a chat has paid, it pays only people it paid before.")
+  forbid (principal, action == Action::"process_payment", resource)
+  when { context.new_payee && context.spent_in_chat_cents > 0 };
 "#;
     let inner = Arc::new(SqliteStore::in_memory().unwrap());
     let approval = {
@@ -328,25 +333,33 @@ async fn a_chat_budget_holds_for_an_answer_that_reads_no_payment() {
     );
 
     let (hook, answering) = answering_under(&inner, BUDGET).await;
-    let edited = [PersonInput::Approval {
-        approval_id: approval.clone(),
-        decision: ApprovalDecision::ApproveWithEdits {
-            args: serde_json::json!({"amount": 5, "recipient": "Hanako", "currency": "USD"}),
-        },
-        step_up: None,
-    }];
-    let refused = answering.submit("p", &edited).await.unwrap_err();
-    assert!(
-        matches!(&refused, InputError::EditForbidden { rule, .. } if rule == "chat-budget"),
-        "the chat's budget forbids the edit: {refused:?}"
-    );
+    let edit = |amount: u32, recipient: &str| {
+        [PersonInput::Approval {
+            approval_id: approval.clone(),
+            decision: ApprovalDecision::ApproveWithEdits {
+                args: serde_json::json!({"amount": amount, "recipient": recipient, "currency": "USD"}),
+            },
+            step_up: None,
+        }]
+    };
+    for (amount, recipient, rule) in [(5, "Hanako", "chat-budget"), (1, "Kenji", "known-payees")] {
+        let refused = answering
+            .submit("p", &edit(amount, recipient))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&refused, InputError::EditForbidden { rule: r, .. } if r == rule),
+            "${amount} to {recipient}: {rule} forbids it: {refused:?}"
+        );
+    }
     let session = answering.live_session("p").expect("loaded here");
     let copy = session.snapshot();
     assert!(
         copy.wallet.transactions.read().is_empty() && copy.wallet.paid_cents() == 600,
         "the answer read no payment, and knows what the chat paid"
     );
-    // The payment as asked fits the budget: approved, it runs, and the totals move.
+    // The payment as asked fits the budget and pays someone paid before (in a row the answer
+    // never read): approved, it runs, and the totals move.
     answering
         .submit("p", &super::tests::approve(&approval))
         .await

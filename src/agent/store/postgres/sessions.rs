@@ -134,7 +134,9 @@ impl PostgresStore {
                 stored_last(List::History),
                 stored_last(List::Messages),
                 // The payments of a wallet that keeps running totals are counted, not read
-                // (ADR 0045, fourth amendment): NULL, and the last one's position.
+                // (ADR 0045, fourth amendment): NULL, and the last one's position. The test is
+                // `Wallet::keeps_totals` in SQL; were they ever to disagree, a wallet counted
+                // without totals fails to load (`WalletJsonError::NoTotals`), never misreads.
                 format!(
                     "CASE WHEN jsonb_typeof(s.wallet::jsonb -> 'paid_cents') = 'number'
                            AND jsonb_typeof(s.wallet::jsonb -> 'payees') = 'array'
