@@ -5,7 +5,12 @@
 //!
 //! Every method of the trait is forwarded here, the ones with a default too, so a wrapped store
 //! behaves exactly as its inner one (no default stands in for what the inner store does). A
-//! method added to [`SessionStore`] must be added here as well.
+//! method added to [`SessionStore`] must be added here as well. A store of people
+//! ([`PeopleStore`]) is delegated the same way, its calls seen as [`Call::Read`] and
+//! [`Call::Write`] by the method's name (a test has a person removed "on another instance" as
+//! a read of the people returns). The policy's store is not: the window its tests need lies
+//! inside one call ([`PolicyStore::reserve`](super::PolicyStore::reserve) between its read and
+//! its write), where no hook around the call can reach.
 
 use std::{future::Future, sync::Arc};
 
@@ -13,12 +18,13 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 
 use super::{
-    AuditEvent, AuditQuery, AuditRecord, ChainHead, Checkpoint, SessionStore, StoreError,
-    StoreNews, StoredFile, StoredSession,
+    AuditEvent, AuditQuery, AuditRecord, ChainHead, Checkpoint, PeopleStore, SessionStore,
+    StoreError, StoreNews, StoredFile, StoredSession,
 };
 use crate::agent::{
     clock::Millis,
     inbox::{InboxQuery, Waiting, WaitingCounts},
+    people::{Invite, InviteKind, Person, StoredPasskey},
     session::{SessionRecord, TurnEntry},
 };
 
@@ -75,7 +81,7 @@ pub struct Delegate<H, S: ?Sized = dyn SessionStore> {
     hook: H,
 }
 
-impl<H: Hook, S: SessionStore + ?Sized> Delegate<H, S> {
+impl<H: Hook, S: ?Sized> Delegate<H, S> {
     pub fn new(inner: Arc<S>, hook: H) -> Self {
         Delegate { inner, hook }
     }
@@ -311,6 +317,85 @@ impl<H: Hook, S: SessionStore + ?Sized> SessionStore for Delegate<H, S> {
     async fn announce(&self, news: StoreNews) -> Result<(), StoreError> {
         let run = self.inner.announce(news);
         self.hook.around(Call::Write("announce"), run).await
+    }
+}
+
+#[async_trait]
+impl<H: Hook, S: PeopleStore + ?Sized> PeopleStore for Delegate<H, S> {
+    async fn people(&self) -> Result<Vec<Person>, StoreError> {
+        let run = self.inner.people();
+        self.hook.around(Call::Read("people"), run).await
+    }
+
+    async fn save_person(&self, person: &Person) -> Result<(), StoreError> {
+        let run = self.inner.save_person(person);
+        self.hook.around(Call::Write("save_person"), run).await
+    }
+
+    async fn passkeys(&self) -> Result<Vec<StoredPasskey>, StoreError> {
+        let run = self.inner.passkeys();
+        self.hook.around(Call::Read("passkeys"), run).await
+    }
+
+    async fn save_passkey(&self, passkey: &StoredPasskey) -> Result<(), StoreError> {
+        let run = self.inner.save_passkey(passkey);
+        self.hook.around(Call::Write("save_passkey"), run).await
+    }
+
+    async fn save_invite(&self, invite: &Invite) -> Result<(), StoreError> {
+        let run = self.inner.save_invite(invite);
+        self.hook.around(Call::Write("save_invite"), run).await
+    }
+
+    async fn invite(&self, digest: &str) -> Result<Option<Invite>, StoreError> {
+        let run = self.inner.invite(digest);
+        self.hook.around(Call::Read("invite"), run).await
+    }
+
+    async fn close_invites(&self, kind: InviteKind, at: Millis) -> Result<(), StoreError> {
+        let run = self.inner.close_invites(kind, at);
+        self.hook.around(Call::Write("close_invites"), run).await
+    }
+
+    async fn enrol(
+        &self,
+        digest: &str,
+        person: Option<&Person>,
+        passkey: &StoredPasskey,
+        at: Millis,
+    ) -> Result<bool, StoreError> {
+        let run = self.inner.enrol(digest, person, passkey, at);
+        self.hook.around(Call::Write("enrol"), run).await
+    }
+
+    async fn keep_ceremony(
+        &self,
+        challenge: &str,
+        owner: &str,
+        state: &str,
+        expires: Millis,
+        now: Millis,
+        per_owner: usize,
+    ) -> Result<(), StoreError> {
+        let run = self
+            .inner
+            .keep_ceremony(challenge, owner, state, expires, now, per_owner);
+        self.hook.around(Call::Write("keep_ceremony"), run).await
+    }
+
+    async fn take_ceremony(&self, challenge: &str) -> Result<Option<(Millis, String)>, StoreError> {
+        let run = self.inner.take_ceremony(challenge);
+        self.hook.around(Call::Write("take_ceremony"), run).await
+    }
+
+    async fn spend_challenge(
+        &self,
+        challenge: &str,
+        expires: Millis,
+        now: Millis,
+    ) -> Result<bool, StoreError> {
+        let run = self.inner.spend_challenge(challenge, expires, now);
+        self.hook.around(Call::Write("spend_challenge"), run).await
     }
 }
 

@@ -11,19 +11,19 @@ use std::{
     time::Duration,
 };
 
-use async_trait::async_trait;
+use futures::future::BoxFuture;
 
 mod held;
 
-use crate::agent::people::{Invite, InviteKind, People, Person, Principal, StoredPasskey};
+use crate::agent::people::{People, Person, Principal};
 use crate::agent::{
     Runtime, RuntimeSettings, Transport, TurnEntry, UserTurn,
-    clock::{Millis, SequentialIds, SystemClock},
+    clock::{SequentialIds, SystemClock},
     gate::{ApprovalDecision, CallPhase, PersonInput, StepCall},
     policy::{Policy, ToolFacts},
     store::{
         Actor, AuditKind, AuditQuery, MemoryStore, PeopleStore, SessionStore, StoreError,
-        delegate::Delegate,
+        delegate::{Call, Delegate, Hook},
     },
     tools::{ToolRegistry, ToolSettings, WeatherSource},
 };
@@ -53,11 +53,11 @@ fn person(id: &str, roles: &[&str]) -> Person {
     }
 }
 
-/// A people store that, as the `revoke_after`-th read of the people returns, has `who` removed
-/// by another instance: that read still sees them, every later one does not.
+/// Another instance, on the people store it shares: as the `remove_after`-th read of the
+/// people returns, `who` is removed there; that read still sees them, every later one does not.
 #[derive(Default)]
 struct RemovedElsewhere {
-    inner: MemoryStore,
+    people: Arc<MemoryStore>,
     reads: AtomicUsize,
     plan: Mutex<Option<(usize, Person)>>,
 }
@@ -70,78 +70,35 @@ impl RemovedElsewhere {
     }
 }
 
-#[async_trait]
-impl PeopleStore for RemovedElsewhere {
-    async fn people(&self) -> Result<Vec<Person>, StoreError> {
-        let people = self.inner.people().await?;
-        let read = self.reads.fetch_add(1, Ordering::SeqCst) + 1;
-        let due = {
-            let plan = self.plan.lock().unwrap();
-            plan.as_ref()
-                .filter(|(after, _)| *after == read)
-                .map(|(_, p)| p.clone())
-        };
-        if let Some(removed) = due {
-            self.inner.save_person(&removed).await?;
+impl Hook for RemovedElsewhere {
+    async fn around<'a, T: Send + 'a>(
+        &'a self,
+        call: Call<'a>,
+        run: BoxFuture<'a, Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let answer = run.await?;
+        if matches!(call, Call::Read("people")) {
+            let read = self.reads.fetch_add(1, Ordering::SeqCst) + 1;
+            let due = {
+                let plan = self.plan.lock().unwrap();
+                plan.as_ref()
+                    .filter(|(after, _)| *after == read)
+                    .map(|(_, p)| p.clone())
+            };
+            if let Some(removed) = due {
+                self.people.save_person(&removed).await?;
+            }
         }
-        Ok(people)
-    }
-    async fn save_person(&self, person: &Person) -> Result<(), StoreError> {
-        self.inner.save_person(person).await
-    }
-    async fn passkeys(&self) -> Result<Vec<StoredPasskey>, StoreError> {
-        self.inner.passkeys().await
-    }
-    async fn save_passkey(&self, passkey: &StoredPasskey) -> Result<(), StoreError> {
-        self.inner.save_passkey(passkey).await
-    }
-    async fn save_invite(&self, invite: &Invite) -> Result<(), StoreError> {
-        self.inner.save_invite(invite).await
-    }
-    async fn invite(&self, digest: &str) -> Result<Option<Invite>, StoreError> {
-        self.inner.invite(digest).await
-    }
-    async fn close_invites(&self, kind: InviteKind, at: Millis) -> Result<(), StoreError> {
-        self.inner.close_invites(kind, at).await
-    }
-    async fn enrol(
-        &self,
-        digest: &str,
-        person: Option<&Person>,
-        passkey: &StoredPasskey,
-        at: Millis,
-    ) -> Result<bool, StoreError> {
-        self.inner.enrol(digest, person, passkey, at).await
-    }
-    async fn keep_ceremony(
-        &self,
-        challenge: &str,
-        owner: &str,
-        state: &str,
-        expires: Millis,
-        now: Millis,
-        per_owner: usize,
-    ) -> Result<(), StoreError> {
-        self.inner
-            .keep_ceremony(challenge, owner, state, expires, now, per_owner)
-            .await
-    }
-    async fn take_ceremony(&self, challenge: &str) -> Result<Option<(Millis, String)>, StoreError> {
-        self.inner.take_ceremony(challenge).await
-    }
-    async fn spend_challenge(
-        &self,
-        challenge: &str,
-        expires: Millis,
-        now: Millis,
-    ) -> Result<bool, StoreError> {
-        self.inner.spend_challenge(challenge, expires, now).await
+        Ok(answer)
     }
 }
 
+/// The people store of the team: a memory store, another instance's removals in front of it.
+type TeamStore = Delegate<RemovedElsewhere, MemoryStore>;
+
 struct Team {
     runtime: Arc<Runtime>,
-    people: Arc<RemovedElsewhere>,
+    people: Arc<TeamStore>,
     sessions: Arc<MemoryStore>,
     ben: Person,
     approval: String,
@@ -155,7 +112,14 @@ async fn team() -> Team {
 
 /// [`team`], its chats kept by `store` (which keeps them in `sessions`).
 async fn team_on(store: Arc<dyn SessionStore>, sessions: Arc<MemoryStore>) -> Team {
-    let people = Arc::new(RemovedElsewhere::default());
+    let shared = Arc::new(MemoryStore::default());
+    let people = Arc::new(Delegate::new(
+        shared.clone(),
+        RemovedElsewhere {
+            people: shared,
+            ..RemovedElsewhere::default()
+        },
+    ));
     let team = [
         person("ana", &["approver"]),
         person("ben", &["approver"]),
@@ -304,7 +268,7 @@ async fn a_signature_of_someone_removed_elsewhere_does_not_complete_the_quorum()
     // Another instance removes Ben: the store says so, this directory has not heard yet.
     let mut removed = ben.clone();
     removed.revoked_ms = Some(1);
-    people.inner.save_person(&removed).await.unwrap();
+    people.inner().save_person(&removed).await.unwrap();
     assert!(
         runtime.people().active("ben").is_some(),
         "a stale directory"
@@ -355,7 +319,9 @@ async fn a_call_the_quorum_cleared_waits_again_when_a_signer_is_removed_before_i
         .unwrap();
     // Eve's answer completes the quorum (the store still has Ben as it is read for it); Ben is
     // removed elsewhere right after, before the payment runs.
-    people.remove_after(people.reads.load(Ordering::SeqCst) + 1, &ben);
+    people
+        .hook()
+        .remove_after(people.hook().reads.load(Ordering::SeqCst) + 1, &ben);
     runtime
         .submit_as("c", &approve(&approval), &as_person("eve"))
         .await
@@ -465,7 +431,7 @@ async fn someone_who_joined_on_another_instance_is_known_at_once() {
         runtime, people, ..
     } = team().await;
     let fay = person("fay", &["approver"]);
-    people.inner.save_person(&fay).await.unwrap();
+    people.inner().save_person(&fay).await.unwrap();
     assert!(runtime.people().active("fay").is_none(), "not heard yet");
     assert_eq!(
         runtime.active_person("fay").await.map(|p| p.name),
@@ -474,7 +440,7 @@ async fn someone_who_joined_on_another_instance_is_known_at_once() {
     // Someone removed stays removed, and an unknown id is nobody.
     let mut ben = person("ben", &["approver"]);
     ben.revoked_ms = Some(1);
-    people.inner.save_person(&ben).await.unwrap();
+    people.inner().save_person(&ben).await.unwrap();
     runtime.people().reload().await;
     assert!(runtime.active_person("ben").await.is_none());
     assert!(runtime.active_person("nobody").await.is_none());
