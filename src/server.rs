@@ -570,7 +570,7 @@ pub fn banner(state: &AppState, addr: std::net::SocketAddr) -> String {
          BIDI GET  /api/live   (WebSocket, many turns)\n  health     http://{addr}/healthz\n  \
          settings   {source}\n\n  Ctrl-C stops the server.\n",
         version = env!("CARGO_PKG_VERSION"),
-        model = state.runtime.models_label(),
+        model = state.runtime.models().label(),
         source = state.config_source,
     )
 }

@@ -339,7 +339,8 @@ impl Answer<'_> {
             drop(writing);
             if committed.is_err() {
                 self.rt
-                    .withdraw_grants(kept.into_iter().map(|g| g.id).collect())
+                    .grants()
+                    .withdraw(kept.into_iter().map(|g| g.id).collect())
                     .await;
             }
             match committed {
@@ -460,7 +461,8 @@ impl Answer<'_> {
             if let Err(e) = policy.save_grant(&grant).await {
                 tracing::error!(session = %self.chat_id, error = &e as &dyn std::error::Error, "cannot keep a grant");
                 self.rt
-                    .withdraw_grants(made.into_iter().map(|g| g.id).collect())
+                    .grants()
+                    .withdraw(made.into_iter().map(|g| g.id).collect())
                     .await;
                 return Err(InputError::NotRecorded {
                     message: e.to_string(),
@@ -523,7 +525,7 @@ impl Answer<'_> {
                 rt.forget_overtaken(session).await;
                 // Earlier answers handed to the turn went with it (this answer's own grants
                 // are the caller's).
-                rt.withdraw_grants_of(&failed.waiting).await;
+                rt.grants().withdraw_of(&failed.waiting).await;
                 return Err(InputError::AnsweredElsewhere);
             }
             tracing::error!(session = %self.chat_id, error = &failed.error as &dyn std::error::Error, "cannot record the person's answer");

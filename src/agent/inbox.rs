@@ -17,7 +17,7 @@
 use std::{
     collections::{BTreeMap, HashMap},
     sync::{
-        Mutex,
+        Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
     time::Duration,
@@ -28,10 +28,15 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use super::{
-    clock::Millis,
-    gate::{CallPhase, StepCall, countersign},
+    clock::{Clock, Millis},
+    gate::{
+        CallPhase, Signer, StepCall,
+        countersign::{self, audience_of},
+    },
     lock,
+    metrics::Metrics,
     session::SessionRecord,
+    store::{SessionStore, StoreError},
 };
 use crate::protocol::{
     countersign::{Dropped, Requirement, Signature},
@@ -159,9 +164,18 @@ pub fn waiting_call(record: &SessionRecord, call: &StepCall) -> Option<Waiting> 
     })
 }
 
-/// News of what waits, for the pages that follow it (see the module's documentation).
-#[derive(Debug, Default)]
+/// What waits, as the store finds it, and news of it for the pages that follow it (see the
+/// module's documentation).
 pub struct Inbox {
+    /// Where what waits is kept (every commit writes its chat's).
+    store: Arc<dyn SessionStore>,
+    clock: Arc<dyn Clock>,
+    news: News,
+}
+
+/// News of what waits.
+#[derive(Debug, Default)]
+struct News {
     /// What the chats this instance drives waited for at their last commit (or load).
     driven: Mutex<HashMap<String, Vec<Waiting>>>,
     /// Each chat's version (of `chat_changes`) at its last change, for the chats that waited
@@ -175,15 +189,77 @@ pub struct Inbox {
     chat_changes: AtomicU64,
     changed: Notify,
     /// Where the approvals that leave it after a commit of this instance are measured.
-    metrics: Option<std::sync::Arc<super::metrics::Metrics>>,
+    metrics: Option<Arc<Metrics>>,
 }
 
+/// How many approvals a walk over every approval under one key reads at a time.
+const WALK_PAGE: usize = 500;
+
 impl Inbox {
-    /// An inbox whose decided approvals are measured in `metrics` (how long each waited).
-    pub fn metered(metrics: std::sync::Arc<super::metrics::Metrics>) -> Inbox {
+    /// The inbox of what `store` keeps, its decided approvals measured in `metrics` (how long
+    /// each waited) when given.
+    pub fn new(
+        store: Arc<dyn SessionStore>,
+        clock: Arc<dyn Clock>,
+        metrics: Option<Arc<Metrics>>,
+    ) -> Inbox {
         Inbox {
-            metrics: Some(metrics),
-            ..Inbox::default()
+            store,
+            clock,
+            news: News {
+                metrics,
+                ..News::default()
+            },
+        }
+    }
+
+    /// One page (at most `limit`) of the approvals waiting that `signer` may see — their own
+    /// chats', and those asked of their roles or of every person — after `after`, oldest first,
+    /// their deadline not yet passed. Whether they may sign each is still [`may_sign`]'s to say.
+    ///
+    /// [`may_sign`]: crate::agent::gate::countersign::may_sign
+    pub async fn page(
+        &self,
+        signer: &Signer,
+        after: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Vec<Waiting>, StoreError> {
+        self.store
+            .inbox(&InboxQuery {
+                keys: audience_of(signer),
+                now: Some(self.clock.now_ms()),
+                after,
+                limit,
+            })
+            .await
+    }
+
+    /// The approval `approval_id`, if it waits for people.
+    pub async fn waiting(&self, approval_id: &str) -> Result<Option<Waiting>, StoreError> {
+        self.store.waiting(approval_id).await
+    }
+
+    /// Every approval waiting under `key` (expired or not), a page at a time (what a change of
+    /// people rechecks).
+    pub(crate) async fn waiting_under(&self, key: &str) -> Result<Vec<Waiting>, StoreError> {
+        let mut all = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self
+                .store
+                .inbox(&InboxQuery {
+                    keys: vec![key.to_owned()],
+                    now: None,
+                    after,
+                    limit: WALK_PAGE,
+                })
+                .await?;
+            let full = page.len() == WALK_PAGE;
+            after = page.last().map(Waiting::cursor);
+            all.extend(page);
+            if !full {
+                return Ok(all);
+            }
         }
     }
 
@@ -202,12 +278,12 @@ impl Inbox {
 
     /// `chat` left this instance's memory: what it waited for is the store's alone.
     pub fn forget(&self, chat: &str) {
-        lock(&self.driven).remove(chat);
+        lock(&self.news.driven).remove(chat);
     }
 
     fn replace(&self, record: &SessionRecord, decided_here: bool) {
         let now = waiting_of(record);
-        let mut driven = lock(&self.driven);
+        let mut driven = lock(&self.news.driven);
         let before = driven
             .get(&record.id)
             .map(Vec::as_slice)
@@ -218,7 +294,7 @@ impl Inbox {
             self.chat_moved(&record.id, false);
             return;
         }
-        if let (true, Some(metrics)) = (decided_here, &self.metrics) {
+        if let (true, Some(metrics)) = (decided_here, &self.news.metrics) {
             for gone in before
                 .iter()
                 .filter(|b| !now.iter().any(|n| n.approval_id == b.approval_id))
@@ -234,7 +310,7 @@ impl Inbox {
             driven.insert(record.id.clone(), now);
         }
         drop(driven);
-        self.version.fetch_add(1, Ordering::SeqCst);
+        self.news.version.fetch_add(1, Ordering::SeqCst);
         self.chat_moved(&record.id, true);
     }
 
@@ -242,42 +318,45 @@ impl Inbox {
     /// notification named approvals that came, changed or went).
     pub fn heard(&self, chat: &str, changed: bool) {
         if changed {
-            self.version.fetch_add(1, Ordering::SeqCst);
+            self.news.version.fetch_add(1, Ordering::SeqCst);
         }
         self.chat_moved(chat, changed);
     }
 
     /// News may have been lost: every page that follows something here looks again.
     pub fn everything_changed(&self) {
-        self.version.fetch_add(1, Ordering::SeqCst);
-        let mut versions = lock(&self.chat_versions);
+        self.news.version.fetch_add(1, Ordering::SeqCst);
+        let mut versions = lock(&self.news.chat_versions);
         for version in versions.values_mut() {
-            *version = self.chat_changes.fetch_add(1, Ordering::SeqCst) + 1;
+            *version = self.news.chat_changes.fetch_add(1, Ordering::SeqCst) + 1;
         }
         drop(versions);
-        self.changed.notify_waiters();
+        self.news.changed.notify_waiters();
     }
 
     /// `chat` moved on (`waits`: what it waits for changed): its version moves if it waits or
     /// waited for someone, and every follower wakes.
     fn chat_moved(&self, chat: &str, waits: bool) {
-        let mut versions = lock(&self.chat_versions);
+        let mut versions = lock(&self.news.chat_versions);
         if waits || versions.contains_key(chat) {
-            let version = self.chat_changes.fetch_add(1, Ordering::SeqCst) + 1;
+            let version = self.news.chat_changes.fetch_add(1, Ordering::SeqCst) + 1;
             versions.insert(chat.to_owned(), version);
             drop(versions);
-            self.changed.notify_waiters();
+            self.news.changed.notify_waiters();
         }
     }
 
     /// Whether `chat` waits, or waited, for someone since this instance started.
     pub fn knows(&self, chat: &str) -> bool {
-        lock(&self.chat_versions).contains_key(chat)
+        lock(&self.news.chat_versions).contains_key(chat)
     }
 
     /// The version at `chat`'s last change (0: none since the server started).
     pub fn chat_version(&self, chat: &str) -> u64 {
-        lock(&self.chat_versions).get(chat).copied().unwrap_or(0)
+        lock(&self.news.chat_versions)
+            .get(chat)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Waits until `chat`'s version is no longer `known`, or `at_most` passed; its version then.
@@ -290,12 +369,12 @@ impl Inbox {
     /// How many approvals the chats driven here wait for (a test's view of this instance's
     /// memory).
     pub fn driven(&self) -> usize {
-        lock(&self.driven).values().map(Vec::len).sum()
+        lock(&self.news.driven).values().map(Vec::len).sum()
     }
 
     /// The version now: it grows with every change.
     pub fn version(&self) -> u64 {
-        self.version.load(Ordering::SeqCst)
+        self.news.version.load(Ordering::SeqCst)
     }
 
     /// Waits until the version is no longer `known`, or `at_most` passed; the version then.
@@ -308,7 +387,7 @@ impl Inbox {
     async fn wait_until(&self, at_most: Duration, done: impl Fn() -> bool) {
         let wait = async {
             loop {
-                let changed = self.changed.notified();
+                let changed = self.news.changed.notified();
                 let mut changed = std::pin::pin!(changed);
                 // Registered before looking, so a change in between is not missed.
                 changed.as_mut().enable();
@@ -460,9 +539,18 @@ mod tests {
         waiting_record(chat, Some("p-ana"), &asks)
     }
 
+    /// An inbox of an empty store: what these tests look at is its news.
+    fn unread() -> Inbox {
+        Inbox::new(
+            Arc::new(crate::agent::store::MemoryStore::default()),
+            Arc::new(crate::agent::clock::SystemClock),
+            None,
+        )
+    }
+
     #[tokio::test]
     async fn a_chats_approvals_are_replaced_whole_and_a_change_wakes_a_waiter() {
-        let inbox = std::sync::Arc::new(Inbox::default());
+        let inbox = Arc::new(unread());
         inbox.sync(&record("chat-1", &["a1", "a2"]));
         inbox.sync(&record("chat-2", &["b1"]));
         assert_eq!(inbox.driven(), 3);
@@ -498,7 +586,7 @@ mod tests {
 
     #[tokio::test]
     async fn news_from_another_instance_wakes_the_pages_only_when_what_waits_changed() {
-        let inbox = std::sync::Arc::new(Inbox::default());
+        let inbox = Arc::new(unread());
         let version = inbox.version();
         inbox.heard("elsewhere", false);
         assert_eq!(
@@ -523,7 +611,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_chat_that_waited_moves_on_with_every_commit_and_others_do_not_count() {
-        let inbox = std::sync::Arc::new(Inbox::default());
+        let inbox = Arc::new(unread());
         // A chat that never waited for anyone has no version to follow.
         inbox.sync(&record("quiet", &[]));
         assert_eq!(inbox.chat_version("quiet"), 0);

@@ -30,13 +30,14 @@ mod guarantee_tests;
 mod held_logs;
 mod lifecycle;
 mod live;
+mod models;
 mod news;
 mod people;
 mod turns;
 mod voice;
-mod waiting;
 
-pub use grants::GrantChange;
+pub use grants::{GrantChange, Grants};
+pub use models::Models;
 pub(crate) use people::{Telling, dropped_events};
 
 use std::{
@@ -54,8 +55,8 @@ use super::{
     clock::{Clock, IdGen},
     commit::Commits,
     followers::Followers,
-    history::{self, Attachment, HistoryItem},
-    model::{Model, ModelRequest, Usage},
+    history::Attachment,
+    model::Model,
     policy::Policy,
     questions::Questions,
     session::{Session, SessionRecord, TurnLog, lock},
@@ -65,7 +66,6 @@ use super::{
 use held_logs::HeldLogs;
 use lifecycle::{Deadlines, ReleaseLater};
 use live::LiveSessions;
-use serde_json::{Value, json};
 
 /// `load_gates` is cleaned of gates nobody holds beyond this size.
 const LOAD_GATES_CLEANUP: usize = 1_024;
@@ -162,7 +162,8 @@ pub struct TurnStarted {
 
 /// The agent runtime: model, tools, clock, ids, store and the live sessions.
 pub struct Runtime {
-    pub model: Arc<dyn Model>,
+    /// The models turns and voice are answered by.
+    models: Models,
     /// The tools the model may call (MCP servers' tools come and go while it runs).
     pub tools: Arc<ToolRegistry>,
     pub clock: Arc<dyn Clock>,
@@ -171,21 +172,19 @@ pub struct Runtime {
     pub settings: RuntimeSettings,
     /// Questions running tools wait on the person for (MCP elicitation).
     pub questions: Arc<Questions>,
-    /// News of the approvals waiting (the inbox's pages follow it; the store keeps them).
+    /// The approvals waiting for people, as the store finds them, and news of them (the
+    /// inbox's pages follow it).
     pub inbox: Arc<super::inbox::Inbox>,
     /// Writes chats' records (every commit, a turn's or an answer's).
     pub(crate) commits: Commits,
     /// What `/metrics` shows (`store` is metered through it).
     pub metrics: Arc<super::metrics::Metrics>,
-    /// The settings' own instruction for every model; `None`: written from the tools at each
-    /// step (the tool list changes when an MCP server's does).
-    system_prompt: Option<String>,
     /// Where every emitted chunk is recorded (`COUNTERSIGN_CHUNK_LOG`), if anywhere.
     chunk_log: Option<Arc<ChunkLog>>,
-    /// The model of BIDI turns when it differs from `model` (Gemini Live).
-    live_model: Option<Arc<dyn Model>>,
     /// The policy (rules, grants, running totals): the file's, or each tool's own setting.
     policy: Arc<Policy>,
+    /// Grants revoked and withdrawn, kept and audited.
+    grants: Grants,
     /// The people who sign in, their roles and passkeys (a passkeys server's are built once it
     /// knows the address it listens on, WebAuthn's relying party, before its runtime); on a
     /// server without sign-in, the one local person.
@@ -275,17 +274,28 @@ impl RuntimeBuilder {
             policy,
             people,
         } = self;
-        let system_prompt = settings.system_prompt.clone();
+        let tools = Arc::new(tools);
+        let policy = policy.unwrap_or_else(|| Arc::new(Policy::tool_defaults()));
+        let models = Models::new(
+            model,
+            live_model,
+            settings.system_prompt.clone(),
+            tools.clone(),
+        );
         let metrics = Arc::new(super::metrics::Metrics::new(store.database()));
-        let inbox = Arc::new(super::inbox::Inbox::metered(metrics.clone()));
         let store = super::metrics::Metered::wrap(store, metrics.clone());
+        let inbox = Arc::new(super::inbox::Inbox::new(
+            store.clone(),
+            clock.clone(),
+            Some(metrics.clone()),
+        ));
         let attachments =
             Attachments::new(store.clone(), clock.clone(), settings.max_attachment_bytes);
+        let grants = Grants::new(policy.clone(), clock.clone(), store.clone());
         Arc::new(Runtime {
             commits: Commits::new(store.clone(), inbox.clone()),
-            model,
-            system_prompt,
-            tools: Arc::new(tools),
+            models,
+            tools,
             clock,
             ids,
             store,
@@ -294,8 +304,8 @@ impl RuntimeBuilder {
             inbox,
             metrics,
             chunk_log,
-            live_model,
-            policy: policy.unwrap_or_else(|| Arc::new(Policy::tool_defaults())),
+            grants,
+            policy,
             people: people.unwrap_or_else(|| {
                 Arc::new(crate::agent::people::People::local(
                     crate::agent::people::SignInMode::Open,
@@ -356,6 +366,12 @@ impl Runtime {
         &self.policy
     }
 
+    /// Grants revoked by their grantor, with their person's removal, or with an answer never
+    /// recorded.
+    pub fn grants(&self) -> &Grants {
+        &self.grants
+    }
+
     /// The people directory.
     pub fn people(&self) -> &Arc<crate::agent::people::People> {
         &self.people
@@ -387,32 +403,9 @@ impl Runtime {
         }
     }
 
-    /// The model that answers turns started on `transport` (`bidi` may have its own).
-    pub fn model_for(&self, transport: Transport) -> &Arc<dyn Model> {
-        match &self.live_model {
-            Some(live) if transport == Transport::Bidi => live,
-            _ => &self.model,
-        }
-    }
-
-    /// What a turn's `finish` carries: the model that answered (`model`, its label for people;
-    /// `modelVersion`, its id for clients that show it, like the seed's frontend) and the turn's
-    /// token usage.
-    pub fn finish_metadata(&self, transport: Transport, usage: Usage) -> Value {
-        let model = self.model_for(transport);
-        json!({
-            "model": model.label(),
-            "modelVersion": model.model_version(),
-            "usage": usage,
-        })
-    }
-
-    /// The model(s) in use, as the banner and the UI name them.
-    pub fn models_label(&self) -> String {
-        match &self.live_model {
-            Some(live) => format!("{} · BIDI: {}", self.model.label(), live.label()),
-            None => self.model.label(),
-        }
+    /// The models turns and voice are answered by.
+    pub fn models(&self) -> &Models {
+        &self.models
     }
 
     /// The chunk log, if one is configured.
@@ -662,6 +655,22 @@ impl Runtime {
         session
     }
 
+    /// The approval `approval_id` of `chat` as it stands right after an answer given here: the
+    /// chat's record in memory when this instance holds it (an answer that lets a call run is
+    /// committed with the call's result, a moment later), else the store's.
+    pub async fn waiting_after_answer(
+        &self,
+        chat: &str,
+        approval_id: &str,
+    ) -> Result<Option<super::inbox::Waiting>, StoreError> {
+        if let Some(session) = self.live_session(chat) {
+            return Ok(super::inbox::waiting_of(&session.state().record)
+                .into_iter()
+                .find(|w| w.approval_id == approval_id));
+        }
+        self.inbox.waiting(approval_id).await
+    }
+
     /// Whether a chat in memory other than `chat_id` waits for approval `approval_id`.
     pub(crate) fn live_chat_waits_for(&self, approval_id: &str, chat_id: &str) -> bool {
         self.live
@@ -690,29 +699,5 @@ impl Runtime {
     /// Ids of the stored chats, most recent first.
     pub async fn list_sessions(&self) -> Result<Vec<String>, StoreError> {
         self.store.list().await
-    }
-
-    pub(crate) fn model_request(
-        &self,
-        session_id: &str,
-        history: Arc<Vec<HistoryItem>>,
-    ) -> ModelRequest {
-        // A chat that began with a client's copy of earlier messages (ADR 0020) tells the model
-        // what that is; other chats' instruction stays as it was.
-        let prompt = self
-            .system_prompt
-            .clone()
-            .unwrap_or_else(|| self.tools.system_prompt());
-        let system = match (history::has_context(&history), prompt.is_empty()) {
-            (true, false) => format!("{prompt}\n\n{}", history::CONTEXT_NOTE),
-            (true, true) => history::CONTEXT_NOTE.to_owned(),
-            (false, _) => prompt,
-        };
-        ModelRequest {
-            session_id: session_id.to_owned(),
-            system,
-            history,
-            tools: self.tools.declarations(),
-        }
     }
 }

@@ -60,7 +60,7 @@ fn health(state: &AppState, status: &'static str, database: DatabaseHealth) -> J
     Json(Health {
         status,
         version: env!("CARGO_PKG_VERSION"),
-        model: state.runtime.models_label(),
+        model: state.runtime.models().label(),
         database,
     })
 }

@@ -38,7 +38,7 @@ pub fn app_info(state: &AppState, principal: &Principal) -> AppInfo {
         })
         .collect();
     AppInfo {
-        model: runtime.models_label(),
+        model: runtime.models().label(),
         tools,
         me: principal.me(state.edge.mode),
     }

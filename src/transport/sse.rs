@@ -117,7 +117,7 @@ async fn pause_metadata(
     let runtime = state.runtime.clone();
     Ok(Box::new(move || {
         let usage = session.as_ref()?.turn_usage()?;
-        Some(runtime.finish_metadata(transport, usage))
+        Some(runtime.models().finish_metadata(transport, usage))
     }))
 }
 

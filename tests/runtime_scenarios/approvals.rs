@@ -75,7 +75,7 @@ async fn the_inbox_moves_only_once_the_store_shows_the_decision() {
     let rt = runtime();
     start(&rt, "c", "Send $50 to Hanako").await;
     parked(&rt, "c").await;
-    assert!(rt.waiting("apv-1").await.unwrap().is_some());
+    assert!(rt.inbox.waiting("apv-1").await.unwrap().is_some());
     // The page shows the approval waiting at this version and waits for the next.
     let mut known = rt.inbox.version();
     let receipt = rt.submit("c", &[approve("apv-1")]).await.expect("accepted");
@@ -86,7 +86,7 @@ async fn the_inbox_moves_only_once_the_store_shows_the_decision() {
             "the page read the approval still waiting, and no news came after the decision"
         );
         known = now;
-        if rt.waiting("apv-1").await.unwrap().is_none() {
+        if rt.inbox.waiting("apv-1").await.unwrap().is_none() {
             break;
         }
     }

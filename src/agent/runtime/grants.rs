@@ -1,8 +1,14 @@
-//! Grants revoked by their grantor or with their person's removal: kept, audited, and read
-//! again first on a database other instances share.
+//! Grants revoked by their grantor or with their person's removal, or withdrawn with an answer
+//! that will never be on record: kept, audited, and read again first on a database other
+//! instances share.
 
-use super::Runtime;
-use crate::agent::store::{Actor, AuditEvent, AuditKind};
+use std::sync::Arc;
+
+use crate::agent::{
+    clock::Clock,
+    policy::Policy,
+    store::{Actor, AuditEvent, AuditKind, SessionStore},
+};
 
 /// Why a grant could not be changed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -15,21 +21,42 @@ pub enum GrantChange {
     NotRecorded,
 }
 
-impl Runtime {
+/// The runtime's changes to grants once made ([`super::Runtime::grants`]); the policy keeps
+/// them and decides with them.
+pub struct Grants {
+    policy: Arc<Policy>,
+    clock: Arc<dyn Clock>,
+    /// The sessions' store: whether other instances share its database.
+    store: Arc<dyn SessionStore>,
+}
+
+impl Grants {
+    pub(super) fn new(
+        policy: Arc<Policy>,
+        clock: Arc<dyn Clock>,
+        store: Arc<dyn SessionStore>,
+    ) -> Self {
+        Grants {
+            policy,
+            clock,
+            store,
+        }
+    }
+
     /// Revokes the person's grant `id`: from now on it lets nothing run. The revocation is kept
     /// and audited; when it cannot be written it still holds until the server stops, and the
     /// error says so.
     ///
     /// Only its grantor (`by`) may revoke it; someone else's grant is "not known" to them.
-    pub async fn revoke_grant(
+    pub async fn revoke(
         &self,
         id: &str,
         by: &str,
     ) -> Result<crate::protocol::grant::Grant, GrantChange> {
         // Another instance may have made or revoked it since this one last heard (#33).
-        self.read_grants_again().await;
+        self.read_again().await;
         let theirs = self
-            .policy()
+            .policy
             .grants()
             .iter()
             .any(|g| g.id == id && g.owner() == by);
@@ -44,9 +71,9 @@ impl Runtime {
     /// On a database other instances share: the grants as the store has them now, whatever
     /// news of theirs is late (a grant made there is revocable here at once, and one revoked
     /// there is not revoked twice). Alone on its store, this instance's book is the store's.
-    pub(super) async fn read_grants_again(&self) {
+    pub(super) async fn read_again(&self) {
         if self.store.shared() {
-            self.policy().reload_grants().await;
+            self.policy.reload_grants().await;
         }
     }
 
@@ -60,7 +87,7 @@ impl Runtime {
         why: Option<&str>,
     ) -> Result<crate::protocol::grant::Grant, GrantChange> {
         let now = self.clock.now_ms();
-        let grant = self.policy().revoke_grant(id, now)?;
+        let grant = self.policy.revoke_grant(id, now)?;
         let mut event = crate::agent::store::audit::event(
             crate::agent::store::AuditKind::Revoked,
             now,
@@ -77,14 +104,14 @@ impl Runtime {
             None => grant.label.clone(),
         });
         event.actor = actor.cloned();
-        let written = match self.policy().save_grant(&grant).await {
-            Ok(()) => self.policy().audit(&[event]).await,
+        let written = match self.policy.save_grant(&grant).await {
+            Ok(()) => self.policy.audit(&[event]).await,
             Err(e) => Err(e),
         };
         if let Err(e) = written {
             tracing::error!(grant = %id, error = &e as &dyn std::error::Error, "a revoked grant could not be written");
             // It stays revoked here, and is written with the next grant that changes.
-            self.policy().mark_grant_changed(id);
+            self.policy.mark_grant_changed(id);
             return Err(GrantChange::NotRecorded);
         }
         tracing::info!(grant = %id, "grant revoked");
@@ -96,9 +123,9 @@ impl Runtime {
     /// already have it. No `revoked` event: its `granted` one was never written either. A
     /// revocation that cannot be written holds here and is written with the next grant that
     /// changes. A grant lives only with the answer that asked for it (ADR 0023).
-    pub(crate) async fn withdraw_grants(&self, ids: Vec<String>) {
+    pub(crate) async fn withdraw(&self, ids: Vec<String>) {
         let now = self.clock.now_ms();
-        let policy = self.policy();
+        let policy = &self.policy;
         for id in &ids {
             let revoked = match policy.revoke_grant(id, now) {
                 Ok(revoked) => revoked,
@@ -115,14 +142,14 @@ impl Runtime {
         }
     }
 
-    /// [`Runtime::withdraw_grants`] for the grants whose `granted` events are among `events`,
-    /// which will never be written.
-    pub(crate) async fn withdraw_grants_of(&self, events: &[AuditEvent]) {
+    /// [`Grants::withdraw`] for the grants whose `granted` events are among `events`, which
+    /// will never be written.
+    pub(crate) async fn withdraw_of(&self, events: &[AuditEvent]) {
         let granted = events
             .iter()
             .filter(|e| e.kind == AuditKind::Granted)
             .filter_map(|e| e.grant.clone())
             .collect();
-        self.withdraw_grants(granted).await;
+        self.withdraw(granted).await;
     }
 }

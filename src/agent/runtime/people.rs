@@ -116,7 +116,7 @@ impl Runtime {
         event.reason = Some(format!("{} removed {}", by.name(), removed.name));
         self.audit_people(event).await;
         let why = format!("{} was removed", removed.name);
-        self.read_grants_again().await;
+        self.grants.read_again().await;
         let theirs: Vec<String> = self
             .policy()
             .grants()
@@ -126,6 +126,7 @@ impl Runtime {
             .collect();
         for grant in theirs {
             if let Err(e) = self
+                .grants
                 .revoke_and_record(&grant, Some(actor), Some(&why))
                 .await
             {
@@ -206,7 +207,7 @@ impl Runtime {
     /// The approvals waiting that someone signed already (whose signatures a change of people
     /// may void), as the store has them.
     async fn signed_waiting(&self) -> Vec<crate::agent::inbox::Waiting> {
-        match self.waiting_under(crate::agent::inbox::SIGNED).await {
+        match self.inbox.waiting_under(crate::agent::inbox::SIGNED).await {
             Ok(waiting) => waiting,
             Err(e) => {
                 // Each answer and each countersigned call rechecks with the store again.
@@ -375,7 +376,7 @@ impl Runtime {
             .collect();
         if reach == Reach::Everywhere {
             let key = format!("owner:{}", person.id);
-            match self.waiting_under(&key).await {
+            match self.inbox.waiting_under(&key).await {
                 Ok(waiting) => chats.extend(waiting.into_iter().map(|w| w.chat)),
                 Err(e) => {
                     // Their chats' turns still cannot run a call: an answer or a recheck

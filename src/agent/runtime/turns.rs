@@ -506,7 +506,7 @@ impl Runtime {
         });
         if !queued {
             tracing::debug!(session = %chat_id, "the model spoke with no turn to take it; discarded");
-            drop(self.voice_model().aside(chat_id));
+            drop(self.models().voice().aside(chat_id));
         }
     }
 
@@ -646,7 +646,7 @@ impl Runtime {
             transport,
             turn_id,
             commits: TurnCommits::default(),
-            notices: self.model_for(transport).call_notices(&session.id),
+            notices: self.models().answering(transport).call_notices(&session.id),
             questions: QuestionParts::new(),
             reissue: None,
             heard,

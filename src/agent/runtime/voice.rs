@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex, Weak};
 use super::{Runtime, UserTurn, turns::Spoken};
 use crate::agent::{
     Transport, lock,
-    model::Model,
     voice::{UNTRANSCRIBED, VoiceError, VoiceInput, VoiceNotice},
 };
 
@@ -43,11 +42,6 @@ struct Line {
 }
 
 impl Runtime {
-    /// The model that takes voice: the BIDI model (Gemini Live when configured).
-    pub fn voice_model(&self) -> &Arc<dyn Model> {
-        self.model_for(Transport::Bidi)
-    }
-
     /// Hands `speaker`'s voice for chat `chat_id` to the chat's model. A `Start` checks the
     /// chat is open to them (a new chat becomes theirs with its first turn); `Audio` and `End`
     /// are refused outside a `Start` … `End` of theirs ([`VoiceError::NotStarted`]).
@@ -73,9 +67,10 @@ impl Runtime {
                     .history
                     .shared()
                     .map_err(|e| VoiceError::Unavailable(format!("the chat's history: {e}")))?;
-                self.voice_model()
-                    .voice_context(self.model_request(chat_id, history));
-                self.voice_model().voice(chat_id, input)?;
+                self.models()
+                    .voice()
+                    .voice_context(self.models().request(chat_id, history));
+                self.models().voice().voice(chat_id, input)?;
                 lock(&self.voices.lines).insert(
                     chat_id.to_owned(),
                     Line {
@@ -96,7 +91,7 @@ impl Runtime {
                         line.open = false;
                     }
                 }
-                self.voice_model().voice(chat_id, input)
+                self.models().voice().voice(chat_id, input)
             }
         }
     }
@@ -109,7 +104,7 @@ impl Runtime {
     /// Starts, once, the task that begins a turn for each spoken utterance the model answers.
     fn listen_for_speech(self: &Arc<Self>) {
         self.voices.listening.call_once(|| {
-            let Some(mut notices) = self.voice_model().voice_notices() else {
+            let Some(mut notices) = self.models().voice().voice_notices() else {
                 return;
             };
             let runtime = Arc::downgrade(self);
@@ -184,7 +179,7 @@ async fn on_notice(runtime: Arc<Runtime>, notice: VoiceNotice) {
         .map(|line| line.speaker.clone());
     let Some(speaker) = speaker else {
         tracing::warn!(session = %session_id, "speech in a chat nobody speaks in; ignored");
-        runtime.voice_model().decline_spoken(&session_id, &text);
+        runtime.models().voice().decline_spoken(&session_id, &text);
         return;
     };
     let user = UserTurn {
@@ -203,7 +198,7 @@ async fn on_notice(runtime: Arc<Runtime>, notice: VoiceNotice) {
         }
         Err(error) => {
             tracing::warn!(session = %session_id, %error, "a spoken turn could not start");
-            runtime.voice_model().decline_spoken(&session_id, &text);
+            runtime.models().voice().decline_spoken(&session_id, &text);
         }
     }
 }
@@ -219,6 +214,7 @@ mod tests {
     use crate::agent::{
         clock::{SequentialIds, SystemClock},
         history::HistoryItem,
+        model::Model,
         model::{ModelEvent, ModelRequest, ModelStream, Usage},
         people::LOCAL,
         runtime::RuntimeSettings,

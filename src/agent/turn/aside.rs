@@ -58,7 +58,7 @@ impl TurnDriver {
             // reload too; the approval's audit has it as what was said.
             self.emit(crate::protocol::voice::aside_chunk(text));
         }
-        let model = self.rt.model_for(self.transport).clone();
+        let model = self.rt.models().answering(self.transport).clone();
         let mut stream = model.aside(&self.session.id);
         // A spoken aside is always answered in a step of its own; the model's own words open
         // one when they come (it may have nothing to say: the answer went to a step already).
@@ -183,7 +183,12 @@ impl TurnDriver {
                 Aside::Spoken { speaker, text } if !ended_by_person => {
                     unanswered.push((speaker, text));
                 }
-                _ => drop(self.rt.model_for(self.transport).aside(&self.session.id)),
+                _ => drop(
+                    self.rt
+                        .models()
+                        .answering(self.transport)
+                        .aside(&self.session.id),
+                ),
             }
         }
         unanswered

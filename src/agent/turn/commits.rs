@@ -56,7 +56,7 @@ impl TurnCommits {
                 // the answers handed to this turn, so grants made with them go too.
                 tracing::warn!(session = %session.id, "another instance committed this chat first; this turn stops");
                 self.overtaken = true;
-                rt.withdraw_grants_of(&failed.all_events()).await;
+                rt.grants().withdraw_of(&failed.all_events()).await;
                 false
             }
             Err(failed) => {

@@ -159,7 +159,7 @@ impl TurnDriver {
     pub(super) async fn finish(&mut self, reason: FinishReason, status: TurnStatus) {
         let usage = self.with_turn(|t| t.usage).unwrap_or_default();
         self.keep_speech().await;
-        let mut metadata = self.rt.finish_metadata(self.transport, usage);
+        let mut metadata = self.rt.models().finish_metadata(self.transport, usage);
         if let (Some(audio), Some(fields)) = (self.speech.metadata(), metadata.as_object_mut()) {
             fields.insert("audio".into(), audio);
         }

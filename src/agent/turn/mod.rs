@@ -235,14 +235,14 @@ impl TurnDriver {
         let Some((session_id, mut history)) = self.step_history().await else {
             return ControlFlow::Break(());
         };
-        let model = self.rt.model_for(self.transport).clone();
+        let model = self.rt.models().answering(self.transport).clone();
         if model.reads_attachments() {
             self.rt
                 .attachments()
                 .inline(&session_id, &mut history)
                 .await;
         }
-        let stream = model.stream(self.rt.model_request(&session_id, history));
+        let stream = model.stream(self.rt.models().request(&session_id, history));
         let Some((mut step, failure)) = self.read_step(stream).await else {
             return ControlFlow::Break(());
         };

@@ -350,7 +350,8 @@ impl TurnDriver {
         if !automatic {
             // The card is shown: a model still talking is told the call waits (ADR 0035).
             self.rt
-                .model_for(self.transport)
+                .models()
+                .answering(self.transport)
                 .awaiting_approval(&self.session.id, call);
         }
         if automatic {

@@ -36,7 +36,8 @@ pub async fn revoke_grant(id: String) -> Result<(), FnError> {
     let state = expect_context::<crate::transport::state::AppState>();
     state
         .runtime
-        .revoke_grant(&id, crate::ui::api::principal().id())
+        .grants()
+        .revoke(&id, crate::ui::api::principal().id())
         .await
         .map(|_| ())
         .map_err(list::revoke_refusal)

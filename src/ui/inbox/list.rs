@@ -77,7 +77,7 @@ pub async fn inbox_html(
     };
     let (items, more) = match focus {
         Some(focus) => {
-            let one = state.runtime.waiting(focus).await.map_err(unread)?;
+            let one = state.runtime.inbox.waiting(focus).await.map_err(unread)?;
             let now = state.runtime.clock.now_ms();
             let items: Vec<Seen> = one
                 .filter(|w| w.deadline_ms > now)
@@ -106,7 +106,8 @@ pub async fn inbox_html(
         None => {
             let page = state
                 .runtime
-                .inbox_page(&signer, None, PAGE)
+                .inbox
+                .page(&signer, None, PAGE)
                 .await
                 .map_err(unread)?;
             let more = page.len() == PAGE;
@@ -297,7 +298,7 @@ fn edit_html(seen: &Seen, tool: Option<&crate::agent::tools::Tool>, id: &str) ->
 
 /// The approval `approval_id` if it waits (the store's answer; its failure a 503).
 async fn waiting_now(state: &AppState, approval_id: &str) -> Result<Option<Waiting>, FnError> {
-    state.runtime.waiting(approval_id).await.map_err(|e| {
+    state.runtime.inbox.waiting(approval_id).await.map_err(|e| {
         tracing::error!(error = %e.report(), approval = %approval_id, "cannot read a waiting approval");
         crate::transport::ApiError::from(e).into()
     })

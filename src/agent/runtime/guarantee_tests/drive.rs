@@ -193,7 +193,7 @@ pub(super) async fn run_on(instances: usize, steps: Vec<Step>) -> Result<(), Tes
                 let index = grant % world.grants.len();
                 let id = world.grants[index].id.clone();
                 let was = world.grants[index].revoked;
-                let got = sys.rt.revoke_grant(&id, REQUESTER).await;
+                let got = sys.rt.grants().revoke(&id, REQUESTER).await;
                 prop_assert_eq!(got.is_ok(), !was, "{}: {:?}", at, got.err());
                 world.grants[index].revoked = true;
                 // It read the grants from the store first: every one is known here now.

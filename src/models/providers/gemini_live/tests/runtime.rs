@@ -66,7 +66,7 @@ async fn a_bidi_turn_through_the_runtime_waits_for_approval_then_answers() {
 
     let (_server, mut conn, runtime, mut reader, approval_id) =
         payment_awaiting_approval("live-chat").await;
-    assert!(runtime.models_label().contains("BIDI: gemini-live"));
+    assert!(runtime.models().label().contains("BIDI: gemini-live"));
     assert_eq!(
         within("finish-step", reader.next()).await,
         Some(TurnEntry::Chunk(Chunk::FinishStep))

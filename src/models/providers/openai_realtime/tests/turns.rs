@@ -57,7 +57,8 @@ async fn a_typed_turn_goes_as_input_text_and_the_answer_streams_back() {
     assert!(read.errors.is_empty(), "{:?}", read.errors);
     assert!(
         runtime
-            .models_label()
+            .models()
+            .label()
             .contains("openai-realtime:gpt-realtime")
     );
 
