@@ -4,8 +4,8 @@
 //! the answers only the person can give, found in the last assistant message:
 //! * a tool part in state `approval-responded` with `approval {id, approved, reason}` (plus our
 //!   `editedInput` extension);
-//! * the seed system's ADK form: a `tool-adk_request_confirmation` part whose toolCallId is the
-//!   approval id, answered by `approval.approved` or `output.confirmed`;
+//! * a client's own answer parts, where its profile has them ([`super::profile::Profile::own_answer`]:
+//!   the seed system's ADK confirmation);
 //! * a browser tool's `output-available` / `output-error` part (the AI SDK's `addToolOutput`).
 //!
 //! This file only decodes them ([`decode`]): which of them the chat already holds (echoes) and
@@ -14,26 +14,27 @@
 
 use serde_json::Value;
 
-use super::error::ApiError;
+use super::{error::ApiError, profile::OwnAnswer};
 use crate::{
     agent::{ApprovalDecision, BrowserResult, PersonInput, gate::Resent},
     protocol::{ToolPart, ToolState, UiMessage, UiPart, grant::GrantRequest},
 };
 
-/// The tool name of the seed system's confirmation parts.
-const ADK_CONFIRMATION: &str = "adk_request_confirmation";
-
-/// The answers `message` carries, in its order (a part's approval before its output); a grant
-/// that does not decode is refused.
-pub fn decode(message: &UiMessage) -> Result<Resent, ApiError> {
+/// The answers `message` carries, in its order (a part's approval before its output), a part
+/// of the client's own read by `own_answer` (its profile's); a grant that does not decode is
+/// refused.
+pub fn decode(
+    message: &UiMessage,
+    own_answer: fn(&ToolPart) -> Option<OwnAnswer>,
+) -> Result<Resent, ApiError> {
     let mut answers = Vec::new();
     for part in &message.parts {
         let tool = match part {
             UiPart::Tool(tool) | UiPart::DynamicTool(tool) => tool,
             _ => continue,
         };
-        if tool.tool_name == ADK_CONFIRMATION {
-            answers.extend(adk_confirmation(tool));
+        if let Some(own) = own_answer(tool) {
+            answers.extend(own);
             continue;
         }
         if let Some(approval) = &tool.approval
@@ -74,38 +75,6 @@ pub fn decode(message: &UiMessage) -> Result<Resent, ApiError> {
     })
 }
 
-/// The seed system's confirmation part: `tool-adk_request_confirmation` answered in
-/// `approval.approved` (AI SDK style) or `output.confirmed` (ADK function response style).
-fn adk_confirmation(tool: &ToolPart) -> Option<PersonInput> {
-    let approval_id = tool
-        .approval
-        .as_ref()
-        .map(|a| a.id.clone())
-        .unwrap_or_else(|| tool.tool_call_id.clone());
-    let confirmed = tool
-        .approval
-        .as_ref()
-        .and_then(|a| a.approved)
-        .or_else(|| {
-            tool.output
-                .as_ref()
-                .and_then(|o| o.get("confirmed"))
-                .and_then(Value::as_bool)
-        })?;
-    let decision = if confirmed {
-        ApprovalDecision::Approve
-    } else {
-        ApprovalDecision::Deny {
-            reason: tool.approval.as_ref().and_then(|a| a.reason.clone()),
-        }
-    };
-    Some(PersonInput::Approval {
-        approval_id,
-        decision,
-        step_up: None,
-    })
-}
-
 /// A browser tool's output, if the part carries one.
 fn browser_output(tool: &ToolPart) -> Option<PersonInput> {
     let result = match tool.state {
@@ -141,7 +110,8 @@ pub fn is_answer(message: &UiMessage) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::gate::ApprovalResolution;
+    use crate::agent::{Transport, gate::ApprovalResolution};
+    use crate::transport::profile::{Profile, ai_sdk};
     use crate::{
         agent::{
             SessionRecord,
@@ -154,13 +124,24 @@ mod tests {
     };
     use serde_json::json;
 
-    /// The new answers in `message` for the chat of `record`: decoded here, judged by the gate.
+    /// The new answers in `message` for the chat of `record`, from an AI SDK client: decoded
+    /// here, judged by the gate.
     fn extract(
         message: &UiMessage,
         record: &SessionRecord,
         signer: &str,
     ) -> Result<Vec<PersonInput>, ApiError> {
-        Ok(decode(message)?.fresh(record.held(), signer)?)
+        extract_from(&ai_sdk(Transport::Sse), message, record, signer)
+    }
+
+    /// [`extract`] from a client of `profile`.
+    fn extract_from(
+        profile: &Profile,
+        message: &UiMessage,
+        record: &SessionRecord,
+        signer: &str,
+    ) -> Result<Vec<PersonInput>, ApiError> {
+        Ok(decode(message, profile.own_answer)?.fresh(record.held(), signer)?)
     }
 
     fn record_with(calls: Vec<StepCall>) -> SessionRecord {
@@ -374,16 +355,33 @@ mod tests {
     }
 
     #[test]
-    fn the_seed_confirmation_part_is_understood() {
+    fn the_seed_confirmation_part_is_understood_from_the_seeds_client_only() {
         let record = record_with(vec![call(
             "c1",
             "process_payment",
             ToolLocation::Server,
             awaiting("confirm-1"),
         )]);
-        let mut tool = ToolPart::new(ADK_CONFIRMATION, "confirm-1", ToolState::OutputAvailable);
+        let mut tool = ToolPart::new(
+            "adk_request_confirmation",
+            "confirm-1",
+            ToolState::OutputAvailable,
+        );
         tool.output = Some(json!({"confirmed": false}));
-        let inputs = extract(&message(vec![UiPart::Tool(tool)]), &record, "local").unwrap();
+        let confirmation = message(vec![UiPart::Tool(tool)]);
+        // From an AI SDK client it is a part like any other: the output of a call the chat
+        // never made, refused.
+        assert_eq!(
+            extract(&confirmation, &record, "local").unwrap_err().code,
+            "unknown_tool_call"
+        );
+        let inputs = extract_from(
+            &super::super::seed::stream(),
+            &confirmation,
+            &record,
+            "local",
+        )
+        .unwrap();
         assert_eq!(
             inputs,
             vec![PersonInput::Approval {

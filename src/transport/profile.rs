@@ -6,15 +6,16 @@
 //! [`Transport`] label.
 //!
 //! The AI SDK's profile is here ([`ai_sdk`]); the original system's is in `seed.rs`, with its
-//! requests, and its encoder in `protocol/seed.rs`. A new client is those two files and one
-//! route line per route it speaks on.
+//! requests, its answers and its socket frames, and its encoder in `protocol/seed.rs`. A new
+//! client is those two files, their `mod` lines, and one route line per route it speaks on;
+//! one whose turns the chunk and audit logs should tell apart adds a [`Transport`] label too.
 
 use serde_json::Value;
 
 use super::error::ApiError;
 use crate::{
-    agent::{TextTiming, Transport, TurnLog},
-    protocol::{ChatRequest, Chunk, Dialect, envelope::ReadLimits},
+    agent::{PersonInput, TextTiming, Transport, TurnLog},
+    protocol::{ChatRequest, Chunk, Dialect, ToolPart, envelope::ReadLimits},
 };
 
 /// What a client on a route speaks.
@@ -33,6 +34,11 @@ pub struct Profile {
     pub decode: fn(&[u8], ReadLimits) -> Result<ChatRequest, ApiError>,
     /// Writes a turn's log for it, in `keys`.
     pub encoder: fn(Dialect) -> Box<dyn Encoder>,
+    /// An answer in a tool part of its own making ([`OwnAnswer`]); `None`: the part is read as
+    /// the AI SDK's.
+    pub own_answer: fn(&ToolPart) -> Option<OwnAnswer>,
+    /// A socket frame of its own shape made one of ours ([`FrameOf`]), before it is typed.
+    pub frame: fn(Value, FrameOf<'_>) -> Value,
     /// How it behaves on a WebSocket.
     pub socket: SocketManners,
 }
@@ -59,6 +65,17 @@ impl Profile {
     pub fn encoder(&self, keys: Dialect) -> Box<dyn Encoder> {
         (self.encoder)(keys)
     }
+}
+
+/// A tool part that is a client's own way of answering: the answer it carries, if any.
+pub type OwnAnswer = Option<PersonInput>;
+
+/// What a socket frame is read on: the chat the socket serves (`None` until it has one) and
+/// the socket's number (a name for a chat a frame does not name).
+#[derive(Debug, Clone, Copy)]
+pub struct FrameOf<'a> {
+    pub chat: Option<&'a str>,
+    pub connection: u64,
 }
 
 /// How a client behaves on a WebSocket where it differs from ours.
@@ -145,6 +162,8 @@ pub fn ai_sdk(transport: Transport) -> Profile {
         timing: Some(TextTiming::Progressive),
         decode: read_chat_request,
         encoder: |keys| Box::new(ChunkEncoder(keys)),
+        own_answer: |_| None,
+        frame: |frame, _| frame,
         socket: SocketManners::default(),
     }
 }

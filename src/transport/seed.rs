@@ -10,13 +10,13 @@ use serde_json::{Value, json, value::RawValue};
 use super::{
     context::MAX_MESSAGES,
     error::ApiError,
-    profile::{Encoder, Out, Profile, SocketManners},
+    profile::{Encoder, Out, OwnAnswer, Profile, SocketManners},
     request::read_error,
 };
 use crate::{
-    agent::{Transport, TurnEntry, TurnLog},
+    agent::{ApprovalDecision, PersonInput, Transport, TurnEntry, TurnLog},
     protocol::{
-        ChatRequest, Chunk, Dialect, Role, UiMessage, UiPart,
+        ChatRequest, Chunk, Dialect, Role, ToolPart, UiMessage, UiPart,
         envelope::{ReadLimits, latest_messages},
         message::TextPart,
         seed::{Entry, SeedEncoder, SeedTransport},
@@ -36,6 +36,8 @@ pub fn stream() -> Profile {
         timing: None,
         decode: request,
         encoder: |_| Box::new(Frames(SeedEncoder::new(SeedTransport::Sse))),
+        own_answer,
+        frame: |frame, on| normalise_frame(frame, on.chat, || format!("live-{}", on.connection)),
         socket: SocketManners::default(),
     }
 }
@@ -54,6 +56,46 @@ pub fn live() -> Profile {
         },
         ..stream()
     }
+}
+
+/// The tool name of the seed system's confirmation parts.
+const ADK_CONFIRMATION: &str = "adk_request_confirmation";
+
+/// The seed's own answer parts: its confirmation ([`adk_confirmation`]).
+fn own_answer(tool: &ToolPart) -> Option<OwnAnswer> {
+    (tool.tool_name == ADK_CONFIRMATION).then(|| adk_confirmation(tool))
+}
+
+/// The seed system's confirmation part: `tool-adk_request_confirmation` answered in
+/// `approval.approved` (AI SDK style) or `output.confirmed` (ADK function response style).
+fn adk_confirmation(tool: &ToolPart) -> Option<PersonInput> {
+    let approval_id = tool
+        .approval
+        .as_ref()
+        .map(|a| a.id.clone())
+        .unwrap_or_else(|| tool.tool_call_id.clone());
+    let confirmed = tool
+        .approval
+        .as_ref()
+        .and_then(|a| a.approved)
+        .or_else(|| {
+            tool.output
+                .as_ref()
+                .and_then(|o| o.get("confirmed"))
+                .and_then(Value::as_bool)
+        })?;
+    let decision = if confirmed {
+        ApprovalDecision::Approve
+    } else {
+        ApprovalDecision::Deny {
+            reason: tool.approval.as_ref().and_then(|a| a.reason.clone()),
+        }
+    };
+    Some(PersonInput::Approval {
+        approval_id,
+        decision,
+        step_up: None,
+    })
 }
 
 /// The seed's encoder ([`SeedEncoder`]) as a profile's [`Encoder`]: whole frames, its own

@@ -66,7 +66,8 @@ pub async fn open(
     let principal = super::access::principal_id(actor);
     match command {
         ChatCommand::Answer { message, .. } => {
-            let (session, answers) = read_answers(runtime, chat_id, &message, principal).await?;
+            let (session, answers) =
+                read_answers(runtime, chat_id, &message, principal, profile).await?;
             let receipt = match runtime.answer(chat_id, session, answers, actor).await? {
                 AnswerOutcome::Applied(receipt) => receipt,
                 AnswerOutcome::Nothing(status) => return Err(nothing_to_continue(status)),
@@ -95,7 +96,8 @@ pub async fn open(
 }
 
 /// The chat `chat_id` as it is now, which must be `principal`'s (`None`: it does not exist),
-/// and the person's answers in `message` (an [`ChatCommand::Answer`]'s), decoded: what every
+/// and the person's answers in `message` (an [`ChatCommand::Answer`]'s), decoded as its
+/// client's `profile` reads them: what every
 /// route that takes answers in a message list does before it hands both to
 /// [`Runtime::answer`] (which of them are new is the gate's to say, on that chat).
 pub async fn read_answers(
@@ -103,9 +105,10 @@ pub async fn read_answers(
     chat_id: &str,
     message: &UiMessage,
     principal: &str,
+    profile: &Profile,
 ) -> Result<(Option<Arc<Session>>, Answers), ApiError> {
     let session = super::access::own_chat_to_answer(runtime, principal, chat_id).await?;
-    let answers = Answers::Resent(decode(message)?);
+    let answers = Answers::Resent(decode(message, profile.own_answer)?);
     Ok((session, answers))
 }
 

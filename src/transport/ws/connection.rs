@@ -18,7 +18,6 @@ use super::{
     forward::Forwarding,
     inbound::{self, Inbound, Keepalive, Next},
     limiter::FrameLimiter,
-    seed,
     socket::{Socket, Upgrade},
     voice,
 };
@@ -31,7 +30,7 @@ use crate::{
     },
     transport::{
         edge::Client,
-        profile::{Encoder, Profile},
+        profile::{Encoder, FrameOf, Profile},
         request::{read_limits, too_many_messages},
         state::AppState,
     },
@@ -97,16 +96,16 @@ enum Unread {
 }
 
 /// A BIDI route's text frame as its [`ClientFrame`]: read once (what a server keeps of it),
-/// the seed's looser `message` frames normalised (`chat`: the socket's, `connection`: its number
-/// for a chat it has not got yet), then typed.
+/// a frame of the client's own shape made ours by its profile ([`Profile::frame`]: the seed's
+/// looser `message` frames), then typed.
 fn read_frame(
     text: &str,
     limits: ReadLimits,
-    chat: Option<&str>,
-    connection: u64,
+    profile: &Profile,
+    on: FrameOf<'_>,
 ) -> Result<ClientFrame, Unread> {
     let value = ClientFrame::value_for_server(text, limits).map_err(Unread::Json)?;
-    let value = seed::normalise_frame(value, chat, || format!("live-{connection}"));
+    let value = (profile.frame)(value, on);
     ClientFrame::from_value(value).map_err(Unread::Frame)
 }
 
@@ -225,8 +224,15 @@ impl Connection {
     /// What the client sent, through the one path every socket reads its client by
     /// ([`inbound::receive`]).
     async fn on_readable(&mut self, socket: &mut Socket, keepalive: &mut Keepalive) -> Next {
-        let (limits, chat, connection) = (self.limits, self.chat.clone(), self.id);
-        let read = move |text: String| read_frame(&text, limits, chat.as_deref(), connection);
+        let (limits, chat, connection, profile) =
+            (self.limits, self.chat.clone(), self.id, self.profile);
+        let read = move |text: String| {
+            let on = FrameOf {
+                chat: chat.as_deref(),
+                connection,
+            };
+            read_frame(&text, limits, &profile, on)
+        };
         match inbound::receive(socket, &mut self.limiter, keepalive, read).await {
             Inbound::Frame(read) => self.on_read(read, socket).await,
             // Microphone audio: PCM16LE mono 16 kHz.

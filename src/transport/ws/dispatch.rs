@@ -131,7 +131,9 @@ impl Connection {
         let principal = self.client.principal();
         match command {
             ChatCommand::Answer { message, .. } => {
-                match read_answers(&runtime, &chat_id, &message, principal.id()).await {
+                match read_answers(&runtime, &chat_id, &message, principal.id(), &self.profile)
+                    .await
+                {
                     Ok((session, answers)) => self.answer(&chat_id, session, answers, socket).await,
                     Err(e) => self.send_api_error(socket, e).await,
                 }
