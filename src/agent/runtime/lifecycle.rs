@@ -11,7 +11,8 @@ use std::{
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::{Runtime, turns::TurnPlan};
+use super::Runtime;
+use crate::agent::turn::TurnPlan;
 use crate::agent::{
     clock::{Millis, until},
     gate::{CallPhase, next_deadline},

@@ -8,7 +8,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Runtime, TextTiming, TurnError, TurnStarted, UserTurn};
 use crate::agent::{
-    Transport,
     attachments::CheckedAttachments,
     clock::IdKind,
     history::{AssistantPart, HistoryItem, Outcome, ToolCall},
@@ -20,7 +19,7 @@ use crate::agent::{
     },
     store::StoreNews,
     turn::SUPERSEDED_BY_MESSAGE,
-    turn::{Aside, DriveFrom, QuestionParts, TurnCommits, TurnDriver, TurnOutput},
+    turn::{Aside, DriveFrom, TurnDriver, TurnPlan},
 };
 use crate::protocol::{Chunk, MessageReducer, UiMessage, UiPart, message::FilePart};
 
@@ -150,52 +149,6 @@ fn adopt_context(record: &mut SessionRecord, context: Vec<HistoryItem>) {
         items = record.history.len() - before,
         "a new chat adopted the client's earlier messages as context"
     );
-}
-
-/// The turn a driver drives: its ids, the reducer that mirrors its assistant message as the
-/// client sees it, and how its output is written.
-pub(super) struct TurnPlan {
-    turn_id: String,
-    message_id: String,
-    reducer: MessageReducer,
-    timing: Option<TextTiming>,
-    transport: Transport,
-    /// A spoken turn's `data-voice` `heard` chunk (what the person said, as their message).
-    heard: Option<Chunk>,
-}
-
-impl TurnPlan {
-    /// The turn's id.
-    pub(super) fn turn_id(&self) -> &str {
-        &self.turn_id
-    }
-
-    /// The plan of `record`'s turn `turn`, going on with its assistant message as the record
-    /// has it (a new one if the record has none yet).
-    pub(super) fn continuing(record: &SessionRecord, turn: &TurnRecord) -> Self {
-        // From the end: the turn's message is the last one, the only one decoded here.
-        let found = record.messages.iter().rev().find_map(|m| match m {
-            Ok(m) if m.id == turn.message_id => Some(Ok(m.into_owned())),
-            Ok(_) => None,
-            Err(e) => Some(Err(e)),
-        });
-        let reducer = match found {
-            Some(Ok(message)) => MessageReducer::continuing(message),
-            Some(Err(e)) => {
-                tracing::error!(session = %record.id, error = %e, "the turn's stored message does not decode; it goes on in a new one");
-                MessageReducer::new(turn.message_id.clone())
-            }
-            None => MessageReducer::new(turn.message_id.clone()),
-        };
-        TurnPlan {
-            turn_id: turn.id.clone(),
-            message_id: turn.message_id.clone(),
-            reducer,
-            timing: turn.timing,
-            transport: turn.transport,
-            heard: None,
-        }
-    }
 }
 
 /// How a turn begins, besides the person's message: its text timing, a call it puts before the
@@ -602,8 +555,7 @@ impl Runtime {
             asides: Default::default(),
         };
         let (turn_id, message_id) = (plan.turn_id.clone(), plan.message_id.clone());
-        let mut driver = self.driver(session, &turn, plan);
-        driver.reissue = reissue;
+        let driver = TurnDriver::new(self, session, &turn, plan, reissue);
         turn.task = Some(driver.spawn(DriveFrom::Start));
         self.metrics.turn_started();
         let log = turn.log.clone();
@@ -612,45 +564,6 @@ impl Runtime {
             turn_id,
             message_id,
             log,
-        }
-    }
-
-    /// A driver for `turn`, writing its log.
-    fn driver(
-        self: &Arc<Self>,
-        session: &Arc<Session>,
-        turn: &LiveTurn,
-        plan: TurnPlan,
-    ) -> TurnDriver {
-        let TurnPlan {
-            turn_id,
-            message_id: _,
-            reducer,
-            timing,
-            transport,
-            heard,
-        } = plan;
-        TurnDriver {
-            rt: self.clone(),
-            session: session.clone(),
-            output: TurnOutput::new(
-                self,
-                session.id.clone(),
-                turn.log.clone(),
-                reducer,
-                transport,
-            ),
-            cancel: turn.cancel.clone(),
-            interrupt_reason: turn.interrupt_reason.clone(),
-            timing: timing.unwrap_or(self.settings.text_timing),
-            transport,
-            turn_id,
-            commits: TurnCommits::default(),
-            notices: self.models().answering(transport).call_notices(&session.id),
-            questions: QuestionParts::new(),
-            reissue: None,
-            heard,
-            speech: Default::default(),
         }
     }
 
@@ -672,7 +585,13 @@ impl Runtime {
         turn.parked = None;
         // The record's copy of the message is exactly what the reducer had: the turn synced it
         // when it paused, and every text or reasoning block was closed.
-        let driver = self.driver(session, turn, TurnPlan::continuing(record, current));
+        let driver = TurnDriver::new(
+            self,
+            session,
+            turn,
+            TurnPlan::continuing(record, current),
+            None,
+        );
         turn.task = Some(driver.spawn(DriveFrom::Pause(parked)));
     }
 

@@ -12,7 +12,7 @@ use crate::agent::{
 };
 
 impl TurnDriver {
-    pub(crate) fn audit_event(
+    pub(super) fn audit_event(
         &self,
         kind: AuditKind,
         call: &ToolCall,

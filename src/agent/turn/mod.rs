@@ -4,7 +4,8 @@
 //!
 //! This file holds the driver and its loop; `step` reads one model step, `calls` resolves the
 //! calls of a step (phase A), `emit` ends, pauses and parks the turn, `output` puts every chunk
-//! where it goes, `audit` builds the audit events.
+//! where it goes, `audit` builds the audit events, `plan` is what the runtime makes a driver
+//! from. Outside this module a driver is made ([`TurnDriver::new`]) and spawned, nothing more.
 
 mod aside;
 mod audit;
@@ -14,10 +15,12 @@ mod countersign;
 mod emit;
 mod output;
 mod payments;
+mod plan;
 mod relay;
 mod step;
 mod voice;
 pub(crate) use aside::Aside;
+pub(crate) use plan::TurnPlan;
 pub(crate) use voice::voice_heard;
 
 use std::ops::ControlFlow;
@@ -42,8 +45,8 @@ use crate::protocol::{Chunk, FinishReason};
 use super::runtime::{Runtime, TextTiming};
 
 pub(crate) use audit::{audit_event, executed_event};
-pub(crate) use commits::TurnCommits;
-pub(crate) use output::TurnOutput;
+use commits::TurnCommits;
+use output::TurnOutput;
 
 /// The interrupt reason of a turn that waited for the person when they sent a new message: its
 /// waiting calls end as superseded rather than interrupted.
@@ -70,39 +73,39 @@ pub(crate) enum DriveFrom {
 
 /// The running turn: drives the model and the calls; what it emits goes through its output.
 pub(crate) struct TurnDriver {
-    pub(crate) rt: Arc<Runtime>,
-    pub(crate) session: Arc<Session>,
+    rt: Arc<Runtime>,
+    session: Arc<Session>,
     /// Where every chunk goes: the message, the chunk log, the turn's log, other instances.
-    pub(crate) output: TurnOutput,
-    pub(crate) cancel: CancellationToken,
-    pub(crate) interrupt_reason: Arc<Mutex<Option<String>>>,
-    pub(crate) timing: TextTiming,
+    output: TurnOutput,
+    cancel: CancellationToken,
+    interrupt_reason: Arc<Mutex<Option<String>>>,
+    timing: TextTiming,
     /// `sse` / `bidi`: which model answers, what the client is told.
-    pub(crate) transport: Transport,
-    pub(crate) turn_id: String,
+    transport: Transport,
+    turn_id: String,
     /// What the turn has to commit, and whether it still can.
-    pub(crate) commits: TurnCommits,
+    commits: TurnCommits,
     /// Notices from the model about calls of earlier steps (Gemini Live withdraws calls).
-    pub(crate) notices: Option<CallSubscription>,
+    notices: Option<CallSubscription>,
     /// The `data-question` parts running tools send (questions to the person, open and closed).
-    pub(crate) questions: QuestionParts,
+    questions: QuestionParts,
     /// "Ask again": an earlier call put before the person again, as the turn's first step.
-    pub(crate) reissue: Option<super::history::ToolCall>,
+    reissue: Option<super::history::ToolCall>,
     /// A spoken turn's `data-voice` `heard` chunk, sent before its message starts.
-    pub(crate) heard: Option<Chunk>,
+    heard: Option<Chunk>,
     /// The agent's speech in the message streaming now (voice models).
-    pub(crate) speech: voice::Speech,
+    speech: voice::Speech,
 }
 
 /// The channel running tools tell their questions on; the turn emits the parts and records the
 /// audit events.
-pub(crate) struct QuestionParts {
-    pub(crate) tx: tokio::sync::mpsc::UnboundedSender<QuestionEvent>,
-    pub(crate) rx: tokio::sync::mpsc::UnboundedReceiver<QuestionEvent>,
+struct QuestionParts {
+    tx: tokio::sync::mpsc::UnboundedSender<QuestionEvent>,
+    rx: tokio::sync::mpsc::UnboundedReceiver<QuestionEvent>,
 }
 
 impl QuestionParts {
-    pub(crate) fn new() -> Self {
+    fn new() -> Self {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         QuestionParts { tx, rx }
     }
