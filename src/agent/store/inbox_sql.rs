@@ -10,7 +10,7 @@ use super::StoreError;
 use crate::agent::{clock::Millis, inbox::InboxQuery};
 
 /// How a database spells what the page query needs.
-pub(crate) struct Dialect {
+pub(crate) struct SqlSpelling {
     /// The n-th placeholder (`?n`, `$n`).
     pub(crate) mark: fn(usize) -> String,
     /// What makes an `approval_keys.approval_id` comparable with `pending_approvals`' key by
@@ -22,7 +22,7 @@ pub(crate) struct Dialect {
 
 /// The page query for `keys` keys in `dialect`. Its parameters: 1 the time deadlines must be
 /// after, 2 and 3 the cursor (requested_at_ms, approval_id), 4 the page size, then the keys.
-pub(crate) fn page_sql(keys: usize, dialect: &Dialect) -> String {
+pub(crate) fn page_sql(keys: usize, dialect: &SqlSpelling) -> String {
     let mark = dialect.mark;
     let ranges: Vec<String> = (0..keys)
         .map(|i| {

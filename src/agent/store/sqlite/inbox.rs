@@ -82,7 +82,7 @@ pub(super) fn page(conn: &Connection, query: &InboxQuery) -> Result<Vec<Waiting>
     let (now, at, id, limit) = inbox_sql::page_params(query)?;
     let sql = inbox_sql::page_sql(
         query.keys.len(),
-        &inbox_sql::Dialect {
+        &inbox_sql::SqlSpelling {
             mark: |n| format!("?{n}"),
             id_collation: "",
         },
