@@ -23,6 +23,13 @@ async fn bad_input_gets_an_error_chunk_and_the_session_survives() {
             json!({"type": "tool_result", "toolCallId": "x", "result": {}}).to_string(),
             "no chat yet",
         ),
+        // The seed's looser `message` frame (no chat id, `content` text) is its profile's
+        // (`/live`), not this route's (ADR 0031, amended 2026-11-29).
+        (
+            json!({"type": "message", "messages": [{"role": "user", "content": "hello"}]})
+                .to_string(),
+            "missing field `id`",
+        ),
         // More messages than a request may carry (the default cap, 10,000): refused unread.
         (
             json!({"type": "message", "id": "c", "messages":
