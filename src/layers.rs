@@ -187,6 +187,46 @@ fn a_chat_is_written_in_one_place() {
     );
 }
 
+/// A client's dialect lives in its own files (ADR 0031, issue #34): outside the seed's two
+/// (`transport/seed.rs`: its profile, requests, answers and frames; `protocol/seed.rs`: its
+/// encoder) shipped code names the seed only where a module declares and re-exports them, where
+/// a route line picks its profile, and in the turn's label. The agent knows the label, not the
+/// client.
+#[test]
+fn the_seeds_dialect_lives_in_its_own_files() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut naming = Vec::new();
+    for path in &files {
+        let relative = path.strip_prefix(&src).unwrap_or(path);
+        if is_test_file(relative) || relative == Path::new("layers.rs") {
+            continue;
+        }
+        let source = fs::read_to_string(path).unwrap_or_default();
+        let shipped = shipped(&source);
+        let names_it = shipped.contains("seed::")
+            || shipped.contains("Transport::Seed")
+            || shipped.contains("SeedEncoder");
+        if names_it {
+            naming.push(relative.display().to_string());
+        }
+    }
+    naming.sort();
+    assert_eq!(
+        naming,
+        [
+            "agent/mod.rs",
+            "protocol/mod.rs",
+            "protocol/seed.rs",
+            "transport/seed.rs",
+            "transport/sse.rs",
+            "transport/ws/mod.rs",
+        ],
+        "the files that name the seed's dialect"
+    );
+}
+
 #[test]
 fn the_reader_sees_grouped_and_plain_paths() {
     let source = "use crate::{\n    agent::{people::Principal, Runtime},\n    protocol::Chunk,\n    transport::state::AppState,\n};\nlet x = crate::ui::url::encode(y);";
