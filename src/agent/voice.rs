@@ -166,7 +166,7 @@ pub enum VoiceError {
     NotStarted,
     /// A frame that is not PCM16 mono within the size limit.
     #[error(transparent)]
-    Frame(#[from] FrameError),
+    Frame(#[from] AudioFrameError),
     /// The live session could not take it.
     #[error("the voice session failed: {0}")]
     Model(#[from] ModelError),
@@ -174,7 +174,7 @@ pub enum VoiceError {
 
 /// Why an audio frame was refused (the transport closes the socket: 1007 or 1009).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum FrameError {
+pub enum AudioFrameError {
     #[error("an audio frame has an odd number of bytes ({len}): PCM16 samples are 2 bytes")]
     OddLength { len: usize },
     #[error("an audio frame of {len} bytes is over the limit of {max} bytes (0.5 s at 16 kHz)")]
@@ -182,20 +182,20 @@ pub enum FrameError {
 }
 
 /// Checks one microphone frame: whole PCM16 samples, at most [`MAX_AUDIO_FRAME_BYTES`].
-pub fn check_frame(bytes: &[u8]) -> Result<(), FrameError> {
+pub fn check_frame(bytes: &[u8]) -> Result<(), AudioFrameError> {
     check_frame_len(bytes.len())
 }
 
 /// [`check_frame`] for a frame of `len` bytes.
-pub fn check_frame_len(len: usize) -> Result<(), FrameError> {
+pub fn check_frame_len(len: usize) -> Result<(), AudioFrameError> {
     if len > MAX_AUDIO_FRAME_BYTES {
-        return Err(FrameError::TooLarge {
+        return Err(AudioFrameError::TooLarge {
             len,
             max: MAX_AUDIO_FRAME_BYTES,
         });
     }
     if !len.is_multiple_of(2) {
-        return Err(FrameError::OddLength { len });
+        return Err(AudioFrameError::OddLength { len });
     }
     Ok(())
 }
@@ -286,11 +286,11 @@ mod tests {
         assert_eq!(check_frame(&[0; MAX_AUDIO_FRAME_BYTES]), Ok(()));
         assert_eq!(
             check_frame(&[0; 3201]),
-            Err(FrameError::OddLength { len: 3201 })
+            Err(AudioFrameError::OddLength { len: 3201 })
         );
         assert_eq!(
             check_frame(&[0; MAX_AUDIO_FRAME_BYTES + 2]),
-            Err(FrameError::TooLarge {
+            Err(AudioFrameError::TooLarge {
                 len: MAX_AUDIO_FRAME_BYTES + 2,
                 max: MAX_AUDIO_FRAME_BYTES
             })

@@ -15,8 +15,8 @@ use base64::Engine as _;
 use super::{ChatScope, Connection, close, inbound::Next, socket::Socket};
 use crate::{
     agent::voice::{
-        FrameError, INPUT_SAMPLE_RATE, MAX_AUDIO_FRAME_BYTES, VoiceError, VoiceInput, VoiceMode,
-        check_frame_len, duration_secs, speech_of,
+        AudioFrameError, INPUT_SAMPLE_RATE, MAX_AUDIO_FRAME_BYTES, VoiceError, VoiceInput,
+        VoiceMode, check_frame_len, duration_secs, speech_of,
     },
     config::EdgeSettings,
     protocol::{
@@ -78,10 +78,10 @@ impl Voice {
 
 /// The close for a frame that is not PCM16 within the size limit: 1007 for an odd length, 1009
 /// for one too large.
-fn frame_close(error: FrameError) -> (u16, String) {
+fn frame_close(error: AudioFrameError) -> (u16, String) {
     let code = match error {
-        FrameError::OddLength { .. } => close::INVALID_PAYLOAD,
-        FrameError::TooLarge { .. } => close::TOO_BIG,
+        AudioFrameError::OddLength { .. } => close::INVALID_PAYLOAD,
+        AudioFrameError::TooLarge { .. } => close::TOO_BIG,
     };
     (code, error.to_string())
 }
@@ -163,7 +163,7 @@ impl Connection {
         }
         // A base64 string longer than a frame's bytes can be is refused before it is decoded.
         if chunk.len() > MAX_AUDIO_FRAME_BYTES.div_ceil(3) * 4 + 4 {
-            let (code, reason) = frame_close(FrameError::TooLarge {
+            let (code, reason) = frame_close(AudioFrameError::TooLarge {
                 len: chunk.len() / 4 * 3,
                 max: MAX_AUDIO_FRAME_BYTES,
             });
