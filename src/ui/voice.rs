@@ -6,10 +6,8 @@
 
 use leptos::{ev, prelude::*};
 
-use super::controller::{
-    ChatCtl, Link,
-    voice::{Hold, Mic},
-};
+use super::controller::{ChatCtl, Link, voice::Mic};
+use crate::protocol::envelope::AudioMode;
 
 /// The key held to talk, with Alt: V for voice. Alt keeps it from typing into the composer
 /// (and from the IME's Ctrl+Space); the physical key, so every keyboard layout has it.
@@ -29,8 +27,8 @@ pub async fn build_voice_bar(host: web_sys::Element) -> super::deferred::Built {
 fn status(mic: Mic, agent: Option<&str>) -> &'static str {
     match mic {
         Mic::Opening(_) => "Opening the microphone…",
-        Mic::Open(Hold::PushToTalk) => "Listening — let go to send",
-        Mic::Open(Hold::HandsFree) => "Hands-free: speak any time",
+        Mic::Open(AudioMode::PushToTalk) => "Listening — let go to send",
+        Mic::Open(AudioMode::HandsFree) => "Hands-free: speak any time",
         Mic::Closing => "Sending…",
         Mic::Off => match agent {
             Some("speaking") => "The agent is speaking",
@@ -50,13 +48,13 @@ fn VoiceBar() -> impl IntoView {
     let talking = move || {
         matches!(
             voice.mic.get(),
-            Mic::Opening(Hold::PushToTalk) | Mic::Open(Hold::PushToTalk)
+            Mic::Opening(AudioMode::PushToTalk) | Mic::Open(AudioMode::PushToTalk)
         )
     };
     let hands_free = move || {
         matches!(
             voice.mic.get(),
-            Mic::Opening(Hold::HandsFree) | Mic::Open(Hold::HandsFree)
+            Mic::Opening(AudioMode::HandsFree) | Mic::Open(AudioMode::HandsFree)
         )
     };
     let open = move || matches!(voice.mic.get(), Mic::Open(_) | Mic::Closing);
@@ -137,11 +135,11 @@ mod tests {
     #[test]
     fn the_status_line_says_what_the_microphone_does_before_what_the_agent_does() {
         assert_eq!(
-            status(Mic::Open(Hold::PushToTalk), Some("speaking")),
+            status(Mic::Open(AudioMode::PushToTalk), Some("speaking")),
             "Listening — let go to send"
         );
         assert_eq!(
-            status(Mic::Open(Hold::HandsFree), None),
+            status(Mic::Open(AudioMode::HandsFree), None),
             "Hands-free: speak any time"
         );
         assert_eq!(status(Mic::Off, Some("speaking")), "The agent is speaking");

@@ -13,38 +13,19 @@ use leptos::{prelude::*, task::spawn_local};
 use serde_json::{Value, json};
 
 use super::{ChatCtl, Mode};
+use crate::protocol::envelope::{AudioAction, AudioMode};
 use crate::ui::platform::VoiceEngine;
 
 /// The transient data part that tells the page the voice's state (`data-voice`).
 pub const VOICE_PART: &str = "voice";
-
-/// How the microphone is held.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hold {
-    /// Open while the talk button (or its key) is held: the server hears an utterance's start
-    /// and end from the page.
-    PushToTalk,
-    /// Open until turned off: the server finds the utterances (voice activity detection).
-    HandsFree,
-}
-
-impl Hold {
-    /// `audio_control.mode` on the wire.
-    pub fn wire(self) -> &'static str {
-        match self {
-            Hold::PushToTalk => "push_to_talk",
-            Hold::HandsFree => "hands_free",
-        }
-    }
-}
 
 /// The microphone's state, as the voice bar shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mic {
     Off,
     /// Asked for (the browser may be asking the person).
-    Opening(Hold),
-    Open(Hold),
+    Opening(AudioMode),
+    Open(AudioMode),
     /// Sending what it still holds, then `stop`.
     Closing,
 }
@@ -110,15 +91,15 @@ impl ChatCtl {
             return;
         }
         self.barge_in();
-        self.open_mic(Hold::PushToTalk);
+        self.open_mic(AudioMode::PushToTalk);
     }
 
     /// The talk button (or its key) is let go: the utterance ends.
     pub fn talk_end(self) {
         match self.voice.mic.get_untracked() {
             // Let go before the microphone opened: it closes as soon as it does.
-            Mic::Opening(Hold::PushToTalk) => self.voice.mic.set(Mic::Off),
-            Mic::Open(Hold::PushToTalk) => self.close_mic(),
+            Mic::Opening(AudioMode::PushToTalk) => self.voice.mic.set(Mic::Off),
+            Mic::Open(AudioMode::PushToTalk) => self.close_mic(),
             _ => {}
         }
     }
@@ -126,9 +107,9 @@ impl ChatCtl {
     /// The hands-free toggle: the microphone stays open and the server finds the utterances.
     pub fn toggle_hands_free(self) {
         match self.voice.mic.get_untracked() {
-            Mic::Off => self.open_mic(Hold::HandsFree),
-            Mic::Opening(Hold::HandsFree) => self.voice.mic.set(Mic::Off),
-            Mic::Open(Hold::HandsFree) => self.close_mic(),
+            Mic::Off => self.open_mic(AudioMode::HandsFree),
+            Mic::Opening(AudioMode::HandsFree) => self.voice.mic.set(Mic::Off),
+            Mic::Open(AudioMode::HandsFree) => self.close_mic(),
             _ => {}
         }
     }
@@ -145,7 +126,7 @@ impl ChatCtl {
         self.voice.state.set(None);
     }
 
-    fn open_mic(self, hold: Hold) {
+    fn open_mic(self, hold: AudioMode) {
         let voice = self.voice;
         voice.problem.set(None);
         voice.mic.set(Mic::Opening(hold));
@@ -159,7 +140,7 @@ impl ChatCtl {
                     Ok(()) if voice.mic.get_untracked() == Mic::Opening(hold) => {
                         voice.mic.set(Mic::Open(hold));
                         voice.chat.set_value(self.chat_id.get_untracked());
-                        self.send_audio_control("start", hold);
+                        self.send_audio_control(AudioAction::Start, hold);
                     }
                     // Let go (or turned off) while it opened.
                     Ok(()) => voice.engine(|e| e.close_mic(Box::new(|| {}))),
@@ -186,7 +167,7 @@ impl ChatCtl {
                     if let Some(frame) = frame {
                         self.transport().send_audio(self, frame);
                     }
-                    self.send_audio_control("stop", hold);
+                    self.send_audio_control(AudioAction::Stop, hold);
                 }
                 voice.level.set(0.0);
                 if voice.mic.get_untracked() == Mic::Closing {
@@ -209,7 +190,7 @@ impl ChatCtl {
         };
         let level = pcm::level(samples);
         voice.level.set(level);
-        if hold == Hold::HandsFree
+        if hold == AudioMode::HandsFree
             && voice.barge_in.try_update_value(|b| b.hears(level)) == Some(true)
             && voice
                 .engine
@@ -251,15 +232,15 @@ impl ChatCtl {
         self.voice.engine(|e| e.stop_playback());
     }
 
-    fn send_audio_control(self, action: &'static str, hold: Hold) {
+    fn send_audio_control(self, action: AudioAction, hold: AudioMode) {
         if self.mode.get_untracked() != Mode::Bidi {
             return;
         }
         let frame = json!({
             "type": "audio_control",
-            "action": action,
+            "action": action.as_str(),
             "id": self.chat_id.get_untracked(),
-            "mode": hold.wire(),
+            "mode": hold.as_str(),
         });
         self.transport().send_audio_control(self, frame);
     }
