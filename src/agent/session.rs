@@ -22,8 +22,8 @@ pub(crate) use super::lock;
 use super::{
     clock::Millis,
     gate::{
-        Answered, ApprovalDecision, ApprovalResolution, CallPhase, Gate, InputError, PersonInput,
-        Signer, StepCall, stale,
+        Against, Answered, ApprovalDecision, ApprovalResolution, CallPhase, Gate, InputError,
+        PersonInput, Signer, StepCall, stale,
     },
     history::HistoryItem,
     model::Usage,
@@ -641,12 +641,14 @@ impl Session {
             proposed,
         } = Gate::new(tools).answer(
             Some(&turn.calls),
-            resolved_approvals,
             inputs,
-            now_ms,
-            &mut decider,
-            signer,
-            &requester.id,
+            Against {
+                resolved: resolved_approvals,
+                now: now_ms,
+                policy: &mut decider,
+                signer,
+                requester: &requester.id,
+            },
         )?;
         drop(decider);
         let undo = Undo {

@@ -45,8 +45,6 @@ use crate::protocol::{
 mod approval;
 mod echo;
 
-use approval::Who;
-
 /// The gate of a runtime's tools.
 #[derive(Clone, Copy)]
 pub struct Gate<'a> {
@@ -88,6 +86,17 @@ pub enum Expiry {
         tool_call_id: String,
         waited: Duration,
     },
+}
+
+/// What the person's answers are judged against ([`Gate::answer`]): how the chat's approvals
+/// were resolved (a late or repeated answer is told how), the time, the policy as it is now
+/// (with the arguments that will run), and who answers whose chat.
+pub struct Against<'a> {
+    pub resolved: &'a BTreeMap<String, ApprovalResolution>,
+    pub now: Millis,
+    pub policy: &'a mut dyn Decide,
+    pub signer: &'a Signer,
+    pub requester: &'a str,
 }
 
 /// Inputs the gate accepted: the step's calls after them, how each approval they answered
@@ -266,21 +275,16 @@ impl<'a> Gate<'a> {
     /// approval a rule forbids now (the rules changed while it waited) ends the call denied by
     /// that rule. A grant is accepted only where the policy left the call to the person.
     ///
-    /// `signer` is who answers and `requester` whose chat it is: the countersignature rules
-    /// ([`countersign`]) say who may approve or deny what.
-    #[allow(clippy::too_many_arguments)]
+    /// `against.signer` is who answers and `against.requester` whose chat it is: the
+    /// countersignature rules ([`countersign`]) say who may approve or deny what.
     pub fn answer(
         &self,
         calls: Option<&[StepCall]>,
-        resolved: &BTreeMap<String, ApprovalResolution>,
         inputs: &[PersonInput],
-        now: Millis,
-        decide: &mut dyn Decide,
-        signer: &Signer,
-        requester: &str,
+        mut against: Against<'_>,
     ) -> Result<Answered, InputError> {
         let Some(calls) = calls else {
-            return Err(stale(inputs, resolved));
+            return Err(stale(inputs, against.resolved));
         };
         let mut answered = Answered {
             calls: calls.to_vec(),
@@ -289,9 +293,8 @@ impl<'a> Gate<'a> {
             signed: Vec::new(),
             proposed: Vec::new(),
         };
-        let who = Who { signer, requester };
         for input in inputs {
-            self.apply(&mut answered, resolved, input, now, decide, who)?;
+            self.apply(&mut answered, input, &mut against)?;
         }
         Ok(answered)
     }
@@ -300,18 +303,15 @@ impl<'a> Gate<'a> {
     fn apply(
         &self,
         answered: &mut Answered,
-        resolved: &BTreeMap<String, ApprovalResolution>,
         input: &PersonInput,
-        now: Millis,
-        decide: &mut dyn Decide,
-        who: Who<'_>,
+        against: &mut Against<'_>,
     ) -> Result<(), InputError> {
         match input {
             PersonInput::Approval {
                 approval_id,
                 decision,
                 ..
-            } => self.approval(answered, resolved, approval_id, decision, now, decide, who),
+            } => self.approval(answered, approval_id, decision, against),
             PersonInput::BrowserResult {
                 tool_call_id,
                 result,

@@ -25,7 +25,7 @@ pub mod resent;
 
 pub use countersign::{Signer, StepUp};
 pub use machine::{
-    Answered, Expiry, Gate, GrantAsked, Proposed, Request, Signed, next_deadline, stale,
+    Against, Answered, Expiry, Gate, GrantAsked, Proposed, Request, Signed, next_deadline, stale,
 };
 pub use resent::{Held, Resent};
 

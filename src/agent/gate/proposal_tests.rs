@@ -165,12 +165,14 @@ fn answer(calls: &[StepCall], input: PersonInput, signer: &Signer) -> Result<Ans
     let tools = ToolRegistry::standard(&ToolSettings::default());
     Gate::new(&tools).answer(
         Some(calls),
-        &BTreeMap::new(),
         &[input],
-        10,
-        &mut ByAmount,
-        signer,
-        "rae",
+        Against {
+            resolved: &BTreeMap::new(),
+            now: 10,
+            policy: &mut ByAmount,
+            signer,
+            requester: "rae",
+        },
     )
 }
 

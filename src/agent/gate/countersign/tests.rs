@@ -10,7 +10,8 @@ use super::test_signer as person;
 use super::*;
 use crate::agent::{
     gate::{
-        ApprovalDecision, ApprovalResolution, CallPhase, Gate, InputError, PersonInput, StepCall,
+        Against, ApprovalDecision, ApprovalResolution, CallPhase, Gate, InputError, PersonInput,
+        StepCall,
     },
     history::ToolCall,
     policy::ToolDefaults,
@@ -186,12 +187,14 @@ fn who_may_countersign_what() {
         let calls = vec![call(needs, signed)];
         let result = gate.answer(
             Some(&calls),
-            &BTreeMap::new(),
             &inputs,
-            now,
-            &mut ToolDefaults,
-            &signer,
-            requester,
+            Against {
+                resolved: &BTreeMap::new(),
+                now,
+                policy: &mut ToolDefaults,
+                signer: &signer,
+                requester,
+            },
         );
         let got = match result {
             Err(e) => Want::Refused(e.code()),
@@ -226,12 +229,14 @@ fn a_completed_quorum_keeps_its_signatures_and_an_edit_restarts_it() {
     let answered = gate
         .answer(
             Some(&calls),
-            &BTreeMap::new(),
             &[input(ApprovalDecision::ApproveWithEdits { args: edited() })],
-            10,
-            &mut ToolDefaults,
-            &dan(),
-            "ana",
+            Against {
+                resolved: &BTreeMap::new(),
+                now: 10,
+                policy: &mut ToolDefaults,
+                signer: &dan(),
+                requester: "ana",
+            },
         )
         .unwrap();
     let restarted = &answered.signed[0];
@@ -241,12 +246,14 @@ fn a_completed_quorum_keeps_its_signatures_and_an_edit_restarts_it() {
     let answered = gate
         .answer(
             Some(&answered.calls),
-            &BTreeMap::new(),
             &[approve()],
-            11,
-            &mut ToolDefaults,
-            &ana(),
-            "ana",
+            Against {
+                resolved: &BTreeMap::new(),
+                now: 11,
+                policy: &mut ToolDefaults,
+                signer: &ana(),
+                requester: "ana",
+            },
         )
         .unwrap();
     assert!(answered.signed[0].complete);
@@ -304,12 +311,14 @@ fn a_denial_records_who_said_no_and_tells_the_model_when_it_was_not_the_requeste
         let answered = gate
             .answer(
                 Some(&calls),
-                &BTreeMap::new(),
                 std::slice::from_ref(&no),
-                10,
-                &mut ToolDefaults,
-                &signer,
-                "ana",
+                Against {
+                    resolved: &BTreeMap::new(),
+                    now: 10,
+                    policy: &mut ToolDefaults,
+                    signer: &signer,
+                    requester: "ana",
+                },
             )
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         let call = &answered.calls[0];

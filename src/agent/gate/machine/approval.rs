@@ -3,11 +3,9 @@
 //! checked against the tool's schema), the rules in force on them, whether the answer can be a
 //! signature of what they now need — or only a new proposal — and the grant it asks for.
 
-use std::collections::BTreeMap;
-
 use serde_json::Value;
 
-use super::{Answered, Gate, GrantAsked, Proposed, Signed, refuse};
+use super::{Against, Answered, Gate, GrantAsked, Proposed, Signed, refuse};
 use crate::agent::{
     clock::Millis,
     gate::{
@@ -90,17 +88,21 @@ impl Gate<'_> {
     /// The answer `decision` to approval `approval_id` among the waiting step's `calls` (the
     /// working copy of [`Gate::answer`]): refused when no call waits for it, it expired, or this
     /// answer already signed it; else decided, and what it did added to `answered`.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn approval(
         &self,
         answered: &mut Answered,
-        resolved: &BTreeMap<String, ApprovalResolution>,
         approval_id: &String,
         decision: &ApprovalDecision,
-        now: Millis,
-        decide: &mut dyn Decide,
-        who: Who<'_>,
+        against: &mut Against<'_>,
     ) -> Result<(), InputError> {
+        let Against {
+            resolved,
+            now,
+            ref mut policy,
+            signer,
+            requester,
+        } = *against;
+        let who = Who { signer, requester };
         let Answered {
             calls,
             resolutions,
@@ -144,7 +146,7 @@ impl Gate<'_> {
             now,
             who,
         };
-        let decided = self.decide(call, decision, decide, answer)?;
+        let decided = self.decide(call, decision, &mut **policy, answer)?;
         if let Some(resolution) = decided.resolution {
             resolutions.push((approval_id.clone(), resolution));
         }
@@ -223,7 +225,7 @@ impl Gate<'_> {
         }
         let grant = match grant {
             None => None,
-            Some(request) => Some(self.grant_asked(
+            Some(request) => Some(Self::grant_asked(
                 call,
                 answer.approval_id,
                 &required,
@@ -298,9 +300,7 @@ impl Gate<'_> {
 
     /// The grant an approval asks for, when the policy left the call to the person (and only
     /// to them) and the grant fits the call; else why not.
-    #[allow(clippy::too_many_arguments)]
     fn grant_asked(
-        &self,
         call: &StepCall,
         approval_id: &str,
         required: &Requirement,

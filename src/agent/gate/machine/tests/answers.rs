@@ -131,12 +131,14 @@ fn every_refusal_has_its_reason_and_changes_nothing() {
         let err = gate
             .answer(
                 Some(&calls),
-                &resolved(),
                 &inputs,
-                now,
-                &mut ToolDefaults,
-                &Signer::local(),
-                "local",
+                Against {
+                    resolved: &resolved(),
+                    now,
+                    policy: &mut ToolDefaults,
+                    signer: &Signer::local(),
+                    requester: "local",
+                },
             )
             .expect_err(what);
         assert_eq!(err.code(), code, "{what}: {err}");
@@ -359,12 +361,14 @@ fn every_acceptance_moves_exactly_its_calls() {
         let answered = gate
             .answer(
                 Some(&calls),
-                &resolved(),
                 &inputs,
-                10,
-                &mut ToolDefaults,
-                &Signer::local(),
-                "local",
+                Against {
+                    resolved: &resolved(),
+                    now: 10,
+                    policy: &mut ToolDefaults,
+                    signer: &Signer::local(),
+                    requester: "local",
+                },
             )
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         let expected: Vec<(String, ApprovalResolution)> = resolutions
@@ -416,12 +420,14 @@ fn input_for_a_chat_with_no_waiting_turn_says_why() {
         let err = gate
             .answer(
                 None,
-                &resolved(),
                 &inputs,
-                10,
-                &mut ToolDefaults,
-                &Signer::local(),
-                "local",
+                Against {
+                    resolved: &resolved(),
+                    now: 10,
+                    policy: &mut ToolDefaults,
+                    signer: &Signer::local(),
+                    requester: "local",
+                },
             )
             .unwrap_err();
         assert_eq!(err.code(), code, "{inputs:?}");

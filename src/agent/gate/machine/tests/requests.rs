@@ -125,12 +125,14 @@ fn a_client_that_never_reports_gets_browser_calls_acknowledged_unless_they_need_
     let answered = gate
         .answer(
             Some(&calls),
-            &BTreeMap::new(),
             &[approve("apv-1")],
-            200,
-            &mut ToolDefaults,
-            &Signer::local(),
-            "local",
+            Against {
+                resolved: &BTreeMap::new(),
+                now: 200,
+                policy: &mut ToolDefaults,
+                signer: &Signer::local(),
+                requester: "local",
+            },
         )
         .unwrap();
     assert!(matches!(
@@ -191,12 +193,14 @@ fn tick_expires_what_is_due_and_only_that() {
     let err = gate
         .answer(
             Some(&calls),
-            &resolved,
             &[approve("apv-1")],
-            2_001,
-            &mut ToolDefaults,
-            &Signer::local(),
-            "local",
+            Against {
+                resolved: &resolved,
+                now: 2_001,
+                policy: &mut ToolDefaults,
+                signer: &Signer::local(),
+                requester: "local",
+            },
         )
         .unwrap_err();
     assert_eq!(err.code(), "approval_expired");
