@@ -453,10 +453,12 @@ impl Answer<'_> {
                 &tool.spec,
                 &asked.args,
                 &asked.request,
-                self.chat_id,
-                owner,
-                &asked.approval_id,
-                now,
+                crate::agent::policy::grants::GrantedBy {
+                    chat: self.chat_id,
+                    person: owner,
+                    approval_id: &asked.approval_id,
+                    at_ms: now,
+                },
             );
             if let Err(e) = policy.save_grant(&grant).await {
                 tracing::error!(session = %self.chat_id, error = &e as &dyn std::error::Error, "cannot keep a grant");

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::{
     CallFacts, Judgement, Requester, RuleVerdict, Rules, ToolFacts, Verdict,
-    grants::{self, Book},
+    grants::{self, Book, GrantQuery},
 };
 use crate::agent::{
     clock::Millis,
@@ -235,10 +235,14 @@ impl Decide for Decider<'_> {
             RuleVerdict::NoMatch => {
                 let requester = self.requester.id.clone();
                 let pending = self.pending();
-                match self
-                    .book
-                    .grant_for(&chat, &requester, tool, args, cents, &pending, now_ms)
-                {
+                let call = GrantQuery {
+                    chat: &chat,
+                    requester: &requester,
+                    tool,
+                    args,
+                    cents,
+                };
+                match self.book.grant_for(&call, &pending, now_ms) {
                     Some(grant) => Ruling::AllowedByGrant {
                         grant: grant.id,
                         label: grant.label,

@@ -52,6 +52,26 @@ impl EndedCall {
     }
 }
 
+/// A call a grant may let run: whose chat it is in, which tool, its arguments and what it pays
+/// (cents, when the arguments read as money).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct GrantQuery<'a> {
+    pub(super) chat: &'a str,
+    pub(super) requester: &'a str,
+    pub(super) tool: &'a ToolSpec,
+    pub(super) args: &'a Value,
+    pub(super) cents: Option<i64>,
+}
+
+/// The answer a grant came with: its chat, the person who answered, the approval, and when.
+#[derive(Debug, Clone, Copy)]
+pub struct GrantedBy<'a> {
+    pub chat: &'a str,
+    pub person: &'a str,
+    pub approval_id: &'a str,
+    pub at_ms: Millis,
+}
+
 /// Grants and spending.
 #[derive(Debug, Default)]
 pub struct Book {
@@ -130,21 +150,23 @@ impl Book {
         Ok(grant.clone())
     }
 
-    /// The active grant that lets this call run now, if any: its tool, its chat (or every
-    /// chat), its exact arguments (for a call grant), and room in its budget for `cents` beyond
-    /// what it already used and what calls decided with it in this step take (`pending`, by
-    /// grant id).
-    #[allow(clippy::too_many_arguments)]
+    /// The active grant that lets `call` run now, if any: its tool, its chat (or every chat),
+    /// its exact arguments (for a call grant), and room in its budget for the call's cents
+    /// beyond what it already used and what calls decided with it in this step take
+    /// (`pending`, by grant id).
     pub(super) fn grant_for(
         &self,
-        chat: &str,
-        requester: &str,
-        tool: &ToolSpec,
-        args: &Value,
-        cents: Option<i64>,
+        call: &GrantQuery<'_>,
         pending: &HashMap<&str, i64>,
         now_ms: Millis,
     ) -> Option<Grant> {
+        let GrantQuery {
+            chat,
+            requester,
+            tool,
+            args,
+            cents,
+        } = *call;
         self.grants
             .iter()
             .filter(|g| g.state(now_ms) == GrantState::Active)
@@ -342,18 +364,20 @@ pub fn label(tool: &ToolSpec, args: &Value, request: &GrantRequest) -> String {
     }
 }
 
-/// The grant an approval with `request` creates.
-#[allow(clippy::too_many_arguments)]
+/// The grant an approval with `request` creates (`by`: the answer).
 pub fn grant(
     id: String,
     tool: &ToolSpec,
     args: &Value,
     request: &GrantRequest,
-    chat: &str,
-    person: &str,
-    approval_id: &str,
-    now_ms: Millis,
+    by: GrantedBy<'_>,
 ) -> Grant {
+    let GrantedBy {
+        chat,
+        person,
+        approval_id,
+        at_ms: now_ms,
+    } = by;
     let cents = tool
         .pays
         .and_then(|pays| pays(args))
