@@ -18,17 +18,6 @@ pub enum AudioAction {
     Stop,
 }
 
-impl AudioAction {
-    /// Its name on the wire (serde's, held to it by a test): for a page that writes the frame
-    /// without serde.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            AudioAction::Start => "start",
-            AudioAction::Stop => "stop",
-        }
-    }
-}
-
 /// `audio_control.mode` (ours): how the person talks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -38,17 +27,6 @@ pub enum AudioMode {
     PushToTalk,
     /// `start` opens the microphone, `stop` closes it; the model finds where speech ends.
     HandsFree,
-}
-
-impl AudioMode {
-    /// Its name on the wire (serde's, held to it by a test): for a page that writes the frame
-    /// without serde.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            AudioMode::PushToTalk => "push_to_talk",
-            AudioMode::HandsFree => "hands_free",
-        }
-    }
 }
 
 /// One client → server WebSocket frame (seed-system.md §2.2).

@@ -402,13 +402,3 @@ fn pong_echoes_the_timestamp_exactly() {
         r#"{"type":"pong","timestamp":12.5}"#
     );
 }
-
-#[test]
-fn the_audio_names_a_page_writes_are_serdes() {
-    for action in [AudioAction::Start, AudioAction::Stop] {
-        assert_eq!(serde_json::to_value(action).unwrap(), action.as_str());
-    }
-    for mode in [AudioMode::PushToTalk, AudioMode::HandsFree] {
-        assert_eq!(serde_json::to_value(mode).unwrap(), mode.as_str());
-    }
-}

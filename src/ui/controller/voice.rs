@@ -10,10 +10,13 @@ pub mod pcm;
 use std::rc::Rc;
 
 use leptos::{prelude::*, task::spawn_local};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{ChatCtl, Mode};
-use crate::protocol::envelope::{AudioAction, AudioMode};
+use crate::protocol::{
+    ClientFrame,
+    envelope::{AudioAction, AudioMode},
+};
 use crate::ui::platform::VoiceEngine;
 
 /// The transient data part that tells the page the voice's state (`data-voice`).
@@ -236,12 +239,11 @@ impl ChatCtl {
         if self.mode.get_untracked() != Mode::Bidi {
             return;
         }
-        let frame = json!({
-            "type": "audio_control",
-            "action": action.as_str(),
-            "id": self.chat_id.get_untracked(),
-            "mode": hold.as_str(),
-        });
+        let frame = ClientFrame::AudioControl {
+            action,
+            id: Some(self.chat_id.get_untracked()),
+            mode: Some(hold),
+        };
         self.transport().send_audio_control(self, frame);
     }
 

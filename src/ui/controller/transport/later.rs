@@ -10,7 +10,10 @@ use leptos::task::spawn_local;
 use serde_json::Value;
 
 use super::ChatTransport;
-use crate::{protocol::UiMessage, ui::controller::ChatCtl};
+use crate::{
+    protocol::{ClientFrame, UiMessage},
+    ui::controller::ChatCtl,
+};
 
 /// Loads the transport's code and makes the transport.
 pub(super) type Load = fn() -> Pin<Box<dyn Future<Output = Rc<dyn ChatTransport>>>>;
@@ -137,7 +140,7 @@ impl ChatTransport for Later {
         self.call_if_used(move |t| t.send_audio(ctl, pcm));
     }
 
-    fn send_audio_control(&self, ctl: ChatCtl, frame: Value) {
+    fn send_audio_control(&self, ctl: ChatCtl, frame: ClientFrame) {
         self.call(move |t| t.send_audio_control(ctl, frame));
     }
 
@@ -202,7 +205,7 @@ mod tests {
         fn send_audio(&self, _: ChatCtl, _: Vec<u8>) {
             ASKED.with_borrow_mut(|a| a.push("send_audio"));
         }
-        fn send_audio_control(&self, _: ChatCtl, _: Value) {
+        fn send_audio_control(&self, _: ChatCtl, _: ClientFrame) {
             ASKED.with_borrow_mut(|a| a.push("send_audio_control"));
         }
     }
@@ -267,7 +270,7 @@ mod tests {
                 // Loaded: asked at once, the voice's frames too (not the trait's no-op defaults).
                 later.resume(ctl);
                 later.disconnect(ctl);
-                later.send_audio_control(ctl, Value::Null);
+                later.send_audio_control(ctl, ClientFrame::Interrupt { reason: None });
                 later.send_audio(ctl, vec![0, 0]);
                 assert_eq!(
                     asked()[4..],

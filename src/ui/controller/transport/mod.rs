@@ -21,7 +21,7 @@ use std::rc::Rc;
 use serde_json::Value;
 
 use super::{ChatCtl, Mode};
-use crate::protocol::UiMessage;
+use crate::protocol::{ClientFrame, UiMessage};
 
 /// What the controller asks of a transport. Every method gets the controller, whose state the
 /// transport updates as the server answers.
@@ -64,7 +64,7 @@ pub(super) trait ChatTransport {
     fn send_audio(&self, _ctl: ChatCtl, _pcm: Vec<u8>) {}
 
     /// An `audio_control` frame (the microphone opened or closed).
-    fn send_audio_control(&self, _ctl: ChatCtl, _frame: Value) {}
+    fn send_audio_control(&self, _ctl: ChatCtl, _frame: ClientFrame) {}
 
     /// "Try again": re-sends the last request that failed, if this transport keeps it.
     fn retry(&self, _ctl: ChatCtl) {}

@@ -16,7 +16,7 @@ use super::{
     reconnect::{self, AfterClose},
 };
 use crate::{
-    protocol::{Chunk, Trigger, UiMessage},
+    protocol::{Chunk, ClientFrame, Trigger, UiMessage},
     ui::{
         controller::{ChatCtl, Link, Mode, Status},
         platform::{self, Socket, SocketEvent},
@@ -107,7 +107,10 @@ impl WebSocketTransport {
     }
 
     /// Sends `frame` now, or queues it and opens the socket.
-    fn send(&self, ctl: ChatCtl, frame: Value) {
+    fn send(&self, ctl: ChatCtl, frame: ClientFrame) {
+        let Some(frame) = frame_value(&frame) else {
+            return;
+        };
         ctl.log_out(frame.clone());
         let text = frame.to_string();
         let sent = self
@@ -125,11 +128,13 @@ impl WebSocketTransport {
 
     /// Asks the server for the frames of the current turn after those received.
     fn send_resume(&self, ctl: ChatCtl) {
-        let frame = json!({
-            "type": "resume",
-            "id": ctl.chat_id.get_untracked(),
-            "received": self.0.turn_frames.get(),
-        });
+        let resume = ClientFrame::Resume {
+            id: ctl.chat_id.get_untracked(),
+            received: self.0.turn_frames.get(),
+        };
+        let Some(frame) = frame_value(&resume) else {
+            return;
+        };
         ctl.log_out(frame.clone());
         if let Some(socket) = self.0.socket.borrow().as_ref() {
             let _ = socket.send(&frame.to_string());
@@ -284,12 +289,12 @@ impl ChatTransport for WebSocketTransport {
             .update_value(|c| c.begin_stream(Trigger::SubmitMessage, platform::random_id("m")));
         self.follow_turn();
         ctl.status.set(Status::Submitted);
-        let frame = json!({
-            "type": "message",
-            "id": ctl.chat_id.get_untracked(),
-            "trigger": "submit-message",
-            "messages": [message],
-        });
+        let frame = ClientFrame::Message {
+            id: ctl.chat_id.get_untracked(),
+            messages: vec![message.clone()],
+            trigger: Some(Trigger::SubmitMessage),
+            message_id: None,
+        };
         self.send(ctl, frame);
     }
 
@@ -299,10 +304,13 @@ impl ChatTransport for WebSocketTransport {
             .conversation
             .with_value(|c| c.messages().last().cloned());
         if let Some(last) = ctl.outgoing(last.into_iter().collect()).pop() {
-            self.send(
-                ctl,
-                json!({"type": "message", "id": ctl.chat_id.get_untracked(), "messages": [last]}),
-            );
+            let frame = ClientFrame::Message {
+                id: ctl.chat_id.get_untracked(),
+                messages: vec![last],
+                trigger: None,
+                message_id: None,
+            };
+            self.send(ctl, frame);
         }
     }
 
@@ -311,10 +319,11 @@ impl ChatTransport for WebSocketTransport {
             Ok(output) => output,
             Err(message) => json!({"success": false, "error": message}),
         };
-        self.send(
-            ctl,
-            json!({"type": "tool_result", "toolCallId": call_id, "result": result}),
-        );
+        let frame = ClientFrame::ToolResult {
+            tool_call_id: call_id.to_owned(),
+            result,
+        };
+        self.send(ctl, frame);
     }
 
     /// Replays the turn from its start (the server sends the frames after `received: 0`).
@@ -330,7 +339,10 @@ impl ChatTransport for WebSocketTransport {
     }
 
     fn stop(&self, ctl: ChatCtl) {
-        self.send(ctl, json!({"type": "interrupt", "reason": "user_abort"}));
+        let frame = ClientFrame::Interrupt {
+            reason: Some("user_abort".into()),
+        };
+        self.send(ctl, frame);
     }
 
     fn send_audio(&self, _ctl: ChatCtl, pcm: Vec<u8>) {
@@ -339,7 +351,7 @@ impl ChatTransport for WebSocketTransport {
         }
     }
 
-    fn send_audio_control(&self, ctl: ChatCtl, frame: Value) {
+    fn send_audio_control(&self, ctl: ChatCtl, frame: ClientFrame) {
         self.send(ctl, frame);
     }
 
@@ -348,4 +360,13 @@ impl ChatTransport for WebSocketTransport {
             socket.drop_abnormally();
         }
     }
+}
+
+/// `frame` as the JSON the socket carries: the protocol's own shape of it (one home for the
+/// wire's names). Our types always serialize; were one not to, the frame is not sent, and
+/// the console says why.
+fn frame_value(frame: &ClientFrame) -> Option<Value> {
+    serde_json::to_value(frame)
+        .inspect_err(|e| leptos::logging::error!("a socket frame could not be written: {e}"))
+        .ok()
 }
