@@ -471,6 +471,27 @@ impl<'de> Deserialize<'de> for UiPart {
 }
 
 impl UiMessage {
+    /// What a user message says it asks again — Countersign's `metadata.countersign.askAgain`,
+    /// meant to be the id of an earlier call of the chat — as the client wrote it (the server
+    /// checks it).
+    pub fn ask_again(&self) -> Option<&Value> {
+        self.metadata.as_ref()?.get("countersign")?.get("askAgain")
+    }
+
+    /// Makes this user message ask call `call_id` again ([`UiMessage::ask_again`]); the rest
+    /// of its metadata stays.
+    pub fn set_ask_again(&mut self, call_id: &str) {
+        fn object(value: &mut Value) -> &mut Value {
+            if !value.is_object() {
+                *value = Value::Object(Default::default());
+            }
+            value
+        }
+        let metadata = object(self.metadata.get_or_insert(Value::Null));
+        // Both are objects here: indexing one by a key inserts it and never panics.
+        object(&mut metadata["countersign"])["askAgain"] = Value::String(call_id.to_owned());
+    }
+
     /// An empty message.
     pub fn new(id: impl Into<String>, role: Role) -> Self {
         Self {

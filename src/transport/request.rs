@@ -203,12 +203,7 @@ impl ChatCommand {
 /// The call a user message asks to be asked again (Countersign's
 /// `metadata.countersign.askAgain`), if it names one.
 fn ask_again(message: &UiMessage) -> Result<Option<String>, ApiError> {
-    let Some(value) = message
-        .metadata
-        .as_ref()
-        .and_then(|m| m.get("countersign"))
-        .and_then(|c| c.get("askAgain"))
-    else {
+    let Some(value) = message.ask_again() else {
         return Ok(None);
     };
     match value.as_str().map(str::trim) {

@@ -120,12 +120,7 @@ fn call_to_ask_again(
 /// The call a person's message asked again (`metadata.countersign.askAgain`), if any: the
 /// record keeps it, so a call is asked again at most once.
 fn asked_again(message: &UiMessage) -> Option<&str> {
-    message
-        .metadata
-        .as_ref()?
-        .get("countersign")?
-        .get("askAgain")?
-        .as_str()
+    message.ask_again()?.as_str()
 }
 
 /// Puts a client's earlier conversation at the start of `record`'s history if the chat is

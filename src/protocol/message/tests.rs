@@ -349,3 +349,20 @@ fn only_exact_raster_image_types_are_shown_inline() {
         assert_eq!(inline_image_type(media_type), inline, "{media_type:?}");
     }
 }
+
+#[test]
+fn a_message_asks_a_call_again_in_our_metadata_and_keeps_the_rest() {
+    let mut message = UiMessage::user_text("u", "Ask me again");
+    assert_eq!(message.ask_again(), None);
+    message.set_ask_again("call-1");
+    assert_eq!(
+        message.metadata,
+        Some(json!({"countersign": {"askAgain": "call-1"}}))
+    );
+    let mut other = UiMessage::user_text("u", "x");
+    other.metadata = Some(json!({"client": 1, "countersign": "not ours", "n": [1]}));
+    other.set_ask_again("call-2");
+    assert_eq!(other.ask_again(), Some(&json!("call-2")));
+    assert_eq!(other.metadata.as_ref().unwrap()["client"], 1);
+    assert_eq!(other.metadata.as_ref().unwrap()["n"], json!([1]));
+}

@@ -272,7 +272,7 @@ impl ChatCtl {
         self.banner.set(None);
         let text = format!("Ask me again: {sentence}");
         let mut message = state::user_message(platform::random_id("u"), &text, Vec::new());
-        message.metadata = Some(json!({ "countersign": { "askAgain": call_id } }));
+        message.set_ask_again(&call_id);
         self.conversation.update_value(|c| c.push(message.clone()));
         self.publish();
         self.transport().send_message(self, &message);
