@@ -77,30 +77,7 @@ pub enum VoiceInput {
     End,
 }
 
-/// Where a chat's voice stands, as the browser is told (`data-voice`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VoiceState {
-    /// The microphone is open and the model listens.
-    Listening,
-    /// The model is speaking.
-    Speaking,
-    /// Neither.
-    Idle,
-    /// The person spoke over the model: stop playing its speech at once.
-    Interrupted,
-}
-
-impl VoiceState {
-    /// The wire name (`data-voice.data.state`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            VoiceState::Listening => "listening",
-            VoiceState::Speaking => "speaking",
-            VoiceState::Idle => "idle",
-            VoiceState::Interrupted => "interrupted",
-        }
-    }
-}
+pub use crate::protocol::voice::VoiceState;
 
 /// What a voice model tells the runtime outside a step ([`Model::voice_notices`]).
 ///

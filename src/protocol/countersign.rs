@@ -18,6 +18,10 @@ pub const LOCAL_PERSON: &str = "local";
 /// The data part's name (`data-countersign`).
 pub const PROGRESS_PART: &str = "countersign";
 
+/// The transient data part a resumed socket is told what still waits in (`data-countersign-pending`:
+/// `{pending: [{toolCallId, toolName, approvalId, waitingFor}], resumedAt}`).
+pub const PENDING_PART: &str = "countersign-pending";
+
 /// What an approval needs before its call may run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

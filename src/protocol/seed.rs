@@ -38,7 +38,6 @@ use super::{
         FinishReason, ToolApprovalRequest, ToolOutputError,
     },
     sse::DONE_FRAME,
-    voice::VOICE_PART,
 };
 
 /// The seed's two carriers.
@@ -310,10 +309,7 @@ fn tool_output_error(error: &ToolOutputError, error_text: String) -> Chunk {
 
 /// A spoken turn's words, if `data` is its `data-voice` `heard` chunk.
 fn heard_words(data: &DataChunk) -> Option<&str> {
-    if data.name != VOICE_PART || data.data.get("state")?.as_str()? != "heard" {
-        return None;
-    }
-    data.data.get("text")?.as_str()
+    super::voice::heard(data).map(|(_, words)| words)
 }
 
 /// What the person said as the original system shows its `input_transcription`: a text block

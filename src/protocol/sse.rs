@@ -20,6 +20,14 @@
 
 use super::chunk::{Chunk, ChunkDecodeError, Dialect};
 
+/// Header with which a client asks for chunk keys newer than `ai@6.0.0` (value `full`).
+pub const DIALECT_HEADER: &str = "x-countersign-dialect";
+/// Header with which a client asks for progressive text (value `progressive`) or held text
+/// (`hold`) for this turn (ADR 0004). Without it the client's profile decides: `/api/chat`
+/// streams text progressively and the seed's `/stream` follows `COUNTERSIGN_TEXT_TIMING`
+/// (default `hold`).
+pub const TEXT_TIMING_HEADER: &str = "x-countersign-text";
+
 /// The stream terminator. The AI SDK client ignores its payload; the stream
 /// really ends when the body ends, but servers send it and so do we.
 pub const DONE_FRAME: &str = "data: [DONE]\n\n";

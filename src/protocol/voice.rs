@@ -5,10 +5,76 @@
 
 use serde_json::json;
 
-use super::{chunk::Chunk, message::DataPart};
+use super::{
+    chunk::{Chunk, DataChunk},
+    message::DataPart,
+};
 
 /// The data part's name (`data-voice`).
 pub const VOICE_PART: &str = "voice";
+
+/// Where a chat's voice stands, as the browser is told (`data-voice` `state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VoiceState {
+    /// The microphone is open and the model listens.
+    Listening,
+    /// The model is speaking.
+    Speaking,
+    /// Neither.
+    Idle,
+    /// The person spoke over the model: stop playing its speech at once.
+    Interrupted,
+}
+
+impl VoiceState {
+    const ALL: [VoiceState; 4] = [
+        VoiceState::Listening,
+        VoiceState::Speaking,
+        VoiceState::Idle,
+        VoiceState::Interrupted,
+    ];
+
+    /// The wire name (`data-voice.data.state`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VoiceState::Listening => "listening",
+            VoiceState::Speaking => "speaking",
+            VoiceState::Idle => "idle",
+            VoiceState::Interrupted => "interrupted",
+        }
+    }
+
+    /// The state a transient `data-voice` chunk's data tells, if it tells one (a `heard` or an
+    /// aside tells none).
+    pub fn of(data: &serde_json::Value) -> Option<VoiceState> {
+        let name = data.get("state")?.as_str()?;
+        Self::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// The transient `data-voice` chunk that tells the browser where the voice stands.
+    pub fn chunk(self) -> Chunk {
+        Chunk::transient_data(VOICE_PART, json!({ "state": self.as_str() }))
+    }
+}
+
+/// The transient `data-voice` chunk that opens a spoken turn: what the person said, as their
+/// message `message_id` (the page shows it; the chat keeps it as that user message).
+pub fn heard_chunk(message_id: &str, text: &str) -> Chunk {
+    Chunk::transient_data(
+        VOICE_PART,
+        json!({ "state": "heard", "messageId": message_id, "text": text }),
+    )
+}
+
+/// What a spoken turn's `heard` chunk says: the person's message id (when it names one) and
+/// their words.
+pub fn heard(data: &DataChunk) -> Option<(Option<&str>, &str)> {
+    if data.name != VOICE_PART || data.data.get("state")?.as_str()? != "heard" {
+        return None;
+    }
+    let id = data.data.get("messageId").and_then(|v| v.as_str());
+    Some((id, data.data.get("text")?.as_str()?))
+}
 
 /// The stored `data-voice` part of an aside: `{state: "aside", text}`.
 pub fn aside_chunk(text: &str) -> Chunk {

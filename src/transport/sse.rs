@@ -34,17 +34,11 @@ use super::{
 use crate::{
     agent::people::Hold,
     agent::{TextTiming, Transport},
-    protocol::sse::{DONE_FRAME, KEEP_ALIVE_FRAME, UI_MESSAGE_STREAM_HEADERS},
+    protocol::sse::{
+        DIALECT_HEADER, DONE_FRAME, KEEP_ALIVE_FRAME, TEXT_TIMING_HEADER, UI_MESSAGE_STREAM_HEADERS,
+    },
     transport::state::AppState,
 };
-
-/// Header with which a client asks for chunk keys newer than `ai@6.0.0` (value `full`).
-pub const DIALECT_HEADER: &str = "x-countersign-dialect";
-/// Header with which a client asks for progressive text (value `progressive`) or held text
-/// (`hold`) for this turn (ADR 0004). Without it the client's profile decides: `/api/chat`
-/// streams text progressively and the seed's `/stream` follows `COUNTERSIGN_TEXT_TIMING`
-/// (default `hold`).
-pub const TEXT_TIMING_HEADER: &str = "x-countersign-text";
 
 /// The SSE routes: a chat route per client profile (ADR 0031).
 pub fn routes() -> Router<AppState> {

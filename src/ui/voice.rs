@@ -7,7 +7,7 @@
 use leptos::{ev, prelude::*};
 
 use super::controller::{ChatCtl, Link, voice::Mic};
-use crate::protocol::envelope::AudioMode;
+use crate::protocol::{envelope::AudioMode, voice::VoiceState};
 
 /// The key held to talk, with Alt: V for voice. Alt keeps it from typing into the composer
 /// (and from the IME's Ctrl+Space); the physical key, so every keyboard layout has it.
@@ -24,17 +24,17 @@ pub async fn build_voice_bar(host: web_sys::Element) -> super::deferred::Built {
 }
 
 /// What the voice is doing, in words (the bar's status line).
-fn status(mic: Mic, agent: Option<&str>) -> &'static str {
+fn status(mic: Mic, agent: Option<VoiceState>) -> &'static str {
     match mic {
         Mic::Opening(_) => "Opening the microphone…",
         Mic::Open(AudioMode::PushToTalk) => "Listening — let go to send",
         Mic::Open(AudioMode::HandsFree) => "Hands-free: speak any time",
         Mic::Closing => "Sending…",
         Mic::Off => match agent {
-            Some("speaking") => "The agent is speaking",
-            Some("listening") => "The agent is listening",
-            Some("interrupted") => "Interrupted",
-            _ => "",
+            Some(VoiceState::Speaking) => "The agent is speaking",
+            Some(VoiceState::Listening) => "The agent is listening",
+            Some(VoiceState::Interrupted) => "Interrupted",
+            Some(VoiceState::Idle) | None => "",
         },
     }
 }
@@ -119,7 +119,7 @@ fn VoiceBar() -> impl IntoView {
                     value=move || voice.level.get().to_string()></meter>
             </Show>
             <span class="voice-status muted" role="status" data-testid="voice-status">
-                {move || voice.state.with(|s| status(voice.mic.get(), s.as_deref()))}
+                {move || status(voice.mic.get(), voice.state.get())}
             </span>
             {move || voice.problem.get().map(|problem| view! {
                 <p class="voice-problem" role="alert" data-testid="voice-problem">{problem}</p>
@@ -135,15 +135,18 @@ mod tests {
     #[test]
     fn the_status_line_says_what_the_microphone_does_before_what_the_agent_does() {
         assert_eq!(
-            status(Mic::Open(AudioMode::PushToTalk), Some("speaking")),
+            status(Mic::Open(AudioMode::PushToTalk), Some(VoiceState::Speaking)),
             "Listening — let go to send"
         );
         assert_eq!(
             status(Mic::Open(AudioMode::HandsFree), None),
             "Hands-free: speak any time"
         );
-        assert_eq!(status(Mic::Off, Some("speaking")), "The agent is speaking");
-        assert_eq!(status(Mic::Off, Some("idle")), "");
+        assert_eq!(
+            status(Mic::Off, Some(VoiceState::Speaking)),
+            "The agent is speaking"
+        );
+        assert_eq!(status(Mic::Off, Some(VoiceState::Idle)), "");
         assert_eq!(status(Mic::Off, None), "");
     }
 }

@@ -485,7 +485,7 @@ impl Runtime {
                 .unwrap_or_else(|| self.ids.next_id(IdKind::Message));
             // The page did not send a spoken message: the stream brings it first.
             heard = (said == Said::Spoken)
-                .then(|| crate::agent::turn::voice_heard(&user_id, &user.text));
+                .then(|| crate::protocol::voice::heard_chunk(&user_id, &user.text));
             let mut message = UiMessage::user_text(user_id, user.text.clone());
             if let Some(call) = &reissue {
                 message.metadata =

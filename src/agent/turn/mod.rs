@@ -21,7 +21,6 @@ mod step;
 mod voice;
 pub(crate) use aside::Aside;
 pub(crate) use plan::TurnPlan;
-pub(crate) use voice::voice_heard;
 
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};

@@ -40,20 +40,6 @@ impl Speech {
     }
 }
 
-/// The transient `data-voice` chunk that tells the browser where the voice stands.
-pub(crate) fn voice_state(state: VoiceState) -> Chunk {
-    Chunk::transient_data("voice", json!({ "state": state.as_str() }))
-}
-
-/// The transient `data-voice` chunk that opens a spoken turn: what the person said, as their
-/// message `message_id` (the page shows it; the chat keeps it as that user message).
-pub(crate) fn voice_heard(message_id: &str, text: &str) -> Chunk {
-    Chunk::transient_data(
-        "voice",
-        json!({ "state": "heard", "messageId": message_id, "text": text }),
-    )
-}
-
 impl TurnDriver {
     /// The id of a text block the model opens: in a BIDI chat someone speaks in, where the words
     /// are the output transcript of the agent's speech, the original system's
@@ -108,6 +94,6 @@ impl TurnDriver {
 
     /// The person spoke over the answer.
     pub(super) fn interrupted(&mut self) {
-        self.emit(voice_state(VoiceState::Interrupted));
+        self.emit(VoiceState::Interrupted.chunk());
     }
 }

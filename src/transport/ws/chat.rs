@@ -43,6 +43,7 @@ use crate::{
     protocol::{
         ChatRequest, Dialect,
         chat_socket::{ChatSocketFrameError, ChatSocketRequest, ChatSocketResponse, chunk_frame},
+        sse::{DIALECT_HEADER, TEXT_TIMING_HEADER},
     },
     transport::state::AppState,
     transport::{
@@ -51,7 +52,6 @@ use crate::{
         profile::{Profile, ai_sdk},
         request::{read_limits, too_many_messages},
         segment::{self, Piece, Segment, timing_named},
-        sse::{DIALECT_HEADER, TEXT_TIMING_HEADER},
     },
 };
 

@@ -263,7 +263,7 @@ impl Connection {
             })
             .collect();
         let announce = Chunk::transient_data(
-            "countersign-pending",
+            crate::protocol::countersign::PENDING_PART,
             json!({ "pending": pending, "resumedAt": received }),
         );
         // Only a client that speaks our protocol resumes (the seed's never does), so this goes

@@ -154,7 +154,7 @@ impl ChatCtl {
             }
             Chunk::Error(error) => self.show_error(error.error_text.clone(), false),
             Chunk::Start(_) => self.on_message_start(),
-            Chunk::Data(data) if data.name == super::voice::VOICE_PART => {
+            Chunk::Data(data) if data.name == crate::protocol::voice::VOICE_PART => {
                 self.on_voice_state(&data.data)
             }
             _ => {}

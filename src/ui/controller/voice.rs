@@ -16,11 +16,9 @@ use super::{ChatCtl, Mode};
 use crate::protocol::{
     ClientFrame,
     envelope::{AudioAction, AudioMode},
+    voice::VoiceState,
 };
 use crate::ui::platform::VoiceEngine;
-
-/// The transient data part that tells the page the voice's state (`data-voice`).
-pub const VOICE_PART: &str = "voice";
 
 /// The microphone's state, as the voice bar shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +38,7 @@ pub struct Voice {
     /// The microphone's level, 0..1, while it is open.
     pub level: RwSignal<f32>,
     /// The agent's side, from the server's `data-voice` chunks: listening, speaking, idle.
-    pub state: RwSignal<Option<String>>,
+    pub state: RwSignal<Option<VoiceState>>,
     /// Why the microphone cannot be used (the voice bar says it; text keeps working).
     pub problem: RwSignal<Option<String>>,
     /// The browser's microphone and speakers, once the voice bar installed them.
@@ -263,13 +261,7 @@ impl ChatCtl {
     /// A spoken turn begins (`data-voice` `heard`, before its reply's `start`): what the person
     /// said is their message, and the reply is a message of its own, never the continuation of
     /// a message that still waits (its stream ends here; what it showed stays).
-    pub(in crate::ui::controller) fn on_heard(self, data: &Value) {
-        let (Some(id), Some(text)) = (
-            data.get("messageId").and_then(Value::as_str),
-            data.get("text").and_then(Value::as_str),
-        ) else {
-            return;
-        };
+    pub(in crate::ui::controller) fn on_heard(self, id: &str, text: &str) {
         // Like a typed message, it makes the chat one of the person's (a reload opens it again).
         self.remember_chat(super::state::chat_title(text));
         self.conversation.update_value(|c| {
@@ -289,12 +281,10 @@ impl ChatCtl {
 
     /// The server's `data-voice` chunk: `interrupted` stops the agent's speech at once.
     pub(super) fn on_voice_state(self, data: &Value) {
-        let Some(state) = data.get("state").and_then(Value::as_str) else {
-            return;
-        };
-        if state == "interrupted" {
+        let state = VoiceState::of(data);
+        if state == Some(VoiceState::Interrupted) {
             self.barge_in();
         }
-        self.voice.state.set(Some(state.to_owned()));
+        self.voice.state.set(state);
     }
 }

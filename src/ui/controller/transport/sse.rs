@@ -12,7 +12,10 @@ use serde_json::Value;
 
 use super::ChatTransport;
 use crate::{
-    protocol::{ChatRequest, StreamItem, Trigger, UiMessage, answers_to_send},
+    protocol::{
+        ChatRequest, StreamItem, Trigger, UiMessage, answers_to_send,
+        sse::{DIALECT_HEADER, TEXT_TIMING_HEADER},
+    },
     ui::{
         controller::{Banner, ChatCtl, Mode, Status},
         platform::{self, FetchError},
@@ -24,8 +27,8 @@ const CHAT_URL: &str = "/api/chat";
 
 /// Opt-ins of Countersign's own client: keys newer than ai@6.0.0, text streamed as it comes.
 const HEADERS: [(&str, &str); 2] = [
-    ("x-countersign-dialect", "full"),
-    ("x-countersign-text", "progressive"),
+    (DIALECT_HEADER, "full"),
+    (TEXT_TIMING_HEADER, "progressive"),
 ];
 
 /// SSE follows a turn only while it generates: one waiting for the person ends the request.

@@ -16,15 +16,12 @@ use super::{
     reconnect::{self, AfterClose},
 };
 use crate::{
-    protocol::{Chunk, ClientFrame, Trigger, UiMessage},
+    protocol::{Chunk, ClientFrame, Trigger, UiMessage, countersign::PENDING_PART},
     ui::{
         controller::{ChatCtl, Link, Mode, Status},
         platform::{self, Socket, SocketEvent},
     },
 };
-
-/// The data chunk that announces pending approvals to other readers: logged, not folded.
-const PENDING_ANNOUNCEMENT: &str = "countersign-pending";
 
 /// A turn that waits for the person is followed live: the server's turn is alive and waiting.
 pub(super) const FOLLOWS_WAITING_TURNS: bool = true;
@@ -155,17 +152,18 @@ impl WebSocketTransport {
         match event {
             SocketEvent::Open => self.on_open(ctl),
             SocketEvent::Chunk(chunk, raw) => {
-                if matches!(&chunk, Chunk::Data(d) if d.name == PENDING_ANNOUNCEMENT) {
+                if matches!(&chunk, Chunk::Data(d) if d.name == PENDING_PART) {
                     ctl.log_in(raw, Mode::Bidi.as_str());
                     return;
                 }
                 self.count_frame();
                 if let Chunk::Data(d) = &chunk
-                    && d.name == crate::ui::controller::voice::VOICE_PART
-                    && d.data.get("state").and_then(Value::as_str) == Some("heard")
+                    && let Some((id, words)) = crate::protocol::voice::heard(d)
                 {
                     ctl.log_in(raw, Mode::Bidi.as_str());
-                    ctl.on_heard(&d.data);
+                    if let Some(id) = id {
+                        ctl.on_heard(id, words);
+                    }
                     return;
                 }
                 let active = ctl.conversation.with_value(|c| c.active().is_some());
