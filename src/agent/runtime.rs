@@ -20,7 +20,10 @@
 //! This file holds the runtime and its registry of live sessions; `turns` the entry points of
 //! the transports (start a turn, interrupt) and how a turn gets its task (the person's answers
 //! are [`super::answer`]'s);
-//! `lifecycle` how sessions come and go from memory (revive, park deadlines, release, evict).
+//! `lifecycle` how sessions come and go from memory (revive, park deadlines, release, evict);
+//! `voice`, `people` and `news` what a person's voice, a change of people and another
+//! instance's news do. What is not an entry point is a type of its own the runtime holds:
+//! `models` ([`Models`]), `grants` ([`Grants`]), `live` (the registry's map), `held_logs`.
 
 #[cfg(test)]
 mod aside_tests;
