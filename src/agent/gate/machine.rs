@@ -276,7 +276,8 @@ impl<'a> Gate<'a> {
     /// that rule. A grant is accepted only where the policy left the call to the person.
     ///
     /// `against.signer` is who answers and `against.requester` whose chat it is: the
-    /// countersignature rules ([`countersign`](super::countersign)) say who may approve or deny what.
+    /// countersignature rules ([`countersign`](super::countersign)) say who may approve or
+    /// deny what.
     pub fn answer(
         &self,
         calls: Option<&[StepCall]>,
