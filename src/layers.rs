@@ -114,6 +114,31 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The files of `src/` (but this one) whose shipped code contains any of `needles`, by their
+/// path under `src/`, sorted.
+fn shipped_files_naming(needles: &[&str]) -> Vec<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut naming: Vec<String> = files
+        .iter()
+        .filter_map(|path| {
+            let relative = path.strip_prefix(&src).unwrap_or(path);
+            if is_test_file(relative) || relative == Path::new("layers.rs") {
+                return None;
+            }
+            let source = fs::read_to_string(path).unwrap_or_default();
+            let shipped = shipped(&source);
+            needles
+                .iter()
+                .any(|needle| shipped.contains(needle))
+                .then(|| relative.display().to_string())
+        })
+        .collect();
+    naming.sort();
+    naming
+}
+
 #[test]
 fn every_module_uses_only_the_layers_below_it() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -159,27 +184,10 @@ fn every_module_uses_only_the_layers_below_it() {
 /// `agent/commit.rs` only — turns, answers and rechecks all go through `Commits::commit`.
 #[test]
 fn a_chat_is_written_in_one_place() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    sources(&src, &mut files);
-    let mut writers = Vec::new();
-    for path in &files {
-        let relative = path.strip_prefix(&src).unwrap_or(path);
-        if is_test_file(relative)
-            || relative.starts_with("agent/store")
-            || relative == Path::new("layers.rs")
-        {
-            continue;
-        }
-        let source = fs::read_to_string(path).unwrap_or_default();
-        let shipped = shipped(&source);
-        if ["store.commit(", "store.commit_paused(", "store.save("]
-            .iter()
-            .any(|call| shipped.contains(call))
-        {
-            writers.push(relative.display().to_string());
-        }
-    }
+    let writers = shipped_files_naming(&["store.commit(", "store.commit_paused(", "store.save("])
+        .into_iter()
+        .filter(|file| !file.starts_with("agent/store/"))
+        .collect::<Vec<_>>();
     assert_eq!(
         writers,
         ["agent/commit.rs"],
@@ -194,25 +202,7 @@ fn a_chat_is_written_in_one_place() {
 /// client.
 #[test]
 fn the_seeds_dialect_lives_in_its_own_files() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    sources(&src, &mut files);
-    let mut naming = Vec::new();
-    for path in &files {
-        let relative = path.strip_prefix(&src).unwrap_or(path);
-        if is_test_file(relative) || relative == Path::new("layers.rs") {
-            continue;
-        }
-        let source = fs::read_to_string(path).unwrap_or_default();
-        let shipped = shipped(&source);
-        let names_it = shipped.contains("seed::")
-            || shipped.contains("Transport::Seed")
-            || shipped.contains("SeedEncoder");
-        if names_it {
-            naming.push(relative.display().to_string());
-        }
-    }
-    naming.sort();
+    let naming = shipped_files_naming(&["seed::", "Transport::Seed", "SeedEncoder"]);
     assert_eq!(
         naming,
         [
