@@ -37,19 +37,22 @@ pub fn stream() -> Profile {
         decode: request,
         encoder: |_| Box::new(Frames(SeedEncoder::new(SeedTransport::Sse))),
         own_answer,
-        frame: |frame, on| normalise_frame(frame, on.chat, || format!("live-{}", on.connection)),
+        // No socket on this route.
+        frame: |frame, _| frame,
         socket: SocketManners::default(),
     }
 }
 
 /// The seed's frontend on `/live`: one stream per user turn with one `[DONE]` at its end,
 /// approval requests in their own step group at the pause; its backend closes the socket on
-/// JSON it cannot parse and ignores frames it does not understand; its `audio_chunk` and
-/// `audio_control` frames are voice like ours (ADR 0035).
+/// JSON it cannot parse and ignores frames it does not understand; its looser `message` frames
+/// are made ours ([`normalise_frame`]); its `audio_chunk` and `audio_control` frames are voice
+/// like ours (ADR 0035).
 pub fn live() -> Profile {
     Profile {
         transport: Transport::Bidi,
         encoder: |_| Box::new(Frames(SeedEncoder::new(SeedTransport::Bidi))),
+        frame: |frame, on| normalise_frame(frame, on.chat, || format!("live-{}", on.connection)),
         socket: SocketManners {
             close_on_bad_json: true,
             ignore_unknown_frames: true,
