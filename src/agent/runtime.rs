@@ -294,7 +294,7 @@ impl RuntimeBuilder {
         ));
         let attachments =
             Attachments::new(store.clone(), clock.clone(), settings.max_attachment_bytes);
-        let grants = Grants::new(policy.clone(), clock.clone(), store.clone());
+        let grants = Grants::new(policy.clone(), clock.clone(), store.shared());
         Arc::new(Runtime {
             commits: Commits::new(store.clone(), inbox.clone()),
             models,

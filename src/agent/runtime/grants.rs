@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::agent::{
     clock::Clock,
     policy::Policy,
-    store::{Actor, AuditEvent, AuditKind, SessionStore},
+    store::{Actor, AuditEvent, AuditKind},
 };
 
 /// Why a grant could not be changed.
@@ -26,20 +26,16 @@ pub enum GrantChange {
 pub struct Grants {
     policy: Arc<Policy>,
     clock: Arc<dyn Clock>,
-    /// The sessions' store: whether other instances share its database.
-    store: Arc<dyn SessionStore>,
+    /// Whether other instances share the database (then the grants are read again first).
+    shared: bool,
 }
 
 impl Grants {
-    pub(super) fn new(
-        policy: Arc<Policy>,
-        clock: Arc<dyn Clock>,
-        store: Arc<dyn SessionStore>,
-    ) -> Self {
+    pub(super) fn new(policy: Arc<Policy>, clock: Arc<dyn Clock>, shared: bool) -> Self {
         Grants {
             policy,
             clock,
-            store,
+            shared,
         }
     }
 
@@ -72,7 +68,7 @@ impl Grants {
     /// news of theirs is late (a grant made there is revocable here at once, and one revoked
     /// there is not revoked twice). Alone on its store, this instance's book is the store's.
     pub(super) async fn read_again(&self) {
-        if self.store.shared() {
+        if self.shared {
             self.policy.reload_grants().await;
         }
     }
